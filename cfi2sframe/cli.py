@@ -1,0 +1,162 @@
+"""Command line: argument parsing and diagnostics only; the work is in ``convert``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .arch import ARCHES, get_arch
+from .convert import EMIT_KINDS, Conversion, convert_asm
+from .errors import Cfi2SframeError, DecodeError
+from .frontend.asm import AssemblerFailed
+from .output import write_output
+from .sframe.lower import REASONS
+
+DESCRIPTION = """\
+Lower the call-frame information (.cfi_* directives) of an assembly file into
+an SFrame stack-trace section (SFrame version 2, errata 1).
+
+Every .cfi_startproc ... .cfi_endproc region becomes one SFrame FDE.  Code
+addresses come from a real assembler run (GNU as by default), never from
+estimated instruction sizes.  A function SFrame cannot describe exactly is
+left out with a warning that names the reason (see --list-reasons); the
+others are still emitted."""
+
+EPILOG = """\
+output forms (--emit; default from the output name: .o -> obj,
+.s/.S/.asm -> asm, anything else -> raw):
+  raw  the section bytes.  Convention for relocatable input: every input
+       section is placed at address 0, so a decoded FDE start equals the
+       function's offset in its own section (as readelf prints .o files).
+  asm  an assembly fragment holding the .sframe section (SHT_GNU_SFRAME),
+       function starts as PC-relative expressions on the input's symbols;
+       assemble it together with the input:  as foo.s foo.sframe.s -o foo.o
+  obj  the complete object: the input assembled by the real assembler plus
+       .sframe and one PC-relative relocation per FDE.
+
+exit status: 0 success, 1 bad input or failed conversion, 2 usage error.
+
+examples:
+  cfi2sframe foo.s -o foo.sframe
+  cfi2sframe foo.s -o foo.o
+  gcc -S -o - foo.c | cfi2sframe - --emit asm -o - > foo.sframe.s
+  cfi2sframe --assembler 'clang -c -x assembler' foo.s -o foo.o"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cfi2sframe", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("input", nargs="?", help="assembly file (.s), or - for standard input")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="output file, - for standard output (default: the input name "
+                             "with .sframe, .sframe.s or .o; standard output for - input)")
+    parser.add_argument("--emit", choices=EMIT_KINDS,
+                        help="output form (default: from the output name, else raw)")
+    parser.add_argument("--arch", default="x86_64", choices=sorted(ARCHES),
+                        help="target architecture of the input (default: x86_64)")
+    parser.add_argument("--assembler", metavar="CMD",
+                        help="assembler command; '-I DIR -o OUT IN' is appended "
+                             "(default: as)")
+    parser.add_argument("--sframe-version", type=int, default=2, choices=[2],
+                        help="SFrame format version to write (default: 2)")
+    parser.add_argument("-w", "--no-warnings", action="store_true",
+                        help="do not print warnings for functions left out")
+    parser.add_argument("--fatal-warnings", action="store_true",
+                        help="treat warnings as errors (exit 1, no output)")
+    parser.add_argument("--list-reasons", action="store_true",
+                        help="print the reason codes for left-out functions and exit")
+    parser.add_argument("--version", action="version", version=f"cfi2sframe {__version__}")
+    return parser
+
+
+def _emit_kind(requested: str | None, output: str) -> str:
+    if requested:
+        return requested
+    lowered = output.lower()
+    if lowered.endswith(".o"):
+        return "obj"
+    if lowered.endswith((".s", ".asm")):
+        return "asm"
+    return "raw"
+
+
+def _default_output(input_path: str, emit: str | None) -> str:
+    if input_path == "-":
+        return "-"
+    stem = os.path.splitext(os.path.basename(input_path))[0]
+    return stem + {"asm": ".sframe.s", "obj": ".o"}.get(emit or "raw", ".sframe")
+
+
+def _read_input(path: str) -> str:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read()
+    except OSError as exc:
+        raise Cfi2SframeError(path, f"cannot read input: {exc.strerror}") from None
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _print_reasons() -> None:
+    width = max(len(code) for code in REASONS)
+    for code, (meaning, gas) in REASONS.items():
+        print(f"{code:<{width}}  {meaning}  (GNU as: {gas})")
+
+
+def _convert(args: argparse.Namespace) -> int:
+    if args.input is None:
+        raise Cfi2SframeError("", "no input file (try --help)")
+    output = args.output or _default_output(args.input, args.emit)
+    emit = _emit_kind(args.emit, output)
+    text = _read_input(args.input)
+    display = "<stdin>" if args.input == "-" else args.input
+    include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
+    conversion = convert_asm(text, display, get_arch(args.arch), args.assembler, include_dir,
+                             args.sframe_version)
+    if conversion.assembler_messages:
+        sys.stderr.write(conversion.assembler_messages)
+    _report_skips(conversion, args)
+    if args.fatal_warnings and conversion.skips:
+        raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
+                                       "--fatal-warnings is set")
+    payload = {"raw": conversion.raw, "asm": conversion.asm, "obj": conversion.obj}[emit]()
+    write_output(output, payload)
+    return 0
+
+
+def _report_skips(conversion: Conversion, args: argparse.Namespace) -> None:
+    if args.no_warnings and not args.fatal_warnings:
+        return
+    kind = "error" if args.fatal_warnings else "warning"
+    for skip in conversion.skips:
+        print(f"{skip.location}: {kind}: {skip.message()}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``cfi2sframe`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.list_reasons:
+        _print_reasons()
+        return 0
+    try:
+        return _convert(args)
+    except AssemblerFailed as exc:
+        sys.stderr.write(exc.messages)
+        print(f"{exc}", file=sys.stderr)
+        return 1
+    except Cfi2SframeError as exc:
+        print(f"cfi2sframe: {exc}" if not exc.where else str(exc), file=sys.stderr)
+        return 1
+    except DecodeError as exc:
+        print(f"cfi2sframe: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 1

@@ -1,0 +1,123 @@
+"""The conversion pipeline as library calls: text -> timelines -> SFrame -> output."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .arch import get_arch
+from .arch.base import Arch
+from .emit.asm import anchor_expression, section_asm
+from .errors import Cfi2SframeError
+from .frontend.asm import AsmUnit, Assembler, parse_asm
+from .model import Timeline
+from .sframe.encode import SectionImage, build_v2
+from .sframe.format import SFrameFunction
+from .sframe.lower import Skip, lower
+
+EMIT_KINDS = ("raw", "asm", "obj")
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """Everything one conversion produced: what was emitted and what was left out."""
+
+    arch: Arch
+    unit: AsmUnit
+    functions: tuple[SFrameFunction, ...]
+    skips: tuple[Skip, ...]
+    image: SectionImage
+    assembler: Assembler
+    assembler_messages: str = ""
+
+    def raw(self) -> bytes:
+        """The section bytes, every input section placed at address 0.
+
+        A decoded FDE start then equals the function's offset in its own
+        section, which is how binutils prints relocatable objects.
+        """
+        return self.image.to_bytes(0, lambda func: func.start)
+
+    def asm(self) -> str:
+        """An assembly fragment to assemble together with the input (``as in.s out.s``)."""
+
+        def start_of(func: SFrameFunction) -> str | None:
+            return anchor_expression(func)
+
+        missing = [f for f in self.functions if anchor_expression(f) is None]
+        if missing:
+            func = missing[0]
+            raise Cfi2SframeError(
+                self.unit.filename,
+                f"function '{func.name}' has no symbol at or before its start to refer to; "
+                "use --emit obj",
+            )
+        return section_asm(self.image, start_of, self.arch.comment_chars[0])
+
+    def obj(self) -> bytes:
+        """The input assembled by the real assembler, plus ``.sframe`` and its relocations."""
+        fragment = section_asm(self.image, lambda func: func.label, self.arch.comment_chars[0])
+        source = self.unit.text_with_anchors()
+        if not source.endswith("\n"):
+            source += "\n"
+        obj, _ = self.assembler.run(source + fragment, self.unit.filename, ".")
+        return obj
+
+
+def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFunction], bool]:
+    """FDE order: by section (first appearance), then start; sorted flag if one section."""
+    sections: dict[str, int] = {}
+    for func in functions:
+        sections.setdefault(func.section, len(sections))
+    ordered = sorted(functions, key=lambda f: (sections[f.section], f.start, f.size))
+    return ordered, len(sections) <= 1
+
+
+def lower_all(timelines: Sequence[Timeline], arch: Arch) -> tuple[list[SFrameFunction],
+                                                                  list[Skip]]:
+    """Lower every timeline; split into encodable functions and skips."""
+    functions: list[SFrameFunction] = []
+    skips: list[Skip] = []
+    for timeline in timelines:
+        result = lower(timeline, arch)
+        if isinstance(result, Skip):
+            skips.append(result)
+        else:
+            functions.append(result)
+    return functions, skips
+
+
+def encode_sframe(functions: Sequence[SFrameFunction], arch: str | Arch = "x86_64",
+                  version: int = 2) -> SectionImage:
+    """Encode functions as an SFrame section image (FDEs sorted as ``order_functions``)."""
+    arch = get_arch(arch) if isinstance(arch, str) else arch
+    if version != 2:
+        raise Cfi2SframeError("", f"SFrame version {version} is not supported yet")
+    ordered, single = order_functions(functions)
+    return build_v2(ordered, arch, sort_flag=single)
+
+
+def convert_asm(
+    text: str,
+    filename: str = "<input>",
+    arch: str | Arch = "x86_64",
+    assembler: str | None = None,
+    include_dir: str = ".",
+    version: int = 2,
+) -> Conversion:
+    """Assembly text -> SFrame: the whole pipeline of ``cfi2sframe foo.s``."""
+    arch = get_arch(arch) if isinstance(arch, str) else arch
+    runner = Assembler.from_string(assembler)
+    unit, messages = parse_asm(text, filename, arch, runner, include_dir)
+    functions, skips = lower_all(unit.timelines, arch)
+    image = encode_sframe(functions, arch, version)
+    return Conversion(arch, unit, image.functions, tuple(skips), image, runner, messages)
+
+
+def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = "x86_64",
+                       assembler: str | None = None,
+                       include_dir: str = ".") -> tuple[Timeline, ...]:
+    """Parse assembly text into one ``Timeline`` per ``.cfi_startproc`` region."""
+    arch = get_arch(arch) if isinstance(arch, str) else arch
+    unit, _ = parse_asm(text, filename, arch, Assembler.from_string(assembler), include_dir)
+    return unit.timelines

@@ -1,0 +1,1 @@
+"""Writers: section bytes -> what a user needs (raw bytes, assembly, object)."""

@@ -1,0 +1,1 @@
+"""Frontends: turn inputs (assembly now, ELF later) into ``Timeline`` objects."""

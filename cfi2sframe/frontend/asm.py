@@ -1,0 +1,477 @@
+"""Assembly frontend: ``.cfi_*`` directives -> DWARF operations -> ``Timeline``.
+
+Addresses are never estimated.  The file is assembled once by a real
+assembler with a label placed right before every CFI directive; the labels'
+values in the object's symbol table are the exact offsets (after relaxation,
+alignment and data) where the assembler itself records each directive.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..arch.base import Arch
+from ..cfi import interpret
+from ..dwarf import Op, decode_ops, sleb, uleb
+from ..elfread import Symbol, open_elf
+from ..errors import Cfi2SframeError, CfiError, DecodeError
+from ..model import Location, Timeline
+from .directives import Directive, SyntaxProblem, evaluate, parse_statement, render
+from .scan import Assignment, Statement, scan
+
+PROBE = "__cfi2sframe_probe_"
+ANCHOR = ".Lcfi2sframe_func_"
+STT_SECTION, STT_FILE, STT_FUNC = 3, 4, 2
+SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
+
+KNOWN_DIRECTIVES = frozenset(
+    "startproc endproc sections def_cfa def_cfa_register def_cfa_offset adjust_cfa_offset "
+    "offset val_offset rel_offset register restore undefined same_value remember_state "
+    "restore_state return_column signal_frame window_save negate_ra_state "
+    "negate_ra_state_with_pc b_key_frame mte_tagged_frame escape personality personality_id "
+    "lsda inline_lsda fde_data val_encoded_addr label".split()
+)
+
+
+@dataclass
+class _Function:
+    """A function being collected between ``.cfi_startproc`` and ``.cfi_endproc``."""
+
+    start: Statement
+    probe: int
+    simple: bool
+    ops: list[tuple[int, Op]] = field(default_factory=list)
+    ra_column: int | None = None
+    signal_frame: bool = False
+    pauth_b_key: bool = False
+    personality: str | None = None
+    lsda: str | None = None
+    cfa_offset: int = 0
+    cfa_stack: list[int] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class AsmUnit:
+    """The timelines of an assembly file, plus what writers need to re-assemble it."""
+
+    filename: str
+    text: str
+    timelines: tuple[Timeline, ...]
+    anchor_offsets: tuple[tuple[int, str], ...]
+
+    def text_with_anchors(self) -> str:
+        """The source with a local label at every function start (no code change)."""
+        pieces = []
+        last = 0
+        for offset, label in self.anchor_offsets:
+            pieces.append(self.text[last:offset])
+            pieces.append(f"{label}: ")
+            last = offset
+        pieces.append(self.text[last:])
+        return "".join(pieces)
+
+
+@dataclass(frozen=True)
+class Assembler:
+    """How to run an assembler: a command to which ``-o OUT IN`` is appended."""
+
+    command: tuple[str, ...]
+
+    @staticmethod
+    def from_string(text: str | None) -> Assembler:
+        return Assembler(tuple(shlex.split(text)) if text else ("as",))
+
+    def run(self, source: str, display_name: str, include_dir: str) -> tuple[bytes, str]:
+        """Assemble ``source``; return (object bytes, assembler messages).
+
+        Messages mention ``display_name`` instead of the temporary file, so
+        line numbers point into the user's file.
+        """
+        exe = self.command[0]
+        if shutil.which(exe) is None:
+            raise Cfi2SframeError(
+                "",
+                f"no assembler found: '{exe}' is not on PATH; install GNU binutils "
+                "(apt-get install binutils) or name one with --assembler CMD",
+            )
+        with tempfile.TemporaryDirectory(prefix="cfi2sframe-") as tmp:
+            src = os.path.join(tmp, "input.s")
+            obj = os.path.join(tmp, "input.o")
+            with open(src, "w", encoding="utf-8", errors="surrogateescape") as handle:
+                handle.write(source)
+            cmd = [*self.command, "-I", include_dir, "-o", obj, src]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, check=False)
+            except OSError as exc:
+                raise Cfi2SframeError("", f"cannot run assembler '{exe}': {exc}") from None
+            messages = proc.stderr.decode("utf-8", "replace").replace(src, display_name)
+            if proc.returncode != 0 or not os.path.exists(obj):
+                raise AssemblerFailed(display_name, exe, proc.returncode, messages)
+            with open(obj, "rb") as handle:
+                return handle.read(), messages
+
+
+class AssemblerFailed(Cfi2SframeError):
+    """The assembler rejected the input; its own messages are kept for the user."""
+
+    def __init__(self, where: str, exe: str, status: int, messages: str) -> None:
+        super().__init__(where, f"assembler '{exe}' failed (exit status {status})")
+        self.messages = messages
+
+
+def parse_asm(
+    text: str,
+    filename: str,
+    arch: Arch,
+    assembler: Assembler,
+    include_dir: str = ".",
+) -> tuple[AsmUnit, str]:
+    """Timelines for every ``.cfi_startproc`` region of ``text``.
+
+    Returns the unit and the assembler's messages (warnings) for the caller
+    to show.  Raises ``Cfi2SframeError`` for malformed input.
+    """
+    if PROBE in text:
+        raise Cfi2SframeError(filename, f"input uses the reserved symbol prefix '{PROBE}'")
+    items = scan(text, filename, arch.comment_chars).items
+    statements = [item for item in items if isinstance(item, Statement)]
+    parsed = [_parse(stmt, filename) for stmt in statements]
+    probed = _with_probes(text, statements)
+    obj, messages = assembler.run(probed, filename, include_dir)
+    view = open_elf(obj, "assembler output")
+    symbols = view.symbols()
+    places = _probe_places(symbols, len(statements))
+    sections = view.section_names
+    builder = _Builder(filename, arch, items, parsed, places, sections, symbols)
+    timelines, anchors = builder.build()
+    _check_fde_count(view, len(timelines), filename)
+    return AsmUnit(filename, text, tuple(timelines), tuple(anchors)), messages
+
+
+def _parse(stmt: Statement, filename: str) -> Directive:
+    name = stmt.text.split(None, 1)[0].lower()
+    if name[5:] not in KNOWN_DIRECTIVES:
+        raise Cfi2SframeError(f"{filename}:{stmt.line}", f"unknown CFI directive '{name}'")
+    try:
+        return parse_statement(stmt.text)
+    except SyntaxProblem as exc:
+        raise Cfi2SframeError(f"{filename}:{stmt.line}", exc.message) from None
+
+
+def _with_probes(text: str, statements: Sequence[Statement]) -> str:
+    pieces = []
+    last = 0
+    for index, stmt in enumerate(statements):
+        pieces.append(text[last : stmt.offset])
+        pieces.append(f"{PROBE}{index}: ")
+        last = stmt.offset
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _probe_places(symbols: Sequence[Symbol], count: int) -> list[tuple[int, int] | None]:
+    places: list[tuple[int, int] | None] = [None] * count
+    prefix_len = len(PROBE)
+    for sym in symbols:
+        if sym.name.startswith(PROBE):
+            index = int(sym.name[prefix_len:])
+            if index < count:
+                places[index] = (sym.shndx, sym.value)
+    return places
+
+
+def _check_fde_count(view: Any, count: int, filename: str) -> None:
+    """The assembler's own FDE count must match ours: CFI we cannot see is an error."""
+    fdes = 0
+    for name, cie_id_of_cie in ((".eh_frame", 0), (".debug_frame", 0xFFFFFFFF)):
+        fdes += _count_fdes(view.section_data(name), cie_id_of_cie,
+                            view.elf.little_endian)
+    if fdes and fdes != count:
+        raise Cfi2SframeError(
+            filename,
+            f"the assembler made {fdes} FDEs but {count} .cfi_startproc regions were found "
+            "(CFI from .include files or macros is not supported)",
+        )
+
+
+def _count_fdes(data: bytes, cie_id_of_cie: int, little: bool) -> int:
+    order = "little" if little else "big"
+    pos = fdes = 0
+    while pos + 4 <= len(data):
+        length = int.from_bytes(data[pos : pos + 4], order)
+        if length == 0:
+            pos += 4
+            continue
+        head = 4
+        if length == 0xFFFFFFFF:
+            length = int.from_bytes(data[pos + 4 : pos + 12], order)
+            head = 12
+            ident = int.from_bytes(data[pos + head : pos + head + 8], order)
+            is_cie = ident == (0 if cie_id_of_cie == 0 else 0xFFFFFFFFFFFFFFFF)
+        else:
+            ident = int.from_bytes(data[pos + head : pos + head + 4], order)
+            is_cie = ident == cie_id_of_cie
+        fdes += not is_cie
+        pos += head + length
+    return fdes
+
+
+class _Builder:
+    """Walks the statements in order and lowers each function to a ``Timeline``."""
+
+    def __init__(self, filename: str, arch: Arch, items: Sequence[Any],
+                 parsed: Sequence[Directive], places: Sequence[tuple[int, int] | None],
+                 sections: Sequence[str], symbols: Sequence[Symbol]) -> None:
+        self.filename = filename
+        self.arch = arch
+        self.items = items
+        self.parsed = parsed
+        self.places = places
+        self.sections = sections
+        self.symbols: dict[str, Any] = {}
+        self.by_place = _symbols_by_place(symbols)
+        self.cie_ops = tuple(Op(name, a, b) for name, a, b in arch.cie_ops)
+
+    def where(self, line: int) -> str:
+        return f"{self.filename}:{line}"
+
+    def build(self) -> tuple[list[Timeline], list[tuple[int, str]]]:
+        timelines: list[Timeline] = []
+        anchors: list[tuple[int, str]] = []
+        current: _Function | None = None
+        index = -1
+        for item in self.items:
+            if isinstance(item, Assignment):
+                self.symbols[item.name] = (item.expr, item.line)
+                continue
+            index += 1
+            directive = self.parsed[index]
+            place = self.places[index]
+            if place is None:
+                raise Cfi2SframeError(self.where(item.line),
+                                      "the assembler did not place this directive")
+            if directive.name == "startproc":
+                if current is not None:
+                    raise Cfi2SframeError(self.where(item.line),
+                                          "nested .cfi_startproc (previous one not closed)")
+                current = _Function(item, index, directive.args[0] == "simple")
+                if not current.simple:
+                    # dw2gencfi's running CFA offset starts from the CIE's def_cfa.
+                    current.cfa_offset = next(
+                        (b for name, _, b in self.arch.cie_ops if name == "def_cfa"), 0)
+            elif current is None:
+                if directive.name == "sections":
+                    continue
+                raise Cfi2SframeError(
+                    self.where(item.line),
+                    f"CFI directive '.cfi_{directive.name}' outside .cfi_startproc/.cfi_endproc",
+                )
+            elif directive.name == "endproc":
+                label = f"{ANCHOR}{len(anchors)}"
+                anchors.append((current.start.offset, label))
+                timelines.append(self._finish(current, place, item.line, label))
+                current = None
+            else:
+                start = self.places[current.probe]
+                assert start is not None
+                if place[0] != start[0]:
+                    raise Cfi2SframeError(
+                        self.where(item.line),
+                        f"CFI directive in section '{self._section(place[0])}' but the "
+                        f"function started in '{self._section(start[0])}'",
+                    )
+                self._lower(current, directive, place[1] - start[1], item.line)
+        if current is not None:
+            raise Cfi2SframeError(self.where(current.start.line),
+                                  ".cfi_startproc without .cfi_endproc")
+        return timelines, anchors
+
+    def _section(self, shndx: int) -> str:
+        if 0 < shndx < len(self.sections):
+            return self.sections[shndx]
+        return f"#{shndx}"
+
+    def _finish(self, func: _Function, end: tuple[int, int], line: int,
+                label: str) -> Timeline:
+        start = self.places[func.probe]
+        assert start is not None
+        if end[0] != start[0]:
+            raise Cfi2SframeError(self.where(line),
+                                  ".cfi_endproc in another section than its .cfi_startproc")
+        size = end[1] - start[1]
+        if size < 0:
+            raise Cfi2SframeError(self.where(line), ".cfi_endproc before its .cfi_startproc")
+        cie = () if func.simple else self.cie_ops
+        rows: tuple = ()
+        invalid = func.error
+        if invalid is None:
+            try:
+                rows = interpret(cie, func.ops, size)
+            except CfiError as exc:
+                invalid = f"line {exc.line}: {exc.message}" if exc.line else exc.message
+        name, anchor = self._name(start)
+        return Timeline(
+            name=name,
+            section=self._section(start[0]),
+            start=start[1],
+            size=size,
+            rows=rows,
+            ra_column=self.arch.ra if func.ra_column is None else func.ra_column,
+            location=Location(self.filename, func.start.line),
+            signal_frame=func.signal_frame,
+            pauth_b_key=func.pauth_b_key,
+            personality=func.personality,
+            lsda=func.lsda,
+            invalid=invalid,
+            anchor=anchor,
+            label=label,
+        )
+
+    def _name(self, place: tuple[int, int]) -> tuple[str, tuple[str, int] | None]:
+        """Name at the function start, and the symbol (with distance) to anchor it to.
+
+        The anchor is the closest symbol at or before the start in the same
+        section, functions and globals preferred among symbols at one address.
+        """
+        entries = self.by_place.get(place[0], [])
+        cut = bisect.bisect_right(entries, (place[1], 99, "\uffff"))
+        if cut == 0:
+            return f"{self._section(place[0])}+{place[1]:#x}", None
+        value = entries[cut - 1][0]
+        first = bisect.bisect_left(entries, (value, -1, ""))
+        _, _, name = entries[first]
+        anchor = (name, place[1] - value)
+        if value != place[1]:
+            return f"{self._section(place[0])}+{place[1]:#x}", anchor
+        return name, anchor
+
+    def _value(self, tree: Any, line: int) -> int:
+        def lookup(name: str, depth: int = 0) -> int | None:
+            entry = self.symbols.get(name)
+            if entry is None or depth > 50:
+                return None
+            try:
+                inner = parse_statement(".cfi_def_cfa_offset " + entry[0]).args[0]
+                return evaluate(inner, lambda n: lookup(n, depth + 1))
+            except SyntaxProblem:
+                return None
+
+        try:
+            return evaluate(tree, lookup)
+        except SyntaxProblem as exc:
+            raise Cfi2SframeError(self.where(line), exc.message) from None
+
+    def _reg(self, tree: Any, line: int) -> int:
+        if tree[0] in ("reg", "sym"):
+            number = self.arch.registers.get(tree[1].lower())
+            if number is not None:
+                return number
+            if tree[0] == "reg":
+                raise Cfi2SframeError(self.where(line), f"unknown register '%{tree[1]}'")
+        value = self._value(tree, line)
+        if value < 0:
+            raise Cfi2SframeError(self.where(line), f"invalid register number {value}")
+        return value
+
+    def _lower(self, func: _Function, d: Directive, pc: int, line: int) -> None:
+        """Turn one directive into DWARF operations, as the assembler encodes it."""
+        name, args = d.name, d.args
+
+        def add(op_name: str, reg: int = 0, offset: int = 0, expr: bytes = b"") -> None:
+            func.ops.append((pc, Op(op_name, reg, offset, expr, line)))
+
+        if name == "def_cfa":
+            func.cfa_offset = self._value(args[1], line)
+            add("def_cfa", self._reg(args[0], line), func.cfa_offset)
+        elif name == "def_cfa_register":
+            add("def_cfa_register", self._reg(args[0], line))
+        elif name == "def_cfa_offset":
+            func.cfa_offset = self._value(args[0], line)
+            add("def_cfa_offset", offset=func.cfa_offset)
+        elif name == "adjust_cfa_offset":
+            func.cfa_offset += self._value(args[0], line)
+            add("def_cfa_offset", offset=func.cfa_offset)
+        elif name in ("offset", "val_offset"):
+            add(name, self._reg(args[0], line), self._value(args[1], line))
+        elif name == "rel_offset":
+            add("offset", self._reg(args[0], line), self._value(args[1], line) - func.cfa_offset)
+        elif name == "register":
+            add("register", self._reg(args[0], line), self._reg(args[1], line))
+        elif name in ("restore", "undefined", "same_value"):
+            for reg in args:
+                add(name, self._reg(reg, line))
+        elif name == "remember_state":
+            func.cfa_stack.append(func.cfa_offset)
+            add("remember_state")
+        elif name == "restore_state":
+            if func.cfa_stack:
+                func.cfa_offset = func.cfa_stack.pop()
+            add("restore_state")
+        elif name == "return_column":
+            func.ra_column = self._reg(args[0], line)
+        elif name == "signal_frame":
+            func.signal_frame = True
+        elif name in ("window_save", "negate_ra_state"):
+            add("window_save")
+        elif name == "negate_ra_state_with_pc":
+            add("negate_ra_state_with_pc")
+        elif name == "b_key_frame":
+            func.pauth_b_key = True
+        elif name == "escape":
+            self._escape(func, args, pc, line)
+        elif name == "personality":
+            func.personality = render(args[1]) if args[1] is not None else None
+        elif name == "lsda":
+            func.lsda = render(args[1]) if args[1] is not None else None
+        elif name == "val_encoded_addr":
+            add("val_expression", self._reg(args[0], line), expr=render(args[2]).encode())
+        # sections, mte_tagged_frame, personality_id, inline_lsda, fde_data and
+        # label describe data beside the rules; they change no recovery rule.
+
+    def _escape(self, func: _Function, items: Sequence[Any], pc: int, line: int) -> None:
+        order = "big" if self.arch.big_endian else "little"
+        data = bytearray()
+        for kind, tree in items:
+            value = self._value(tree, line)
+            if kind == "byte":
+                data.append(value & 0xFF)
+            elif kind == "sleb128":
+                data += sleb(value)
+            elif kind == "uleb128":
+                data += uleb(value & ((1 << 64) - 1) if value < 0 else value)
+            else:
+                size = int(kind[4:])
+                data += (value & ((1 << (8 * size)) - 1)).to_bytes(size, order)
+        try:
+            ops = decode_ops(bytes(data), self.arch.code_alignment, self.arch.data_alignment,
+                             self.arch.address_size, self.arch.big_endian, line)
+        except DecodeError as exc:
+            raise Cfi2SframeError(self.where(line), f".cfi_escape: {exc.message}") from None
+        for op in ops:
+            if op.name in ("advance", "set_loc"):
+                raise Cfi2SframeError(self.where(line),
+                                      ".cfi_escape with a location advance is not supported")
+            func.ops.append((pc, op))
+
+
+def _symbols_by_place(symbols: Sequence[Symbol]) -> dict[int, list[tuple[int, int, str]]]:
+    """Section index -> [(value, rank, name)] sorted; a lower rank is a better name."""
+    table: dict[int, list[tuple[int, int, str]]] = {}
+    for sym in symbols:
+        if (not sym.name or sym.name.startswith(PROBE) or sym.kind in (STT_SECTION, STT_FILE)
+                or sym.shndx == SHN_UNDEF or sym.shndx >= SHN_LORESERVE):
+            continue
+        rank = 0 if sym.kind == STT_FUNC else (1 if sym.bind else 2)
+        table.setdefault(sym.shndx, []).append((sym.value, rank, sym.name))
+    for entries in table.values():
+        entries.sort()
+    return table

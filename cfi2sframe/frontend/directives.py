@@ -1,0 +1,208 @@
+"""Parse one ``.cfi_*`` statement with the Lark grammar into a small syntax tree.
+
+Parsing is cached by statement text: compiler output repeats the same few
+directives thousands of times, so each distinct text is parsed once and only
+its expressions are evaluated per use (symbols may change between uses).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Transformer, Tree
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput
+
+# Expression trees are tuples: ("num", v), ("sym", name), ("dot",),
+# (opname, a) for unary and (opname, a, b) for binary operators.
+Expr = tuple
+
+
+@dataclass(frozen=True)
+class Directive:
+    """A parsed CFI statement: its name (``def_cfa``...) and operand trees."""
+
+    name: str
+    args: tuple[Any, ...]
+
+
+class SyntaxProblem(Exception):
+    """A statement the grammar rejects; ``message`` says what was expected."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _grammar_text() -> str:
+    try:
+        return resources.files("cfi2sframe.grammar").joinpath("cfi.lark").read_text()
+    except (ModuleNotFoundError, FileNotFoundError):
+        here = Path(__file__).resolve().parents[2] / "grammar" / "cfi.lark"
+        return here.read_text()
+
+
+_BINARY = ("logor logand add sub eq ne lt gt le ge bor band bxor bornot "
+           "mul div mod shl shr").split()
+_UNARY = ("neg", "inv", "lognot")
+
+
+class _ToTree(Transformer):
+    """Lark tree -> plain tuples (cheap to cache and to evaluate)."""
+
+    def number(self, items: list[Token]) -> Expr:
+        text = str(items[0])
+        if text[:2] in ("0x", "0X"):
+            return ("num", int(text, 16))
+        if text[:2] in ("0b", "0B"):
+            return ("num", int(text[2:], 2))
+        if len(text) > 1 and text[0] == "0":
+            try:
+                return ("num", int(text, 8))
+            except ValueError:
+                raise SyntaxProblem(f"bad octal number '{text}'") from None
+        return ("num", int(text))
+
+    def symbol(self, items: list[Token]) -> Expr:
+        name = str(items[0])
+        return ("dot",) if name == "." else ("sym", name)
+
+    def reg_percent(self, items: list[Token]) -> Any:
+        return ("reg", str(items[0]))
+
+    def reg_expr(self, items: list[Any]) -> Any:
+        return items[0]
+
+    def escape_byte(self, items: list[Any]) -> Any:
+        return ("byte", items[0])
+
+    def escape_sleb128(self, items: list[Any]) -> Any:
+        return ("sleb128", items[0])
+
+    def escape_uleb128(self, items: list[Any]) -> Any:
+        return ("uleb128", items[0])
+
+    def escape_data2(self, items: list[Any]) -> Any:
+        return ("data2", items[0])
+
+    def escape_data4(self, items: list[Any]) -> Any:
+        return ("data4", items[0])
+
+    def escape_data8(self, items: list[Any]) -> Any:
+        return ("data8", items[0])
+
+    def start(self, items: list[Any]) -> Directive:
+        return items[0]
+
+    def directive(self, items: list[Any]) -> Directive:
+        return items[0]
+
+    def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
+        name = str(data)
+        if name.startswith("_"):
+            return Tree(data, children, meta)  # Lark's own helper rules (repetitions)
+        if name in _BINARY:
+            return (name, children[0], children[1])
+        if name in _UNARY:
+            return (name, children[0])
+        args = tuple(str(c) if isinstance(c, Token) else c for c in children)
+        return Directive(name, args)
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark(_grammar_text(), parser="lalr", lexer="contextual", transformer=_ToTree(),
+                maybe_placeholders=True)
+
+
+@cache
+def parse_statement(text: str) -> Directive:
+    """Parse one CFI statement; raise ``SyntaxProblem`` when it is malformed."""
+    try:
+        result = _parser().parse(text)
+    except UnexpectedCharacters as exc:
+        raise SyntaxProblem(f"unexpected character '{text[exc.pos_in_stream]}' in '{text}'") \
+            from None
+    except UnexpectedInput as exc:
+        token = getattr(exc, "token", None)
+        if token is None or token.type == "$END":
+            raise SyntaxProblem(f"missing operand in '{text}'") from None
+        raise SyntaxProblem(f"unexpected '{token}' in '{text}'") from None
+    except SyntaxProblem:
+        raise
+    except LarkError as exc:
+        raise SyntaxProblem(f"cannot parse '{text}': {exc}") from None
+    assert isinstance(result, Directive)
+    return result
+
+
+def _div(a: int, b: int) -> int:
+    if b == 0:
+        raise SyntaxProblem("division by zero")
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _mod(a: int, b: int) -> int:
+    return a - _div(a, b) * b
+
+
+_OPS: dict[str, Callable[[int, int], int]] = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": _div, "mod": _mod,
+    "shl": lambda a, b: a << b if b >= 0 else a >> -b,
+    "shr": lambda a, b: a >> b if b >= 0 else a << -b,
+    "bor": operator.or_, "band": operator.and_, "bxor": operator.xor,
+    "bornot": lambda a, b: a | ~b,
+    # GNU as comparisons yield -1 for true, 0 for false.
+    "eq": lambda a, b: -int(a == b), "ne": lambda a, b: -int(a != b),
+    "lt": lambda a, b: -int(a < b), "gt": lambda a, b: -int(a > b),
+    "le": lambda a, b: -int(a <= b), "ge": lambda a, b: -int(a >= b),
+    "logor": lambda a, b: int(bool(a) or bool(b)),
+    "logand": lambda a, b: int(bool(a) and bool(b)),
+}
+
+SymbolLookup = Callable[[str], int | None]
+
+
+def evaluate(tree: Expr, lookup: SymbolLookup) -> int:
+    """Evaluate an absolute expression; symbols resolve through ``lookup``."""
+    kind = tree[0]
+    if kind == "num":
+        return tree[1]
+    if kind == "sym":
+        value = lookup(tree[1])
+        if value is None:
+            raise SyntaxProblem(f"symbol '{tree[1]}' is undefined or not an absolute constant")
+        return value
+    if kind == "dot":
+        raise SyntaxProblem("'.' is not an absolute constant in a CFI operand")
+    if kind == "neg":
+        return -evaluate(tree[1], lookup)
+    if kind == "inv":
+        return ~evaluate(tree[1], lookup)
+    if kind == "lognot":
+        return int(not evaluate(tree[1], lookup))
+    return _OPS[kind](evaluate(tree[1], lookup), evaluate(tree[2], lookup))
+
+
+def render(tree: Expr | str | None) -> str:
+    """Expression tree back to text (for personality/LSDA symbols)."""
+    if tree is None:
+        return ""
+    if isinstance(tree, str):
+        return tree
+    kind = tree[0]
+    if kind == "num":
+        return str(tree[1])
+    if kind in ("sym", "reg"):
+        return tree[1]
+    if kind == "dot":
+        return "."
+    if len(tree) == 2:
+        return f"{kind}({render(tree[1])})"
+    return f"({render(tree[1])} {kind} {render(tree[2])})"

@@ -1,0 +1,125 @@
+"""The format-neutral model: a function's call-frame rules over its code range.
+
+A ``Timeline`` is what DWARF CFI says about one function, independent of any
+output format.  Every frontend produces it and every backend consumes it, so
+equality here means "unwinds the same".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CfaReg:
+    """CFA = value of ``reg`` + ``offset``."""
+
+    reg: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class CfaExpr:
+    """CFA = result of a DWARF expression (``DW_CFA_def_cfa_expression``)."""
+
+    expr: bytes
+
+
+CfaRule = CfaReg | CfaExpr
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How to recover one register of the caller.
+
+    ``kind`` is one of ``undefined``, ``same_value``, ``offset`` (saved at
+    CFA+``value``), ``val_offset`` (value is CFA+``value``), ``register`` (in
+    register ``value``), ``expression`` and ``val_expression`` (``expr``).
+    """
+
+    kind: str
+    value: int = 0
+    expr: bytes = b""
+
+
+UNDEFINED = Rule("undefined")
+SAME_VALUE = Rule("same_value")
+
+
+@dataclass(frozen=True)
+class Row:
+    """The rules in force from ``start`` (bytes from the function start) on.
+
+    ``cfa`` is None only before the first CFA definition of a
+    ``.cfi_startproc simple`` function.  ``regs`` holds a rule for every
+    register the CFI mentions, sorted by register number.
+    """
+
+    start: int
+    cfa: CfaRule | None
+    regs: tuple[tuple[int, Rule], ...] = ()
+    ra_signed: bool = False
+
+    def rule(self, reg: int) -> Rule | None:
+        """The rule for ``reg``, or None when the CFI never mentions it."""
+        for num, rule in self.regs:
+            if num == reg:
+                return rule
+        return None
+
+    def same_rules(self, other: Row) -> bool:
+        """True when both rows recover every register the same way."""
+        return (self.cfa, self.regs, self.ra_signed) == (other.cfa, other.regs, other.ra_signed)
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where something came from, for diagnostics: a file and line, or a byte offset."""
+
+    file: str
+    line: int = 0
+    offset: int | None = None
+
+    def __str__(self) -> str:
+        if self.line:
+            return f"{self.file}:{self.line}"
+        if self.offset is not None:
+            return f"{self.file}:{self.offset:#x}"
+        return self.file
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One function's call-frame rules: ``rows`` ordered by ``start``, first at or after 0.
+
+    ``section`` and ``start`` place the function (for relocatable input the
+    start is the offset in its section); ``size`` is its length in bytes.
+    ``invalid`` holds why the CFI has no DWARF meaning (then ``rows`` is
+    empty).  ``anchor`` is a source symbol and the distance from it to the
+    start, and ``label`` a local label the frontend can place at the start:
+    writers use them to express the start as a relocatable expression.
+    """
+
+    name: str
+    section: str
+    start: int
+    size: int
+    rows: tuple[Row, ...]
+    ra_column: int
+    location: Location
+    signal_frame: bool = False
+    pauth_b_key: bool = False
+    personality: str | None = None
+    lsda: str | None = None
+    invalid: str | None = None
+    anchor: tuple[str, int] | None = None
+    label: str | None = None
+
+    def row_at(self, pc: int) -> Row | None:
+        """The row in force at ``pc`` bytes from the start, or None if none covers it."""
+        found = None
+        for row in self.rows:
+            if row.start > pc:
+                break
+            found = row
+        return found

@@ -1,0 +1,34 @@
+"""Write output files atomically: complete or absent, never partial."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+
+def write_output(path: str, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` (``-`` is stdout) through a temporary and a rename."""
+    payload = data.encode() if isinstance(data, str) else data
+    if path == "-":
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".cfi2sframe-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if os.path.exists(path):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,1 @@
+"""The SFrame backend: lowering, section encoding and decoding."""

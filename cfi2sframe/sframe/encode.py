@@ -1,0 +1,114 @@
+"""SFrame V2 section builder: the smallest exact encoding of a list of functions.
+
+Per function the FRE start-address type is the smallest that holds its last
+FRE start; per FRE the offset size is the smallest that holds its offsets.
+The function start fields are PC-relative (``SFRAME_F_FDE_FUNC_START_PCREL``),
+so a section image can be placed anywhere: raw bytes get them computed for a
+given address, assembly output writes them as expressions.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..arch.base import Arch
+from ..errors import Cfi2SframeError
+from .format import (
+    BASE_REG_FP,
+    BASE_REG_SP,
+    F_FDE_FUNC_START_PCREL,
+    F_FDE_SORTED,
+    FDE_SIZE,
+    FRE_ADDR_SIZE,
+    HEADER_SIZE,
+    MAGIC,
+    OFFSET_SIZE,
+    VERSION_2,
+    Fre,
+    SFrameFunction,
+    fde_struct,
+    fre_type_for,
+    header_struct,
+    offset_size_for,
+)
+
+
+@dataclass(frozen=True)
+class SectionImage:
+    """An encoded section whose FDE start fields are still to be filled in.
+
+    ``fde_tails[i]`` is FDE ``i`` without its first 4 bytes (the start field);
+    ``functions[i]`` is the function it describes.
+    """
+
+    header: bytes
+    functions: tuple[SFrameFunction, ...]
+    fde_tails: tuple[bytes, ...]
+    fres: bytes
+    big_endian: bool
+    fde_size: int
+
+    def start_field_offset(self, index: int) -> int:
+        """Offset in the section of FDE ``index``'s start field."""
+        return len(self.header) + index * self.fde_size
+
+    def to_bytes(self, section_address: int, address_of: Callable[[SFrameFunction], int]) -> bytes:
+        """The section placed at ``section_address``, with each start made PC-relative."""
+        order = ">" if self.big_endian else "<"
+        out = bytearray(self.header)
+        for index, (func, tail) in enumerate(zip(self.functions, self.fde_tails, strict=False)):
+            delta = address_of(func) - (section_address + self.start_field_offset(index))
+            if not -0x80000000 <= delta <= 0x7FFFFFFF:
+                raise Cfi2SframeError(
+                    "", f"function '{func.name}' is {delta:#x} bytes from its FDE: out of "
+                    "range for a 32-bit PC-relative start")
+            out += struct.pack(order + "i", delta) + tail
+        return bytes(out + self.fres)
+
+
+def _fre_bytes(fre: Fre, addr_size: int, order: str) -> bytes:
+    if fre.ra_undefined:
+        offsets: tuple[int, ...] = ()
+    else:
+        offsets = (fre.cfa_offset,)
+        if fre.ra_offset is not None:
+            offsets += (fre.ra_offset,)
+        if fre.fp_offset is not None:
+            offsets += (fre.fp_offset,)
+    size_code = offset_size_for(offsets) if offsets else 0
+    assert size_code is not None, "lowering guarantees 32-bit offsets"
+    base = BASE_REG_FP if fre.cfa_base_fp else BASE_REG_SP
+    if fre.ra_undefined:
+        base = 0
+    info = base | (len(offsets) << 1) | (size_code << 5) | (int(fre.mangled_ra) << 7)
+    start_fmt = {1: "B", 2: "H", 4: "I"}[addr_size]
+    off_fmt = {1: "b", 2: "h", 4: "i"}[OFFSET_SIZE[size_code]] * len(offsets)
+    return struct.pack(order + start_fmt + "B" + off_fmt, fre.start, info, *offsets)
+
+
+def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -> SectionImage:
+    """Encode ``functions`` (already in final FDE order) as an SFrame V2 section."""
+    order = ">" if arch.big_endian else "<"
+    fde = fde_struct(VERSION_2, arch.big_endian)
+    tails = []
+    fre_blob = bytearray()
+    num_fres = 0
+    for func in functions:
+        fre_type = fre_type_for(max((f.start for f in func.fres), default=0))
+        addr_size = FRE_ADDR_SIZE[fre_type]
+        info = fre_type | (int(func.pc_mask) << 4) | (int(func.pauth_b_key) << 5)
+        packed = fde.pack(0, func.size, len(fre_blob), len(func.fres), info, func.rep_size, 0)
+        tails.append(packed[4:])
+        for fre in func.fres:
+            fre_blob += _fre_bytes(fre, addr_size, order)
+        num_fres += len(func.fres)
+    flags = F_FDE_FUNC_START_PCREL | (F_FDE_SORTED if sort_flag else 0)
+    header = header_struct(arch.big_endian).pack(
+        MAGIC, VERSION_2, flags, arch.sframe_abi, arch.sframe_fixed_fp_offset,
+        arch.sframe_fixed_ra_offset, 0, len(functions), num_fres, len(fre_blob), 0,
+        len(functions) * FDE_SIZE[VERSION_2])
+    assert len(header) == HEADER_SIZE
+    return SectionImage(header, tuple(functions), tuple(tails), bytes(fre_blob),
+                        arch.big_endian, FDE_SIZE[VERSION_2])

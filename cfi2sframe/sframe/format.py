@@ -1,0 +1,109 @@
+"""SFrame layouts and constants, from the SFrame V2 (errata 1) and V3 specs."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+MAGIC = 0xDEE2
+VERSION_1, VERSION_2, VERSION_3 = 1, 2, 3
+
+F_FDE_SORTED = 0x1
+F_FRAME_POINTER = 0x2
+F_FDE_FUNC_START_PCREL = 0x4
+
+ABI_AARCH64_BIG, ABI_AARCH64_LITTLE, ABI_AMD64_LITTLE, ABI_S390X_BIG = 1, 2, 3, 4
+ABI_NAMES = {
+    ABI_AARCH64_BIG: "AARCH64 big-endian",
+    ABI_AARCH64_LITTLE: "AARCH64 little-endian",
+    ABI_AMD64_LITTLE: "AMD64 little-endian",
+    ABI_S390X_BIG: "s390x big-endian",
+}
+BIG_ENDIAN_ABIS = (ABI_AARCH64_BIG, ABI_S390X_BIG)
+
+FRE_ADDR1, FRE_ADDR2, FRE_ADDR4 = 0, 1, 2
+FRE_ADDR_SIZE = {FRE_ADDR1: 1, FRE_ADDR2: 2, FRE_ADDR4: 4}
+FDE_PCINC, FDE_PCMASK = 0, 1
+OFFSET_1B, OFFSET_2B, OFFSET_4B = 0, 1, 2
+OFFSET_SIZE = {OFFSET_1B: 1, OFFSET_2B: 2, OFFSET_4B: 4}
+BASE_REG_FP, BASE_REG_SP = 0, 1
+
+HEADER_SIZE = 28
+FDE_SIZE = {VERSION_1: 17, VERSION_2: 20}
+
+
+def header_struct(big_endian: bool) -> struct.Struct:
+    """magic, version, flags, abi, fixed FP, fixed RA, aux len, FDEs, FREs, FRE len, offsets."""
+    return struct.Struct((">" if big_endian else "<") + "HBBBbbBIIIII")
+
+
+def fde_struct(version: int, big_endian: bool) -> struct.Struct:
+    """V1: start, size, FRE offset, FRE count, info.  V2 adds rep size and padding."""
+    order = ">" if big_endian else "<"
+    return struct.Struct(order + ("iIIIB" if version == VERSION_1 else "iIIIBBH"))
+
+
+def fre_type_for(max_start: int) -> int:
+    """The smallest FRE start-address type that holds ``max_start``."""
+    if max_start < 0x100:
+        return FRE_ADDR1
+    if max_start < 0x10000:
+        return FRE_ADDR2
+    return FRE_ADDR4
+
+
+def offset_size_for(values: tuple[int, ...]) -> int | None:
+    """The smallest signed offset size code for all ``values``; None if over 32 bits."""
+    low, high = min(values), max(values)
+    if -0x80 <= low and high <= 0x7F:
+        return OFFSET_1B
+    if -0x8000 <= low and high <= 0x7FFF:
+        return OFFSET_2B
+    if -0x80000000 <= low and high <= 0x7FFFFFFF:
+        return OFFSET_4B
+    return None
+
+
+@dataclass(frozen=True)
+class Fre:
+    """One frame row entry, in the meaning of the spec (not yet in bytes).
+
+    ``cfa_base_fp`` selects FP (else SP) as the CFA base.  ``ra_offset`` is
+    set only on ABIs that track RA per row; ``ra_undefined`` marks an
+    outermost frame (no offsets at all).
+    """
+
+    start: int
+    cfa_base_fp: bool
+    cfa_offset: int
+    fp_offset: int | None = None
+    ra_offset: int | None = None
+    mangled_ra: bool = False
+    ra_undefined: bool = False
+
+    def same_rules(self, other: Fre) -> bool:
+        return (self.cfa_base_fp, self.cfa_offset, self.fp_offset, self.ra_offset,
+                self.mangled_ra, self.ra_undefined) == (
+                other.cfa_base_fp, other.cfa_offset, other.fp_offset, other.ra_offset,
+                other.mangled_ra, other.ra_undefined)
+
+
+@dataclass(frozen=True)
+class SFrameFunction:
+    """A function ready to encode: where it is and its FREs, ordered by start.
+
+    ``anchor`` (symbol, distance) and ``label`` carry the timeline's ways to
+    name the start in assembly output.
+    """
+
+    name: str
+    section: str
+    start: int
+    size: int
+    fres: tuple[Fre, ...]
+    pauth_b_key: bool = False
+    pc_mask: bool = False
+    rep_size: int = 0
+    anchor: tuple[str, int] | None = None
+    label: str | None = None
+

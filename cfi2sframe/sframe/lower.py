@@ -1,0 +1,165 @@
+"""Timeline -> SFrame FREs, or a ``Skip`` that says exactly why not.
+
+SFrame (default FDEs) describes a frame with three facts per row: CFA =
+SP or FP + offset, FP either unchanged or saved at CFA + offset, and RA at
+the ABI's fixed place.  A function whose CFI says anything else at any PC
+cannot be represented exactly, and is skipped with a stable reason code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..arch.base import Arch
+from ..model import CfaExpr, CfaReg, Location, Row, Rule, Timeline
+from .format import Fre, SFrameFunction, offset_size_for
+
+# reason code -> (what it means, GNU as 2.46 wording for the same case)
+REASONS: dict[str, tuple[str, str]] = {
+    "invalid-cfi": ("the CFI has no DWARF meaning (e.g. .cfi_restore_state without "
+                    ".cfi_remember_state)", "(assembler error)"),
+    "empty-function": ("the function has no bytes", "(gas emits one FRE)"),
+    "cfa-undefined": ("no CFA rule at some PC after the first one",
+                      ".cfi_def_cfa_offset without CFA base register in effect"),
+    "cfa-not-sp-fp": ("the CFA is based on a register other than SP or FP",
+                      "non-SP/FP register %u in .cfi_def_cfa"),
+    "cfa-expression": ("the CFA is computed by a DWARF expression",
+                       ".cfi_escape with op (0xf)"),
+    "ra-column": ("the return address column is not the ABI's",
+                  "non-default RA register %u"),
+    "ra-undefined": ("the return address is undefined (outermost frame); SFrame V2 "
+                     "errata 1 has no such row", "(gas 2.45 skips silently)"),
+    "ra-not-at-fixed-offset": ("the return address is not at CFA-8",
+                               "(gas 2.45 ignores this and emits wrong data)"),
+    "ra-signed": ("the return address is signed (.cfi_window_save) on an ABI "
+                  "without pointer authentication", ".cfi_window_save"),
+    "ra-signed-with-pc": ("the return address is signed with the PC "
+                          "(.cfi_negate_ra_state_with_pc)", ".cfi_negate_ra_state_with_pc"),
+    "fp-in-register": ("the caller's FP is saved in another register",
+                       "FP register 6 in .cfi_register"),
+    "fp-expression": ("the caller's FP is recovered by a DWARF expression",
+                      ".cfi_escape DW_CFA_expression with FP reg 6"),
+    "fp-val-offset": ("the caller's FP is a value computed from the CFA",
+                      ".cfi_val_offset with FP reg 6"),
+    "fp-undefined": ("the caller's FP is undefined", "FP reg 6 in .cfi_undefined"),
+    "sp-not-cfa": ("the caller's SP is not the CFA",
+                   "SP reg 7 in .cfi_register / .cfi_val_offset with SP reg 7"),
+    "offset-range": ("an offset does not fit in 32 bits",
+                     ".cfi_def_cfa with unsupported offset value"),
+}
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A function left out of the section, with a reason code and details."""
+
+    name: str
+    location: Location
+    reason: str
+    detail: str
+
+    def message(self) -> str:
+        return f"no SFrame FDE for '{self.name}': {self.detail} [{self.reason}]"
+
+
+class _Unrepresentable(Exception):
+    def __init__(self, reason: str, detail: str, row: Row) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+        self.row = row
+
+
+def lower(timeline: Timeline, arch: Arch) -> SFrameFunction | Skip:
+    """The SFrame function for ``timeline``, or why it cannot be one."""
+    where = timeline.location
+    if timeline.invalid is not None:
+        return Skip(timeline.name, where, "invalid-cfi", timeline.invalid)
+    if timeline.size == 0:
+        return Skip(timeline.name, where, "empty-function", "the function is empty")
+    if timeline.ra_column != arch.ra:
+        return Skip(timeline.name, where, "ra-column",
+                    f"return address column {timeline.ra_column} is not "
+                    f"{arch.reg_name(arch.ra)} ({arch.ra})")
+    rows = list(timeline.rows)
+    while rows and rows[0].cfa is None:
+        rows.pop(0)  # before any CFA rule (.cfi_startproc simple): no unwind info there
+    if not rows:
+        return Skip(timeline.name, where, "cfa-undefined", "no CFA rule anywhere")
+    fres: list[Fre] = []
+    try:
+        for row in rows:
+            fre = lower_row(row, arch)
+            if fres and fres[-1].same_rules(fre):
+                continue
+            fres.append(fre)
+    except _Unrepresentable as exc:
+        detail = f"{exc.detail} at offset {exc.row.start:#x}"
+        return Skip(timeline.name, where, exc.reason, detail)
+    return SFrameFunction(timeline.name, timeline.section, timeline.start, timeline.size,
+                          tuple(fres), pauth_b_key=timeline.pauth_b_key,
+                          anchor=timeline.anchor, label=timeline.label)
+
+
+def lower_row(row: Row, arch: Arch) -> Fre:
+    """One DWARF row as an AMD64 FRE (RA at the fixed offset, FP optional)."""
+    cfa = row.cfa
+    if cfa is None:
+        raise _Unrepresentable("cfa-undefined", "no CFA rule", row)
+    if isinstance(cfa, CfaExpr):
+        raise _Unrepresentable("cfa-expression", "CFA is a DWARF expression", row)
+    assert isinstance(cfa, CfaReg)
+    if cfa.reg not in (arch.sp, arch.fp):
+        raise _Unrepresentable("cfa-not-sp-fp",
+                               f"CFA is based on {arch.reg_name(cfa.reg)}", row)
+    if row.ra_signed:
+        raise _Unrepresentable("ra-signed", "return address signing on x86-64", row)
+    _check_ra(row.rule(arch.ra), arch, row)
+    _check_sp(row.rule(arch.sp), arch, row)
+    fp_offset = _fp_offset(row.rule(arch.fp), arch, row)
+    values = (cfa.offset,) if fp_offset is None else (cfa.offset, fp_offset)
+    if offset_size_for(values) is None:
+        raise _Unrepresentable("offset-range", f"offset {max(values, key=abs)} needs more "
+                               "than 32 bits", row)
+    return Fre(row.start, cfa.reg == arch.fp, cfa.offset, fp_offset)
+
+
+def _check_ra(rule: Rule | None, arch: Arch, row: Row) -> None:
+    if rule is not None and rule.kind == "offset" and rule.value == arch.sframe_fixed_ra_offset:
+        return
+    if rule is not None and rule.kind == "undefined":
+        raise _Unrepresentable("ra-undefined", "return address is undefined", row)
+    raise _Unrepresentable("ra-not-at-fixed-offset",
+                           f"return address is {_describe(rule, arch)}, not at CFA"
+                           f"{arch.sframe_fixed_ra_offset:+d}", row)
+
+
+def _check_sp(rule: Rule | None, arch: Arch, row: Row) -> None:
+    if rule is None or (rule.kind == "val_offset" and rule.value == 0):
+        return
+    raise _Unrepresentable("sp-not-cfa", f"caller's SP is {_describe(rule, arch)}", row)
+
+
+def _fp_offset(rule: Rule | None, arch: Arch, row: Row) -> int | None:
+    if rule is None or rule.kind == "same_value":
+        return None
+    if rule.kind == "offset":
+        return rule.value
+    reason = {"register": "fp-in-register", "expression": "fp-expression",
+              "val_expression": "fp-expression", "val_offset": "fp-val-offset",
+              "undefined": "fp-undefined"}[rule.kind]
+    raise _Unrepresentable(reason, f"caller's FP is {_describe(rule, arch)}", row)
+
+
+def _describe(rule: Rule | None, arch: Arch) -> str:
+    if rule is None:
+        return "unspecified"
+    if rule.kind == "offset":
+        return f"saved at CFA{rule.value:+d}"
+    if rule.kind == "val_offset":
+        return f"the value CFA{rule.value:+d}"
+    if rule.kind == "register":
+        return f"in register {arch.reg_name(rule.value)}"
+    if rule.kind in ("expression", "val_expression"):
+        return f"a DWARF {rule.kind.replace('_', ' ')}"
+    return rule.kind.replace("_", " ")

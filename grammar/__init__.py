@@ -1,0 +1,1 @@
+"""The Lark grammar of the accepted CFI directives, shipped as package data."""
