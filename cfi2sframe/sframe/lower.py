@@ -57,6 +57,8 @@ class Skip:
     location: Location
     reason: str
     detail: str
+    section: str = ""
+    start: int = 0
 
     def message(self) -> str:
         return f"no SFrame FDE for '{self.name}': {self.detail} [{self.reason}]"
@@ -72,20 +74,23 @@ class _Unrepresentable(Exception):
 
 def lower(timeline: Timeline, arch: Arch) -> SFrameFunction | Skip:
     """The SFrame function for ``timeline``, or why it cannot be one."""
-    where = timeline.location
+    def skip(reason: str, detail: str) -> Skip:
+        return Skip(timeline.name, timeline.location, reason, detail, timeline.section,
+                    timeline.start)
+
     if timeline.invalid is not None:
-        return Skip(timeline.name, where, "invalid-cfi", timeline.invalid)
+        return skip("invalid-cfi", timeline.invalid)
     if timeline.size == 0:
-        return Skip(timeline.name, where, "empty-function", "the function is empty")
+        return skip("empty-function", "the function is empty")
     if timeline.ra_column != arch.ra:
-        return Skip(timeline.name, where, "ra-column",
+        return skip("ra-column",
                     f"return address column {timeline.ra_column} is not "
                     f"{arch.reg_name(arch.ra)} ({arch.ra})")
     rows = list(timeline.rows)
     while rows and rows[0].cfa is None:
         rows.pop(0)  # before any CFA rule (.cfi_startproc simple): no unwind info there
     if not rows:
-        return Skip(timeline.name, where, "cfa-undefined", "no CFA rule anywhere")
+        return skip("cfa-undefined", "no CFA rule anywhere")
     fres: list[Fre] = []
     try:
         for row in rows:
@@ -95,7 +100,7 @@ def lower(timeline: Timeline, arch: Arch) -> SFrameFunction | Skip:
             fres.append(fre)
     except _Unrepresentable as exc:
         detail = f"{exc.detail} at offset {exc.row.start:#x}"
-        return Skip(timeline.name, where, exc.reason, detail)
+        return skip(exc.reason, detail)
     return SFrameFunction(timeline.name, timeline.section, timeline.start, timeline.size,
                           tuple(fres), pauth_b_key=timeline.pauth_b_key,
                           anchor=timeline.anchor, label=timeline.label)
