@@ -145,6 +145,9 @@ def parse_asm(
     items = scan(text, filename, arch.comment_chars).items
     statements = [item for item in items if isinstance(item, Statement)]
     parsed = [_parse(stmt, filename) for stmt in statements]
+    # Check structure, registers and operands before assembling, so that our
+    # own diagnostics (with their lines) come first; all at one address.
+    _Builder(filename, arch, items, parsed, [(1, 0)] * len(statements), ("", ""), ()).build()
     probed = _with_probes(text, statements)
     obj, messages = assembler.run(probed, filename, include_dir)
     view = open_elf(obj, "assembler output")

@@ -1,0 +1,31 @@
+"""Shared test helpers: oracle tools are required in CI and skipped elsewhere."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+
+def require(*tools: str) -> None:
+    """Skip (locally) or fail (in CI) when a real tool the test needs is missing."""
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if not missing:
+        return
+    message = f"missing tools: {', '.join(missing)}"
+    if os.environ.get("CI"):
+        pytest.fail(message + " (CI must install them: see .ci/run)")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def asm_timelines():
+    """Parse an x86-64 assembly snippet into timelines with GNU as."""
+    require("as")
+    from cfi2sframe import timelines_from_asm
+
+    def parse(text: str):
+        return timelines_from_asm(text, "t.s")
+
+    return parse
