@@ -7,28 +7,41 @@ The public API, for test harnesses and tools::
     section = result.raw()            # SFrame V2 bytes
     for skip in result.skips:         # functions left out, and why
         print(skip.reason, skip.detail)
+
+Names are imported on first use, so that the command line can start the
+assembler before the heavier modules (Lark) are loaded.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-from .convert import (  # noqa: E402
-    Conversion,
-    convert_asm,
-    encode_sframe,
-    lower_all,
-    order_functions,
-    timelines_from_asm,
-)
-from .errors import Cfi2SframeError, CfiError, DecodeError  # noqa: E402
-from .model import CfaExpr, CfaReg, Location, Row, Rule, Timeline  # noqa: E402
-from .sframe.decode import DecodedSection  # noqa: E402
-from .sframe.decode import decode as decode_sframe  # noqa: E402
-from .sframe.format import Fre, SFrameFunction  # noqa: E402
-from .sframe.lower import REASONS, Skip, lower  # noqa: E402
+_EXPORTS = {
+    "Conversion": "convert", "convert_asm": "convert", "encode_sframe": "convert",
+    "lower_all": "convert", "order_functions": "convert", "timelines_from_asm": "convert",
+    "Cfi2SframeError": "errors", "CfiError": "errors", "DecodeError": "errors",
+    "CfaExpr": "model", "CfaReg": "model", "Location": "model", "Row": "model",
+    "Rule": "model", "Timeline": "model",
+    "DecodedSection": "sframe.decode", "decode_sframe": "sframe.decode:decode",
+    "Fre": "sframe.format", "SFrameFunction": "sframe.format",
+    "REASONS": "sframe.lower", "Skip": "sframe.lower", "lower": "sframe.lower",
+}
 
-__all__ = [
-    "REASONS", "CfaExpr", "CfaReg", "Cfi2SframeError", "CfiError", "Conversion",
-    "DecodeError", "DecodedSection", "Fre", "Location", "Row", "Rule", "SFrameFunction",
-    "Skip", "Timeline", "convert_asm", "decode_sframe", "encode_sframe", "lower",
-    "lower_all", "order_functions", "timelines_from_asm",
-]
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'cfi2sframe' has no attribute '{name}'")
+    module_name, _, attr = target.partition(":")
+    value = getattr(importlib.import_module(f".{module_name}", __name__), attr or name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .dwarf import Op
 from .errors import CfiError
@@ -114,12 +115,17 @@ HANDLERS: dict[str, Callable[[_Machine, Op], None]] = {
 }
 
 
-def initial_state(cie_ops: Iterable[Op]) -> _State:
-    """Run the CIE's initial instructions on an empty state."""
+@lru_cache(maxsize=64)
+def _initial_state(cie_ops: tuple[Op, ...]) -> _State:
     machine = _Machine(_State(), _State())
     for op in cie_ops:
         _apply(machine, op)
     return machine.state
+
+
+def initial_state(cie_ops: Iterable[Op]) -> _State:
+    """Run the CIE's initial instructions on an empty state (a fresh copy each call)."""
+    return _initial_state(tuple(cie_ops)).copy()
 
 
 def _apply(machine: _Machine, op: Op) -> None:

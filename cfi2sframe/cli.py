@@ -6,14 +6,18 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .arch import ARCHES, get_arch
-from .convert import EMIT_KINDS, Conversion, convert_asm
 from .errors import Cfi2SframeError, DecodeError
-from .frontend.asm import AssemblerFailed
+from .frontend.probe import Assembler, AssemblerFailed, start_probe
 from .output import write_output
-from .sframe.lower import REASONS
+
+if TYPE_CHECKING:
+    from .convert import Conversion
+
+EMIT_KINDS = ("raw", "asm", "obj")
 
 DESCRIPTION = """\
 Lower the call-frame information (.cfi_* directives) of an assembly file into
@@ -104,6 +108,8 @@ def _read_input(path: str) -> str:
 
 
 def _print_reasons() -> None:
+    from .sframe.lower import REASONS
+
     width = max(len(code) for code in REASONS)
     for code, (meaning, gas) in REASONS.items():
         print(f"{code:<{width}}  {meaning}  (GNU as: {gas})")
@@ -117,8 +123,13 @@ def _convert(args: argparse.Namespace) -> int:
     text = _read_input(args.input)
     display = "<stdin>" if args.input == "-" else args.input
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
-    conversion = convert_asm(text, display, get_arch(args.arch), args.assembler, include_dir,
-                             args.sframe_version)
+    arch = get_arch(args.arch)
+    runner = Assembler.from_string(args.assembler)
+    # Start the assembler first: it runs while the heavier modules load.
+    run = start_probe(text, display, arch.comment_chars, runner, include_dir)
+    from .convert import convert_probe
+
+    conversion = convert_probe(run, arch, runner, args.sframe_version)
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
     _report_skips(conversion, args)
@@ -159,4 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug: still one line for the user, details on request
+        if os.environ.get("CFI2SFRAME_DEBUG"):
+            raise
+        print(f"cfi2sframe: internal error: {type(exc).__name__}: {exc} (please report it; "
+              "set CFI2SFRAME_DEBUG=1 for a traceback)", file=sys.stderr)
         return 1

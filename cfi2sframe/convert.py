@@ -9,13 +9,12 @@ from .arch import get_arch
 from .arch.base import Arch
 from .emit.asm import anchor_expression, section_asm
 from .errors import Cfi2SframeError
-from .frontend.asm import AsmUnit, Assembler, parse_asm
+from .frontend.asm import AsmUnit, finish_asm, parse_asm
+from .frontend.probe import Assembler, ProbeRun
 from .model import Timeline
 from .sframe.encode import SectionImage, build_v2
 from .sframe.format import SFrameFunction
 from .sframe.lower import Skip, lower
-
-EMIT_KINDS = ("raw", "asm", "obj")
 
 
 @dataclass(frozen=True)
@@ -109,6 +108,17 @@ def convert_asm(
     arch = get_arch(arch) if isinstance(arch, str) else arch
     runner = Assembler.from_string(assembler)
     unit, messages = parse_asm(text, filename, arch, runner, include_dir)
+    return _lower_and_encode(unit, messages, arch, runner, version)
+
+
+def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2) -> Conversion:
+    """Finish a conversion whose assembler run was started with ``start_probe``."""
+    unit, messages = finish_asm(run, arch)
+    return _lower_and_encode(unit, messages, arch, runner, version)
+
+
+def _lower_and_encode(unit: AsmUnit, messages: str, arch: Arch, runner: Assembler,
+                      version: int) -> Conversion:
     functions, skips = lower_all(unit.timelines, arch)
     image = encode_sframe(functions, arch, version)
     return Conversion(arch, unit, image.functions, tuple(skips), image, runner, messages)

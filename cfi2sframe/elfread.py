@@ -1,19 +1,20 @@
-"""Small, fast views of an ELF file: sections and symbols (pyelftools parses headers).
+"""A minimal reader for the assembler's probe object: section names and symbols.
 
-pyelftools' symbol objects cost microseconds each; probe objects hold one
-symbol per CFI directive, so the symbol table is unpacked here in one pass.
+The probe object is produced by the assembler we just ran, and only its
+section names and symbol table are needed.  Reading those with ``struct``
+takes milliseconds; importing pyelftools alone takes ~50 ms and its symbol
+objects cost microseconds each, on a path that runs for every ``.s`` input.
+ELF inputs from users go through pyelftools (see the ELF frontend).
 """
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
 from .errors import DecodeError
+
+SHT_SYMTAB = 2
 
 
 @dataclass(frozen=True)
@@ -29,48 +30,87 @@ class Symbol:
 
 
 @dataclass(frozen=True)
+class Section:
+    """A section header: name, type, file offset, size and link."""
+
+    name: str
+    kind: int
+    offset: int
+    size: int
+    link: int
+
+
+@dataclass(frozen=True)
 class ElfView:
-    """Section names, contents and symbols of an ELF file held in memory."""
+    """Sections and symbols of an ELF file held in memory."""
 
     data: bytes
-    elf: ELFFile
-    section_names: tuple[str, ...]
+    little_endian: bool
+    is64: bool
+    sections: tuple[Section, ...]
+
+    @property
+    def section_names(self) -> tuple[str, ...]:
+        return tuple(section.name for section in self.sections)
 
     def section_data(self, name: str) -> bytes:
-        section = self.elf.get_section_by_name(name)
-        return b"" if section is None else section.data()
+        for section in self.sections:
+            if section.name == name:
+                return self.data[section.offset : section.offset + section.size]
+        return b""
 
     def symbols(self) -> list[Symbol]:
-        """Every entry of ``.symtab`` (index 0 included), in table order."""
-        symtab = self.elf.get_section_by_name(".symtab")
+        """Every entry of the symbol table (index 0 included), in table order."""
+        symtab = next((s for s in self.sections if s.kind == SHT_SYMTAB), None)
         if symtab is None:
             return []
-        strtab = self.elf.get_section(symtab["sh_link"]).data()
-        raw = symtab.data()
-        endian = "<" if self.elf.little_endian else ">"
-        if self.elf.elfclass == 64:
-            fmt, size = endian + "IBBHQQ", 24
-            fields = ((n, i, o, sh, v, sz) for n, i, o, sh, v, sz
-                      in struct.iter_unpack(fmt, raw[: len(raw) // size * size]))
-        else:
-            fmt, size = endian + "IIIBBH", 16
-            fields = ((n, i, o, sh, v, sz) for n, v, sz, i, o, sh
-                      in struct.iter_unpack(fmt, raw[: len(raw) // size * size]))
+        strtab = self.sections[symtab.link]
+        names = self.data[strtab.offset : strtab.offset + strtab.size]
+        raw = self.data[symtab.offset : symtab.offset + symtab.size]
+        order = "<" if self.little_endian else ">"
         out = []
-        for name_off, info, _other, shndx, value, sym_size in fields:
-            end = strtab.find(b"\0", name_off)
-            name = strtab[name_off:end].decode("utf-8", "replace")
-            out.append(Symbol(name, value, sym_size, info & 0xF, info >> 4, shndx))
+        if self.is64:
+            rows = struct.iter_unpack(order + "IBBHQQ", raw[: len(raw) // 24 * 24])
+            for name_off, info, _other, shndx, value, size in rows:
+                out.append(Symbol(_cstr(names, name_off), value, size, info & 0xF, info >> 4,
+                                  shndx))
+        else:
+            rows = struct.iter_unpack(order + "IIIBBH", raw[: len(raw) // 16 * 16])
+            for name_off, value, size, info, _other, shndx in rows:
+                out.append(Symbol(_cstr(names, name_off), value, size, info & 0xF, info >> 4,
+                                  shndx))
         return out
 
 
+def _cstr(table: bytes, offset: int) -> str:
+    end = table.find(b"\0", offset)
+    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
+
+
 def open_elf(data: bytes, where: str) -> ElfView:
-    """Parse ELF headers; raise ``DecodeError`` for anything that is not ELF."""
-    if data[:4] != b"\x7fELF":
+    """Read the section headers; raise ``DecodeError`` when ``data`` is not sound ELF."""
+    if data[:4] != b"\x7fELF" or len(data) < 52:
         raise DecodeError(0, f"{where} is not an ELF file")
+    is64 = data[4] == 2
+    little = data[5] == 1
+    order = "<" if little else ">"
     try:
-        elf = ELFFile(io.BytesIO(data))
-        names = tuple(section.name for section in elf.iter_sections())
-    except (ELFError, struct.error, ValueError) as exc:
-        raise DecodeError(0, f"{where}: malformed ELF: {exc}") from None
-    return ElfView(data, elf, names)
+        if is64:
+            shoff, = struct.unpack_from(order + "Q", data, 0x28)
+            shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
+            fmt = order + "IIQQQQIIQQ"
+        else:
+            shoff, = struct.unpack_from(order + "I", data, 0x20)
+            shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x2E)
+            fmt = order + "IIIIIIIIII"
+        headers = [struct.unpack_from(fmt, data, shoff + i * shentsize) for i in range(shnum)]
+    except struct.error:
+        raise DecodeError(0, f"{where}: section headers run past the end") from None
+    if not 0 <= shstrndx < len(headers):
+        raise DecodeError(0, f"{where}: bad section name table index {shstrndx}")
+    names_hdr = headers[shstrndx]
+    names = data[names_hdr[4] : names_hdr[4] + names_hdr[5]]
+    sections = tuple(
+        Section(_cstr(names, h[0]), h[1], h[4], 0 if h[1] == 8 else h[5], h[6]) for h in headers
+    )
+    return ElfView(data, little, is64, sections)

@@ -1,19 +1,13 @@
 """Assembly frontend: ``.cfi_*`` directives -> DWARF operations -> ``Timeline``.
 
-Addresses are never estimated.  The file is assembled once by a real
-assembler with a label placed right before every CFI directive; the labels'
-values in the object's symbol table are the exact offsets (after relaxation,
-alignment and data) where the assembler itself records each directive.
+Addresses are never estimated: they come from a real assembler run (see
+``probe``).  Directives are lowered to DWARF operations exactly as an
+assembler encodes them, then replayed by the one CFI interpreter.
 """
 
 from __future__ import annotations
 
 import bisect
-import os
-import shlex
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,9 +19,17 @@ from ..elfread import Symbol, open_elf
 from ..errors import Cfi2SframeError, CfiError, DecodeError
 from ..model import Location, Timeline
 from .directives import Directive, SyntaxProblem, evaluate, parse_statement, render
-from .scan import Assignment, Statement, scan
+from .probe import (
+    PROBE,
+    Assembler,
+    AssemblerFailed,
+    ProbeRun,
+    check_fde_count,
+    probe_places,
+    start_probe,
+)
+from .scan import Statement, find_assignments
 
-PROBE = "__cfi2sframe_probe_"
 ANCHOR = ".Lcfi2sframe_func_"
 STT_SECTION, STT_FILE, STT_FUNC = 3, 4, 2
 SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
@@ -80,54 +82,6 @@ class AsmUnit:
         return "".join(pieces)
 
 
-@dataclass(frozen=True)
-class Assembler:
-    """How to run an assembler: a command to which ``-o OUT IN`` is appended."""
-
-    command: tuple[str, ...]
-
-    @staticmethod
-    def from_string(text: str | None) -> Assembler:
-        return Assembler(tuple(shlex.split(text)) if text else ("as",))
-
-    def run(self, source: str, display_name: str, include_dir: str) -> tuple[bytes, str]:
-        """Assemble ``source``; return (object bytes, assembler messages).
-
-        Messages mention ``display_name`` instead of the temporary file, so
-        line numbers point into the user's file.
-        """
-        exe = self.command[0]
-        if shutil.which(exe) is None:
-            raise Cfi2SframeError(
-                "",
-                f"no assembler found: '{exe}' is not on PATH; install GNU binutils "
-                "(apt-get install binutils) or name one with --assembler CMD",
-            )
-        with tempfile.TemporaryDirectory(prefix="cfi2sframe-") as tmp:
-            src = os.path.join(tmp, "input.s")
-            obj = os.path.join(tmp, "input.o")
-            with open(src, "w", encoding="utf-8", errors="surrogateescape") as handle:
-                handle.write(source)
-            cmd = [*self.command, "-I", include_dir, "-o", obj, src]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, check=False)
-            except OSError as exc:
-                raise Cfi2SframeError("", f"cannot run assembler '{exe}': {exc}") from None
-            messages = proc.stderr.decode("utf-8", "replace").replace(src, display_name)
-            if proc.returncode != 0 or not os.path.exists(obj):
-                raise AssemblerFailed(display_name, exe, proc.returncode, messages)
-            with open(obj, "rb") as handle:
-                return handle.read(), messages
-
-
-class AssemblerFailed(Cfi2SframeError):
-    """The assembler rejected the input; its own messages are kept for the user."""
-
-    def __init__(self, where: str, exe: str, status: int, messages: str) -> None:
-        super().__init__(where, f"assembler '{exe}' failed (exit status {status})")
-        self.messages = messages
-
-
 def parse_asm(
     text: str,
     filename: str,
@@ -140,24 +94,32 @@ def parse_asm(
     Returns the unit and the assembler's messages (warnings) for the caller
     to show.  Raises ``Cfi2SframeError`` for malformed input.
     """
-    if PROBE in text:
-        raise Cfi2SframeError(filename, f"input uses the reserved symbol prefix '{PROBE}'")
-    items = scan(text, filename, arch.comment_chars).items
-    statements = [item for item in items if isinstance(item, Statement)]
-    parsed = [_parse(stmt, filename) for stmt in statements]
-    # Check structure, registers and operands before assembling, so that our
-    # own diagnostics (with their lines) come first; all at one address.
-    _Builder(filename, arch, items, parsed, [(1, 0)] * len(statements), ("", ""), ()).build()
-    probed = _with_probes(text, statements)
-    obj, messages = assembler.run(probed, filename, include_dir)
+    return finish_asm(start_probe(text, filename, arch.comment_chars, assembler, include_dir),
+                      arch)
+
+
+def finish_asm(run: ProbeRun, arch: Arch) -> tuple[AsmUnit, str]:
+    """Parse the directives while the assembler runs, then build the timelines."""
+    filename, statements = run.filename, run.statements
+    items = run.scanned.items
+    with run.job as job:
+        parsed = [_parse(stmt, filename) for stmt in statements]
+        try:
+            obj, messages = job.finish()
+        except AssemblerFailed:
+            # Our own diagnostic, with its line, is clearer when there is one:
+            # check structure and operands with every directive at one address.
+            _Builder(run.text, filename, arch, items, parsed, [(1, 0)] * len(statements),
+                     ("", ""), ()).build()
+            raise
     view = open_elf(obj, "assembler output")
     symbols = view.symbols()
-    places = _probe_places(symbols, len(statements))
-    sections = view.section_names
-    builder = _Builder(filename, arch, items, parsed, places, sections, symbols)
+    places = probe_places(symbols, len(statements))
+    builder = _Builder(run.text, filename, arch, items, parsed, places, view.section_names,
+                       symbols)
     timelines, anchors = builder.build()
-    _check_fde_count(view, len(timelines), filename)
-    return AsmUnit(filename, text, tuple(timelines), tuple(anchors)), messages
+    check_fde_count(view, len(timelines), filename)
+    return AsmUnit(filename, run.text, tuple(timelines), tuple(anchors)), messages
 
 
 def _parse(stmt: Statement, filename: str) -> Directive:
@@ -170,77 +132,21 @@ def _parse(stmt: Statement, filename: str) -> Directive:
         raise Cfi2SframeError(f"{filename}:{stmt.line}", exc.message) from None
 
 
-def _with_probes(text: str, statements: Sequence[Statement]) -> str:
-    pieces = []
-    last = 0
-    for index, stmt in enumerate(statements):
-        pieces.append(text[last : stmt.offset])
-        pieces.append(f"{PROBE}{index}: ")
-        last = stmt.offset
-    pieces.append(text[last:])
-    return "".join(pieces)
-
-
-def _probe_places(symbols: Sequence[Symbol], count: int) -> list[tuple[int, int] | None]:
-    places: list[tuple[int, int] | None] = [None] * count
-    prefix_len = len(PROBE)
-    for sym in symbols:
-        if sym.name.startswith(PROBE):
-            index = int(sym.name[prefix_len:])
-            if index < count:
-                places[index] = (sym.shndx, sym.value)
-    return places
-
-
-def _check_fde_count(view: Any, count: int, filename: str) -> None:
-    """The assembler's own FDE count must match ours: CFI we cannot see is an error."""
-    fdes = 0
-    for name, cie_id_of_cie in ((".eh_frame", 0), (".debug_frame", 0xFFFFFFFF)):
-        fdes += _count_fdes(view.section_data(name), cie_id_of_cie,
-                            view.elf.little_endian)
-    if fdes and fdes != count:
-        raise Cfi2SframeError(
-            filename,
-            f"the assembler made {fdes} FDEs but {count} .cfi_startproc regions were found "
-            "(CFI from .include files or macros is not supported)",
-        )
-
-
-def _count_fdes(data: bytes, cie_id_of_cie: int, little: bool) -> int:
-    order = "little" if little else "big"
-    pos = fdes = 0
-    while pos + 4 <= len(data):
-        length = int.from_bytes(data[pos : pos + 4], order)
-        if length == 0:
-            pos += 4
-            continue
-        head = 4
-        if length == 0xFFFFFFFF:
-            length = int.from_bytes(data[pos + 4 : pos + 12], order)
-            head = 12
-            ident = int.from_bytes(data[pos + head : pos + head + 8], order)
-            is_cie = ident == (0 if cie_id_of_cie == 0 else 0xFFFFFFFFFFFFFFFF)
-        else:
-            ident = int.from_bytes(data[pos + head : pos + head + 4], order)
-            is_cie = ident == cie_id_of_cie
-        fdes += not is_cie
-        pos += head + length
-    return fdes
-
-
 class _Builder:
     """Walks the statements in order and lowers each function to a ``Timeline``."""
 
-    def __init__(self, filename: str, arch: Arch, items: Sequence[Any],
+    def __init__(self, text: str, filename: str, arch: Arch, items: Sequence[Statement],
                  parsed: Sequence[Directive], places: Sequence[tuple[int, int] | None],
                  sections: Sequence[str], symbols: Sequence[Symbol]) -> None:
+        self.text = text
         self.filename = filename
         self.arch = arch
         self.items = items
         self.parsed = parsed
         self.places = places
         self.sections = sections
-        self.symbols: dict[str, Any] = {}
+        self.offset = 0  # of the statement being lowered, for symbol look-ups
+        self._assignments: dict[str, list[tuple[int, str]]] | None = None
         self.by_place = _symbols_by_place(symbols)
         self.cie_ops = tuple(Op(name, a, b) for name, a, b in arch.cie_ops)
 
@@ -251,17 +157,14 @@ class _Builder:
         timelines: list[Timeline] = []
         anchors: list[tuple[int, str]] = []
         current: _Function | None = None
-        index = -1
-        for item in self.items:
-            if isinstance(item, Assignment):
-                self.symbols[item.name] = (item.expr, item.line)
-                continue
-            index += 1
+        for index, item in enumerate(self.items):
+            self.offset = item.offset
             directive = self.parsed[index]
             place = self.places[index]
             if place is None:
                 raise Cfi2SframeError(self.where(item.line),
-                                      "the assembler did not place this directive")
+                                      "the assembler did not assemble this directive "
+                                      "(inside .if or an unused .macro?); not supported")
             if directive.name == "startproc":
                 if current is not None:
                     raise Cfi2SframeError(self.where(item.line),
@@ -357,13 +260,28 @@ class _Builder:
             return f"{self._section(place[0])}+{place[1]:#x}", anchor
         return name, anchor
 
+    def _assignment_before(self, name: str, offset: int) -> str | None:
+        """The expression last assigned to ``name`` before ``offset`` in the file."""
+        if self._assignments is None:
+            table: dict[str, list[tuple[int, str]]] = {}
+            for item in find_assignments(self.text, self.arch.comment_chars):
+                table.setdefault(item.name, []).append((item.offset, item.expr))
+            self._assignments = table
+        entries = self._assignments.get(name, [])
+        cut = bisect.bisect_left(entries, (offset, ""))
+        return entries[cut - 1][1] if cut else None
+
     def _value(self, tree: Any, line: int) -> int:
+        if tree[0] == "num":  # the common case, kept cheap
+            return tree[1]
+        offset = self.offset
+
         def lookup(name: str, depth: int = 0) -> int | None:
-            entry = self.symbols.get(name)
-            if entry is None or depth > 50:
+            expr = self._assignment_before(name, offset)
+            if expr is None or depth > 50:
                 return None
             try:
-                inner = parse_statement(".cfi_def_cfa_offset " + entry[0]).args[0]
+                inner = parse_statement(".cfi_def_cfa_offset " + expr).args[0]
                 return evaluate(inner, lambda n: lookup(n, depth + 1))
             except SyntaxProblem:
                 return None

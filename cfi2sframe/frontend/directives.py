@@ -116,8 +116,10 @@ class _ToTree(Transformer):
 
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
+    # cache=True keeps the analysed LALR tables in the temporary folder: building
+    # them costs ~0.15 s, loading them ~0.01 s.
     return Lark(_grammar_text(), parser="lalr", lexer="contextual", transformer=_ToTree(),
-                maybe_placeholders=True)
+                maybe_placeholders=True, cache=True)
 
 
 @cache

@@ -1,22 +1,19 @@
 """Find the CFI statements of an assembly file without parsing instructions.
 
-Only lines that can matter are looked at: a regular expression finds lines
-holding ``.cfi_``, a comment delimiter, a symbol assignment or a block
-directive; everything else (instructions, data) is skipped unread.
+Only lines that can matter are looked at: ``str.find`` locates the lines
+holding ``.cfi_`` (and comment delimiters, when the file has any) at C
+speed; everything else (instructions, data) is skipped unread.  Symbol
+assignments are looked for only when a CFI operand names a symbol.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import Cfi2SframeError
-
-_CANDIDATE = re.compile(
-    r"\.cfi_|/\*|\*/|=|\.(?:set|equ|equiv|eqv|macro|endm|rept|irp|irpc|endr|if\w*|endif)\b"
-)
-_BLOCK_OPEN = re.compile(r"\.(?:macro|rept|irp|irpc|if\w*)\b", re.I)
-_BLOCK_CLOSE = re.compile(r"\.(?:endm|endr|endif)\b", re.I)
+_SLOW_CHARS = '";/*'
+_ASSIGN_NEEDLES = ("=", ".set", ".equ", ".eqv")
 _ASSIGN = re.compile(
     r"^\s*(?:\.(?:set|equ|equiv|eqv)\s+([A-Za-z_.$][\w.$]*)\s*,(.*)"
     r"|([A-Za-z_.$][\w.$]*)\s*==?\s*(.*))$",
@@ -36,23 +33,24 @@ class Statement:
 
 @dataclass(frozen=True)
 class Assignment:
-    """``name = expression`` (or ``.set``/``.equ``) at a line, in file order."""
+    """``name = expression`` (or ``.set``/``.equ``) at an offset of the file."""
 
     name: str
     expr: str
     line: int
+    offset: int
 
 
 @dataclass(frozen=True)
 class ScanResult:
-    """CFI statements and symbol assignments, interleaved in file order."""
+    """The CFI statements of a file, in file order."""
 
-    items: tuple[Statement | Assignment, ...]
+    items: tuple[Statement, ...]
 
 
 def _split(
     line: str, comment_chars: str, in_comment: bool
-) -> tuple[list[tuple[str, list[int]]], bool]:
+) -> tuple[list[tuple[str, Sequence[int]]], bool]:
     """Split a line into statements, dropping comments.
 
     Each statement comes with the source column of each of its characters,
@@ -60,7 +58,13 @@ def _split(
     respected, so ``"#"`` or ``";"`` inside them do not cut the statement.
     Returns whether a ``/*`` comment is still open at the end of the line.
     """
-    parts: list[tuple[str, list[int]]] = []
+    if not in_comment and not any(c in line for c in _SLOW_CHARS):
+        cut = min((i for i in map(line.find, comment_chars) if i >= 0), default=len(line))
+        body = line[:cut]
+        lead = len(body) - len(body.lstrip())
+        body = body.strip()
+        return ([(body, range(lead, lead + len(body)))] if body else []), False
+    parts: list[tuple[str, Sequence[int]]] = []
     chars: list[str] = []
     cols: list[int] = []
     i, n = 0, len(line)
@@ -100,7 +104,7 @@ def _split(
     return parts, in_comment
 
 
-def _flush(parts: list[tuple[str, list[int]]], chars: list[str], cols: list[int]) -> None:
+def _flush(parts: list[tuple[str, Sequence[int]]], chars: list[str], cols: list[int]) -> None:
     text = "".join(chars)
     lead = len(text) - len(text.lstrip())
     text = text.strip()
@@ -108,58 +112,62 @@ def _flush(parts: list[tuple[str, list[int]]], chars: list[str], cols: list[int]
         parts.append((text, cols[lead : lead + len(text)]))
 
 
-def scan(text: str, filename: str, comment_chars: str) -> ScanResult:
-    """Collect CFI statements and assignments; reject CFI inside macros or ``.if``."""
-    items: list[Statement | Assignment] = []
+def _candidate_lines(text: str, needles: Sequence[str]) -> list[int]:
+    """Start offsets of the lines holding any needle, in order."""
+    starts = set()
+    for needle in needles:
+        pos = text.find(needle)
+        while pos >= 0:
+            starts.add(text.rfind("\n", 0, pos) + 1)
+            end = text.find("\n", pos)
+            if end < 0:
+                break
+            pos = text.find(needle, end)
+    return sorted(starts)
+
+
+def _statements(text: str, comment_chars: str, needles: Sequence[str]):
+    """(line start, line number, statement, columns) of every statement on a needle line."""
+    if "/*" in text:
+        needles = (*needles, "/*", "*/")
     line_no = 1
     counted_to = 0
-    depth = 0
     in_comment = False
-    pos = 0
-    length = len(text)
-    while pos < length:
-        match = _CANDIDATE.search(text, pos)
-        if match is None:
-            break
-        line_start = text.rfind("\n", 0, match.start()) + 1
-        line_end = text.find("\n", match.start())
+    for line_start in _candidate_lines(text, needles):
+        line_end = text.find("\n", line_start)
         if line_end < 0:
-            line_end = length
+            line_end = len(text)
         line_no += text.count("\n", counted_to, line_start)
         counted_to = line_start
         parts, in_comment = _split(text[line_start:line_end], comment_chars, in_comment)
         for stmt, cols in parts:
-            depth = _classify(stmt, cols, line_start, line_no, depth, items, filename)
-        pos = line_end + 1
+            yield line_start, line_no, stmt, cols
+
+
+def _strip_labels(stmt: str) -> int:
+    labels = _LABELS.match(stmt)
+    return labels.end() if labels else 0
+
+
+def scan(text: str, filename: str, comment_chars: str) -> ScanResult:
+    """Collect the CFI statements of ``text`` with their lines and offsets."""
+    items = []
+    for line_start, line_no, stmt, cols in _statements(text, comment_chars, (".cfi_",)):
+        skip = _strip_labels(stmt)
+        body = stmt[skip:]
+        if body[:5].lower() == ".cfi_":
+            items.append(Statement(body, line_no, line_start + cols[skip]))
     return ScanResult(tuple(items))
 
 
-def _classify(stmt: str, cols: list[int], line_start: int, line_no: int, depth: int,
-              items: list[Statement | Assignment], filename: str) -> int:
-    """Record one statement; return the new macro/conditional nesting depth."""
-    labels = _LABELS.match(stmt)
-    skip = labels.end() if labels else 0
-    body = stmt[skip:]
-    if not body:
-        return depth
-    lowered = body.lower()
-    if lowered.startswith(".cfi_"):
-        if depth:
-            raise Cfi2SframeError(
-                f"{filename}:{line_no}",
-                "CFI directive inside .macro, .rept, .irp or .if is not supported "
-                "(expand it first, e.g. with 'as -a' or the C preprocessor)",
-            )
-        # The offset of the directive itself (after any labels on the line).
-        items.append(Statement(body, line_no, line_start + cols[skip]))
-        return depth
-    if _BLOCK_OPEN.match(lowered):
-        return depth + 1
-    if _BLOCK_CLOSE.match(lowered):
-        return max(depth - 1, 0)
-    assign = _ASSIGN.match(stmt)
-    if assign and "(" not in (assign.group(3) or ""):
-        name = assign.group(1) or assign.group(3)
-        expr = assign.group(2) if assign.group(1) else assign.group(4)
-        items.append(Assignment(name, expr.strip(), line_no))
-    return depth
+def find_assignments(text: str, comment_chars: str) -> list[Assignment]:
+    """Every symbol assignment of ``text`` in file order (for CFI operands naming symbols)."""
+    out = []
+    for line_start, line_no, stmt, cols in _statements(text, comment_chars, _ASSIGN_NEEDLES):
+        body = stmt[_strip_labels(stmt):]
+        match = _ASSIGN.match(body)
+        if match and "(" not in (match.group(3) or ""):
+            name = match.group(1) or match.group(3)
+            expr = match.group(2) if match.group(1) else match.group(4)
+            out.append(Assignment(name, expr.strip(), line_no, line_start + cols[0]))
+    return out

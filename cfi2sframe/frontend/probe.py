@@ -1,0 +1,193 @@
+"""Exact code addresses from a real assembler run, by way of probe labels.
+
+The source is assembled once with a label placed right before every CFI
+directive; the labels' values in the object's symbol table are the exact
+offsets (after relaxation, alignment and data) where the assembler itself
+records each directive.  This module is kept light (no Lark, no pyelftools)
+so the assembler can start before the heavier modules are even imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..elfread import ElfView, Symbol
+from ..errors import Cfi2SframeError
+from .scan import ScanResult, Statement, scan
+
+PROBE = "__cfi2sframe_probe_"
+_DUPLICATE_PROBE = re.compile(r"^(.*?):(\d+): Error: symbol `" + PROBE + r"\d+' is already defined",
+                              re.M)
+
+
+@dataclass(frozen=True)
+class Assembler:
+    """How to run an assembler: a command to which ``-o OUT IN`` is appended."""
+
+    command: tuple[str, ...]
+
+    @staticmethod
+    def from_string(text: str | None) -> Assembler:
+        return Assembler(tuple(shlex.split(text)) if text else ("as",))
+
+    def run(self, source: str, display_name: str, include_dir: str) -> tuple[bytes, str]:
+        """Assemble ``source``; return (object bytes, assembler messages)."""
+        with self.start(source, display_name, include_dir) as job:
+            return job.finish()
+
+    def start(self, source: str, display_name: str, include_dir: str) -> AssemblerJob:
+        """Start assembling ``source`` in the background (see ``AssemblerJob``)."""
+        exe = self.command[0]
+        if shutil.which(exe) is None:
+            raise Cfi2SframeError(
+                "",
+                f"no assembler found: '{exe}' is not on PATH; install GNU binutils "
+                "(apt-get install binutils) or name one with --assembler CMD",
+            )
+        return AssemblerJob(self.command, source, display_name, include_dir)
+
+
+class AssemblerJob:
+    """A running assembler; use as a context manager so it never outlives its caller.
+
+    Messages mention ``display_name`` instead of the temporary file, so line
+    numbers point into the user's file.
+    """
+
+    def __init__(self, command: tuple[str, ...], source: str, display_name: str,
+                 include_dir: str) -> None:
+        self.exe = command[0]
+        self.display_name = display_name
+        self.tmp = tempfile.TemporaryDirectory(prefix="cfi2sframe-")
+        self.src = os.path.join(self.tmp.name, "input.s")
+        self.obj = os.path.join(self.tmp.name, "input.o")
+        with open(self.src, "w", encoding="utf-8", errors="surrogateescape") as handle:
+            handle.write(source)
+        cmd = [*command, "-I", include_dir, "-o", self.obj, self.src]
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            self.tmp.cleanup()
+            raise Cfi2SframeError("", f"cannot run assembler '{self.exe}': {exc}") from None
+
+    def __enter__(self) -> AssemblerJob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        self.tmp.cleanup()
+
+    def finish(self) -> tuple[bytes, str]:
+        """Wait for the assembler; return (object bytes, messages) or raise."""
+        _, err = self.proc.communicate()
+        messages = err.decode("utf-8", "replace").replace(self.src, self.display_name)
+        if self.proc.returncode != 0 or not os.path.exists(self.obj):
+            duplicate = _DUPLICATE_PROBE.search(messages)
+            if duplicate:
+                raise Cfi2SframeError(
+                    f"{duplicate.group(1)}:{duplicate.group(2)}",
+                    "CFI directive inside .macro, .rept or .irp is not supported "
+                    "(expand it first)")
+            raise AssemblerFailed(self.display_name, self.exe, self.proc.returncode, messages)
+        with open(self.obj, "rb") as handle:
+            return handle.read(), messages
+
+
+class AssemblerFailed(Cfi2SframeError):
+    """The assembler rejected the input; its own messages are kept for the user."""
+
+    def __init__(self, where: str, exe: str, status: int, messages: str) -> None:
+        super().__init__(where, f"assembler '{exe}' failed (exit status {status})")
+        self.messages = messages
+
+
+def with_probes(text: str, statements: Sequence[Statement]) -> str:
+    pieces = []
+    last = 0
+    for index, stmt in enumerate(statements):
+        pieces.append(text[last : stmt.offset])
+        pieces.append(f"{PROBE}{index}: ")
+        last = stmt.offset
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def probe_places(symbols: Sequence[Symbol], count: int) -> list[tuple[int, int] | None]:
+    places: list[tuple[int, int] | None] = [None] * count
+    prefix_len = len(PROBE)
+    for sym in symbols:
+        if sym.name.startswith(PROBE):
+            index = int(sym.name[prefix_len:])
+            if index < count:
+                places[index] = (sym.shndx, sym.value)
+    return places
+
+
+def check_fde_count(view: ElfView, count: int, filename: str) -> None:
+    """The assembler's own FDE count must match ours: CFI we cannot see is an error."""
+    fdes = 0
+    for name, cie_id_of_cie in ((".eh_frame", 0), (".debug_frame", 0xFFFFFFFF)):
+        fdes += _count_fdes(view.section_data(name), cie_id_of_cie,
+                            view.little_endian)
+    if fdes and fdes != count:
+        raise Cfi2SframeError(
+            filename,
+            f"the assembler made {fdes} FDEs but {count} .cfi_startproc regions were found "
+            "(CFI from .include files or macros is not supported)",
+        )
+
+
+def _count_fdes(data: bytes, cie_id_of_cie: int, little: bool) -> int:
+    order = "little" if little else "big"
+    pos = fdes = 0
+    while pos + 4 <= len(data):
+        length = int.from_bytes(data[pos : pos + 4], order)
+        if length == 0:
+            pos += 4
+            continue
+        head = 4
+        if length == 0xFFFFFFFF:
+            length = int.from_bytes(data[pos + 4 : pos + 12], order)
+            head = 12
+            ident = int.from_bytes(data[pos + head : pos + head + 8], order)
+            is_cie = ident == (0 if cie_id_of_cie == 0 else 0xFFFFFFFFFFFFFFFF)
+        else:
+            ident = int.from_bytes(data[pos + head : pos + head + 4], order)
+            is_cie = ident == cie_id_of_cie
+        fdes += not is_cie
+        pos += head + length
+    return fdes
+
+
+
+
+@dataclass
+class ProbeRun:
+    """A scanned source and the assembler run that places its directives."""
+
+    text: str
+    filename: str
+    scanned: ScanResult
+    statements: tuple[Statement, ...]
+    job: AssemblerJob
+
+
+def start_probe(text: str, filename: str, comment_chars: str, assembler: Assembler,
+                include_dir: str = ".") -> ProbeRun:
+    """Scan ``text`` and start assembling it with probe labels (in the background)."""
+    if PROBE in text:
+        raise Cfi2SframeError(filename, f"input uses the reserved symbol prefix '{PROBE}'")
+    scanned = scan(text, filename, comment_chars)
+    statements = tuple(item for item in scanned.items if isinstance(item, Statement))
+    job = assembler.start(with_probes(text, statements), filename, include_dir)
+    return ProbeRun(text, filename, scanned, statements, job)

@@ -1,0 +1,167 @@
+"""The command line as a user runs it: outputs, diagnostics, exit codes, no partial files."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cfi2sframe import REASONS, decode_sframe
+from tests.conftest import require
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def run(*args: str, stdin: bytes | None = None, cwd: Path | None = None):
+    return subprocess.run([sys.executable, "-m", "cfi2sframe", *args], input=stdin,
+                          capture_output=True, cwd=cwd, check=False)
+
+
+def test_help_and_version():
+    out = run("--help").stdout.decode()
+    for option in ("--emit", "--assembler", "--arch", "-w", "--fatal-warnings", "-o",
+                   "--list-reasons", "--sframe-version"):
+        assert option in out
+    assert "placed at address 0" in out
+    assert re.fullmatch(r"cfi2sframe \d+\.\d+\.\d+\n", run("--version").stdout.decode())
+
+
+def test_list_reasons_names_every_code():
+    out = run("--list-reasons").stdout.decode()
+    for code in REASONS:
+        assert code in out
+
+
+def test_raw_output_decodes(tmp_path):
+    require("as")
+    out = tmp_path / "f.sframe"
+    proc = run(str(EXAMPLES / "frame_pointer.s"), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    section = decode_sframe(out.read_bytes())
+    assert section.version == 2 and len(section.fdes) == 1
+
+
+def test_stdin_to_stdout():
+    require("as")
+    proc = run("-", "-o", "-", stdin=(EXAMPLES / "frameless.s").read_bytes())
+    assert proc.returncode == 0, proc.stderr
+    section = decode_sframe(proc.stdout)
+    assert [section.meaning(f)[1] for f in section.fdes[0].fres] == [8, 16, 24, 32, 8]
+
+
+def _readelf(*args: str) -> str:
+    return subprocess.run(["readelf", *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _sframe_relocations(obj: Path) -> int:
+    blocks = _readelf("-rW", str(obj)).split("Relocation section")
+    (block,) = [b for b in blocks if "'.rela.sframe'" in b]
+    return block.count("R_X86_64_PC32")
+
+
+def test_obj_has_one_relocation_per_fde_and_links(tmp_path):
+    require("as", "readelf", "ld", "nm")
+    obj = tmp_path / "both.o"
+    src = tmp_path / "both.s"
+    second = (EXAMPLES / "frameless.s").read_text().replace(".LFB0", ".LFB1")
+    src.write_text((EXAMPLES / "frame_pointer.s").read_text()
+                   + second.replace(".LFE0", ".LFE1"))
+    proc = run(str(src), "-o", str(obj))
+    assert proc.returncode == 0, proc.stderr
+    assert _sframe_relocations(obj) == 2
+    assert "SHT_GNU_SFRAME" in _readelf("-SW", str(obj)) or "LOOS+0xffffff4" in _readelf(
+        "-SW", str(obj))
+    exe = tmp_path / "linked"
+    link = subprocess.run(["ld", "-e", "with_frame", "--unresolved-symbols=ignore-all",
+                           str(obj), "-o", str(exe)], capture_output=True, text=True)
+    assert link.returncode == 0, link.stderr
+    # The linked section's FDE starts are the functions' final addresses.
+    sections = _readelf("-SW", str(exe))
+    match = re.search(r"\.sframe\s+\S+\s+([0-9a-f]+)\s+([0-9a-f]+)\s+([0-9a-f]+)", sections)
+    address, offset, size = (int(g, 16) for g in match.groups())
+    data = exe.read_bytes()[offset : offset + size]
+    section = decode_sframe(data, address)
+    symbols = subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout
+    want = sorted(int(line.split()[0], 16) for line in symbols.splitlines()
+                  if line.endswith((" with_frame", " frameless")))
+    assert [f.start_address for f in section.fdes] == want
+
+
+def test_asm_fragment_assembles_with_the_input(tmp_path):
+    require("as", "readelf")
+    frag = tmp_path / "fragment.s"
+    proc = run(str(EXAMPLES / "frameless.s"), "-o", str(frag))
+    assert proc.returncode == 0, proc.stderr
+    text = frag.read_text()
+    assert '.pushsection .sframe,"a",@0x6ffffff4' in text
+    assert ".long (frameless) - ." in text
+    obj = tmp_path / "x.o"
+    subprocess.run(["as", str(EXAMPLES / "frameless.s"), str(frag), "-o", str(obj)],
+                   check=True)
+    assert _sframe_relocations(obj) == 1
+
+
+def test_skipped_function_warning_and_options(tmp_path):
+    require("as")
+    src = str(EXAMPLES / "realigned.s")
+    out = tmp_path / "r.sframe"
+    proc = run(src, "-o", str(out))
+    assert proc.returncode == 0
+    assert proc.stderr.decode() == (
+        f"{src}:8: warning: no SFrame FDE for 'realigned': CFA is based on r10 at offset "
+        "0x5 [cfa-not-sp-fp]\n")
+    assert decode_sframe(out.read_bytes()).fdes == ()
+    assert run(src, "-w", "-o", str(out)).stderr == b""
+    out.unlink()
+    proc = run(src, "--fatal-warnings", "-o", str(out))
+    assert proc.returncode == 1 and not out.exists()
+    assert b"error: no SFrame FDE for 'realigned'" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("\t.text\nf:\n\t.cfi_startproc\n\t.cfi_def_cfa_offset\n\t.cfi_endproc\n",
+         r"^bad\.s:4: error: missing operand in '\.cfi_def_cfa_offset'$"),
+        ("\t.text\nf:\n\t.cfi_startproc\n\tret\n",
+         r"^bad\.s:3: error: \.cfi_startproc without \.cfi_endproc$"),
+        ("\t.text\nf:\n\t.cfi_startproc\n\tbogus_insn %rax\n\t.cfi_endproc\n",
+         r"bad\.s:4: Error: no such instruction.*\nbad\.s: error: assembler 'as' failed"),
+    ],
+)
+def test_bad_input_is_one_error_line_exit_1_and_no_output(tmp_path, source, expected):
+    require("as")
+    (tmp_path / "bad.s").write_text(source)
+    proc = run("bad.s", "-o", "out.sframe", cwd=tmp_path)
+    assert proc.returncode == 1
+    err = proc.stderr.decode()
+    assert "Traceback" not in err
+    assert re.search(expected, err.strip(), re.S), err
+    assert not (tmp_path / "out.sframe").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.s"]
+
+
+def test_missing_input_and_missing_assembler(tmp_path):
+    proc = run(str(tmp_path / "nope.s"), "-o", str(tmp_path / "x"))
+    assert proc.returncode == 1
+    assert proc.stderr.decode().strip() == (
+        f"{tmp_path / 'nope.s'}: error: cannot read input: No such file or directory")
+    proc = run(str(EXAMPLES / "frameless.s"), "--assembler", "no-such-as", "-o",
+               str(tmp_path / "x"))
+    assert proc.returncode == 1
+    assert proc.stderr.decode().count("\n") == 1
+    assert "no assembler found: 'no-such-as' is not on PATH" in proc.stderr.decode()
+
+
+def test_other_assembler_gives_the_same_section(tmp_path):
+    require("as", "clang-14")
+    a, b = tmp_path / "a.sframe", tmp_path / "b.sframe"
+    src = str(EXAMPLES / "frame_pointer.s")
+    assert run(src, "-o", str(a)).returncode == 0
+    proc = run(src, "--assembler", "clang-14 -c -x assembler", "-o", str(b))
+    assert proc.returncode == 0, proc.stderr
+    assert a.read_bytes() == b.read_bytes()

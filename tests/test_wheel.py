@@ -1,0 +1,37 @@
+"""The installed wheel works from outside the source tree (grammar shipped inside)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+from tests.conftest import require
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_installs_and_runs_outside_the_tree(tmp_path):
+    require("as")
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                    "-q", "-w", str(wheels), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = wheels.glob("cfi2sframe-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, system_site_packages=True, with_pip=False)
+    python = env_dir / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "--no-deps", str(wheel)], check=True, capture_output=True)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    (work / "f.s").write_text((ROOT / "examples" / "frameless.s").read_text())
+    code = ("import cfi2sframe, sys; print(cfi2sframe.__file__); "
+            "sys.exit(__import__('cfi2sframe.cli').cli.main(['f.s', '-o', 'f.sframe']))")
+    proc = subprocess.run([str(python), "-I", "-c", code], cwd=work, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert str(env_dir) in proc.stdout, "the wheel, not the source tree, must be imported"
+    assert (work / "f.sframe").read_bytes()[:4] == b"\xe2\xde\x02\x05"
+    script = env_dir / "bin" / "cfi2sframe"
+    assert subprocess.run([str(script), "--version"], capture_output=True).returncode == 0
