@@ -10,15 +10,16 @@ ELF inputs from users go through pyelftools (see the ELF frontend).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import DecodeError
 
 SHT_SYMTAB = 2
 
 
-@dataclass(frozen=True)
-class Symbol:
+class Symbol(NamedTuple):
     """One symbol-table entry (``shndx`` is the raw section index)."""
 
     name: str
@@ -65,21 +66,34 @@ class ElfView:
         if symtab is None:
             return []
         strtab = self.sections[symtab.link]
-        names = self.data[strtab.offset : strtab.offset + strtab.size]
+        names = _string_table(self.data[strtab.offset : strtab.offset + strtab.size])
         raw = self.data[symtab.offset : symtab.offset + symtab.size]
         order = "<" if self.little_endian else ">"
         out = []
         if self.is64:
             rows = struct.iter_unpack(order + "IBBHQQ", raw[: len(raw) // 24 * 24])
             for name_off, info, _other, shndx, value, size in rows:
-                out.append(Symbol(_cstr(names, name_off), value, size, info & 0xF, info >> 4,
-                                  shndx))
+                out.append(Symbol(names(name_off), value, size, info & 0xF, info >> 4, shndx))
         else:
             rows = struct.iter_unpack(order + "IIIBBH", raw[: len(raw) // 16 * 16])
             for name_off, value, size, info, _other, shndx in rows:
-                out.append(Symbol(_cstr(names, name_off), value, size, info & 0xF, info >> 4,
-                                  shndx))
+                out.append(Symbol(names(name_off), value, size, info & 0xF, info >> 4, shndx))
         return out
+
+
+def _string_table(table: bytes) -> Callable[[int], str]:
+    """Name look-up by offset; the whole table is decoded in one pass."""
+    by_offset: dict[int, str] = {}
+    pos = 0
+    for chunk in table.decode("utf-8", "replace").split("\0"):
+        by_offset[pos] = chunk
+        pos += len(chunk.encode("utf-8")) + 1 if not chunk.isascii() else len(chunk) + 1
+
+    def name(offset: int) -> str:
+        found = by_offset.get(offset)
+        return found if found is not None else _cstr(table, offset)
+
+    return name
 
 
 def _cstr(table: bytes, offset: int) -> str:

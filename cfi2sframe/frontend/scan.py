@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 _SLOW_CHARS = '";/*'
 _ASSIGN_NEEDLES = ("=", ".set", ".equ", ".eqv")
@@ -22,8 +23,7 @@ _ASSIGN = re.compile(
 _LABELS = re.compile(r"^(?:(?:[A-Za-z_.$][\w.$]*|\d+)\s*:(?!:)\s*)*")
 
 
-@dataclass(frozen=True)
-class Statement:
+class Statement(NamedTuple):
     """A CFI statement: its text, 1-based line and offset of its first character."""
 
     text: str
