@@ -1,0 +1,9 @@
+#!/bin/sh
+# Install the real tools the tests use as oracles (Debian/Ubuntu): GNU binutils
+# (as, readelf, ld), gcc, csmith and its headers, clang-14 (another assembler).
+set -eu
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq binutils gcc csmith libcsmith-dev clang-14 >/dev/null
