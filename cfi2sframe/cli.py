@@ -137,7 +137,10 @@ def _convert(args: argparse.Namespace) -> int:
         raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
                                        "--fatal-warnings is set")
     payload = {"raw": conversion.raw, "asm": conversion.asm, "obj": conversion.obj}[emit]()
-    write_output(output, payload)
+    try:
+        write_output(output, payload)
+    except OSError as exc:
+        raise Cfi2SframeError(output, f"cannot write output: {exc.strerror or exc}") from None
     return 0
 
 

@@ -29,3 +29,19 @@ def asm_timelines():
         return timelines_from_asm(text, "t.s")
 
     return parse
+
+
+_REPORT: list[str] = []
+
+
+@pytest.fixture
+def report():
+    """Lines a test wants shown in the run's summary (counts from differential tests)."""
+    return _REPORT.append
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _REPORT:
+        terminalreporter.section("cfi2sframe figures")
+        for line in _REPORT:
+            terminalreporter.write_line(line)

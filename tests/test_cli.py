@@ -165,3 +165,12 @@ def test_other_assembler_gives_the_same_section(tmp_path):
     proc = run(src, "--assembler", "clang-14 -c -x assembler", "-o", str(b))
     assert proc.returncode == 0, proc.stderr
     assert a.read_bytes() == b.read_bytes()
+
+
+def test_unwritable_output_is_one_error_line(tmp_path):
+    require("as")
+    target = tmp_path / "no" / "such" / "dir" / "x.sframe"
+    proc = run(str(EXAMPLES / "frameless.s"), "-o", str(target))
+    assert proc.returncode == 1
+    assert proc.stderr.decode() == f"{target}: error: cannot write output: No such file or " \
+        "directory\n"

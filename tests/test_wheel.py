@@ -22,7 +22,7 @@ def test_wheel_installs_and_runs_outside_the_tree(tmp_path):
     venv.create(env_dir, system_site_packages=True, with_pip=False)
     python = env_dir / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
-                    "--no-deps", str(wheel)], check=True, capture_output=True)
+                    "--no-deps", "--ignore-installed", str(wheel)], check=True, capture_output=True)
     work = tmp_path / "elsewhere"
     work.mkdir()
     (work / "f.s").write_text((ROOT / "examples" / "frameless.s").read_text())
