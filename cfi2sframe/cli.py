@@ -18,8 +18,12 @@ if TYPE_CHECKING:
     from .convert import Conversion
 
 EMIT_KINDS = ("raw", "asm", "obj")
+SUBCOMMANDS = ("dump", "lookup", "diff", "verify")
 
 DESCRIPTION = """\
+usage: cfi2sframe [options] INPUT [-o OUTPUT]
+       cfi2sframe dump|lookup|diff|verify ...   (see cfi2sframe COMMAND --help)
+
 Lower the call-frame information (.cfi_* directives) of an assembly file into
 an SFrame stack-trace section (SFrame version 2, errata 1).
 
@@ -154,11 +158,16 @@ def _report_skips(conversion: Conversion, args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cfi2sframe`` command; returns the exit status."""
-    args = _parser().parse_args(argv)
-    if args.list_reasons:
-        _print_reasons()
-        return 0
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv and argv[0] in SUBCOMMANDS:
+            from .commands import main as run_subcommand
+
+            return run_subcommand(argv)
+        args = _parser().parse_args(argv)
+        if args.list_reasons:
+            _print_reasons()
+            return 0
         return _convert(args)
     except AssemblerFailed as exc:
         sys.stderr.write(exc.messages)

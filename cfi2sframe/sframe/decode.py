@@ -1,8 +1,8 @@
-"""Strict SFrame reader (V1 and V2): the exact inverse of the encoder.
+"""Strict SFrame reader (V1, V2 with both errata, V3): the exact inverse of the encoder.
 
 Every structural inconsistency (truncation, offsets past the end, FRE counts
-that do not add up, unknown version, ABI or flags) raises ``DecodeError``
-with the byte offset where it was found.
+that do not add up, unknown version, ABI, flags or types) raises
+``DecodeError`` with the byte offset where it was found; nothing else escapes.
 """
 
 from __future__ import annotations
@@ -12,42 +12,51 @@ from dataclasses import dataclass
 
 from ..errors import DecodeError
 from .format import (
-    ABI_AARCH64_BIG,
-    ABI_AMD64_LITTLE,
     ABI_NAMES,
     BASE_REG_FP,
+    BIG_ENDIAN_ABIS,
     F_FDE_FUNC_START_PCREL,
     F_FDE_SORTED,
     F_FRAME_POINTER,
-    FDE_SIZE,
     FRE_ADDR_SIZE,
     HEADER_SIZE,
     MAGIC,
     OFFSET_SIZE,
     VERSION_1,
     VERSION_2,
-    fde_struct,
+    VERSION_3,
     header_struct,
 )
 
-VALID_FLAGS = {VERSION_1: F_FDE_SORTED | F_FRAME_POINTER,
-               VERSION_2: F_FDE_SORTED | F_FRAME_POINTER | F_FDE_FUNC_START_PCREL}
+VALID_FLAGS = {
+    VERSION_1: F_FDE_SORTED | F_FRAME_POINTER,
+    VERSION_2: F_FDE_SORTED | F_FRAME_POINTER | F_FDE_FUNC_START_PCREL,
+    VERSION_3: F_FDE_SORTED | F_FDE_FUNC_START_PCREL,
+}
+FDE_ENTRY_SIZE = {VERSION_1: 17, VERSION_2: 20, VERSION_3: 16}
+FDE_TYPE_DEFAULT, FDE_TYPE_FLEX = 0, 1
+V3_ATTR_SIZE = 5
 
 
 @dataclass(frozen=True)
 class DecodedFre:
-    """An FRE as stored: start offset, CFA base, raw offsets and the RA-mangled bit."""
+    """An FRE as stored: start offset, CFA base bit, signed data words, RA-mangled bit."""
 
     start: int
     base_fp: bool
     offsets: tuple[int, ...]
     mangled_ra: bool
     offset_size: int
+    info: int
+
+    def unsigned(self, index: int) -> int:
+        """Data word ``index`` read as unsigned (FLEX control words)."""
+        return self.offsets[index] & ((1 << (8 * OFFSET_SIZE[self.offset_size])) - 1)
 
 
 @dataclass(frozen=True)
 class DecodedFde:
-    """An FDE with its absolute start address and its FREs."""
+    """An FDE (V3: index entry plus attribute) with its absolute start address and FREs."""
 
     index: int
     start_address: int
@@ -55,8 +64,10 @@ class DecodedFde:
     size: int
     start_fre_off: int
     info: int
+    info2: int
     rep_size: int
     fres: tuple[DecodedFre, ...]
+    field_offset: int
 
     @property
     def fre_type(self) -> int:
@@ -70,10 +81,33 @@ class DecodedFde:
     def pauth_b_key(self) -> bool:
         return bool(self.info & 0x20)
 
+    @property
+    def signal(self) -> bool:
+        """V3 signal-frame bit (always False before V3)."""
+        return bool(self.info & 0x80)
+
+    @property
+    def flex(self) -> bool:
+        return (self.info2 & 0x1F) == FDE_TYPE_FLEX
+
+    def fre_at(self, pc: int) -> DecodedFre | None:
+        """The FRE covering ``pc`` (an address), following the spec's look-up rules."""
+        offset = pc - self.start_address
+        if not 0 <= offset < self.size:
+            return None
+        if self.pc_mask and self.rep_size:
+            offset %= self.rep_size
+        found = None
+        for fre in self.fres:
+            if fre.start > offset:
+                break
+            found = fre
+        return found
+
 
 @dataclass(frozen=True)
 class DecodedSection:
-    """A whole SFrame section."""
+    """A whole SFrame section as read, placed at ``section_address``."""
 
     version: int
     flags: int
@@ -87,35 +121,45 @@ class DecodedSection:
     freoff: int
     big_endian: bool
     fdes: tuple[DecodedFde, ...]
+    section_address: int = 0
+    size: int = 0
 
     def meaning(self, fre: DecodedFre) -> tuple:
-        """(CFA base, CFA offset, FP rule, RA rule) of an FRE, comparable across versions.
+        """(CFA base, CFA offset, FP offset, RA) of a default-type AMD64/AArch64 FRE.
 
-        FP rule: None (unchanged) or the offset from the CFA.  RA rule:
-        ``("cfa", off)``, ``"undefined"`` or None (unchanged).
+        A compact form for tests: FP is None (unchanged) or its CFA offset, RA
+        is ``("cfa", offset)``, ``"undefined"`` or None (unchanged).
         """
         if not fre.offsets:
             return ("fp" if fre.base_fp else "sp", None, None, "undefined")
         cfa = fre.offsets[0]
-        fp: int | None = None
-        ra: object = None
-        if self.abi == ABI_AMD64_LITTLE:
+        if self.abi == 3:
             fp = fre.offsets[1] if len(fre.offsets) > 1 else None
-            ra = ("cfa", self.fixed_ra_offset)
-        else:
-            ra = ("cfa", fre.offsets[1]) if len(fre.offsets) > 1 else None
-            fp = fre.offsets[2] if len(fre.offsets) > 2 else None
+            return ("fp" if fre.base_fp else "sp", cfa, fp, ("cfa", self.fixed_ra_offset))
+        ra = ("cfa", fre.offsets[1]) if len(fre.offsets) > 1 else None
+        fp = fre.offsets[2] if len(fre.offsets) > 2 else None
         return ("fp" if fre.base_fp else "sp", cfa, fp, ra)
+
+    def find_fde(self, pc: int) -> DecodedFde | None:
+        """The FDE whose range holds ``pc``."""
+        for fde in self.fdes:
+            if fde.start_address <= pc < fde.start_address + fde.size:
+                return fde
+        return None
 
 
 def _need(data: bytes, pos: int, size: int, what: str) -> None:
-    if pos < 0 or pos + size > len(data):
+    if pos < 0 or size < 0 or pos + size > len(data):
         raise DecodeError(max(pos, 0), f"{what} runs past the end of the section "
                                        f"({len(data)} bytes)")
 
 
-def decode(data: bytes, section_address: int = 0) -> DecodedSection:
-    """Decode an SFrame section placed at ``section_address``."""
+def decode(data: bytes, section_address: int = 0, v1_pcrel: bool = False) -> DecodedSection:
+    """Decode an SFrame section placed at ``section_address``.
+
+    ``v1_pcrel``: read V1 start fields as relative to the field itself, as they
+    are in a relocatable object once its PC32 relocations are applied.
+    """
     _need(data, 0, HEADER_SIZE, "SFrame header")
     if int.from_bytes(data[:2], "little") == MAGIC:
         big = False
@@ -125,75 +169,117 @@ def decode(data: bytes, section_address: int = 0) -> DecodedSection:
         raise DecodeError(0, f"bad magic {data[0]:02x}{data[1]:02x} (not an SFrame section)")
     (_, version, flags, abi, fixed_fp, fixed_ra, auxhdr_len, num_fdes, num_fres, fre_len,
      fdeoff, freoff) = header_struct(big).unpack_from(data, 0)
-    if version not in (VERSION_1, VERSION_2):
+    if version not in VALID_FLAGS:
         raise DecodeError(2, f"unsupported SFrame version {version}")
     if flags & ~VALID_FLAGS[version]:
         raise DecodeError(3, f"unknown flags {flags & ~VALID_FLAGS[version]:#x} for "
                              f"version {version}")
     if abi not in ABI_NAMES:
         raise DecodeError(4, f"unknown ABI/arch identifier {abi}")
-    if (abi in (ABI_AARCH64_BIG, 4)) != big:
+    if (abi in BIG_ENDIAN_ABIS) != big:
         raise DecodeError(0, f"byte order does not match the ABI ({ABI_NAMES[abi]})")
     base = HEADER_SIZE + auxhdr_len
     _need(data, HEADER_SIZE, auxhdr_len, "auxiliary header")
-    fde = fde_struct(version, big)
-    fde_size = FDE_SIZE[version]
+    entry = FDE_ENTRY_SIZE[version]
     fde_start = base + fdeoff
     fre_start = base + freoff
-    _need(data, fde_start, num_fdes * fde_size, f"FDE table ({num_fdes} FDEs)")
+    _need(data, fde_start, num_fdes * entry, f"FDE table ({num_fdes} FDEs)")
     _need(data, fre_start, fre_len, f"FRE sub-section ({fre_len} bytes)")
-    order = ">" if big else "<"
+    reader = _Reader(data, ">" if big else "<", fre_start, fre_len, version, abi)
     fdes = []
     total = 0
     for index in range(num_fdes):
-        pos = fde_start + index * fde_size
-        fields = fde.unpack_from(data, pos)
-        raw_start, size, start_fre_off, count, info = fields[:5]
-        rep_size = fields[5] if version == VERSION_2 else 0
-        if info & 0xF not in FRE_ADDR_SIZE:
-            raise DecodeError(pos + 16, f"FDE {index}: unknown FRE type {info & 0xF}")
-        if info & 0xC0:
-            raise DecodeError(pos + 16, f"FDE {index}: unused info bits set ({info:#04x})")
-        fres = _decode_fres(data, fre_start, fre_len, start_fre_off, count, info & 0xF, order,
-                            index)
-        total += count
-        address = section_address + raw_start
-        if flags & F_FDE_FUNC_START_PCREL:
-            address += pos
-        fdes.append(DecodedFde(index, address, raw_start, size, start_fre_off, info, rep_size,
-                               fres))
+        pos = fde_start + index * entry
+        pcrel = bool(flags & F_FDE_FUNC_START_PCREL) or (v1_pcrel and version == VERSION_1)
+        fde = reader.fde(index, pos, section_address, pcrel)
+        total += len(fde.fres)
+        fdes.append(fde)
     if total != num_fres:
         raise DecodeError(12, f"header says {num_fres} FREs but the FDEs hold {total}")
     return DecodedSection(version, flags, abi, fixed_fp, fixed_ra, auxhdr_len, num_fres,
-                          fre_len, fdeoff, freoff, big, tuple(fdes))
+                          fre_len, fdeoff, freoff, big, tuple(fdes), section_address,
+                          len(data))
 
 
-def _decode_fres(data: bytes, fre_start: int, fre_len: int, offset: int, count: int,
-                 fre_type: int, order: str, index: int) -> tuple[DecodedFre, ...]:
-    end = fre_start + fre_len
-    pos = fre_start + offset
-    if count and not fre_start <= pos < end:
-        raise DecodeError(pos, f"FDE {index}: first FRE offset {offset:#x} is outside the "
-                               f"FRE sub-section ({fre_len} bytes)")
-    addr_size = FRE_ADDR_SIZE[fre_type]
-    start_fmt = order + {1: "B", 2: "H", 4: "I"}[addr_size]
-    fres = []
-    for _ in range(count):
-        if pos + addr_size + 1 > end:
-            raise DecodeError(pos, f"FDE {index}: FRE runs past the FRE sub-section")
-        (start,) = struct.unpack_from(start_fmt, data, pos)
-        info = data[pos + addr_size]
-        size_code = (info >> 5) & 3
-        if size_code not in OFFSET_SIZE:
-            raise DecodeError(pos + addr_size, f"FDE {index}: invalid offset size code 3")
-        n = (info >> 1) & 0xF
-        width = OFFSET_SIZE[size_code]
-        body = pos + addr_size + 1
-        if body + n * width > end:
-            raise DecodeError(pos, f"FDE {index}: FRE offsets run past the FRE sub-section")
-        fmt = order + {1: "b", 2: "h", 4: "i"}[width] * n
-        offsets = struct.unpack_from(fmt, data, body)
-        fres.append(DecodedFre(start, (info & 1) == BASE_REG_FP, tuple(offsets),
-                               bool(info & 0x80), size_code))
-        pos = body + n * width
-    return tuple(fres)
+class _Reader:
+    """Reads FDEs and FREs of one section (keeps the shared layout facts)."""
+
+    def __init__(self, data: bytes, order: str, fre_start: int, fre_len: int, version: int,
+                 abi: int) -> None:
+        self.data = data
+        self.order = order
+        self.fre_start = fre_start
+        self.fre_end = fre_start + fre_len
+        self.version = version
+        self.abi = abi
+
+    def fde(self, index: int, pos: int, section_address: int, pcrel: bool) -> DecodedFde:
+        data, order = self.data, self.order
+        if self.version == VERSION_3:
+            raw_start, size, fre_off = struct.unpack_from(order + "qII", data, pos)
+            attr = self.fre_start + fre_off
+            if not (self.fre_start <= attr and attr + V3_ATTR_SIZE <= self.fre_end):
+                raise DecodeError(pos + 12, f"FDE {index}: attribute at FRE offset "
+                                            f"{fre_off:#x} is outside the FRE sub-section")
+            count, info, info2, rep_size = struct.unpack_from(order + "HBBB", data, attr)
+            if info2 & 0x1F > FDE_TYPE_FLEX or info2 & 0xE0:
+                raise DecodeError(attr + 3, f"FDE {index}: unknown FDE type byte {info2:#04x}")
+            if info & 0x40:
+                raise DecodeError(attr + 2, f"FDE {index}: unused info bit 6 set")
+            first = attr + V3_ATTR_SIZE
+            info_at = attr + 2
+        else:
+            if self.version == VERSION_1:
+                raw_start, size, fre_off, count, info = struct.unpack_from(
+                    order + "iIIIB", data, pos)
+                rep_size = 0
+            else:
+                raw_start, size, fre_off, count, info, rep_size, _ = struct.unpack_from(
+                    order + "iIIIBBH", data, pos)
+            info2 = 0
+            if info & 0xC0:
+                raise DecodeError(pos + 16, f"FDE {index}: unused info bits set ({info:#04x})")
+            first = self.fre_start + fre_off
+            info_at = pos + 16
+            if count and not self.fre_start <= first < self.fre_end:
+                raise DecodeError(pos + 8, f"FDE {index}: first FRE offset {fre_off:#x} is "
+                                           "outside the FRE sub-section")
+        if info & 0xF not in FRE_ADDR_SIZE:
+            raise DecodeError(info_at, f"FDE {index}: unknown FRE type {info & 0xF}")
+        if info & 0x10 and not rep_size:
+            raise DecodeError(info_at, f"FDE {index}: PC-mask FDE with a repeat size of 0")
+        flex = self.version == VERSION_3 and (info2 & 0x1F) == FDE_TYPE_FLEX
+        fres = self.fres(first, count, info & 0xF, index, flex)
+        address = section_address + raw_start + (pos if pcrel else 0)
+        return DecodedFde(index, address, raw_start, size, fre_off, info, info2, rep_size,
+                          fres, pos)
+
+    def fres(self, pos: int, count: int, fre_type: int, index: int,
+             flex: bool) -> tuple[DecodedFre, ...]:
+        data, end = self.data, self.fre_end
+        addr_size = FRE_ADDR_SIZE[fre_type]
+        start_fmt = self.order + {1: "B", 2: "H", 4: "I"}[addr_size]
+        out = []
+        for _ in range(count):
+            if pos + addr_size + 1 > end:
+                raise DecodeError(pos, f"FDE {index}: FRE runs past the FRE sub-section")
+            (start,) = struct.unpack_from(start_fmt, data, pos)
+            info = data[pos + addr_size]
+            size_code = (info >> 5) & 3
+            if size_code not in OFFSET_SIZE:
+                raise DecodeError(pos + addr_size, f"FDE {index}: invalid data word size code 3")
+            n = (info >> 1) & 0xF
+            if flex and info & 1:
+                raise DecodeError(pos + addr_size, f"FDE {index}: CFA base bit set in a "
+                                                   "FLEX FDE")
+            width = OFFSET_SIZE[size_code]
+            body = pos + addr_size + 1
+            if body + n * width > end:
+                raise DecodeError(pos, f"FDE {index}: FRE data words run past the FRE "
+                                       "sub-section")
+            words = struct.unpack_from(self.order + {1: "b", 2: "h", 4: "i"}[width] * n, data,
+                                       body)
+            out.append(DecodedFre(start, (info & 1) == BASE_REG_FP, tuple(words),
+                                  bool(info & 0x80), size_code, info))
+            pos = body + n * width
+        return tuple(out)

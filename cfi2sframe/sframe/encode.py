@@ -112,3 +112,27 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
     assert len(header) == HEADER_SIZE
     return SectionImage(header, tuple(functions), tuple(tails), bytes(fre_blob),
                         arch.big_endian, FDE_SIZE[VERSION_2])
+
+
+def functions_from_decoded(section) -> list[SFrameFunction]:
+    """The functions a decoded V2 section describes, ready to encode again.
+
+    With ``build_v2`` this closes the round trip encode -> decode -> encode.
+    Only what V2 can hold is carried: default FDEs, RA tracked per ABI.
+    """
+    tracks_ra = section.abi != 3
+    out = []
+    for fde in section.fdes:
+        fres = []
+        for fre in fde.fres:
+            words = fre.offsets
+            if not words:
+                fres.append(Fre(fre.start, False, 0, ra_undefined=True))
+                continue
+            ra = words[1] if tracks_ra and len(words) > 1 else None
+            fp_index = 2 if tracks_ra else 1
+            fp = words[fp_index] if len(words) > fp_index else None
+            fres.append(Fre(fre.start, fre.base_fp, words[0], fp, ra, fre.mangled_ra))
+        out.append(SFrameFunction(f"fde{fde.index}", "", fde.start_address, fde.size,
+                                  tuple(fres), fde.pauth_b_key, fde.pc_mask, fde.rep_size))
+    return out

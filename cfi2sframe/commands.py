@@ -1,0 +1,216 @@
+"""The reading subcommands: ``dump``, ``lookup``, ``diff`` and ``verify``.
+
+Argument parsing and printing only; the work is in ``sframe`` and ``inspect``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from .errors import Cfi2SframeError
+from .sframe.decode import DecodedFde, DecodedSection
+from .sframe.load import LoadedSFrame, load_sframe
+from .sframe.rules import FrameRules, describe, fre_rules
+
+
+def _json_rules(rules: object) -> object:
+    if rules is None or isinstance(rules, str):
+        return rules
+    assert isinstance(rules, FrameRules)
+
+    def loc(value: object) -> object:
+        if value is None or isinstance(value, str):
+            return value
+        return {"reg": value.reg, "offset": value.offset, "deref": value.deref}
+
+    return {"cfa": loc(rules.cfa), "fp": loc(rules.fp), "ra": loc(rules.ra)}
+
+
+def _words(rules: object, abi: int) -> str:
+    if rules is None:
+        return "no rule (not covered)"
+    if isinstance(rules, FrameRules):
+        return describe(rules, abi)
+    return str(rules)
+
+
+def section_json(section: DecodedSection) -> dict:
+    """The whole section as JSON-ready data."""
+    return {
+        "version": section.version, "flags": section.flags, "abi": section.abi,
+        "fixed_fp_offset": section.fixed_fp_offset, "fixed_ra_offset": section.fixed_ra_offset,
+        "num_fdes": len(section.fdes), "num_fres": section.num_fres,
+        "fdes": [
+            {"index": fde.index, "pc": fde.start_address, "size": fde.size,
+             "fre_type": fde.fre_type, "pc_mask": fde.pc_mask, "rep_size": fde.rep_size,
+             "pauth_b_key": fde.pauth_b_key, "signal": fde.signal, "flex": fde.flex,
+             "fres": [{"start": fre.start, "words": list(fre.offsets),
+                       "mangled_ra": fre.mangled_ra,
+                       "rules": _json_rules(fre_rules(section, fde, fre))}
+                      for fre in fde.fres]}
+            for fde in section.fdes
+        ],
+    }
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    from .sframe.dump import dump_text
+
+    loaded = load_sframe(args.file, as_readelf=not args.json)
+    if args.json:
+        print(json.dumps(section_json(loaded.section), indent=1))
+    else:
+        sys.stdout.write(dump_text(loaded.section, loaded.section_name))
+    return 0
+
+
+def _parse_pc(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise Cfi2SframeError("", f"'{text}' is not an address (use 0x... or decimal)") from None
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    loaded = load_sframe(args.file)
+    section = loaded.section
+    status = 0
+    results = []
+    for text in args.pcs:
+        pc = _parse_pc(text)
+        fde = section.find_fde(pc)
+        fre = fde.fre_at(pc) if fde else None
+        if fde is None or fre is None:
+            status = 1
+            why = "no SFrame FDE covers this PC" if fde is None else \
+                "the FDE has no FRE at this PC"
+            results.append({"pc": pc, "error": why})
+            if not args.json:
+                print(f"{pc:#x}: error: {why}", file=sys.stderr)
+            continue
+        rules = fre_rules(section, fde, fre)
+        fre_pc = fde.start_address + fre.start if not fde.pc_mask else fre.start
+        results.append({"pc": pc, "fde": fde.index, "function": fde.start_address,
+                        "size": fde.size, "fre_start": fre_pc, "rules": _json_rules(rules)})
+        if not args.json:
+            mask = f" (PC mask, block {fde.rep_size})" if fde.pc_mask else ""
+            print(f"{pc:#x}: func idx [{fde.index}] pc = {fde.start_address:#x}, size = "
+                  f"{fde.size}{mask}; FRE at {fre_pc:#x}: {describe(rules, section.abi)}")
+    if args.json:
+        print(json.dumps(results, indent=1))
+    return status
+
+
+def _describe_fde(fde: DecodedFde) -> str:
+    return f"function at {fde.start_address:#x} (size {fde.size})"
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .inspect import diff_sections
+
+    a, b = load_sframe(args.a), load_sframe(args.b)
+    result = diff_sections(a.section, b.section,
+                           lambda fde: (a.section_of(fde.field_offset), fde.start_address),
+                           lambda fde: (b.section_of(fde.field_offset), fde.start_address))
+    abi = a.section.abi
+    if args.json:
+        print(json.dumps({
+            "equivalent": result.equivalent, "same": result.same,
+            "differing": [{"pc": d.address, "size_a": d.size_a, "size_b": d.size_b,
+                           "ranges": [{"start": d.address + s, "end": d.address + e,
+                                       "a": _json_rules(ra), "b": _json_rules(rb)}
+                                      for s, e, ra, rb in d.ranges]}
+                          for d in result.differing],
+            "only_a": [f.start_address for f in result.only_a],
+            "only_b": [f.start_address for f in result.only_b]}, indent=1))
+        return 0 if result.equivalent else 1
+    for d in result.differing:
+        sizes = f"size {d.size_a}" if d.size_a == d.size_b else f"size {d.size_a} vs {d.size_b}"
+        print(f"function at {d.address:#x} ({sizes}) differs:")
+        for start, end, ra, rb in d.ranges:
+            print(f"  [{d.address + start:#x}, {d.address + end:#x}): "
+                  f"{args.a}: {_words(ra, abi)} | {args.b}: {_words(rb, abi)}")
+    for fde in result.only_a:
+        print(f"only in {args.a}: {_describe_fde(fde)}")
+    for fde in result.only_b:
+        print(f"only in {args.b}: {_describe_fde(fde)}")
+    print(f"{result.same} functions the same, {len(result.differing)} differ, "
+          f"{len(result.only_a)} only in {args.a}, {len(result.only_b)} only in {args.b}")
+    return 0 if result.equivalent else 1
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .frontend.ehframe import read_elf_cfi
+    from .inspect import arch_for_machine, verify
+
+    loaded: LoadedSFrame = load_sframe(args.file)
+    if not loaded.is_elf:
+        raise Cfi2SframeError(args.file, "verify needs an ELF file with .sframe and .eh_frame")
+    cfi = read_elf_cfi(args.file, arch_for_machine)
+    arch = arch_for_machine(cfi.machine, args.file)
+    result = verify(loaded.section, cfi.timelines, arch,
+                    lambda fde: loaded.section_of(fde.field_offset))
+    abi = loaded.section.abi
+    for timeline, ranges in result.mismatches:
+        print(f"{args.file}: mismatch in '{timeline.name}':")
+        for start, end, have, want in ranges:
+            print(f"  [{timeline.start + start:#x}, {timeline.start + end:#x}): SFrame: "
+                  f"{_words(have, abi)} | DWARF: {_words(want, abi)}")
+    if not args.quiet:
+        for timeline, why in result.missing:
+            print(f"{args.file}: no SFrame FDE for '{timeline.name}' [{why}]")
+        for fde in result.extra:
+            print(f"{args.file}: SFrame {_describe_fde(fde)} has no DWARF FDE")
+    print(f"{args.file}: {result.checked} functions checked at every PC, "
+          f"{len(result.mismatches)} mismatches, {len(result.missing)} without SFrame, "
+          f"{len(result.extra)} only in SFrame")
+    return 0 if result.ok else 1
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register the reading subcommands."""
+    p = sub.add_parser("dump", help="print an SFrame section as readelf --sframe does",
+                       description="Print the SFrame section of FILE (raw section or ELF) "
+                       "exactly as readelf --sframe of binutils 2.46 prints V2/V3 sections "
+                       "(binutils 2.40 for V1).")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=cmd_dump)
+    p = sub.add_parser("lookup", help="the recovery rules at given PCs",
+                       description="For each PC, the FDE and FRE that cover it and the "
+                       "CFA/RA/FP recovery rules in words. Exit 1 if a PC is not covered.")
+    p.add_argument("file")
+    p.add_argument("pcs", nargs="+", metavar="PC", help="address (0x... or decimal)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_lookup)
+    p = sub.add_parser("diff", help="compare two SFrame sections by meaning",
+                       description="Compare two SFrame sections (any versions, raw or ELF) "
+                       "function by function (matched by address): the PC ranges where the "
+                       "CFA/FP/RA rules differ, and functions only one side has. Exit 0 when "
+                       "equivalent, 1 otherwise.")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_diff)
+    p = sub.add_parser("verify", help="check SFrame against the DWARF CFI of the same file",
+                       description="For an ELF file with .sframe and .eh_frame (or "
+                       ".debug_frame): check at every PC of every function that SFrame "
+                       "recovers CFA, FP and RA exactly as the DWARF CFI does; list functions "
+                       "SFrame lacks with the reason our encoder gives. Exit 1 on a mismatch.")
+    p.add_argument("file")
+    p.add_argument("-q", "--quiet", action="store_true", help="print mismatches and totals only")
+    p.set_defaults(run=cmd_verify)
+
+
+SUBCOMMANDS = ("dump", "lookup", "diff", "verify")
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="cfi2sframe")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_parsers(sub)
+    args = parser.parse_args(argv)
+    return args.run(args)

@@ -1,0 +1,325 @@
+"""DWARF CFI from ELF: ``.eh_frame`` / ``.debug_frame`` bytes -> the same ``Timeline``s.
+
+pyelftools reads the ELF container (sections, symbols, relocations); the CFI
+bytes are decoded here, into the same DWARF operations the assembly frontend
+produces, and replayed by the one interpreter.  (pyelftools' own CFI decoder
+is too slow for large libraries and rejects ``DW_CFA_GNU_args_size``.)
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+
+from ..arch.base import Arch
+from ..cfi import interpret
+from ..dwarf import decode_ops, read_sleb, read_uleb
+from ..errors import Cfi2SframeError, CfiError, DecodeError
+from ..model import Location, Timeline
+
+DW_EH_PE_OMIT = 0xFF
+PCREL_RELOCS = {("EM_X86_64", 2): 4, ("EM_X86_64", 24): 8, ("EM_X86_64", 1): 8,
+                ("EM_X86_64", 10): 4, ("EM_X86_64", 11): 4,
+                ("EM_AARCH64", 261): 4, ("EM_AARCH64", 260): 8, ("EM_AARCH64", 257): 8,
+                ("EM_AARCH64", 258): 4,
+                ("EM_S390", 5): 4, ("EM_S390", 23): 8, ("EM_S390", 22): 8, ("EM_S390", 4): 4}
+PC_RELATIVE_TYPES = {("EM_X86_64", 2), ("EM_X86_64", 24), ("EM_AARCH64", 261),
+                     ("EM_AARCH64", 260), ("EM_S390", 5), ("EM_S390", 23)}
+
+
+@dataclass(frozen=True)
+class _Cie:
+    code_align: int
+    data_align: int
+    ra: int
+    fde_encoding: int
+    lsda_encoding: int
+    signal: bool
+    b_key: bool
+    augmented: bool
+    initial: bytes
+    address_size: int
+
+
+@dataclass(frozen=True)
+class ElfCfi:
+    """The call-frame information of one ELF file."""
+
+    path: str
+    machine: str
+    elf_type: str
+    timelines: tuple[Timeline, ...]
+    section_name: str
+
+
+class _Reader:
+    def __init__(self, data: bytes, little: bool, address_size: int, base: int) -> None:
+        self.data = data
+        self.order = "<" if little else ">"
+        self.little = little
+        self.address_size = address_size
+        self.base = base
+
+    def fixed(self, pos: int, size: int, signed: bool = False) -> int:
+        if pos + size > len(self.data):
+            raise DecodeError(pos, "truncated CFI entry")
+        return int.from_bytes(self.data[pos : pos + size], "little" if self.little else "big",
+                              signed=signed)
+
+    def pointer(self, pos: int, encoding: int) -> tuple[int, int]:
+        """Decode an encoded pointer at ``pos``; return (value, next position)."""
+        fmt = encoding & 0x0F
+        if fmt == 0x00:
+            value, end = self.fixed(pos, self.address_size), pos + self.address_size
+        elif fmt == 0x01:
+            value, end = read_uleb(self.data, pos)
+        elif fmt in (0x02, 0x03, 0x04):
+            size = {2: 2, 3: 4, 4: 8}[fmt]
+            value, end = self.fixed(pos, size), pos + size
+        elif fmt == 0x09:
+            value, end = read_sleb(self.data, pos)
+        elif fmt in (0x0A, 0x0B, 0x0C):
+            size = {0xA: 2, 0xB: 4, 0xC: 8}[fmt]
+            value, end = self.fixed(pos, size, signed=True), pos + size
+        else:
+            raise DecodeError(pos, f"unknown pointer encoding {encoding:#04x}")
+        if encoding & 0x70 == 0x10:
+            value += self.base + pos
+        return value & ((1 << 64) - 1), end
+
+
+def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfCfi:
+    """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    if data is None:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise Cfi2SframeError(path, f"cannot read: {exc.strerror}") from None
+    if data[:4] != b"\x7fELF":
+        raise Cfi2SframeError(path, "not an ELF file")
+    name = "ELF file"
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        arch: Arch = arch_for_machine(elf["e_machine"], path)
+        section, is_eh = None, True
+        for candidate_name, eh in ((".eh_frame", True), (".debug_frame", False)):
+            candidate = elf.get_section_by_name(candidate_name)
+            if candidate is not None and candidate["sh_type"] != "SHT_NOBITS":
+                section, is_eh = candidate, eh
+                break
+        if section is None:
+            raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
+        name = section.name
+        contents = bytearray(section.data())
+        placements = _relocations(elf, section, contents) if elf["e_type"] == "ET_REL" else {}
+        names = _function_names(elf)
+        base = 0 if elf["e_type"] == "ET_REL" else section["sh_addr"]
+        reader = _Reader(bytes(contents), elf.little_endian, elf.elfclass // 8, base)
+        timelines = _walk(reader, is_eh, arch, placements, names, path, name)
+        return ElfCfi(path, elf["e_machine"], elf["e_type"], tuple(timelines), name)
+    except DecodeError as exc:
+        raise Cfi2SframeError(path, f"{name}: at byte {exc.offset:#x}: "
+                                    f"{exc.message}") from None
+    except (ELFError, struct.error, ValueError, KeyError) as exc:
+        raise Cfi2SframeError(path, f"malformed ELF file: {exc}") from None
+
+
+def _relocations(elf, section, contents: bytearray) -> dict[int, tuple[str, int]]:
+    """Apply relocations of a relocatable object's CFI section (sections at 0).
+
+    Returns field offset -> (target section name, value) for address fields,
+    so FDE starts become (section, offset in section).
+    """
+    from elftools.elf.relocation import RelocationSection
+
+    machine = elf["e_machine"]
+    order = "little" if elf.little_endian else "big"
+    index = elf.get_section_index(section.name)
+    placed: dict[int, tuple[str, int]] = {}
+    for rel in elf.iter_sections():
+        if not isinstance(rel, RelocationSection) or rel["sh_info"] != index:
+            continue
+        symtab = elf.get_section(rel["sh_link"])
+        for reloc in rel.iter_relocations():
+            key = (machine, reloc["r_info_type"])
+            size = PCREL_RELOCS.get(key)
+            if size is None:
+                continue
+            offset = reloc["r_offset"]
+            symbol = symtab.get_symbol(reloc["r_info_sym"])
+            shndx = symbol["st_shndx"]
+            target = elf.get_section(shndx).name if isinstance(shndx, int) else str(shndx)
+            value = 0 if symbol["st_info"]["type"] == "STT_SECTION" else symbol["st_value"]
+            addend = reloc["r_addend"] if reloc.is_RELA() else int.from_bytes(
+                contents[offset : offset + size], order, signed=True)
+            target_value = value + addend
+            placed[offset] = (target, target_value)
+            stored = target_value - offset if key in PC_RELATIVE_TYPES else target_value
+            contents[offset : offset + size] = (stored & ((1 << (8 * size)) - 1)).to_bytes(
+                size, order)
+    return placed
+
+
+def _function_names(elf) -> dict[tuple[str, int], str]:
+    symtab = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
+    names: dict[tuple[str, int], str] = {}
+    if symtab is None:
+        return names
+    is_rel = elf["e_type"] == "ET_REL"
+    for sym in symtab.iter_symbols():
+        if sym["st_info"]["type"] != "STT_FUNC" or not sym.name:
+            continue
+        shndx = sym["st_shndx"]
+        if not isinstance(shndx, int):
+            continue
+        section = elf.get_section(shndx).name if is_rel else ""
+        names.setdefault((section, sym["st_value"]), sym.name)
+    return names
+
+
+def _walk(reader: _Reader, is_eh: bool, arch: Arch, placements, names, path: str,
+          section_name: str) -> list[Timeline]:
+    data = reader.data
+    cies: dict[int, _Cie] = {}
+    out: list[Timeline] = []
+    pos = 0
+    while pos + 4 <= len(data):
+        start = pos
+        length = reader.fixed(pos, 4)
+        pos += 4
+        offset_size = 4
+        if length == 0xFFFFFFFF:
+            length = reader.fixed(pos, 8)
+            pos += 8
+            offset_size = 8
+        if length == 0:
+            if is_eh:
+                continue  # a zero terminator; linked files may hold several
+            continue
+        end = pos + length
+        if end > len(data):
+            raise DecodeError(start, f"CFI entry of {length} bytes runs past the end")
+        ident_pos = pos
+        ident = reader.fixed(pos, offset_size)
+        pos += offset_size
+        is_cie = ident == 0 if is_eh else ident == (1 << (8 * offset_size)) - 1
+        if is_cie:
+            cies[start] = _parse_cie(reader, pos, end, is_eh, start)
+            pos = end
+            continue
+        cie_at = ident_pos - ident if is_eh else ident
+        cie = cies.get(cie_at)
+        if cie is None:
+            if cie_at in range(len(data)):
+                cie = _parse_cie_at(reader, cie_at, is_eh, cies)
+            if cie is None:
+                raise DecodeError(start, f"FDE refers to a missing CIE at {cie_at:#x}")
+        out.append(_parse_fde(reader, pos, end, cie, arch, placements, names, path,
+                              section_name, start))
+        pos = end
+    return out
+
+
+def _parse_cie_at(reader: _Reader, at: int, is_eh: bool, cies: dict[int, _Cie]) -> _Cie | None:
+    length = reader.fixed(at, 4)
+    pos = at + 4
+    size = 4
+    if length == 0xFFFFFFFF:
+        length = reader.fixed(pos, 8)
+        pos += 8
+        size = 8
+    cie = _parse_cie(reader, pos + size, pos + length, is_eh, at)
+    cies[at] = cie
+    return cie
+
+
+def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> _Cie:
+    data = reader.data
+    version = data[pos]
+    pos += 1
+    aug_end = data.index(b"\0", pos)
+    augmentation = data[pos:aug_end].decode("ascii", "replace")
+    pos = aug_end + 1
+    address_size = reader.address_size
+    if "eh" in augmentation:
+        pos += reader.address_size
+    if not is_eh and version >= 4:
+        address_size = data[pos]
+        pos += 2  # address size, segment selector size
+    code_align, pos = read_uleb(data, pos)
+    data_align, pos = read_sleb(data, pos)
+    if version == 1:
+        ra = data[pos]
+        pos += 1
+    else:
+        ra, pos = read_uleb(data, pos)
+    fde_encoding = 0x00
+    lsda_encoding = DW_EH_PE_OMIT
+    signal = b_key = False
+    augmented = augmentation.startswith("z")
+    if augmented:
+        aug_len, pos = read_uleb(data, pos)
+        aug_data_end = pos + aug_len
+        for letter in augmentation[1:]:
+            if letter == "R":
+                fde_encoding = data[pos]
+                pos += 1
+            elif letter == "L":
+                lsda_encoding = data[pos]
+                pos += 1
+            elif letter == "P":
+                encoding = data[pos]
+                _, pos = reader.pointer(pos + 1, encoding & 0x7F)
+            elif letter == "S":
+                signal = True
+            elif letter == "B":
+                b_key = True
+        pos = aug_data_end
+    elif augmentation not in ("", "eh"):
+        raise DecodeError(start, f"unknown CIE augmentation '{augmentation}'")
+    return _Cie(code_align, data_align, ra, fde_encoding, lsda_encoding, signal, b_key,
+                augmented, data[pos:end], address_size)
+
+
+def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, arch: Arch, placements,
+               names, path: str, section_name: str, start: int) -> Timeline:
+    field = pos
+    pc_begin, pos = reader.pointer(pos, cie.fde_encoding)
+    pc_range, pos = reader.pointer(pos, cie.fde_encoding & 0x0F)
+    if cie.augmented:
+        aug_len, pos = read_uleb(reader.data, pos)
+        pos += aug_len
+    placed = placements.get(field)
+    section = ""
+    if placed is not None:
+        section, pc_begin = placed
+    ops_line = 0
+    initial = decode_ops(cie.initial, cie.code_align, cie.data_align, cie.address_size,
+                         not reader.little, ops_line)
+    body = decode_ops(reader.data[pos:end], cie.code_align, cie.data_align, cie.address_size,
+                      not reader.little, ops_line)
+    placed_ops = []
+    at = 0
+    for op in body:
+        if op.name == "advance":
+            at += op.offset
+        elif op.name == "set_loc":
+            at = op.offset - pc_begin
+        else:
+            placed_ops.append((at, op))
+    name = names.get((section, pc_begin), f"{section or 'pc'}+{pc_begin:#x}")
+    where = Location(path, 0, start)
+    invalid = None
+    rows: tuple = ()
+    try:
+        rows = interpret([op for op in initial if op.name not in ("advance", "set_loc")],
+                         placed_ops, pc_range)
+    except CfiError as exc:
+        invalid = exc.message
+    return Timeline(name, section, pc_begin, pc_range, rows, cie.ra, where,
+                    signal_frame=cie.signal, pauth_b_key=cie.b_key, invalid=invalid)

@@ -1,0 +1,155 @@
+"""Text dump of an SFrame section, column for column as binutils' readelf prints it.
+
+V2 and V3 follow readelf of binutils 2.46 (libsframe's dumper); V1 follows
+readelf of binutils 2.40, the last one that reads V1 (its header shows no
+fixed offsets and its RA column shows ``u`` for AMD64).  Trailing spaces are
+part of the format.
+"""
+
+from __future__ import annotations
+
+from .decode import DecodedFde, DecodedFre, DecodedSection
+from .format import (
+    ABI_AARCH64_BIG,
+    ABI_AARCH64_LITTLE,
+    ABI_S390X_BIG,
+    F_FDE_FUNC_START_PCREL,
+    F_FDE_SORTED,
+    F_FRAME_POINTER,
+    VERSION_1,
+    VERSION_2,
+)
+from .rules import S390X_CFA_ADJUSTMENT, S390X_CFA_ALIGNMENT
+
+_FLEX_NAMES = {3: {7: "sp", 6: "fp"}, 1: {31: "sp", 29: "fp"}, 2: {31: "sp", 29: "fp"},
+               4: {15: "sp", 11: "fp"}}
+
+
+def dump_text(section: DecodedSection, name: str = ".sframe") -> str:
+    """The whole ``readelf --sframe`` text for one section."""
+    out = [f"Contents of the SFrame section {name}:", _header(section),
+           "\n  Function Index :\n"]
+    for fde in section.fdes:
+        out.append(_function(section, fde))
+    return "".join(out)
+
+
+def _header(section: DecodedSection) -> str:
+    lines = ["\n  Header :\n\n"]
+    version = f"SFRAME_VERSION_{section.version}" if section.version <= 3 else "(null)"
+    lines.append(f"    Version: {version}\n")
+    lines.append(_flags(section))
+    if section.version != VERSION_1:
+        if section.fixed_fp_offset:
+            lines.append(f"    CFA fixed FP offset: {section.fixed_fp_offset}\n")
+        if section.fixed_ra_offset:
+            lines.append(f"    CFA fixed RA offset: {section.fixed_ra_offset}\n")
+    lines.append(f"    Num FDEs: {len(section.fdes)}\n")
+    lines.append(f"    Num FREs: {section.num_fres}\n")
+    return "".join(lines)
+
+
+def _flags(section: DecodedSection) -> str:
+    flags = section.flags
+    if flags == 0:
+        return "    Flags: NONE\n"
+    if section.version == VERSION_1:
+        # readelf 2.40 copies one name over the other: the last set flag wins.
+        if flags & F_FRAME_POINTER:
+            return "    Flags: SFRAME_F_FRAME_POINTER\n"
+        return "    Flags: SFRAME_F_FDE_SORTED\n" if flags & F_FDE_SORTED else "    Flags: \n"
+    names = []
+    if flags & F_FDE_SORTED:
+        names.append("SFRAME_F_FDE_SORTED")
+    if section.version == VERSION_2 and flags & F_FRAME_POINTER:
+        names.append("SFRAME_F_FRAME_POINTER")
+    if flags & F_FDE_FUNC_START_PCREL:
+        names.append("SFRAME_F_FDE_FUNC_START_PCREL")
+    lines = []
+    for i, flag in enumerate(names):
+        prefix = "Flags: " if i == 0 else " "
+        lines.append(f"{prefix:>11}{flag}{',' if i + 1 < len(names) else ''}\n")
+    return "".join(lines)
+
+
+def _function(section: DecodedSection, fde: DecodedFde) -> str:
+    head = f"\n    func idx [{fde.index}]: pc = {fde.start_address:#x}, size = {fde.size} bytes"
+    if section.version >= 3:
+        attr = ("S" if fde.signal else "") + ("F" if fde.flex else "")
+        if attr:
+            head += f', attr = "{attr}"'
+    if section.abi in (ABI_AARCH64_BIG, ABI_AARCH64_LITTLE) and fde.pauth_b_key:
+        head += ", pauth = B key"
+    marker = "[m]" if fde.pc_mask else "   "
+    lines = [head, f"\n    {'STARTPC':<7}{marker:<8} {'CFA':<10}{'FP':<10}{'RA':<13}"]
+    for fre in fde.fres:
+        address = fre.start if fde.pc_mask else fde.start_address + fre.start
+        line = f"\n    {address & 0xFFFFFFFFFFFFFFFF:016x}"
+        if not fre.offsets and section.version != VERSION_1:
+            lines.append(line + "  RA undefined")
+            continue
+        cfa, fp, ra = (_flex_cells if fde.flex else _default_cells)(section, fre)
+        ra += "[s]" if fre.mangled_ra else "   "
+        lines.append(f"{line}  {cfa:<10}{fp:<10}{ra:<13}")
+    lines.append("\n")
+    return "".join(lines)
+
+
+def _default_cells(section: DecodedSection, fre: DecodedFre) -> tuple[str, str, str]:
+    words = fre.offsets
+    s390x = section.abi == ABI_S390X_BIG
+    cfa_off = words[0] if words else 0
+    if s390x:
+        cfa_off = cfa_off * S390X_CFA_ALIGNMENT + S390X_CFA_ADJUSTMENT
+    cfa = f"{'fp' if fre.base_fp else 'sp'}+{cfa_off}"
+    amd64 = section.abi == 3
+    fp_word = (words[1] if len(words) > 1 else None) if amd64 else (
+        words[2] if len(words) > 2 else None)
+    ra_word = None if amd64 else (words[1] if len(words) > 1 else None)
+    reg_encoded = s390x and section.version == VERSION_2
+    fp = "u" if fp_word is None else _slot(fp_word, reg_encoded)
+    if section.version == VERSION_1:
+        ra = "u" if ra_word is None else f"c{ra_word:+d}"
+    elif section.fixed_ra_offset:
+        ra = "f"
+    elif ra_word is not None and ra_word == 0 and s390x:
+        ra = "U"
+    elif ra_word is not None:
+        ra = _slot(ra_word, reg_encoded)
+    else:
+        ra = "u"
+    return cfa, fp, ra
+
+
+def _slot(word: int, reg_encoded: bool) -> str:
+    return f"r{word >> 1}" if reg_encoded and word & 1 else f"c{word:+d}"
+
+
+def _flex_cells(section: DecodedSection, fre: DecodedFre) -> tuple[str, str, str]:
+    words = fre.offsets
+    names = _FLEX_NAMES.get(section.abi, {})
+    s390x = section.abi == ABI_S390X_BIG
+
+    def cell(i: int, is_cfa: bool = False) -> str:
+        ctrl = fre.unsigned(i)
+        offset = words[i + 1] if i + 1 < len(words) else 0
+        if is_cfa and s390x:
+            offset = offset * S390X_CFA_ALIGNMENT + S390X_CFA_ADJUSTMENT
+        if not ctrl & 1:
+            return f"c{offset:+d}"
+        reg = ctrl >> 3
+        text = f"{names.get(reg, f'r{reg}')}{offset:+d}"
+        return f"({text})" if ctrl & 2 else text
+
+    cfa = cell(0, True)
+    i = 2
+    if i >= len(words):
+        ra = "f" if section.fixed_ra_offset else "u"
+    elif fre.unsigned(i) == 0:
+        ra = "U"
+        i += 1
+    else:
+        ra = cell(i)
+        i += 2
+    fp = cell(i) if i < len(words) else "u"
+    return cfa, fp, ra

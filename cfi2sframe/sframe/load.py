@@ -1,0 +1,130 @@
+"""Load an SFrame section from a raw section file or an ELF file (via pyelftools).
+
+In a relocatable object the FDE start fields are relocated first (S + A - P
+with every section at address 0), as readelf of binutils 2.46 does, so a
+function prints at its offset in its own section.  V1 sections are shown
+unrelocated, as readelf of binutils 2.40 (the last V1 reader) shows them.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+
+from ..errors import Cfi2SframeError, DecodeError
+from .decode import DecodedSection, decode
+
+SHT_GNU_SFRAME = 0x6FFFFFF4
+# PC-relative relocation types that SFrame start fields use: (machine, type) -> size.
+PCREL_RELOCS = {
+    ("EM_X86_64", 2): 4, ("EM_X86_64", 24): 8,        # R_X86_64_PC32, PC64
+    ("EM_AARCH64", 261): 4, ("EM_AARCH64", 260): 8,   # R_AARCH64_PREL32, PREL64
+    ("EM_S390", 5): 4, ("EM_S390", 23): 8,            # R_390_PC32, PC64
+}
+
+
+@dataclass(frozen=True)
+class LoadedSFrame:
+    """A decoded section and where it came from."""
+
+    path: str
+    section_name: str
+    section: DecodedSection
+    is_elf: bool
+    elf_type: str = ""
+    fde_sections: dict[int, str] | None = None
+
+    def section_of(self, fde_field_offset: int) -> str:
+        """For a relocatable object, the section an FDE's function is in ("" otherwise)."""
+        return (self.fde_sections or {}).get(fde_field_offset, "")
+
+
+def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False) -> LoadedSFrame:
+    """Read ``path`` (raw section or ELF) and decode its SFrame section.
+
+    Relocatable objects get their start fields relocated, so every function
+    has its offset in its own section.  ``as_readelf`` keeps V1 sections
+    unrelocated, as binutils 2.40's readelf shows them.
+    """
+    if data is None:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise Cfi2SframeError(path, f"cannot read: {exc.strerror}") from None
+    if data[:4] != b"\x7fELF":
+        return LoadedSFrame(path, ".sframe", _decode(path, data, 0, ".sframe"), False)
+    return _load_elf(path, data, as_readelf)
+
+
+def _decode(path: str, data: bytes, address: int, name: str,
+            v1_pcrel: bool = False) -> DecodedSection:
+    try:
+        return decode(data, address, v1_pcrel)
+    except DecodeError as exc:
+        raise Cfi2SframeError(path, f"{name}: at byte {exc.offset:#x}: {exc.message}") from None
+
+
+def _load_elf(path: str, data: bytes, as_readelf: bool) -> LoadedSFrame:
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        section = None
+        for candidate in elf.iter_sections():
+            if candidate.name == ".sframe" or candidate["sh_type"] == SHT_GNU_SFRAME:
+                section = candidate
+                break
+        if section is None:
+            raise Cfi2SframeError(path, "no .sframe section")
+        contents = bytearray(section.data())
+        elf_type = elf["e_type"]
+        version = contents[2] if len(contents) > 2 else 0
+        targets: dict[int, str] = {}
+        relocate = elf_type == "ET_REL" and (version >= 2 or not as_readelf)
+        if relocate:
+            targets = _relocate(elf, section, contents, path)
+        decoded = _decode(path, bytes(contents), section["sh_addr"], section.name,
+                          relocate and version == 1)
+        return LoadedSFrame(path, section.name, decoded, True, elf_type, targets)
+    except (ELFError, struct.error, ValueError, KeyError) as exc:
+        raise Cfi2SframeError(path, f"malformed ELF file: {exc}") from None
+
+
+def _relocate(elf, section, contents: bytearray, path: str) -> dict[int, str]:
+    """Apply the PC-relative relocations of the start fields (sections at address 0).
+
+    Returns field offset -> name of the section the relocation points into.
+    """
+    from elftools.elf.relocation import RelocationSection
+
+    machine = elf["e_machine"]
+    order = "little" if elf.little_endian else "big"
+    index = elf.get_section_index(section.name)
+    targets: dict[int, str] = {}
+    for reloc_section in elf.iter_sections():
+        if not isinstance(reloc_section, RelocationSection):
+            continue
+        if reloc_section["sh_info"] != index:
+            continue
+        symtab = elf.get_section(reloc_section["sh_link"])
+        for reloc in reloc_section.iter_relocations():
+            size = PCREL_RELOCS.get((machine, reloc["r_info_type"]))
+            if size is None:
+                continue
+            offset = reloc["r_offset"]
+            if offset + size > len(contents):
+                raise Cfi2SframeError(path, f"relocation at {offset:#x} is outside "
+                                            f"{section.name}")
+            symbol = symtab.get_symbol(reloc["r_info_sym"])
+            shndx = symbol["st_shndx"]
+            if isinstance(shndx, int):
+                targets[offset] = elf.get_section(shndx).name
+            value = symbol["st_value"] if symbol["st_info"]["type"] != "STT_SECTION" else 0
+            addend = reloc["r_addend"] if reloc.is_RELA() else int.from_bytes(
+                contents[offset : offset + size], order, signed=True)
+            result = (value + addend - offset) & ((1 << (8 * size)) - 1)
+            contents[offset : offset + size] = result.to_bytes(size, order)
+    return targets

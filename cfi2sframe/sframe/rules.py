@@ -1,0 +1,133 @@
+"""What an FRE means: CFA, FP and RA recovery rules, for every version, ABI and FDE type.
+
+This is the one place that interprets data words (default FDEs per ABI, the
+s390x CFA encoding and V2 register encoding, V3 FLEX control words), so
+``dump``, ``lookup``, ``diff`` and ``verify`` agree by construction.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .decode import DecodedFde, DecodedFre, DecodedSection
+from .format import ABI_AMD64_LITTLE, ABI_S390X_BIG, VERSION_2
+
+S390X_CFA_ADJUSTMENT = 160
+S390X_CFA_ALIGNMENT = 8
+
+# DWARF numbers of SP, FP and RA per SFrame ABI.
+ABI_REGS = {1: (31, 29, 30), 2: (31, 29, 30), 3: (7, 6, 16), 4: (15, 11, 14)}
+
+
+class Loc(NamedTuple):
+    """A value: ``reg`` (None means the CFA) plus ``offset``, loaded from memory if ``deref``."""
+
+    reg: int | None
+    offset: int
+    deref: bool
+
+
+class FrameRules(NamedTuple):
+    """How to find the caller's CFA, FP and RA at one PC.
+
+    ``fp`` None means the FP is unchanged; ``ra`` None means unchanged (in its
+    register), ``"undefined"`` an outermost frame.
+    """
+
+    cfa: Loc | None
+    fp: Loc | None
+    ra: Loc | str | None
+
+
+RA_UNDEFINED = "undefined"
+
+
+def fre_rules(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> FrameRules:
+    """The recovery rules one FRE encodes."""
+    sp, fp_reg, _ = ABI_REGS[section.abi]
+    words = fre.offsets
+    if not words:
+        return FrameRules(None, None, RA_UNDEFINED)
+    s390x = section.abi == ABI_S390X_BIG
+    if fde.flex:
+        return _flex(section, fre, s390x)
+    cfa_off = words[0]
+    if s390x:
+        cfa_off = cfa_off * S390X_CFA_ALIGNMENT + S390X_CFA_ADJUSTMENT
+    cfa = Loc(fp_reg if fre.base_fp else sp, cfa_off, False)
+    if section.abi == ABI_AMD64_LITTLE:
+        fp = Loc(None, words[1], True) if len(words) > 1 else None
+        return FrameRules(cfa, fp, Loc(None, section.fixed_ra_offset, True))
+    ra: Loc | str | None = None
+    fp = None
+    if len(words) > 1:
+        ra = _slot(words[1], s390x and section.version == VERSION_2)
+        if s390x and words[1] == 0:
+            ra = None  # SFRAME_FRE_RA_OFFSET_INVALID: RA not saved (padding)
+    if len(words) > 2:
+        fp = _slot(words[2], s390x and section.version == VERSION_2)
+    return FrameRules(cfa, fp, ra)
+
+
+def _slot(word: int, reg_encoded: bool) -> Loc:
+    """A stack slot at CFA+word, or (s390x V2, odd word) the register word >> 1."""
+    if reg_encoded and word & 1:
+        return Loc(word >> 1, 0, False)
+    return Loc(None, word, True)
+
+
+def _flex(section: DecodedSection, fre: DecodedFre, s390x: bool) -> FrameRules:
+    words = fre.offsets
+    count = len(words)
+
+    def pair(i: int) -> Loc:
+        ctrl = fre.unsigned(i)
+        reg = ctrl >> 3 if ctrl & 1 else None
+        return Loc(reg, words[i + 1] if i + 1 < count else 0, bool(ctrl & 2))
+
+    cfa = pair(0)
+    if s390x:
+        cfa = cfa._replace(offset=cfa.offset * S390X_CFA_ALIGNMENT + S390X_CFA_ADJUSTMENT)
+    i = 2
+    ra: Loc | str | None = None
+    if i < count:
+        if fre.unsigned(i) == 0:
+            i += 1  # padding: no RA rule
+        else:
+            ra = pair(i)
+            i += 2
+    fp = pair(i) if i < count and fre.unsigned(i) != 0 else None
+    if ra is None and section.fixed_ra_offset:
+        ra = Loc(None, section.fixed_ra_offset, True)
+    return FrameRules(cfa, fp, ra)
+
+
+def describe(rules: FrameRules, abi: int) -> str:
+    """Rules in words: ``CFA = rsp+16, RA = [CFA-8], FP = [CFA-16]``."""
+    names = _reg_names(abi)
+    if rules.cfa is None:
+        return "RA undefined (outermost frame)"
+    parts = [f"CFA = {_loc(rules.cfa, names)}"]
+    if rules.ra == RA_UNDEFINED:
+        parts.append("RA undefined")
+    elif rules.ra is None:
+        parts.append(f"RA = {names.get(ABI_REGS[abi][2], 'ra')} (unchanged)")
+    else:
+        parts.append(f"RA = {_loc(rules.ra, names)}")
+    fp_name = names.get(ABI_REGS[abi][1], "fp")
+    parts.append(f"FP = {_loc(rules.fp, names)}" if rules.fp else f"FP = {fp_name} (unchanged)")
+    return ", ".join(parts)
+
+
+def _reg_names(abi: int) -> dict[int, str]:
+    if abi == ABI_AMD64_LITTLE:
+        return {7: "rsp", 6: "rbp", 16: "rip", 10: "r10", 11: "r11", 3: "rbx"}
+    if abi == ABI_S390X_BIG:
+        return {15: "r15", 11: "r11", 14: "r14"}
+    return {31: "sp", 29: "x29", 30: "x30"}
+
+
+def _loc(loc: Loc, names: dict[int, str]) -> str:
+    base = "CFA" if loc.reg is None else names.get(loc.reg, f"r{loc.reg}")
+    text = f"{base}{loc.offset:+d}" if loc.offset or loc.deref else base
+    return f"[{text}]" if loc.deref else text
