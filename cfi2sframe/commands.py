@@ -112,9 +112,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .inspect import diff_sections
 
     a, b = load_sframe(args.a), load_sframe(args.b)
-    result = diff_sections(a.section, b.section,
-                           lambda fde: (a.section_of(fde.field_offset), fde.start_address),
-                           lambda fde: (b.section_of(fde.field_offset), fde.start_address))
+    if a.fde_sections and b.fde_sections:  # two relocatable objects: match by section too
+        result = diff_sections(a.section, b.section,
+                               lambda fde: (a.section_of(fde.field_offset), fde.start_address),
+                               lambda fde: (b.section_of(fde.field_offset), fde.start_address))
+    else:
+        result = diff_sections(a.section, b.section)
     abi = a.section.abi
     if args.json:
         print(json.dumps({

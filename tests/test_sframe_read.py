@@ -177,3 +177,64 @@ def test_pc_mask_lookup_uses_the_repeat_size():
     assert fde.fre_at(0x1000 + 16 + 5).start == 0
     assert fde.fre_at(0x1000 + 32 + 12).start == 11
     assert fde.fre_at(0x1000 + 64) is None
+
+
+def _v2_section(abi: int, big: bool, fres: bytes, num_fres: int, info: int = 0,
+                size: int = 0x20) -> bytes:
+    order = ">" if big else "<"
+    header = struct.pack(order + "HBBBbbBIIIII", 0xDEE2, 2, 0x04, abi, 0, 0, 0, 1, num_fres,
+                         len(fres), 0, 20)
+    fde = struct.pack(order + "iIIIBBH", 0x1000 - 28, size, 0, num_fres, info, 0, 0)
+    return header + fde + fres
+
+
+def test_aarch64_fre_with_signed_ra_and_b_key():
+    # gas-sframe-notes.md section 5: FRE 08 87 20 e8 e0 = mangled RA, 3 one-byte words,
+    # SP base: CFA = sp+32, RA = [CFA-24], FP = [CFA-32].
+    data = _v2_section(2, False, bytes([0x00, 0x03, 0x00, 0x08, 0x87, 0x20, 0xE8, 0xE0]), 2,
+                       info=0x20)
+    section = decode(data)
+    (fde,) = section.fdes
+    assert fde.pauth_b_key and fde.fres[1].mangled_ra
+    assert fre_rules(section, fde, fde.fres[1]) == FrameRules(
+        Loc(31, 32, False), Loc(None, -32, True), Loc(None, -24, True))
+    assert fre_rules(section, fde, fde.fres[0]).ra is None  # RA still in x30
+    text = dump_text(section)
+    assert "size = 32 bytes, pauth = B key" in text
+    assert "\n    0000000000001008  sp+32     c-32      c-24[s]      " in text
+    assert "\n    0000000000001000  sp+0      u         u            " in text
+
+
+def test_s390x_big_endian_cfa_encoding_and_v2_register_encoding():
+    # FRE 06 07 00 d0 b8: CFA = sp + (0*8+160), RA = [CFA-48], FP = [CFA-72];
+    # FRE 0c 07 14 0f 21: CFA = sp + 20*8+160 = 320, RA in r7 ((7<<1)|1), FP in r16.
+    fres = bytes([0x06, 0x07, 0x00, 0xD0, 0xB8, 0x0C, 0x07, 0x14, 0x0F, 0x21])
+    section = decode(_v2_section(4, True, fres, 2))
+    assert section.big_endian
+    (fde,) = section.fdes
+    assert fde.start_address == 0x1000
+    first, second = (fre_rules(section, fde, fre) for fre in fde.fres)
+    assert first == FrameRules(Loc(15, 160, False), Loc(None, -72, True), Loc(None, -48, True))
+    assert second == FrameRules(Loc(15, 320, False), Loc(16, 0, False), Loc(7, 0, False))
+    text = dump_text(section)
+    assert "\n    0000000000001006  sp+160    c-72      c-48         " in text
+    assert "\n    000000000000100c  sp+320    r16       r7           " in text
+
+
+def test_s390x_ra_padding_means_not_saved():
+    fres = bytes([0x00, 0x07, 0x02, 0x00, 0xB8])
+    section = decode(_v2_section(4, True, fres, 1))
+    fde = section.fdes[0]
+    rules = fre_rules(section, fde, fde.fres[0])
+    assert rules.ra is None and rules.fp == Loc(None, -72, True)
+    assert "sp+176    c-72      U            " in dump_text(section)
+
+
+def test_wrong_byte_order_for_the_abi_is_an_error():
+    data = _v2_section(4, False, bytes([0x00, 0x03, 0x00]), 1)
+    try:
+        decode(data)
+    except DecodeError as exc:
+        assert "byte order" in exc.message
+    else:
+        raise AssertionError("decoded a little-endian s390x section")

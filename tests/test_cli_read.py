@@ -1,0 +1,111 @@
+"""The reading subcommands as a user runs them: output, exit codes, clean errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import require
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def run(*args: str, cwd: Path | None = None):
+    return subprocess.run([sys.executable, "-m", "cfi2sframe", *args], capture_output=True,
+                          text=True, cwd=cwd, check=False)
+
+
+def _obj(tmp_path: Path, example: str = "frame_pointer.s") -> Path:
+    out = tmp_path / (Path(example).stem + ".o")
+    assert run(str(EXAMPLES / example), "-o", str(out)).returncode == 0
+    return out
+
+
+def test_dump_raw_and_object_agree(tmp_path):
+    require("as")
+    obj = _obj(tmp_path)
+    raw = tmp_path / "f.sframe"
+    assert run(str(EXAMPLES / "frame_pointer.s"), "-o", str(raw)).returncode == 0
+    a, b = run("dump", str(obj)), run("dump", str(raw))
+    assert a.returncode == b.returncode == 0
+    assert a.stdout == b.stdout
+    assert a.stdout.startswith("Contents of the SFrame section .sframe:\n  Header :\n\n"
+                               "    Version: SFRAME_VERSION_2\n")
+    data = json.loads(run("dump", "--json", str(obj)).stdout)
+    assert data["version"] == 2 and data["fdes"][0]["fres"][0]["rules"]["cfa"] == {
+        "reg": 7, "offset": 8, "deref": False}
+
+
+def test_lookup_prints_rules_and_fails_for_uncovered_pcs(tmp_path):
+    require("as")
+    obj = _obj(tmp_path, "frameless.s")
+    proc = run("lookup", str(obj), "0x0", "0x8")  # movq (3 bytes), subq $8 (4 bytes)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("CFA = rsp+8, RA = [CFA-8], FP = rbp (unchanged)")
+    assert lines[1].endswith("FRE at 0x7: CFA = rsp+16, RA = [CFA-8], FP = rbp (unchanged)")
+    proc = run("lookup", str(obj), "0x10000")
+    assert proc.returncode == 1
+    assert proc.stderr == "0x10000: error: no SFrame FDE covers this PC\n"
+
+
+def test_diff_exit_codes(tmp_path):
+    require("as")
+    a = _obj(tmp_path)
+    raw = tmp_path / "a.sframe"
+    assert run(str(EXAMPLES / "frame_pointer.s"), "-o", str(raw)).returncode == 0
+    proc = run("diff", str(a), str(raw))
+    assert proc.returncode == 0 and "1 functions the same, 0 differ" in proc.stdout
+    b = _obj(tmp_path, "frameless.s")
+    proc = run("diff", str(a), str(b))
+    assert proc.returncode == 1
+    assert "differs" in proc.stdout
+
+
+def test_verify_on_our_object(tmp_path):
+    require("as")
+    obj = _obj(tmp_path)
+    proc = run("verify", str(obj))
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.strip().endswith("1 functions checked at every PC, 0 mismatches, "
+                                        "0 without SFrame, 0 only in SFrame")
+
+
+def test_verify_lists_functions_sframe_lacks_with_reasons(tmp_path):
+    require("as")
+    obj = _obj(tmp_path, "realigned.s")
+    proc = run("verify", str(obj))
+    assert proc.returncode == 0
+    assert f"{obj}: no SFrame FDE for 'realigned' [cfa-not-sp-fp]" in proc.stdout
+
+
+def test_corrupt_input_is_one_error_line_with_a_byte_offset(tmp_path):
+    bad = tmp_path / "bad.sframe"
+    bad.write_bytes(bytes.fromhex("e2de0204030000f8") + b"\x01\x00\x00\x00" * 5)
+    for command in (["dump"], ["lookup"], ["diff", str(bad)]):
+        args = [*command, str(bad)] + (["0x0"] if command == ["lookup"] else [])
+        proc = run(*args)
+        assert proc.returncode == 1
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+        assert "at byte 0x" in proc.stderr
+    (tmp_path / "empty").write_bytes(b"")
+    proc = run("dump", str(tmp_path / "empty"))
+    assert proc.returncode == 1 and "at byte 0x0" in proc.stderr
+    proc = run("dump", str(tmp_path / "missing"))
+    assert proc.returncode == 1 and "cannot read" in proc.stderr
+
+
+def test_elf_without_sframe_and_not_elf_for_verify(tmp_path):
+    require("as")
+    src = tmp_path / "x.s"
+    src.write_text("\t.text\nf:\n\tret\n")
+    obj = tmp_path / "x.o"
+    subprocess.run(["as", str(src), "-o", str(obj)], check=True)
+    proc = run("dump", str(obj))
+    assert proc.returncode == 1 and proc.stderr == f"{obj}: error: no .sframe section\n"
+    raw = tmp_path / "r.sframe"
+    assert run(str(EXAMPLES / "frameless.s"), "-o", str(raw)).returncode == 0
+    proc = run("verify", str(raw))
+    assert proc.returncode == 1 and "verify needs an ELF file" in proc.stderr
