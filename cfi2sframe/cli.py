@@ -58,7 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cfi2sframe", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("input", nargs="?", help="assembly file (.s), or - for standard input")
+    parser.add_argument("input", nargs="?",
+                        help="assembly file (.s), ELF file (object, shared library, program; "
+                             "its .eh_frame or .debug_frame is read), or - for standard input")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="output file, - for standard output (default: the input name "
                              "with .sframe, .sframe.s or .o; standard output for - input)")
@@ -71,6 +73,10 @@ def _parser() -> argparse.ArgumentParser:
                              "(default: as)")
     parser.add_argument("--sframe-version", type=int, default=2, choices=[2],
                         help="SFrame format version to write (default: 2)")
+    parser.add_argument("--sframe-address", type=_address, metavar="ADDR",
+                        help="for a linked ELF input with --emit raw: the address the "
+                             "section will have (default: after the last PT_LOAD segment, "
+                             "page aligned)")
     parser.add_argument("-w", "--no-warnings", action="store_true",
                         help="do not print warnings for functions left out")
     parser.add_argument("--fatal-warnings", action="store_true",
@@ -126,6 +132,9 @@ def _convert(args: argparse.Namespace) -> int:
     emit = _emit_kind(args.emit, output)
     text = _read_input(args.input)
     display = "<stdin>" if args.input == "-" else args.input
+    if text[:4] == "\x7fELF":
+        return _convert_elf(args, display, text.encode("utf-8", "surrogateescape"), output,
+                            emit)
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     arch = get_arch(args.arch)
     runner = Assembler.from_string(args.assembler)
@@ -146,6 +155,32 @@ def _convert(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise Cfi2SframeError(output, f"cannot write output: {exc.strerror or exc}") from None
     return 0
+
+
+def _convert_elf(args: argparse.Namespace, display: str, data: bytes, output: str,
+                 emit: str) -> int:
+    from .convert import convert_elf
+
+    if emit != "raw":
+        raise Cfi2SframeError(display, f"--emit {emit} for ELF input is not implemented yet; "
+                                       "use --emit raw")
+    conversion = convert_elf(display, data, args.sframe_version, args.sframe_address)
+    _report_skips(conversion, args)
+    if args.fatal_warnings and conversion.skips:
+        raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
+                                       "--fatal-warnings is set")
+    try:
+        write_output(output, conversion.raw())
+    except OSError as exc:
+        raise Cfi2SframeError(output, f"cannot write output: {exc.strerror or exc}") from None
+    return 0
+
+
+def _address(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an address") from None
 
 
 def _report_skips(conversion: Conversion, args: argparse.Namespace) -> None:

@@ -131,3 +131,69 @@ def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = 
     arch = get_arch(arch) if isinstance(arch, str) else arch
     unit, _ = parse_asm(text, filename, arch, Assembler.from_string(assembler), include_dir)
     return unit.timelines
+
+
+@dataclass(frozen=True)
+class ElfConversion:
+    """SFrame made from the DWARF CFI of an ELF file (object, library or program)."""
+
+    arch: Arch
+    path: str
+    elf_type: str
+    functions: tuple[SFrameFunction, ...]
+    skips: tuple[Skip, ...]
+    image: SectionImage
+    fde_count: int
+    sframe_address: int
+    assembler_messages: str = ""
+
+    @property
+    def linked(self) -> bool:
+        return self.elf_type != "ET_REL"
+
+    def raw(self) -> bytes:
+        """The section bytes.
+
+        Relocatable input: every section at address 0, as for assembly input.
+        Linked input: placed at ``sframe_address`` with final addresses.
+        """
+        address = self.sframe_address if self.linked else 0
+        return self.image.to_bytes(address, lambda func: func.start)
+
+
+def default_sframe_address(data: bytes) -> int:
+    """Where a new loadable ``.sframe`` goes: after the last PT_LOAD, page aligned."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    elf = ELFFile(io.BytesIO(data))
+    end = 0
+    for segment in elf.iter_segments():
+        if segment["p_type"] == "PT_LOAD":
+            end = max(end, segment["p_vaddr"] + segment["p_memsz"])
+    page = 0x1000
+    return (end + page - 1) // page * page
+
+
+def convert_elf(path: str, data: bytes | None = None, version: int = 2,
+                sframe_address: int | None = None) -> ElfConversion:
+    """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``)."""
+    from .frontend.ehframe import read_elf_cfi
+    from .inspect import arch_for_machine
+
+    if data is None:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise Cfi2SframeError(path, f"cannot read input: {exc.strerror}") from None
+    cfi = read_elf_cfi(path, arch_for_machine, data)
+    arch = arch_for_machine(cfi.machine, path)
+    functions, skips = lower_all(cfi.timelines, arch)
+    image = encode_sframe(functions, arch, version)
+    address = 0
+    if cfi.elf_type != "ET_REL":
+        address = sframe_address if sframe_address is not None else default_sframe_address(data)
+    return ElfConversion(arch, path, cfi.elf_type, image.functions, tuple(skips), image,
+                         len(cfi.timelines), address)
