@@ -8,14 +8,16 @@ alignment factors.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import DecodeError
 
 
-@dataclass(frozen=True)
-class Op:
-    """One DWARF CFA operation; ``line`` is the source line it came from, if any."""
+class Op(NamedTuple):
+    """One DWARF CFA operation; ``line`` is the source line it came from, if any.
+
+    A named tuple: CFI decoding creates millions of these for large libraries.
+    """
 
     name: str
     reg: int = 0

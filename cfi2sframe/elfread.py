@@ -60,11 +60,20 @@ class ElfView:
                 return self.data[section.offset : section.offset + section.size]
         return b""
 
-    def symbols(self) -> list[Symbol]:
-        """Every entry of the symbol table (index 0 included), in table order."""
-        symtab = next((s for s in self.sections if s.kind == SHT_SYMTAB), None)
+    def symbols(self, name: str = "") -> list[Symbol]:
+        """Every entry of a symbol table (index 0 included), in table order.
+
+        ``name`` picks the table (``.symtab``, ``.dynsym``); by default the
+        first SHT_SYMTAB section.
+        """
+        if name:
+            symtab = next((s for s in self.sections if s.name == name), None)
+        else:
+            symtab = next((s for s in self.sections if s.kind == SHT_SYMTAB), None)
         if symtab is None:
             return []
+        if symtab.link >= len(self.sections):
+            raise DecodeError(0, f"symbol table {symtab.name} links to a missing section")
         strtab = self.sections[symtab.link]
         names = _string_table(self.data[strtab.offset : strtab.offset + strtab.size])
         raw = self.data[symtab.offset : symtab.offset + symtab.size]

@@ -1,5 +1,8 @@
 """The format-neutral model: a function's call-frame rules over its code range.
 
+Rules and rows are named tuples: immutable, compared by value, and cheap to
+create by the million when a large library is read.
+
 A ``Timeline`` is what DWARF CFI says about one function, independent of any
 output format.  Every frontend produces it and every backend consumes it, so
 equality here means "unwinds the same".
@@ -8,18 +11,17 @@ equality here means "unwinds the same".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class CfaReg:
+class CfaReg(NamedTuple):
     """CFA = value of ``reg`` + ``offset``."""
 
     reg: int
     offset: int
 
 
-@dataclass(frozen=True)
-class CfaExpr:
+class CfaExpr(NamedTuple):
     """CFA = result of a DWARF expression (``DW_CFA_def_cfa_expression``)."""
 
     expr: bytes
@@ -28,8 +30,7 @@ class CfaExpr:
 CfaRule = CfaReg | CfaExpr
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """How to recover one register of the caller.
 
     ``kind`` is one of ``undefined``, ``same_value``, ``offset`` (saved at
@@ -46,8 +47,7 @@ UNDEFINED = Rule("undefined")
 SAME_VALUE = Rule("same_value")
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """The rules in force from ``start`` (bytes from the function start) on.
 
     ``cfa`` is None only before the first CFA definition of a

@@ -117,7 +117,7 @@ def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfC
         name = section.name
         contents = bytearray(section.data())
         placements = _relocations(elf, section, contents) if elf["e_type"] == "ET_REL" else {}
-        names = _function_names(elf)
+        names = _function_names(data, elf)
         base = 0 if elf["e_type"] == "ET_REL" else section["sh_addr"]
         reader = _Reader(bytes(contents), elf.little_endian, elf.elfclass // 8, base)
         timelines = _walk(reader, is_eh, arch, placements, names, path, name)
@@ -165,20 +165,26 @@ def _relocations(elf, section, contents: bytearray) -> dict[int, tuple[str, int]
     return placed
 
 
-def _function_names(elf) -> dict[tuple[str, int], str]:
-    symtab = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
-    names: dict[tuple[str, int], str] = {}
-    if symtab is None:
-        return names
+def _function_names(data: bytes, elf) -> dict[tuple[str, int], str]:
+    """(section or "", address) -> name of every function symbol.
+
+    The symbol table is unpacked with ``elfread`` in one pass: pyelftools'
+    per-symbol objects cost ~10 us each, and libraries have tens of thousands.
+    """
+    from ..elfread import open_elf
+
+    view = open_elf(data, "ELF file")
     is_rel = elf["e_type"] == "ET_REL"
-    for sym in symtab.iter_symbols():
-        if sym["st_info"]["type"] != "STT_FUNC" or not sym.name:
-            continue
-        shndx = sym["st_shndx"]
-        if not isinstance(shndx, int):
-            continue
-        section = elf.get_section(shndx).name if is_rel else ""
-        names.setdefault((section, sym["st_value"]), sym.name)
+    names: dict[tuple[str, int], str] = {}
+    for table in (".symtab", ".dynsym"):
+        symbols = view.symbols(table)
+        for sym in symbols:
+            if sym.kind != 2 or not sym.name or not 0 < sym.shndx < 0xFF00:
+                continue
+            section = view.sections[sym.shndx].name if is_rel else ""
+            names.setdefault((section, sym.value), sym.name)
+        if symbols:
+            break
     return names
 
 
@@ -186,6 +192,7 @@ def _walk(reader: _Reader, is_eh: bool, arch: Arch, placements, names, path: str
           section_name: str) -> list[Timeline]:
     data = reader.data
     cies: dict[int, _Cie] = {}
+    cache: dict[tuple[int, bytes], tuple[tuple, str | None]] = {}
     out: list[Timeline] = []
     pos = 0
     while pos + 4 <= len(data):
@@ -219,8 +226,8 @@ def _walk(reader: _Reader, is_eh: bool, arch: Arch, placements, names, path: str
                 cie = _parse_cie_at(reader, cie_at, is_eh, cies)
             if cie is None:
                 raise DecodeError(start, f"FDE refers to a missing CIE at {cie_at:#x}")
-        out.append(_parse_fde(reader, pos, end, cie, arch, placements, names, path,
-                              section_name, start))
+        out.append(_parse_fde(reader, pos, end, cie, cie_at, placements, names, path, start,
+                              cache))
         pos = end
     return out
 
@@ -286,8 +293,8 @@ def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> 
                 augmented, data[pos:end], address_size)
 
 
-def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, arch: Arch, placements,
-               names, path: str, section_name: str, start: int) -> Timeline:
+def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int, placements,
+               names, path: str, start: int, cache) -> Timeline:
     field = pos
     pc_begin, pos = reader.pointer(pos, cie.fde_encoding)
     pc_range, pos = reader.pointer(pos, cie.fde_encoding & 0x0F)
@@ -298,28 +305,43 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, arch: Arch, place
     section = ""
     if placed is not None:
         section, pc_begin = placed
-    ops_line = 0
-    initial = decode_ops(cie.initial, cie.code_align, cie.data_align, cie.address_size,
-                         not reader.little, ops_line)
-    body = decode_ops(reader.data[pos:end], cie.code_align, cie.data_align, cie.address_size,
-                      not reader.little, ops_line)
+    # Compilers repeat the same instruction bytes across thousands of FDEs: rows
+    # depend only on (CIE, bytes), so each distinct body is interpreted once.
+    body = reader.data[pos:end]
+    key = (cie_at, body)
+    hit = cache.get(key)
+    if hit is None:
+        hit = _rows(reader, cie, body, pc_begin)
+        if hit[2]:
+            cache[key] = hit
+    rows, invalid, _ = hit
+    if rows and rows[-1].start >= pc_range:
+        rows = tuple(row for row in rows if row.start < pc_range)
+    name = names.get((section, pc_begin), f"{section or 'pc'}+{pc_begin:#x}")
+    return Timeline(name, section, pc_begin, pc_range, rows, cie.ra, Location(path, 0, start),
+                    signal_frame=cie.signal, pauth_b_key=cie.b_key, invalid=invalid)
+
+
+def _rows(reader: _Reader, cie: _Cie, body: bytes, pc_begin: int) -> tuple[tuple, str | None,
+                                                                           bool]:
+    """(rows for an unbounded range, why invalid, whether the result may be cached)."""
+    big = not reader.little
+    initial = decode_ops(cie.initial, cie.code_align, cie.data_align, cie.address_size, big)
+    ops = decode_ops(body, cie.code_align, cie.data_align, cie.address_size, big)
     placed_ops = []
     at = 0
-    for op in body:
+    cacheable = True
+    for op in ops:
         if op.name == "advance":
             at += op.offset
         elif op.name == "set_loc":
             at = op.offset - pc_begin
+            cacheable = False
         else:
             placed_ops.append((at, op))
-    name = names.get((section, pc_begin), f"{section or 'pc'}+{pc_begin:#x}")
-    where = Location(path, 0, start)
-    invalid = None
-    rows: tuple = ()
     try:
         rows = interpret([op for op in initial if op.name not in ("advance", "set_loc")],
-                         placed_ops, pc_range)
+                         placed_ops, 1 << 64)
     except CfiError as exc:
-        invalid = exc.message
-    return Timeline(name, section, pc_begin, pc_range, rows, cie.ra, where,
-                    signal_frame=cie.signal, pauth_b_key=cie.b_key, invalid=invalid)
+        return (), exc.message, cacheable
+    return rows, None, cacheable

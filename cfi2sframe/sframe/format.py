@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 MAGIC = 0xDEE2
 VERSION_1, VERSION_2, VERSION_3 = 1, 2, 3
@@ -64,8 +65,7 @@ def offset_size_for(values: tuple[int, ...]) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
-class Fre:
+class Fre(NamedTuple):
     """One frame row entry, in the meaning of the spec (not yet in bytes).
 
     ``cfa_base_fp`` selects FP (else SP) as the CFA base.  ``ra_offset`` is

@@ -9,6 +9,7 @@ cannot be represented exactly, and is skipped with a stable reason code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..arch.base import Arch
 from ..model import CfaExpr, CfaReg, Location, Row, Rule, Timeline
@@ -92,18 +93,25 @@ def lower(timeline: Timeline, arch: Arch) -> SFrameFunction | Skip:
     if not rows:
         return skip("cfa-undefined", "no CFA rule anywhere")
     fres: list[Fre] = []
-    try:
-        for row in rows:
-            fre = lower_row(row, arch)
-            if fres and fres[-1].same_rules(fre):
-                continue
-            fres.append(fre)
-    except _Unrepresentable as exc:
-        detail = f"{exc.detail} at offset {exc.row.start:#x}"
-        return skip(exc.reason, detail)
+    for row in rows:
+        fre = _lower_rules(row.cfa, row.regs, row.ra_signed, arch)
+        if isinstance(fre, _Unrepresentable):
+            return skip(fre.reason, f"{fre.detail} at offset {row.start:#x}")
+        if fres and fres[-1].same_rules(fre):
+            continue
+        fres.append(fre._replace(start=row.start) if row.start else fre)
     return SFrameFunction(timeline.name, timeline.section, timeline.start, timeline.size,
                           tuple(fres), pauth_b_key=timeline.pauth_b_key,
                           anchor=timeline.anchor, label=timeline.label)
+
+
+@lru_cache(maxsize=65536)
+def _lower_rules(cfa, regs, ra_signed: bool, arch: Arch) -> Fre | _Unrepresentable:
+    """``lower_row`` for a row at offset 0, memoised: rows repeat across functions."""
+    try:
+        return lower_row(Row(0, cfa, regs, ra_signed), arch)
+    except _Unrepresentable as exc:
+        return exc
 
 
 def lower_row(row: Row, arch: Arch) -> Fre:
