@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..arch.base import Arch
 from ..errors import Cfi2SframeError
@@ -68,6 +69,12 @@ class SectionImage:
         return bytes(out + self.fres)
 
 
+@lru_cache(maxsize=65536)
+def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, order: str) -> bytes:
+    """The FREs of one function (memoised: many functions share the same FREs)."""
+    return b"".join(_fre_bytes(fre, addr_size, order) for fre in fres)
+
+
 def _fre_bytes(fre: Fre, addr_size: int, order: str) -> bytes:
     if fre.ra_undefined:
         offsets: tuple[int, ...] = ()
@@ -101,8 +108,7 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
         info = fre_type | (int(func.pc_mask) << 4) | (int(func.pauth_b_key) << 5)
         packed = fde.pack(0, func.size, len(fre_blob), len(func.fres), info, func.rep_size, 0)
         tails.append(packed[4:])
-        for fre in func.fres:
-            fre_blob += _fre_bytes(fre, addr_size, order)
+        fre_blob += _fres_bytes(func.fres, addr_size, order)
         num_fres += len(func.fres)
     flags = F_FDE_FUNC_START_PCREL | (F_FDE_SORTED if sort_flag else 0)
     header = header_struct(arch.big_endian).pack(

@@ -66,7 +66,7 @@ class Skip:
 
 
 class _Unrepresentable(Exception):
-    def __init__(self, reason: str, detail: str, row: Row) -> None:
+    def __init__(self, reason: str, detail: str, row: Row | None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.detail = detail
@@ -87,22 +87,31 @@ def lower(timeline: Timeline, arch: Arch) -> SFrameFunction | Skip:
         return skip("ra-column",
                     f"return address column {timeline.ra_column} is not "
                     f"{arch.reg_name(arch.ra)} ({arch.ra})")
-    rows = list(timeline.rows)
-    while rows and rows[0].cfa is None:
-        rows.pop(0)  # before any CFA rule (.cfi_startproc simple): no unwind info there
-    if not rows:
-        return skip("cfa-undefined", "no CFA rule anywhere")
+    fres = _lower_rows(timeline.rows, arch)
+    if isinstance(fres, _Unrepresentable):
+        return skip(fres.reason, fres.detail)
+    return SFrameFunction(timeline.name, timeline.section, timeline.start, timeline.size,
+                          fres, pauth_b_key=timeline.pauth_b_key,
+                          anchor=timeline.anchor, label=timeline.label)
+
+
+@lru_cache(maxsize=65536)
+def _lower_rows(rows: tuple[Row, ...], arch: Arch) -> tuple[Fre, ...] | _Unrepresentable:
+    """The FREs for a function's rows (memoised: functions repeat the same rows)."""
+    first = 0
+    while first < len(rows) and rows[first].cfa is None:
+        first += 1  # before any CFA rule (.cfi_startproc simple): no unwind info there
+    if first == len(rows):
+        return _Unrepresentable("cfa-undefined", "no CFA rule anywhere", None)
     fres: list[Fre] = []
-    for row in rows:
+    for row in rows[first:]:
         fre = _lower_rules(row.cfa, row.regs, row.ra_signed, arch)
         if isinstance(fre, _Unrepresentable):
-            return skip(fre.reason, f"{fre.detail} at offset {row.start:#x}")
+            return _Unrepresentable(fre.reason, f"{fre.detail} at offset {row.start:#x}", row)
         if fres and fres[-1].same_rules(fre):
             continue
         fres.append(fre._replace(start=row.start) if row.start else fre)
-    return SFrameFunction(timeline.name, timeline.section, timeline.start, timeline.size,
-                          tuple(fres), pauth_b_key=timeline.pauth_b_key,
-                          anchor=timeline.anchor, label=timeline.label)
+    return tuple(fres)
 
 
 @lru_cache(maxsize=65536)
