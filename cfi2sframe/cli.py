@@ -19,11 +19,11 @@ if TYPE_CHECKING:
     from .convert import Conversion
 
 EMIT_KINDS = ("raw", "asm", "obj")
-SUBCOMMANDS = ("dump", "lookup", "diff", "verify")
+SUBCOMMANDS = ("dump", "lookup", "diff", "verify", "stats")
 
 DESCRIPTION = """\
 usage: cfi2sframe [options] INPUT [-o OUTPUT]
-       cfi2sframe dump|lookup|diff|verify ...   (see cfi2sframe COMMAND --help)
+       cfi2sframe dump|lookup|diff|verify|stats ...   (see cfi2sframe COMMAND --help)
 
 Lower the call-frame information (.cfi_* directives) of an assembly file into
 an SFrame stack-trace section (SFrame version 2, errata 1).
@@ -197,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # A short-lived process that builds millions of small immutable records
     # (large libraries) and no reference cycles: the cyclic GC only costs time.
+    gc_was_on = gc.isenabled()
     gc.disable()
     try:
         if argv and argv[0] in SUBCOMMANDS:
@@ -228,3 +229,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cfi2sframe: internal error: {type(exc).__name__}: {exc} (please report it; "
               "set CFI2SFRAME_DEBUG=1 for a traceback)", file=sys.stderr)
         return 1
+    finally:
+        if gc_was_on:
+            gc.enable()

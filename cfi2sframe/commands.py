@@ -173,6 +173,70 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def file_stats(path: str) -> dict:
+    """FDE counts, section sizes and skip reasons for one ELF file."""
+    import io
+    from collections import Counter
+
+    from elftools.elf.elffile import ELFFile
+
+    from .convert import convert_elf
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise Cfi2SframeError(path, f"cannot read: {exc.strerror}") from None
+    conversion = convert_elf(path, data)
+    elf = ELFFile(io.BytesIO(data))
+    sizes = {name: (elf.get_section_by_name(name) or {"sh_size": 0})["sh_size"]
+             for name in (".eh_frame", ".eh_frame_hdr")}
+    sframe = len(conversion.raw())
+    return {"file": path, "fdes": conversion.fde_count, "emitted": len(conversion.functions),
+            "eh_frame_bytes": sizes[".eh_frame"], "eh_frame_hdr_bytes": sizes[".eh_frame_hdr"],
+            "sframe_bytes": sframe,
+            "skipped": dict(Counter(skip.reason for skip in conversion.skips).most_common())}
+
+
+def _stats_line(entry: dict) -> str:
+    fdes, emitted = entry["fdes"], entry["emitted"]
+    eh = entry["eh_frame_bytes"] + entry["eh_frame_hdr_bytes"]
+    share = f"{100 * emitted / fdes:.1f}%" if fdes else "-"
+    ratio = f"{100 * entry['sframe_bytes'] / eh:.0f}%" if eh else "-"
+    skipped = ", ".join(f"{k}={v}" for k, v in entry["skipped"].items()) or "none"
+    return (f"{entry['file']}: {fdes} FDEs, {emitted} emitted ({share}); .eh_frame+"
+            f".eh_frame_hdr {eh} bytes, .sframe {entry['sframe_bytes']} bytes ({ratio}); "
+            f"left out: {skipped}")
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    entries, failed = [], 0
+    total: Counter = Counter()
+    reasons: Counter = Counter()
+    for path in args.files:
+        try:
+            entry = file_stats(path)
+        except Cfi2SframeError as exc:
+            failed += 1
+            print(str(exc), file=sys.stderr)
+            continue
+        entries.append(entry)
+        for key in ("fdes", "emitted", "eh_frame_bytes", "eh_frame_hdr_bytes", "sframe_bytes"):
+            total[key] += entry[key]
+        reasons.update(entry["skipped"])
+        if not args.json:
+            print(_stats_line(entry))
+    summary = {"file": f"total ({len(entries)} files)", **total,
+               "skipped": dict(reasons.most_common())}
+    if args.json:
+        print(json.dumps({"files": entries, "total": summary, "failed": failed}, indent=1))
+    else:
+        print(_stats_line(summary))
+    return 1 if failed else 0
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register the reading subcommands."""
     p = sub.add_parser("dump", help="print an SFrame section as readelf --sframe does",
@@ -206,9 +270,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file")
     p.add_argument("-q", "--quiet", action="store_true", help="print mismatches and totals only")
     p.set_defaults(run=cmd_verify)
+    p = sub.add_parser("stats", help="SFrame coverage and size for ELF files",
+                       description="Per file and in total: FDEs in .eh_frame, FDEs SFrame "
+                       "gets, bytes of .eh_frame + .eh_frame_hdr against .sframe, and the "
+                       "reasons functions are left out. Exit 1 if a file cannot be read.")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_stats)
 
 
-SUBCOMMANDS = ("dump", "lookup", "diff", "verify")
+SUBCOMMANDS = ("dump", "lookup", "diff", "verify", "stats")
 
 
 def main(argv: Sequence[str]) -> int:

@@ -109,3 +109,52 @@ def test_elf_without_sframe_and_not_elf_for_verify(tmp_path):
     assert run(str(EXAMPLES / "frameless.s"), "-o", str(raw)).returncode == 0
     proc = run("verify", str(raw))
     assert proc.returncode == 1 and "verify needs an ELF file" in proc.stderr
+
+
+def test_elf_input_to_raw_and_stats(tmp_path):
+    require("as")
+    obj = _obj(tmp_path, "frameless.s")
+    raw = tmp_path / "from-elf.sframe"
+    proc = run(str(obj), "-o", str(raw))
+    assert proc.returncode == 0, proc.stderr
+    direct = tmp_path / "direct.sframe"
+    assert run(str(EXAMPLES / "frameless.s"), "-o", str(direct)).returncode == 0
+    assert raw.read_bytes() == direct.read_bytes()
+    proc = run("stats", str(obj), "--json")
+    data = json.loads(proc.stdout)
+    assert data["total"]["fdes"] == 1 and data["total"]["emitted"] == 1
+    proc = run("stats", str(obj), str(tmp_path / "missing"))
+    assert proc.returncode == 1
+    assert "1 FDEs, 1 emitted (100.0%)" in proc.stdout
+    assert "cannot read" in proc.stderr
+
+
+def test_linked_elf_raw_output_is_placed_at_an_address(tmp_path):
+    require("as", "ld")
+    obj = _obj(tmp_path, "frameless.s")
+    exe = tmp_path / "exe"
+    subprocess.run(["ld", "-e", "frameless", "--unresolved-symbols=ignore-all", str(obj),
+                    "-o", str(exe)], check=True, capture_output=True)
+    raw = tmp_path / "exe.sframe"
+    proc = run(str(exe), "--sframe-address", "0x500000", "-o", str(raw))
+    assert proc.returncode == 0, proc.stderr
+    from cfi2sframe.sframe.decode import decode
+
+    section = decode(raw.read_bytes(), 0x500000)
+    nm = subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout
+    address = next(int(line.split()[0], 16) for line in nm.splitlines()
+                   if line.endswith(" frameless"))
+    assert [f.start_address for f in section.fdes] == [address]
+    assert section.flags & 1  # sorted
+
+
+def test_bad_elf_is_one_error_line(tmp_path):
+    require("as")
+    obj = _obj(tmp_path, "frameless.s")
+    data = obj.read_bytes()
+    truncated = tmp_path / "trunc.o"
+    truncated.write_bytes(data[:200])
+    proc = run(str(truncated), "-o", str(tmp_path / "x"))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(f"{truncated}: error: ")
+    assert not (tmp_path / "x").exists()
