@@ -18,7 +18,7 @@ from .output import write_output
 if TYPE_CHECKING:
     from .convert import Conversion
 
-EMIT_KINDS = ("raw", "asm", "obj")
+EMIT_KINDS = ("raw", "asm", "obj", "elf")
 SUBCOMMANDS = ("dump", "lookup", "diff", "verify", "stats")
 
 DESCRIPTION = """\
@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="for a linked ELF input with --emit raw: the address the "
                              "section will have (default: after the last PT_LOAD segment, "
                              "page aligned)")
+    parser.add_argument("--in-place", action="store_true",
+                        help="ELF input: replace the input file (--emit obj or elf), only "
+                             "after the new file is complete and verified")
     parser.add_argument("-w", "--no-warnings", action="store_true",
                         help="do not print warnings for functions left out")
     parser.add_argument("--fatal-warnings", action="store_true",
@@ -129,6 +132,10 @@ def _print_reasons() -> None:
 def _convert(args: argparse.Namespace) -> int:
     if args.input is None:
         raise Cfi2SframeError("", "no input file (try --help)")
+    if args.in_place:
+        if args.output or args.input in (None, "-"):
+            raise Cfi2SframeError("", "--in-place takes an input file and no -o")
+        args.output = args.input
     output = args.output or _default_output(args.input, args.emit)
     emit = _emit_kind(args.emit, output)
     text = _read_input(args.input)
@@ -162,19 +169,39 @@ def _convert_elf(args: argparse.Namespace, display: str, data: bytes, output: st
                  emit: str) -> int:
     from .convert import convert_elf
 
-    if emit != "raw":
-        raise Cfi2SframeError(display, f"--emit {emit} for ELF input is not implemented yet; "
-                                       "use --emit raw")
+    if emit == "asm":
+        raise Cfi2SframeError(display, "--emit asm needs assembly input; use --emit raw, obj "
+                                       "(objects) or elf (executables, libraries)")
     conversion = convert_elf(display, data, args.sframe_version, args.sframe_address)
     _report_skips(conversion, args)
     if args.fatal_warnings and conversion.skips:
         raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
                                        "--fatal-warnings is set")
+    if args.in_place and emit == "raw":
+        emit = "elf" if conversion.linked else "obj"
+    payload = {"raw": conversion.raw, "obj": conversion.obj, "elf": conversion.elf}[emit]()
+    if args.in_place:
+        _check_elf_output(display, payload)
     try:
-        write_output(output, conversion.raw())
+        write_output(output, payload)
     except OSError as exc:
         raise Cfi2SframeError(output, f"cannot write output: {exc.strerror or exc}") from None
     return 0
+
+
+def _check_elf_output(display: str, payload: bytes) -> None:
+    """Verify a rewritten ELF file against its own CFI before it replaces the input."""
+    from .frontend.ehframe import read_elf_cfi
+    from .inspect import arch_for_machine, verify
+    from .sframe.load import load_sframe
+
+    loaded = load_sframe(display, payload)
+    cfi = read_elf_cfi(display, arch_for_machine, payload)
+    result = verify(loaded.section, cfi.timelines, arch_for_machine(cfi.machine, display),
+                    lambda fde: loaded.section_of(fde.field_offset))
+    if not result.ok or result.extra:
+        raise Cfi2SframeError(display, "the rewritten file does not verify; input left "
+                                       "untouched")
 
 
 def _address(text: str) -> int:

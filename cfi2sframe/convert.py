@@ -145,7 +145,29 @@ class ElfConversion:
     image: SectionImage
     fde_count: int
     sframe_address: int
+    data: bytes = b""
     assembler_messages: str = ""
+
+    def elf(self) -> bytes:
+        """A copy of the linked input with a loadable ``.sframe`` and ``PT_GNU_SFRAME``."""
+        from .emit.elfexe import add_loadable_sframe
+
+        if not self.linked:
+            raise Cfi2SframeError(self.path, "--emit elf needs a linked file (executable or "
+                                             "shared library); use --emit obj for objects")
+        def rebuild(data: bytes) -> SectionImage:
+            return convert_elf(self.path, data).image
+
+        return add_loadable_sframe(self.data, self.image, self.path, rebuild)[0]
+
+    def obj(self) -> bytes:
+        """A copy of the relocatable input with ``.sframe`` and ``.rela.sframe`` added."""
+        from .emit.elfobj import add_sframe
+
+        if self.linked:
+            raise Cfi2SframeError(self.path, "--emit obj needs a relocatable object; use "
+                                             "--emit elf for executables and libraries")
+        return add_sframe(self.data, self.image, self.path)
 
     @property
     def linked(self) -> bool:
@@ -196,4 +218,4 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     if cfi.elf_type != "ET_REL":
         address = sframe_address if sframe_address is not None else default_sframe_address(data)
     return ElfConversion(arch, path, cfi.elf_type, image.functions, tuple(skips), image,
-                         len(cfi.timelines), address)
+                         len(cfi.timelines), address, data)

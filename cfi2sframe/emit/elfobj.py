@@ -1,0 +1,170 @@
+"""Add ``.sframe`` and ``.rela.sframe`` to a relocatable ELF object.
+
+The original bytes stay where they are; the new sections, a grown ``.shstrtab``
+(and ``.symtab``, when a target section has no section symbol yet) and a new
+section header table are appended.  Each FDE start field gets one PC-relative
+RELA relocation against its function's section symbol, addend = the
+function's offset, exactly as an assembler writes it for ``.eh_frame``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import Cfi2SframeError
+from ..sframe.encode import SectionImage
+
+SHT_RELA, SHT_REL, SHT_SYMTAB = 4, 9, 2
+SHF_ALLOC, SHF_INFO_LINK = 0x2, 0x40
+SHT_GNU_SFRAME = 0x6FFFFFF4
+STT_SECTION = 3
+R_X86_64_PC32 = 2
+
+
+@dataclass
+class _Header:
+    name: int
+    kind: int
+    flags: int
+    addr: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    align: int
+    entsize: int
+
+
+def _align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
+    """A copy of the ELF64 little-endian relocatable object ``data`` with SFrame added."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise Cfi2SframeError(where, "--emit obj for ELF input needs a 64-bit little-endian "
+                                     "object")
+    (e_type,) = struct.unpack_from("<H", data, 16)
+    if e_type != 1:
+        raise Cfi2SframeError(where, "--emit obj needs a relocatable object (use --emit raw)")
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if shnum == 0 or shnum >= 0xFF00 or shentsize != 64:
+        raise Cfi2SframeError(where, "unsupported section header table")
+    headers = [_Header(*struct.unpack_from("<IIQQQQIIQQ", data, shoff + 64 * i))
+               for i in range(shnum)]
+    names = data[headers[shstrndx].offset : headers[shstrndx].offset + headers[shstrndx].size]
+
+    def name_of(h: _Header) -> str:
+        end = names.find(b"\0", h.name)
+        return names[h.name : end].decode("utf-8", "replace")
+
+    section_names = [name_of(h) for h in headers]
+    if ".sframe" in section_names:
+        raise Cfi2SframeError(where, "the object already has an .sframe section")
+    symtab_index = next((i for i, h in enumerate(headers) if h.kind == SHT_SYMTAB), None)
+    if symtab_index is None:
+        raise Cfi2SframeError(where, "the object has no symbol table")
+    out = bytearray(data)
+    symtab = headers[symtab_index]
+    symbols = bytearray(data[symtab.offset : symtab.offset + symtab.size])
+    section_symbol = _section_symbols(symbols)
+    targets = sorted({func.section for func in image.functions})
+    unknown = [t for t in targets if t not in section_names]
+    if unknown:
+        raise Cfi2SframeError(where, f"function section '{unknown[0]}' is not in the object")
+    missing = [section_names.index(t) for t in targets
+               if section_names.index(t) not in section_symbol]
+    if missing:
+        symbols, shift = _insert_section_symbols(symbols, symtab.info, missing)
+        for index in missing:
+            section_symbol[index] = symtab.info + missing.index(index)
+        _shift_relocations(out, headers, symtab_index, symtab.info, shift)
+        symtab.info += shift
+    sframe = image.to_bytes(0, lambda func: 0)  # RELA: the fields hold 0, addends decide
+    sframe = _zero_start_fields(sframe, image)
+    relocs = bytearray()
+    for index, func in enumerate(image.functions):
+        target = section_names.index(func.section)
+        info = (section_symbol[target] << 32) | R_X86_64_PC32
+        relocs += struct.pack("<QQq", image.start_field_offset(index), info, func.start)
+    return _append(out, headers, section_names, symtab_index, bytes(symbols), sframe,
+                   bytes(relocs), shstrndx)
+
+
+def _zero_start_fields(data: bytes, image: SectionImage) -> bytes:
+    out = bytearray(data)
+    for index in range(len(image.functions)):
+        at = image.start_field_offset(index)
+        out[at : at + 4] = b"\0\0\0\0"
+    return bytes(out)
+
+
+def _section_symbols(symbols: bytes) -> dict[int, int]:
+    """Section index -> index of its STT_SECTION symbol."""
+    out: dict[int, int] = {}
+    for i, (_, info, _, shndx, _, _) in enumerate(struct.iter_unpack("<IBBHQQ", symbols)):
+        if info & 0xF == STT_SECTION:
+            out.setdefault(shndx, i)
+    return out
+
+
+def _insert_section_symbols(symbols: bytearray, first_global: int,
+                            sections: Sequence[int]) -> tuple[bytearray, int]:
+    new = b"".join(struct.pack("<IBBHQQ", 0, STT_SECTION, 0, index, 0, 0)
+                   for index in sections)
+    at = first_global * 24
+    return bytearray(symbols[:at] + new + symbols[at:]), len(sections)
+
+
+def _shift_relocations(out: bytearray, headers: Sequence[_Header], symtab_index: int,
+                       first_global: int, shift: int) -> None:
+    """Renumber symbol references >= first_global after inserting local symbols."""
+    for h in headers:
+        if h.link != symtab_index or h.kind not in (SHT_RELA, SHT_REL):
+            continue
+        entry = 24 if h.kind == SHT_RELA else 16
+        for at in range(h.offset, h.offset + h.size - entry + 1, entry):
+            (info,) = struct.unpack_from("<Q", out, at + 8)
+            sym = info >> 32
+            if sym >= first_global:
+                struct.pack_into("<Q", out, at + 8, ((sym + shift) << 32) | (info & 0xFFFFFFFF))
+    # Group sections (SHT_GROUP) name their signature by symbol index.
+    for h in headers:
+        if h.kind == 17 and h.link == symtab_index and h.info >= first_global:
+            h.info += shift
+
+
+def _append(out: bytearray, headers: list[_Header], names: list[str], symtab_index: int,
+            symbols: bytes, sframe: bytes, relocs: bytes, shstrndx: int) -> bytes:
+    def place(blob: bytes, alignment: int) -> int:
+        out.extend(b"\0" * (_align(len(out), alignment) - len(out)))
+        at = len(out)
+        out.extend(blob)
+        return at
+
+    old_names = out[headers[shstrndx].offset : headers[shstrndx].offset + headers[shstrndx].size]
+    sframe_name = len(old_names)
+    rela_name = sframe_name + len(b".sframe\0")
+    shstr = bytes(old_names) + b".sframe\0.rela.sframe\0"
+    symtab = headers[symtab_index]
+    if len(symbols) != symtab.size:
+        symtab.offset = place(symbols, 8)
+        symtab.size = len(symbols)
+    headers[shstrndx].offset = place(shstr, 1)
+    headers[shstrndx].size = len(shstr)
+    sframe_index = len(headers)
+    headers.append(_Header(sframe_name, SHT_GNU_SFRAME, SHF_ALLOC, 0, place(sframe, 8),
+                           len(sframe), 0, 0, 8, 0))
+    headers.append(_Header(rela_name, SHT_RELA, SHF_INFO_LINK, 0, place(relocs, 8),
+                           len(relocs), symtab_index, sframe_index, 8, 24))
+    shoff = _align(len(out), 8)
+    out.extend(b"\0" * (shoff - len(out)))
+    for h in headers:
+        out.extend(struct.pack("<IIQQQQIIQQ", h.name, h.kind, h.flags, h.addr, h.offset,
+                               h.size, h.link, h.info, h.align, h.entsize))
+    struct.pack_into("<Q", out, 0x28, shoff)
+    struct.pack_into("<H", out, 0x3C, len(headers))
+    return bytes(out)
