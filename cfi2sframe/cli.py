@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from . import __version__
 from .arch import ARCHES, get_arch
 from .errors import Cfi2SframeError, DecodeError
+from .files import read_bytes, write_output
 from .frontend.probe import Assembler, AssemblerFailed, start_probe
-from .output import write_output
 
 if TYPE_CHECKING:
     from .convert import Conversion
@@ -110,15 +110,7 @@ def _default_output(input_path: str, emit: str | None) -> str:
 
 
 def _read_input(path: str) -> str:
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as handle:
-                data = handle.read()
-    except OSError as exc:
-        raise Cfi2SframeError(path, f"cannot read input: {exc.strerror}") from None
-    return data.decode("utf-8", "surrogateescape")
+    return read_bytes(path).decode("utf-8", "surrogateescape")
 
 
 def _print_reasons() -> None:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .errors import Cfi2SframeError
+from .files import read_bytes
 from .sframe.decode import DecodedFde, DecodedSection
 from .sframe.load import LoadedSFrame, load_sframe
 from .sframe.rules import FrameRules, describe, fre_rules
@@ -182,11 +183,7 @@ def file_stats(path: str) -> dict:
 
     from .convert import convert_elf
 
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise Cfi2SframeError(path, f"cannot read: {exc.strerror}") from None
+    data = read_bytes(path)
     conversion = convert_elf(path, data)
     elf = ELFFile(io.BytesIO(data))
     sizes = {name: (elf.get_section_by_name(name) or {"sh_size": 0})["sh_size"]

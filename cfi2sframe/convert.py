@@ -9,6 +9,7 @@ from .arch import get_arch
 from .arch.base import Arch
 from .emit.asm import anchor_expression, section_asm
 from .errors import Cfi2SframeError
+from .files import read_bytes
 from .frontend.asm import AsmUnit, finish_asm, parse_asm
 from .frontend.probe import Assembler, ProbeRun
 from .model import Timeline
@@ -205,11 +206,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     from .inspect import arch_for_machine
 
     if data is None:
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            raise Cfi2SframeError(path, f"cannot read input: {exc.strerror}") from None
+        data = read_bytes(path)
     cfi = read_elf_cfi(path, arch_for_machine, data)
     arch = arch_for_machine(cfi.machine, path)
     functions, skips = lower_all(cfi.timelines, arch)

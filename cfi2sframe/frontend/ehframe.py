@@ -16,6 +16,7 @@ from ..arch.base import Arch
 from ..cfi import interpret
 from ..dwarf import decode_ops, read_sleb, read_uleb
 from ..errors import Cfi2SframeError, CfiError, DecodeError
+from ..files import read_bytes
 from ..model import Location, Timeline
 
 DW_EH_PE_OMIT = 0xFF
@@ -95,11 +96,7 @@ def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfC
     from elftools.elf.elffile import ELFFile
 
     if data is None:
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            raise Cfi2SframeError(path, f"cannot read: {exc.strerror}") from None
+        data = read_bytes(path)
     if data[:4] != b"\x7fELF":
         raise Cfi2SframeError(path, "not an ELF file")
     name = "ELF file"

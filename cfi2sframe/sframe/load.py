@@ -13,6 +13,7 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import Cfi2SframeError, DecodeError
+from ..files import read_bytes
 from .decode import DecodedSection, decode
 
 SHT_GNU_SFRAME = 0x6FFFFFF4
@@ -48,11 +49,7 @@ def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False) 
     unrelocated, as binutils 2.40's readelf shows them.
     """
     if data is None:
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            raise Cfi2SframeError(path, f"cannot read: {exc.strerror}") from None
+        data = read_bytes(path)
     if data[:4] != b"\x7fELF":
         return LoadedSFrame(path, ".sframe", _decode(path, data, 0, ".sframe"), False)
     return _load_elf(path, data, as_readelf)

@@ -1,10 +1,23 @@
-"""Write output files atomically: complete or absent, never partial."""
+"""File input and output: one-line errors on read, atomic writes (complete or absent)."""
 
 from __future__ import annotations
 
 import os
 import sys
 import tempfile
+
+from .errors import Cfi2SframeError
+
+
+def read_bytes(path: str) -> bytes:
+    """The contents of ``path`` (``-`` is standard input), or a one-line error."""
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read()
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise Cfi2SframeError(path, f"cannot read input: {exc.strerror}") from None
 
 
 def write_output(path: str, data: bytes | str) -> None:
