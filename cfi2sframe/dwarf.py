@@ -103,25 +103,33 @@ def decode_ops(
     bytes; ``set_loc`` carries the raw address operand.
     """
     ops: list[Op] = []
-    pos = 0
-    while pos < len(data):
+    append = ops.append
+    pos, end = 0, len(data)
+    while pos < end:
         at = pos
         byte = data[pos]
         pos += 1
-        high, low = byte & 0xC0, byte & 0x3F
-        if high == 0x40:
-            ops.append(Op("advance", offset=low * code_align, line=line))
+        high = byte & 0xC0
+        if high == 0x40:  # DW_CFA_advance_loc: the most common operation
+            append(Op("advance", 0, (byte & 0x3F) * code_align, b"", line))
             continue
-        if high == 0x80:
-            off, pos = read_uleb(data, pos)
-            ops.append(Op("offset", low, off * data_align, line=line))
+        if high == 0x80 or byte == 0x0E:  # DW_CFA_offset, DW_CFA_def_cfa_offset
+            if pos < end and data[pos] < 0x80:  # one-byte ULEB128: decode inline
+                value = data[pos]
+                pos += 1
+            else:
+                value, pos = read_uleb(data, pos)
+            if byte == 0x0E:
+                append(Op("def_cfa_offset", 0, value, b"", line))
+            else:
+                append(Op("offset", byte & 0x3F, value * data_align, b"", line))
             continue
         if high == 0xC0:
-            ops.append(Op("restore", low, line=line))
+            append(Op("restore", byte & 0x3F, 0, b"", line))
             continue
         op, pos = _decode_extended(data, pos, byte, code_align, data_align, address_size,
                                    big_endian, at)
-        ops.append(Op(op.name, op.reg, op.offset, op.expr, line))
+        append(op._replace(line=line) if line else op)
     return ops
 
 

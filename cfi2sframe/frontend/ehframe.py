@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..arch.base import Arch
 from ..cfi import interpret
@@ -319,11 +320,18 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int, plac
                     signal_frame=cie.signal, pauth_b_key=cie.b_key, invalid=invalid)
 
 
+@lru_cache(maxsize=256)
+def _initial_ops(cie: _Cie, big: bool) -> tuple:
+    """A CIE's initial instructions as operations (decoded once per CIE)."""
+    ops = decode_ops(cie.initial, cie.code_align, cie.data_align, cie.address_size, big)
+    return tuple(op for op in ops if op.name not in ("advance", "set_loc"))
+
+
 def _rows(reader: _Reader, cie: _Cie, body: bytes, pc_begin: int) -> tuple[tuple, str | None,
                                                                            bool]:
     """(rows for an unbounded range, why invalid, whether the result may be cached)."""
     big = not reader.little
-    initial = decode_ops(cie.initial, cie.code_align, cie.data_align, cie.address_size, big)
+    initial = _initial_ops(cie, big)
     ops = decode_ops(body, cie.code_align, cie.data_align, cie.address_size, big)
     placed_ops = []
     at = 0
@@ -337,8 +345,7 @@ def _rows(reader: _Reader, cie: _Cie, body: bytes, pc_begin: int) -> tuple[tuple
         else:
             placed_ops.append((at, op))
     try:
-        rows = interpret([op for op in initial if op.name not in ("advance", "set_loc")],
-                         placed_ops, 1 << 64)
+        rows = interpret(initial, placed_ops, 1 << 64)
     except CfiError as exc:
         return (), exc.message, cacheable
     return rows, None, cacheable

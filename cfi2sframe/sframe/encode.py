@@ -90,9 +90,15 @@ def _fre_bytes(fre: Fre, addr_size: int, order: str) -> bytes:
     if fre.ra_undefined:
         base = 0
     info = base | (len(offsets) << 1) | (size_code << 5) | (int(fre.mangled_ra) << 7)
+    return _fre_struct(order, addr_size, OFFSET_SIZE[size_code], len(offsets)).pack(
+        fre.start, info, *offsets)
+
+
+@lru_cache(maxsize=256)
+def _fre_struct(order: str, addr_size: int, word_size: int, count: int) -> struct.Struct:
+    """The layout of one FRE: start address, info byte, ``count`` signed words."""
     start_fmt = {1: "B", 2: "H", 4: "I"}[addr_size]
-    off_fmt = {1: "b", 2: "h", 4: "i"}[OFFSET_SIZE[size_code]] * len(offsets)
-    return struct.pack(order + start_fmt + "B" + off_fmt, fre.start, info, *offsets)
+    return struct.Struct(order + start_fmt + "B" + {1: "b", 2: "h", 4: "i"}[word_size] * count)
 
 
 def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -> SectionImage:
