@@ -123,7 +123,9 @@ def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfC
     except DecodeError as exc:
         raise Cfi2SframeError(path, f"{name}: at byte {exc.offset:#x}: "
                                     f"{exc.message}") from None
-    except (ELFError, struct.error, ValueError, KeyError) as exc:
+    except (ELFError, struct.error, ValueError, KeyError, IndexError, AttributeError,
+            TypeError, OverflowError) as exc:
+        # pyelftools reports inconsistent headers in many ways; all mean the same.
         raise Cfi2SframeError(path, f"malformed ELF file: {exc}") from None
 
 
@@ -178,6 +180,8 @@ def _function_names(data: bytes, elf) -> dict[tuple[str, int], str]:
         symbols = view.symbols(table)
         for sym in symbols:
             if sym.kind != 2 or not sym.name or not 0 < sym.shndx < 0xFF00:
+                continue
+            if sym.shndx >= len(view.sections):
                 continue
             section = view.sections[sym.shndx].name if is_rel else ""
             names.setdefault((section, sym.value), sym.name)

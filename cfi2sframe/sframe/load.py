@@ -86,7 +86,9 @@ def _load_elf(path: str, data: bytes, as_readelf: bool) -> LoadedSFrame:
         decoded = _decode(path, bytes(contents), section["sh_addr"], section.name,
                           relocate and version == 1)
         return LoadedSFrame(path, section.name, decoded, True, elf_type, targets)
-    except (ELFError, struct.error, ValueError, KeyError) as exc:
+    except (ELFError, struct.error, ValueError, KeyError, IndexError, AttributeError,
+            TypeError, OverflowError) as exc:
+        # pyelftools reports inconsistent headers in many ways; all mean the same.
         raise Cfi2SframeError(path, f"malformed ELF file: {exc}") from None
 
 

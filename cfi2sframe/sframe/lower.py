@@ -47,6 +47,8 @@ REASONS: dict[str, tuple[str, str]] = {
                    "SP reg 7 in .cfi_register / .cfi_val_offset with SP reg 7"),
     "offset-range": ("an offset does not fit in 32 bits",
                      ".cfi_def_cfa with unsupported offset value"),
+    "function-size": ("the function is 4 GiB or larger (SFrame sizes are 32-bit)",
+                      "(no check)"),
 }
 
 
@@ -83,6 +85,8 @@ def lower(timeline: Timeline, arch: Arch) -> SFrameFunction | Skip:
         return skip("invalid-cfi", timeline.invalid)
     if timeline.size == 0:
         return skip("empty-function", "the function is empty")
+    if timeline.size > 0xFFFFFFFF:
+        return skip("function-size", f"the function is {timeline.size:#x} bytes long")
     if timeline.ra_column != arch.ra:
         return skip("ra-column",
                     f"return address column {timeline.ra_column} is not "
