@@ -78,8 +78,9 @@ def lower_all(timelines: Sequence[Timeline], arch: Arch) -> tuple[list[SFrameFun
     """Lower every timeline; split into encodable functions and skips."""
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
+    memo: dict = {}
     for timeline in timelines:
-        result = lower(timeline, arch)
+        result = lower(timeline, arch, memo)
         if isinstance(result, Skip):
             skips.append(result)
         else:

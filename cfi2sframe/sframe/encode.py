@@ -69,9 +69,8 @@ class SectionImage:
         return bytes(out + self.fres)
 
 
-@lru_cache(maxsize=65536)
 def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, order: str) -> bytes:
-    """The FREs of one function (memoised: many functions share the same FREs)."""
+    """The FREs of one function."""
     return b"".join(_fre_bytes(fre, addr_size, order) for fre in fres)
 
 
@@ -106,6 +105,7 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
     order = ">" if arch.big_endian else "<"
     fde = fde_struct(VERSION_2, arch.big_endian)
     tails = []
+    memo: dict[tuple[int, int], tuple[tuple[Fre, ...], bytes]] = {}
     fre_blob = bytearray()
     num_fres = 0
     for func in functions:
@@ -114,7 +114,12 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
         info = fre_type | (int(func.pc_mask) << 4) | (int(func.pauth_b_key) << 5)
         packed = fde.pack(0, func.size, len(fre_blob), len(func.fres), info, func.rep_size, 0)
         tails.append(packed[4:])
-        fre_blob += _fres_bytes(func.fres, addr_size, order)
+        key = (id(func.fres), addr_size)
+        hit = memo.get(key)
+        if hit is None or hit[0] is not func.fres:
+            # Functions made from identical CFI share one FRE tuple: encode it once.
+            hit = memo[key] = (func.fres, _fres_bytes(func.fres, addr_size, order))
+        fre_blob += hit[1]
         num_fres += len(func.fres)
     flags = F_FDE_FUNC_START_PCREL | (F_FDE_SORTED if sort_flag else 0)
     header = header_struct(arch.big_endian).pack(

@@ -75,8 +75,13 @@ class _Unrepresentable(Exception):
         self.row = row
 
 
-def lower(timeline: Timeline, arch: Arch) -> SFrameFunction | Skip:
-    """The SFrame function for ``timeline``, or why it cannot be one."""
+def lower(timeline: Timeline, arch: Arch, memo: dict | None = None) -> SFrameFunction | Skip:
+    """The SFrame function for ``timeline``, or why it cannot be one.
+
+    ``memo`` (a dict the caller owns) shares the work between timelines whose
+    rows are the same tuple object, as the ELF frontend hands out for FDEs
+    with identical CFI bytes.
+    """
     def skip(reason: str, detail: str) -> Skip:
         return Skip(timeline.name, timeline.location, reason, detail, timeline.section,
                     timeline.start)
@@ -91,7 +96,14 @@ def lower(timeline: Timeline, arch: Arch) -> SFrameFunction | Skip:
         return skip("ra-column",
                     f"return address column {timeline.ra_column} is not "
                     f"{arch.reg_name(arch.ra)} ({arch.ra})")
-    fres = _lower_rows(timeline.rows, arch)
+    rows = timeline.rows
+    hit = memo.get(id(rows)) if memo is not None else None
+    if hit is not None and hit[0] is rows:
+        fres = hit[1]
+    else:
+        fres = _lower_rows(rows, arch)
+        if memo is not None:
+            memo[id(rows)] = (rows, fres)  # the tuple is kept, so its id stays unique
     if isinstance(fres, _Unrepresentable):
         return skip(fres.reason, fres.detail)
     return SFrameFunction(timeline.name, timeline.section, timeline.start, timeline.size,
@@ -99,9 +111,8 @@ def lower(timeline: Timeline, arch: Arch) -> SFrameFunction | Skip:
                           anchor=timeline.anchor, label=timeline.label)
 
 
-@lru_cache(maxsize=65536)
 def _lower_rows(rows: tuple[Row, ...], arch: Arch) -> tuple[Fre, ...] | _Unrepresentable:
-    """The FREs for a function's rows (memoised: functions repeat the same rows)."""
+    """The FREs for a function's rows."""
     first = 0
     while first < len(rows) and rows[first].cfa is None:
         first += 1  # before any CFA rule (.cfi_startproc simple): no unwind info there
