@@ -158,3 +158,22 @@ def test_bad_elf_is_one_error_line(tmp_path):
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1
     assert proc.stderr.startswith(f"{truncated}: error: ")
     assert not (tmp_path / "x").exists()
+
+
+def test_debug_frame_input_gives_the_same_section(tmp_path):
+    require("as")
+    src = tmp_path / "dbg.s"
+    src.write_text("\t.cfi_sections .debug_frame\n" + (EXAMPLES / "frame_pointer.s").read_text())
+    obj = tmp_path / "dbg.o"
+    subprocess.run(["as", str(src), "-o", str(obj)], check=True)
+    from_elf, from_asm = tmp_path / "a.sframe", tmp_path / "b.sframe"
+    assert run(str(obj), "-o", str(from_elf)).returncode == 0
+    assert run(str(src), "-o", str(from_asm)).returncode == 0
+    assert from_elf.read_bytes() == from_asm.read_bytes()
+    assert decode_first_fde_count(from_elf) == 1
+
+
+def decode_first_fde_count(path: Path) -> int:
+    from cfi2sframe.sframe.decode import decode
+
+    return len(decode(path.read_bytes()).fdes)
