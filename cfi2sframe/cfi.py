@@ -18,12 +18,17 @@ from .model import SAME_VALUE, UNDEFINED, CfaExpr, CfaReg, CfaRule, Row, Rule
 
 @dataclass
 class _State:
+    """The rules being built.  ``last_reg`` is the last register-based CFA rule:
+    like GCC's unwinder and readelf, a ``def_cfa_register``/``def_cfa_offset``
+    after a CFA expression keeps the register or offset from it."""
+
     cfa: CfaRule | None = None
     regs: dict[int, Rule] = field(default_factory=dict)
     ra_signed: bool = False
+    last_reg: CfaReg | None = None
 
     def copy(self) -> _State:
-        return _State(self.cfa, dict(self.regs), self.ra_signed)
+        return _State(self.cfa, dict(self.regs), self.ra_signed, self.last_reg)
 
     def row(self, start: int) -> Row:
         return Row(start, self.cfa, tuple(sorted(self.regs.items())), self.ra_signed)
@@ -36,22 +41,28 @@ class _Machine:
     stack: list[_State] = field(default_factory=list)
 
 
+def _set_cfa(m: _Machine, cfa: CfaReg) -> None:
+    m.state.cfa = m.state.last_reg = cfa
+
+
 def _def_cfa(m: _Machine, op: Op) -> None:
-    m.state.cfa = CfaReg(op.reg, op.offset)
+    _set_cfa(m, CfaReg(op.reg, op.offset))
+
+
+def _register_rule(m: _Machine, op: Op, what: str) -> CfaReg:
+    """The register-based rule a def_cfa_register/offset changes (see ``_State``)."""
+    cfa = m.state.cfa if isinstance(m.state.cfa, CfaReg) else m.state.last_reg
+    if cfa is None:
+        raise CfiError(f"DW_CFA_{what} without a register-based CFA rule", op.line)
+    return cfa
 
 
 def _def_cfa_register(m: _Machine, op: Op) -> None:
-    cfa = m.state.cfa
-    if not isinstance(cfa, CfaReg):
-        raise CfiError("DW_CFA_def_cfa_register without a register-based CFA rule", op.line)
-    m.state.cfa = CfaReg(op.reg, cfa.offset)
+    _set_cfa(m, CfaReg(op.reg, _register_rule(m, op, "def_cfa_register").offset))
 
 
 def _def_cfa_offset(m: _Machine, op: Op) -> None:
-    cfa = m.state.cfa
-    if not isinstance(cfa, CfaReg):
-        raise CfiError("DW_CFA_def_cfa_offset without a register-based CFA rule", op.line)
-    m.state.cfa = CfaReg(cfa.reg, op.offset)
+    _set_cfa(m, CfaReg(_register_rule(m, op, "def_cfa_offset").reg, op.offset))
 
 
 def _def_cfa_expression(m: _Machine, op: Op) -> None:
@@ -80,10 +91,7 @@ def _remember(m: _Machine, op: Op) -> None:
 def _restore_state(m: _Machine, op: Op) -> None:
     if not m.stack:
         raise CfiError(".cfi_restore_state without a matching .cfi_remember_state", op.line)
-    saved = m.stack.pop()
-    # DWARF restores register rules and the CFA; the AArch64 RA-signing state
-    # is not part of the remembered rules in GCC's unwinder either.
-    m.state = _State(saved.cfa, saved.regs, saved.ra_signed)
+    m.state = m.stack.pop()
 
 
 def _toggle_ra_signed(m: _Machine, op: Op) -> None:

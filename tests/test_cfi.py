@@ -1,0 +1,80 @@
+"""The CFI interpreter on hand-written DWARF programs (expected rows derived by hand)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cfi2sframe.cfi import interpret
+from cfi2sframe.dwarf import Op, decode_ops, sleb, uleb
+from cfi2sframe.errors import CfiError
+from cfi2sframe.model import CfaExpr, CfaReg, Rule
+
+CIE = (Op("def_cfa", 7, 8), Op("offset", 16, -8))
+
+
+def cfas(rows):
+    return [(row.start, row.cfa) for row in rows]
+
+
+def test_register_or_offset_after_a_cfa_expression_reuse_the_last_register_rule():
+    # libgcrypt's hand-written assembly does this; GCC's unwinder and readelf -wF
+    # both continue from the last register rule (rsp+56 -> rax+56, then rsp+56).
+    expr = bytes([0x77]) + sleb(536) + bytes([0x06, 0x23, 56])
+    program = [(13, Op("def_cfa_offset", 0, 56)), (30, Op("def_cfa_register", 0)),
+               (49, Op("def_cfa_expression", expr=expr)), (60, Op("def_cfa_register", 7)),
+               (62, Op("def_cfa_offset", 0, 48))]
+    assert cfas(interpret(CIE, program, 100)) == [
+        (0, CfaReg(7, 8)), (13, CfaReg(7, 56)), (30, CfaReg(0, 56)), (49, CfaExpr(expr)),
+        (60, CfaReg(7, 56)), (62, CfaReg(7, 48))]
+
+
+def test_without_any_register_rule_it_is_invalid():
+    program = [(0, Op("def_cfa_expression", expr=b"\x77\x08")), (2, Op("def_cfa_offset", 0, 8))]
+    with pytest.raises(CfiError, match="without a register-based CFA rule"):
+        interpret((), program, 10)
+
+
+def test_remember_restore_brings_back_rules_and_ra_signing():
+    program = [(0, Op("remember_state")), (1, Op("window_save")), (1, Op("def_cfa_offset", 0, 16)),
+               (2, Op("restore_state"))]
+    rows = interpret(CIE, program, 4)
+    assert [(r.start, r.cfa.offset, r.ra_signed) for r in rows] == [
+        (0, 8, False), (1, 16, True), (2, 8, False)]
+
+
+def test_restore_goes_back_to_the_cie_rule():
+    program = [(1, Op("offset", 16, -16)), (1, Op("offset", 3, -24)), (2, Op("restore", 16)),
+               (2, Op("restore", 3))]
+    rows = interpret(CIE, program, 3)
+    assert rows[-1].regs == ((16, Rule("offset", -8)),)
+
+
+def test_rows_past_the_end_are_dropped_and_equal_rows_merge():
+    program = [(1, Op("offset", 3, -16)), (2, Op("offset", 3, -16)),
+               (5, Op("def_cfa_offset", 0, 16))]
+    rows = interpret(CIE, program, 5)
+    assert [r.start for r in rows] == [0, 1]
+
+
+def test_decode_ops_every_encoding():
+    data = bytes([
+        0x41,              # advance_loc 1
+        0x0E, 0x10,        # def_cfa_offset 16
+        0x86, 0x02,        # offset r6, 2 * -8
+        0xC6,              # restore r6
+        0x03, 0x2C, 0x01,  # advance_loc2 300
+        0x11, 0x03, 0x7E,  # offset_extended_sf r3, -2 * -8
+        0x2E, 0x08,        # GNU_args_size 8
+        0x0A, 0x0B,        # remember_state, restore_state
+        0x0C, 0x07, 0x10,  # def_cfa r7, 16
+        0x2F, 0x06, 0x01,  # GNU_negative_offset_extended r6, -(1 * -8)
+    ]) + bytes([0x04]) + (70000).to_bytes(4, "little") + bytes([0x16, 0x03, 0x02, 0x77,
+                                                                0x08])
+    ops = decode_ops(data, 1, -8)
+    assert [(o.name, o.reg, o.offset) for o in ops] == [
+        ("advance", 0, 1), ("def_cfa_offset", 0, 16), ("offset", 6, -16), ("restore", 6, 0),
+        ("advance", 0, 300), ("offset", 3, 16), ("args_size", 0, 8),
+        ("remember_state", 0, 0), ("restore_state", 0, 0), ("def_cfa", 7, 16),
+        ("offset", 6, 8), ("advance", 0, 70000), ("val_expression", 3, 0)]
+    assert ops[-1].expr == bytes([0x77, 0x08])
+    assert uleb(300) == b"\xac\x02" and sleb(-2) == b"\x7e"
