@@ -72,8 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--assembler", metavar="CMD",
                         help="assembler command; '-I DIR -o OUT IN' is appended "
                              "(default: as)")
-    parser.add_argument("--sframe-version", type=int, default=2, choices=[2],
-                        help="SFrame format version to write (default: 2)")
+    parser.add_argument("--sframe-version", type=int, default=2, choices=[2, 3],
+                        help="SFrame format version to write (default: 2; 3 adds FLEX FDEs, "
+                             "RA-undefined rows and signal frames; binutils 2.46's ld reads "
+                             "only 3)")
     parser.add_argument("--sframe-address", type=_address, metavar="ADDR",
                         help="for a linked ELF input with --emit raw: the address the "
                              "section will have (default: after the last PT_LOAD segment, "

@@ -174,7 +174,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def file_stats(path: str) -> dict:
+def file_stats(path: str, version: int = 2) -> dict:
     """FDE counts, section sizes and skip reasons for one ELF file."""
     import io
     from collections import Counter
@@ -184,7 +184,7 @@ def file_stats(path: str) -> dict:
     from .convert import convert_elf
 
     data = read_bytes(path)
-    conversion = convert_elf(path, data)
+    conversion = convert_elf(path, data, version)
     elf = ELFFile(io.BytesIO(data))
     sizes = {name: (elf.get_section_by_name(name) or {"sh_size": 0})["sh_size"]
              for name in (".eh_frame", ".eh_frame_hdr")}
@@ -214,7 +214,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     reasons: Counter = Counter()
     for path in args.files:
         try:
-            entry = file_stats(path)
+            entry = file_stats(path, args.sframe_version)
         except Cfi2SframeError as exc:
             failed += 1
             print(str(exc), file=sys.stderr)
@@ -272,6 +272,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        "gets, bytes of .eh_frame + .eh_frame_hdr against .sframe, and the "
                        "reasons functions are left out. Exit 1 if a file cannot be read.")
     p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--sframe-version", type=int, default=2, choices=[2, 3],
+                   help="count coverage for this SFrame version (default: 2)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_stats)
 

@@ -13,7 +13,7 @@ from .files import read_bytes
 from .frontend.asm import AsmUnit, finish_asm, parse_asm
 from .frontend.probe import Assembler, ProbeRun
 from .model import Timeline
-from .sframe.encode import SectionImage, build_v2
+from .sframe.encode import SectionImage, build_v2, build_v3
 from .sframe.format import SFrameFunction
 from .sframe.lower import Skip, lower
 
@@ -73,14 +73,14 @@ def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFun
     return ordered, len(sections) <= 1
 
 
-def lower_all(timelines: Sequence[Timeline], arch: Arch) -> tuple[list[SFrameFunction],
-                                                                  list[Skip]]:
-    """Lower every timeline; split into encodable functions and skips."""
+def lower_all(timelines: Sequence[Timeline], arch: Arch,
+              version: int = 2) -> tuple[list[SFrameFunction], list[Skip]]:
+    """Lower every timeline for SFrame ``version``; split into functions and skips."""
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
     memo: dict = {}
     for timeline in timelines:
-        result = lower(timeline, arch, memo)
+        result = lower(timeline, arch, memo, version)
         if isinstance(result, Skip):
             skips.append(result)
         else:
@@ -92,10 +92,11 @@ def encode_sframe(functions: Sequence[SFrameFunction], arch: str | Arch = "x86_6
                   version: int = 2) -> SectionImage:
     """Encode functions as an SFrame section image (FDEs sorted as ``order_functions``)."""
     arch = get_arch(arch) if isinstance(arch, str) else arch
-    if version != 2:
-        raise Cfi2SframeError("", f"SFrame version {version} is not supported yet")
+    if version not in (2, 3):
+        raise Cfi2SframeError("", f"SFrame version {version} is not supported")
     ordered, single = order_functions(functions)
-    return build_v2(ordered, arch, sort_flag=single)
+    build = build_v2 if version == 2 else build_v3
+    return build(ordered, arch, sort_flag=single)
 
 
 def convert_asm(
@@ -121,7 +122,7 @@ def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2
 
 def _lower_and_encode(unit: AsmUnit, messages: str, arch: Arch, runner: Assembler,
                       version: int) -> Conversion:
-    functions, skips = lower_all(unit.timelines, arch)
+    functions, skips = lower_all(unit.timelines, arch, version)
     image = encode_sframe(functions, arch, version)
     return Conversion(arch, unit, image.functions, tuple(skips), image, runner, messages)
 
@@ -157,8 +158,10 @@ class ElfConversion:
         if not self.linked:
             raise Cfi2SframeError(self.path, "--emit elf needs a linked file (executable or "
                                              "shared library); use --emit obj for objects")
+        version = self.image.header[2]
+
         def rebuild(data: bytes) -> SectionImage:
-            return convert_elf(self.path, data).image
+            return convert_elf(self.path, data, version).image
 
         return add_loadable_sframe(self.data, self.image, self.path, rebuild)[0]
 
@@ -210,7 +213,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
         data = read_bytes(path)
     cfi = read_elf_cfi(path, arch_for_machine, data)
     arch = arch_for_machine(cfi.machine, path)
-    functions, skips = lower_all(cfi.timelines, arch)
+    functions, skips = lower_all(cfi.timelines, arch, version)
     image = encode_sframe(functions, arch, version)
     address = 0
     if cfi.elf_type != "ET_REL":

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 from .arch import get_arch
 from .arch.base import Arch
-from .errors import Cfi2SframeError, DecodeError
-from .model import CfaExpr, CfaReg, Row, Rule, Timeline
+from .errors import Cfi2SframeError
+from .model import Timeline
 from .sframe.decode import DecodedFde, DecodedSection
 from .sframe.lower import Skip, lower
-from .sframe.rules import RA_UNDEFINED, FrameRules, Loc, fre_rules
+from .sframe.rules import FrameRules, dwarf_rules, fre_rules
 
 MACHINE_ARCH = {"EM_X86_64": "x86_64"}
 
@@ -129,58 +129,6 @@ def diff_sections(a: DecodedSection, b: DecodedSection, key_a: FdeKey = _by_addr
 
 
 # -- DWARF side --------------------------------------------------------------------------
-
-
-def _expr_loc(expr: bytes, is_address: bool) -> Loc | None:
-    """``DW_OP_breg<N> off [; DW_OP_deref]`` as a location; None for other expressions.
-
-    ``is_address``: the expression gives the address the value is saved at
-    (``DW_CFA_expression``), rather than the value itself.
-    """
-    from .dwarf import read_sleb
-
-    if not expr or not 0x70 <= expr[0] <= 0x8F:
-        return None
-    try:
-        offset, pos = read_sleb(expr, 1)
-    except DecodeError:
-        return None
-    rest = expr[pos:]
-    if rest not in (b"", b"\x06"):
-        return None
-    deref = rest == b"\x06"
-    if is_address:
-        return None if deref else Loc(expr[0] - 0x70, offset, True)
-    return Loc(expr[0] - 0x70, offset, deref)
-
-
-def _reg_loc(rule: Rule | None) -> Loc | str | None:
-    if rule is None or rule.kind == "same_value":
-        return None
-    if rule.kind == "undefined":
-        return RA_UNDEFINED
-    if rule.kind == "offset":
-        return Loc(None, rule.value, True)
-    if rule.kind == "val_offset":
-        return Loc(None, rule.value, False)
-    if rule.kind == "register":
-        return Loc(rule.value, 0, False)
-    loc = _expr_loc(rule.expr, rule.kind == "expression")
-    return loc if loc is not None else f"DWARF {rule.kind.replace('_', ' ')}"
-
-
-def dwarf_rules(row: Row, arch: Arch, ra_column: int) -> FrameRules | None:
-    """A DWARF row in the terms of SFrame rules (CFA, FP, RA); None before any CFA rule."""
-    ra = _reg_loc(row.rule(ra_column))
-    if ra == RA_UNDEFINED:
-        return FrameRules(None, None, RA_UNDEFINED)
-    if isinstance(row.cfa, CfaReg):
-        cfa: Loc | str | None = Loc(row.cfa.reg, row.cfa.offset, False)
-    elif isinstance(row.cfa, CfaExpr):
-        cfa = _expr_loc(row.cfa.expr, False) or "DWARF expression"
-    else:
-        return None
-    return FrameRules(cfa, _reg_loc(row.rule(arch.fp)), ra)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Assembly output: the section as data, function starts as PC-relative expressions.
 
 The assembler then makes one relocation per FDE (``R_X86_64_PC32`` for the
-32-bit V2 start field), exactly as it does for ``.eh_frame``.
+32-bit V2 start field, ``R_X86_64_PC64`` for V3's 64-bit one), exactly as it
+does for ``.eh_frame``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def section_asm(image: SectionImage, start_of: Callable[[SFrameFunction], str | 
         if start is None:
             raise ValueError(func.name)
         lines.append(f"\t{comment} FDE for {func.name}")
-        lines.append(f"\t.long ({start}) - .")
+        lines.append(f"\t{'.long' if image.start_size == 4 else '.quad'} ({start}) - .")
         lines += _bytes_lines(tail)
     lines.append(f"\t{comment} FREs")
     lines += _bytes_lines(image.fres)

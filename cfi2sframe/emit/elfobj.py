@@ -20,7 +20,7 @@ SHT_RELA, SHT_REL, SHT_SYMTAB = 4, 9, 2
 SHF_ALLOC, SHF_INFO_LINK = 0x2, 0x40
 SHT_GNU_SFRAME = 0x6FFFFFF4
 STT_SECTION = 3
-R_X86_64_PC32 = 2
+R_X86_64_PC32, R_X86_64_PC64 = 2, 24
 
 
 @dataclass
@@ -88,7 +88,8 @@ def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
     relocs = bytearray()
     for index, func in enumerate(image.functions):
         target = section_names.index(func.section)
-        info = (section_symbol[target] << 32) | R_X86_64_PC32
+        kind = R_X86_64_PC32 if image.start_size == 4 else R_X86_64_PC64
+        info = (section_symbol[target] << 32) | kind
         relocs += struct.pack("<QQq", image.start_field_offset(index), info, func.start)
     return _append(out, headers, section_names, symtab_index, bytes(symbols), sframe,
                    bytes(relocs), shstrndx)
@@ -98,7 +99,7 @@ def _zero_start_fields(data: bytes, image: SectionImage) -> bytes:
     out = bytearray(data)
     for index in range(len(image.functions)):
         at = image.start_field_offset(index)
-        out[at : at + 4] = b"\0\0\0\0"
+        out[at : at + image.start_size] = bytes(image.start_size)
     return bytes(out)
 
 

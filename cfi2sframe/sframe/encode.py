@@ -27,6 +27,7 @@ from .format import (
     MAGIC,
     OFFSET_SIZE,
     VERSION_2,
+    VERSION_3,
     Fre,
     SFrameFunction,
     fde_struct,
@@ -34,14 +35,15 @@ from .format import (
     header_struct,
     offset_size_for,
 )
+from .rules import RA_UNDEFINED, Loc, RuleFre
 
 
 @dataclass(frozen=True)
 class SectionImage:
     """An encoded section whose FDE start fields are still to be filled in.
 
-    ``fde_tails[i]`` is FDE ``i`` without its first 4 bytes (the start field);
-    ``functions[i]`` is the function it describes.
+    ``fde_tails[i]`` is FDE ``i`` without its start field (4 bytes in V2, 8 in
+    V3); ``functions[i]`` is the function it describes.
     """
 
     header: bytes
@@ -50,6 +52,7 @@ class SectionImage:
     fres: bytes
     big_endian: bool
     fde_size: int
+    start_size: int = 4
 
     def start_field_offset(self, index: int) -> int:
         """Offset in the section of FDE ``index``'s start field."""
@@ -61,11 +64,12 @@ class SectionImage:
         out = bytearray(self.header)
         for index, (func, tail) in enumerate(zip(self.functions, self.fde_tails, strict=False)):
             delta = address_of(func) - (section_address + self.start_field_offset(index))
-            if not -0x80000000 <= delta <= 0x7FFFFFFF:
+            bits = 8 * self.start_size
+            if not -(1 << (bits - 1)) <= delta < (1 << (bits - 1)):
                 raise Cfi2SframeError(
                     "", f"function '{func.name}' is {delta:#x} bytes from its FDE: out of "
-                    "range for a 32-bit PC-relative start")
-            out += struct.pack(order + "i", delta) + tail
+                    f"range for a {bits}-bit PC-relative start")
+            out += struct.pack(order + ("i" if bits == 32 else "q"), delta) + tail
         return bytes(out + self.fres)
 
 
@@ -129,6 +133,86 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
     assert len(header) == HEADER_SIZE
     return SectionImage(header, tuple(functions), tuple(tails), bytes(fre_blob),
                         arch.big_endian, FDE_SIZE[VERSION_2])
+
+
+def _flex_words(rule: RuleFre, fixed_ra: Loc) -> tuple[list[int], list[int]]:
+    """(signed offsets, unsigned control words) of a FLEX FRE, in their order."""
+    words: list[int] = []
+    controls: list[int] = []
+
+    def pair(loc: Loc) -> None:
+        ctrl = (loc.reg << 3 | int(loc.deref) << 1 | 1) if loc.reg is not None else (
+            int(loc.deref) << 1)
+        words.extend((ctrl, loc.offset))
+        controls.append(len(words) - 2)
+
+    rules = rule.rules
+    pair(rules.cfa)
+    ra = rules.ra if rules.ra != fixed_ra else None
+    if ra is not None:
+        pair(ra)
+    elif rules.fp is not None:
+        words.append(0)  # RA padding: the fixed RA offset applies
+        controls.append(len(words) - 1)
+    if rules.fp is not None:
+        pair(rules.fp)
+    return words, controls
+
+
+def _flex_fre_bytes(rule: RuleFre, addr_size: int, order: str, fixed_ra: Loc) -> bytes:
+    start_fmt = {1: "B", 2: "H", 4: "I"}[addr_size]
+    if rule.rules.ra == RA_UNDEFINED:
+        return struct.pack(order + start_fmt + "B", rule.start, 0)
+    words, controls = _flex_words(rule, fixed_ra)
+    offsets = tuple(w for i, w in enumerate(words) if i not in controls)
+    size_code = offset_size_for(offsets) if offsets else 0
+    widest = max((words[i] for i in controls), default=0)
+    unsigned_code = 0 if widest <= 0xFF else 1 if widest <= 0xFFFF else 2
+    size_code = max(size_code if size_code is not None else 2, unsigned_code)
+    width = OFFSET_SIZE[size_code]
+    packed = b"".join(
+        (words[i] & ((1 << (8 * width)) - 1)).to_bytes(width, "big" if order == ">" else
+                                                         "little")
+        for i in range(len(words)))
+    info = (len(words) << 1) | (size_code << 5) | (int(rule.mangled_ra) << 7)
+    return struct.pack(order + start_fmt + "B", rule.start, info) + packed
+
+
+def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -> SectionImage:
+    """Encode ``functions`` (already in final FDE order) as an SFrame V3 section.
+
+    The FDE index holds 64-bit PC-relative starts; each function's FREs are
+    preceded by its 5-byte attribute (FRE count, info bytes, repeat size).
+    """
+    order = ">" if arch.big_endian else "<"
+    fixed_ra = Loc(None, arch.sframe_fixed_ra_offset, True)
+    tails = []
+    fre_blob = bytearray()
+    num_fres = 0
+    for func in functions:
+        fre_type = fre_type_for(max((f.start for f in func.fres), default=0))
+        addr_size = FRE_ADDR_SIZE[fre_type]
+        tails.append(struct.pack(order + "II", func.size, len(fre_blob)))
+        info = (fre_type | int(func.pc_mask) << 4 | int(func.pauth_b_key) << 5
+                | int(func.signal) << 7)
+        fre_blob += struct.pack(order + "HBBB", len(func.fres), info, int(func.flex),
+                                func.rep_size)
+        for fre in func.fres:
+            if func.flex:
+                fre_blob += _flex_fre_bytes(fre, addr_size, order, fixed_ra)
+            elif fre.ra_undefined:
+                fre_blob += struct.pack(order + {1: "B", 2: "H", 4: "I"}[addr_size] + "B",
+                                        fre.start, 0)
+            else:
+                fre_blob += _fre_bytes(fre, addr_size, order)
+        num_fres += len(func.fres)
+    flags = F_FDE_FUNC_START_PCREL | (F_FDE_SORTED if sort_flag else 0)
+    header = header_struct(arch.big_endian).pack(
+        MAGIC, VERSION_3, flags, arch.sframe_abi, arch.sframe_fixed_fp_offset,
+        arch.sframe_fixed_ra_offset, 0, len(functions), num_fres, len(fre_blob), 0,
+        len(functions) * 16)
+    return SectionImage(header, tuple(functions), tuple(tails), bytes(fre_blob),
+                        arch.big_endian, 16, 8)
 
 
 def functions_from_decoded(section) -> list[SFrameFunction]:

@@ -106,4 +106,6 @@ class SFrameFunction:
     rep_size: int = 0
     anchor: tuple[str, int] | None = None
     label: str | None = None
+    flex: bool = False
+    signal: bool = False
 

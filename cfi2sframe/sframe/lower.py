@@ -14,6 +14,7 @@ from functools import lru_cache
 from ..arch.base import Arch
 from ..model import CfaExpr, CfaReg, Location, Row, Rule, Timeline
 from .format import Fre, SFrameFunction, offset_size_for
+from .rules import RA_UNDEFINED, FrameRules, Loc, RuleFre, dwarf_rules
 
 # reason code -> (what it means, GNU as 2.46 wording for the same case)
 REASONS: dict[str, tuple[str, str]] = {
@@ -49,6 +50,8 @@ REASONS: dict[str, tuple[str, str]] = {
                      ".cfi_def_cfa with unsupported offset value"),
     "function-size": ("the function is 4 GiB or larger (SFrame sizes are 32-bit)",
                       "(no check)"),
+    "too-many-fres": ("V3 only: more than 65535 FREs in one function",
+                      "Number of FREs exceeds UINT16_MAX"),
 }
 
 
@@ -75,12 +78,14 @@ class _Unrepresentable(Exception):
         self.row = row
 
 
-def lower(timeline: Timeline, arch: Arch, memo: dict | None = None) -> SFrameFunction | Skip:
+def lower(timeline: Timeline, arch: Arch, memo: dict | None = None,
+          version: int = 2) -> SFrameFunction | Skip:
     """The SFrame function for ``timeline``, or why it cannot be one.
 
     ``memo`` (a dict the caller owns) shares the work between timelines whose
     rows are the same tuple object, as the ELF frontend hands out for FDEs
-    with identical CFI bytes.
+    with identical CFI bytes.  ``version`` 3 allows FLEX FDEs and RA-undefined
+    rows, so fewer functions are left out.
     """
     def skip(reason: str, detail: str) -> Skip:
         return Skip(timeline.name, timeline.location, reason, detail, timeline.section,
@@ -97,18 +102,23 @@ def lower(timeline: Timeline, arch: Arch, memo: dict | None = None) -> SFrameFun
                     f"return address column {timeline.ra_column} is not "
                     f"{arch.reg_name(arch.ra)} ({arch.ra})")
     rows = timeline.rows
+    lowering = _lower_rows if version == 2 else _lower_rows_v3
     hit = memo.get(id(rows)) if memo is not None else None
     if hit is not None and hit[0] is rows:
         fres = hit[1]
     else:
-        fres = _lower_rows(rows, arch)
+        fres = lowering(rows, arch)
         if memo is not None:
             memo[id(rows)] = (rows, fres)  # the tuple is kept, so its id stays unique
     if isinstance(fres, _Unrepresentable):
         return skip(fres.reason, fres.detail)
+    flex = bool(fres) and isinstance(fres[0], RuleFre)
+    if version == 3 and len(fres) > 0xFFFF:
+        return skip("too-many-fres", f"{len(fres)} FREs; SFrame V3 holds at most 65535")
     return SFrameFunction(timeline.name, timeline.section, timeline.start, timeline.size,
                           fres, pauth_b_key=timeline.pauth_b_key,
-                          anchor=timeline.anchor, label=timeline.label)
+                          anchor=timeline.anchor, label=timeline.label, flex=flex,
+                          signal=timeline.signal_frame and version == 3)
 
 
 def _lower_rows(rows: tuple[Row, ...], arch: Arch) -> tuple[Fre, ...] | _Unrepresentable:
@@ -127,6 +137,75 @@ def _lower_rows(rows: tuple[Row, ...], arch: Arch) -> tuple[Fre, ...] | _Unrepre
             continue
         fres.append(fre._replace(start=row.start) if row.start else fre)
     return tuple(fres)
+
+
+def _lower_rows_v3(rows: tuple[Row, ...], arch: Arch) -> tuple | _Unrepresentable:
+    """V3 FREs: default FREs when every row fits them, else FLEX FREs for all rows."""
+    first = 0
+    while first < len(rows) and rows[first].cfa is None:
+        first += 1
+    if first == len(rows):
+        return _Unrepresentable("cfa-undefined", "no CFA rule anywhere", None)
+    wanted: list[tuple[int, FrameRules, bool]] = []
+    for row in rows[first:]:
+        try:
+            rules = _v3_rules(row, arch)
+        except _Unrepresentable as exc:
+            return _Unrepresentable(exc.reason, f"{exc.detail} at offset {row.start:#x}", row)
+        if wanted and wanted[-1][1:] == (rules, row.ra_signed):
+            continue
+        wanted.append((row.start, rules, row.ra_signed))
+    fixed_ra = Loc(None, arch.sframe_fixed_ra_offset, True)
+    if all(_fits_default(rules, arch, fixed_ra) for _, rules, _ in wanted):
+        return tuple(
+            Fre(start, False, 0, ra_undefined=True) if rules.ra == RA_UNDEFINED else
+            Fre(start, rules.cfa.reg == arch.fp, rules.cfa.offset,
+                None if rules.fp is None else rules.fp.offset, None, signed)
+            for start, rules, signed in wanted)
+    return tuple(RuleFre(start, rules, signed) for start, rules, signed in wanted)
+
+
+def _fits_default(rules: FrameRules, arch: Arch, fixed_ra: Loc) -> bool:
+    if rules.ra == RA_UNDEFINED:
+        return True
+    cfa = rules.cfa
+    return (cfa.reg in (arch.sp, arch.fp) and not cfa.deref and rules.ra == fixed_ra
+            and (rules.fp is None or (rules.fp.reg is None and rules.fp.deref)))
+
+
+def _v3_rules(row: Row, arch: Arch) -> FrameRules:
+    """A row as V3 rules, or ``_Unrepresentable`` with the reason."""
+    if row.ra_signed:
+        raise _Unrepresentable("ra-signed", "return address signing on x86-64", row)
+    rules = dwarf_rules(row, arch, arch.ra)
+    if rules is None:
+        raise _Unrepresentable("cfa-undefined", "no CFA rule", row)
+    if rules.ra == RA_UNDEFINED:
+        return FrameRules(None, None, RA_UNDEFINED)
+    _check_sp(row.rule(arch.sp), arch, row)
+    if isinstance(rules.cfa, str):
+        raise _Unrepresentable("cfa-expression", "CFA is a DWARF expression SFrame V3 cannot "
+                               "express", row)
+    if isinstance(rules.fp, str):
+        reason = "fp-undefined" if rules.fp == RA_UNDEFINED else "fp-expression"
+        raise _Unrepresentable(reason, f"caller's FP is {_describe(row.rule(arch.fp), arch)}",
+                               row)
+    if rules.ra is None or isinstance(rules.ra, str):
+        raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
+                               f"{_describe(row.rule(arch.ra), arch)}", row)
+    # A FLEX control word of 0 (CFA-based, no dereference) is the padding word,
+    # so "FP/RA = the value CFA+N" has no encoding.
+    if rules.fp is not None and rules.fp.reg is None and not rules.fp.deref:
+        raise _Unrepresentable("fp-val-offset", f"caller's FP is "
+                               f"{_describe(row.rule(arch.fp), arch)}", row)
+    if rules.ra.reg is None and not rules.ra.deref:
+        raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
+                               f"{_describe(row.rule(arch.ra), arch)}", row)
+    for loc in (rules.cfa, rules.fp, rules.ra):
+        if loc is not None and not -(1 << 31) <= loc.offset < (1 << 31):
+            raise _Unrepresentable("offset-range", f"offset {loc.offset} needs more than "
+                                   "32 bits", row)
+    return rules
 
 
 @lru_cache(maxsize=65536)

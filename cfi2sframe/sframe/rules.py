@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..arch.base import Arch
+from ..dwarf import read_sleb
+from ..errors import DecodeError
+from ..model import CfaExpr, CfaReg, Row, Rule
 from .decode import DecodedFde, DecodedFre, DecodedSection
 from .format import ABI_AMD64_LITTLE, ABI_S390X_BIG, VERSION_2
 
@@ -40,6 +44,14 @@ class FrameRules(NamedTuple):
 
 
 RA_UNDEFINED = "undefined"
+
+
+class RuleFre(NamedTuple):
+    """A FLEX FRE before encoding: its start and the rules it must express."""
+
+    start: int
+    rules: FrameRules
+    mangled_ra: bool = False
 
 
 def fre_rules(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> FrameRules:
@@ -131,3 +143,56 @@ def _loc(loc: Loc, names: dict[int, str]) -> str:
     base = "CFA" if loc.reg is None else names.get(loc.reg, f"r{loc.reg}")
     text = f"{base}{loc.offset:+d}" if loc.offset or loc.deref else base
     return f"[{text}]" if loc.deref else text
+
+
+# -- DWARF rows in the same terms ----------------------------------------------------
+
+
+def _expr_loc(expr: bytes, is_address: bool) -> Loc | None:
+    """``DW_OP_breg<N> off [; DW_OP_deref]`` as a location; None for other expressions.
+
+    ``is_address``: the expression gives the address the value is saved at
+    (``DW_CFA_expression``), rather than the value itself.
+    """
+    if not expr or not 0x70 <= expr[0] <= 0x8F:
+        return None
+    try:
+        offset, pos = read_sleb(expr, 1)
+    except DecodeError:
+        return None
+    rest = expr[pos:]
+    if rest not in (b"", b"\x06"):
+        return None
+    deref = rest == b"\x06"
+    if is_address:
+        return None if deref else Loc(expr[0] - 0x70, offset, True)
+    return Loc(expr[0] - 0x70, offset, deref)
+
+
+def _reg_loc(rule: Rule | None) -> Loc | str | None:
+    if rule is None or rule.kind == "same_value":
+        return None
+    if rule.kind == "undefined":
+        return RA_UNDEFINED
+    if rule.kind == "offset":
+        return Loc(None, rule.value, True)
+    if rule.kind == "val_offset":
+        return Loc(None, rule.value, False)
+    if rule.kind == "register":
+        return Loc(rule.value, 0, False)
+    loc = _expr_loc(rule.expr, rule.kind == "expression")
+    return loc if loc is not None else f"DWARF {rule.kind.replace('_', ' ')}"
+
+
+def dwarf_rules(row: Row, arch: Arch, ra_column: int) -> FrameRules | None:
+    """A DWARF row in the terms of SFrame rules (CFA, FP, RA); None before any CFA rule."""
+    ra = _reg_loc(row.rule(ra_column))
+    if ra == RA_UNDEFINED:
+        return FrameRules(None, None, RA_UNDEFINED)
+    if isinstance(row.cfa, CfaReg):
+        cfa: Loc | str | None = Loc(row.cfa.reg, row.cfa.offset, False)
+    elif isinstance(row.cfa, CfaExpr):
+        cfa = _expr_loc(row.cfa.expr, False) or "DWARF expression"
+    else:
+        return None
+    return FrameRules(cfa, _reg_loc(row.rule(arch.fp)), ra)
