@@ -68,10 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--emit", choices=EMIT_KINDS,
                         help="output form (default: from the output name, else raw)")
     parser.add_argument("--arch", default="x86_64", choices=sorted(ARCHES),
-                        help="target architecture of the input (default: x86_64)")
+                        help="target architecture of assembly input (default: x86_64; ELF "
+                             "input says its own)")
     parser.add_argument("--assembler", metavar="CMD",
                         help="assembler command; '-I DIR -o OUT IN' is appended "
-                             "(default: as)")
+                             "(default: as for x86_64, aarch64-linux-gnu-as for aarch64)")
     parser.add_argument("--sframe-version", type=int, default=2, choices=[2, 3],
                         help="SFrame format version to write (default: 2; 3 adds FLEX FDEs, "
                              "RA-undefined rows and signal frames; binutils 2.46's ld reads "
@@ -139,7 +140,7 @@ def _convert(args: argparse.Namespace) -> int:
                             emit)
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     arch = get_arch(args.arch)
-    runner = Assembler.from_string(args.assembler)
+    runner = Assembler.from_string(args.assembler or arch.default_assembler)
     # Start the assembler first: it runs while the heavier modules load.
     run = start_probe(text, display, arch.comment_chars, runner, include_dir)
     from .convert import convert_probe

@@ -52,11 +52,11 @@ class Conversion:
                 f"function '{func.name}' has no symbol at or before its start to refer to; "
                 "use --emit obj",
             )
-        return section_asm(self.image, start_of, self.arch.comment_chars[0])
+        return section_asm(self.image, start_of, self.arch.line_comment)
 
     def obj(self) -> bytes:
         """The input assembled by the real assembler, plus ``.sframe`` and its relocations."""
-        fragment = section_asm(self.image, lambda func: func.label, self.arch.comment_chars[0])
+        fragment = section_asm(self.image, lambda func: func.label, self.arch.line_comment)
         source = self.unit.text_with_anchors()
         if not source.endswith("\n"):
             source += "\n"
@@ -109,7 +109,7 @@ def convert_asm(
 ) -> Conversion:
     """Assembly text -> SFrame: the whole pipeline of ``cfi2sframe foo.s``."""
     arch = get_arch(arch) if isinstance(arch, str) else arch
-    runner = Assembler.from_string(assembler)
+    runner = Assembler.from_string(assembler or arch.default_assembler)
     unit, messages = parse_asm(text, filename, arch, runner, include_dir)
     return _lower_and_encode(unit, messages, arch, runner, version)
 
@@ -132,7 +132,8 @@ def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = 
                        include_dir: str = ".") -> tuple[Timeline, ...]:
     """Parse assembly text into one ``Timeline`` per ``.cfi_startproc`` region."""
     arch = get_arch(arch) if isinstance(arch, str) else arch
-    unit, _ = parse_asm(text, filename, arch, Assembler.from_string(assembler), include_dir)
+    unit, _ = parse_asm(text, filename, arch,
+                        Assembler.from_string(assembler or arch.default_assembler), include_dir)
     return unit.timelines
 
 

@@ -18,14 +18,15 @@ from .sframe.decode import DecodedFde, DecodedSection
 from .sframe.lower import Skip, lower
 from .sframe.rules import FrameRules, dwarf_rules, fre_rules
 
-MACHINE_ARCH = {"EM_X86_64": "x86_64"}
+MACHINE_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
 
 
 def arch_for_machine(machine: str, path: str) -> Arch:
     """The architecture description for an ELF ``e_machine`` value."""
     name = MACHINE_ARCH.get(machine)
     if name is None:
-        raise Cfi2SframeError(path, f"unsupported machine {machine} (supported: x86-64)")
+        raise Cfi2SframeError(path, f"unsupported machine {machine} (supported: x86-64, "
+                                    "AArch64)")
     return get_arch(name)
 
 

@@ -30,6 +30,17 @@ class Arch:
     sframe_fixed_ra_offset: int
     reloc_pc32: int
     elf_machine: str
+    default_assembler: str = "as"
+
+    @property
+    def line_comment(self) -> str:
+        """What starts a comment in assembly we write."""
+        return self.comment_chars[:1] or "//"
+
+    @property
+    def tracks_ra(self) -> bool:
+        """SFrame stores the RA per row (no fixed RA offset in the header)."""
+        return self.sframe_fixed_ra_offset == 0
 
     def reg_name(self, number: int) -> str:
         """Preferred name of a DWARF register, or ``rN`` when it has none."""

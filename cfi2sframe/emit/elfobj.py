@@ -5,6 +5,7 @@ The original bytes stay where they are; the new sections, a grown ``.shstrtab``
 section header table are appended.  Each FDE start field gets one PC-relative
 RELA relocation against its function's section symbol, addend = the
 function's offset, exactly as an assembler writes it for ``.eh_frame``.
+x86-64 and AArch64 (little-endian, 64-bit) objects are supported.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ SHT_RELA, SHT_REL, SHT_SYMTAB = 4, 9, 2
 SHF_ALLOC, SHF_INFO_LINK = 0x2, 0x40
 SHT_GNU_SFRAME = 0x6FFFFFF4
 STT_SECTION = 3
-R_X86_64_PC32, R_X86_64_PC64 = 2, 24
+# e_machine -> (32-bit, 64-bit) PC-relative relocation types for the FDE start fields.
+PCREL_TYPES = {62: (2, 24), 183: (261, 260)}  # R_X86_64_PC32/PC64, R_AARCH64_PREL32/PREL64
 
 
 @dataclass
@@ -46,7 +48,10 @@ def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise Cfi2SframeError(where, "--emit obj for ELF input needs a 64-bit little-endian "
                                      "object")
-    (e_type,) = struct.unpack_from("<H", data, 16)
+    e_type, e_machine = struct.unpack_from("<HH", data, 16)
+    if e_machine not in PCREL_TYPES:
+        raise Cfi2SframeError(where, f"--emit obj does not know the relocations of ELF "
+                                     f"machine {e_machine}")
     if e_type != 1:
         raise Cfi2SframeError(where, "--emit obj needs a relocatable object (use --emit raw)")
     (shoff,) = struct.unpack_from("<Q", data, 0x28)
@@ -88,7 +93,7 @@ def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
     relocs = bytearray()
     for index, func in enumerate(image.functions):
         target = section_names.index(func.section)
-        kind = R_X86_64_PC32 if image.start_size == 4 else R_X86_64_PC64
+        kind = PCREL_TYPES[e_machine][0 if image.start_size == 4 else 1]
         info = (section_symbol[target] << 32) | kind
         relocs += struct.pack("<QQq", image.start_field_offset(index), info, func.start)
     return _append(out, headers, section_names, symtab_index, bytes(symbols), sframe,

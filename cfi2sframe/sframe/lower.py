@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..arch.base import Arch
-from ..model import CfaExpr, CfaReg, Location, Row, Rule, Timeline
+from ..model import SAME_VALUE, CfaExpr, CfaReg, Location, Row, Rule, Timeline
 from .format import Fre, SFrameFunction, offset_size_for
 from .rules import RA_UNDEFINED, FrameRules, Loc, RuleFre, dwarf_rules
 
@@ -52,6 +52,8 @@ REASONS: dict[str, tuple[str, str]] = {
                       "(no check)"),
     "too-many-fres": ("V3 only: more than 65535 FREs in one function",
                       "Number of FREs exceeds UINT16_MAX"),
+    "fp-without-ra": ("AArch64: FP saved while RA is still in its register (SFrame "
+                      "orders the words CFA, RA, FP)", "FP without RA on stack"),
 }
 
 
@@ -102,7 +104,11 @@ def lower(timeline: Timeline, arch: Arch, memo: dict | None = None,
                     f"return address column {timeline.ra_column} is not "
                     f"{arch.reg_name(arch.ra)} ({arch.ra})")
     rows = timeline.rows
-    lowering = _lower_rows if version == 2 else _lower_rows_v3
+    if version == 2 or arch.tracks_ra:  # FLEX is written for AMD64 only, as GNU as does
+        def lowering(rows: tuple[Row, ...], arch: Arch) -> tuple | _Unrepresentable:
+            return _lower_rows(rows, arch, version)
+    else:
+        lowering = _lower_rows_v3
     hit = memo.get(id(rows)) if memo is not None else None
     if hit is not None and hit[0] is rows:
         fres = hit[1]
@@ -121,8 +127,9 @@ def lower(timeline: Timeline, arch: Arch, memo: dict | None = None,
                           signal=timeline.signal_frame and version == 3)
 
 
-def _lower_rows(rows: tuple[Row, ...], arch: Arch) -> tuple[Fre, ...] | _Unrepresentable:
-    """The FREs for a function's rows."""
+def _lower_rows(rows: tuple[Row, ...], arch: Arch,
+                version: int = 2) -> tuple[Fre, ...] | _Unrepresentable:
+    """The default FREs for a function's rows (V3 adds RA-undefined rows)."""
     first = 0
     while first < len(rows) and rows[first].cfa is None:
         first += 1  # before any CFA rule (.cfi_startproc simple): no unwind info there
@@ -130,7 +137,7 @@ def _lower_rows(rows: tuple[Row, ...], arch: Arch) -> tuple[Fre, ...] | _Unrepre
         return _Unrepresentable("cfa-undefined", "no CFA rule anywhere", None)
     fres: list[Fre] = []
     for row in rows[first:]:
-        fre = _lower_rules(row.cfa, row.regs, row.ra_signed, arch)
+        fre = _lower_rules(row.cfa, row.regs, row.ra_signed, arch, version)
         if isinstance(fre, _Unrepresentable):
             return _Unrepresentable(fre.reason, f"{fre.detail} at offset {row.start:#x}", row)
         if fres and fres[-1].same_rules(fre):
@@ -209,16 +216,24 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
 
 
 @lru_cache(maxsize=65536)
-def _lower_rules(cfa, regs, ra_signed: bool, arch: Arch) -> Fre | _Unrepresentable:
+def _lower_rules(cfa, regs, ra_signed: bool, arch: Arch,
+                 version: int = 2) -> Fre | _Unrepresentable:
     """``lower_row`` for a row at offset 0, memoised: rows repeat across functions."""
+    row = Row(0, cfa, regs, ra_signed)
+    if version == 3 and (row.rule(arch.ra) or SAME_VALUE).kind == "undefined":
+        return Fre(0, False, 0, ra_undefined=True)
     try:
-        return lower_row(Row(0, cfa, regs, ra_signed), arch)
+        return lower_row(row, arch)
     except _Unrepresentable as exc:
         return exc
 
 
 def lower_row(row: Row, arch: Arch) -> Fre:
-    """One DWARF row as an AMD64 FRE (RA at the fixed offset, FP optional)."""
+    """One DWARF row as a default FRE.
+
+    AMD64: RA at the header's fixed offset, FP optional.  AArch64: RA tracked
+    per row (saved at CFA+N, or still in x30), FP only with RA on the stack.
+    """
     cfa = row.cfa
     if cfa is None:
         raise _Unrepresentable("cfa-undefined", "no CFA rule", row)
@@ -228,16 +243,35 @@ def lower_row(row: Row, arch: Arch) -> Fre:
     if cfa.reg not in (arch.sp, arch.fp):
         raise _Unrepresentable("cfa-not-sp-fp",
                                f"CFA is based on {arch.reg_name(cfa.reg)}", row)
-    if row.ra_signed:
+    if row.ra_signed and not arch.tracks_ra:
         raise _Unrepresentable("ra-signed", "return address signing on x86-64", row)
-    _check_ra(row.rule(arch.ra), arch, row)
+    ra_offset = _ra_offset(row.rule(arch.ra), arch, row)
     _check_sp(row.rule(arch.sp), arch, row)
     fp_offset = _fp_offset(row.rule(arch.fp), arch, row)
-    values = (cfa.offset,) if fp_offset is None else (cfa.offset, fp_offset)
+    if fp_offset is not None and arch.tracks_ra and ra_offset is None:
+        raise _Unrepresentable("fp-without-ra", "FP is saved but RA is not on the stack",
+                               row)
+    values = tuple(v for v in (cfa.offset, ra_offset, fp_offset) if v is not None)
     if offset_size_for(values) is None:
         raise _Unrepresentable("offset-range", f"offset {max(values, key=abs)} needs more "
                                "than 32 bits", row)
-    return Fre(row.start, cfa.reg == arch.fp, cfa.offset, fp_offset)
+    return Fre(row.start, cfa.reg == arch.fp, cfa.offset, fp_offset, ra_offset,
+               row.ra_signed)
+
+
+def _ra_offset(rule: Rule | None, arch: Arch, row: Row) -> int | None:
+    """The RA's CFA offset to store (None: fixed in the header, or still in its register)."""
+    if not arch.tracks_ra:
+        _check_ra(rule, arch, row)
+        return None
+    if rule is None or rule.kind == "same_value":
+        return None
+    if rule.kind == "offset":
+        return rule.value
+    if rule.kind == "undefined":
+        raise _Unrepresentable("ra-undefined", "return address is undefined", row)
+    raise _Unrepresentable("ra-not-at-fixed-offset",
+                           f"return address is {_describe(rule, arch)}", row)
 
 
 def _check_ra(rule: Rule | None, arch: Arch, row: Row) -> None:
