@@ -84,6 +84,13 @@ def cmd_lookup(args: argparse.Namespace) -> int:
         pc = _parse_pc(text)
         fde = section.find_fde(pc)
         fre = fde.fre_at(pc) if fde else None
+        if fde is not None and not fde.fres and section.version >= 3 and not fde.flex:
+            results.append({"pc": pc, "fde": fde.index, "function": fde.start_address,
+                            "size": fde.size, "rules": "outermost"})
+            if not args.json:
+                print(f"{pc:#x}: func idx [{fde.index}] pc = {fde.start_address:#x}, size = "
+                      f"{fde.size}; no FREs: outermost frame (RA undefined)")
+            continue
         if fde is None or fre is None:
             status = 1
             why = "no SFrame FDE covers this PC" if fde is None else \

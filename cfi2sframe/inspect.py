@@ -16,7 +16,7 @@ from .errors import Cfi2SframeError
 from .model import Timeline
 from .sframe.decode import DecodedFde, DecodedSection
 from .sframe.lower import Skip, lower
-from .sframe.rules import FrameRules, dwarf_rules, fre_rules
+from .sframe.rules import RA_UNDEFINED, FrameRules, dwarf_rules, fre_rules
 
 MACHINE_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
 
@@ -34,7 +34,12 @@ def arch_for_machine(machine: str, path: str) -> Arch:
 
 
 def sframe_steps(section: DecodedSection, fde: DecodedFde) -> list[tuple[int, FrameRules]]:
-    """(offset from function start, rules) for each FRE of a PC-increment FDE."""
+    """(offset from function start, rules) for each FRE of a PC-increment FDE.
+
+    A V3 default FDE without FREs is an outermost frame: RA undefined throughout.
+    """
+    if not fde.fres and section.version >= 3 and not fde.flex:
+        return [(0, FrameRules(None, None, RA_UNDEFINED))]
     return [(fre.start, fre_rules(section, fde, fre)) for fre in fde.fres]
 
 

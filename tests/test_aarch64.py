@@ -46,11 +46,11 @@ def test_ra_alone_and_fp_without_ra():
 
 
 def test_ra_undefined_is_a_v3_row():
-    rows = [Row(0, CfaReg(31, 0), ((30, Rule("undefined")),))]
+    rows = [Row(0, CfaReg(31, 16), (RA,)), Row(8, CfaReg(31, 0), ((30, Rule("undefined")),))]
     assert lower(timeline(rows), A64).reason == "ra-undefined"
     func = lower(timeline(rows), A64, version=3)
     section = decode(encode_sframe([func], A64, 3).to_bytes(0, lambda f: f.start))
-    assert section.fdes[0].fres[0].offsets == ()
+    assert [f.offsets for f in section.fdes[0].fres] == [(16, -8), ()]
 
 
 def test_directives_through_the_cross_assembler():

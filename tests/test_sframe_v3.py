@@ -68,12 +68,16 @@ def test_drap_is_a_flex_fde_with_the_spec_control_words():
     assert isinstance(lower(timeline(rows, size=20), X86), Skip)  # V2 cannot
 
 
-def test_ra_undefined_rows_and_signal_frames():
-    rows = [Row(0, CfaReg(7, 8), ((16, Rule("undefined")),))]
+def test_ra_undefined_rows_outermost_fdes_and_signal_frames():
+    rows = [Row(0, CfaReg(7, 8), (RA,)), Row(2, CfaReg(7, 8), ((16, Rule("undefined")),))]
     section = decode(v3(timeline(rows, size=4, signal=True)))
     (fde,) = section.fdes
-    assert fde.signal and fde.fres[0].offsets == () and fde.fres[0].info == 0
-    assert fre_rules(section, fde, fde.fres[0]).ra == "undefined"
+    assert fde.signal and fde.fres[1].offsets == () and fde.fres[1].info == 0
+    assert fre_rules(section, fde, fde.fres[1]).ra == "undefined"
+    # RA undefined at every PC (e.g. _start): an FDE with no FREs.
+    outermost = [Row(0, CfaReg(7, 8), ((16, Rule("undefined")),))]
+    (fde,) = decode(v3(timeline(outermost, size=4))).fdes
+    assert fde.fres == () and not fde.flex
 
 
 def test_ra_and_fp_in_registers_use_flex():
@@ -108,3 +112,25 @@ def test_realigned_example_v3_object_verifies(tmp_path):
     assert "R_X86_64_PC64" in relocs.split("'.rela.sframe'")[1]
     conversion = convert_asm((EXAMPLES / "realigned.s").read_text(), "r.s", version=3)
     assert not conversion.skips and conversion.functions[0].flex
+
+
+def test_outermost_start_function_verifies_and_looks_up(tmp_path):
+    require("as")
+    src = tmp_path / "start.s"
+    src.write_text("\t.text\n_start:\n\t.cfi_startproc\n\t.cfi_undefined rip\n"
+                   "\txor %ebp, %ebp\n\tcall main\n\thlt\n\t.cfi_endproc\n")
+    obj = tmp_path / "start.o"
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "cfi2sframe", *args],
+                              capture_output=True, text=True)
+
+    assert run("--sframe-version", "3", str(src), "-o", str(obj)).returncode == 0
+    proc = run("verify", str(obj))
+    assert proc.returncode == 0 and "1 functions checked at every PC, 0 mismatches" in \
+        proc.stdout
+    proc = run("lookup", str(obj), "0x2")
+    assert proc.returncode == 0 and "outermost frame (RA undefined)" in proc.stdout
+    assert '"fres": []' in run("dump", "--json", str(obj)).stdout
+    v2 = run(str(src), "-o", str(tmp_path / "v2.sframe"))
+    assert "[ra-undefined]" in v2.stderr

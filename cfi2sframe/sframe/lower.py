@@ -119,6 +119,9 @@ def lower(timeline: Timeline, arch: Arch, memo: dict | None = None,
     if isinstance(fres, _Unrepresentable):
         return skip(fres.reason, fres.detail)
     flex = bool(fres) and isinstance(fres[0], RuleFre)
+    if version == 3 and fres and all(_outermost(fre) for fre in fres):
+        fres = ()  # V3: a default FDE without FREs is an outermost frame
+        flex = False
     if version == 3 and len(fres) > 0xFFFF:
         return skip("too-many-fres", f"{len(fres)} FREs; SFrame V3 holds at most 65535")
     return SFrameFunction(timeline.name, timeline.section, timeline.start, timeline.size,
@@ -170,6 +173,12 @@ def _lower_rows_v3(rows: tuple[Row, ...], arch: Arch) -> tuple | _Unrepresentabl
                 None if rules.fp is None else rules.fp.offset, None, signed)
             for start, rules, signed in wanted)
     return tuple(RuleFre(start, rules, signed) for start, rules, signed in wanted)
+
+
+def _outermost(fre: Fre | RuleFre) -> bool:
+    if isinstance(fre, RuleFre):
+        return fre.rules.ra == RA_UNDEFINED
+    return fre.ra_undefined
 
 
 def _fits_default(rules: FrameRules, arch: Arch, fixed_ra: Loc) -> bool:
