@@ -58,12 +58,11 @@ def programs(draw):
     return placed, size
 
 
-def oracle(placed, pc):
-    """(base, cfa offset, fp offset, RA) at ``pc``, or None where SFrame cannot say."""
-    cfa, regs, stack = None, {}, []
+def replay(placed, pc):
+    """(CFA register and offset, register rules) at ``pc``: every operation up to it
+    replayed from scratch, from the x86-64 CIE rules."""
     initial = {16: ("offset", -8)}
-    cfa = (7, 8)
-    regs = dict(initial)
+    cfa, regs, stack = (7, 8), dict(initial), []
     for at, op in placed:
         if at > pc:
             break
@@ -87,6 +86,12 @@ def oracle(placed, pc):
             stack.append((cfa, dict(regs)))
         elif n == "restore_state":
             cfa, regs = stack.pop()
+    return cfa, regs
+
+
+def oracle(placed, pc):
+    """(base, cfa offset, fp offset, RA) at ``pc``, or None where SFrame cannot say."""
+    cfa, regs = replay(placed, pc)
     if cfa[0] not in (6, 7) or regs.get(16) != ("offset", -8):
         return None
     if regs.get(7) not in (None, ("val_offset", 0)):
@@ -135,31 +140,7 @@ def oracle_v3(placed, pc):
     saved at CFA+N, held in a register, or (RA) undefined; RA at CFA-8 is the
     fixed default.  Same DWARF replay as ``oracle``.
     """
-    cfa, regs, stack = (7, 8), {16: ("offset", -8)}, []
-    initial = dict(regs)
-    for at, op in placed:
-        if at > pc:
-            break
-        n = op.name
-        if n == "def_cfa":
-            cfa = (op.reg, op.offset)
-        elif n == "def_cfa_offset":
-            cfa = (cfa[0], op.offset)
-        elif n == "def_cfa_register":
-            cfa = (op.reg, cfa[1])
-        elif n in ("offset", "val_offset", "register"):
-            regs[op.reg] = (n, op.offset)
-        elif n in ("same_value", "undefined"):
-            regs[op.reg] = (n, 0)
-        elif n == "restore":
-            if op.reg in initial:
-                regs[op.reg] = initial[op.reg]
-            else:
-                regs.pop(op.reg, None)
-        elif n == "remember_state":
-            stack.append((cfa, dict(regs)))
-        elif n == "restore_state":
-            cfa, regs = stack.pop()
+    cfa, regs = replay(placed, pc)
 
     def loc(rule):
         kind, value = rule
