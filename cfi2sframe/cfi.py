@@ -156,15 +156,32 @@ def interpret(
     machine = _Machine(init.copy(), init)
     rows: list[Row] = []
     at = 0
+    regs: tuple = ()
+    stale = True  # the sorted register rules must be rebuilt for the next row
+    handlers = HANDLERS
     for pc, op in placed:
         if pc < at:
             raise CfiError("CFI operations are not in address order", op.line)
         if pc > at:
-            _push(rows, machine.state.row(at))
+            state = machine.state
+            if stale:
+                regs, stale = tuple(sorted(state.regs.items())), False
+            _push(rows, Row(at, state.cfa, regs, state.ra_signed))
             at = pc
-        _apply(machine, op)
-    _push(rows, machine.state.row(at))
+        handler = handlers.get(op.name)
+        if handler is None:
+            raise CfiError(f"CFI operation '{op.name}' has no defined unwinding rule", op.line)
+        handler(machine, op)
+        stale = stale or op.name not in _CFA_ONLY
+    state = machine.state
+    _push(rows, Row(at, state.cfa, tuple(sorted(state.regs.items())), state.ra_signed))
     return tuple(_merge(row for row in rows if row.start < size))
+
+
+# Operations that change no register rule (the sorted rules can be reused).
+_CFA_ONLY = frozenset({"def_cfa", "def_cfa_register", "def_cfa_offset",
+                       "def_cfa_expression", "window_save", "nop", "args_size",
+                       "remember_state"})
 
 
 def _push(rows: list[Row], row: Row) -> None:
