@@ -145,7 +145,9 @@ def _lower_rows(rows: tuple[Row, ...], arch: Arch,
             return _Unrepresentable(fre.reason, f"{fre.detail} at offset {row.start:#x}", row)
         if fres and fres[-1].same_rules(fre):
             continue
-        fres.append(fre._replace(start=row.start) if row.start else fre)
+        if row.start:  # the memoised FRE is at offset 0; positional is cheaper than _replace
+            fre = Fre(row.start, fre[1], fre[2], fre[3], fre[4], fre[5], fre[6])
+        fres.append(fre)
     return tuple(fres)
 
 
