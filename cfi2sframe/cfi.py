@@ -30,9 +30,6 @@ class _State:
     def copy(self) -> _State:
         return _State(self.cfa, dict(self.regs), self.ra_signed, self.last_reg)
 
-    def row(self, start: int) -> Row:
-        return Row(start, self.cfa, tuple(sorted(self.regs.items())), self.ra_signed)
-
 
 @dataclass
 class _Machine:

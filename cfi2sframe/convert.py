@@ -41,9 +41,6 @@ class Conversion:
     def asm(self) -> str:
         """An assembly fragment to assemble together with the input (``as in.s out.s``)."""
 
-        def start_of(func: SFrameFunction) -> str | None:
-            return anchor_expression(func)
-
         missing = [f for f in self.functions if anchor_expression(f) is None]
         if missing:
             func = missing[0]
@@ -52,7 +49,7 @@ class Conversion:
                 f"function '{func.name}' has no symbol at or before its start to refer to; "
                 "use --emit obj",
             )
-        return section_asm(self.image, start_of, self.arch.line_comment)
+        return section_asm(self.image, anchor_expression, self.arch.line_comment)
 
     def obj(self) -> bytes:
         """The input assembled by the real assembler, plus ``.sframe`` and its relocations."""

@@ -30,7 +30,6 @@ AARCH64 = Arch(
     sframe_abi=2,
     sframe_fixed_fp_offset=0,
     sframe_fixed_ra_offset=0,
-    reloc_pc32=261,
     elf_machine="EM_AARCH64",
     default_assembler="aarch64-linux-gnu-as",
 )

@@ -28,7 +28,6 @@ class Arch:
     sframe_abi: int
     sframe_fixed_fp_offset: int
     sframe_fixed_ra_offset: int
-    reloc_pc32: int
     elf_machine: str
     default_assembler: str = "as"
 

@@ -42,6 +42,5 @@ X86_64 = Arch(
     sframe_abi=3,
     sframe_fixed_fp_offset=0,
     sframe_fixed_ra_offset=-8,
-    reloc_pc32=2,
     elf_machine="EM_X86_64",
 )

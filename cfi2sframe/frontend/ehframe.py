@@ -16,18 +16,12 @@ from functools import lru_cache
 from ..arch.base import Arch
 from ..cfi import interpret
 from ..dwarf import decode_ops, read_sleb, read_uleb
+from ..elfreloc import apply_relocations
 from ..errors import Cfi2SframeError, CfiError, DecodeError
 from ..files import read_bytes
 from ..model import Location, Timeline
 
 DW_EH_PE_OMIT = 0xFF
-PCREL_RELOCS = {("EM_X86_64", 2): 4, ("EM_X86_64", 24): 8, ("EM_X86_64", 1): 8,
-                ("EM_X86_64", 10): 4, ("EM_X86_64", 11): 4,
-                ("EM_AARCH64", 261): 4, ("EM_AARCH64", 260): 8, ("EM_AARCH64", 257): 8,
-                ("EM_AARCH64", 258): 4,
-                ("EM_S390", 5): 4, ("EM_S390", 23): 8, ("EM_S390", 22): 8, ("EM_S390", 4): 4}
-PC_RELATIVE_TYPES = {("EM_X86_64", 2), ("EM_X86_64", 24), ("EM_AARCH64", 261),
-                     ("EM_AARCH64", 260), ("EM_S390", 5), ("EM_S390", 23)}
 
 
 @dataclass(frozen=True)
@@ -114,7 +108,8 @@ def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfC
             raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
         name = section.name
         contents = bytearray(section.data())
-        placements = _relocations(elf, section, contents) if elf["e_type"] == "ET_REL" else {}
+        is_rel = elf["e_type"] == "ET_REL"
+        placements = apply_relocations(elf, section, contents, path) if is_rel else {}
         names = _function_names(data, elf)
         base = 0 if elf["e_type"] == "ET_REL" else section["sh_addr"]
         reader = _Reader(bytes(contents), elf.little_endian, elf.elfclass // 8, base)
@@ -127,42 +122,6 @@ def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfC
             TypeError, OverflowError) as exc:
         # pyelftools reports inconsistent headers in many ways; all mean the same.
         raise Cfi2SframeError(path, f"malformed ELF file: {exc}") from None
-
-
-def _relocations(elf, section, contents: bytearray) -> dict[int, tuple[str, int]]:
-    """Apply relocations of a relocatable object's CFI section (sections at 0).
-
-    Returns field offset -> (target section name, value) for address fields,
-    so FDE starts become (section, offset in section).
-    """
-    from elftools.elf.relocation import RelocationSection
-
-    machine = elf["e_machine"]
-    order = "little" if elf.little_endian else "big"
-    index = elf.get_section_index(section.name)
-    placed: dict[int, tuple[str, int]] = {}
-    for rel in elf.iter_sections():
-        if not isinstance(rel, RelocationSection) or rel["sh_info"] != index:
-            continue
-        symtab = elf.get_section(rel["sh_link"])
-        for reloc in rel.iter_relocations():
-            key = (machine, reloc["r_info_type"])
-            size = PCREL_RELOCS.get(key)
-            if size is None:
-                continue
-            offset = reloc["r_offset"]
-            symbol = symtab.get_symbol(reloc["r_info_sym"])
-            shndx = symbol["st_shndx"]
-            target = elf.get_section(shndx).name if isinstance(shndx, int) else str(shndx)
-            value = 0 if symbol["st_info"]["type"] == "STT_SECTION" else symbol["st_value"]
-            addend = reloc["r_addend"] if reloc.is_RELA() else int.from_bytes(
-                contents[offset : offset + size], order, signed=True)
-            target_value = value + addend
-            placed[offset] = (target, target_value)
-            stored = target_value - offset if key in PC_RELATIVE_TYPES else target_value
-            contents[offset : offset + size] = (stored & ((1 << (8 * size)) - 1)).to_bytes(
-                size, order)
-    return placed
 
 
 def _function_names(data: bytes, elf) -> dict[tuple[str, int], str]:

@@ -12,18 +12,12 @@ import io
 import struct
 from dataclasses import dataclass
 
+from ..elfreloc import apply_relocations
 from ..errors import Cfi2SframeError, DecodeError
 from ..files import read_bytes
 from .decode import DecodedSection, decode
 
 SHT_GNU_SFRAME = 0x6FFFFFF4
-# PC-relative relocation types that SFrame start fields use: (machine, type) -> size.
-PCREL_RELOCS = {
-    ("EM_X86_64", 2): 4, ("EM_X86_64", 24): 8,        # R_X86_64_PC32, PC64
-    ("EM_AARCH64", 261): 4, ("EM_AARCH64", 260): 8,   # R_AARCH64_PREL32, PREL64
-    ("EM_S390", 5): 4, ("EM_S390", 23): 8,            # R_390_PC32, PC64
-}
-
 
 @dataclass(frozen=True)
 class LoadedSFrame:
@@ -82,7 +76,9 @@ def _load_elf(path: str, data: bytes, as_readelf: bool) -> LoadedSFrame:
         targets: dict[int, str] = {}
         relocate = elf_type == "ET_REL" and (version >= 2 or not as_readelf)
         if relocate:
-            targets = _relocate(elf, section, contents, path)
+            placed = apply_relocations(elf, section, contents, path)
+            targets = {offset: name for offset, (name, _) in placed.items()
+                       if not name.startswith("SHN_")}
         decoded = _decode(path, bytes(contents), section["sh_addr"], section.name,
                           relocate and version == 1)
         return LoadedSFrame(path, section.name, decoded, True, elf_type, targets)
@@ -90,40 +86,3 @@ def _load_elf(path: str, data: bytes, as_readelf: bool) -> LoadedSFrame:
             TypeError, OverflowError) as exc:
         # pyelftools reports inconsistent headers in many ways; all mean the same.
         raise Cfi2SframeError(path, f"malformed ELF file: {exc}") from None
-
-
-def _relocate(elf, section, contents: bytearray, path: str) -> dict[int, str]:
-    """Apply the PC-relative relocations of the start fields (sections at address 0).
-
-    Returns field offset -> name of the section the relocation points into.
-    """
-    from elftools.elf.relocation import RelocationSection
-
-    machine = elf["e_machine"]
-    order = "little" if elf.little_endian else "big"
-    index = elf.get_section_index(section.name)
-    targets: dict[int, str] = {}
-    for reloc_section in elf.iter_sections():
-        if not isinstance(reloc_section, RelocationSection):
-            continue
-        if reloc_section["sh_info"] != index:
-            continue
-        symtab = elf.get_section(reloc_section["sh_link"])
-        for reloc in reloc_section.iter_relocations():
-            size = PCREL_RELOCS.get((machine, reloc["r_info_type"]))
-            if size is None:
-                continue
-            offset = reloc["r_offset"]
-            if offset + size > len(contents):
-                raise Cfi2SframeError(path, f"relocation at {offset:#x} is outside "
-                                            f"{section.name}")
-            symbol = symtab.get_symbol(reloc["r_info_sym"])
-            shndx = symbol["st_shndx"]
-            if isinstance(shndx, int):
-                targets[offset] = elf.get_section(shndx).name
-            value = symbol["st_value"] if symbol["st_info"]["type"] != "STT_SECTION" else 0
-            addend = reloc["r_addend"] if reloc.is_RELA() else int.from_bytes(
-                contents[offset : offset + size], order, signed=True)
-            result = (value + addend - offset) & ((1 << (8 * size)) - 1)
-            contents[offset : offset + size] = result.to_bytes(size, order)
-    return targets

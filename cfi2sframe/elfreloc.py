@@ -1,0 +1,62 @@
+"""Relocations of one section of a relocatable ELF object, applied with every section at 0.
+
+Both readers need it: ``.sframe`` start fields (to print functions at their
+offset in their own section, as binutils does) and ``.eh_frame``/``.debug_frame``
+address fields (to know each FDE's section and offset).
+"""
+
+from __future__ import annotations
+
+from .errors import Cfi2SframeError
+
+# (e_machine, relocation type) -> size in bytes, for the address relocations CFI and
+# SFrame sections use.
+RELOC_SIZES = {
+    ("EM_X86_64", 2): 4, ("EM_X86_64", 24): 8,        # R_X86_64_PC32, PC64
+    ("EM_X86_64", 1): 8, ("EM_X86_64", 10): 4, ("EM_X86_64", 11): 4,  # 64, 32, 32S
+    ("EM_AARCH64", 261): 4, ("EM_AARCH64", 260): 8,   # R_AARCH64_PREL32, PREL64
+    ("EM_AARCH64", 257): 8, ("EM_AARCH64", 258): 4,   # ABS64, ABS32
+    ("EM_S390", 5): 4, ("EM_S390", 23): 8,            # R_390_PC32, PC64
+    ("EM_S390", 22): 8, ("EM_S390", 4): 4,            # R_390_64, 32
+}
+PC_RELATIVE = {("EM_X86_64", 2), ("EM_X86_64", 24), ("EM_AARCH64", 261),
+               ("EM_AARCH64", 260), ("EM_S390", 5), ("EM_S390", 23)}
+
+
+def apply_relocations(elf, section, contents: bytearray,
+                      where: str) -> dict[int, tuple[str, int]]:
+    """Relocate ``contents`` (the data of ``section``) in place, sections at address 0.
+
+    Returns field offset -> (name of the section the relocation points into, or
+    the special index such as ``SHN_ABS``; target value S + A).
+    """
+    from elftools.elf.relocation import RelocationSection
+
+    machine = elf["e_machine"]
+    order = "little" if elf.little_endian else "big"
+    index = elf.get_section_index(section.name)
+    placed: dict[int, tuple[str, int]] = {}
+    for rel in elf.iter_sections():
+        if not isinstance(rel, RelocationSection) or rel["sh_info"] != index:
+            continue
+        symtab = elf.get_section(rel["sh_link"])
+        for reloc in rel.iter_relocations():
+            key = (machine, reloc["r_info_type"])
+            size = RELOC_SIZES.get(key)
+            if size is None:
+                continue
+            offset = reloc["r_offset"]
+            if offset + size > len(contents):
+                raise Cfi2SframeError(where, f"relocation at {offset:#x} is outside "
+                                             f"{section.name}")
+            symbol = symtab.get_symbol(reloc["r_info_sym"])
+            shndx = symbol["st_shndx"]
+            target = elf.get_section(shndx).name if isinstance(shndx, int) else str(shndx)
+            value = 0 if symbol["st_info"]["type"] == "STT_SECTION" else symbol["st_value"]
+            addend = reloc["r_addend"] if reloc.is_RELA() else int.from_bytes(
+                contents[offset : offset + size], order, signed=True)
+            placed[offset] = (target, value + addend)
+            stored = value + addend - offset if key in PC_RELATIVE else value + addend
+            contents[offset : offset + size] = (stored & ((1 << (8 * size)) - 1)).to_bytes(
+                size, order)
+    return placed
