@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 
@@ -27,6 +28,12 @@ def write_output(path: str, data: bytes | str) -> None:
         sys.stdout.buffer.write(payload)
         sys.stdout.buffer.flush()
         return
+    if _is_special(path):
+        # A device or FIFO (``-o /dev/null``) is written in place: renaming a
+        # temporary over it would replace the device with a regular file.
+        with open(path, "wb") as handle:
+            handle.write(payload)
+        return
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".cfi2sframe-", dir=directory)
     try:
@@ -45,3 +52,12 @@ def write_output(path: str, data: bytes | str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _is_special(path: str) -> bool:
+    """True when ``path`` exists and is not a regular file (a device, FIFO, socket)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
