@@ -1,7 +1,5 @@
 """``python -m cfi2sframe``."""
 
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

@@ -112,8 +112,8 @@ def _default_output(input_path: str, emit: str | None) -> str:
     return stem + {"asm": ".sframe.s", "obj": ".o"}.get(emit or "raw", ".sframe")
 
 
-def _read_input(path: str) -> str:
-    return read_bytes(path).decode("utf-8", "surrogateescape")
+def _read_input(path: str) -> bytes:
+    return read_bytes(path)
 
 
 def _print_reasons() -> None:
@@ -133,11 +133,11 @@ def _convert(args: argparse.Namespace) -> int:
         args.output = args.input
     output = args.output or _default_output(args.input, args.emit)
     emit = _emit_kind(args.emit, output)
-    text = _read_input(args.input)
+    data = _read_input(args.input)
     display = "<stdin>" if args.input == "-" else args.input
-    if text[:4] == "\x7fELF":
-        return _convert_elf(args, display, text.encode("utf-8", "surrogateescape"), output,
-                            emit)
+    if data[:4] == b"\x7fELF":
+        return _convert_elf(args, display, data, output, emit)
+    text = data.decode("utf-8", "surrogateescape")
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     arch = get_arch(args.arch)
     runner = Assembler.from_string(args.assembler or arch.default_assembler)
@@ -212,6 +212,23 @@ def _report_skips(conversion: Conversion, args: argparse.Namespace) -> None:
     kind = "error" if args.fatal_warnings else "warning"
     for skip in conversion.skips:
         print(f"{skip.location}: {kind}: {skip.message()}", file=sys.stderr)
+
+
+def entry() -> None:
+    """The ``cfi2sframe`` command: ``main``, then exit without tearing down the heap.
+
+    A large library leaves millions of small objects; freeing them one by one
+    at interpreter exit takes most of a second and serves nobody.  Output
+    files are already complete (``write_output`` closes them), and the
+    standard streams are flushed here.
+    """
+    status = main()
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        status = status or 1
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

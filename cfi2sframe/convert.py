@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .arch import get_arch
 from .arch.base import Arch
 from .emit.asm import anchor_expression, section_asm
-from .errors import Cfi2SframeError
+from .errors import Cfi2SframeError, DecodeError
 from .files import read_bytes
-from .frontend.asm import AsmUnit, finish_asm, parse_asm
+from .frontend.ehframe import ElfCfi
 from .frontend.probe import Assembler, ProbeRun
 from .model import Timeline
+from .sframe.direct import direct_fres
 from .sframe.encode import SectionImage, build_v2, build_v3
 from .sframe.format import SFrameFunction
 from .sframe.lower import Skip, lower
+
+if TYPE_CHECKING:  # the assembly frontend loads Lark: imported where used, not for ELF input
+    from .frontend.asm import AsmUnit
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,45 @@ def lower_all(timelines: Sequence[Timeline], arch: Arch,
     return functions, skips
 
 
+def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunction],
+                                                                   list[Skip]]:
+    """``lower_all`` for an ELF file's FDEs, with the same result.
+
+    Each distinct (CIE, instruction bytes) first tries ``sframe.direct`` (bytes
+    to FREs in one loop); FDEs it declines go through the interpreter and
+    ``lower``, as every timeline of the assembly path does.
+    """
+    functions: list[SFrameFunction] = []
+    skips: list[Skip] = []
+    memo: dict = {}
+    rows_cache: dict = {}
+    direct: dict[tuple[int, bytes], tuple | None] = {}
+    big_endian = cfi.big_endian
+    for fde in cfi.fdes:
+        cie = fde.cie
+        fres = None
+        if 0 < fde.size <= 0xFFFFFFFF and cie.ra == arch.ra:
+            key = (fde.cie_at, fde.body)
+            if key in direct:
+                fres = direct[key]
+            else:
+                fres = direct[key] = direct_fres(cie.initial, fde.body, cie.code_align,
+                                                 cie.data_align, arch, big_endian)
+        if fres is not None and fres[-1].start >= fde.size:
+            fres = tuple(fre for fre in fres if fre.start < fde.size)
+        if fres is None or (version == 3 and len(fres) > 0xFFFF):
+            result = lower(cfi.timeline(fde, rows_cache), arch, memo, version)
+            if isinstance(result, Skip):
+                skips.append(result)
+            else:
+                functions.append(result)
+            continue
+        functions.append(SFrameFunction(fde.name, fde.section, fde.start, fde.size, fres,
+                                        pauth_b_key=cie.b_key,
+                                        signal=cie.signal and version == 3))
+    return functions, skips
+
+
 def encode_sframe(functions: Sequence[SFrameFunction], arch: str | Arch = "x86_64",
                   version: int = 2) -> SectionImage:
     """Encode functions as an SFrame section image (FDEs sorted as ``order_functions``)."""
@@ -106,6 +150,8 @@ def convert_asm(
 ) -> Conversion:
     """Assembly text -> SFrame: the whole pipeline of ``cfi2sframe foo.s``."""
     arch = get_arch(arch) if isinstance(arch, str) else arch
+    from .frontend.asm import parse_asm
+
     runner = Assembler.from_string(assembler or arch.default_assembler)
     unit, messages = parse_asm(text, filename, arch, runner, include_dir)
     return _lower_and_encode(unit, messages, arch, runner, version)
@@ -113,6 +159,8 @@ def convert_asm(
 
 def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2) -> Conversion:
     """Finish a conversion whose assembler run was started with ``start_probe``."""
+    from .frontend.asm import finish_asm
+
     unit, messages = finish_asm(run, arch)
     return _lower_and_encode(unit, messages, arch, runner, version)
 
@@ -129,6 +177,8 @@ def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = 
                        include_dir: str = ".") -> tuple[Timeline, ...]:
     """Parse assembly text into one ``Timeline`` per ``.cfi_startproc`` region."""
     arch = get_arch(arch) if isinstance(arch, str) else arch
+    from .frontend.asm import parse_asm
+
     unit, _ = parse_asm(text, filename, arch,
                         Assembler.from_string(assembler or arch.default_assembler), include_dir)
     return unit.timelines
@@ -186,17 +236,15 @@ class ElfConversion:
         return self.image.to_bytes(address, lambda func: func.start)
 
 
-def default_sframe_address(data: bytes) -> int:
+def default_sframe_address(data: bytes, path: str = "") -> int:
     """Where a new loadable ``.sframe`` goes: after the last PT_LOAD, page aligned."""
-    import io
+    from .elfread import PT_LOAD, open_elf
 
-    from elftools.elf.elffile import ELFFile
-
-    elf = ELFFile(io.BytesIO(data))
-    end = 0
-    for segment in elf.iter_segments():
-        if segment["p_type"] == "PT_LOAD":
-            end = max(end, segment["p_vaddr"] + segment["p_memsz"])
+    try:
+        segments = open_elf(data, "ELF file").segments()
+    except DecodeError as exc:
+        raise Cfi2SframeError(path, f"at byte {exc.offset:#x}: {exc.message}") from None
+    end = max((seg.vaddr + seg.memsz for seg in segments if seg.kind == PT_LOAD), default=0)
     page = 0x1000
     return (end + page - 1) // page * page
 
@@ -211,10 +259,12 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
         data = read_bytes(path)
     cfi = read_elf_cfi(path, arch_for_machine, data)
     arch = arch_for_machine(cfi.machine, path)
-    functions, skips = lower_all(cfi.timelines, arch, version)
+    functions, skips = lower_fdes(cfi, arch, version)
     image = encode_sframe(functions, arch, version)
     address = 0
     if cfi.elf_type != "ET_REL":
-        address = sframe_address if sframe_address is not None else default_sframe_address(data)
+        address = sframe_address
+        if address is None:
+            address = default_sframe_address(data, path)
     return ElfConversion(arch, path, cfi.elf_type, image.functions, tuple(skips), image,
-                         len(cfi.timelines), address, data)
+                         len(cfi.fdes), address, data)

@@ -1,10 +1,11 @@
-"""A minimal reader for the assembler's probe object: section names and symbols.
+"""A minimal ELF reader: header, section headers, program headers, symbols.
 
-The probe object is produced by the assembler we just ran, and only its
-section names and symbol table are needed.  Reading those with ``struct``
-takes milliseconds; importing pyelftools alone takes ~50 ms and its symbol
-objects cost microseconds each, on a path that runs for every ``.s`` input.
-ELF inputs from users go through pyelftools (see the ELF frontend).
+Used for the assembler's probe object (every ``.s`` input) and for linked
+ELF inputs.  Reading these with ``struct`` takes milliseconds; importing
+pyelftools alone takes ~50 ms, and building its section objects for a large
+library (hash tables, dynamic segment) takes ~0.5 s.  pyelftools stays for
+what needs more than this: relocations of relocatable objects, and the
+``.sframe`` loader.
 """
 
 from __future__ import annotations
@@ -17,6 +18,13 @@ from typing import NamedTuple
 from .errors import DecodeError
 
 SHT_SYMTAB = 2
+SHT_NOBITS = 8
+PT_LOAD = 1
+
+# e_machine and e_type names as pyelftools spells them (the ones we name in messages).
+MACHINES = {3: "EM_386", 22: "EM_S390", 40: "EM_ARM", 62: "EM_X86_64", 183: "EM_AARCH64",
+            243: "EM_RISCV", 8: "EM_MIPS", 20: "EM_PPC", 21: "EM_PPC64"}
+ELF_TYPES = {0: "ET_NONE", 1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
 
 
 class Symbol(NamedTuple):
@@ -32,13 +40,24 @@ class Symbol(NamedTuple):
 
 @dataclass(frozen=True)
 class Section:
-    """A section header: name, type, file offset, size and link."""
+    """A section header: name, type, file offset, size (0 for NOBITS), link, address."""
 
     name: str
     kind: int
     offset: int
     size: int
     link: int
+    addr: int = 0
+
+
+class Segment(NamedTuple):
+    """A program header: type, file offset, address, sizes in file and memory."""
+
+    kind: int
+    offset: int
+    vaddr: int
+    filesz: int
+    memsz: int
 
 
 @dataclass(frozen=True)
@@ -49,6 +68,31 @@ class ElfView:
     little_endian: bool
     is64: bool
     sections: tuple[Section, ...]
+    machine: str = ""
+    elf_type: str = ""
+
+    def section(self, name: str) -> Section | None:
+        """The first section called ``name``."""
+        return next((s for s in self.sections if s.name == name), None)
+
+    def segments(self) -> list[Segment]:
+        """The program headers (none for a relocatable object)."""
+        order = "<" if self.little_endian else ">"
+        data = self.data
+        try:
+            if self.is64:
+                phoff, = struct.unpack_from(order + "Q", data, 0x20)
+                entsize, count = struct.unpack_from(order + "HH", data, 0x36)
+                rows = [struct.unpack_from(order + "IIQQQQQQ", data, phoff + i * entsize)
+                        for i in range(count)]
+                return [Segment(r[0], r[2], r[3], r[5], r[6]) for r in rows]
+            phoff, = struct.unpack_from(order + "I", data, 0x1C)
+            entsize, count = struct.unpack_from(order + "HH", data, 0x2A)
+            rows = [struct.unpack_from(order + "IIIIIIII", data, phoff + i * entsize)
+                    for i in range(count)]
+            return [Segment(r[0], r[1], r[2], r[4], r[5]) for r in rows]
+        except struct.error:
+            raise DecodeError(0, "program headers run past the end") from None
 
     @property
     def section_names(self) -> tuple[str, ...]:
@@ -114,26 +158,34 @@ def open_elf(data: bytes, where: str) -> ElfView:
     """Read the section headers; raise ``DecodeError`` when ``data`` is not sound ELF."""
     if data[:4] != b"\x7fELF" or len(data) < 52:
         raise DecodeError(0, f"{where} is not an ELF file")
+    if data[4] not in (1, 2) or data[5] not in (1, 2):
+        raise DecodeError(4, f"{where}: unknown ELF class {data[4]} or data encoding {data[5]}")
     is64 = data[4] == 2
     little = data[5] == 1
     order = "<" if little else ">"
-    try:
-        if is64:
-            shoff, = struct.unpack_from(order + "Q", data, 0x28)
-            shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
-            fmt = order + "IIQQQQIIQQ"
-        else:
-            shoff, = struct.unpack_from(order + "I", data, 0x20)
-            shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x2E)
-            fmt = order + "IIIIIIIIII"
-        headers = [struct.unpack_from(fmt, data, shoff + i * shentsize) for i in range(shnum)]
-    except struct.error:
-        raise DecodeError(0, f"{where}: section headers run past the end") from None
+    if is64:
+        header_at, fmt = 0x3A, order + "IIQQQQIIQQ"
+        shoff, = struct.unpack_from(order + "Q", data, 0x28) if len(data) >= 64 else (0,)
+    else:
+        header_at, fmt = 0x2E, order + "IIIIIIIIII"
+        shoff, = struct.unpack_from(order + "I", data, 0x20)
+    if len(data) < header_at + 6:
+        raise DecodeError(len(data), f"{where}: the ELF header is truncated")
+    shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, header_at)
+    if shnum and shentsize < struct.calcsize(fmt):
+        raise DecodeError(header_at, f"{where}: section header size {shentsize} is too small")
+    if shoff + shnum * shentsize > len(data):
+        raise DecodeError(shoff, f"{where}: the {shnum} section headers run past the end of "
+                                 f"the file ({len(data)} bytes)")
+    headers = [struct.unpack_from(fmt, data, shoff + i * shentsize) for i in range(shnum)]
     if not 0 <= shstrndx < len(headers):
-        raise DecodeError(0, f"{where}: bad section name table index {shstrndx}")
+        raise DecodeError(header_at + 4, f"{where}: bad section name table index {shstrndx}")
     names_hdr = headers[shstrndx]
     names = data[names_hdr[4] : names_hdr[4] + names_hdr[5]]
     sections = tuple(
-        Section(_cstr(names, h[0]), h[1], h[4], 0 if h[1] == 8 else h[5], h[6]) for h in headers
+        Section(_cstr(names, h[0]), h[1], h[4], 0 if h[1] == SHT_NOBITS else h[5], h[6], h[3])
+        for h in headers
     )
-    return ElfView(data, little, is64, sections)
+    elf_type, machine = struct.unpack_from(order + "HH", data, 0x10)
+    return ElfView(data, little, is64, sections, MACHINES.get(machine, f"e_machine {machine}"),
+                   ELF_TYPES.get(elf_type, f"e_type {elf_type}"))

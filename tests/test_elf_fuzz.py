@@ -26,6 +26,19 @@ def object_bytes(tmp_path_factory) -> bytes:
     return out.read_bytes()
 
 
+@pytest.fixture(scope="module")
+def program_bytes(tmp_path_factory) -> bytes:
+    """A small linked program: linked input takes another reader (``elfread``)."""
+    require("gcc")
+    folder = tmp_path_factory.mktemp("exe")
+    main = folder / "main.c"
+    main.write_text("int work(int n) { return n * 3; }\n"
+                    "int main(int c, char **v) { (void)v; return work(c) & 1; }\n")
+    out = folder / "a.out"
+    subprocess.run(["gcc", "-O2", str(main), "-o", str(out)], check=True)
+    return out.read_bytes()
+
+
 def _convert(data: bytes) -> None:
     start = time.perf_counter()
     try:
@@ -63,3 +76,21 @@ def test_mutated_objects(object_bytes, flips):
 @given(st.integers(0, 1 << 16))
 def test_truncated_objects(object_bytes, cut):
     _convert(object_bytes[: cut % len(object_bytes)])
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), min_size=1,
+                max_size=6))
+def test_mutated_programs(program_bytes, flips):
+    data = bytearray(program_bytes)
+    for pos, value in flips:
+        data[pos % len(data)] = value
+    _convert(bytes(data))
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 1 << 16))
+def test_truncated_programs(program_bytes, cut):
+    _convert(program_bytes[: cut % len(program_bytes)])

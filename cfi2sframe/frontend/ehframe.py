@@ -11,11 +11,12 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from typing import NamedTuple
 
-from ..arch.base import Arch
 from ..cfi import interpret
 from ..dwarf import decode_ops, read_sleb, read_uleb
+from ..elfread import SHT_NOBITS, ElfView, open_elf
 from ..elfreloc import apply_relocations
 from ..errors import Cfi2SframeError, CfiError, DecodeError
 from ..files import read_bytes
@@ -38,15 +39,66 @@ class _Cie:
     address_size: int
 
 
+class Fde(NamedTuple):
+    """One FDE as found: where its function is, and its CIE and instruction bytes.
+
+    ``offset`` is the FDE's byte offset in the CFI section, ``body_at`` that of
+    its instructions (for messages).
+    """
+
+    name: str
+    section: str
+    start: int
+    size: int
+    cie: _Cie
+    cie_at: int
+    body: bytes
+    offset: int
+    body_at: int
+
+
 @dataclass(frozen=True)
 class ElfCfi:
-    """The call-frame information of one ELF file."""
+    """The call-frame information of one ELF file.
+
+    ``fdes`` are decoded eagerly; ``timelines`` (one per FDE) are interpreted
+    on first use, each distinct (CIE, instruction bytes) once, so a caller
+    that has a faster way for most FDEs (``sframe.direct``) can skip them.
+    """
 
     path: str
     machine: str
     elf_type: str
-    timelines: tuple[Timeline, ...]
+    fdes: tuple[Fde, ...]
     section_name: str
+    big_endian: bool = False
+
+    @cached_property
+    def timelines(self) -> tuple[Timeline, ...]:
+        cache: dict = {}
+        return tuple(self.timeline(fde, cache) for fde in self.fdes)
+
+    def timeline(self, fde: Fde, cache: dict) -> Timeline:
+        """The ``Timeline`` of one FDE; ``cache`` (the caller's) shares equal bodies."""
+        # Compilers repeat the same instruction bytes across thousands of FDEs:
+        # rows depend only on (CIE, bytes), so each distinct body is interpreted once.
+        key = (fde.cie_at, fde.body)
+        hit = cache.get(key)
+        if hit is None:
+            try:
+                hit = _rows(fde.cie, fde.body, fde.start, self.big_endian)
+            except DecodeError as exc:
+                raise Cfi2SframeError(self.path, f"{self.section_name}: at byte "
+                                      f"{fde.body_at + exc.offset:#x}: {exc.message}") from None
+            if hit[2]:
+                cache[key] = hit
+        rows, invalid, _ = hit
+        if rows and rows[-1].start >= fde.size:
+            rows = tuple(row for row in rows if row.start < fde.size)
+        cie = fde.cie
+        return Timeline(fde.name, fde.section, fde.start, fde.size, rows, cie.ra,
+                        Location(self.path, 0, fde.offset), signal_frame=cie.signal,
+                        pauth_b_key=cie.b_key, invalid=invalid)
 
 
 class _Reader:
@@ -56,6 +108,8 @@ class _Reader:
         self.little = little
         self.address_size = address_size
         self.base = base
+        self.words = struct.Struct(self.order + "II")  # length and CIE pointer of an entry
+        self.pcrel4 = struct.Struct(self.order + "iI")  # the usual FDE: pcrel|sdata4 begin
 
     def fixed(self, pos: int, size: int, signed: bool = False) -> int:
         if pos + size > len(self.data):
@@ -94,10 +148,27 @@ def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfC
         data = read_bytes(path)
     if data[:4] != b"\x7fELF":
         raise Cfi2SframeError(path, "not an ELF file")
+    try:
+        view = open_elf(data, "ELF file")
+    except DecodeError as exc:
+        raise Cfi2SframeError(path, f"at byte {exc.offset:#x}: {exc.message}") from None
     name = "ELF file"
     try:
+        arch_for_machine(view.machine, path)  # unsupported machines fail here
+        names = _function_names(view)
+        eh_frame = view.section(".eh_frame")
+        if view.elf_type != "ET_REL" and eh_frame is not None and eh_frame.kind != SHT_NOBITS:
+            # The common case, by far the largest inputs: read with ``elfread`` alone.
+            name = ".eh_frame"
+            end = eh_frame.offset + eh_frame.size
+            if end > len(data):
+                raise DecodeError(0, f".eh_frame ends at {end:#x}, past the end of the file")
+            reader = _Reader(data[eh_frame.offset:end], view.little_endian,
+                             8 if view.is64 else 4, eh_frame.addr)
+            fdes = _walk(reader, True, {}, names)
+            return ElfCfi(path, view.machine, view.elf_type, tuple(fdes), name,
+                          not view.little_endian)
         elf = ELFFile(io.BytesIO(data))
-        arch: Arch = arch_for_machine(elf["e_machine"], path)
         section, is_eh = None, True
         for candidate_name, eh in ((".eh_frame", True), (".debug_frame", False)):
             candidate = elf.get_section_by_name(candidate_name)
@@ -107,14 +178,14 @@ def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfC
         if section is None:
             raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
         name = section.name
-        contents = bytearray(section.data())
+        contents = bytearray(section.data())  # pyelftools decompresses SHF_COMPRESSED
         is_rel = elf["e_type"] == "ET_REL"
         placements = apply_relocations(elf, section, contents, path) if is_rel else {}
-        names = _function_names(data, elf)
-        base = 0 if elf["e_type"] == "ET_REL" else section["sh_addr"]
+        base = 0 if is_rel else section["sh_addr"]
         reader = _Reader(bytes(contents), elf.little_endian, elf.elfclass // 8, base)
-        timelines = _walk(reader, is_eh, arch, placements, names, path, name)
-        return ElfCfi(path, elf["e_machine"], elf["e_type"], tuple(timelines), name)
+        fdes = _walk(reader, is_eh, placements, names)
+        return ElfCfi(path, elf["e_machine"], elf["e_type"], tuple(fdes), name,
+                      not elf.little_endian)
     except DecodeError as exc:
         raise Cfi2SframeError(path, f"{name}: at byte {exc.offset:#x}: "
                                     f"{exc.message}") from None
@@ -124,16 +195,13 @@ def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfC
         raise Cfi2SframeError(path, f"malformed ELF file: {exc}") from None
 
 
-def _function_names(data: bytes, elf) -> dict[tuple[str, int], str]:
+def _function_names(view: ElfView) -> dict[tuple[str, int], str]:
     """(section or "", address) -> name of every function symbol.
 
     The symbol table is unpacked with ``elfread`` in one pass: pyelftools'
     per-symbol objects cost ~10 us each, and libraries have tens of thousands.
     """
-    from ..elfread import open_elf
-
-    view = open_elf(data, "ELF file")
-    is_rel = elf["e_type"] == "ET_REL"
+    is_rel = view.elf_type == "ET_REL"
     names: dict[tuple[str, int], str] = {}
     for table in (".symtab", ".dynsym"):
         symbols = view.symbols(table)
@@ -149,31 +217,34 @@ def _function_names(data: bytes, elf) -> dict[tuple[str, int], str]:
     return names
 
 
-def _walk(reader: _Reader, is_eh: bool, arch: Arch, placements, names, path: str,
-          section_name: str) -> list[Timeline]:
+def _walk(reader: _Reader, is_eh: bool, placements, names) -> list[Fde]:
     data = reader.data
     cies: dict[int, _Cie] = {}
-    cache: dict[tuple[int, bytes], tuple[tuple, str | None]] = {}
-    out: list[Timeline] = []
+    out: list[Fde] = []
     pos = 0
-    while pos + 4 <= len(data):
+    size = len(data)
+    words = reader.words.unpack_from
+    while pos + 4 <= size:
         start = pos
-        length = reader.fixed(pos, 4)
+        if pos + 8 <= size:
+            length, ident = words(data, pos)
+        else:
+            length, ident = reader.fixed(pos, 4), None
         pos += 4
         offset_size = 4
         if length == 0xFFFFFFFF:
             length = reader.fixed(pos, 8)
             pos += 8
             offset_size = 8
+            ident = None
         if length == 0:
-            if is_eh:
-                continue  # a zero terminator; linked files may hold several
-            continue
+            continue  # a zero terminator; linked files may hold several
         end = pos + length
-        if end > len(data):
+        if end > size:
             raise DecodeError(start, f"CFI entry of {length} bytes runs past the end")
         ident_pos = pos
-        ident = reader.fixed(pos, offset_size)
+        if ident is None:
+            ident = reader.fixed(pos, offset_size)
         pos += offset_size
         is_cie = ident == 0 if is_eh else ident == (1 << (8 * offset_size)) - 1
         if is_cie:
@@ -187,8 +258,7 @@ def _walk(reader: _Reader, is_eh: bool, arch: Arch, placements, names, path: str
                 cie = _parse_cie_at(reader, cie_at, is_eh, cies)
             if cie is None:
                 raise DecodeError(start, f"FDE refers to a missing CIE at {cie_at:#x}")
-        out.append(_parse_fde(reader, pos, end, cie, cie_at, placements, names, path, start,
-                              cache))
+        out.append(_parse_fde(reader, pos, end, cie, cie_at, placements, names, start))
         pos = end
     return out
 
@@ -255,10 +325,15 @@ def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> 
 
 
 def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int, placements,
-               names, path: str, start: int, cache) -> Timeline:
+               names, start: int) -> Fde:
     field = pos
-    pc_begin, pos = reader.pointer(pos, cie.fde_encoding)
-    pc_range, pos = reader.pointer(pos, cie.fde_encoding & 0x0F)
+    if cie.fde_encoding == 0x1B and pos + 8 <= len(reader.data):  # pcrel | sdata4
+        begin, pc_range = reader.pcrel4.unpack_from(reader.data, pos)
+        pc_begin = (begin + reader.base + pos) & 0xFFFFFFFFFFFFFFFF
+        pos += 8
+    else:
+        pc_begin, pos = reader.pointer(pos, cie.fde_encoding)
+        pc_range, pos = reader.pointer(pos, cie.fde_encoding & 0x0F)
     if cie.augmented:
         aug_len, pos = read_uleb(reader.data, pos)
         pos += aug_len
@@ -266,21 +341,9 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int, plac
     section = ""
     if placed is not None:
         section, pc_begin = placed
-    # Compilers repeat the same instruction bytes across thousands of FDEs: rows
-    # depend only on (CIE, bytes), so each distinct body is interpreted once.
-    body = reader.data[pos:end]
-    key = (cie_at, body)
-    hit = cache.get(key)
-    if hit is None:
-        hit = _rows(reader, cie, body, pc_begin)
-        if hit[2]:
-            cache[key] = hit
-    rows, invalid, _ = hit
-    if rows and rows[-1].start >= pc_range:
-        rows = tuple(row for row in rows if row.start < pc_range)
-    name = names.get((section, pc_begin), f"{section or 'pc'}+{pc_begin:#x}")
-    return Timeline(name, section, pc_begin, pc_range, rows, cie.ra, Location(path, 0, start),
-                    signal_frame=cie.signal, pauth_b_key=cie.b_key, invalid=invalid)
+    name = names.get((section, pc_begin)) or f"{section or 'pc'}+{pc_begin:#x}"
+    return Fde(name, section, pc_begin, pc_range, cie, cie_at, reader.data[pos:end], start,
+               pos)
 
 
 @lru_cache(maxsize=256)
@@ -290,10 +353,8 @@ def _initial_ops(cie: _Cie, big: bool) -> tuple:
     return tuple(op for op in ops if op.name not in ("advance", "set_loc"))
 
 
-def _rows(reader: _Reader, cie: _Cie, body: bytes, pc_begin: int) -> tuple[tuple, str | None,
-                                                                           bool]:
+def _rows(cie: _Cie, body: bytes, pc_begin: int, big: bool) -> tuple[tuple, str | None, bool]:
     """(rows for an unbounded range, why invalid, whether the result may be cached)."""
-    big = not reader.little
     initial = _initial_ops(cie, big)
     ops = decode_ops(body, cie.code_align, cie.data_align, cie.address_size, big)
     placed_ops = []

@@ -74,8 +74,20 @@ class SectionImage:
 
 
 def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, order: str) -> bytes:
-    """The FREs of one function."""
-    return b"".join(_fre_bytes(fre, addr_size, order) for fre in fres)
+    """The FREs of one function: each start, then its (memoised) info and offsets."""
+    endian = "big" if order == ">" else "little"
+    out = []
+    for fre in fres:
+        out.append(fre.start.to_bytes(addr_size, endian))
+        out.append(_fre_tail(fre[1:], order))
+    return b"".join(out)
+
+
+@lru_cache(maxsize=4096)
+def _fre_tail(shape: tuple, order: str) -> bytes:
+    """Info byte and offsets of an FRE (everything but its start): a few hundred
+    distinct shapes cover the FREs of a whole library."""
+    return _fre_bytes(Fre(0, *shape), 1, order)[1:]
 
 
 def _fre_bytes(fre: Fre, addr_size: int, order: str) -> bytes:
@@ -109,22 +121,23 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
     order = ">" if arch.big_endian else "<"
     fde = fde_struct(VERSION_2, arch.big_endian)
     tails = []
-    memo: dict[tuple[int, int], tuple[tuple[Fre, ...], bytes]] = {}
+    memo: dict[int, tuple[tuple[Fre, ...], int, bytes]] = {}
     fre_blob = bytearray()
     num_fres = 0
     for func in functions:
-        fre_type = fre_type_for(max((f.start for f in func.fres), default=0))
-        addr_size = FRE_ADDR_SIZE[fre_type]
-        info = fre_type | (int(func.pc_mask) << 4) | (int(func.pauth_b_key) << 5)
-        packed = fde.pack(0, func.size, len(fre_blob), len(func.fres), info, func.rep_size, 0)
-        tails.append(packed[4:])
-        key = (id(func.fres), addr_size)
-        hit = memo.get(key)
-        if hit is None or hit[0] is not func.fres:
+        fres = func.fres
+        hit = memo.get(id(fres))
+        if hit is None or hit[0] is not fres:
             # Functions made from identical CFI share one FRE tuple: encode it once.
-            hit = memo[key] = (func.fres, _fres_bytes(func.fres, addr_size, order))
-        fre_blob += hit[1]
-        num_fres += len(func.fres)
+            fre_type = fre_type_for(max((f.start for f in fres), default=0))
+            hit = memo[id(fres)] = (fres, fre_type,
+                                    _fres_bytes(fres, FRE_ADDR_SIZE[fre_type], order))
+        _, fre_type, encoded = hit
+        info = fre_type | (int(func.pc_mask) << 4) | (int(func.pauth_b_key) << 5)
+        packed = fde.pack(0, func.size, len(fre_blob), len(fres), info, func.rep_size, 0)
+        tails.append(packed[4:])
+        fre_blob += encoded
+        num_fres += len(fres)
     flags = F_FDE_FUNC_START_PCREL | (F_FDE_SORTED if sort_flag else 0)
     header = header_struct(arch.big_endian).pack(
         MAGIC, VERSION_2, flags, arch.sframe_abi, arch.sframe_fixed_fp_offset,
