@@ -44,6 +44,26 @@ def test_raw_output_decodes(tmp_path):
     assert section.version == 2 and len(section.fdes) == 1
 
 
+def test_output_to_a_fifo_writes_into_it_and_keeps_it(tmp_path):
+    """``-o /dev/null`` once renamed a regular file over the device: a FIFO stands in."""
+    require("as")
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    proc = run(str(EXAMPLES / "frame_pointer.s"), "-o", str(fifo))
+    reader.join(timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert decode_sframe(received[0]).version == 2
+    assert os.listdir(tmp_path) == ["pipe"]  # no temporary left beside it
+
+
 def test_stdin_to_stdout():
     require("as")
     proc = run("-", "-o", "-", stdin=(EXAMPLES / "frameless.s").read_bytes())
