@@ -72,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
                              "input says its own)")
     parser.add_argument("--assembler", metavar="CMD",
                         help="assembler command; '-I DIR -o OUT IN' is appended "
-                             "(default: as for x86_64, aarch64-linux-gnu-as for aarch64)")
+                             "(default: as for x86_64, aarch64-linux-gnu-as for aarch64, "
+                             "s390x-linux-gnu-as for s390x)")
     parser.add_argument("--sframe-version", type=int, default=2, choices=[2, 3],
                         help="SFrame format version to write (default: 2; 3 adds FLEX FDEs, "
                              "RA-undefined rows and signal frames; binutils 2.46's ld reads "
@@ -192,7 +193,8 @@ def _check_elf_output(display: str, payload: bytes) -> None:
 
     loaded = load_sframe(display, payload)
     cfi = read_elf_cfi(display, arch_for_machine, payload)
-    result = verify(loaded.section, cfi.timelines, arch_for_machine(cfi.machine, display),
+    arch = arch_for_machine(cfi.machine, display, cfi.big_endian)
+    result = verify(loaded.section, cfi.timelines, arch,
                     lambda fde: loaded.section_of(fde.field_offset))
     if not result.ok or result.extra:
         raise Cfi2SframeError(display, "the rewritten file does not verify; input left "

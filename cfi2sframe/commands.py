@@ -161,7 +161,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not loaded.is_elf:
         raise Cfi2SframeError(args.file, "verify needs an ELF file with .sframe and .eh_frame")
     cfi = read_elf_cfi(args.file, arch_for_machine)
-    arch = arch_for_machine(cfi.machine, args.file)
+    arch = arch_for_machine(cfi.machine, args.file, cfi.big_endian)
     result = verify(loaded.section, cfi.timelines, arch,
                     lambda fde: loaded.section_of(fde.field_offset))
     abi = loaded.section.abi

@@ -258,7 +258,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     if data is None:
         data = read_bytes(path)
     cfi = read_elf_cfi(path, arch_for_machine, data)
-    arch = arch_for_machine(cfi.machine, path)
+    arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     functions, skips = lower_fdes(cfi, arch, version)
     image = encode_sframe(functions, arch, version)
     address = 0

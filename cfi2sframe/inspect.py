@@ -18,15 +18,17 @@ from .sframe.decode import DecodedFde, DecodedSection
 from .sframe.lower import Skip, lower
 from .sframe.rules import RA_UNDEFINED, FrameRules, dwarf_rules, fre_rules
 
-MACHINE_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
+MACHINE_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_S390": "s390x"}
 
 
-def arch_for_machine(machine: str, path: str) -> Arch:
-    """The architecture description for an ELF ``e_machine`` value."""
+def arch_for_machine(machine: str, path: str, big_endian: bool = False) -> Arch:
+    """The architecture description for an ELF ``e_machine`` value (and byte order)."""
     name = MACHINE_ARCH.get(machine)
+    if name == "aarch64" and big_endian:
+        name = "aarch64_be"
     if name is None:
         raise Cfi2SframeError(path, f"unsupported machine {machine} (supported: x86-64, "
-                                    "AArch64)")
+                                    "AArch64, s390x)")
     return get_arch(name)
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from .aarch64 import AARCH64
+from .aarch64 import AARCH64, AARCH64_BE
 from .base import Arch
+from .s390x import S390X
 from .x86_64 import X86_64
 
-ARCHES: dict[str, Arch] = {X86_64.name: X86_64, AARCH64.name: AARCH64}
-ALIASES = {"x86-64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+ARCHES: dict[str, Arch] = {arch.name: arch for arch in (X86_64, AARCH64, AARCH64_BE, S390X)}
+ALIASES = {"x86-64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64",
+           "aarch64be": "aarch64_be", "arm64_be": "aarch64_be", "s390": "s390x",
+           "systemz": "s390x"}
 
 
 def get_arch(name: str) -> Arch:

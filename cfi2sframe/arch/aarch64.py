@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .base import Arch
 
 
@@ -33,3 +35,7 @@ AARCH64 = Arch(
     elf_machine="EM_AARCH64",
     default_assembler="aarch64-linux-gnu-as",
 )
+
+# Big-endian AArch64 (aarch64_be): the same registers and rules, SFrame ABI 1.
+AARCH64_BE = replace(AARCH64, name="aarch64_be", big_endian=True, sframe_abi=1,
+                     default_assembler="aarch64-linux-gnu-as -EB")

@@ -30,11 +30,24 @@ class Arch:
     sframe_fixed_ra_offset: int
     elf_machine: str
     default_assembler: str = "as"
+    # The caller's SP as the value CFA + this (DWARF: no SP rule means this).
+    sp_val_offset: int = 0
+    # SFrame stores CFA offsets as (offset - cfa_adjustment) / cfa_alignment (s390x).
+    cfa_adjustment: int = 0
+    cfa_alignment: int = 1
+    # V3 FLEX FDEs are written for this target (GNU as 2.46: AMD64 and s390x).
+    flex: bool = False
 
     @property
     def line_comment(self) -> str:
         """What starts a comment in assembly we write."""
         return self.comment_chars[:1] or "//"
+
+    @property
+    def s390x(self) -> bool:
+        """The s390x SFrame rules: encoded CFA offsets, RA padding word, V2
+        register numbers in FP/RA words (``(reg << 1) | 1``)."""
+        return self.cfa_alignment != 1
 
     @property
     def tracks_ra(self) -> bool:

@@ -43,4 +43,5 @@ X86_64 = Arch(
     sframe_fixed_fp_offset=0,
     sframe_fixed_ra_offset=-8,
     elf_machine="EM_X86_64",
+    flex=True,
 )

@@ -50,5 +50,8 @@ def section_asm(image: SectionImage, start_of: Callable[[SFrameFunction], str | 
         lines += _bytes_lines(tail)
     lines.append(f"\t{comment} FREs")
     lines += _bytes_lines(image.fres)
+    if image.padding:
+        lines.append(f"\t{comment} padding to {image.align} bytes (s390x)")
+        lines += _bytes_lines(image.padding)
     lines.append("\t.popsection")
     return "\n".join(lines) + "\n"

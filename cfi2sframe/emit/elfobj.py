@@ -5,7 +5,7 @@ The original bytes stay where they are; the new sections, a grown ``.shstrtab``
 section header table are appended.  Each FDE start field gets one PC-relative
 RELA relocation against its function's section symbol, addend = the
 function's offset, exactly as an assembler writes it for ``.eh_frame``.
-x86-64 and AArch64 (little-endian, 64-bit) objects are supported.
+64-bit x86-64, AArch64 and s390x objects are supported, in either byte order.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ SHF_ALLOC, SHF_INFO_LINK = 0x2, 0x40
 SHT_GNU_SFRAME = 0x6FFFFFF4
 STT_SECTION = 3
 # e_machine -> (32-bit, 64-bit) PC-relative relocation types for the FDE start fields.
-PCREL_TYPES = {62: (2, 24), 183: (261, 260)}  # R_X86_64_PC32/PC64, R_AARCH64_PREL32/PREL64
+# R_X86_64_PC32/PC64, R_AARCH64_PREL32/PREL64, R_390_PC32/PC64
+PCREL_TYPES = {62: (2, 24), 183: (261, 260), 22: (5, 23)}
 
 
 @dataclass
@@ -44,21 +45,21 @@ def _align(value: int, alignment: int) -> int:
 
 
 def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
-    """A copy of the ELF64 little-endian relocatable object ``data`` with SFrame added."""
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        raise Cfi2SframeError(where, "--emit obj for ELF input needs a 64-bit little-endian "
-                                     "object")
-    e_type, e_machine = struct.unpack_from("<HH", data, 16)
+    """A copy of the ELF64 relocatable object ``data`` with SFrame added."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] not in (1, 2):
+        raise Cfi2SframeError(where, "--emit obj for ELF input needs a 64-bit object")
+    order = "<" if data[5] == 1 else ">"
+    e_type, e_machine = struct.unpack_from(order + "HH", data, 16)
     if e_machine not in PCREL_TYPES:
         raise Cfi2SframeError(where, f"--emit obj does not know the relocations of ELF "
                                      f"machine {e_machine}")
     if e_type != 1:
         raise Cfi2SframeError(where, "--emit obj needs a relocatable object (use --emit raw)")
-    (shoff,) = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
     if shnum == 0 or shnum >= 0xFF00 or shentsize != 64:
         raise Cfi2SframeError(where, "unsupported section header table")
-    headers = [_Header(*struct.unpack_from("<IIQQQQIIQQ", data, shoff + 64 * i))
+    headers = [_Header(*struct.unpack_from(order + "IIQQQQIIQQ", data, shoff + 64 * i))
                for i in range(shnum)]
     names = data[headers[shstrndx].offset : headers[shstrndx].offset + headers[shstrndx].size]
 
@@ -75,7 +76,7 @@ def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
     out = bytearray(data)
     symtab = headers[symtab_index]
     symbols = bytearray(data[symtab.offset : symtab.offset + symtab.size])
-    section_symbol = _section_symbols(symbols)
+    section_symbol = _section_symbols(symbols, order)
     targets = sorted({func.section for func in image.functions})
     unknown = [t for t in targets if t not in section_names]
     if unknown:
@@ -83,10 +84,10 @@ def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
     missing = [section_names.index(t) for t in targets
                if section_names.index(t) not in section_symbol]
     if missing:
-        symbols, shift = _insert_section_symbols(symbols, symtab.info, missing)
+        symbols, shift = _insert_section_symbols(symbols, symtab.info, missing, order)
         for index in missing:
             section_symbol[index] = symtab.info + missing.index(index)
-        _shift_relocations(out, headers, symtab_index, symtab.info, shift)
+        _shift_relocations(out, headers, symtab_index, symtab.info, shift, order)
         symtab.info += shift
     sframe = image.to_bytes(0, lambda func: 0)  # RELA: the fields hold 0, addends decide
     sframe = _zero_start_fields(sframe, image)
@@ -95,9 +96,9 @@ def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
         target = section_names.index(func.section)
         kind = PCREL_TYPES[e_machine][0 if image.start_size == 4 else 1]
         info = (section_symbol[target] << 32) | kind
-        relocs += struct.pack("<QQq", image.start_field_offset(index), info, func.start)
+        relocs += struct.pack(order + "QQq", image.start_field_offset(index), info, func.start)
     return _append(out, headers, section_names, symtab_index, bytes(symbols), sframe,
-                   bytes(relocs), shstrndx)
+                   bytes(relocs), shstrndx, order)
 
 
 def _zero_start_fields(data: bytes, image: SectionImage) -> bytes:
@@ -108,35 +109,37 @@ def _zero_start_fields(data: bytes, image: SectionImage) -> bytes:
     return bytes(out)
 
 
-def _section_symbols(symbols: bytes) -> dict[int, int]:
+def _section_symbols(symbols: bytes, order: str) -> dict[int, int]:
     """Section index -> index of its STT_SECTION symbol."""
     out: dict[int, int] = {}
-    for i, (_, info, _, shndx, _, _) in enumerate(struct.iter_unpack("<IBBHQQ", symbols)):
+    for i, (_, info, _, shndx, _, _) in enumerate(struct.iter_unpack(order + "IBBHQQ",
+                                                                     symbols)):
         if info & 0xF == STT_SECTION:
             out.setdefault(shndx, i)
     return out
 
 
-def _insert_section_symbols(symbols: bytearray, first_global: int,
-                            sections: Sequence[int]) -> tuple[bytearray, int]:
-    new = b"".join(struct.pack("<IBBHQQ", 0, STT_SECTION, 0, index, 0, 0)
+def _insert_section_symbols(symbols: bytearray, first_global: int, sections: Sequence[int],
+                            order: str) -> tuple[bytearray, int]:
+    new = b"".join(struct.pack(order + "IBBHQQ", 0, STT_SECTION, 0, index, 0, 0)
                    for index in sections)
     at = first_global * 24
     return bytearray(symbols[:at] + new + symbols[at:]), len(sections)
 
 
 def _shift_relocations(out: bytearray, headers: Sequence[_Header], symtab_index: int,
-                       first_global: int, shift: int) -> None:
+                       first_global: int, shift: int, order: str) -> None:
     """Renumber symbol references >= first_global after inserting local symbols."""
     for h in headers:
         if h.link != symtab_index or h.kind not in (SHT_RELA, SHT_REL):
             continue
         entry = 24 if h.kind == SHT_RELA else 16
         for at in range(h.offset, h.offset + h.size - entry + 1, entry):
-            (info,) = struct.unpack_from("<Q", out, at + 8)
+            (info,) = struct.unpack_from(order + "Q", out, at + 8)
             sym = info >> 32
             if sym >= first_global:
-                struct.pack_into("<Q", out, at + 8, ((sym + shift) << 32) | (info & 0xFFFFFFFF))
+                struct.pack_into(order + "Q", out, at + 8,
+                                 ((sym + shift) << 32) | (info & 0xFFFFFFFF))
     # Group sections (SHT_GROUP) name their signature by symbol index.
     for h in headers:
         if h.kind == 17 and h.link == symtab_index and h.info >= first_global:
@@ -144,7 +147,7 @@ def _shift_relocations(out: bytearray, headers: Sequence[_Header], symtab_index:
 
 
 def _append(out: bytearray, headers: list[_Header], names: list[str], symtab_index: int,
-            symbols: bytes, sframe: bytes, relocs: bytes, shstrndx: int) -> bytes:
+            symbols: bytes, sframe: bytes, relocs: bytes, shstrndx: int, order: str) -> bytes:
     def place(blob: bytes, alignment: int) -> int:
         out.extend(b"\0" * (_align(len(out), alignment) - len(out)))
         at = len(out)
@@ -169,8 +172,8 @@ def _append(out: bytearray, headers: list[_Header], names: list[str], symtab_ind
     shoff = _align(len(out), 8)
     out.extend(b"\0" * (shoff - len(out)))
     for h in headers:
-        out.extend(struct.pack("<IIQQQQIIQQ", h.name, h.kind, h.flags, h.addr, h.offset,
+        out.extend(struct.pack(order + "IIQQQQIIQQ", h.name, h.kind, h.flags, h.addr, h.offset,
                                h.size, h.link, h.info, h.align, h.entsize))
-    struct.pack_into("<Q", out, 0x28, shoff)
-    struct.pack_into("<H", out, 0x3C, len(headers))
+    struct.pack_into(order + "Q", out, 0x28, shoff)
+    struct.pack_into(order + "H", out, 0x3C, len(headers))
     return bytes(out)

@@ -42,6 +42,8 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
     Rows are unbounded: the caller drops FREs that start at or past the
     function's size.  ``None``: use the general path.
     """
+    if arch.s390x:
+        return None  # encoded CFA offsets, RA padding, register words: the general path
     start = _initial_state(initial, code_align, data_align, arch, big_endian)
     if start is None:
         return None

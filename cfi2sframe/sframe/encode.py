@@ -32,6 +32,7 @@ from .format import (
     SFrameFunction,
     fde_struct,
     fre_type_for,
+    fre_words,
     header_struct,
     offset_size_for,
 )
@@ -53,6 +54,13 @@ class SectionImage:
     big_endian: bool
     fde_size: int
     start_size: int = 4
+    align: int = 1  # s390x: the section is zero-padded to a multiple of 8 (not in fre_len)
+
+    @property
+    def padding(self) -> bytes:
+        """Zero bytes after the FREs that round the section up to ``align``."""
+        size = len(self.header) + len(self.fde_tails) * self.fde_size + len(self.fres)
+        return bytes(-size % self.align)
 
     def start_field_offset(self, index: int) -> int:
         """Offset in the section of FDE ``index``'s start field."""
@@ -70,43 +78,37 @@ class SectionImage:
                     "", f"function '{func.name}' is {delta:#x} bytes from its FDE: out of "
                     f"range for a {bits}-bit PC-relative start")
             out += struct.pack(order + ("i" if bits == 32 else "q"), delta) + tail
-        return bytes(out + self.fres)
+        return bytes(out + self.fres + self.padding)
 
 
-def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, order: str) -> bytes:
-    """The FREs of one function: each start, then its (memoised) info and offsets."""
-    endian = "big" if order == ">" else "little"
+def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, arch: Arch) -> bytes:
+    """The FREs of one function: each start, then its (memoised) info and data words."""
+    endian = "big" if arch.big_endian else "little"
     out = []
     for fre in fres:
         out.append(fre.start.to_bytes(addr_size, endian))
-        out.append(_fre_tail(fre[1:], order))
+        out.append(_fre_tail(fre[1:], arch))
     return b"".join(out)
 
 
 @lru_cache(maxsize=4096)
-def _fre_tail(shape: tuple, order: str) -> bytes:
-    """Info byte and offsets of an FRE (everything but its start): a few hundred
-    distinct shapes cover the FREs of a whole library."""
-    return _fre_bytes(Fre(0, *shape), 1, order)[1:]
+def _fre_tail(shape: tuple, arch: Arch) -> bytes:
+    """Info byte and data words of an FRE (everything but its start): a few
+    hundred distinct shapes cover the FREs of a whole library."""
+    return _fre_bytes(Fre(0, *shape), 1, arch)[1:]
 
 
-def _fre_bytes(fre: Fre, addr_size: int, order: str) -> bytes:
-    if fre.ra_undefined:
-        offsets: tuple[int, ...] = ()
-    else:
-        offsets = (fre.cfa_offset,)
-        if fre.ra_offset is not None:
-            offsets += (fre.ra_offset,)
-        if fre.fp_offset is not None:
-            offsets += (fre.fp_offset,)
-    size_code = offset_size_for(offsets) if offsets else 0
-    assert size_code is not None, "lowering guarantees 32-bit offsets"
+def _fre_bytes(fre: Fre, addr_size: int, arch: Arch) -> bytes:
+    words = fre_words(fre, arch)
+    size_code = offset_size_for(words) if words else 0
+    assert size_code is not None, "lowering guarantees 32-bit words"
     base = BASE_REG_FP if fre.cfa_base_fp else BASE_REG_SP
     if fre.ra_undefined:
         base = 0
-    info = base | (len(offsets) << 1) | (size_code << 5) | (int(fre.mangled_ra) << 7)
-    return _fre_struct(order, addr_size, OFFSET_SIZE[size_code], len(offsets)).pack(
-        fre.start, info, *offsets)
+    info = base | (len(words) << 1) | (size_code << 5) | (int(fre.mangled_ra) << 7)
+    order = ">" if arch.big_endian else "<"
+    return _fre_struct(order, addr_size, OFFSET_SIZE[size_code], len(words)).pack(
+        fre.start, info, *words)
 
 
 @lru_cache(maxsize=256)
@@ -118,7 +120,6 @@ def _fre_struct(order: str, addr_size: int, word_size: int, count: int) -> struc
 
 def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -> SectionImage:
     """Encode ``functions`` (already in final FDE order) as an SFrame V2 section."""
-    order = ">" if arch.big_endian else "<"
     fde = fde_struct(VERSION_2, arch.big_endian)
     tails = []
     memo: dict[int, tuple[tuple[Fre, ...], int, bytes]] = {}
@@ -131,7 +132,7 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
             # Functions made from identical CFI share one FRE tuple: encode it once.
             fre_type = fre_type_for(max((f.start for f in fres), default=0))
             hit = memo[id(fres)] = (fres, fre_type,
-                                    _fres_bytes(fres, FRE_ADDR_SIZE[fre_type], order))
+                                    _fres_bytes(fres, FRE_ADDR_SIZE[fre_type], arch))
         _, fre_type, encoded = hit
         info = fre_type | (int(func.pc_mask) << 4) | (int(func.pauth_b_key) << 5)
         packed = fde.pack(0, func.size, len(fre_blob), len(fres), info, func.rep_size, 0)
@@ -145,11 +146,15 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
         len(functions) * FDE_SIZE[VERSION_2])
     assert len(header) == HEADER_SIZE
     return SectionImage(header, tuple(functions), tuple(tails), bytes(fre_blob),
-                        arch.big_endian, FDE_SIZE[VERSION_2])
+                        arch.big_endian, FDE_SIZE[VERSION_2], align=8 if arch.s390x else 1)
 
 
-def _flex_words(rule: RuleFre, fixed_ra: Loc) -> tuple[list[int], list[int]]:
-    """(signed offsets, unsigned control words) of a FLEX FRE, in their order."""
+def _flex_words(rule: RuleFre, fixed_ra: Loc | None,
+                arch: Arch) -> tuple[list[int], list[int]]:
+    """(data words, indices of the unsigned control words) of a FLEX FRE, in their order.
+
+    s390x stores the CFA offset as (offset - 160) / 8 here too.
+    """
     words: list[int] = []
     controls: list[int] = []
 
@@ -160,7 +165,10 @@ def _flex_words(rule: RuleFre, fixed_ra: Loc) -> tuple[list[int], list[int]]:
         controls.append(len(words) - 2)
 
     rules = rule.rules
-    pair(rules.cfa)
+    cfa = rules.cfa
+    if arch.s390x:
+        cfa = cfa._replace(offset=(cfa.offset - arch.cfa_adjustment) // arch.cfa_alignment)
+    pair(cfa)
     ra = rules.ra if rules.ra != fixed_ra else None
     if ra is not None:
         pair(ra)
@@ -172,11 +180,12 @@ def _flex_words(rule: RuleFre, fixed_ra: Loc) -> tuple[list[int], list[int]]:
     return words, controls
 
 
-def _flex_fre_bytes(rule: RuleFre, addr_size: int, order: str, fixed_ra: Loc) -> bytes:
+def _flex_fre_bytes(rule: RuleFre, addr_size: int, order: str, fixed_ra: Loc | None,
+                    arch: Arch) -> bytes:
     start_fmt = {1: "B", 2: "H", 4: "I"}[addr_size]
     if rule.rules.ra == RA_UNDEFINED:
         return struct.pack(order + start_fmt + "B", rule.start, 0)
-    words, controls = _flex_words(rule, fixed_ra)
+    words, controls = _flex_words(rule, fixed_ra, arch)
     offsets = tuple(w for i, w in enumerate(words) if i not in controls)
     size_code = offset_size_for(offsets) if offsets else 0
     widest = max((words[i] for i in controls), default=0)
@@ -198,7 +207,7 @@ def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
     preceded by its 5-byte attribute (FRE count, info bytes, repeat size).
     """
     order = ">" if arch.big_endian else "<"
-    fixed_ra = Loc(None, arch.sframe_fixed_ra_offset, True)
+    fixed_ra = None if arch.tracks_ra else Loc(None, arch.sframe_fixed_ra_offset, True)
     tails = []
     fre_blob = bytearray()
     num_fres = 0
@@ -212,12 +221,12 @@ def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
                                 func.rep_size)
         for fre in func.fres:
             if func.flex:
-                fre_blob += _flex_fre_bytes(fre, addr_size, order, fixed_ra)
+                fre_blob += _flex_fre_bytes(fre, addr_size, order, fixed_ra, arch)
             elif fre.ra_undefined:
                 fre_blob += struct.pack(order + {1: "B", 2: "H", 4: "I"}[addr_size] + "B",
                                         fre.start, 0)
             else:
-                fre_blob += _fre_bytes(fre, addr_size, order)
+                fre_blob += _fre_bytes(fre, addr_size, arch)
         num_fres += len(func.fres)
     flags = F_FDE_FUNC_START_PCREL | (F_FDE_SORTED if sort_flag else 0)
     header = header_struct(arch.big_endian).pack(
@@ -225,7 +234,7 @@ def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
         arch.sframe_fixed_ra_offset, 0, len(functions), num_fres, len(fre_blob), 0,
         len(functions) * 16)
     return SectionImage(header, tuple(functions), tuple(tails), bytes(fre_blob),
-                        arch.big_endian, 16, 8)
+                        arch.big_endian, 16, 8, align=8 if arch.s390x else 1)
 
 
 def functions_from_decoded(section) -> list[SFrameFunction]:

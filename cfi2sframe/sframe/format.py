@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ..arch.base import Arch
 
 MAGIC = 0xDEE2
 VERSION_1, VERSION_2, VERSION_3 = 1, 2, 3
@@ -67,9 +70,11 @@ def offset_size_for(values: tuple[int, ...]) -> int | None:
 class Fre(NamedTuple):
     """One frame row entry, in the meaning of the spec (not yet in bytes).
 
-    ``cfa_base_fp`` selects FP (else SP) as the CFA base.  ``ra_offset`` is
-    set only on ABIs that track RA per row; ``ra_undefined`` marks an
-    outermost frame (no offsets at all).
+    ``cfa_base_fp`` selects FP (else SP) as the CFA base; ``cfa_offset`` is
+    the real offset (s390x encodes it only in bytes).  ``ra_offset`` is set
+    only on ABIs that track RA per row; ``ra_undefined`` marks an outermost
+    frame (no offsets at all).  ``fp_reg``/``ra_reg``: s390x V2 only, the
+    register holding the caller's FP/RA (written as ``(reg << 1) | 1``).
     """
 
     start: int
@@ -79,12 +84,31 @@ class Fre(NamedTuple):
     ra_offset: int | None = None
     mangled_ra: bool = False
     ra_undefined: bool = False
+    fp_reg: int | None = None
+    ra_reg: int | None = None
 
     def same_rules(self, other: Fre) -> bool:
-        return (self.cfa_base_fp, self.cfa_offset, self.fp_offset, self.ra_offset,
-                self.mangled_ra, self.ra_undefined) == (
-                other.cfa_base_fp, other.cfa_offset, other.fp_offset, other.ra_offset,
-                other.mangled_ra, other.ra_undefined)
+        return self[1:] == other[1:]
+
+
+def fre_words(fre: Fre, arch: Arch) -> tuple[int, ...]:
+    """The data words of a default FRE, in the spec's order CFA, [RA], [FP].
+
+    s390x: the CFA offset is stored as (offset - 160) / 8, an FP without a
+    saved RA needs the RA padding word 0, and (V2) a register is ``reg<<1|1``.
+    """
+    if fre.ra_undefined:
+        return ()
+    cfa = fre.cfa_offset
+    if arch.s390x:
+        cfa = (cfa - arch.cfa_adjustment) // arch.cfa_alignment
+    fp = fre.fp_offset if fre.fp_reg is None else (fre.fp_reg << 1) | 1
+    ra = fre.ra_offset if fre.ra_reg is None else (fre.ra_reg << 1) | 1
+    if ra is not None:
+        return (cfa, ra) if fp is None else (cfa, ra, fp)
+    if fp is None:
+        return (cfa,)
+    return (cfa, 0, fp) if arch.s390x else (cfa, fp)
 
 
 class SFrameFunction(NamedTuple):

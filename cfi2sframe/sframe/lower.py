@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from ..arch.base import Arch
 from ..model import SAME_VALUE, CfaExpr, CfaReg, Location, Row, Rule, Timeline
-from .format import Fre, SFrameFunction, offset_size_for
+from .format import Fre, SFrameFunction, fre_words, offset_size_for
 from .rules import RA_UNDEFINED, FrameRules, Loc, RuleFre, dwarf_rules
 
 # reason code -> (what it means, GNU as 2.46 wording for the same case)
@@ -52,6 +52,9 @@ REASONS: dict[str, tuple[str, str]] = {
                       "(no check)"),
     "too-many-fres": ("V3 only: more than 65535 FREs in one function",
                       "Number of FREs exceeds UINT16_MAX"),
+    "s390x-unaligned": ("s390x: a CFA offset that is not 160 + a multiple of 8, or (V2) "
+                        "an odd FP/RA slot offset: SFrame cannot store it exactly",
+                        "(truncates silently)"),
     "fp-without-ra": ("AArch64: FP saved while RA is still in its register (SFrame "
                       "orders the words CFA, RA, FP)", "FP without RA on stack"),
 }
@@ -104,7 +107,7 @@ def lower(timeline: Timeline, arch: Arch, memo: dict | None = None,
                     f"return address column {timeline.ra_column} is not "
                     f"{arch.reg_name(arch.ra)} ({arch.ra})")
     rows = timeline.rows
-    if version == 2 or arch.tracks_ra:  # FLEX is written for AMD64 only, as GNU as does
+    if version == 2 or not arch.flex:  # FLEX for AMD64 and s390x, as GNU as 2.46 writes
         def lowering(rows: tuple[Row, ...], arch: Arch) -> tuple | _Unrepresentable:
             return _lower_rows(rows, arch, version)
     else:
@@ -146,7 +149,7 @@ def _lower_rows(rows: tuple[Row, ...], arch: Arch,
         if fres and fres[-1].same_rules(fre):
             continue
         if row.start:  # the memoised FRE is at offset 0; positional is cheaper than _replace
-            fre = Fre(row.start, fre[1], fre[2], fre[3], fre[4], fre[5], fre[6])
+            fre = Fre(row.start, *fre[1:])
         fres.append(fre)
     return tuple(fres)
 
@@ -167,12 +170,13 @@ def _lower_rows_v3(rows: tuple[Row, ...], arch: Arch) -> tuple | _Unrepresentabl
         if wanted and wanted[-1][1:] == (rules, row.ra_signed):
             continue
         wanted.append((row.start, rules, row.ra_signed))
-    fixed_ra = Loc(None, arch.sframe_fixed_ra_offset, True)
+    fixed_ra = None if arch.tracks_ra else Loc(None, arch.sframe_fixed_ra_offset, True)
     if all(_fits_default(rules, arch, fixed_ra) for _, rules, _ in wanted):
         return tuple(
             Fre(start, False, 0, ra_undefined=True) if rules.ra == RA_UNDEFINED else
             Fre(start, rules.cfa.reg == arch.fp, rules.cfa.offset,
-                None if rules.fp is None else rules.fp.offset, None, signed)
+                None if rules.fp is None else rules.fp.offset,
+                None if rules.ra is None or not arch.tracks_ra else rules.ra.offset, signed)
             for start, rules, signed in wanted)
     return tuple(RuleFre(start, rules, signed) for start, rules, signed in wanted)
 
@@ -183,12 +187,19 @@ def _outermost(fre: Fre | RuleFre) -> bool:
     return fre.ra_undefined
 
 
-def _fits_default(rules: FrameRules, arch: Arch, fixed_ra: Loc) -> bool:
+def _fits_default(rules: FrameRules, arch: Arch, fixed_ra: Loc | None) -> bool:
+    """Whether a default FRE holds ``rules``: CFA on SP/FP, FP (and, where RA is
+    tracked, RA) unchanged or in a stack slot, RA at the fixed place elsewhere."""
     if rules.ra == RA_UNDEFINED:
         return True
     cfa = rules.cfa
-    return (cfa.reg in (arch.sp, arch.fp) and not cfa.deref and rules.ra == fixed_ra
-            and (rules.fp is None or (rules.fp.reg is None and rules.fp.deref)))
+
+    def slot_or_none(loc: Loc | str | None) -> bool:
+        return loc is None or (not isinstance(loc, str) and loc.reg is None and loc.deref)
+
+    ra_ok = slot_or_none(rules.ra) if arch.tracks_ra else rules.ra == fixed_ra
+    return (cfa.reg in (arch.sp, arch.fp) and not cfa.deref and ra_ok
+            and slot_or_none(rules.fp))
 
 
 def _v3_rules(row: Row, arch: Arch) -> FrameRules:
@@ -208,7 +219,7 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
         reason = "fp-undefined" if rules.fp == RA_UNDEFINED else "fp-expression"
         raise _Unrepresentable(reason, f"caller's FP is {_describe(row.rule(arch.fp), arch)}",
                                row)
-    if rules.ra is None or isinstance(rules.ra, str):
+    if isinstance(rules.ra, str) or (rules.ra is None and not arch.tracks_ra):
         raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
                                f"{_describe(row.rule(arch.ra), arch)}", row)
     # A FLEX control word of 0 (CFA-based, no dereference) is the padding word,
@@ -216,9 +227,11 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
     if rules.fp is not None and rules.fp.reg is None and not rules.fp.deref:
         raise _Unrepresentable("fp-val-offset", f"caller's FP is "
                                f"{_describe(row.rule(arch.fp), arch)}", row)
-    if rules.ra.reg is None and not rules.ra.deref:
+    if rules.ra is not None and rules.ra.reg is None and not rules.ra.deref:
         raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
                                f"{_describe(row.rule(arch.ra), arch)}", row)
+    if arch.s390x:
+        _check_s390x_cfa(rules.cfa.offset, arch, row)
     for loc in (rules.cfa, rules.fp, rules.ra):
         if loc is not None and not -(1 << 31) <= loc.offset < (1 << 31):
             raise _Unrepresentable("offset-range", f"offset {loc.offset} needs more than "
@@ -244,6 +257,8 @@ def lower_row(row: Row, arch: Arch) -> Fre:
 
     AMD64: RA at the header's fixed offset, FP optional.  AArch64: RA tracked
     per row (saved at CFA+N, or still in x30), FP only with RA on the stack.
+    s390x: RA and FP each on the stack, in a register (V2's ``reg<<1|1``) or
+    unchanged; an FP without RA gets the RA padding word.
     """
     cfa = row.cfa
     if cfa is None:
@@ -256,29 +271,46 @@ def lower_row(row: Row, arch: Arch) -> Fre:
                                f"CFA is based on {arch.reg_name(cfa.reg)}", row)
     if row.ra_signed and not arch.tracks_ra:
         raise _Unrepresentable("ra-signed", "return address signing on x86-64", row)
-    ra_offset = _ra_offset(row.rule(arch.ra), arch, row)
+    ra_offset, ra_reg = _ra_slot(row.rule(arch.ra), arch, row)
     _check_sp(row.rule(arch.sp), arch, row)
-    fp_offset = _fp_offset(row.rule(arch.fp), arch, row)
-    if fp_offset is not None and arch.tracks_ra and ra_offset is None:
+    fp_offset, fp_reg = _fp_slot(row.rule(arch.fp), arch, row)
+    if fp_offset is not None and arch.tracks_ra and ra_offset is None and not arch.s390x:
         raise _Unrepresentable("fp-without-ra", "FP is saved but RA is not on the stack",
                                row)
-    values = tuple(v for v in (cfa.offset, ra_offset, fp_offset) if v is not None)
-    if offset_size_for(values) is None:
-        raise _Unrepresentable("offset-range", f"offset {max(values, key=abs)} needs more "
+    if arch.s390x:
+        _check_s390x_cfa(cfa.offset, arch, row)
+        for what, slot in (("RA", ra_offset), ("FP", fp_offset)):
+            if slot is not None and slot & 1:  # an odd word means a register in V2
+                raise _Unrepresentable("s390x-unaligned", f"{what} slot offset {slot} is odd",
+                                       row)
+    fre = Fre(row.start, cfa.reg == arch.fp, cfa.offset, fp_offset, ra_offset,
+              row.ra_signed, False, fp_reg, ra_reg)
+    words = fre_words(fre, arch)
+    if offset_size_for(words) is None:
+        raise _Unrepresentable("offset-range", f"offset {max(words, key=abs)} needs more "
                                "than 32 bits", row)
-    return Fre(row.start, cfa.reg == arch.fp, cfa.offset, fp_offset, ra_offset,
-               row.ra_signed)
+    return fre
 
 
-def _ra_offset(rule: Rule | None, arch: Arch, row: Row) -> int | None:
-    """The RA's CFA offset to store (None: fixed in the header, or still in its register)."""
+def _check_s390x_cfa(offset: int, arch: Arch, row: Row) -> None:
+    if (offset - arch.cfa_adjustment) % arch.cfa_alignment:
+        raise _Unrepresentable("s390x-unaligned", f"CFA offset {offset} is not "
+                               f"{arch.cfa_adjustment} + a multiple of {arch.cfa_alignment}",
+                               row)
+
+
+def _ra_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int | None]:
+    """(CFA offset, register) of the RA to store; (None, None): fixed in the header
+    (AMD64), or still in its register."""
     if not arch.tracks_ra:
         _check_ra(rule, arch, row)
-        return None
+        return None, None
     if rule is None or rule.kind == "same_value":
-        return None
+        return None, None
     if rule.kind == "offset":
-        return rule.value
+        return rule.value, None
+    if rule.kind == "register" and arch.s390x:
+        return None, rule.value
     if rule.kind == "undefined":
         raise _Unrepresentable("ra-undefined", "return address is undefined", row)
     raise _Unrepresentable("ra-not-at-fixed-offset",
@@ -296,16 +328,24 @@ def _check_ra(rule: Rule | None, arch: Arch, row: Row) -> None:
 
 
 def _check_sp(rule: Rule | None, arch: Arch, row: Row) -> None:
-    if rule is None or (rule.kind == "val_offset" and rule.value == 0):
+    if rule is None or (rule.kind == "val_offset" and rule.value == arch.sp_val_offset):
+        return
+    if rule.kind in ("offset", "register") and arch.s390x:
+        # A saved copy of the caller's r15 (stmg into the register save area,
+        # ldgr into an FPR in leaf functions): the ABI defines the CFA as that
+        # SP + 160, so the copy holds CFA-160, which is what SFrame assumes.
         return
     raise _Unrepresentable("sp-not-cfa", f"caller's SP is {_describe(rule, arch)}", row)
 
 
-def _fp_offset(rule: Rule | None, arch: Arch, row: Row) -> int | None:
+def _fp_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int | None]:
+    """(CFA offset, register) of the caller's FP; (None, None) when unchanged."""
     if rule is None or rule.kind == "same_value":
-        return None
+        return None, None
     if rule.kind == "offset":
-        return rule.value
+        return rule.value, None
+    if rule.kind == "register" and arch.s390x:
+        return None, rule.value
     reason = {"register": "fp-in-register", "expression": "fp-expression",
               "val_expression": "fp-expression", "val_offset": "fp-val-offset",
               "undefined": "fp-undefined"}[rule.kind]
