@@ -69,6 +69,7 @@ class AsmUnit:
     text: str
     timelines: tuple[Timeline, ...]
     anchor_offsets: tuple[tuple[int, str], ...]
+    obj: bytes = b""  # the assembler's object (probe labels add no bytes): the code
 
     def text_with_anchors(self) -> str:
         """The source with a local label at every function start (no code change)."""
@@ -119,7 +120,7 @@ def finish_asm(run: ProbeRun, arch: Arch) -> tuple[AsmUnit, str]:
                        symbols)
     timelines, anchors = builder.build()
     check_fde_count(view, len(timelines), filename)
-    return AsmUnit(filename, run.text, tuple(timelines), tuple(anchors)), messages
+    return AsmUnit(filename, run.text, tuple(timelines), tuple(anchors), obj), messages
 
 
 def _parse(stmt: Statement, filename: str) -> Directive:

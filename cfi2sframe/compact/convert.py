@@ -1,0 +1,80 @@
+"""Compact unwind for an assembly file or an ELF object: timelines plus code bytes.
+
+The code bytes come from the assembled object (for ``.s`` input, the probe
+object the assembler wrote; for ELF input, the file), so STACK_IND's
+``sub $imm32, %rsp`` is found where it really is.
+"""
+
+from __future__ import annotations
+
+from ..arch import get_arch
+from ..elfread import open_elf
+from ..errors import Cfi2SframeError
+from ..model import Timeline
+from .encoding import Code
+from .lower import CompactFunction, lower_compact
+
+COMPACT_ARCHES = {"x86_64": "x86_64", "aarch64": "arm64"}
+
+
+def compact_arch(arch_name: str, where: str) -> str:
+    """``x86_64`` or ``arm64``: the compact unwind flavour of an architecture."""
+    name = COMPACT_ARCHES.get(get_arch(arch_name).name)
+    if name is None:
+        raise Cfi2SframeError(where, f"compact unwind is defined for x86-64 and arm64, not "
+                                     f"{arch_name}")
+    return name
+
+
+def compact_functions(timelines: tuple[Timeline, ...], obj: bytes, arch: str,
+                      ranges: bool = False, linked: bool = False) -> list[CompactFunction]:
+    """Lower every timeline; ``obj`` is the ELF file holding their code."""
+    view = open_elf(obj, "object") if obj else None
+    section_bytes: dict[str, bytes] = {}
+    out = []
+    for timeline in timelines:
+        code = None
+        if view is not None:
+            if linked:
+                code = _linked_code(view, timeline)
+            else:
+                data = section_bytes.get(timeline.section)
+                if data is None:
+                    data = section_bytes[timeline.section] = view.section_data(
+                        timeline.section)
+                code = Code(data[timeline.start:timeline.start + timeline.size])
+        out.append(lower_compact(timeline, arch, code, ranges))
+    return out
+
+
+def _linked_code(view, timeline: Timeline) -> Code | None:
+    for seg in view.segments():
+        if seg.kind == 1 and seg.vaddr <= timeline.start < seg.vaddr + seg.filesz:
+            at = seg.offset + timeline.start - seg.vaddr
+            return Code(view.data[at:at + timeline.size])
+    return None
+
+
+def compact_asm(text: str, filename: str, arch_name: str = "x86_64",
+                assembler: str | None = None, ranges: bool = False) -> list[CompactFunction]:
+    """Compact rows for every function of an assembly file."""
+    from ..frontend.asm import parse_asm
+    from ..frontend.probe import Assembler
+
+    arch = get_arch(arch_name)
+    flavour = compact_arch(arch_name, filename)
+    unit, _ = parse_asm(text, filename, arch,
+                        Assembler.from_string(assembler or arch.default_assembler))
+    return compact_functions(unit.timelines, unit.obj, flavour, ranges)
+
+
+def compact_elf(path: str, data: bytes, ranges: bool = False) -> list[CompactFunction]:
+    """Compact rows for every FDE of an ELF file (object, library or program)."""
+    from ..frontend.ehframe import read_elf_cfi
+    from ..inspect import arch_for_machine
+
+    cfi = read_elf_cfi(path, arch_for_machine, data)
+    arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
+    flavour = compact_arch(arch.name, path)
+    return compact_functions(cfi.timelines, data, flavour, ranges,
+                             linked=cfi.elf_type != "ET_REL")

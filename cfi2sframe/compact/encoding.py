@@ -1,0 +1,282 @@
+"""Apple compact unwind encodings: the 32-bit word, its meaning, and back.
+
+Written from ``compact_unwind_encoding.h`` and the notes on libunwind
+(``CompactUnwinder.hpp``): ``decode`` gives the rules libunwind applies for
+an encoding, ``encode_*`` the encoding whose decoding is exactly the rules
+asked for (or a reason why none exists).  Rules are in CFA terms:
+
+- CFA = ``cfa_reg`` + ``cfa_offset`` (for x86 STACK_IND the offset needs the
+  ``sub $imm32, %rsp`` immediate, read from the code);
+- RA saved at CFA + ``ra_offset`` (None: still in the link register, arm64);
+- ``saved``: (DWARF register, CFA offset) of every callee-saved register.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+NOT_FUNCTION_START = 0x80000000
+HAS_LSDA = 0x40000000
+PERSONALITY_MASK = 0x30000000
+MODE_MASK = 0x0F000000
+
+X86_RBP_FRAME, X86_STACK_IMMD, X86_STACK_IND, X86_DWARF = (0x01000000, 0x02000000,
+                                                           0x03000000, 0x04000000)
+ARM64_FRAMELESS, ARM64_DWARF, ARM64_FRAME = 0x02000000, 0x03000000, 0x04000000
+
+# Compact register numbers 1..6 -> DWARF numbers (x86-64: rbx r12 r13 r14 r15 rbp).
+X86_64_CU_REGS = (3, 12, 13, 14, 15, 6)
+X86_64_SP, X86_64_FP, X86_64_RA = 7, 6, 16
+# arm64 pairs in bit order: x19/x20 ... x27/x28, then d8/d9 ... d14/d15 (bits 8..11).
+ARM64_PAIRS = ((0x1, 19, 20), (0x2, 21, 22), (0x4, 23, 24), (0x8, 25, 26), (0x10, 27, 28),
+               (0x100, 72, 73), (0x200, 74, 75), (0x400, 76, 77), (0x800, 78, 79))
+ARM64_SP, ARM64_FP, ARM64_LR = 31, 29, 30
+
+# Radices of the frameless register permutation, per register count.
+_RADICES = {1: (1,), 2: (5, 1), 3: (20, 4, 1), 4: (60, 12, 3, 1), 5: (120, 24, 6, 2, 1),
+            6: (120, 24, 6, 2, 1, 0)}
+
+
+class CompactRules(NamedTuple):
+    """What an encoding restores, in CFA terms (see the module docstring)."""
+
+    cfa_reg: int
+    cfa_offset: int
+    ra_offset: int | None
+    saved: tuple[tuple[int, int], ...]  # sorted (DWARF register, CFA offset)
+
+
+class Code(NamedTuple):
+    """The bytes of a function, for STACK_IND's ``sub $imm32, %rsp`` immediate."""
+
+    data: bytes
+
+    def imm32_at(self, offset: int) -> int | None:
+        if offset < 0 or offset + 4 > len(self.data):
+            return None
+        return int.from_bytes(self.data[offset:offset + 4], "little")
+
+
+def is_dwarf(encoding: int, arch: str) -> bool:
+    return encoding & MODE_MASK == (ARM64_DWARF if arch == "arm64" else X86_DWARF)
+
+
+# -- x86-64 --------------------------------------------------------------------------
+
+
+def permutation(regs: list[int]) -> int:
+    """The Lehmer code of compact register numbers (1..6), lowest address first."""
+    if not regs:
+        return 0
+    digits = []
+    for i, reg in enumerate(regs):
+        digits.append(reg - 1 - sum(1 for r in regs[:i] if r < reg))
+    return sum(d * r for d, r in zip(digits, _RADICES[len(regs)], strict=False))
+
+
+def unpermute(count: int, perm: int) -> list[int] | None:
+    """Compact register numbers for ``count`` registers, lowest address first."""
+    if count == 0:
+        return []
+    digits = []
+    for radix in _RADICES[count]:
+        if radix:
+            digits.append(perm // radix)
+            perm -= digits[-1] * radix
+        else:
+            digits.append(0)
+    unused = [1, 2, 3, 4, 5, 6]
+    out = []
+    for digit in digits:
+        if digit >= len(unused):
+            return None
+        out.append(unused.pop(digit))
+    return out
+
+
+def decode_x86_64(encoding: int, code: Code | None = None) -> CompactRules | str:
+    """libunwind's rules for an x86-64 encoding, or why it has none."""
+    mode = encoding & MODE_MASK
+    if mode == X86_RBP_FRAME:
+        offset = (encoding >> 16) & 0xFF
+        saved = [(X86_64_FP, -16)]
+        for i in range(5):
+            reg = (encoding >> (3 * i)) & 7
+            if reg == 0:
+                continue
+            if reg > 5:
+                return "libunwind aborts: RBP or an invalid register in an RBP-frame slot"
+            saved.append((X86_64_CU_REGS[reg - 1], -16 - 8 * offset + 8 * i))
+        return CompactRules(X86_64_FP, 16, -8, tuple(sorted(saved)))
+    if mode in (X86_STACK_IMMD, X86_STACK_IND):
+        count = (encoding >> 10) & 7
+        regs = unpermute(count, encoding & 0x3FF) if count <= 6 else None
+        if regs is None:
+            return "invalid register permutation"
+        if mode == X86_STACK_IMMD:
+            cfa = 8 * ((encoding >> 16) & 0xFF)
+        else:
+            imm = code.imm32_at((encoding >> 16) & 0xFF) if code else None
+            if imm is None:
+                return "STACK_IND immediate outside the function's code"
+            cfa = imm + 8 * ((encoding >> 13) & 7)
+        saved = tuple(sorted((X86_64_CU_REGS[r - 1], -8 - 8 * count + 8 * i)
+                             for i, r in enumerate(regs)))
+        return CompactRules(X86_64_SP, cfa, -8, saved)
+    if mode == X86_DWARF:
+        return "DWARF mode"
+    return "no unwind information" if encoding & ~(HAS_LSDA | PERSONALITY_MASK |
+                                                   NOT_FUNCTION_START) == 0 else "unknown mode"
+
+
+def encode_x86_64(rules: CompactRules, code: Code | None,
+                  code_offset: int = 0) -> int | tuple[str, str]:
+    """The encoding that decodes to exactly ``rules``, or (reason code, detail).
+
+    ``code_offset`` is where the encoded range starts in ``code`` (STACK_IND
+    offsets count from the range start).
+    """
+    if rules.ra_offset != -8:
+        return "ra-not-at-cfa-8", f"return address at CFA{rules.ra_offset:+d}"
+    by_reg = dict(rules.saved)
+    unknown = [reg for reg in by_reg if reg not in X86_64_CU_REGS]
+    if unknown:
+        return "register-not-encodable", f"DWARF register {unknown[0]} is saved"
+    if rules.cfa_reg == X86_64_FP:
+        return _x86_64_frame(rules, by_reg)
+    if rules.cfa_reg != X86_64_SP:
+        return "cfa-not-sp-fp", f"CFA is based on DWARF register {rules.cfa_reg}"
+    return _x86_64_frameless(rules, by_reg, code, code_offset)
+
+
+def _x86_64_frame(rules: CompactRules, by_reg: dict[int, int]) -> int | tuple[str, str]:
+    if rules.cfa_offset != 16:
+        return "frame-cfa-not-fp-16", f"CFA = rbp{rules.cfa_offset:+d}, not rbp+16"
+    if by_reg.get(X86_64_FP) != -16:
+        return "frame-fp-not-at-cfa-16", "rbp is not saved at CFA-16"
+    others = {reg: off for reg, off in by_reg.items() if reg != X86_64_FP}
+    if not others:
+        return X86_RBP_FRAME
+    lowest = min(others.values())
+    offset = (-16 - lowest) // 8
+    encoding = X86_RBP_FRAME | offset << 16
+    for reg, off in others.items():
+        slot, rem = divmod(off + 16 + 8 * offset, 8)
+        if rem or not 0 <= slot <= 4 or off >= -16 or offset > 255:
+            return "saves-not-encodable", ("saved registers span more than 5 slots below "
+                                           "CFA-16, or are not 8-byte slots")
+        encoding |= (X86_64_CU_REGS.index(reg) + 1) << (3 * slot)
+    return encoding
+
+
+def _x86_64_frameless(rules: CompactRules, by_reg: dict[int, int], code: Code | None,
+                      code_offset: int) -> int | tuple[str, str]:
+    count = len(by_reg)
+    if count > 6:
+        return "too-many-registers", f"{count} registers saved; compact unwind holds 6"
+    order = sorted(by_reg, key=lambda reg: by_reg[reg])  # lowest address first
+    if [by_reg[reg] for reg in order] != [-8 - 8 * count + 8 * i for i in range(count)]:
+        return "saves-not-contiguous", ("saved registers are not in consecutive slots "
+                                        "right below the return address")
+    regs = [X86_64_CU_REGS.index(reg) + 1 for reg in order]
+    tail = count << 10 | permutation(regs)
+    if rules.cfa_offset % 8:
+        return "cfa-offset-unaligned", f"CFA = rsp{rules.cfa_offset:+d} is not a multiple of 8"
+    if rules.cfa_offset // 8 <= 255:
+        return X86_STACK_IMMD | (rules.cfa_offset // 8) << 16 | tail
+    if code is None:
+        return "stack-too-large", f"CFA = rsp{rules.cfa_offset:+d} and no code to read"
+    for adjust in range(8):
+        wanted = rules.cfa_offset - 8 * adjust
+        for at in range(code_offset, min(code_offset + 256, len(code.data) - 3)):
+            if at >= code_offset + 3 and code.data[at - 3:at] == b"\x48\x81\xec" and \
+                    code.imm32_at(at) == wanted:
+                return (X86_STACK_IND | (at - code_offset) << 16 | adjust << 13 | tail)
+    return "no-sub-imm32", (f"CFA = rsp{rules.cfa_offset:+d} needs STACK_IND, and no "
+                            "'sub $imm32, %rsp' with that immediate is in the first 255 "
+                            "bytes")
+
+
+# -- arm64 ---------------------------------------------------------------------------
+
+
+def decode_arm64(encoding: int) -> CompactRules | str:
+    mode = encoding & MODE_MASK
+    if mode == ARM64_FRAME:
+        saved = [(ARM64_FP, -16)]
+        at = -24
+        for bit, first, second in ARM64_PAIRS:
+            if encoding & bit:
+                saved += [(first, at), (second, at - 8)]
+                at -= 16
+        return CompactRules(ARM64_FP, 16, -8, tuple(sorted(saved)))
+    if mode == ARM64_FRAMELESS:
+        if encoding & 0xFFF:
+            return "frameless with saved pairs: libunwind reads them one slot off"
+        return CompactRules(ARM64_SP, 16 * ((encoding >> 12) & 0xFFF), None, ())
+    if mode == ARM64_DWARF:
+        return "DWARF mode"
+    return "unknown mode"
+
+
+def encode_arm64(rules: CompactRules) -> int | tuple[str, str]:
+    by_reg = dict(rules.saved)
+    if rules.cfa_reg == ARM64_SP:
+        if rules.ra_offset is not None or by_reg:
+            return "frameless-saves", ("registers saved without a frame record: the "
+                                       "frameless form cannot restore them")
+        if rules.cfa_offset % 16 or not 0 <= rules.cfa_offset <= 0xFFF * 16:
+            return "stack-size", f"CFA = sp{rules.cfa_offset:+d} is not 16 x 0..4095"
+        return ARM64_FRAMELESS | (rules.cfa_offset // 16) << 12
+    if rules.cfa_reg != ARM64_FP:
+        return "cfa-not-sp-fp", f"CFA is based on DWARF register {rules.cfa_reg}"
+    if rules.cfa_offset != 16 or rules.ra_offset != -8 or by_reg.pop(ARM64_FP, None) != -16:
+        return "frame-record", "not a frame record (CFA = x29+16, LR at CFA-8, FP at CFA-16)"
+    encoding = ARM64_FRAME
+    at = -24
+    for bit, first, second in ARM64_PAIRS:
+        if first in by_reg or second in by_reg:
+            if by_reg.pop(first, None) != at or by_reg.pop(second, None) != at - 8:
+                return "saves-not-encodable", (f"registers {first} and {second} are not a "
+                                               "contiguous pair in the frame's order")
+            encoding |= bit
+            at -= 16
+    if by_reg:
+        return "register-not-encodable", f"DWARF register {min(by_reg)} is saved"
+    return encoding
+
+
+def decode(encoding: int, arch: str, code: Code | None = None) -> CompactRules | str:
+    return decode_arm64(encoding) if arch == "arm64" else decode_x86_64(encoding, code)
+
+
+def describe(encoding: int, arch: str, code: Code | None = None,
+             names: dict[int, str] | None = None) -> str:
+    """The encoding in words: ``RBP frame; saved rbx at [rbp-24], ...``."""
+    ind_offset = None
+    if arch != "arm64" and encoding & MODE_MASK == X86_STACK_IND and code is None:
+        ind_offset = (encoding >> 16) & 0xFF
+        code = Code(bytes(ind_offset + 4))  # the immediate as 0: the rest still decodes
+    rules = decode(encoding, arch, code)
+    if isinstance(rules, str):
+        return rules
+    names = names or {}
+
+    def name(reg: int) -> str:
+        return names.get(reg, f"r{reg}")
+
+    others = [(reg, off) for reg, off in rules.saved
+              if not (reg == rules.cfa_reg and off == -rules.cfa_offset)]
+    mode = encoding & MODE_MASK
+    if rules.cfa_reg in (X86_64_FP, ARM64_FP) and (arch != "arm64" or mode == ARM64_FRAME):
+        base = name(rules.cfa_reg)
+        saves = ", ".join(f"{name(reg)} at [{base}{off + rules.cfa_offset:+d}]"
+                          for reg, off in sorted(others, key=lambda x: -x[1])
+                          if reg != rules.cfa_reg)
+        kind = "frame" if arch == "arm64" else "RBP frame"
+        return f"{kind}; saved {saves}" if saves else kind
+    stack = f"stack {rules.cfa_offset}"
+    if ind_offset is not None:
+        stack = f"stack = imm32 at +{ind_offset:#x} + {rules.cfa_offset}"
+    regs = " ".join(name(reg) for reg, _ in sorted(rules.saved, key=lambda x: -x[1]))
+    return f"frameless, {stack}" + (f", saved {regs}" if regs else "")
