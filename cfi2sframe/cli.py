@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="assembler command; '-I DIR -o OUT IN' is appended "
                              "(default: as for x86_64, aarch64-linux-gnu-as for aarch64, "
                              "s390x-linux-gnu-as for s390x)")
+    parser.add_argument("--format", choices=["sframe", "compact-unwind"], default="sframe",
+                        help="output format: an SFrame section (default) or Apple compact "
+                             "unwind rows (__LD,__compact_unwind; see 'cfi2sframe compact')")
     parser.add_argument("--sframe-version", type=int, default=2, choices=[2, 3],
                         help="SFrame format version to write (default: 2; 3 adds FLEX FDEs, "
                              "RA-undefined rows and signal frames; binutils 2.46's ld reads "
@@ -106,10 +109,12 @@ def _emit_kind(requested: str | None, output: str) -> str:
     return "raw"
 
 
-def _default_output(input_path: str, emit: str | None) -> str:
+def _default_output(input_path: str, emit: str | None, fmt: str = "sframe") -> str:
     if input_path == "-":
         return "-"
     stem = os.path.splitext(os.path.basename(input_path))[0]
+    if fmt == "compact-unwind":
+        return stem + (".compact_unwind.s" if emit == "asm" else ".compact_unwind")
     return stem + {"asm": ".sframe.s", "obj": ".o"}.get(emit or "raw", ".sframe")
 
 
@@ -132,10 +137,12 @@ def _convert(args: argparse.Namespace) -> int:
         if args.output or args.input in (None, "-"):
             raise Cfi2SframeError("", "--in-place takes an input file and no -o")
         args.output = args.input
-    output = args.output or _default_output(args.input, args.emit)
+    output = args.output or _default_output(args.input, args.emit, args.format)
     emit = _emit_kind(args.emit, output)
     data = _read_input(args.input)
     display = "<stdin>" if args.input == "-" else args.input
+    if args.format == "compact-unwind":
+        return _convert_compact(args, display, data, output, emit)
     if data[:4] == b"\x7fELF":
         return _convert_elf(args, display, data, output, emit)
     text = data.decode("utf-8", "surrogateescape")
@@ -154,6 +161,43 @@ def _convert(args: argparse.Namespace) -> int:
         raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
                                        "--fatal-warnings is set")
     payload = {"raw": conversion.raw, "asm": conversion.asm, "obj": conversion.obj}[emit]()
+    try:
+        write_output(output, payload)
+    except OSError as exc:
+        raise Cfi2SframeError(output, f"cannot write output: {exc.strerror or exc}") from None
+    return 0
+
+
+def _convert_compact(args: argparse.Namespace, display: str, data: bytes, output: str,
+                     emit: str) -> int:
+    """``--format compact-unwind``: __LD,__compact_unwind rows as assembly or bytes."""
+    from .compact.convert import compact_arch, compact_asm, compact_elf
+    from .compact.rows import rows_asm, rows_binary
+
+    if emit not in ("asm", "raw") or args.in_place:
+        raise Cfi2SframeError(display, "compact unwind is written as --emit asm (rows for the "
+                                       "assembler) or --emit raw (32-byte rows)")
+    if data[:4] == b"\x7fELF":
+        from .frontend.ehframe import read_elf_cfi
+        from .inspect import arch_for_machine
+
+        cfi = read_elf_cfi(display, arch_for_machine, data)
+        flavour = compact_arch(arch_for_machine(cfi.machine, display).name, display)
+        functions = compact_elf(display, data)
+    else:
+        flavour = compact_arch(args.arch, display)
+        functions = compact_asm(data.decode("utf-8", "surrogateescape"), display, args.arch,
+                                args.assembler)
+    if not args.no_warnings or args.fatal_warnings:
+        kind = "error" if args.fatal_warnings else "warning"
+        for func in functions:
+            if func.reason is not None:
+                print(f"{display}: {kind}: '{func.name}' gets DWARF mode: {func.detail} "
+                      f"[{func.reason}]", file=sys.stderr)
+    if args.fatal_warnings and any(f.reason for f in functions):
+        raise Cfi2SframeError(display, "function(s) need DWARF mode and --fatal-warnings is set")
+    payload = rows_asm(functions, flavour) if emit == "asm" else rows_binary(functions,
+                                                                               flavour)
     try:
         write_output(output, payload)
     except OSError as exc:

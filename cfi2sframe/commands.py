@@ -271,12 +271,12 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.emit == "asm":
         from .compact.rows import rows_asm
 
-        sys.stdout.write(rows_asm(functions))
+        sys.stdout.write(rows_asm(functions, flavour))
         return 0
     if args.emit == "bin":
         from .compact.rows import rows_binary
 
-        sys.stdout.buffer.write(rows_binary(functions))
+        sys.stdout.buffer.write(rows_binary(functions, flavour))
         return 0
     if args.json:
         print(json.dumps([{
@@ -364,7 +364,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="also list functions whose rows are not exact at every byte")
     p.add_argument("--emit", choices=["text", "asm", "bin"], default="text",
                    help="text (default), __LD,__compact_unwind rows as assembly, or as "
-                   "32-byte binary rows on standard output")
+                   "binary rows (32 bytes; 20 on i386) on standard output")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_compact)
 

@@ -129,6 +129,13 @@ def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFu
     return functions, skips
 
 
+def require_sframe_abi(arch: Arch, where: str) -> None:
+    """SFrame defines AMD64, AArch64 and s390x only (i386 is for compact unwind)."""
+    if not arch.sframe_abi:
+        raise Cfi2SframeError(where, f"SFrame has no ABI for {arch.name}; "
+                                     "'cfi2sframe compact' gives compact unwind for it")
+
+
 def encode_sframe(functions: Sequence[SFrameFunction], arch: str | Arch = "x86_64",
                   version: int = 2) -> SectionImage:
     """Encode functions as an SFrame section image (FDEs sorted as ``order_functions``)."""
@@ -167,6 +174,7 @@ def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2
 
 def _lower_and_encode(unit: AsmUnit, messages: str, arch: Arch, runner: Assembler,
                       version: int) -> Conversion:
+    require_sframe_abi(arch, unit.filename)
     functions, skips = lower_all(unit.timelines, arch, version)
     image = encode_sframe(functions, arch, version)
     return Conversion(arch, unit, image.functions, tuple(skips), image, runner, messages)
@@ -259,6 +267,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
         data = read_bytes(path)
     cfi = read_elf_cfi(path, arch_for_machine, data)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
+    require_sframe_abi(arch, path)
     functions, skips = lower_fdes(cfi, arch, version)
     image = encode_sframe(functions, arch, version)
     address = 0

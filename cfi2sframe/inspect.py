@@ -18,7 +18,8 @@ from .sframe.decode import DecodedFde, DecodedSection
 from .sframe.lower import Skip, lower
 from .sframe.rules import RA_UNDEFINED, FrameRules, dwarf_rules, fre_rules
 
-MACHINE_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_S390": "s390x"}
+MACHINE_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_S390": "s390x",
+                "EM_386": "i386"}
 
 
 def arch_for_machine(machine: str, path: str, big_endian: bool = False) -> Arch:
@@ -28,7 +29,7 @@ def arch_for_machine(machine: str, path: str, big_endian: bool = False) -> Arch:
         name = "aarch64_be"
     if name is None:
         raise Cfi2SframeError(path, f"unsupported machine {machine} (supported: x86-64, "
-                                    "AArch64, s390x)")
+                                    "AArch64, s390x; i386 for compact unwind)")
     return get_arch(name)
 
 

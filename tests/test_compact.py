@@ -19,12 +19,6 @@ from cfi2sframe.compact.encoding import (
 )
 from cfi2sframe.compact.lower import lower_compact, row_rules
 
-RA = (16, Rule("offset", -8))
-
-
-def timeline(rows, size):
-    return Timeline("f", ".text", 0, size, tuple(rows), 16, Location("t.s", 1))
-
 
 def test_hand_derived_x86_64_encodings():
     # RBP frame, offset 3, slots rbx (1), r14 (4), r15 (5): rbx at rbp-24.
@@ -37,6 +31,15 @@ def test_hand_derived_x86_64_encodings():
     code = Code(b"\x53\x48\x81\xec" + (5000).to_bytes(4, "little"))
     assert decode(0x03044400, "x86_64", code) == CompactRules(7, 5016, -8, ((3, -16),))
     assert isinstance(decode(0x01000006, "x86_64"), str)  # RBP in a frame slot: abort
+
+
+def test_hand_derived_i386_encodings():
+    # EBP frame, offset 3, slots EBX (1), ESI (5), EDI (4): ebx at ebp-12 = CFA-20.
+    assert decode(0x01030129, "i386") == CompactRules(
+        5, 8, -4, ((3, -20), (5, -8), (6, -16), (7, -12)))
+    # IND: imm32 at +3 (5000, after 'push %esi' and 81 ec) + 2 slots; esi at CFA-8.
+    code = Code(b"\x56\x81\xec" + (5000).to_bytes(4, "little"))
+    assert decode(0x03034404, "i386", code) == CompactRules(4, 5008, -4, ((6, -8),))
 
 
 def test_hand_derived_arm64_encodings():
@@ -58,71 +61,150 @@ def test_permutation_round_trip_for_every_ordered_subset():
     assert seen == 1957  # the 1,956 non-empty ordered subsets and the empty one
 
 
+# flavour -> (callee-saved registers, sp, fp, ra, slot, sub $imm32 opcode)
+X86 = {"x86_64": ([3, 12, 13, 14, 15], 7, 6, 16, 8, b"\x48\x81\xec"),
+       "i386": ([3, 7, 6], 4, 5, 8, 4, b"\x81\xec")}
+
+
 @st.composite
-def x86_functions(draw):
-    """A prologue (pushes, maybe a frame pointer, maybe a stack allocation), a body,
-    and maybe an epilogue, as DWARF rows with the code bytes that go with them."""
-    regs = draw(st.lists(st.sampled_from([3, 12, 13, 14, 15]), unique=True, max_size=5))
+def x86_functions(draw, flavour):
+    """A prologue (pushes, maybe a frame pointer, maybe a stack allocation, maybe
+    a register saved by a mov), a body, and maybe an epilogue, as DWARF rows with
+    the code bytes that go with them."""
+    callee, sp, fp, ra, slot, sub = X86[flavour]
+    regs = draw(st.lists(st.sampled_from(callee), unique=True, max_size=len(callee)))
     use_fp = draw(st.booleans())
-    alloc = draw(st.sampled_from([0, 8, 16, 40, 4096, 70000]))
-    rows, code, cfa, saved = [], bytearray(), 8, {16: Rule("offset", -8)}
+    alloc = draw(st.sampled_from([0, slot, 2 * slot, 5 * slot, 4096, 70000]))
+    rows, code, cfa, saved = [], bytearray(), slot, {ra: Rule("offset", -slot)}
+    spill = False
 
     def row(cfa_reg, offset):
         rows.append(Row(len(code), CfaReg(cfa_reg, offset), tuple(sorted(saved.items()))))
 
-    row(7, 8)
+    row(sp, slot)
     if use_fp:
         code += b"\x55"
-        cfa += 8
-        saved[6] = Rule("offset", -cfa)
-        row(7, cfa)
-        code += b"\x48\x89\xe5"
-        row(6, 16)
+        cfa += slot
+        saved[fp] = Rule("offset", -cfa)
+        row(sp, cfa)
+        code += b"\x48\x89\xe5"[-2 if slot == 4 else -3:]
+        row(fp, 2 * slot)
     for reg in regs:
         code += b"\x41\x50" if reg >= 8 else b"\x53"
-        cfa += 8
+        cfa += slot
         saved[reg] = Rule("offset", -cfa)
         if not use_fp:
-            row(7, cfa)
+            row(sp, cfa)
     if alloc:
-        code += b"\x48\x81\xec" + alloc.to_bytes(4, "little")
+        code += sub + alloc.to_bytes(4, "little")
         cfa += alloc
         if not use_fp:
-            row(7, cfa)
+            row(sp, cfa)
+        if draw(st.booleans()) and flavour == "x86_64":  # movq %r15, (%rsp): a spill
+            spill = True
+            code += b"\x4c\x89\x3c\x24"
+            saved[15] = Rule("offset", -cfa)
+            row(fp if use_fp else sp, 2 * slot if use_fp else cfa)
     if use_fp and regs:
-        row(6, 16)
+        row(fp, 2 * slot)
     code += b"\x90" * draw(st.integers(1, 8))
     if draw(st.booleans()):  # an epilogue with CFI, as GCC writes it
         for reg in reversed(regs):
             saved.pop(reg)
             code += b"\x5b"
             if not use_fp:
-                cfa -= 8
-                row(7, cfa - alloc)
+                cfa -= slot
+                row(sp, cfa - alloc)
         code += b"\xc3"
     merged = [r for i, r in enumerate(rows) if i + 1 == len(rows) or rows[i + 1].start != r.start]
-    return timeline(merged, len(code)), Code(bytes(code))
+    tl = Timeline("f", ".text", 0, len(code), tuple(merged), ra, Location("t.s", 1))
+    return tl, Code(bytes(code)), not spill  # a spill below the pushes may have no encoding
+
+
+@st.composite
+def arm64_functions(draw):
+    """sub sp / stp x29, x30 / add x29 / stp pairs, or a leaf; maybe an epilogue."""
+    rows, at = [], 0
+    pairs = draw(st.lists(st.sampled_from([(19, 20), (21, 22), (23, 24), (72, 73)]),
+                          unique=True, max_size=3))
+    frame = draw(st.booleans())
+    size = 16 * draw(st.integers(0, 300))
+    saved: dict[int, Rule] = {}
+
+    def row(reg, offset):
+        rows.append(Row(at, CfaReg(reg, offset), tuple(sorted(saved.items()))))
+
+    row(31, 0)
+    if frame:
+        at += 4
+        saved[29], saved[30] = Rule("offset", -16), Rule("offset", -8)
+        row(31, 16)
+        at += 4
+        row(29, 16)
+        slot = -24
+        for first, second in sorted(pairs):
+            at += 4
+            saved[first], saved[second] = Rule("offset", slot), Rule("offset", slot - 8)
+            slot -= 16
+            row(29, 16)
+    else:
+        at += 4
+        row(31, size)
+    at += 4 * draw(st.integers(1, 4))
+    if draw(st.booleans()):
+        saved.clear()
+        row(31, 0)
+        at += 4
+    return Timeline("f", ".text", 0, at + 4, tuple(
+        r for i, r in enumerate(rows) if i + 1 == len(rows) or rows[i + 1].start != r.start),
+        30, Location("t.s", 1)), None, frame or not pairs
 
 
 @settings(max_examples=300, deadline=None)
-@given(x86_functions())
+@given(st.sampled_from(["x86_64", "i386", "arm64"]).flatmap(
+    lambda flavour: st.tuples(st.just(flavour), arm64_functions() if flavour == "arm64"
+                              else x86_functions(flavour))))
 def test_every_compact_row_unwinds_as_the_cfi_at_every_pc_it_covers(case):
-    func_timeline, code = case
+    flavour, (func_timeline, code, encodable) = case
     for ranges in (False, True):
-        func = lower_compact(func_timeline, "x86_64", code, ranges)
+        func = lower_compact(func_timeline, flavour, code, ranges)
         if not ranges:
-            continue  # one row: exact at the body state only (checked when encoding)
+            # One row: exact at the body state (checked when encoding), and a
+            # prologue of the usual shapes always has a compact encoding.
+            assert func.reason is None or not encodable, (func.reason, func.detail)
+            continue
         covered = 0
         for crow in func.rows:
             encoding = crow.encoding & ~NOT_FUNCTION_START
-            if is_dwarf(encoding, "x86_64"):
+            if is_dwarf(encoding, flavour):
                 continue
-            rules = decode(encoding, "x86_64", Code(code.data[crow.start:]))
+            rules = decode(encoding, flavour,
+                           Code(code.data[crow.start:]) if code is not None else None)
             for i, drow in enumerate(func_timeline.rows):
                 end = (func_timeline.rows[i + 1].start if i + 1 < len(func_timeline.rows)
                        else func_timeline.size)
                 if max(drow.start, crow.start) < min(end, crow.start + crow.length):
-                    assert rules == row_rules(drow, "x86_64"), (crow, drow)
+                    assert rules == row_rules(drow, flavour), (crow, drow)
             covered += crow.length
         assert func.exact_bytes == covered
         assert sum(r.length for r in func.rows) == func_timeline.size
+
+
+def test_step_walks_a_real_frame_layout():
+    """libunwind's step on memory laid out by 'push rbp; mov rsp,rbp; push rbx; push
+    r14' called from 0x401234, with the caller's rsp 0x7000 after the return."""
+    from cfi2sframe.compact.encoding import step
+
+    memory = {0x6FF8: 0x401234, 0x6FF0: 0xCAFE, 0x6FE8: 0xB0B, 0x6FE0: 0xE14}
+    regs = {7: 0x6FE0, 6: 0x6FF0, 3: 1, 14: 2, 16: 0x400100}
+    # RBP frame, offset 2: slot 0 (r14 = 4) at rbp-16 = 0x6FE0, slot 1 (rbx = 1) at
+    # rbp-8 = 0x6FE8: 0x01000000 | 2 << 16 | 4 | 1 << 3.
+    rules = decode(0x0102000C, "x86_64")
+    assert rules == CompactRules(6, 16, -8, ((3, -24), (6, -16), (14, -32)))
+    caller = step(rules, regs, memory.__getitem__, sp=7, ra_reg=16)
+    assert caller[7] == 0x7000 and caller[16] == 0x401234 and caller[6] == 0xCAFE
+    assert caller[3] == 0xB0B and caller[14] == 0xE14
+    # arm64 frameless: the return address is still in LR.
+    leaf = step(decode(0x02002000, "arm64"), {31: 0x8000, 30: 0x1234}, memory.__getitem__,
+                sp=31, ra_reg=30)
+    assert leaf[31] == 0x8020 and leaf[30] == 0x1234

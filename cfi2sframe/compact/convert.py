@@ -14,14 +14,14 @@ from ..model import Timeline
 from .encoding import Code
 from .lower import CompactFunction, lower_compact
 
-COMPACT_ARCHES = {"x86_64": "x86_64", "aarch64": "arm64"}
+COMPACT_ARCHES = {"x86_64": "x86_64", "aarch64": "arm64", "i386": "i386"}
 
 
 def compact_arch(arch_name: str, where: str) -> str:
     """``x86_64`` or ``arm64``: the compact unwind flavour of an architecture."""
     name = COMPACT_ARCHES.get(get_arch(arch_name).name)
     if name is None:
-        raise Cfi2SframeError(where, f"compact unwind is defined for x86-64 and arm64, not "
+        raise Cfi2SframeError(where, f"compact unwind is defined for x86-64, i386 and arm64, not "
                                      f"{arch_name}")
     return name
 

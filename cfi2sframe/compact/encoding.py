@@ -13,6 +13,7 @@ asked for (or a reason why none exists).  Rules are in CFA terms:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 NOT_FUNCTION_START = 0x80000000
@@ -94,106 +95,133 @@ def unpermute(count: int, perm: int) -> list[int] | None:
     return out
 
 
-def decode_x86_64(encoding: int, code: Code | None = None) -> CompactRules | str:
-    """libunwind's rules for an x86-64 encoding, or why it has none."""
+class X86(NamedTuple):
+    """One x86 flavour: compact register numbers 1..6 as DWARF numbers, SP/FP/RA,
+    the slot size, and the bytes before the imm32 of ``sub $imm32, %sp``."""
+
+    regs: tuple[int, ...]
+    sp: int
+    fp: int
+    ra: int
+    slot: int
+    sub_opcode: bytes
+    names: tuple[str, str]  # (frame pointer, stack pointer) for messages
+
+
+X86_FLAVOURS = {
+    "x86_64": X86(X86_64_CU_REGS, X86_64_SP, X86_64_FP, X86_64_RA, 8, b"\x48\x81\xec",
+                  ("rbp", "rsp")),
+    # i386 DWARF numbers: ebx 3, ecx 1, edx 2, edi 7, esi 6, ebp 5; esp 4, eip 8.
+    "i386": X86((3, 1, 2, 7, 6, 5), 4, 5, 8, 4, b"\x81\xec", ("ebp", "esp")),
+}
+
+
+def decode_x86(encoding: int, code: Code | None = None, arch: str = "x86_64") -> \
+        CompactRules | str:
+    """libunwind's rules for an x86-64 or i386 encoding, or why it has none."""
+    f = X86_FLAVOURS[arch]
     mode = encoding & MODE_MASK
     if mode == X86_RBP_FRAME:
         offset = (encoding >> 16) & 0xFF
-        saved = [(X86_64_FP, -16)]
+        saved = [(f.fp, -2 * f.slot)]
         for i in range(5):
             reg = (encoding >> (3 * i)) & 7
             if reg == 0:
                 continue
             if reg > 5:
-                return "libunwind aborts: RBP or an invalid register in an RBP-frame slot"
-            saved.append((X86_64_CU_REGS[reg - 1], -16 - 8 * offset + 8 * i))
-        return CompactRules(X86_64_FP, 16, -8, tuple(sorted(saved)))
+                return "libunwind aborts: the frame pointer or an invalid register in a slot"
+            saved.append((f.regs[reg - 1], -2 * f.slot - f.slot * offset + f.slot * i))
+        return CompactRules(f.fp, 2 * f.slot, -f.slot, tuple(sorted(saved)))
     if mode in (X86_STACK_IMMD, X86_STACK_IND):
         count = (encoding >> 10) & 7
         regs = unpermute(count, encoding & 0x3FF) if count <= 6 else None
         if regs is None:
             return "invalid register permutation"
         if mode == X86_STACK_IMMD:
-            cfa = 8 * ((encoding >> 16) & 0xFF)
+            cfa = f.slot * ((encoding >> 16) & 0xFF)
         else:
             imm = code.imm32_at((encoding >> 16) & 0xFF) if code else None
             if imm is None:
                 return "STACK_IND immediate outside the function's code"
-            cfa = imm + 8 * ((encoding >> 13) & 7)
-        saved = tuple(sorted((X86_64_CU_REGS[r - 1], -8 - 8 * count + 8 * i)
+            cfa = imm + f.slot * ((encoding >> 13) & 7)
+        saved = tuple(sorted((f.regs[r - 1], -f.slot - f.slot * count + f.slot * i)
                              for i, r in enumerate(regs)))
-        return CompactRules(X86_64_SP, cfa, -8, saved)
+        return CompactRules(f.sp, cfa, -f.slot, saved)
     if mode == X86_DWARF:
         return "DWARF mode"
     return "no unwind information" if encoding & ~(HAS_LSDA | PERSONALITY_MASK |
                                                    NOT_FUNCTION_START) == 0 else "unknown mode"
 
 
-def encode_x86_64(rules: CompactRules, code: Code | None,
-                  code_offset: int = 0) -> int | tuple[str, str]:
+def encode_x86(rules: CompactRules, code: Code | None, code_offset: int = 0,
+               arch: str = "x86_64") -> int | tuple[str, str]:
     """The encoding that decodes to exactly ``rules``, or (reason code, detail).
 
     ``code_offset`` is where the encoded range starts in ``code`` (STACK_IND
     offsets count from the range start).
     """
-    if rules.ra_offset != -8:
-        return "ra-not-at-cfa-8", f"return address at CFA{rules.ra_offset:+d}"
+    f = X86_FLAVOURS[arch]
+    if rules.ra_offset != -f.slot:
+        where = "in its register" if rules.ra_offset is None else f"at CFA{rules.ra_offset:+d}"
+        return "ra-not-at-cfa-8", f"return address {where}"
     by_reg = dict(rules.saved)
-    unknown = [reg for reg in by_reg if reg not in X86_64_CU_REGS]
+    unknown = [reg for reg in by_reg if reg not in f.regs]
     if unknown:
         return "register-not-encodable", f"DWARF register {unknown[0]} is saved"
-    if rules.cfa_reg == X86_64_FP:
-        return _x86_64_frame(rules, by_reg)
-    if rules.cfa_reg != X86_64_SP:
+    if rules.cfa_reg == f.fp:
+        return _x86_frame(rules, by_reg, f)
+    if rules.cfa_reg != f.sp:
         return "cfa-not-sp-fp", f"CFA is based on DWARF register {rules.cfa_reg}"
-    return _x86_64_frameless(rules, by_reg, code, code_offset)
+    return _x86_frameless(rules, by_reg, code, code_offset, f)
 
 
-def _x86_64_frame(rules: CompactRules, by_reg: dict[int, int]) -> int | tuple[str, str]:
-    if rules.cfa_offset != 16:
-        return "frame-cfa-not-fp-16", f"CFA = rbp{rules.cfa_offset:+d}, not rbp+16"
-    if by_reg.get(X86_64_FP) != -16:
-        return "frame-fp-not-at-cfa-16", "rbp is not saved at CFA-16"
-    others = {reg: off for reg, off in by_reg.items() if reg != X86_64_FP}
+def _x86_frame(rules: CompactRules, by_reg: dict[int, int], f: X86) -> int | tuple[str, str]:
+    fp, slot = f.names[0], f.slot
+    if rules.cfa_offset != 2 * slot:
+        return "frame-cfa-not-fp-16", (f"CFA = {fp}{rules.cfa_offset:+d}, not "
+                                       f"{fp}+{2 * slot}")
+    if by_reg.get(f.fp) != -2 * slot:
+        return "frame-fp-not-at-cfa-16", f"{fp} is not saved at CFA-{2 * slot}"
+    others = {reg: off for reg, off in by_reg.items() if reg != f.fp}
     if not others:
         return X86_RBP_FRAME
-    lowest = min(others.values())
-    offset = (-16 - lowest) // 8
+    offset = (-2 * slot - min(others.values())) // slot
     encoding = X86_RBP_FRAME | offset << 16
     for reg, off in others.items():
-        slot, rem = divmod(off + 16 + 8 * offset, 8)
-        if rem or not 0 <= slot <= 4 or off >= -16 or offset > 255:
-            return "saves-not-encodable", ("saved registers span more than 5 slots below "
-                                           "CFA-16, or are not 8-byte slots")
-        encoding |= (X86_64_CU_REGS.index(reg) + 1) << (3 * slot)
+        index, rem = divmod(off + 2 * slot + slot * offset, slot)
+        if rem or not 0 <= index <= 4 or off >= -2 * slot or offset > 255:
+            return "saves-not-encodable", (f"saved registers span more than 5 slots below "
+                                           f"CFA-{2 * slot}, or are not in whole slots")
+        encoding |= (f.regs.index(reg) + 1) << (3 * index)
     return encoding
 
 
-def _x86_64_frameless(rules: CompactRules, by_reg: dict[int, int], code: Code | None,
-                      code_offset: int) -> int | tuple[str, str]:
-    count = len(by_reg)
+def _x86_frameless(rules: CompactRules, by_reg: dict[int, int], code: Code | None,
+                   code_offset: int, f: X86) -> int | tuple[str, str]:
+    count, slot, sp = len(by_reg), f.slot, f.names[1]
     if count > 6:
         return "too-many-registers", f"{count} registers saved; compact unwind holds 6"
     order = sorted(by_reg, key=lambda reg: by_reg[reg])  # lowest address first
-    if [by_reg[reg] for reg in order] != [-8 - 8 * count + 8 * i for i in range(count)]:
+    if [by_reg[reg] for reg in order] != [-slot - slot * count + slot * i
+                                          for i in range(count)]:
         return "saves-not-contiguous", ("saved registers are not in consecutive slots "
                                         "right below the return address")
-    regs = [X86_64_CU_REGS.index(reg) + 1 for reg in order]
-    tail = count << 10 | permutation(regs)
-    if rules.cfa_offset % 8:
-        return "cfa-offset-unaligned", f"CFA = rsp{rules.cfa_offset:+d} is not a multiple of 8"
-    if rules.cfa_offset // 8 <= 255:
-        return X86_STACK_IMMD | (rules.cfa_offset // 8) << 16 | tail
+    tail = count << 10 | permutation([f.regs.index(reg) + 1 for reg in order])
+    if rules.cfa_offset % slot:
+        return "cfa-offset-unaligned", (f"CFA = {sp}{rules.cfa_offset:+d} is not a multiple "
+                                        f"of {slot}")
+    if rules.cfa_offset // slot <= 255:
+        return X86_STACK_IMMD | (rules.cfa_offset // slot) << 16 | tail
     if code is None:
-        return "stack-too-large", f"CFA = rsp{rules.cfa_offset:+d} and no code to read"
+        return "stack-too-large", f"CFA = {sp}{rules.cfa_offset:+d} and no code to read"
+    width = len(f.sub_opcode)
     for adjust in range(8):
-        wanted = rules.cfa_offset - 8 * adjust
-        for at in range(code_offset, min(code_offset + 256, len(code.data) - 3)):
-            if at >= code_offset + 3 and code.data[at - 3:at] == b"\x48\x81\xec" and \
-                    code.imm32_at(at) == wanted:
-                return (X86_STACK_IND | (at - code_offset) << 16 | adjust << 13 | tail)
-    return "no-sub-imm32", (f"CFA = rsp{rules.cfa_offset:+d} needs STACK_IND, and no "
-                            "'sub $imm32, %rsp' with that immediate is in the first 255 "
+        wanted = rules.cfa_offset - slot * adjust
+        for at in range(code_offset + width, min(code_offset + 256, len(code.data) - 3)):
+            if code.data[at - width:at] == f.sub_opcode and code.imm32_at(at) == wanted:
+                return X86_STACK_IND | (at - code_offset) << 16 | adjust << 13 | tail
+    return "no-sub-imm32", (f"CFA = {sp}{rules.cfa_offset:+d} needs STACK_IND, and no "
+                            f"'sub $imm32, %{sp}' with that immediate is in the first 255 "
                             "bytes")
 
 
@@ -247,7 +275,16 @@ def encode_arm64(rules: CompactRules) -> int | tuple[str, str]:
 
 
 def decode(encoding: int, arch: str, code: Code | None = None) -> CompactRules | str:
-    return decode_arm64(encoding) if arch == "arm64" else decode_x86_64(encoding, code)
+    """The rules of ``encoding`` for ``arch`` (``x86_64``, ``i386`` or ``arm64``)."""
+    return decode_arm64(encoding) if arch == "arm64" else decode_x86(encoding, code, arch)
+
+
+def encode(rules: CompactRules, arch: str, code: Code | None = None,
+           code_offset: int = 0) -> int | tuple[str, str]:
+    """The exact encoding of ``rules`` for ``arch``, or (reason, detail)."""
+    if arch == "arm64":
+        return encode_arm64(rules)
+    return encode_x86(rules, code, code_offset, arch)
 
 
 def describe(encoding: int, arch: str, code: Code | None = None,
@@ -268,15 +305,34 @@ def describe(encoding: int, arch: str, code: Code | None = None,
     others = [(reg, off) for reg, off in rules.saved
               if not (reg == rules.cfa_reg and off == -rules.cfa_offset)]
     mode = encoding & MODE_MASK
-    if rules.cfa_reg in (X86_64_FP, ARM64_FP) and (arch != "arm64" or mode == ARM64_FRAME):
+    fp = ARM64_FP if arch == "arm64" else X86_FLAVOURS[arch].fp
+    if rules.cfa_reg == fp and (arch != "arm64" or mode == ARM64_FRAME):
         base = name(rules.cfa_reg)
         saves = ", ".join(f"{name(reg)} at [{base}{off + rules.cfa_offset:+d}]"
                           for reg, off in sorted(others, key=lambda x: -x[1])
                           if reg != rules.cfa_reg)
-        kind = "frame" if arch == "arm64" else "RBP frame"
+        kind = {"arm64": "frame", "i386": "EBP frame"}.get(arch, "RBP frame")
         return f"{kind}; saved {saves}" if saves else kind
     stack = f"stack {rules.cfa_offset}"
     if ind_offset is not None:
         stack = f"stack = imm32 at +{ind_offset:#x} + {rules.cfa_offset}"
     regs = " ".join(name(reg) for reg, _ in sorted(rules.saved, key=lambda x: -x[1]))
     return f"frameless, {stack}" + (f", saved {regs}" if regs else "")
+
+
+def step(rules: CompactRules, regs: dict[int, int], read: Callable[[int], int],
+         sp: int, ra_reg: int) -> dict[int, int]:
+    """The caller's registers, as libunwind's step computes them from ``rules``.
+
+    ``regs`` maps DWARF numbers to this frame's values, ``read`` loads a pointer
+    from memory.  The result holds the caller's SP (= CFA), its return address
+    under ``ra_reg`` (loaded, or on arm64 frameless still in LR), and every
+    restored register; other registers keep their values.
+    """
+    cfa = regs[rules.cfa_reg] + rules.cfa_offset
+    out = dict(regs)
+    for reg, offset in rules.saved:
+        out[reg] = read(cfa + offset)
+    out[ra_reg] = read(cfa + rules.ra_offset) if rules.ra_offset is not None else regs[ra_reg]
+    out[sp] = cfa
+    return out

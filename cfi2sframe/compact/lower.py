@@ -26,11 +26,11 @@ from .encoding import (
     HAS_LSDA,
     NOT_FUNCTION_START,
     X86_DWARF,
+    X86_FLAVOURS,
     Code,
     CompactRules,
     decode,
-    encode_arm64,
-    encode_x86_64,
+    encode,
 )
 
 # reason code -> meaning
@@ -89,7 +89,7 @@ def row_rules(row: Row, arch: str) -> CompactRules | tuple[str, str]:
         return "no-cfa", "the CFA is not a register plus offset"
     if row.ra_signed:
         return "ra-signed", "the return address is signed"
-    sp, ra = (31, 30) if arch == "arm64" else (7, 16)
+    sp, ra = (31, 30) if arch == "arm64" else (X86_FLAVOURS[arch].sp, X86_FLAVOURS[arch].ra)
     ra_offset = None
     saved = []
     for reg, rule in row.regs:
@@ -114,8 +114,7 @@ def encode_row(row: Row, arch: str, code: Code | None,
     rules = row_rules(row, arch)
     if not isinstance(rules, CompactRules):
         return rules
-    encoding = encode_arm64(rules) if arch == "arm64" else encode_x86_64(rules, code,
-                                                                          code_offset)
+    encoding = encode(rules, arch, code, code_offset)
     if isinstance(encoding, int):
         at = Code(code.data[code_offset:]) if code is not None else None
         if decode(encoding, arch, at) != rules:  # the encoders are exact by construction
@@ -189,7 +188,7 @@ def _range_rows(timeline: Timeline, arch: str, code: Code | None,
             encoding = dwarf
         if row.start:
             encoding |= NOT_FUNCTION_START
-        stack_ind = arch != "arm64" and encoding & 0x0F000000 == 0x03000000
+        stack_ind = arch != "arm64" and encoding & 0x0F000000 == 0x03000000  # x86 IND
         if out and out[-1].encoding & ~NOT_FUNCTION_START == encoding & ~NOT_FUNCTION_START \
                 and not stack_ind:  # STACK_IND reads its immediate from the row start
             last = out[-1]

@@ -205,13 +205,16 @@ def _function_names(view: ElfView) -> dict[tuple[str, int], str]:
     names: dict[tuple[str, int], str] = {}
     for table in (".symtab", ".dynsym"):
         symbols = view.symbols(table)
-        for sym in symbols:
-            if sym.kind != 2 or not sym.name or not 0 < sym.shndx < 0xFF00:
-                continue
-            if sym.shndx >= len(view.sections):
-                continue
-            section = view.sections[sym.shndx].name if is_rel else ""
-            names.setdefault((section, sym.value), sym.name)
+        # Function symbols first; then untyped ones (hand-written assembly without
+        # .type), which name a function only where no function symbol does.
+        for kinds in ((2,), (0,)):
+            for sym in symbols:
+                if sym.kind not in kinds or not sym.name or not 0 < sym.shndx < 0xFF00:
+                    continue
+                if sym.shndx >= len(view.sections) or sym.name.startswith(".L"):
+                    continue
+                section = view.sections[sym.shndx].name if is_rel else ""
+                names.setdefault((section, sym.value), sym.name)
         if symbols:
             break
     return names
