@@ -48,6 +48,9 @@ class Section:
     size: int
     link: int
     addr: int = 0
+    info: int = 0
+    flags: int = 0
+    header_at: int = 0  # where this section header is in the file (for messages)
 
 
 class Segment(NamedTuple):
@@ -104,13 +107,15 @@ class ElfView:
                 return self.data[section.offset : section.offset + section.size]
         return b""
 
-    def symbols(self, name: str = "") -> list[Symbol]:
+    def symbols(self, name: str | int = "") -> list[Symbol]:
         """Every entry of a symbol table (index 0 included), in table order.
 
-        ``name`` picks the table (``.symtab``, ``.dynsym``); by default the
-        first SHT_SYMTAB section.
+        ``name`` picks the table (``.symtab``, ``.dynsym``, or a section
+        index); by default the first SHT_SYMTAB section.
         """
-        if name:
+        if isinstance(name, int):
+            symtab = self.sections[name] if 0 < name < len(self.sections) else None
+        elif name:
             symtab = next((s for s in self.sections if s.name == name), None)
         else:
             symtab = next((s for s in self.sections if s.kind == SHT_SYMTAB), None)
@@ -183,8 +188,9 @@ def open_elf(data: bytes, where: str) -> ElfView:
     names_hdr = headers[shstrndx]
     names = data[names_hdr[4] : names_hdr[4] + names_hdr[5]]
     sections = tuple(
-        Section(_cstr(names, h[0]), h[1], h[4], 0 if h[1] == SHT_NOBITS else h[5], h[6], h[3])
-        for h in headers
+        Section(_cstr(names, h[0]), h[1], h[4], 0 if h[1] == SHT_NOBITS else h[5], h[6], h[3],
+                h[7], h[2], shoff + i * shentsize)
+        for i, h in enumerate(headers)
     )
     elf_type, machine = struct.unpack_from(order + "HH", data, 0x10)
     return ElfView(data, little, is64, sections, MACHINES.get(machine, f"e_machine {machine}"),

@@ -60,3 +60,60 @@ def apply_relocations(elf, section, contents: bytearray,
             contents[offset : offset + size] = (stored & ((1 << (8 * size)) - 1)).to_bytes(
                 size, order)
     return placed
+
+
+SPECIAL_SECTIONS = {0: "SHN_UNDEF", 0xFFF1: "SHN_ABS", 0xFFF2: "SHN_COMMON"}
+
+
+def relocate_view(view, index: int, contents: bytearray,
+                  where: str) -> dict[int, tuple[str, int]]:
+    """``apply_relocations`` for an ``elfread.ElfView``: section ``index``'s relocations
+    applied to ``contents``.  Errors name the file offset of the bad entry."""
+    import struct
+
+    def bad(at: int, message: str) -> Cfi2SframeError:
+        return Cfi2SframeError(where, f"at byte {at:#x}: {message}")
+
+    order = "<" if view.little_endian else ">"
+    endian = "little" if view.little_endian else "big"
+    placed: dict[int, tuple[str, int]] = {}
+    for rel in view.sections:
+        if rel.kind not in (4, 9) or rel.info != index:  # SHT_RELA, SHT_REL
+            continue
+        rela = rel.kind == 4
+        if view.is64:
+            fmt, entry = (order + "QQq", 24) if rela else (order + "QQ", 16)
+        else:
+            fmt, entry = (order + "IIi", 12) if rela else (order + "II", 8)
+        if rel.offset + rel.size > len(view.data):
+            raise bad(rel.header_at, f"relocation section {rel.name} runs past the end of "
+                                     "the file")
+        symbols = view.symbols(rel.link)
+        for at in range(rel.offset, rel.offset + rel.size - entry + 1, entry):
+            fields = struct.unpack_from(fmt, view.data, at)
+            offset, info = fields[0], fields[1]
+            sym, kind = (info >> 32, info & 0xFFFFFFFF) if view.is64 else (info >> 8,
+                                                                             info & 0xFF)
+            key = (view.machine, kind)
+            size = RELOC_SIZES.get(key)
+            if size is None:
+                continue
+            if offset + size > len(contents):
+                raise bad(at, f"relocation at {offset:#x} is outside its section")
+            if sym >= len(symbols):
+                raise bad(at, f"relocation names symbol {sym} of {len(symbols)}")
+            symbol = symbols[sym]
+            if symbol.shndx in SPECIAL_SECTIONS or symbol.shndx >= 0xFF00:
+                target = SPECIAL_SECTIONS.get(symbol.shndx, f"SHN_{symbol.shndx:#x}")
+            elif symbol.shndx < len(view.sections):
+                target = view.sections[symbol.shndx].name
+            else:
+                raise bad(at, f"relocation symbol in missing section {symbol.shndx}")
+            value = 0 if symbol.kind == 3 else symbol.value  # STT_SECTION
+            addend = fields[2] if rela else int.from_bytes(contents[offset:offset + size],
+                                                           endian, signed=True)
+            placed[offset] = (target, value + addend)
+            stored = value + addend - offset if key in PC_RELATIVE else value + addend
+            contents[offset:offset + size] = (stored & ((1 << (8 * size)) - 1)).to_bytes(
+                size, endian)
+    return placed

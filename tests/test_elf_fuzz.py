@@ -94,3 +94,17 @@ def test_mutated_programs(program_bytes, flips):
 @given(st.integers(0, 1 << 16))
 def test_truncated_programs(program_bytes, cut):
     _convert(program_bytes[: cut % len(program_bytes)])
+
+
+def test_bad_relocation_names_its_byte_offset(object_bytes):
+    """A relocation of .eh_frame naming a symbol that does not exist: the error gives
+    the file offset of that relocation entry."""
+    from cfi2sframe.elfread import open_elf
+
+    view = open_elf(object_bytes, "object")
+    rela = next(s for s in view.sections if s.name == ".rela.eh_frame")
+    data = bytearray(object_bytes)
+    data[rela.offset + 12:rela.offset + 16] = (0xFFFF).to_bytes(4, "little")  # r_sym
+    with pytest.raises(Cfi2SframeError) as caught:
+        convert_elf("f.o", bytes(data))
+    assert f"at byte {rela.offset:#x}: relocation names symbol 65535" in str(caught.value)

@@ -1,9 +1,11 @@
 """DWARF CFI from ELF: ``.eh_frame`` / ``.debug_frame`` bytes -> the same ``Timeline``s.
 
-pyelftools reads the ELF container (sections, symbols, relocations); the CFI
-bytes are decoded here, into the same DWARF operations the assembly frontend
-produces, and replayed by the one interpreter.  (pyelftools' own CFI decoder
-is too slow for large libraries and rejects ``DW_CFA_GNU_args_size``.)
+``elfread`` reads the ELF container (sections, symbols; ``elfreloc`` the
+relocations of objects), pyelftools only compressed sections; the CFI bytes are
+decoded here, into the same DWARF operations the assembly frontend produces,
+and replayed by the one interpreter.  (pyelftools' CFI decoder is too slow for
+large libraries and rejects ``DW_CFA_GNU_args_size``; opening a large library
+with it costs 0.5 s, and its errors carry no byte offsets.)
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from typing import NamedTuple
 from ..cfi import interpret
 from ..dwarf import decode_ops, read_sleb, read_uleb
 from ..elfread import SHT_NOBITS, ElfView, open_elf
-from ..elfreloc import apply_relocations
+from ..elfreloc import apply_relocations, relocate_view
 from ..errors import Cfi2SframeError, CfiError, DecodeError
 from ..files import read_bytes
 from ..model import Location, Timeline
 
 DW_EH_PE_OMIT = 0xFF
+SHF_COMPRESSED = 0x800
 
 
 @dataclass(frozen=True)
@@ -156,16 +159,26 @@ def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfC
     try:
         arch_for_machine(view.machine, path)  # unsupported machines fail here
         names = _function_names(view)
-        eh_frame = view.section(".eh_frame")
-        if view.elf_type != "ET_REL" and eh_frame is not None and eh_frame.kind != SHT_NOBITS:
-            # The common case, by far the largest inputs: read with ``elfread`` alone.
-            name = ".eh_frame"
-            end = eh_frame.offset + eh_frame.size
+        chosen = None
+        for candidate, eh in ((".eh_frame", True), (".debug_frame", False)):
+            found = view.section(candidate)
+            if found is not None and found.kind != SHT_NOBITS:
+                chosen, is_eh = found, eh
+                break
+        if chosen is not None and not chosen.flags & SHF_COMPRESSED:
+            # Read with ``elfread`` alone (fast, and errors carry byte offsets).
+            name = chosen.name
+            end = chosen.offset + chosen.size
             if end > len(data):
-                raise DecodeError(0, f".eh_frame ends at {end:#x}, past the end of the file")
-            reader = _Reader(data[eh_frame.offset:end], view.little_endian,
-                             8 if view.is64 else 4, eh_frame.addr)
-            fdes = _walk(reader, True, {}, names)
+                raise DecodeError(chosen.header_at, f"{name} ends at {end:#x}, past the end "
+                                                    "of the file")
+            contents = bytearray(data[chosen.offset:end])
+            is_rel = view.elf_type == "ET_REL"
+            placements = relocate_view(view, view.sections.index(chosen), contents, path) \
+                if is_rel else {}
+            reader = _Reader(bytes(contents), view.little_endian, 8 if view.is64 else 4,
+                             0 if is_rel else chosen.addr)
+            fdes = _walk(reader, is_eh, placements, names)
             return ElfCfi(path, view.machine, view.elf_type, tuple(fdes), name,
                           not view.little_endian)
         elf = ELFFile(io.BytesIO(data))
