@@ -9,9 +9,8 @@ address LIEF chose, and turn the spare header into ``PT_GNU_SFRAME``.
 
 from __future__ import annotations
 
-import os
+import io
 import struct
-import tempfile
 from collections.abc import Callable
 
 from ..errors import Cfi2SframeError
@@ -38,29 +37,28 @@ def add_loadable_sframe(data: bytes, image: SectionImage, where: str,
         raise Cfi2SframeError(where, "--emit elf needs a 64-bit little-endian ELF file")
     size = len(image.to_bytes(0, lambda func: 0x1000)) if image.functions else len(
         image.to_bytes(0, lambda func: 0))
-    with tempfile.TemporaryDirectory(prefix="cfi2sframe-") as tmp:
-        src, dst = os.path.join(tmp, "in"), os.path.join(tmp, "out")
-        with open(src, "wb") as handle:
-            handle.write(data)
-        lief.logging.disable()
-        binary = lief.parse(src)
-        if binary is None:
-            raise Cfi2SframeError(where, "LIEF cannot parse this ELF file")
-        if binary.get_section(".sframe") is not None:
-            raise Cfi2SframeError(where, "the file already has an .sframe section")
-        section = lief.ELF.Section(".sframe")
-        section.type = lief.ELF.Section.TYPE.PROGBITS
-        section.flags = lief.ELF.Section.FLAGS.ALLOC
-        section.content = [0] * size
-        section.alignment = 8
-        binary.add(section, loaded=True)
-        spare = lief.ELF.Segment()
-        spare.type = lief.ELF.Segment.TYPE.NOTE
-        spare.flags = lief.ELF.Segment.FLAGS.R
-        binary.add(spare)
-        binary.write(dst)
-        with open(dst, "rb") as handle:
-            out = bytearray(handle.read())
+    # In memory from end to end: nothing on disk can be left truncated (a full
+    # disk once made LIEF write half a file without a word).
+    lief.logging.disable()
+    binary = lief.ELF.parse(io.BytesIO(data))
+    if binary is None:
+        raise Cfi2SframeError(where, "LIEF cannot parse this ELF file")
+    if binary.get_section(".sframe") is not None:
+        raise Cfi2SframeError(where, "the file already has an .sframe section")
+    section = lief.ELF.Section(".sframe")
+    section.type = lief.ELF.Section.TYPE.PROGBITS
+    section.flags = lief.ELF.Section.FLAGS.ALLOC
+    section.content = [0] * size
+    section.alignment = 8
+    binary.add(section, loaded=True)
+    spare = lief.ELF.Segment()
+    spare.type = lief.ELF.Segment.TYPE.NOTE
+    spare.flags = lief.ELF.Segment.FLAGS.R
+    binary.add(spare)
+    builder = lief.ELF.Builder(binary)
+    builder.build()
+    out = bytearray(builder.get_build())
+    _check_program_header_place(out, where)
     address, offset = _patch_section_header(out, size, where)
     final = rebuild(bytes(out))
     sframe = final.to_bytes(address, lambda func: func.start)
@@ -69,6 +67,31 @@ def add_loadable_sframe(data: bytes, image: SectionImage, where: str,
     out[offset : offset + size] = sframe
     _patch_spare_segment(out, address, offset, size, where)
     return bytes(out), address
+
+
+def _check_program_header_place(out: bytearray, where: str) -> None:
+    """Refuse a file whose moved program header table a loader would not find.
+
+    Linux before 5.18 and qemu-user take AT_PHDR as (first segment's address -
+    its offset) + e_phoff; newer kernels use the segment that holds the table.
+    Where the two differ (LIEF had to put the table in a new segment, as for
+    static executables), the program would crash at start on the former.
+    """
+    from ..elfread import PT_LOAD, open_elf
+
+    segments = open_elf(bytes(out), "ELF file").segments()
+    (phoff,) = struct.unpack_from("<Q", out, 0x20)
+    loads = [seg for seg in segments if seg.kind == PT_LOAD]
+    if not loads:
+        return
+    first = min(loads, key=lambda seg: seg.offset)
+    holder = next((seg for seg in loads if seg.offset <= phoff < seg.offset + seg.filesz),
+                  None)
+    if holder is None or holder.vaddr - holder.offset != first.vaddr - first.offset:
+        raise Cfi2SframeError(where, "--emit elf had to move the program header table "
+                                     "where Linux before 5.18 and qemu-user do not look "
+                                     "for it (a static executable?); the result would not "
+                                     "start there. Use --emit raw and link .sframe in")
 
 
 def _section_headers(out: bytearray) -> tuple[int, int, int, int]:
