@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import stat
 import sys
 import tempfile
@@ -22,7 +24,13 @@ def read_bytes(path: str) -> bytes:
 
 
 def write_output(path: str, data: bytes | str) -> None:
-    """Write ``data`` to ``path`` (``-`` is stdout) through a temporary and a rename."""
+    """Write ``data`` to ``path`` (``-`` is stdout): complete, or not at all.
+
+    The bytes go to an unnamed file (``O_TMPFILE``) in the target's folder,
+    which gets a name only once complete and synced, and then replaces
+    ``path``; a process killed while writing leaves nothing behind.  Where
+    ``O_TMPFILE`` is missing, a named temporary is used (and removed on errors).
+    """
     payload = data.encode() if isinstance(data, str) else data
     if path == "-":
         sys.stdout.buffer.write(payload)
@@ -35,12 +43,12 @@ def write_output(path: str, data: bytes | str) -> None:
             handle.write(payload)
         return
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".cfi2sframe-", dir=directory)
+    tmp = _write_unnamed(directory, payload)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
+        if tmp is None:
+            fd, tmp = tempfile.mkstemp(prefix=".cfi2sframe-", dir=directory)
+            with os.fdopen(fd, "wb") as handle:
+                _write_all(handle.fileno(), payload)
         if os.path.exists(path):
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         else:
@@ -49,9 +57,48 @@ def write_output(path: str, data: bytes | str) -> None:
             os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _write_all(fd: int, payload: bytes) -> None:
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
+
+
+def _write_unnamed(directory: str, payload: bytes) -> str | None:
+    """``payload`` in a new file of ``directory`` that is named only when complete;
+    None when the file system has no unnamed files."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        fd = os.open(directory, flag | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return None
+        raise
+    try:
+        _write_all(fd, payload)
+        name = os.path.join(directory, f".cfi2sframe-{os.getpid()}-{secrets.token_hex(6)}")
+        root = os.open("/", os.O_RDONLY)
+        try:
+            # A dir fd makes Python call linkat(..., AT_SYMLINK_FOLLOW), which
+            # links the open file itself; plain link() would refuse the
+            # /proc magic link (EXDEV).
+            os.link(f"/proc/self/fd/{fd}", name, src_dir_fd=root, follow_symlinks=True)
+        except OSError as exc:  # file systems without unnamed files in the end
+            if exc.errno in (errno.EXDEV, errno.EPERM, errno.ENOENT, errno.EOPNOTSUPP):
+                return None
+            raise
+        finally:
+            os.close(root)
+    finally:
+        os.close(fd)
+    return name
 
 
 def _is_special(path: str) -> bool:

@@ -68,8 +68,13 @@ class AssemblerJob:
         self.tmp = tempfile.TemporaryDirectory(prefix="cfi2sframe-")
         self.src = os.path.join(self.tmp.name, "input.s")
         self.obj = os.path.join(self.tmp.name, "input.o")
-        with open(self.src, "w", encoding="utf-8", errors="surrogateescape") as handle:
-            handle.write(source)
+        try:
+            with open(self.src, "w", encoding="utf-8", errors="surrogateescape") as handle:
+                handle.write(source)
+        except OSError as exc:
+            self.tmp.cleanup()
+            raise Cfi2SframeError(display_name, "cannot write the assembler's input: "
+                                                f"{exc.strerror or exc}") from None
         cmd = [*command, "-I", include_dir, "-o", self.obj, self.src]
         try:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
