@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .convert import Conversion
 
 EMIT_KINDS = ("raw", "asm", "obj", "elf")
-SUBCOMMANDS = ("dump", "lookup", "diff", "verify", "stats", "compact")
+SUBCOMMANDS = ("dump", "lookup", "diff", "verify", "stats", "compact", "unwind")
 
 DESCRIPTION = """\
 usage: cfi2sframe [options] INPUT [-o OUTPUT]

@@ -305,6 +305,82 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_snapshot(path: str) -> tuple[dict[str, int], dict[int, bytes]]:
+    """A snapshot: ``{"regs": {"rip": "0x...", ...}, "memory": [{"address": "0x...",
+    "hex": "..."}]}`` (numbers as ints or strings in any base)."""
+    try:
+        doc = json.loads(read_bytes(path))
+        regs = {name.lower(): int(str(value), 0) for name, value in doc["regs"].items()}
+        memory = {int(str(block["address"]), 0): bytes.fromhex(block["hex"])
+                  for block in doc.get("memory", [])}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise Cfi2SframeError(path, f"not a register/memory snapshot: {exc}") from None
+    return regs, memory
+
+
+def cmd_unwind(args: argparse.Namespace) -> int:
+    from .arch import get_arch
+    from .unwind import PC, sframe_walk
+
+    names, memory = load_snapshot(args.snapshot)
+    loaded = load_sframe(args.file)
+    section = loaded.section
+    arch = get_arch({1: "aarch64_be", 2: "aarch64", 3: "x86_64", 4: "s390x"}[section.abi])
+    regs = {}
+    for name, value in names.items():
+        name = name.lstrip("%")
+        if name in ("pc", "ip", "rip", "eip", "pswa"):
+            regs[PC] = value
+            continue
+        number = arch.registers.get(name)
+        if number is None:
+            raise Cfi2SframeError(args.snapshot, f"unknown {arch.name} register '{name}'")
+        regs[number] = value
+    missing = [arch.reg_name(r) for r in (arch.sp, arch.fp) if r not in regs]
+    missing += [] if PC in regs else ["the PC"]
+    if missing:
+        raise Cfi2SframeError(args.snapshot, f"the snapshot lacks {', '.join(missing)}")
+    size = arch.address_size
+    order = "big" if arch.big_endian else "little"
+
+    def read(address: int) -> int:
+        for base, block in memory.items():
+            if base <= address and address + size <= base + len(block):
+                return int.from_bytes(block[address - base:address - base + size], order)
+        raise KeyError(f"{address:#x}")
+
+    if args.compact:
+        from .compact.convert import compact_arch, compact_elf
+        from .unwind import compact_walk
+
+        data = read_bytes(args.file)
+        functions = compact_elf(args.file, data, ranges=True)
+        from .elfread import open_elf
+
+        segments = open_elf(data, "ELF file").segments()
+
+        def code_of(address: int, size: int) -> bytes:
+            for seg in segments:
+                if seg.kind == 1 and seg.vaddr <= address < seg.vaddr + seg.filesz:
+                    at = seg.offset + address - seg.vaddr
+                    return data[at:at + size]
+            return b""
+
+        frames, why = compact_walk(functions, code_of, compact_arch(arch.name, args.file),
+                                   regs, read, arch.sp, arch.fp, arch.ra, args.max_frames)
+    else:
+        frames, why = sframe_walk(section, regs, read, args.max_frames)
+    if args.json:
+        print(json.dumps({"frames": [{"pc": f[PC], "sp": f[arch.sp], "fp": f[arch.fp]}
+                                     for f in frames], "stopped": why}, indent=1))
+        return 0
+    for depth, frame in enumerate(frames):
+        print(f"#{depth:<3} pc {frame[PC]:#018x}  sp {frame[arch.sp]:#018x}  "
+              f"fp {frame[arch.fp]:#018x}")
+    print(f"stopped: {why}")
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register the reading subcommands."""
     p = sub.add_parser("dump", help="print an SFrame section as readelf --sframe does",
@@ -367,9 +443,23 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "binary rows (32 bytes; 20 on i386) on standard output")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_compact)
+    p = sub.add_parser("unwind", help="walk a stack snapshot with SFrame",
+                       description="Walk the frames of a register and stack-memory snapshot "
+                       "(JSON: {\"regs\": {\"rip\": ..., \"rsp\": ..., \"rbp\": ...}, "
+                       "\"memory\": [{\"address\": ..., \"hex\": ...}]}) with the SFrame "
+                       "section of FILE, as the SFrame spec's appendix does: PC, SP and FP "
+                       "of each frame, and why the walk stopped.")
+    p.add_argument("file", help="ELF file with .sframe (addresses as in the snapshot)")
+    p.add_argument("--snapshot", required=True, metavar="JSON")
+    p.add_argument("--max-frames", type=int, default=64)
+    p.add_argument("--compact", action="store_true",
+                   help="walk with compact unwind rows made from FILE's CFI (--ranges "
+                   "rows, libunwind's step) instead of SFrame")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_unwind)
 
 
-SUBCOMMANDS = ("dump", "lookup", "diff", "verify", "stats", "compact")
+SUBCOMMANDS = ("dump", "lookup", "diff", "verify", "stats", "compact", "unwind")
 
 
 def main(argv: Sequence[str]) -> int:

@@ -1,0 +1,130 @@
+"""Stack walking: from one frame's registers and the stack memory to its callers.
+
+SFrame: the spec's appendix ("Generating Stack Traces using SFrame"): find the
+FRE for the PC, CFA = base register + offset, RA and FP from their stack slots
+(or, for V3 FLEX and s390x V2 register words, from registers), the caller's SP
+is the CFA (CFA - 160 on s390x).  Compact unwind: ``compact.encoding.step``.
+
+Registers are DWARF numbers in a dict, and the program counter is kept under
+``PC`` (the RA column is a register of its own on AArch64 and s390x: LR, r14);
+memory is a ``read(address)`` callable that returns a pointer-sized value or
+raises ``LookupError`` (``KeyError``, ``IndexError``) when the address is not in
+the snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from .sframe.decode import DecodedSection
+from .sframe.format import ABI_S390X_BIG
+from .sframe.rules import ABI_REGS, RA_UNDEFINED, Loc, fre_rules
+
+Read = Callable[[int], int]
+PC = -1  # the key of the program counter in a register dict
+
+
+class Step(NamedTuple):
+    """The caller's registers after one step, or why there is no caller."""
+
+    regs: dict[int, int] | None
+    error: str = ""
+
+
+def sframe_step(section: DecodedSection, regs: dict[int, int], read: Read,
+                topmost: bool = False) -> Step:
+    """One step of the spec's ``get_next_frame`` for the frame in ``regs``.
+
+    ``regs`` must hold SP, FP and ``PC``; ``topmost``: the frame was
+    interrupted, not in a call, so an RA still in its register (AArch64 leaf:
+    LR, s390x: r14) is taken from ``regs``.
+    """
+    sp_reg, fp_reg, ra_reg = ABI_REGS[section.abi]
+    pc = regs[PC]
+    # A caller's PC is a return address, one past its call: look up pc - 1.
+    lookup = pc if topmost else pc - 1
+    fde = section.find_fde(lookup)
+    if fde is None:
+        return Step(None, f"no SFrame FDE covers {pc:#x}")
+    if not fde.fres and section.version >= 3 and not fde.flex:
+        return Step(None, "outermost frame")
+    fre = fde.fre_at(lookup)
+    if fre is None:
+        return Step(None, f"no FRE covers {pc:#x}")
+    rules = fre_rules(section, fde, fre)
+    if rules.ra == RA_UNDEFINED or rules.cfa is None:
+        return Step(None, "outermost frame")
+    try:
+        cfa = _value(rules.cfa, None, regs, read)
+        caller = dict(regs)
+        if rules.ra is None:
+            if not topmost:
+                return Step(None, "RA still in its register below the topmost frame")
+            caller[PC] = regs[ra_reg]
+        else:
+            caller[PC] = _value(rules.ra, cfa, regs, read)
+        if rules.fp is not None:
+            caller[fp_reg] = _value(rules.fp, cfa, regs, read)
+    except LookupError as exc:
+        return Step(None, f"memory or register not in the snapshot: {exc}")
+    caller[sp_reg] = cfa - 160 if section.abi == ABI_S390X_BIG else cfa
+    return Step(caller)
+
+
+def _value(loc: Loc, cfa: int | None, regs: dict[int, int], read: Read) -> int:
+    base = cfa if loc.reg is None else regs[loc.reg]
+    if base is None:
+        raise LookupError("CFA-based rule for the CFA")
+    address = (base + loc.offset) & 0xFFFFFFFFFFFFFFFF
+    return read(address) if loc.deref else address
+
+
+def sframe_walk(section: DecodedSection, regs: dict[int, int], read: Read,
+                max_frames: int = 64) -> tuple[list[dict[int, int]], str]:
+    """Frames from ``regs`` (the topmost) outwards, and why the walk stopped."""
+    frames = [dict(regs)]
+    why = f"stopped after {max_frames} frames"
+    for depth in range(max_frames - 1):
+        step = sframe_step(section, frames[-1], read, topmost=depth == 0)
+        if step.regs is None:
+            why = step.error
+            break
+        frames.append(step.regs)
+    return frames, why
+
+
+def compact_walk(functions, code_of: Callable[[int, int], bytes], arch: str,
+                 regs: dict[int, int], read: Read, sp: int, fp: int, ra: int,
+                 max_frames: int = 64) -> tuple[list[dict[int, int]], str]:
+    """Frames from ``regs`` outwards with compact unwind rows (libunwind's step).
+
+    ``functions`` are ``compact.lower.CompactFunction``s with absolute starts,
+    ``code_of(address, size)`` gives code bytes (for STACK_IND).
+    """
+    from .compact.encoding import HAS_LSDA, NOT_FUNCTION_START, Code, decode, is_dwarf, step
+
+    frames = [dict(regs)]
+    for depth in range(max_frames - 1):
+        frame = frames[-1]
+        pc = frame[PC] if depth == 0 else frame[PC] - 1
+        row = next(((f, r) for f in functions for r in f.rows
+                    if f.start + r.start <= pc < f.start + r.start + r.length), None)
+        if row is None:
+            return frames, f"no compact unwind row covers {frame[PC]:#x}"
+        func, crow = row
+        encoding = crow.encoding & ~NOT_FUNCTION_START & ~HAS_LSDA
+        if is_dwarf(encoding, arch):
+            return frames, f"DWARF mode at {frame[PC]:#x} ({func.reason or 'see the FDE'})"
+        rules = decode(encoding, arch, Code(code_of(func.start + crow.start, 260)))
+        if isinstance(rules, str):
+            return frames, rules
+        if rules.ra_offset is None and depth:
+            return frames, "RA still in its register below the topmost frame"
+        try:
+            caller = step(rules, {**frame, ra: frame.get(ra, frame[PC])}, read, sp, ra)
+        except LookupError as exc:
+            return frames, f"memory not in the snapshot: {exc}"
+        caller[PC] = caller[ra]
+        frames.append(caller)
+    return frames, f"stopped after {max_frames} frames"
