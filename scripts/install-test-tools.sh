@@ -2,7 +2,8 @@
 # Install the real tools the tests use as oracles (Debian/Ubuntu): GNU binutils
 # (as, readelf, ld), gcc, csmith and its headers, clang-14 (another assembler) and
 # llvm-14 (llvm-mc, llc, llvm-objdump: the compact unwind oracle),
-# and the AArch64 and s390x cross binutils and gcc.
+# the AArch64 and s390x cross binutils and gcc, and gdb, gdb-multiarch and
+# qemu-user (the real-unwinding checks).
 set -eu
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -10,4 +11,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq binutils gcc csmith libcsmith-dev clang-14 llvm-14 \
     binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu \
-    binutils-s390x-linux-gnu gcc-s390x-linux-gnu >/dev/null
+    binutils-s390x-linux-gnu gcc-s390x-linux-gnu gdb gdb-multiarch qemu-user >/dev/null

@@ -208,3 +208,13 @@ def test_step_walks_a_real_frame_layout():
     leaf = step(decode(0x02002000, "arm64"), {31: 0x8000, 30: 0x1234}, memory.__getitem__,
                 sp=31, ra_reg=30)
     assert leaf[31] == 0x8020 and leaf[30] == 0x1234
+
+
+def test_register_named_twice_in_a_frame_means_the_later_slot():
+    """Fuzzing finding: r12 in slots 0 and 2. libunwind restores it twice; the later
+    slot wins, and the rules must say so (and encode back to the same meaning)."""
+    from cfi2sframe.compact.encoding import encode
+
+    rules = decode(0x017D0082, "x86_64")
+    assert rules == CompactRules(6, 16, -8, ((6, -16), (12, -16 - 8 * 125 + 8 * 2)))
+    assert decode(encode(rules, "x86_64"), "x86_64") == rules

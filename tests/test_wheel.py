@@ -35,3 +35,13 @@ def test_wheel_installs_and_runs_outside_the_tree(tmp_path):
     assert (work / "f.sframe").read_bytes()[:4] == b"\xe2\xde\x02\x05"
     script = env_dir / "bin" / "cfi2sframe"
     assert subprocess.run([str(script), "--version"], capture_output=True).returncode == 0
+    # Every package of the source tree is in the wheel (cfi2sframe.compact once was not).
+    import zipfile
+
+    shipped = {name.rsplit("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist()
+               if name.endswith("__init__.py")}
+    source = {str(p.parent.relative_to(ROOT)) for p in (ROOT / "cfi2sframe").rglob("__init__.py")}
+    assert source <= shipped, source - shipped
+    compact = subprocess.run([str(script), "compact", "--json", "f.s"], cwd=work,
+                             capture_output=True, text=True)
+    assert compact.returncode == 0, compact.stderr

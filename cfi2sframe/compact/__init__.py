@@ -1,0 +1,1 @@
+"""Apple compact unwind: encodings, rows and their check against the CFI."""

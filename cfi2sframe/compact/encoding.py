@@ -123,15 +123,16 @@ def decode_x86(encoding: int, code: Code | None = None, arch: str = "x86_64") ->
     mode = encoding & MODE_MASK
     if mode == X86_RBP_FRAME:
         offset = (encoding >> 16) & 0xFF
-        saved = [(f.fp, -2 * f.slot)]
+        slots = {f.fp: -2 * f.slot}
         for i in range(5):
             reg = (encoding >> (3 * i)) & 7
             if reg == 0:
                 continue
             if reg > 5:
                 return "libunwind aborts: the frame pointer or an invalid register in a slot"
-            saved.append((f.regs[reg - 1], -2 * f.slot - f.slot * offset + f.slot * i))
-        return CompactRules(f.fp, 2 * f.slot, -f.slot, tuple(sorted(saved)))
+            # A register named twice: libunwind restores it twice, the later slot wins.
+            slots[f.regs[reg - 1]] = -2 * f.slot - f.slot * offset + f.slot * i
+        return CompactRules(f.fp, 2 * f.slot, -f.slot, tuple(sorted(slots.items())))
     if mode in (X86_STACK_IMMD, X86_STACK_IND):
         count = (encoding >> 10) & 7
         regs = unpermute(count, encoding & 0x3FF) if count <= 6 else None

@@ -1,0 +1,75 @@
+"""Coverage-guided fuzzing (tools/fuzz.py, atheris) within a CI budget.
+
+Each target runs from seeds made of real inputs (our sections, GNU as objects,
+csmith assembly, a real shared library's CFI) for a bounded number of
+executions, with libFuzzer's memory limit; any uncaught exception or input
+slower than the bound fails the test.  Longer runs: python tools/fuzz.py TARGET
+-max_total_time=3600 DIR.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require
+
+ROOT = Path(__file__).resolve().parent.parent
+# Executions per target in CI (the cheap decoders get more); scale with the variable.
+RUNS = {"sframe": 200000, "compact": 200000, "elf": 20000, "asm": 5000}
+SCALE = float(os.environ.get("CFI2SFRAME_FUZZ_SCALE", "1"))
+
+
+def _seeds(target: str, folder: Path) -> None:
+    folder.mkdir()
+    examples = sorted((ROOT / "examples").glob("*.s"))
+    corpus = sorted((ROOT / ".corpus" / "x86_64").glob("*.s"))[:5]
+    if target == "asm":
+        for path in examples + corpus:
+            shutil.copy(path, folder / path.name)
+        return
+    objects = []
+    for path in examples:
+        obj = folder.parent / (path.stem + ".o")
+        subprocess.run(["as", str(path), "-o", str(obj)], check=True)
+        objects.append(obj)
+    if target == "elf":
+        for obj in objects:
+            shutil.copy(obj, folder / obj.name)
+    elif target == "sframe":
+        for obj in objects:
+            subprocess.run([sys.executable, "-m", "cfi2sframe", str(obj), "-o",
+                            str(folder / (obj.stem + ".sframe"))], check=True)
+            subprocess.run([sys.executable, "-m", "cfi2sframe", str(obj), "--sframe-version",
+                            "3", "-o", str(folder / (obj.stem + ".v3.sframe"))], check=True)
+    else:  # compact: (arch byte, encoding, code bytes) from real encodings
+        for i, encoding in enumerate([0x01030161, 0x02060C0A, 0x03044400, 0x04000101,
+                                      0x02003000, 0x01030129]):
+            code = b"\x53\x48\x81\xec\x88\x13\x00\x00"
+            (folder / f"s{i}").write_bytes(bytes([i % 3]) + encoding.to_bytes(4, "little")
+                                           + code)
+
+
+@pytest.mark.parametrize("target", ["sframe", "elf", "compact", "asm"])
+def test_fuzz_target_within_budget(target: str, tmp_path: Path, report) -> None:
+    require("as")
+    pytest.importorskip("atheris")
+    seeds = tmp_path / "seeds"
+    _seeds(target, seeds)
+    seed_count = len(list(seeds.iterdir()))
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "fuzz.py"), target,
+                           f"-runs={int(RUNS[target] * SCALE)}", "-max_total_time=120",
+                           "-rss_limit_mb=2048", "-timeout=10", str(seeds)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    done = re.search(r"Done (\d+) runs in (\d+) second", proc.stderr)
+    assert done, proc.stderr[-2000:]
+    report(f"fuzz {target}: {done.group(1)} executions in {done.group(2)} s, no finding "
+           f"(seeds: {seed_count} real inputs)")

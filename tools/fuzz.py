@@ -1,0 +1,95 @@
+"""Coverage-guided fuzzing (atheris, libFuzzer) of every reader of untrusted bytes.
+
+    python tools/fuzz.py TARGET [libFuzzer options, e.g. -runs=100000 -max_total_time=600]
+
+Targets:
+  sframe   SFrame decoder (V1-V3, both byte orders) and the dump of what it decodes
+  elf      the ELF/DWARF CFI reader and SFrame conversion (convert_elf, raw output)
+  compact  compact unwind decoder, x86-64/i386/arm64, and the exact encoders
+  asm      the statement scanner and the Lark directive parser (no assembler run)
+
+Seeds are real inputs: our own SFrame sections, installed ELF objects and
+libraries' first bytes, csmith assembly. The only allowed exceptions are the
+library's own ``Cfi2SframeError``/``DecodeError``; anything else, or one input
+slower than SLOW_SECONDS, is a finding (libFuzzer writes the input to crash-*).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import atheris
+
+with atheris.instrument_imports():
+    from cfi2sframe.compact.encoding import Code, decode, encode
+    from cfi2sframe.convert import convert_elf
+    from cfi2sframe.errors import Cfi2SframeError, DecodeError
+    from cfi2sframe.frontend.directives import SyntaxProblem, parse_statement
+    from cfi2sframe.frontend.scan import scan
+    from cfi2sframe.sframe.decode import decode as decode_sframe
+    from cfi2sframe.sframe.dump import dump_text
+
+SLOW_SECONDS = float(os.environ.get("CFI2SFRAME_FUZZ_SLOW", "2"))
+EXPECTED = (Cfi2SframeError, DecodeError, SyntaxProblem)
+
+
+def _sframe(data: bytes) -> None:
+    section = decode_sframe(data)
+    dump_text(section, ".sframe")
+
+
+def _elf(data: bytes) -> None:
+    convert_elf("fuzz.o", data).raw()
+
+
+def _compact(data: bytes) -> None:
+    if len(data) < 5:
+        return
+    arch = ("x86_64", "i386", "arm64")[data[0] % 3]
+    encoding = int.from_bytes(data[1:5], "little")
+    code = Code(data[5:])
+    rules = decode(encoding, arch, code)
+    if isinstance(rules, str):
+        return
+    again = encode(rules, arch, code)
+    if isinstance(again, int):  # an encoding we write must mean the same rules
+        assert decode(again, arch, code) == rules, (hex(encoding), hex(again))
+
+
+def _asm(data: bytes) -> None:
+    text = data.decode("utf-8", "replace")
+    result = scan(text, "fuzz.s", "#")
+    for statement in result.items[:50]:
+        try:
+            parse_statement(statement.text)
+        except EXPECTED:
+            pass
+
+
+TARGETS = {"sframe": _sframe, "elf": _elf, "compact": _compact, "asm": _asm}
+
+
+def main() -> None:
+    name = sys.argv[1] if len(sys.argv) > 1 else ""
+    if name not in TARGETS:
+        sys.exit(f"usage: fuzz.py {{{'|'.join(TARGETS)}}} [libFuzzer options]")
+    target = TARGETS[name]
+
+    def one(data: bytes) -> None:
+        start = time.perf_counter()
+        try:
+            target(data)
+        except EXPECTED:
+            pass
+        elapsed = time.perf_counter() - start
+        if elapsed > SLOW_SECONDS:
+            raise RuntimeError(f"input took {elapsed:.2f} s (bound {SLOW_SECONDS} s)")
+
+    atheris.Setup([sys.argv[0], *sys.argv[2:]], one)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
