@@ -109,7 +109,8 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
                 if cfa_off >= 0x80:
                     cfa_off, pos = _uleb(data, pos - 1)
                 continue
-            elif op in (0x05, 0x11):  # offset_extended(_sf)
+            elif op in (0x05, 0x11):  # offset_extended(_sf); rare, kept apart so the
+                # hot DW_CFA_offset branch above stays inline
                 reg, pos = _uleb(data, pos)
                 if op == 0x11:
                     value, pos = _sleb(data, pos)

@@ -17,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cfi2sframe.convert import lower_all, lower_fdes
+from cfi2sframe.dwarf import sleb as _sleb
+from cfi2sframe.dwarf import uleb as _uleb
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.frontend.ehframe import ElfCfi, Fde, _Cie, read_elf_cfi
 from cfi2sframe.inspect import arch_for_machine
@@ -81,27 +83,6 @@ def test_corpus_objects_give_the_same_sframe_both_ways(arch: str, tmp_path: Path
 
 
 # -- random DWARF programs ---------------------------------------------------------------
-
-def _uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _sleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        done = (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40)
-        out.append(byte | (0 if done else 0x80))
-        if done:
-            return bytes(out)
-
 
 def _ops(sp: int, fp: int, ra: int, others: list[int]) -> st.SearchStrategy[bytes]:
     """One step of a random program: an operation, then mostly an advance.
