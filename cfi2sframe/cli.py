@@ -178,11 +178,9 @@ def _convert_compact(args: argparse.Namespace, display: str, data: bytes, output
         raise Cfi2SframeError(display, "compact unwind is written as --emit asm (rows for the "
                                        "assembler) or --emit raw (32-byte rows)")
     if data[:4] == b"\x7fELF":
-        from .frontend.ehframe import read_elf_cfi
-        from .inspect import arch_for_machine
+        from .commands import elf_arch
 
-        cfi = read_elf_cfi(display, arch_for_machine, data)
-        flavour = compact_arch(arch_for_machine(cfi.machine, display).name, display)
+        flavour = compact_arch(elf_arch(display, data).name, display)
         functions = compact_elf(display, data)
     else:
         flavour = compact_arch(args.arch, display)

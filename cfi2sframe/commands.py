@@ -241,6 +241,19 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def elf_arch(path: str, data: bytes):
+    """The architecture an ELF header names (read once more: the header only)."""
+    from .elfread import open_elf
+    from .errors import DecodeError
+    from .inspect import arch_for_machine
+
+    try:
+        view = open_elf(data, "ELF file")
+    except DecodeError as exc:
+        raise Cfi2SframeError(path, f"at byte {exc.offset:#x}: {exc.message}") from None
+    return arch_for_machine(view.machine, path, not view.little_endian)
+
+
 def cmd_compact(args: argparse.Namespace) -> int:
     from .compact.convert import compact_arch, compact_asm, compact_elf
     from .compact.encoding import NOT_FUNCTION_START, describe, is_dwarf
@@ -249,11 +262,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     data = read_bytes(args.file)
     if data[:4] == b"\x7fELF":
         functions = compact_elf(args.file, data, args.ranges)
-        from .frontend.ehframe import read_elf_cfi  # the arch, for register names
-        from .inspect import arch_for_machine
-
-        cfi = read_elf_cfi(args.file, arch_for_machine, data)
-        arch = arch_for_machine(cfi.machine, args.file, cfi.big_endian)
+        arch = elf_arch(args.file, data)  # for register names
     else:
         from .arch import get_arch
 

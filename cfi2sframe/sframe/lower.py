@@ -305,16 +305,25 @@ def _ra_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int |
     if not arch.tracks_ra:
         _check_ra(rule, arch, row)
         return None, None
+    slot = _default_slot(rule, arch)
+    if slot is not None:
+        return slot
+    if rule.kind == "undefined":
+        raise _Unrepresentable("ra-undefined", "return address is undefined", row)
+    raise _Unrepresentable("ra-not-at-fixed-offset",
+                           f"return address is {_describe(rule, arch)}", row)
+
+
+def _default_slot(rule: Rule | None, arch: Arch) -> tuple[int | None, int | None] | None:
+    """Where a default FRE can say FP or RA is: (CFA offset, register), (None, None)
+    when unchanged; None when it cannot (the caller gives the reason)."""
     if rule is None or rule.kind == "same_value":
         return None, None
     if rule.kind == "offset":
         return rule.value, None
     if rule.kind == "register" and arch.s390x:
         return None, rule.value
-    if rule.kind == "undefined":
-        raise _Unrepresentable("ra-undefined", "return address is undefined", row)
-    raise _Unrepresentable("ra-not-at-fixed-offset",
-                           f"return address is {_describe(rule, arch)}", row)
+    return None
 
 
 def _check_ra(rule: Rule | None, arch: Arch, row: Row) -> None:
@@ -340,12 +349,9 @@ def _check_sp(rule: Rule | None, arch: Arch, row: Row) -> None:
 
 def _fp_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int | None]:
     """(CFA offset, register) of the caller's FP; (None, None) when unchanged."""
-    if rule is None or rule.kind == "same_value":
-        return None, None
-    if rule.kind == "offset":
-        return rule.value, None
-    if rule.kind == "register" and arch.s390x:
-        return None, rule.value
+    slot = _default_slot(rule, arch)
+    if slot is not None:
+        return slot
     reason = {"register": "fp-in-register", "expression": "fp-expression",
               "val_expression": "fp-expression", "val_offset": "fp-val-offset",
               "undefined": "fp-undefined"}[rule.kind]
