@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .arch import ARCHES, get_arch
-from .errors import Cfi2SframeError, DecodeError
+from .errors import EX_SOFTWARE, Cfi2SframeError, DecodeError
 from .files import read_bytes, write_output
 from .frontend.probe import Assembler, AssemblerFailed, start_probe
 
@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
                              "with .sframe, .sframe.s or .o; standard output for - input)")
     parser.add_argument("--emit", choices=EMIT_KINDS,
                         help="output form (default: from the output name, else raw)")
-    parser.add_argument("--arch", default="x86_64", choices=sorted(ARCHES),
+    parser.add_argument("--arch", default="x86_64", type=arch_name, choices=sorted(ARCHES),
                         help="target architecture of assembly input (default: x86_64; ELF "
                              "input says its own)")
     parser.add_argument("--assembler", metavar="CMD",
@@ -243,6 +243,14 @@ def _check_elf_output(display: str, payload: bytes) -> None:
                                        "untouched")
 
 
+def arch_name(text: str) -> str:
+    """argparse type of ``--arch``: a known architecture or alias, as its canonical name."""
+    try:
+        return get_arch(text).name
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _address(text: str) -> int:
     try:
         return int(text, 0)
@@ -311,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"cfi2sframe: internal error: {type(exc).__name__}: {exc} (please report it; "
               "set CFI2SFRAME_DEBUG=1 for a traceback)", file=sys.stderr)
-        return 1
+        return EX_SOFTWARE
     finally:
         if gc_was_on:
             gc.enable()

@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from .cli import arch_name
 from .errors import Cfi2SframeError
 from .files import read_bytes
 from .sframe.decode import DecodedFde, DecodedSection
@@ -317,8 +318,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def load_snapshot(path: str) -> tuple[dict[str, int], dict[int, bytes]]:
     """A snapshot: ``{"regs": {"rip": "0x...", ...}, "memory": [{"address": "0x...",
     "hex": "..."}]}`` (numbers as ints or strings in any base)."""
+    raw = read_bytes(path)
     try:
-        doc = json.loads(read_bytes(path))
+        doc = json.loads(raw)
         regs = {name.lower(): int(str(value), 0) for name, value in doc["regs"].items()}
         memory = {int(str(block["address"]), 0): bytes.fromhex(block["hex"])
                   for block in doc.get("memory", [])}
@@ -439,8 +441,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        "Every encoding is checked against the CFI; the summary gives the "
                        "bytes at which the rows unwind exactly as the CFI says.")
     p.add_argument("file", help="assembly (.s) or ELF object/binary")
-    p.add_argument("--arch", default="x86_64", help="architecture of assembly input "
-                   "(x86_64, aarch64; default x86_64)")
+    p.add_argument("--arch", default="x86_64", type=arch_name,
+                   help="architecture of assembly input (x86_64, i386, aarch64; default "
+                        "x86_64; ELF input says its own)")
     p.add_argument("--assembler", metavar="CMD", help="assembler command (see cfi2sframe -h)")
     p.add_argument("--ranges", action="store_true",
                    help="one row per CFI state compact unwind can express (later rows "

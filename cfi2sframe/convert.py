@@ -41,7 +41,7 @@ class Conversion:
         A decoded FDE start then equals the function's offset in its own
         section, which is how binutils prints relocatable objects.
         """
-        return self.image.to_bytes(0, lambda func: func.start)
+        return self.image.to_bytes(0, lambda func: func.start, self.unit.filename)
 
     def asm(self) -> str:
         """An assembly fragment to assemble together with the input (``as in.s out.s``)."""
@@ -241,7 +241,7 @@ class ElfConversion:
         Linked input: placed at ``sframe_address`` with final addresses.
         """
         address = self.sframe_address if self.linked else 0
-        return self.image.to_bytes(address, lambda func: func.start)
+        return self.image.to_bytes(address, lambda func: func.start, self.path)
 
 
 def default_sframe_address(data: bytes, path: str = "") -> int:

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# The exit status of a bug of ours (sysexits.h EX_SOFTWARE): never "bad input".
+EX_SOFTWARE = 70
+
 
 class Cfi2SframeError(Exception):
     """Bad input or a failed conversion, reported as ``where: error: message``."""
@@ -28,3 +36,34 @@ class DecodeError(Exception):
         super().__init__(f"at byte {offset:#x}: {message}")
         self.offset = offset
         self.message = message
+
+
+def raised_in(exc: BaseException, package: str) -> bool:
+    """True when the innermost frame that raised ``exc`` belongs to ``package``.
+
+    pyelftools reports a malformed file with whatever its parser hits
+    (``ELFError``, ``struct.error``, ``KeyError``, ``ValueError``, ...).  Such an
+    exception means bad input only when pyelftools itself raised it; the same
+    type raised by our code is a bug and must not be reported as the user's.
+    """
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return isinstance(module, str) and (module == package or module.startswith(package + "."))
+
+
+def from_pyelftools(path: str, call: Callable[[], T]) -> T:
+    """``call()``, with exceptions raised inside pyelftools turned into a located
+    input error ("malformed ELF file"); everything else propagates unchanged."""
+    try:
+        return call()
+    except Cfi2SframeError:
+        raise
+    except Exception as exc:
+        if not raised_in(exc, "elftools"):
+            raise
+        raise Cfi2SframeError(path, f"malformed ELF file: {type(exc).__name__}: {exc}") \
+            from None

@@ -10,7 +10,8 @@ Targets:
 
 Seeds are real inputs: our own SFrame sections, installed ELF objects and
 libraries' first bytes, csmith assembly. The only allowed exceptions are the
-library's own ``Cfi2SframeError``/``DecodeError``; anything else, or one input
+library's own located ``Cfi2SframeError``/``DecodeError``; anything else (a bug
+of ours is never reported as bad input), an error without a location, or one input
 slower than SLOW_SECONDS, is a finding (libFuzzer writes the input to crash-*).
 """
 
@@ -68,6 +69,15 @@ def _asm(data: bytes) -> None:
             pass
 
 
+def _require_located(target: str, exc: Exception) -> None:
+    """Accept an error only as a located input error: the ELF reader names the file,
+    the decoders give a byte offset. Anything else is a finding."""
+    if isinstance(exc, Cfi2SframeError) and target == "elf" and exc.where != "fuzz.o":
+        raise AssertionError(f"unlocated input error: {exc}") from exc
+    if "\n" in str(exc):
+        raise AssertionError(f"input error of more than one line: {exc!r}") from exc
+
+
 TARGETS = {"sframe": _sframe, "elf": _elf, "compact": _compact, "asm": _asm}
 
 
@@ -81,8 +91,8 @@ def main() -> None:
         start = time.perf_counter()
         try:
             target(data)
-        except EXPECTED:
-            pass
+        except EXPECTED as exc:
+            _require_located(name, exc)
         elapsed = time.perf_counter() - start
         if elapsed > SLOW_SECONDS:
             raise RuntimeError(f"input took {elapsed:.2f} s (bound {SLOW_SECONDS} s)")

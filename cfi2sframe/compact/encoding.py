@@ -208,6 +208,9 @@ def _x86_frameless(rules: CompactRules, by_reg: dict[int, int], code: Code | Non
         return "saves-not-contiguous", ("saved registers are not in consecutive slots "
                                         "right below the return address")
     tail = count << 10 | permutation([f.regs.index(reg) + 1 for reg in order])
+    if rules.cfa_offset < 0:
+        return "cfa-offset-negative", (f"CFA = {sp}{rules.cfa_offset:+d} lies below the "
+                                       "stack pointer")
     if rules.cfa_offset % slot:
         return "cfa-offset-unaligned", (f"CFA = {sp}{rules.cfa_offset:+d} is not a multiple "
                                         f"of {slot}")

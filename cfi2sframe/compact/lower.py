@@ -46,6 +46,7 @@ REASONS: dict[str, str] = {
     "saves-not-contiguous": "frameless: saves are not in consecutive slots below the RA",
     "too-many-registers": "frameless: more than 6 saved registers",
     "cfa-offset-unaligned": "frameless: the CFA offset is not a multiple of 8",
+    "cfa-offset-negative": "frameless: the CFA lies below the stack pointer (negative offset)",
     "stack-too-large": "frameless: the stack needs STACK_IND but no code bytes are known",
     "no-sub-imm32": "frameless: no 'sub $imm32, %rsp' with the needed immediate in the "
                     "first 255 bytes",

@@ -61,7 +61,7 @@ def add_loadable_sframe(data: bytes, image: SectionImage, where: str,
     _check_program_header_place(out, where)
     address, offset = _patch_section_header(out, size, where)
     final = rebuild(bytes(out))
-    sframe = final.to_bytes(address, lambda func: func.start)
+    sframe = final.to_bytes(address, lambda func: func.start, where)
     if len(sframe) != size:
         raise Cfi2SframeError(where, "the SFrame section changed size after relinking")
     out[offset : offset + size] = sframe

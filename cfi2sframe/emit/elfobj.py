@@ -89,7 +89,7 @@ def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
             section_symbol[index] = symtab.info + missing.index(index)
         _shift_relocations(out, headers, symtab_index, symtab.info, shift, order)
         symtab.info += shift
-    sframe = image.to_bytes(0, lambda func: 0)  # RELA: the fields hold 0, addends decide
+    sframe = image.to_bytes(0, lambda func: 0, where)  # RELA: fields hold 0, addends decide
     sframe = _zero_start_fields(sframe, image)
     relocs = bytearray()
     for index, func in enumerate(image.functions):

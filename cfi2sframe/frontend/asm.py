@@ -377,7 +377,10 @@ class _Builder:
             ops = decode_ops(bytes(data), self.arch.code_alignment, self.arch.data_alignment,
                              self.arch.address_size, self.arch.big_endian, line)
         except DecodeError as exc:
-            raise Cfi2SframeError(self.where(line), f".cfi_escape: {exc.message}") from None
+            # Assemblers copy the bytes blindly; only this function's CFI is meaningless.
+            if func.error is None:
+                func.error = f"line {line}: .cfi_escape: {exc.message}"
+            return
         for op in ops:
             if op.name in ("advance", "set_loc"):
                 raise Cfi2SframeError(self.where(line),

@@ -20,7 +20,7 @@ from ..cfi import interpret
 from ..dwarf import decode_ops, read_sleb, read_uleb
 from ..elfread import SHT_NOBITS, ElfView, open_elf
 from ..elfreloc import apply_relocations, relocate_view
-from ..errors import Cfi2SframeError, CfiError, DecodeError
+from ..errors import Cfi2SframeError, CfiError, DecodeError, from_pyelftools
 from ..files import read_bytes
 from ..model import Location, Timeline
 
@@ -144,9 +144,6 @@ class _Reader:
 
 def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfCfi:
     """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-
     if data is None:
         data = read_bytes(path)
     if data[:4] != b"\x7fELF":
@@ -181,31 +178,38 @@ def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfC
             fdes = _walk(reader, is_eh, placements, names)
             return ElfCfi(path, view.machine, view.elf_type, tuple(fdes), name,
                           not view.little_endian)
-        elf = ELFFile(io.BytesIO(data))
-        section, is_eh = None, True
-        for candidate_name, eh in ((".eh_frame", True), (".debug_frame", False)):
-            candidate = elf.get_section_by_name(candidate_name)
-            if candidate is not None and candidate["sh_type"] != "SHT_NOBITS":
-                section, is_eh = candidate, eh
-                break
-        if section is None:
-            raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
-        name = section.name
-        contents = bytearray(section.data())  # pyelftools decompresses SHF_COMPRESSED
-        is_rel = elf["e_type"] == "ET_REL"
-        placements = apply_relocations(elf, section, contents, path) if is_rel else {}
-        base = 0 if is_rel else section["sh_addr"]
-        reader = _Reader(bytes(contents), elf.little_endian, elf.elfclass // 8, base)
-        fdes = _walk(reader, is_eh, placements, names)
-        return ElfCfi(path, elf["e_machine"], elf["e_type"], tuple(fdes), name,
-                      not elf.little_endian)
+        # Compressed sections: pyelftools decompresses them.
+        return from_pyelftools(path, lambda: _read_compressed(path, data, names))
     except DecodeError as exc:
         raise Cfi2SframeError(path, f"{name}: at byte {exc.offset:#x}: "
                                     f"{exc.message}") from None
-    except (ELFError, struct.error, ValueError, KeyError, IndexError, AttributeError,
-            TypeError, OverflowError) as exc:
-        # pyelftools reports inconsistent headers in many ways; all mean the same.
-        raise Cfi2SframeError(path, f"malformed ELF file: {exc}") from None
+
+
+def _read_compressed(path: str, data: bytes, names: dict[tuple[str, int], str]) -> ElfCfi:
+    """``read_elf_cfi`` through pyelftools, for SHF_COMPRESSED CFI sections."""
+    from elftools.elf.elffile import ELFFile
+
+    elf = ELFFile(io.BytesIO(data))
+    section, is_eh = None, True
+    for candidate_name, eh in ((".eh_frame", True), (".debug_frame", False)):
+        candidate = elf.get_section_by_name(candidate_name)
+        if candidate is not None and candidate["sh_type"] != "SHT_NOBITS":
+            section, is_eh = candidate, eh
+            break
+    if section is None:
+        raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
+    contents = bytearray(section.data())  # pyelftools decompresses SHF_COMPRESSED
+    is_rel = elf["e_type"] == "ET_REL"
+    placements = apply_relocations(elf, section, contents, path) if is_rel else {}
+    base = 0 if is_rel else section["sh_addr"]
+    reader = _Reader(bytes(contents), elf.little_endian, elf.elfclass // 8, base)
+    try:
+        fdes = _walk(reader, is_eh, placements, names)
+    except DecodeError as exc:
+        raise Cfi2SframeError(path, f"{section.name}: at byte {exc.offset:#x}: "
+                                    f"{exc.message}") from None
+    return ElfCfi(path, elf["e_machine"], elf["e_type"], tuple(fdes), section.name,
+                  not elf.little_endian)
 
 
 def _function_names(view: ElfView) -> dict[tuple[str, int], str]:

@@ -66,8 +66,10 @@ class SectionImage:
         """Offset in the section of FDE ``index``'s start field."""
         return len(self.header) + index * self.fde_size
 
-    def to_bytes(self, section_address: int, address_of: Callable[[SFrameFunction], int]) -> bytes:
-        """The section placed at ``section_address``, with each start made PC-relative."""
+    def to_bytes(self, section_address: int, address_of: Callable[[SFrameFunction], int],
+                 where: str = "") -> bytes:
+        """The section placed at ``section_address``, with each start made PC-relative;
+        ``where`` names the input in the error for a start out of range."""
         order = ">" if self.big_endian else "<"
         out = bytearray(self.header)
         for index, (func, tail) in enumerate(zip(self.functions, self.fde_tails, strict=False)):
@@ -75,7 +77,7 @@ class SectionImage:
             bits = 8 * self.start_size
             if not -(1 << (bits - 1)) <= delta < (1 << (bits - 1)):
                 raise Cfi2SframeError(
-                    "", f"function '{func.name}' is {delta:#x} bytes from its FDE: out of "
+                    where, f"function '{func.name}' is {delta:#x} bytes from its FDE: out of "
                     f"range for a {bits}-bit PC-relative start")
             out += struct.pack(order + ("i" if bits == 32 else "q"), delta) + tail
         return bytes(out + self.fres + self.padding)

@@ -9,11 +9,10 @@ unrelocated, as readelf of binutils 2.40 (the last V1 reader) shows them.
 from __future__ import annotations
 
 import io
-import struct
 from dataclasses import dataclass
 
 from ..elfreloc import apply_relocations
-from ..errors import Cfi2SframeError, DecodeError
+from ..errors import Cfi2SframeError, DecodeError, from_pyelftools
 from ..files import read_bytes
 from .decode import DecodedSection, decode
 
@@ -58,31 +57,29 @@ def _decode(path: str, data: bytes, address: int, name: str,
 
 
 def _load_elf(path: str, data: bytes, as_readelf: bool) -> LoadedSFrame:
-    from elftools.common.exceptions import ELFError
+    return from_pyelftools(path, lambda: _load_with_pyelftools(path, data, as_readelf))
+
+
+def _load_with_pyelftools(path: str, data: bytes, as_readelf: bool) -> LoadedSFrame:
     from elftools.elf.elffile import ELFFile
 
-    try:
-        elf = ELFFile(io.BytesIO(data))
-        section = None
-        for candidate in elf.iter_sections():
-            if candidate.name == ".sframe" or candidate["sh_type"] == SHT_GNU_SFRAME:
-                section = candidate
-                break
-        if section is None:
-            raise Cfi2SframeError(path, "no .sframe section")
-        contents = bytearray(section.data())
-        elf_type = elf["e_type"]
-        version = contents[2] if len(contents) > 2 else 0
-        targets: dict[int, str] = {}
-        relocate = elf_type == "ET_REL" and (version >= 2 or not as_readelf)
-        if relocate:
-            placed = apply_relocations(elf, section, contents, path)
-            targets = {offset: name for offset, (name, _) in placed.items()
-                       if not name.startswith("SHN_")}
-        decoded = _decode(path, bytes(contents), section["sh_addr"], section.name,
-                          relocate and version == 1)
-        return LoadedSFrame(path, section.name, decoded, True, elf_type, targets)
-    except (ELFError, struct.error, ValueError, KeyError, IndexError, AttributeError,
-            TypeError, OverflowError) as exc:
-        # pyelftools reports inconsistent headers in many ways; all mean the same.
-        raise Cfi2SframeError(path, f"malformed ELF file: {exc}") from None
+    elf = ELFFile(io.BytesIO(data))
+    section = None
+    for candidate in elf.iter_sections():
+        if candidate.name == ".sframe" or candidate["sh_type"] == SHT_GNU_SFRAME:
+            section = candidate
+            break
+    if section is None:
+        raise Cfi2SframeError(path, "no .sframe section")
+    contents = bytearray(section.data())
+    elf_type = elf["e_type"]
+    version = contents[2] if len(contents) > 2 else 0
+    targets: dict[int, str] = {}
+    relocate = elf_type == "ET_REL" and (version >= 2 or not as_readelf)
+    if relocate:
+        placed = apply_relocations(elf, section, contents, path)
+        targets = {offset: name for offset, (name, _) in placed.items()
+                   if not name.startswith("SHN_")}
+    decoded = _decode(path, bytes(contents), section["sh_addr"], section.name,
+                      relocate and version == 1)
+    return LoadedSFrame(path, section.name, decoded, True, elf_type, targets)
