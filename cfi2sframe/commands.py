@@ -15,7 +15,7 @@ from .errors import Cfi2SframeError
 from .files import read_bytes
 from .sframe.decode import DecodedFde, DecodedSection
 from .sframe.load import LoadedSFrame, load_sframe
-from .sframe.rules import FrameRules, describe, fre_rules
+from .sframe.rules import FrameRules, Loc, Recovery, describe, fre_rules, outermost
 
 
 def _json_rules(rules: object) -> object:
@@ -23,9 +23,11 @@ def _json_rules(rules: object) -> object:
         return rules
     assert isinstance(rules, FrameRules)
 
-    def loc(value: object) -> object:
-        if value is None or isinstance(value, str):
-            return value
+    def loc(value: Recovery | None) -> object:
+        if value is None:
+            return None
+        if not isinstance(value, Loc):
+            return str(value)  # "undefined", "DWARF expression", "DWARF val expression"
         return {"reg": value.reg, "offset": value.offset, "deref": value.deref}
 
     return {"cfa": loc(rules.cfa), "fp": loc(rules.fp), "ra": loc(rules.ra)}
@@ -85,7 +87,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
         pc = _parse_pc(text)
         fde = section.find_fde(pc)
         fre = fde.fre_at(pc) if fde else None
-        if fde is not None and not fde.fres and section.version >= 3 and not fde.flex:
+        if fde is not None and outermost(section, fde):
             results.append({"pc": pc, "fde": fde.index, "function": fde.start_address,
                             "size": fde.size, "rules": "outermost"})
             if not args.json:

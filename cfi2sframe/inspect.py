@@ -16,7 +16,7 @@ from .errors import Cfi2SframeError
 from .model import Timeline
 from .sframe.decode import DecodedFde, DecodedSection
 from .sframe.lower import Skip, lower
-from .sframe.rules import RA_UNDEFINED, FrameRules, dwarf_rules, fre_rules
+from .sframe.rules import OUTERMOST, FrameRules, dwarf_rules, fre_rules, outermost
 
 MACHINE_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_S390": "s390x",
                 "EM_386": "i386"}
@@ -41,8 +41,8 @@ def sframe_steps(section: DecodedSection, fde: DecodedFde) -> list[tuple[int, Fr
 
     A V3 default FDE without FREs is an outermost frame: RA undefined throughout.
     """
-    if not fde.fres and section.version >= 3 and not fde.flex:
-        return [(0, FrameRules(None, None, RA_UNDEFINED))]
+    if outermost(section, fde):
+        return [(0, OUTERMOST)]
     return [(fre.start, fre_rules(section, fde, fre)) for fre in fde.fres]
 
 

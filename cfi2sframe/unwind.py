@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from .sframe.decode import DecodedSection
 from .sframe.format import ABI_S390X_BIG
-from .sframe.rules import ABI_REGS, RA_UNDEFINED, Loc, fre_rules
+from .sframe.rules import ABI_REGS, RA_UNDEFINED, Loc, rules_at
 
 Read = Callable[[int], int]
 PC = -1  # the key of the program counter in a register dict
@@ -47,13 +47,10 @@ def sframe_step(section: DecodedSection, regs: dict[int, int], read: Read,
     fde = section.find_fde(lookup)
     if fde is None:
         return Step(None, f"no SFrame FDE covers {pc:#x}")
-    if not fde.fres and section.version >= 3 and not fde.flex:
-        return Step(None, "outermost frame")
-    fre = fde.fre_at(lookup)
-    if fre is None:
+    rules = rules_at(section, fde, lookup)
+    if rules is None:
         return Step(None, f"no FRE covers {pc:#x}")
-    rules = fre_rules(section, fde, fre)
-    if rules.ra == RA_UNDEFINED or rules.cfa is None:
+    if rules.ra == RA_UNDEFINED or not isinstance(rules.cfa, Loc):
         return Step(None, "outermost frame")
     try:
         cfa = _value(rules.cfa, None, regs, read)

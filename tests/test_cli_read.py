@@ -177,3 +177,50 @@ def decode_first_fde_count(path: Path) -> int:
     from cfi2sframe.sframe.decode import decode
 
     return len(decode(path.read_bytes()).fdes)
+
+
+# A function described as GNU ld describes .plt (CFA = a DWARF expression), with a
+# hand-written SFrame V2 section (bytes from the spec) that says CFA = rsp+8 there.
+PLT_LIKE = """\
+\t.text
+\t.globl f
+\t.type f,@function
+f:
+\t.cfi_startproc
+\t# DW_CFA_def_cfa_expression: breg7 8; breg16 0; lit15; and; lit11; ge; lit3; shl; plus
+\t.cfi_escape 0x0f, 11, 0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22
+\tnop
+\tret
+\t.cfi_endproc
+.Lend:
+\t.section .sframe,"a",@progbits
+\t.p2align 3
+\t.short 0xdee2
+\t.byte 2, 5, 3, 0, -8, 0     # V2, FDE_SORTED|FUNC_START_PCREL, AMD64, fixed RA -8
+\t.long 1, 1, 3, 0, 20        # 1 FDE, 1 FRE, 3 FRE bytes, FDEs at 0, FREs at 20
+\t.long f - .
+\t.long .Lend - f
+\t.long 0, 1
+\t.byte 0, 0                  # ADDR1 FREs, PC-increment FDE
+\t.short 0
+\t.byte 0, 0x03, 8            # FRE at 0: SP-based CFA, 1 one-byte offset: CFA = rsp+8
+"""
+
+
+def test_verify_reports_a_dwarf_expression_cfa(tmp_path):
+    """Programs linked by GNU ld 2.46 from ``as --gsframe`` objects have SFrame for the
+    PLT, whose DWARF CFA is an expression: verify reports the difference (it crashed)."""
+    require("as")
+    src = tmp_path / "plt.s"
+    src.write_text(PLT_LIKE)
+    obj = tmp_path / "plt.o"
+    subprocess.run(["as", str(src), "-o", str(obj)], check=True)
+    proc = run("verify", str(obj))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout.splitlines() == [
+        f"{obj}: mismatch in 'f':",
+        "  [0x0, 0x2): SFrame: CFA = rsp+8, RA = [CFA-8], FP = rbp (unchanged) | "
+        "DWARF: CFA = DWARF expression, RA = [CFA-8], FP = rbp (unchanged)",
+        f"{obj}: 1 functions checked at every PC, 1 mismatches, 0 without SFrame, "
+        "0 only in SFrame"]

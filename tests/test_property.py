@@ -17,7 +17,7 @@ from cfi2sframe.arch import get_arch
 from cfi2sframe.cfi import interpret
 from cfi2sframe.dwarf import Op
 from cfi2sframe.model import Location, Timeline
-from cfi2sframe.sframe.rules import FrameRules, Loc, fre_rules
+from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, rules_at
 
 X86 = get_arch("x86_64")
 CIE = (Op("def_cfa", 7, 8), Op("offset", 16, -8))
@@ -152,7 +152,7 @@ def oracle_v3(placed, pc):
 
     ra = regs.get(16)
     if ra == ("undefined", 0):
-        return FrameRules(None, None, "undefined")
+        return FrameRules(None, None, RA_UNDEFINED)
     if regs.get(7) not in (None, ("val_offset", 0)) or ra is None or ra[0] == "same_value":
         return None
     fp_rule = regs.get(6)
@@ -184,6 +184,5 @@ def test_sframe_v3_unwinds_as_the_cfi_says_at_every_pc(program):
     (fde,) = section.fdes
     assert (fde.start_address, fde.size) == (0x1000, size)
     for pc in pcs:
-        fre = fde.fre_at(0x1000 + pc)
-        got = fre_rules(section, fde, fre) if fre else None
+        got = rules_at(section, fde, 0x1000 + pc)
         assert got == expected[pc], (pc, got, expected[pc])

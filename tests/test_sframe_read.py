@@ -15,7 +15,7 @@ from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.dump import dump_text
 from cfi2sframe.sframe.encode import build_v2, functions_from_decoded
 from cfi2sframe.sframe.format import Fre, SFrameFunction
-from cfi2sframe.sframe.rules import FrameRules, Loc, describe, fre_rules
+from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, describe, fre_rules
 
 X86 = get_arch("x86_64")
 
@@ -79,7 +79,7 @@ def test_v3_flex_drap_row_and_ra_undefined():
     rules = [fre_rules(section, fde, fre) for fre in fde.fres]
     assert rules[0] == FrameRules(Loc(7, 8, False), None, Loc(None, -8, True))
     assert rules[1] == FrameRules(Loc(6, -8, True), Loc(6, 0, True), Loc(None, -8, True))
-    assert rules[2].ra == "undefined"
+    assert rules[2].ra == RA_UNDEFINED
     assert describe(rules[1], 3) == "CFA = [rbp-8], RA = [CFA-8], FP = [rbp+0]"
     text = dump_text(section)
     assert '\n    func idx [0]: pc = 0x100, size = 16 bytes, attr = "F"' in text

@@ -11,7 +11,7 @@ from cfi2sframe import CfaExpr, CfaReg, Location, Row, Rule, Skip, Timeline, low
 from cfi2sframe.arch import get_arch
 from cfi2sframe.convert import convert_asm, encode_sframe
 from cfi2sframe.sframe.decode import decode
-from cfi2sframe.sframe.rules import FrameRules, Loc, fre_rules
+from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, fre_rules
 from tests.conftest import require
 
 X86 = get_arch("x86_64")
@@ -73,7 +73,7 @@ def test_ra_undefined_rows_outermost_fdes_and_signal_frames():
     section = decode(v3(timeline(rows, size=4, signal=True)))
     (fde,) = section.fdes
     assert fde.signal and fde.fres[1].offsets == () and fde.fres[1].info == 0
-    assert fre_rules(section, fde, fde.fres[1]).ra == "undefined"
+    assert fre_rules(section, fde, fde.fres[1]).ra == RA_UNDEFINED
     # RA undefined at every PC (e.g. _start): an FDE with no FREs.
     outermost = [Row(0, CfaReg(7, 8), ((16, Rule("undefined")),))]
     (fde,) = decode(v3(timeline(outermost, size=4))).fdes

@@ -14,7 +14,16 @@ from functools import lru_cache
 from ..arch.base import Arch
 from ..model import SAME_VALUE, CfaExpr, CfaReg, Location, Row, Rule, Timeline
 from .format import Fre, SFrameFunction, fre_words, offset_size_for
-from .rules import RA_UNDEFINED, FrameRules, Loc, RuleFre, dwarf_rules
+from .rules import (
+    RA_UNDEFINED,
+    DwarfExpr,
+    FrameRules,
+    Loc,
+    Recovery,
+    RuleFre,
+    Undefined,
+    dwarf_rules,
+)
 
 # reason code -> (what it means, GNU as 2.46 wording for the same case)
 REASONS: dict[str, tuple[str, str]] = {
@@ -194,8 +203,8 @@ def _fits_default(rules: FrameRules, arch: Arch, fixed_ra: Loc | None) -> bool:
         return True
     cfa = rules.cfa
 
-    def slot_or_none(loc: Loc | str | None) -> bool:
-        return loc is None or (not isinstance(loc, str) and loc.reg is None and loc.deref)
+    def slot_or_none(loc: Recovery | None) -> bool:
+        return loc is None or (isinstance(loc, Loc) and loc.reg is None and loc.deref)
 
     ra_ok = slot_or_none(rules.ra) if arch.tracks_ra else rules.ra == fixed_ra
     return (cfa.reg in (arch.sp, arch.fp) and not cfa.deref and ra_ok
@@ -212,14 +221,14 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
     if rules.ra == RA_UNDEFINED:
         return FrameRules(None, None, RA_UNDEFINED)
     _check_sp(row.rule(arch.sp), arch, row)
-    if isinstance(rules.cfa, str):
+    if isinstance(rules.cfa, DwarfExpr):
         raise _Unrepresentable("cfa-expression", "CFA is a DWARF expression SFrame V3 cannot "
                                "express", row)
-    if isinstance(rules.fp, str):
+    if isinstance(rules.fp, (DwarfExpr, Undefined)):
         reason = "fp-undefined" if rules.fp == RA_UNDEFINED else "fp-expression"
         raise _Unrepresentable(reason, f"caller's FP is {_describe(row.rule(arch.fp), arch)}",
                                row)
-    if isinstance(rules.ra, str) or (rules.ra is None and not arch.tracks_ra):
+    if isinstance(rules.ra, DwarfExpr) or (rules.ra is None and not arch.tracks_ra):
         raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
                                f"{_describe(row.rule(arch.ra), arch)}", row)
     # A FLEX control word of 0 (CFA-based, no dereference) is the padding word,

@@ -7,6 +7,7 @@ s390x CFA encoding and V2 register encoding, V3 FLEX control words), so
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import NamedTuple
 
 from ..arch.base import Arch
@@ -31,19 +32,47 @@ class Loc(NamedTuple):
     deref: bool
 
 
+class Undefined(Enum):
+    """A register with no value in the caller (DWARF ``undefined``); for the RA, an
+    outermost frame."""
+
+    UNDEFINED = "undefined"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+RA_UNDEFINED = Undefined.UNDEFINED
+
+
+class DwarfExpr(NamedTuple):
+    """A rule given by a DWARF expression that is not a plain ``breg`` location.
+
+    ``val``: the expression gives the value (``DW_CFA_val_expression``), not the
+    address the value is saved at (``DW_CFA_expression``); a CFA expression is a value.
+    """
+
+    val: bool
+    expr: bytes
+
+    def __str__(self) -> str:
+        return "DWARF val expression" if self.val else "DWARF expression"
+
+
+# How a caller's register is recovered: a location, a DWARF expression, or undefined.
+Recovery = Loc | DwarfExpr | Undefined
+
+
 class FrameRules(NamedTuple):
     """How to find the caller's CFA, FP and RA at one PC.
 
-    ``fp`` None means the FP is unchanged; ``ra`` None means unchanged (in its
-    register), ``"undefined"`` an outermost frame.
+    ``cfa`` None means no CFA (an outermost frame, RA undefined); ``fp`` None
+    means the FP is unchanged; ``ra`` None means unchanged (in its register).
     """
 
-    cfa: Loc | None
-    fp: Loc | None
-    ra: Loc | str | None
-
-
-RA_UNDEFINED = "undefined"
+    cfa: Loc | DwarfExpr | None
+    fp: Recovery | None
+    ra: Recovery | None
 
 
 class RuleFre(NamedTuple):
@@ -52,6 +81,22 @@ class RuleFre(NamedTuple):
     start: int
     rules: FrameRules
     mangled_ra: bool = False
+
+
+OUTERMOST = FrameRules(None, None, RA_UNDEFINED)
+
+
+def outermost(section: DecodedSection, fde: DecodedFde) -> bool:
+    """A V3 default FDE without FREs: the RA is undefined throughout (outermost frame)."""
+    return not fde.fres and section.version >= 3 and not fde.flex
+
+
+def rules_at(section: DecodedSection, fde: DecodedFde, pc: int) -> FrameRules | None:
+    """The rules in force at address ``pc`` of ``fde``; None where no FRE covers it."""
+    if outermost(section, fde):
+        return OUTERMOST if fde.start_address <= pc < fde.start_address + fde.size else None
+    fre = fde.fre_at(pc)
+    return fre_rules(section, fde, fre) if fre is not None else None
 
 
 def fre_rules(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> FrameRules:
@@ -70,7 +115,7 @@ def fre_rules(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> Fram
     if section.abi == ABI_AMD64_LITTLE:
         fp = Loc(None, words[1], True) if len(words) > 1 else None
         return FrameRules(cfa, fp, Loc(None, section.fixed_ra_offset, True))
-    ra: Loc | str | None = None
+    ra: Recovery | None = None
     fp = None
     if len(words) > 1:
         ra = _slot(words[1], s390x and section.version == VERSION_2)
@@ -101,7 +146,7 @@ def _flex(section: DecodedSection, fre: DecodedFre, s390x: bool) -> FrameRules:
     if s390x:
         cfa = cfa._replace(offset=cfa.offset * S390X_CFA_ALIGNMENT + S390X_CFA_ADJUSTMENT)
     i = 2
-    ra: Loc | str | None = None
+    ra: Recovery | None = None
     if i < count:
         if fre.unsigned(i) == 0:
             i += 1  # padding: no RA rule
@@ -139,7 +184,9 @@ def _reg_names(abi: int) -> dict[int, str]:
     return {31: "sp", 29: "x29", 30: "x30"}
 
 
-def _loc(loc: Loc, names: dict[int, str]) -> str:
+def _loc(loc: Recovery, names: dict[int, str]) -> str:
+    if not isinstance(loc, Loc):
+        return str(loc)
     base = "CFA" if loc.reg is None else names.get(loc.reg, f"r{loc.reg}")
     text = f"{base}{loc.offset:+d}" if loc.offset or loc.deref else base
     return f"[{text}]" if loc.deref else text
@@ -169,7 +216,7 @@ def _expr_loc(expr: bytes, is_address: bool) -> Loc | None:
     return Loc(expr[0] - 0x70, offset, deref)
 
 
-def _reg_loc(rule: Rule | None) -> Loc | str | None:
+def _reg_loc(rule: Rule | None) -> Recovery | None:
     if rule is None or rule.kind == "same_value":
         return None
     if rule.kind == "undefined":
@@ -181,7 +228,7 @@ def _reg_loc(rule: Rule | None) -> Loc | str | None:
     if rule.kind == "register":
         return Loc(rule.value, 0, False)
     loc = _expr_loc(rule.expr, rule.kind == "expression")
-    return loc if loc is not None else f"DWARF {rule.kind.replace('_', ' ')}"
+    return loc if loc is not None else DwarfExpr(rule.kind == "val_expression", rule.expr)
 
 
 def dwarf_rules(row: Row, arch: Arch, ra_column: int) -> FrameRules | None:
@@ -190,9 +237,9 @@ def dwarf_rules(row: Row, arch: Arch, ra_column: int) -> FrameRules | None:
     if ra == RA_UNDEFINED:
         return FrameRules(None, None, RA_UNDEFINED)
     if isinstance(row.cfa, CfaReg):
-        cfa: Loc | str | None = Loc(row.cfa.reg, row.cfa.offset, False)
+        cfa: Loc | DwarfExpr = Loc(row.cfa.reg, row.cfa.offset, False)
     elif isinstance(row.cfa, CfaExpr):
-        cfa = _expr_loc(row.cfa.expr, False) or "DWARF expression"
+        cfa = _expr_loc(row.cfa.expr, False) or DwarfExpr(False, row.cfa.expr)
     else:
         return None
     return FrameRules(cfa, _reg_loc(row.rule(arch.fp)), ra)
