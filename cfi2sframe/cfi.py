@@ -153,7 +153,7 @@ def interpret(
     machine = _Machine(init.copy(), init)
     rows: list[Row] = []
     at = 0
-    regs: tuple = ()
+    regs: tuple[tuple[int, Rule], ...] = ()
     stale = True  # the sorted register rules must be rebuilt for the next row
     handlers = HANDLERS
     for pc, op in placed:

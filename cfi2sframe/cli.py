@@ -16,7 +16,7 @@ from .files import read_bytes, write_output
 from .frontend.probe import Assembler, AssemblerFailed, start_probe
 
 if TYPE_CHECKING:
-    from .convert import Conversion
+    from .sframe.lower import Skip
 
 EMIT_KINDS = ("raw", "asm", "obj", "elf")
 SUBCOMMANDS = ("dump", "lookup", "diff", "verify", "stats", "compact", "unwind")
@@ -156,11 +156,12 @@ def _convert(args: argparse.Namespace) -> int:
     conversion = convert_probe(run, arch, runner, args.sframe_version)
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
-    _report_skips(conversion, args)
+    _report_skips(conversion.skips, args)
     if args.fatal_warnings and conversion.skips:
         raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
                                        "--fatal-warnings is set")
-    payload = {"raw": conversion.raw, "asm": conversion.asm, "obj": conversion.obj}[emit]()
+    payload: bytes | str = conversion.asm() if emit == "asm" else \
+        conversion.obj() if emit == "obj" else conversion.raw()
     try:
         write_output(output, payload)
     except OSError as exc:
@@ -211,7 +212,7 @@ def _convert_elf(args: argparse.Namespace, display: str, data: bytes, output: st
         raise Cfi2SframeError(display, "--emit asm needs assembly input; use --emit raw, obj "
                                        "(objects) or elf (executables, libraries)")
     conversion = convert_elf(display, data, args.sframe_version, args.sframe_address)
-    _report_skips(conversion, args)
+    _report_skips(conversion.skips, args)
     if args.fatal_warnings and conversion.skips:
         raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
                                        "--fatal-warnings is set")
@@ -258,11 +259,11 @@ def _address(text: str) -> int:
         raise argparse.ArgumentTypeError(f"'{text}' is not an address") from None
 
 
-def _report_skips(conversion: Conversion, args: argparse.Namespace) -> None:
+def _report_skips(skips: Sequence[Skip], args: argparse.Namespace) -> None:
     if args.no_warnings and not args.fatal_warnings:
         return
     kind = "error" if args.fatal_warnings else "warning"
-    for skip in conversion.skips:
+    for skip in skips:
         print(f"{skip.location}: {kind}: {skip.message()}", file=sys.stderr)
 
 

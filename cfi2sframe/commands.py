@@ -8,8 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
+from .arch.base import Arch, ByteOrder
 from .cli import arch_name
 from .errors import Cfi2SframeError
 from .files import read_bytes
@@ -41,7 +44,7 @@ def _words(rules: object, abi: int) -> str:
     return str(rules)
 
 
-def section_json(section: DecodedSection) -> dict:
+def section_json(section: DecodedSection) -> dict[str, Any]:
     """The whole section as JSON-ready data."""
     return {
         "version": section.version, "flags": section.flags, "abi": section.abi,
@@ -184,10 +187,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def file_stats(path: str, version: int = 2) -> dict:
+def file_stats(path: str, version: int = 2) -> dict[str, Any]:
     """FDE counts, section sizes and skip reasons for one ELF file."""
     import io
-    from collections import Counter
 
     from elftools.elf.elffile import ELFFile
 
@@ -205,7 +207,7 @@ def file_stats(path: str, version: int = 2) -> dict:
             "skipped": dict(Counter(skip.reason for skip in conversion.skips).most_common())}
 
 
-def _stats_line(entry: dict) -> str:
+def _stats_line(entry: dict[str, Any]) -> str:
     fdes, emitted = entry["fdes"], entry["emitted"]
     eh = entry["eh_frame_bytes"] + entry["eh_frame_hdr_bytes"]
     share = f"{100 * emitted / fdes:.1f}%" if fdes else "-"
@@ -217,11 +219,10 @@ def _stats_line(entry: dict) -> str:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from collections import Counter
 
     entries, failed = [], 0
-    total: Counter = Counter()
-    reasons: Counter = Counter()
+    total: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
     for path in args.files:
         try:
             entry = file_stats(path, args.sframe_version)
@@ -244,7 +245,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def elf_arch(path: str, data: bytes):
+def elf_arch(path: str, data: bytes) -> Arch:
     """The architecture an ELF header names (read once more: the header only)."""
     from .elfread import open_elf
     from .errors import DecodeError
@@ -354,7 +355,7 @@ def cmd_unwind(args: argparse.Namespace) -> int:
     if missing:
         raise Cfi2SframeError(args.snapshot, f"the snapshot lacks {', '.join(missing)}")
     size = arch.address_size
-    order = "big" if arch.big_endian else "little"
+    order: ByteOrder = "big" if arch.big_endian else "little"
 
     def read(address: int) -> int:
         for base, block in memory.items():
@@ -394,7 +395,7 @@ def cmd_unwind(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register the reading subcommands."""
     p = sub.add_parser("dump", help="print an SFrame section as readelf --sframe does",
                        description="Print the SFrame section of FILE (raw section or ELF) "
@@ -481,4 +482,5 @@ def main(argv: Sequence[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     add_parsers(sub)
     args = parser.parse_args(argv)
-    return args.run(args)
+    status: int = args.run(args)
+    return status

@@ -11,13 +11,13 @@ from .arch.base import Arch
 from .emit.asm import anchor_expression, section_asm
 from .errors import Cfi2SframeError, DecodeError
 from .files import read_bytes
-from .frontend.ehframe import ElfCfi
+from .frontend.ehframe import ElfCfi, RowsCache
 from .frontend.probe import Assembler, ProbeRun
 from .model import Timeline
 from .sframe.direct import direct_fres
 from .sframe.encode import SectionImage, build_v2, build_v3
-from .sframe.format import SFrameFunction
-from .sframe.lower import Skip, lower
+from .sframe.format import Fre, SFrameFunction
+from .sframe.lower import LowerMemo, Skip, lower
 
 if TYPE_CHECKING:  # the assembly frontend loads Lark: imported where used, not for ELF input
     from .frontend.asm import AsmUnit
@@ -80,7 +80,7 @@ def lower_all(timelines: Sequence[Timeline], arch: Arch,
     """Lower every timeline for SFrame ``version``; split into functions and skips."""
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
-    memo: dict = {}
+    memo: LowerMemo = {}
     for timeline in timelines:
         result = lower(timeline, arch, memo, version)
         if isinstance(result, Skip):
@@ -100,9 +100,9 @@ def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFu
     """
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
-    memo: dict = {}
-    rows_cache: dict = {}
-    direct: dict[tuple[int, bytes], tuple | None] = {}
+    memo: LowerMemo = {}
+    rows_cache: RowsCache = {}
+    direct: dict[tuple[int, bytes], tuple[Fre, ...] | None] = {}
     big_endian = cfi.big_endian
     for fde in cfi.fdes:
         cie = fde.cie
@@ -272,8 +272,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     image = encode_sframe(functions, arch, version)
     address = 0
     if cfi.elf_type != "ET_REL":
-        address = sframe_address
-        if address is None:
-            address = default_sframe_address(data, path)
+        address = default_sframe_address(data, path) if sframe_address is None \
+            else sframe_address
     return ElfConversion(arch, path, cfi.elf_type, image.functions, tuple(skips), image,
                          len(cfi.fdes), address, data)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .arch.base import ByteOrder
 from .errors import DecodeError
 
 
@@ -85,7 +86,7 @@ def _block(data: bytes, pos: int) -> tuple[bytes, int]:
 def _fixed(data: bytes, pos: int, size: int, big_endian: bool) -> tuple[int, int]:
     if pos + size > len(data):
         raise DecodeError(pos, f"truncated {size}-byte operand")
-    order = "big" if big_endian else "little"
+    order: ByteOrder = "big" if big_endian else "little"
     return int.from_bytes(data[pos : pos + size], order), pos + size
 
 

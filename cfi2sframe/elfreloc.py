@@ -7,7 +7,16 @@ address fields (to know each FDE's section and offset).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .arch.base import ByteOrder
 from .errors import Cfi2SframeError
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import Section
+
+    from .elfread import ElfView
 
 # (e_machine, relocation type) -> size in bytes, for the address relocations CFI and
 # SFrame sections use.
@@ -23,7 +32,7 @@ PC_RELATIVE = {("EM_X86_64", 2), ("EM_X86_64", 24), ("EM_AARCH64", 261),
                ("EM_AARCH64", 260), ("EM_S390", 5), ("EM_S390", 23)}
 
 
-def apply_relocations(elf, section, contents: bytearray,
+def apply_relocations(elf: ELFFile, section: Section, contents: bytearray,
                       where: str) -> dict[int, tuple[str, int]]:
     """Relocate ``contents`` (the data of ``section``) in place, sections at address 0.
 
@@ -31,15 +40,19 @@ def apply_relocations(elf, section, contents: bytearray,
     the special index such as ``SHN_ABS``; target value S + A).
     """
     from elftools.elf.relocation import RelocationSection
+    from elftools.elf.sections import SymbolTableSection
 
     machine = elf["e_machine"]
-    order = "little" if elf.little_endian else "big"
+    order: ByteOrder = "little" if elf.little_endian else "big"
     index = elf.get_section_index(section.name)
     placed: dict[int, tuple[str, int]] = {}
     for rel in elf.iter_sections():
         if not isinstance(rel, RelocationSection) or rel["sh_info"] != index:
             continue
         symtab = elf.get_section(rel["sh_link"])
+        if not isinstance(symtab, SymbolTableSection):
+            raise Cfi2SframeError(where, f"{rel.name} links to section {rel['sh_link']}, "
+                                         "which is not a symbol table")
         for reloc in rel.iter_relocations():
             key = (machine, reloc["r_info_type"])
             size = RELOC_SIZES.get(key)
@@ -65,7 +78,7 @@ def apply_relocations(elf, section, contents: bytearray,
 SPECIAL_SECTIONS = {0: "SHN_UNDEF", 0xFFF1: "SHN_ABS", 0xFFF2: "SHN_COMMON"}
 
 
-def relocate_view(view, index: int, contents: bytearray,
+def relocate_view(view: ElfView, index: int, contents: bytearray,
                   where: str) -> dict[int, tuple[str, int]]:
     """``apply_relocations`` for an ``elfread.ElfView``: section ``index``'s relocations
     applied to ``contents``.  Errors name the file offset of the bad entry."""
@@ -75,7 +88,7 @@ def relocate_view(view, index: int, contents: bytearray,
         return Cfi2SframeError(where, f"at byte {at:#x}: {message}")
 
     order = "<" if view.little_endian else ">"
-    endian = "little" if view.little_endian else "big"
+    endian: ByteOrder = "little" if view.little_endian else "big"
     placed: dict[int, tuple[str, int]] = {}
     for rel in view.sections:
         if rel.kind not in (4, 9) or rel.info != index:  # SHT_RELA, SHT_REL

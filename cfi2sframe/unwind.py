@@ -14,12 +14,15 @@ the snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from .sframe.decode import DecodedSection
 from .sframe.format import ABI_S390X_BIG
-from .sframe.rules import ABI_REGS, RA_UNDEFINED, Loc, rules_at
+from .sframe.rules import ABI_REGS, RA_UNDEFINED, Loc, as_loc, rules_at
+
+if TYPE_CHECKING:
+    from .compact.lower import CompactFunction
 
 Read = Callable[[int], int]
 PC = -1  # the key of the program counter in a register dict
@@ -60,9 +63,9 @@ def sframe_step(section: DecodedSection, regs: dict[int, int], read: Read,
                 return Step(None, "RA still in its register below the topmost frame")
             caller[PC] = regs[ra_reg]
         else:
-            caller[PC] = _value(rules.ra, cfa, regs, read)
+            caller[PC] = _value(as_loc(rules.ra), cfa, regs, read)
         if rules.fp is not None:
-            caller[fp_reg] = _value(rules.fp, cfa, regs, read)
+            caller[fp_reg] = _value(as_loc(rules.fp), cfa, regs, read)
     except LookupError as exc:
         return Step(None, f"memory or register not in the snapshot: {exc}")
     caller[sp_reg] = cfa - 160 if section.abi == ABI_S390X_BIG else cfa
@@ -91,7 +94,8 @@ def sframe_walk(section: DecodedSection, regs: dict[int, int], read: Read,
     return frames, why
 
 
-def compact_walk(functions, code_of: Callable[[int, int], bytes], arch: str,
+def compact_walk(functions: Sequence[CompactFunction], code_of: Callable[[int, int], bytes],
+                 arch: str,
                  regs: dict[int, int], read: Read, sp: int, fp: int, ra: int,
                  max_frames: int = 64) -> tuple[list[dict[int, int]], str]:
     """Frames from ``regs`` outwards with compact unwind rows (libunwind's step).

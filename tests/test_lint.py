@@ -1,10 +1,14 @@
-"""The code base stays ruff clean (configuration in pyproject.toml)."""
+"""The code base stays ruff clean and the package passes ``mypy --strict``
+(configuration in pyproject.toml)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import require
 
@@ -16,3 +20,10 @@ def test_ruff_clean():
     proc = subprocess.run([shutil.which("ruff"), "check", str(ROOT)], capture_output=True,
                           text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_mypy_strict():
+    pytest.importorskip("mypy")
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "cfi2sframe"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

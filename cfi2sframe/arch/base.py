@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+# The byte order names int.from_bytes / int.to_bytes take.
+ByteOrder = Literal["little", "big"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,6 +41,11 @@ class Arch:
     cfa_alignment: int = 1
     # V3 FLEX FDEs are written for this target (GNU as 2.46: AMD64 and s390x).
     flex: bool = False
+
+    @property
+    def byteorder(self) -> ByteOrder:
+        """``big`` or ``little``, for ``int.from_bytes``."""
+        return "big" if self.big_endian else "little"
 
     @property
     def line_comment(self) -> str:

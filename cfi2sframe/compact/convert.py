@@ -8,7 +8,7 @@ object the assembler wrote; for ELF input, the file), so STACK_IND's
 from __future__ import annotations
 
 from ..arch import get_arch
-from ..elfread import open_elf
+from ..elfread import ElfView, open_elf
 from ..errors import Cfi2SframeError
 from ..model import Timeline
 from .encoding import Code
@@ -47,7 +47,7 @@ def compact_functions(timelines: tuple[Timeline, ...], obj: bytes, arch: str,
     return out
 
 
-def _linked_code(view, timeline: Timeline) -> Code | None:
+def _linked_code(view: ElfView, timeline: Timeline) -> Code | None:
     for seg in view.segments():
         if seg.kind == 1 and seg.vaddr <= timeline.start < seg.vaddr + seg.filesz:
             at = seg.offset + timeline.start - seg.vaddr

@@ -125,25 +125,27 @@ def encode_row(row: Row, arch: str, code: Code | None,
 
 def body_row(rows: tuple[Row, ...]) -> Row | None:
     """The last row of the prologue (see the module docstring)."""
-    body = None
+    body: Row | None = None
+    body_cfa = CfaReg(0, 0)
     for row in rows:
-        if not isinstance(row.cfa, CfaReg):
+        cfa = row.cfa
+        if not isinstance(cfa, CfaReg):
             if body is None:
                 continue
             break
-        if body is not None and not _grows(body, row):
+        if body is not None and not _grows(body, body_cfa, row, cfa):
             break
-        body = row
+        body, body_cfa = row, cfa
     return body
 
 
-def _grows(before: Row, after: Row) -> bool:
+def _grows(before: Row, before_cfa: CfaReg, after: Row, after_cfa: CfaReg) -> bool:
     saved = dict(before.regs)
     now = dict(after.regs)
     if any(now.get(reg) != rule for reg, rule in saved.items() if rule.kind == "offset"):
         return False
-    if after.cfa.reg == before.cfa.reg:
-        return after.cfa.offset >= before.cfa.offset
+    if after_cfa.reg == before_cfa.reg:
+        return after_cfa.offset >= before_cfa.offset
     return True  # moved to another base register (SP -> FP), saves kept
 
 

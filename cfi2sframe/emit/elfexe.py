@@ -47,7 +47,7 @@ def add_loadable_sframe(data: bytes, image: SectionImage, where: str,
         raise Cfi2SframeError(where, "the file already has an .sframe section")
     section = lief.ELF.Section(".sframe")
     section.type = lief.ELF.Section.TYPE.PROGBITS
-    section.flags = lief.ELF.Section.FLAGS.ALLOC
+    section.flags = int(lief.ELF.Section.FLAGS.ALLOC)
     section.content = [0] * size
     section.alignment = 8
     binary.add(section, loaded=True)

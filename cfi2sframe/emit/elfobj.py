@@ -109,7 +109,7 @@ def _zero_start_fields(data: bytes, image: SectionImage) -> bytes:
     return bytes(out)
 
 
-def _section_symbols(symbols: bytes, order: str) -> dict[int, int]:
+def _section_symbols(symbols: bytes | bytearray, order: str) -> dict[int, int]:
     """Section index -> index of its STT_SECTION symbol."""
     out: dict[int, int] = {}
     for i, (_, info, _, shndx, _, _) in enumerate(struct.iter_unpack(order + "IBBHQQ",

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..arch.base import Arch
+from ..arch.base import Arch, ByteOrder
 from ..cfi import interpret
 from ..dwarf import Op, decode_ops, sleb, uleb
 from ..elfread import Symbol, open_elf
 from ..errors import Cfi2SframeError, CfiError, DecodeError
-from ..model import Location, Timeline
+from ..model import Location, Row, Timeline
 from .directives import Directive, SyntaxProblem, evaluate, parse_statement, render
 from .probe import (
     PROBE,
@@ -218,7 +218,7 @@ class _Builder:
         if size < 0:
             raise Cfi2SframeError(self.where(line), ".cfi_endproc before its .cfi_startproc")
         cie = () if func.simple else self.cie_ops
-        rows: tuple = ()
+        rows: tuple[Row, ...] = ()
         invalid = func.error
         if invalid is None:
             try:
@@ -274,7 +274,8 @@ class _Builder:
 
     def _value(self, tree: Any, line: int) -> int:
         if tree[0] == "num":  # the common case, kept cheap
-            return tree[1]
+            number: int = tree[1]
+            return number
         offset = self.offset
 
         def lookup(name: str, depth: int = 0) -> int | None:
@@ -360,7 +361,7 @@ class _Builder:
         # label describe data beside the rules; they change no recovery rule.
 
     def _escape(self, func: _Function, items: Sequence[Any], pc: int, line: int) -> None:
-        order = "big" if self.arch.big_endian else "little"
+        order: ByteOrder = "big" if self.arch.big_endian else "little"
         data = bytearray()
         for kind, tree in items:
             value = self._value(tree, line)

@@ -20,7 +20,7 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput
 
 # Expression trees are tuples: ("num", v), ("sym", name), ("dot",),
 # (opname, a) for unary and (opname, a, b) for binary operators.
-Expr = tuple
+Expr = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ _BINARY = ("logor logand add sub eq ne lt gt le ge bor band bxor bornot "
 _UNARY = ("neg", "inv", "lognot")
 
 
-class _ToTree(Transformer):
+class _ToTree(Transformer[Token, Any]):
     """Lark tree -> plain tuples (cheap to cache and to evaluate)."""
 
     def number(self, items: list[Token]) -> Expr:
@@ -96,10 +96,10 @@ class _ToTree(Transformer):
     def escape_data8(self, items: list[Any]) -> Any:
         return ("data8", items[0])
 
-    def start(self, items: list[Any]) -> Directive:
+    def start(self, items: list[Directive]) -> Directive:
         return items[0]
 
-    def directive(self, items: list[Any]) -> Directive:
+    def directive(self, items: list[Directive]) -> Directive:
         return items[0]
 
     def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
@@ -128,8 +128,9 @@ def parse_statement(text: str) -> Directive:
     try:
         result = _parser().parse(text)
     except UnexpectedCharacters as exc:
-        raise SyntaxProblem(f"unexpected character '{text[exc.pos_in_stream]}' in '{text}'") \
-            from None
+        where = exc.pos_in_stream
+        char = text[where] if where is not None and where < len(text) else "?"
+        raise SyntaxProblem(f"unexpected character '{char}' in '{text}'") from None
     except UnexpectedInput as exc:
         token = getattr(exc, "token", None)
         if token is None or token.type == "$END":
@@ -175,7 +176,8 @@ def evaluate(tree: Expr, lookup: SymbolLookup) -> int:
     """Evaluate an absolute expression; symbols resolve through ``lookup``."""
     kind = tree[0]
     if kind == "num":
-        return tree[1]
+        number: int = tree[1]
+        return number
     if kind == "sym":
         value = lookup(tree[1])
         if value is None:
@@ -202,7 +204,8 @@ def render(tree: Expr | str | None) -> str:
     if kind == "num":
         return str(tree[1])
     if kind in ("sym", "reg"):
-        return tree[1]
+        name: str = tree[1]
+        return name
     if kind == "dot":
         return "."
     if len(tree) == 2:

@@ -12,17 +12,25 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from ..cfi import interpret
-from ..dwarf import decode_ops, read_sleb, read_uleb
+from ..dwarf import Op, decode_ops, read_sleb, read_uleb
 from ..elfread import SHT_NOBITS, ElfView, open_elf
 from ..elfreloc import apply_relocations, relocate_view
 from ..errors import Cfi2SframeError, CfiError, DecodeError, from_pyelftools
 from ..files import read_bytes
-from ..model import Location, Timeline
+from ..model import Location, Row, Timeline
+
+# Field offset in the section -> (section the relocation points into, target value).
+Placements = dict[int, tuple[str, int]]
+# (section or "", address) -> function name.
+Names = dict[tuple[str, int], str]
+# (CIE offset, FDE body) -> what ``_rows`` gave for it.
+RowsCache = dict[tuple[int, bytes], tuple[tuple[Row, ...], str | None, bool]]
 
 DW_EH_PE_OMIT = 0xFF
 SHF_COMPRESSED = 0x800
@@ -78,10 +86,10 @@ class ElfCfi:
 
     @cached_property
     def timelines(self) -> tuple[Timeline, ...]:
-        cache: dict = {}
+        cache: RowsCache = {}
         return tuple(self.timeline(fde, cache) for fde in self.fdes)
 
-    def timeline(self, fde: Fde, cache: dict) -> Timeline:
+    def timeline(self, fde: Fde, cache: RowsCache) -> Timeline:
         """The ``Timeline`` of one FDE; ``cache`` (the caller's) shares equal bodies."""
         # Compilers repeat the same instruction bytes across thousands of FDEs:
         # rows depend only on (CIE, bytes), so each distinct body is interpreted once.
@@ -142,7 +150,8 @@ class _Reader:
         return value & ((1 << 64) - 1), end
 
 
-def read_elf_cfi(path: str, arch_for_machine, data: bytes | None = None) -> ElfCfi:
+def read_elf_cfi(path: str, arch_for_machine: Callable[[str, str], object],
+                 data: bytes | None = None) -> ElfCfi:
     """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file."""
     if data is None:
         data = read_bytes(path)
@@ -212,7 +221,7 @@ def _read_compressed(path: str, data: bytes, names: dict[tuple[str, int], str]) 
                   not elf.little_endian)
 
 
-def _function_names(view: ElfView) -> dict[tuple[str, int], str]:
+def _function_names(view: ElfView) -> Names:
     """(section or "", address) -> name of every function symbol.
 
     The symbol table is unpacked with ``elfread`` in one pass: pyelftools'
@@ -237,7 +246,7 @@ def _function_names(view: ElfView) -> dict[tuple[str, int], str]:
     return names
 
 
-def _walk(reader: _Reader, is_eh: bool, placements, names) -> list[Fde]:
+def _walk(reader: _Reader, is_eh: bool, placements: Placements, names: Names) -> list[Fde]:
     data = reader.data
     cies: dict[int, _Cie] = {}
     out: list[Fde] = []
@@ -344,8 +353,8 @@ def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> 
                 augmented, data[pos:end], address_size)
 
 
-def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int, placements,
-               names, start: int) -> Fde:
+def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int,
+               placements: Placements, names: Names, start: int) -> Fde:
     field = pos
     if cie.fde_encoding == 0x1B and pos + 8 <= len(reader.data):  # pcrel | sdata4
         begin, pc_range = reader.pcrel4.unpack_from(reader.data, pos)
@@ -367,13 +376,14 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int, plac
 
 
 @lru_cache(maxsize=256)
-def _initial_ops(cie: _Cie, big: bool) -> tuple:
+def _initial_ops(cie: _Cie, big: bool) -> tuple[Op, ...]:
     """A CIE's initial instructions as operations (decoded once per CIE)."""
     ops = decode_ops(cie.initial, cie.code_align, cie.data_align, cie.address_size, big)
     return tuple(op for op in ops if op.name not in ("advance", "set_loc"))
 
 
-def _rows(cie: _Cie, body: bytes, pc_begin: int, big: bool) -> tuple[tuple, str | None, bool]:
+def _rows(cie: _Cie, body: bytes, pc_begin: int,
+          big: bool) -> tuple[tuple[Row, ...], str | None, bool]:
     """(rows for an unbounded range, why invalid, whether the result may be cached)."""
     initial = _initial_ops(cie, big)
     ops = decode_ops(body, cie.code_align, cie.data_align, cie.address_size, big)

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..arch.base import ByteOrder
 from ..elfread import ElfView, Symbol
 from ..errors import Cfi2SframeError
 from .scan import ScanResult, Statement, scan
@@ -153,7 +154,7 @@ def check_fde_count(view: ElfView, count: int, filename: str) -> None:
 
 
 def _count_fdes(data: bytes, cie_id_of_cie: int, little: bool) -> int:
-    order = "little" if little else "big"
+    order: ByteOrder = "little" if little else "big"
     pos = fdes = 0
     while pos + 4 <= len(data):
         length = int.from_bytes(data[pos : pos + 4], order)

@@ -9,7 +9,7 @@ assignments are looked for only when a CFI operand names a symbol.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -126,7 +126,8 @@ def _candidate_lines(text: str, needles: Sequence[str]) -> list[int]:
     return sorted(starts)
 
 
-def _statements(text: str, comment_chars: str, needles: Sequence[str]):
+def _statements(text: str, comment_chars: str,
+                needles: Sequence[str]) -> Iterator[tuple[int, int, str, Sequence[int]]]:
     """(line start, line number, statement, columns) of every statement on a needle line."""
     if "/*" in text:
         needles = (*needles, "/*", "*/")

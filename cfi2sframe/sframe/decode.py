@@ -124,7 +124,7 @@ class DecodedSection:
     section_address: int = 0
     size: int = 0
 
-    def meaning(self, fre: DecodedFre) -> tuple:
+    def meaning(self, fre: DecodedFre) -> tuple[object, ...]:
         """(CFA base, CFA offset, FP offset, RA) of a default-type AMD64/AArch64 FRE.
 
         A compact form for tests: FP is None (unchanged) or its CFA offset, RA

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..arch.base import Arch
+from ..arch.base import Arch, ByteOrder
 from .format import Fre
 
 _NO_CFA = -1
@@ -74,10 +74,10 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
     tracks_ra = arch.tracks_ra
     fixed_ra = arch.sframe_fixed_ra_offset
     cfa_reg, cfa_off, fp_slot, ra_slot, signed = state
-    order = "big" if big_endian else "little"
+    order: ByteOrder = "big" if big_endian else "little"
     stack: list[_State] = []
     fres: list[Fre] = []
-    last: tuple | None = None
+    last: tuple[object, ...] | None = None
     at = 0
     pos, end = 0, len(data)
     while True:

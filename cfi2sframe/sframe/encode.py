@@ -13,9 +13,11 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 
-from ..arch.base import Arch
+from ..arch.base import Arch, ByteOrder
 from ..errors import Cfi2SframeError
+from .decode import DecodedSection
 from .format import (
     BASE_REG_FP,
     BASE_REG_SP,
@@ -36,7 +38,7 @@ from .format import (
     header_struct,
     offset_size_for,
 )
-from .rules import RA_UNDEFINED, Loc, RuleFre
+from .rules import RA_UNDEFINED, Loc, RuleFre, as_loc, opt_loc
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class SectionImage:
 
 def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, arch: Arch) -> bytes:
     """The FREs of one function: each start, then its (memoised) info and data words."""
-    endian = "big" if arch.big_endian else "little"
+    endian: ByteOrder = "big" if arch.big_endian else "little"
     out = []
     for fre in fres:
         out.append(fre.start.to_bytes(addr_size, endian))
@@ -93,8 +95,13 @@ def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, arch: Arch) -> bytes:
     return b"".join(out)
 
 
+# An FRE without its start: (cfa_base_fp, cfa_offset, fp_offset, ra_offset, mangled_ra,
+# ra_undefined, fp_reg, ra_reg).
+FreShape = tuple[bool, int, int | None, int | None, bool, bool, int | None, int | None]
+
+
 @lru_cache(maxsize=4096)
-def _fre_tail(shape: tuple, arch: Arch) -> bytes:
+def _fre_tail(shape: FreShape, arch: Arch) -> bytes:
     """Info byte and data words of an FRE (everything but its start): a few
     hundred distinct shapes cover the FREs of a whole library."""
     return _fre_bytes(Fre(0, *shape), 1, arch)[1:]
@@ -120,6 +127,13 @@ def _fre_struct(order: str, addr_size: int, word_size: int, count: int) -> struc
     return struct.Struct(order + start_fmt + "B" + {1: "b", 2: "h", 4: "i"}[word_size] * count)
 
 
+def _default_fres(func: SFrameFunction) -> tuple[Fre, ...]:
+    """The FREs of a function without FLEX FREs (lowering makes FLEX only for V3)."""
+    if func.flex:
+        raise TypeError(f"V2 has no FLEX FDE (function '{func.name}')")  # a bug of ours
+    return cast("tuple[Fre, ...]", func.fres)
+
+
 def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -> SectionImage:
     """Encode ``functions`` (already in final FDE order) as an SFrame V2 section."""
     fde = fde_struct(VERSION_2, arch.big_endian)
@@ -128,7 +142,7 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
     fre_blob = bytearray()
     num_fres = 0
     for func in functions:
-        fres = func.fres
+        fres = _default_fres(func)
         hit = memo.get(id(fres))
         if hit is None or hit[0] is not fres:
             # Functions made from identical CFI share one FRE tuple: encode it once.
@@ -166,19 +180,19 @@ def _flex_words(rule: RuleFre, fixed_ra: Loc | None,
         words.extend((ctrl, loc.offset))
         controls.append(len(words) - 2)
 
-    rules = rule.rules
-    cfa = rules.cfa
+    rules = rule.rules  # lowering admits only locations into FLEX FREs
+    cfa, fp = as_loc(rules.cfa), opt_loc(rules.fp)
     if arch.s390x:
         cfa = cfa._replace(offset=(cfa.offset - arch.cfa_adjustment) // arch.cfa_alignment)
     pair(cfa)
-    ra = rules.ra if rules.ra != fixed_ra else None
+    ra = opt_loc(rules.ra) if rules.ra != fixed_ra else None
     if ra is not None:
         pair(ra)
-    elif rules.fp is not None:
+    elif fp is not None:
         words.append(0)  # RA padding: the fixed RA offset applies
         controls.append(len(words) - 1)
-    if rules.fp is not None:
-        pair(rules.fp)
+    if fp is not None:
+        pair(fp)
     return words, controls
 
 
@@ -222,7 +236,7 @@ def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
         fre_blob += struct.pack(order + "HBBB", len(func.fres), info, int(func.flex),
                                 func.rep_size)
         for fre in func.fres:
-            if func.flex:
+            if isinstance(fre, RuleFre):
                 fre_blob += _flex_fre_bytes(fre, addr_size, order, fixed_ra, arch)
             elif fre.ra_undefined:
                 fre_blob += struct.pack(order + {1: "B", 2: "H", 4: "I"}[addr_size] + "B",
@@ -239,7 +253,7 @@ def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
                         arch.big_endian, 16, 8, align=8 if arch.s390x else 1)
 
 
-def functions_from_decoded(section) -> list[SFrameFunction]:
+def functions_from_decoded(section: DecodedSection) -> list[SFrameFunction]:
     """The functions a decoded V2 section describes, ready to encode again.
 
     With ``build_v2`` this closes the round trip encode -> decode -> encode.

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ..arch.base import Arch
+    from .rules import RuleFre
 
 MAGIC = 0xDEE2
 VERSION_1, VERSION_2, VERSION_3 = 1, 2, 3
@@ -123,7 +124,7 @@ class SFrameFunction(NamedTuple):
     section: str
     start: int
     size: int
-    fres: tuple[Fre, ...]
+    fres: tuple[Fre | RuleFre, ...]  # RuleFre only in FLEX (V3) functions
     pauth_b_key: bool = False
     pc_mask: bool = False
     rep_size: int = 0

@@ -66,7 +66,8 @@ def _load_with_pyelftools(path: str, data: bytes, as_readelf: bool) -> LoadedSFr
     elf = ELFFile(io.BytesIO(data))
     section = None
     for candidate in elf.iter_sections():
-        if candidate.name == ".sframe" or candidate["sh_type"] == SHT_GNU_SFRAME:
+        kind: object = candidate["sh_type"]  # pyelftools: a name, or the number if unnamed
+        if candidate.name == ".sframe" or kind == SHT_GNU_SFRAME:
             section = candidate
             break
     if section is None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..arch.base import Arch
-from ..model import SAME_VALUE, CfaExpr, CfaReg, Location, Row, Rule, Timeline
+from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, Timeline
 from .format import Fre, SFrameFunction, fre_words, offset_size_for
 from .rules import (
     RA_UNDEFINED,
@@ -22,7 +22,9 @@ from .rules import (
     Recovery,
     RuleFre,
     Undefined,
+    as_loc,
     dwarf_rules,
+    opt_loc,
 )
 
 # reason code -> (what it means, GNU as 2.46 wording for the same case)
@@ -92,7 +94,14 @@ class _Unrepresentable(Exception):
         self.row = row
 
 
-def lower(timeline: Timeline, arch: Arch, memo: dict | None = None,
+# What lowering a function's rows gives: its FREs, or why it has none.
+_Lowered = tuple[Fre, ...] | tuple[Fre | RuleFre, ...] | _Unrepresentable
+# ``lower``'s memo: id of a rows tuple -> (that tuple, what lowering it gave).
+LowerMemo = dict[int, tuple[tuple[Row, ...], _Lowered]]
+
+
+def lower(timeline: Timeline, arch: Arch,
+          memo: LowerMemo | None = None,
           version: int = 2) -> SFrameFunction | Skip:
     """The SFrame function for ``timeline``, or why it cannot be one.
 
@@ -117,7 +126,7 @@ def lower(timeline: Timeline, arch: Arch, memo: dict | None = None,
                     f"{arch.reg_name(arch.ra)} ({arch.ra})")
     rows = timeline.rows
     if version == 2 or not arch.flex:  # FLEX for AMD64 and s390x, as GNU as 2.46 writes
-        def lowering(rows: tuple[Row, ...], arch: Arch) -> tuple | _Unrepresentable:
+        def lowering(rows: tuple[Row, ...], arch: Arch) -> _Lowered:
             return _lower_rows(rows, arch, version)
     else:
         lowering = _lower_rows_v3
@@ -163,7 +172,7 @@ def _lower_rows(rows: tuple[Row, ...], arch: Arch,
     return tuple(fres)
 
 
-def _lower_rows_v3(rows: tuple[Row, ...], arch: Arch) -> tuple | _Unrepresentable:
+def _lower_rows_v3(rows: tuple[Row, ...], arch: Arch) -> _Lowered:
     """V3 FREs: default FREs when every row fits them, else FLEX FREs for all rows."""
     first = 0
     while first < len(rows) and rows[first].cfa is None:
@@ -181,12 +190,7 @@ def _lower_rows_v3(rows: tuple[Row, ...], arch: Arch) -> tuple | _Unrepresentabl
         wanted.append((row.start, rules, row.ra_signed))
     fixed_ra = None if arch.tracks_ra else Loc(None, arch.sframe_fixed_ra_offset, True)
     if all(_fits_default(rules, arch, fixed_ra) for _, rules, _ in wanted):
-        return tuple(
-            Fre(start, False, 0, ra_undefined=True) if rules.ra == RA_UNDEFINED else
-            Fre(start, rules.cfa.reg == arch.fp, rules.cfa.offset,
-                None if rules.fp is None else rules.fp.offset,
-                None if rules.ra is None or not arch.tracks_ra else rules.ra.offset, signed)
-            for start, rules, signed in wanted)
+        return tuple(_default_fre(start, rules, signed, arch) for start, rules, signed in wanted)
     return tuple(RuleFre(start, rules, signed) for start, rules, signed in wanted)
 
 
@@ -194,6 +198,15 @@ def _outermost(fre: Fre | RuleFre) -> bool:
     if isinstance(fre, RuleFre):
         return fre.rules.ra == RA_UNDEFINED
     return fre.ra_undefined
+
+
+def _default_fre(start: int, rules: FrameRules, signed: bool, arch: Arch) -> Fre:
+    """The default FRE of rules ``_fits_default`` accepted."""
+    if rules.ra == RA_UNDEFINED:
+        return Fre(start, False, 0, ra_undefined=True)
+    cfa, fp, ra = as_loc(rules.cfa), opt_loc(rules.fp), opt_loc(rules.ra)
+    return Fre(start, cfa.reg == arch.fp, cfa.offset, None if fp is None else fp.offset,
+               None if ra is None or not arch.tracks_ra else ra.offset, signed)
 
 
 def _fits_default(rules: FrameRules, arch: Arch, fixed_ra: Loc | None) -> bool:
@@ -207,8 +220,8 @@ def _fits_default(rules: FrameRules, arch: Arch, fixed_ra: Loc | None) -> bool:
         return loc is None or (isinstance(loc, Loc) and loc.reg is None and loc.deref)
 
     ra_ok = slot_or_none(rules.ra) if arch.tracks_ra else rules.ra == fixed_ra
-    return (cfa.reg in (arch.sp, arch.fp) and not cfa.deref and ra_ok
-            and slot_or_none(rules.fp))
+    return (isinstance(cfa, Loc) and cfa.reg in (arch.sp, arch.fp) and not cfa.deref
+            and ra_ok and slot_or_none(rules.fp))
 
 
 def _v3_rules(row: Row, arch: Arch) -> FrameRules:
@@ -221,27 +234,28 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
     if rules.ra == RA_UNDEFINED:
         return FrameRules(None, None, RA_UNDEFINED)
     _check_sp(row.rule(arch.sp), arch, row)
-    if isinstance(rules.cfa, DwarfExpr):
+    cfa, fp, ra = rules.cfa, rules.fp, rules.ra
+    if not isinstance(cfa, Loc):  # a DWARF expression (None comes only with RA undefined)
         raise _Unrepresentable("cfa-expression", "CFA is a DWARF expression SFrame V3 cannot "
                                "express", row)
-    if isinstance(rules.fp, (DwarfExpr, Undefined)):
-        reason = "fp-undefined" if rules.fp == RA_UNDEFINED else "fp-expression"
+    if isinstance(fp, (DwarfExpr, Undefined)):
+        reason = "fp-undefined" if fp == RA_UNDEFINED else "fp-expression"
         raise _Unrepresentable(reason, f"caller's FP is {_describe(row.rule(arch.fp), arch)}",
                                row)
-    if isinstance(rules.ra, DwarfExpr) or (rules.ra is None and not arch.tracks_ra):
+    if isinstance(ra, (DwarfExpr, Undefined)) or (ra is None and not arch.tracks_ra):
         raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
                                f"{_describe(row.rule(arch.ra), arch)}", row)
     # A FLEX control word of 0 (CFA-based, no dereference) is the padding word,
     # so "FP/RA = the value CFA+N" has no encoding.
-    if rules.fp is not None and rules.fp.reg is None and not rules.fp.deref:
+    if fp is not None and fp.reg is None and not fp.deref:
         raise _Unrepresentable("fp-val-offset", f"caller's FP is "
                                f"{_describe(row.rule(arch.fp), arch)}", row)
-    if rules.ra is not None and rules.ra.reg is None and not rules.ra.deref:
+    if ra is not None and ra.reg is None and not ra.deref:
         raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
                                f"{_describe(row.rule(arch.ra), arch)}", row)
     if arch.s390x:
-        _check_s390x_cfa(rules.cfa.offset, arch, row)
-    for loc in (rules.cfa, rules.fp, rules.ra):
+        _check_s390x_cfa(cfa.offset, arch, row)
+    for loc in (cfa, fp, ra):
         if loc is not None and not -(1 << 31) <= loc.offset < (1 << 31):
             raise _Unrepresentable("offset-range", f"offset {loc.offset} needs more than "
                                    "32 bits", row)
@@ -249,7 +263,8 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
 
 
 @lru_cache(maxsize=65536)
-def _lower_rules(cfa, regs, ra_signed: bool, arch: Arch,
+def _lower_rules(cfa: CfaRule | None, regs: tuple[tuple[int, Rule], ...], ra_signed: bool,
+                 arch: Arch,
                  version: int = 2) -> Fre | _Unrepresentable:
     """``lower_row`` for a row at offset 0, memoised: rows repeat across functions."""
     row = Row(0, cfa, regs, ra_signed)
@@ -314,6 +329,8 @@ def _ra_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int |
     if not arch.tracks_ra:
         _check_ra(rule, arch, row)
         return None, None
+    if rule is None:
+        return None, None  # still in its register
     slot = _default_slot(rule, arch)
     if slot is not None:
         return slot
@@ -323,10 +340,10 @@ def _ra_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int |
                            f"return address is {_describe(rule, arch)}", row)
 
 
-def _default_slot(rule: Rule | None, arch: Arch) -> tuple[int | None, int | None] | None:
+def _default_slot(rule: Rule, arch: Arch) -> tuple[int | None, int | None] | None:
     """Where a default FRE can say FP or RA is: (CFA offset, register), (None, None)
     when unchanged; None when it cannot (the caller gives the reason)."""
-    if rule is None or rule.kind == "same_value":
+    if rule.kind == "same_value":
         return None, None
     if rule.kind == "offset":
         return rule.value, None
@@ -358,6 +375,8 @@ def _check_sp(rule: Rule | None, arch: Arch, row: Row) -> None:
 
 def _fp_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int | None]:
     """(CFA offset, register) of the caller's FP; (None, None) when unchanged."""
+    if rule is None:
+        return None, None
     slot = _default_slot(rule, arch)
     if slot is not None:
         return slot

@@ -86,6 +86,18 @@ class RuleFre(NamedTuple):
 OUTERMOST = FrameRules(None, None, RA_UNDEFINED)
 
 
+def as_loc(value: Recovery | None) -> Loc:
+    """``value`` where the caller has already ruled out all but a location."""
+    if not isinstance(value, Loc):
+        raise TypeError(f"expected a location, not {value!r}")  # a bug of ours
+    return value
+
+
+def opt_loc(value: Recovery | None) -> Loc | None:
+    """``value`` where the caller has already ruled out all but a location or None."""
+    return None if value is None else as_loc(value)
+
+
 def outermost(section: DecodedSection, fde: DecodedFde) -> bool:
     """A V3 default FDE without FREs: the RA is undefined throughout (outermost frame)."""
     return not fde.fres and section.version >= 3 and not fde.flex
