@@ -230,12 +230,13 @@ def _convert_elf(args: argparse.Namespace, display: str, data: bytes, output: st
 
 def _check_elf_output(display: str, payload: bytes) -> None:
     """Verify a rewritten ELF file against its own CFI before it replaces the input."""
+    from .arch import arch_for_machine
     from .frontend.ehframe import read_elf_cfi
-    from .inspect import arch_for_machine, verify
+    from .inspect import verify
     from .sframe.load import load_sframe
 
     loaded = load_sframe(display, payload)
-    cfi = read_elf_cfi(display, arch_for_machine, payload)
+    cfi = read_elf_cfi(display, payload)
     arch = arch_for_machine(cfi.machine, display, cfi.big_endian)
     result = verify(loaded.section, cfi.timelines, arch,
                     lambda fde: loaded.section_of(fde.field_offset))

@@ -160,13 +160,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from .arch import arch_for_machine
     from .frontend.ehframe import read_elf_cfi
-    from .inspect import arch_for_machine, verify
+    from .inspect import verify
 
     loaded: LoadedSFrame = load_sframe(args.file)
     if not loaded.is_elf:
         raise Cfi2SframeError(args.file, "verify needs an ELF file with .sframe and .eh_frame")
-    cfi = read_elf_cfi(args.file, arch_for_machine)
+    cfi = read_elf_cfi(args.file)
     arch = arch_for_machine(cfi.machine, args.file, cfi.big_endian)
     result = verify(loaded.section, cfi.timelines, arch,
                     lambda fde: loaded.section_of(fde.field_offset))
@@ -247,9 +248,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def elf_arch(path: str, data: bytes) -> Arch:
     """The architecture an ELF header names (read once more: the header only)."""
+    from .arch import arch_for_machine
     from .elfread import open_elf
     from .errors import DecodeError
-    from .inspect import arch_for_machine
 
     try:
         view = open_elf(data, "ELF file")
@@ -333,13 +334,13 @@ def load_snapshot(path: str) -> tuple[dict[str, int], dict[int, bytes]]:
 
 
 def cmd_unwind(args: argparse.Namespace) -> int:
-    from .arch import get_arch
+    from .arch import by_sframe_abi
     from .unwind import PC, sframe_walk
 
     names, memory = load_snapshot(args.snapshot)
     loaded = load_sframe(args.file)
     section = loaded.section
-    arch = get_arch({1: "aarch64_be", 2: "aarch64", 3: "x86_64", 4: "s390x"}[section.abi])
+    arch = by_sframe_abi(section.abi)
     regs = {}
     for name, value in names.items():
         name = name.lstrip("%")

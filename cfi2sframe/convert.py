@@ -260,12 +260,12 @@ def default_sframe_address(data: bytes, path: str = "") -> int:
 def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                 sframe_address: int | None = None) -> ElfConversion:
     """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``)."""
+    from .arch import arch_for_machine
     from .frontend.ehframe import read_elf_cfi
-    from .inspect import arch_for_machine
 
     if data is None:
         data = read_bytes(path)
-    cfi = read_elf_cfi(path, arch_for_machine, data)
+    cfi = read_elf_cfi(path, data)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     require_sframe_abi(arch, path)
     functions, skips = lower_fdes(cfi, arch, version)

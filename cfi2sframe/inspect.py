@@ -10,28 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .arch import get_arch
 from .arch.base import Arch
-from .errors import Cfi2SframeError
 from .model import Timeline
 from .sframe.decode import DecodedFde, DecodedSection
 from .sframe.lower import Skip, lower
 from .sframe.rules import OUTERMOST, FrameRules, dwarf_rules, fre_rules, outermost
-
-MACHINE_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_S390": "s390x",
-                "EM_386": "i386"}
-
-
-def arch_for_machine(machine: str, path: str, big_endian: bool = False) -> Arch:
-    """The architecture description for an ELF ``e_machine`` value (and byte order)."""
-    name = MACHINE_ARCH.get(machine)
-    if name == "aarch64" and big_endian:
-        name = "aarch64_be"
-    if name is None:
-        raise Cfi2SframeError(path, f"unsupported machine {machine} (supported: x86-64, "
-                                    "AArch64, s390x; i386 for compact unwind)")
-    return get_arch(name)
-
 
 # -- SFrame side -------------------------------------------------------------------------
 

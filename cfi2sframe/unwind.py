@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from .arch import by_sframe_abi
 from .sframe.decode import DecodedSection
-from .sframe.format import ABI_S390X_BIG
-from .sframe.rules import ABI_REGS, RA_UNDEFINED, Loc, as_loc, rules_at
+from .sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
 
 if TYPE_CHECKING:
     from .compact.lower import CompactFunction
@@ -43,7 +43,8 @@ def sframe_step(section: DecodedSection, regs: dict[int, int], read: Read,
     interrupted, not in a call, so an RA still in its register (AArch64 leaf:
     LR, s390x: r14) is taken from ``regs``.
     """
-    sp_reg, fp_reg, ra_reg = ABI_REGS[section.abi]
+    arch = by_sframe_abi(section.abi)
+    sp_reg, fp_reg, ra_reg = arch.sp, arch.fp, arch.ra
     pc = regs[PC]
     # A caller's PC is a return address, one past its call: look up pc - 1.
     lookup = pc if topmost else pc - 1
@@ -68,7 +69,7 @@ def sframe_step(section: DecodedSection, regs: dict[int, int], read: Read,
             caller[fp_reg] = _value(as_loc(rules.fp), cfa, regs, read)
     except LookupError as exc:
         return Step(None, f"memory or register not in the snapshot: {exc}")
-    caller[sp_reg] = cfa - 160 if section.abi == ABI_S390X_BIG else cfa
+    caller[sp_reg] = cfa + arch.sp_val_offset  # the caller's SP (s390x: CFA - 160)
     return Step(caller)
 
 

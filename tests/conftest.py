@@ -31,6 +31,26 @@ def asm_timelines():
     return parse
 
 
+def meaning(section, fre) -> tuple:
+    """(CFA base, CFA offset, FP offset, RA) of a default FRE: a compact form for tests.
+
+    FP is None (unchanged) or its CFA offset; RA is ``("cfa", offset)``,
+    ``"undefined"`` or None (unchanged).  Built on ``rules.fre_rules``, the
+    package's one interpreter of data words.
+    """
+    from cfi2sframe.sframe.rules import RA_UNDEFINED, Loc, fre_rules
+
+    fde = next(f for f in section.fdes if any(x is fre for x in f.fres))
+    rules = fre_rules(section, fde, fre)
+    base = "fp" if fre.base_fp else "sp"
+    if rules.ra == RA_UNDEFINED:
+        return (base, None, None, "undefined")
+    assert isinstance(rules.cfa, Loc) and not fde.flex
+    fp = rules.fp.offset if isinstance(rules.fp, Loc) else None
+    ra = ("cfa", rules.ra.offset) if isinstance(rules.ra, Loc) else None
+    return (base, rules.cfa.offset, fp, ra)
+
+
 _REPORT: list[str] = []
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe import REASONS, decode_sframe
-from tests.conftest import require
+from tests.conftest import meaning, require
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -69,7 +69,7 @@ def test_stdin_to_stdout():
     proc = run("-", "-o", "-", stdin=(EXAMPLES / "frameless.s").read_bytes())
     assert proc.returncode == 0, proc.stderr
     section = decode_sframe(proc.stdout)
-    assert [section.meaning(f)[1] for f in section.fdes[0].fres] == [8, 16, 24, 32, 8]
+    assert [meaning(section, f)[1] for f in section.fdes[0].fres] == [8, 16, 24, 32, 8]
 
 
 def _readelf(*args: str) -> str:

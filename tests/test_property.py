@@ -18,6 +18,7 @@ from cfi2sframe.cfi import interpret
 from cfi2sframe.dwarf import Op
 from cfi2sframe.model import Location, Timeline
 from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, rules_at
+from tests.conftest import meaning
 
 X86 = get_arch("x86_64")
 CIE = (Op("def_cfa", 7, 8), Op("offset", 16, -8))
@@ -129,7 +130,7 @@ def test_sframe_unwinds_as_the_cfi_says_at_every_pc(program):
     assert (fde.start_address, fde.size) == (0x1000, size)
     for pc in pcs:
         covering = [fre for fre in fde.fres if fre.start <= pc]
-        got = section.meaning(covering[-1]) if covering else None
+        got = meaning(section, covering[-1]) if covering else None
         assert got == expected[pc], (pc, got, expected[pc])
 
 

@@ -20,6 +20,7 @@ from cfi2sframe import (
     lower,
 )
 from cfi2sframe.arch import get_arch
+from tests.conftest import meaning
 
 X86 = get_arch("x86_64")
 RA = (16, Rule("offset", -8))
@@ -169,4 +170,4 @@ def test_decode_reads_back_what_was_encoded():
     data = raw(timeline(FRAME_POINTER_ROWS), timeline(FRAME_POINTER_ROWS, start=16))
     section = decode_sframe(data)
     assert len(section.fdes) == 2
-    assert section.meaning(section.fdes[1].fres[2]) == ("fp", 16, -16, ("cfa", -8))
+    assert meaning(section, section.fdes[1].fres[2]) == ("fp", 16, -16, ("cfa", -8))

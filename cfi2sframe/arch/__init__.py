@@ -1,7 +1,10 @@
-"""Architecture facts as data: one module per target, looked up by name."""
+"""The target registry: every architecture fact lives in one module per target here,
+and is looked up by name, by ELF machine and byte order, by SFrame ABI id, or by
+compact unwind flavour.  A new target is one new module and one line below."""
 
 from __future__ import annotations
 
+from ..errors import Cfi2SframeError
 from .aarch64 import AARCH64, AARCH64_BE
 from .base import Arch
 from .i386 import I386
@@ -13,6 +16,8 @@ ARCHES: dict[str, Arch] = {arch.name: arch for arch in (X86_64, AARCH64, AARCH64
 ALIASES = {"x86-64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64",
            "aarch64be": "aarch64_be", "arm64_be": "aarch64_be", "s390": "s390x",
            "systemz": "s390x", "x86": "i386", "i686": "i386"}
+_BY_SFRAME_ABI = {arch.sframe_abi: arch for arch in ARCHES.values() if arch.sframe_abi}
+_BY_COMPACT = {arch.compact: arch for arch in ARCHES.values() if arch.compact}
 
 
 def get_arch(name: str) -> Arch:
@@ -23,3 +28,30 @@ def get_arch(name: str) -> Arch:
     except KeyError:
         known = ", ".join(sorted(ARCHES))
         raise ValueError(f"unknown architecture '{name}' (known: {known})") from None
+
+
+def by_elf_machine(machine: str, big_endian: bool) -> Arch | None:
+    """The target of an ELF ``e_machine`` name (``EM_X86_64``) and byte order; None when
+    unsupported.  The byte order picks between targets that share a machine."""
+    found = [arch for arch in ARCHES.values() if arch.elf_machine == machine]
+    return next((arch for arch in found if arch.big_endian == big_endian),
+                found[0] if found else None)
+
+
+def arch_for_machine(machine: str, path: str, big_endian: bool = False) -> Arch:
+    """``by_elf_machine``, or a located error naming the supported machines."""
+    arch = by_elf_machine(machine, big_endian)
+    if arch is None:
+        raise Cfi2SframeError(path, f"unsupported machine {machine} (supported: x86-64, "
+                                    "AArch64, s390x; i386 for compact unwind)")
+    return arch
+
+
+def by_sframe_abi(abi: int) -> Arch:
+    """The target of an SFrame ABI/arch id (the decoder accepts only known ids)."""
+    return _BY_SFRAME_ABI[abi]
+
+
+def by_compact(flavour: str) -> Arch:
+    """The target of a compact unwind flavour (``x86_64``, ``i386``, ``arm64``)."""
+    return _BY_COMPACT[flavour]

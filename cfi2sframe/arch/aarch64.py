@@ -34,8 +34,13 @@ AARCH64 = Arch(
     sframe_fixed_ra_offset=0,
     elf_machine="EM_AARCH64",
     default_assembler="aarch64-linux-gnu-as",
+    compact="arm64",
+    # x19/x20 ... x27/x28 (bits 0-4), then d8/d9 ... d14/d15 (bits 8-11).
+    compact_pairs=((0x1, 19, 20), (0x2, 21, 22), (0x4, 23, 24), (0x8, 25, 26), (0x10, 27, 28),
+                   (0x100, 72, 73), (0x200, 74, 75), (0x400, 76, 77), (0x800, 78, 79)),
 )
 
 # Big-endian AArch64 (aarch64_be): the same registers and rules, SFrame ABI 1.
+# Compact unwind is defined for little-endian arm64 only.
 AARCH64_BE = replace(AARCH64, name="aarch64_be", big_endian=True, sframe_abi=1,
-                     default_assembler="aarch64-linux-gnu-as -EB")
+                     default_assembler="aarch64-linux-gnu-as -EB", compact=None)

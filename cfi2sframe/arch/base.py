@@ -41,6 +41,13 @@ class Arch:
     cfa_alignment: int = 1
     # V3 FLEX FDEs are written for this target (GNU as 2.46: AMD64 and s390x).
     flex: bool = False
+    # Apple compact unwind: the flavour ("x86_64", "i386", "arm64"; None: not defined),
+    # x86: DWARF numbers of compact registers 1..6 and the bytes before the imm32 of
+    # ``sub $imm32, %sp``; arm64: the saved pairs (mode bit, first, second DWARF number).
+    compact: str | None = None
+    compact_regs: tuple[int, ...] = ()
+    compact_sub_opcode: bytes = b""
+    compact_pairs: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def byteorder(self) -> ByteOrder:

@@ -27,4 +27,7 @@ I386 = Arch(
     sframe_fixed_ra_offset=0,
     elf_machine="EM_386",
     default_assembler="as --32",
+    compact="i386",
+    compact_regs=(3, 1, 2, 7, 6, 5),  # ebx ecx edx edi esi ebp
+    compact_sub_opcode=b"\x81\xec",  # sub $imm32, %esp
 )

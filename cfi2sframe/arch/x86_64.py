@@ -44,4 +44,7 @@ X86_64 = Arch(
     sframe_fixed_ra_offset=-8,
     elf_machine="EM_X86_64",
     flex=True,
+    compact="x86_64",
+    compact_regs=(3, 12, 13, 14, 15, 6),  # rbx r12 r13 r14 r15 rbp
+    compact_sub_opcode=b"\x48\x81\xec",  # sub $imm32, %rsp
 )

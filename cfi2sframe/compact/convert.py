@@ -14,12 +14,10 @@ from ..model import Timeline
 from .encoding import Code
 from .lower import CompactFunction, lower_compact
 
-COMPACT_ARCHES = {"x86_64": "x86_64", "aarch64": "arm64", "i386": "i386"}
-
 
 def compact_arch(arch_name: str, where: str) -> str:
-    """``x86_64`` or ``arm64``: the compact unwind flavour of an architecture."""
-    name = COMPACT_ARCHES.get(get_arch(arch_name).name)
+    """``x86_64``, ``i386`` or ``arm64``: the compact unwind flavour of an architecture."""
+    name = get_arch(arch_name).compact
     if name is None:
         raise Cfi2SframeError(where, f"compact unwind is defined for x86-64, i386 and arm64, not "
                                      f"{arch_name}")
@@ -70,10 +68,10 @@ def compact_asm(text: str, filename: str, arch_name: str = "x86_64",
 
 def compact_elf(path: str, data: bytes, ranges: bool = False) -> list[CompactFunction]:
     """Compact rows for every FDE of an ELF file (object, library or program)."""
+    from ..arch import arch_for_machine
     from ..frontend.ehframe import read_elf_cfi
-    from ..inspect import arch_for_machine
 
-    cfi = read_elf_cfi(path, arch_for_machine, data)
+    cfi = read_elf_cfi(path, data)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     flavour = compact_arch(arch.name, path)
     return compact_functions(cfi.timelines, data, flavour, ranges,

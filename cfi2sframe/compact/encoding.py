@@ -16,6 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from ..arch import by_compact
+from ..arch.aarch64 import AARCH64
+from ..arch.base import Arch
+from ..arch.i386 import I386
+from ..arch.x86_64 import X86_64
+
 NOT_FUNCTION_START = 0x80000000
 HAS_LSDA = 0x40000000
 PERSONALITY_MASK = 0x30000000
@@ -25,13 +31,9 @@ X86_RBP_FRAME, X86_STACK_IMMD, X86_STACK_IND, X86_DWARF = (0x01000000, 0x0200000
                                                            0x03000000, 0x04000000)
 ARM64_FRAMELESS, ARM64_DWARF, ARM64_FRAME = 0x02000000, 0x03000000, 0x04000000
 
-# Compact register numbers 1..6 -> DWARF numbers (x86-64: rbx r12 r13 r14 r15 rbp).
-X86_64_CU_REGS = (3, 12, 13, 14, 15, 6)
-X86_64_SP, X86_64_FP, X86_64_RA = 7, 6, 16
-# arm64 pairs in bit order: x19/x20 ... x27/x28, then d8/d9 ... d14/d15 (bits 8..11).
-ARM64_PAIRS = ((0x1, 19, 20), (0x2, 21, 22), (0x4, 23, 24), (0x8, 25, 26), (0x10, 27, 28),
-               (0x100, 72, 73), (0x200, 74, 75), (0x400, 76, 77), (0x800, 78, 79))
-ARM64_SP, ARM64_FP, ARM64_LR = 31, 29, 30
+# The target facts (registers, pairs, the ``sub`` opcode) live in ``arch/``.
+ARM64_PAIRS = AARCH64.compact_pairs
+ARM64_SP, ARM64_FP, ARM64_LR = AARCH64.sp, AARCH64.fp, AARCH64.ra
 
 # Radices of the frameless register permutation, per register count.
 _RADICES = {1: (1,), 2: (5, 1), 3: (20, 4, 1), 4: (60, 12, 3, 1), 5: (120, 24, 6, 2, 1),
@@ -108,12 +110,13 @@ class X86(NamedTuple):
     names: tuple[str, str]  # (frame pointer, stack pointer) for messages
 
 
-X86_FLAVOURS = {
-    "x86_64": X86(X86_64_CU_REGS, X86_64_SP, X86_64_FP, X86_64_RA, 8, b"\x48\x81\xec",
-                  ("rbp", "rsp")),
-    # i386 DWARF numbers: ebx 3, ecx 1, edx 2, edi 7, esi 6, ebp 5; esp 4, eip 8.
-    "i386": X86((3, 1, 2, 7, 6, 5), 4, 5, 8, 4, b"\x81\xec", ("ebp", "esp")),
-}
+def _x86(arch: Arch) -> X86:
+    """The compact unwind view of an x86 target (its facts are in ``arch/``)."""
+    return X86(arch.compact_regs, arch.sp, arch.fp, arch.ra, arch.address_size,
+               arch.compact_sub_opcode, (arch.reg_name(arch.fp), arch.reg_name(arch.sp)))
+
+
+X86_FLAVOURS = {arch.compact: _x86(arch) for arch in (X86_64, I386) if arch.compact}
 
 
 def decode_x86(encoding: int, code: Code | None = None, arch: str = "x86_64") -> \
@@ -309,13 +312,14 @@ def describe(encoding: int, arch: str, code: Code | None = None,
     others = [(reg, off) for reg, off in rules.saved
               if not (reg == rules.cfa_reg and off == -rules.cfa_offset)]
     mode = encoding & MODE_MASK
-    fp = ARM64_FP if arch == "arm64" else X86_FLAVOURS[arch].fp
+    target = by_compact(arch)
+    fp = target.fp
     if rules.cfa_reg == fp and (arch != "arm64" or mode == ARM64_FRAME):
         base = name(rules.cfa_reg)
         saves = ", ".join(f"{name(reg)} at [{base}{off + rules.cfa_offset:+d}]"
                           for reg, off in sorted(others, key=lambda x: -x[1])
                           if reg != rules.cfa_reg)
-        kind = {"arm64": "frame", "i386": "EBP frame"}.get(arch, "RBP frame")
+        kind = "frame" if arch == "arm64" else f"{target.reg_name(fp).upper()} frame"
         return f"{kind}; saved {saves}" if saves else kind
     stack = f"stack {rules.cfa_offset}"
     if ind_offset is not None:

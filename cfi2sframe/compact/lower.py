@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..arch import by_compact
 from ..model import CfaReg, Row, Timeline
 from .encoding import (
     ARM64_DWARF,
     HAS_LSDA,
     NOT_FUNCTION_START,
     X86_DWARF,
-    X86_FLAVOURS,
     Code,
     CompactRules,
     decode,
@@ -90,7 +90,8 @@ def row_rules(row: Row, arch: str) -> CompactRules | tuple[str, str]:
         return "no-cfa", "the CFA is not a register plus offset"
     if row.ra_signed:
         return "ra-signed", "the return address is signed"
-    sp, ra = (31, 30) if arch == "arm64" else (X86_FLAVOURS[arch].sp, X86_FLAVOURS[arch].ra)
+    target = by_compact(arch)
+    sp, ra = target.sp, target.ra
     ra_offset = None
     saved = []
     for reg, rule in row.regs:

@@ -13,15 +13,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from ..arch import by_compact
 from .lower import CompactFunction
-
-ROW_SIZE = {"x86_64": 32, "arm64": 32, "i386": 20}
 
 
 def rows_asm(functions: Sequence[CompactFunction], arch: str = "x86_64",
              comment: str = "##") -> str:
     """Assembly for every row of ``functions`` in a ``__LD,__compact_unwind`` section."""
-    ptr, align = (".long", 2) if arch == "i386" else (".quad", 3)
+    ptr, align = (".long", 2) if by_compact(arch).address_size == 4 else (".quad", 3)
     lines = [f"{comment} compact unwind rows written by cfi2sframe",
              "\t.section __LD,__compact_unwind,regular,debug", f"\t.p2align {align}"]
     for func in functions:
@@ -36,7 +35,7 @@ def rows_asm(functions: Sequence[CompactFunction], arch: str = "x86_64",
 
 def rows_binary(functions: Sequence[CompactFunction], arch: str = "x86_64") -> bytes:
     """The rows as little-endian records (32 or 20 bytes), starts as function offsets."""
-    row_struct = struct.Struct("<IIIII" if arch == "i386" else "<QIIQQ")
+    row_struct = struct.Struct("<IIIII" if by_compact(arch).address_size == 4 else "<QIIQQ")
     out = bytearray()
     for func in functions:
         for row in func.rows:

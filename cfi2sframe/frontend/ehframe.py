@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
+from ..arch import arch_for_machine
 from ..cfi import interpret
 from ..dwarf import Op, decode_ops, read_sleb, read_uleb
 from ..elfread import SHT_NOBITS, ElfView, open_elf
@@ -150,8 +150,7 @@ class _Reader:
         return value & ((1 << 64) - 1), end
 
 
-def read_elf_cfi(path: str, arch_for_machine: Callable[[str, str], object],
-                 data: bytes | None = None) -> ElfCfi:
+def read_elf_cfi(path: str, data: bytes | None = None) -> ElfCfi:
     """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file."""
     if data is None:
         data = read_bytes(path)
@@ -163,7 +162,7 @@ def read_elf_cfi(path: str, arch_for_machine: Callable[[str, str], object],
         raise Cfi2SframeError(path, f"at byte {exc.offset:#x}: {exc.message}") from None
     name = "ELF file"
     try:
-        arch_for_machine(view.machine, path)  # unsupported machines fail here
+        arch_for_machine(view.machine, path, not view.little_endian)  # unsupported: fail
         names = _function_names(view)
         chosen = None
         for candidate, eh in ((".eh_frame", True), (".debug_frame", False)):

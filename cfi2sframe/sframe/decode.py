@@ -10,11 +10,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from ..arch import by_sframe_abi
 from ..errors import DecodeError
 from .format import (
     ABI_NAMES,
     BASE_REG_FP,
-    BIG_ENDIAN_ABIS,
     F_FDE_FUNC_START_PCREL,
     F_FDE_SORTED,
     F_FRAME_POINTER,
@@ -124,22 +124,6 @@ class DecodedSection:
     section_address: int = 0
     size: int = 0
 
-    def meaning(self, fre: DecodedFre) -> tuple[object, ...]:
-        """(CFA base, CFA offset, FP offset, RA) of a default-type AMD64/AArch64 FRE.
-
-        A compact form for tests: FP is None (unchanged) or its CFA offset, RA
-        is ``("cfa", offset)``, ``"undefined"`` or None (unchanged).
-        """
-        if not fre.offsets:
-            return ("fp" if fre.base_fp else "sp", None, None, "undefined")
-        cfa = fre.offsets[0]
-        if self.abi == 3:
-            fp = fre.offsets[1] if len(fre.offsets) > 1 else None
-            return ("fp" if fre.base_fp else "sp", cfa, fp, ("cfa", self.fixed_ra_offset))
-        ra = ("cfa", fre.offsets[1]) if len(fre.offsets) > 1 else None
-        fp = fre.offsets[2] if len(fre.offsets) > 2 else None
-        return ("fp" if fre.base_fp else "sp", cfa, fp, ra)
-
     def find_fde(self, pc: int) -> DecodedFde | None:
         """The FDE whose range holds ``pc``."""
         for fde in self.fdes:
@@ -176,7 +160,7 @@ def decode(data: bytes, section_address: int = 0, v1_pcrel: bool = False) -> Dec
                              f"version {version}")
     if abi not in ABI_NAMES:
         raise DecodeError(4, f"unknown ABI/arch identifier {abi}")
-    if (abi in BIG_ENDIAN_ABIS) != big:
+    if by_sframe_abi(abi).big_endian != big:
         raise DecodeError(0, f"byte order does not match the ABI ({ABI_NAMES[abi]})")
     base = HEADER_SIZE + auxhdr_len
     _need(data, HEADER_SIZE, auxhdr_len, "auxiliary header")

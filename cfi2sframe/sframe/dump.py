@@ -8,21 +8,16 @@ part of the format.
 
 from __future__ import annotations
 
+from ..arch import by_sframe_abi
 from .decode import DecodedFde, DecodedFre, DecodedSection
 from .format import (
-    ABI_AARCH64_BIG,
-    ABI_AARCH64_LITTLE,
-    ABI_S390X_BIG,
     F_FDE_FUNC_START_PCREL,
     F_FDE_SORTED,
     F_FRAME_POINTER,
     VERSION_1,
     VERSION_2,
 )
-from .rules import S390X_CFA_ADJUSTMENT, S390X_CFA_ALIGNMENT
-
-_FLEX_NAMES = {3: {7: "sp", 6: "fp"}, 1: {31: "sp", 29: "fp"}, 2: {31: "sp", 29: "fp"},
-               4: {15: "sp", 11: "fp"}}
+from .rules import cfa_offset
 
 
 def dump_text(section: DecodedSection, name: str = ".sframe") -> str:
@@ -78,7 +73,7 @@ def _function(section: DecodedSection, fde: DecodedFde) -> str:
         attr = ("S" if fde.signal else "") + ("F" if fde.flex else "")
         if attr:
             head += f', attr = "{attr}"'
-    if section.abi in (ABI_AARCH64_BIG, ABI_AARCH64_LITTLE) and fde.pauth_b_key:
+    if by_sframe_abi(section.abi).name.startswith("aarch64") and fde.pauth_b_key:
         head += ", pauth = B key"
     marker = "[m]" if fde.pc_mask else "   "
     lines = [head, f"\n    {'STARTPC':<7}{marker:<8} {'CFA':<10}{'FP':<10}{'RA':<13}"]
@@ -97,12 +92,10 @@ def _function(section: DecodedSection, fde: DecodedFde) -> str:
 
 def _default_cells(section: DecodedSection, fre: DecodedFre) -> tuple[str, str, str]:
     words = fre.offsets
-    s390x = section.abi == ABI_S390X_BIG
-    cfa_off = words[0] if words else 0
-    if s390x:
-        cfa_off = cfa_off * S390X_CFA_ALIGNMENT + S390X_CFA_ADJUSTMENT
-    cfa = f"{'fp' if fre.base_fp else 'sp'}+{cfa_off}"
-    amd64 = section.abi == 3
+    arch = by_sframe_abi(section.abi)
+    s390x = arch.s390x
+    cfa = f"{'fp' if fre.base_fp else 'sp'}+{cfa_offset(words[0] if words else 0, arch)}"
+    amd64 = not arch.tracks_ra  # FP in the second word, RA at the fixed offset
     fp_word = (words[1] if len(words) > 1 else None) if amd64 else (
         words[2] if len(words) > 2 else None)
     ra_word = None if amd64 else (words[1] if len(words) > 1 else None)
@@ -127,14 +120,14 @@ def _slot(word: int, reg_encoded: bool) -> str:
 
 def _flex_cells(section: DecodedSection, fre: DecodedFre) -> tuple[str, str, str]:
     words = fre.offsets
-    names = _FLEX_NAMES.get(section.abi, {})
-    s390x = section.abi == ABI_S390X_BIG
+    arch = by_sframe_abi(section.abi)
+    names = {arch.sp: "sp", arch.fp: "fp"}  # readelf's names; others are rN
 
     def cell(i: int, is_cfa: bool = False) -> str:
         ctrl = fre.unsigned(i)
         offset = words[i + 1] if i + 1 < len(words) else 0
-        if is_cfa and s390x:
-            offset = offset * S390X_CFA_ALIGNMENT + S390X_CFA_ADJUSTMENT
+        if is_cfa:
+            offset = cfa_offset(offset, arch)
         if not ctrl & 1:
             return f"c{offset:+d}"
         reg = ctrl >> 3

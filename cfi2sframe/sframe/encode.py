@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
 
+from ..arch import by_sframe_abi
 from ..arch.base import Arch, ByteOrder
 from ..errors import Cfi2SframeError
 from .decode import DecodedSection
@@ -38,7 +39,7 @@ from .format import (
     header_struct,
     offset_size_for,
 )
-from .rules import RA_UNDEFINED, Loc, RuleFre, as_loc, opt_loc
+from .rules import RA_UNDEFINED, Loc, RuleFre, as_loc, fre_rules, opt_loc
 
 
 @dataclass(frozen=True)
@@ -257,21 +258,26 @@ def functions_from_decoded(section: DecodedSection) -> list[SFrameFunction]:
     """The functions a decoded V2 section describes, ready to encode again.
 
     With ``build_v2`` this closes the round trip encode -> decode -> encode.
-    Only what V2 can hold is carried: default FDEs, RA tracked per ABI.
+    Only what V2 can hold is carried: default FDEs, RA tracked per ABI.  The words
+    are read by ``rules.fre_rules``, the one interpreter of data words.
     """
-    tracks_ra = section.abi != 3
+    arch = by_sframe_abi(section.abi)
     out = []
     for fde in section.fdes:
         fres = []
         for fre in fde.fres:
-            words = fre.offsets
-            if not words:
+            rules = fre_rules(section, fde, fre)
+            if rules.ra == RA_UNDEFINED:
                 fres.append(Fre(fre.start, False, 0, ra_undefined=True))
                 continue
-            ra = words[1] if tracks_ra and len(words) > 1 else None
-            fp_index = 2 if tracks_ra else 1
-            fp = words[fp_index] if len(words) > fp_index else None
-            fres.append(Fre(fre.start, fre.base_fp, words[0], fp, ra, fre.mangled_ra))
+            cfa, fp, ra = as_loc(rules.cfa), opt_loc(rules.fp), opt_loc(rules.ra)
+            if not arch.tracks_ra:
+                ra = None  # at the header's fixed offset
+            fres.append(Fre(fre.start, fre.base_fp, cfa.offset,
+                            None if fp is None or fp.reg is not None else fp.offset,
+                            None if ra is None or ra.reg is not None else ra.offset,
+                            fre.mangled_ra, False,
+                            None if fp is None else fp.reg, None if ra is None else ra.reg))
         out.append(SFrameFunction(f"fde{fde.index}", "", fde.start_address, fde.size,
                                   tuple(fres), fde.pauth_b_key, fde.pc_mask, fde.rep_size))
     return out

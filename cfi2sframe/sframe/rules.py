@@ -10,18 +10,13 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
+from ..arch import by_sframe_abi
 from ..arch.base import Arch
 from ..dwarf import read_sleb
 from ..errors import DecodeError
 from ..model import CfaExpr, CfaReg, Row, Rule
 from .decode import DecodedFde, DecodedFre, DecodedSection
-from .format import ABI_AMD64_LITTLE, ABI_S390X_BIG, VERSION_2
-
-S390X_CFA_ADJUSTMENT = 160
-S390X_CFA_ALIGNMENT = 8
-
-# DWARF numbers of SP, FP and RA per SFrame ABI.
-ABI_REGS = {1: (31, 29, 30), 2: (31, 29, 30), 3: (7, 6, 16), 4: (15, 11, 14)}
+from .format import VERSION_2
 
 
 class Loc(NamedTuple):
@@ -113,18 +108,15 @@ def rules_at(section: DecodedSection, fde: DecodedFde, pc: int) -> FrameRules | 
 
 def fre_rules(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> FrameRules:
     """The recovery rules one FRE encodes."""
-    sp, fp_reg, _ = ABI_REGS[section.abi]
+    arch = by_sframe_abi(section.abi)
     words = fre.offsets
     if not words:
         return FrameRules(None, None, RA_UNDEFINED)
-    s390x = section.abi == ABI_S390X_BIG
+    s390x = arch.s390x
     if fde.flex:
-        return _flex(section, fre, s390x)
-    cfa_off = words[0]
-    if s390x:
-        cfa_off = cfa_off * S390X_CFA_ALIGNMENT + S390X_CFA_ADJUSTMENT
-    cfa = Loc(fp_reg if fre.base_fp else sp, cfa_off, False)
-    if section.abi == ABI_AMD64_LITTLE:
+        return _flex(section, fre, arch)
+    cfa = Loc(arch.fp if fre.base_fp else arch.sp, cfa_offset(words[0], arch), False)
+    if not arch.tracks_ra:  # AMD64: FP in the second word, RA at the fixed offset
         fp = Loc(None, words[1], True) if len(words) > 1 else None
         return FrameRules(cfa, fp, Loc(None, section.fixed_ra_offset, True))
     ra: Recovery | None = None
@@ -145,7 +137,12 @@ def _slot(word: int, reg_encoded: bool) -> Loc:
     return Loc(None, word, True)
 
 
-def _flex(section: DecodedSection, fre: DecodedFre, s390x: bool) -> FrameRules:
+def cfa_offset(word: int, arch: Arch) -> int:
+    """The CFA offset an SFrame CFA word stores (s390x: (offset - 160) / 8)."""
+    return word * arch.cfa_alignment + arch.cfa_adjustment
+
+
+def _flex(section: DecodedSection, fre: DecodedFre, arch: Arch) -> FrameRules:
     words = fre.offsets
     count = len(words)
 
@@ -155,8 +152,7 @@ def _flex(section: DecodedSection, fre: DecodedFre, s390x: bool) -> FrameRules:
         return Loc(reg, words[i + 1] if i + 1 < count else 0, bool(ctrl & 2))
 
     cfa = pair(0)
-    if s390x:
-        cfa = cfa._replace(offset=cfa.offset * S390X_CFA_ALIGNMENT + S390X_CFA_ADJUSTMENT)
+    cfa = cfa._replace(offset=cfa_offset(cfa.offset, arch))
     i = 2
     ra: Recovery | None = None
     if i < count:
@@ -173,33 +169,25 @@ def _flex(section: DecodedSection, fre: DecodedFre, s390x: bool) -> FrameRules:
 
 def describe(rules: FrameRules, abi: int) -> str:
     """Rules in words: ``CFA = rsp+16, RA = [CFA-8], FP = [CFA-16]``."""
-    names = _reg_names(abi)
+    arch = by_sframe_abi(abi)
     if rules.cfa is None:
         return "RA undefined (outermost frame)"
-    parts = [f"CFA = {_loc(rules.cfa, names)}"]
+    parts = [f"CFA = {_loc(rules.cfa, arch)}"]
     if rules.ra == RA_UNDEFINED:
         parts.append("RA undefined")
     elif rules.ra is None:
-        parts.append(f"RA = {names.get(ABI_REGS[abi][2], 'ra')} (unchanged)")
+        parts.append(f"RA = {arch.reg_name(arch.ra)} (unchanged)")
     else:
-        parts.append(f"RA = {_loc(rules.ra, names)}")
-    fp_name = names.get(ABI_REGS[abi][1], "fp")
-    parts.append(f"FP = {_loc(rules.fp, names)}" if rules.fp else f"FP = {fp_name} (unchanged)")
+        parts.append(f"RA = {_loc(rules.ra, arch)}")
+    fp_name = arch.reg_name(arch.fp)
+    parts.append(f"FP = {_loc(rules.fp, arch)}" if rules.fp else f"FP = {fp_name} (unchanged)")
     return ", ".join(parts)
 
 
-def _reg_names(abi: int) -> dict[int, str]:
-    if abi == ABI_AMD64_LITTLE:
-        return {7: "rsp", 6: "rbp", 16: "rip", 10: "r10", 11: "r11", 3: "rbx"}
-    if abi == ABI_S390X_BIG:
-        return {15: "r15", 11: "r11", 14: "r14"}
-    return {31: "sp", 29: "x29", 30: "x30"}
-
-
-def _loc(loc: Recovery, names: dict[int, str]) -> str:
+def _loc(loc: Recovery, arch: Arch) -> str:
     if not isinstance(loc, Loc):
         return str(loc)
-    base = "CFA" if loc.reg is None else names.get(loc.reg, f"r{loc.reg}")
+    base = "CFA" if loc.reg is None else arch.reg_name(loc.reg)
     text = f"{base}{loc.offset:+d}" if loc.offset or loc.deref else base
     return f"[{text}]" if loc.deref else text
 

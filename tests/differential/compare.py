@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cfi2sframe import convert_asm, decode_sframe
+from tests.conftest import meaning
 
 from .gas import gas_sframe, normalise
 
@@ -38,7 +39,7 @@ def ours(asm: Path) -> tuple[dict, dict]:
         assert fde.start_address == func.start and fde.size == func.size
         rows = []
         for fre in fde.fres:
-            base, cfa, fp, ra = decoded.meaning(fre)
+            base, cfa, fp, ra = meaning(decoded, fre)
             assert ra == ("cfa", -8), ra
             rows.append((fre.start, (base, cfa, fp)))
         functions[(func.section, func.start)] = (func.size, normalise(func.size, rows))

@@ -13,9 +13,10 @@ from collections import Counter
 from pathlib import Path
 
 from cfi2sframe import convert_asm
+from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import convert_elf
 from cfi2sframe.frontend.ehframe import read_elf_cfi
-from cfi2sframe.inspect import arch_for_machine, diff_sections, verify
+from cfi2sframe.inspect import diff_sections, verify
 from cfi2sframe.sframe.dump import dump_text
 from cfi2sframe.sframe.load import load_sframe
 from tests.conftest import require
@@ -55,7 +56,7 @@ def test_aarch64_csmith_corpus_matches_gnu_as(tmp_path: Path, report) -> None:
             only_gas[skipped.get((theirs.section_of(fde.field_offset), fde.start_address),
                                  "not found")] += 1
         same += diff.same
-        cfi = read_elf_cfi(str(ours), arch_for_machine)
+        cfi = read_elf_cfi(str(ours))
         result = verify(mine.section, cfi.timelines, arch_for_machine(cfi.machine, ""),
                         lambda fde, ld=mine: ld.section_of(fde.field_offset))
         assert result.ok and not result.extra, (asm, result.mismatches[:1])
@@ -91,7 +92,7 @@ def test_big_endian_aarch64_matches_gnu_as(tmp_path: Path, report) -> None:
         assert diff_sections(mine.section, elf.section, _keyed(mine), _keyed(elf)).equivalent
         same += diff.same
         for path, loaded in ((ours, mine), (from_elf, elf)):
-            cfi = read_elf_cfi(str(path), arch_for_machine)
+            cfi = read_elf_cfi(str(path))
             assert cfi.big_endian
             result = verify(loaded.section, cfi.timelines,
                             arch_for_machine(cfi.machine, "", cfi.big_endian),

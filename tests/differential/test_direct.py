@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import lower_all, lower_fdes
 from cfi2sframe.dwarf import sleb as _sleb
 from cfi2sframe.dwarf import uleb as _uleb
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.frontend.ehframe import ElfCfi, Fde, _Cie, read_elf_cfi
-from cfi2sframe.inspect import arch_for_machine
 from cfi2sframe.sframe.direct import direct_fres
 from tests.conftest import require
 from tests.corpus import csmith_asm
@@ -59,7 +59,7 @@ def test_real_libraries_give_the_same_sframe_both_ways(path: str, version: int,
     if not Path(path).exists():
         require("clang-14")  # in CI, libLLVM comes with clang-14
         pytest.skip(f"{path} not installed")
-    cfi = read_elf_cfi(path, arch_for_machine)
+    cfi = read_elf_cfi(path)
     total, handled = _same_both_ways(cfi, version)
     report(f"direct path, V{version}, {Path(path).name}: {handled} of {total} FDEs, "
            "same SFrame as the general path")
@@ -76,7 +76,7 @@ def test_corpus_objects_give_the_same_sframe_both_ways(arch: str, tmp_path: Path
         obj = tmp_path / "t.o"
         subprocess.run([assembler, str(asm), "-o", str(obj)], check=True)
         for version in (2, 3):
-            counts = _same_both_ways(read_elf_cfi(str(obj), arch_for_machine), version)
+            counts = _same_both_ways(read_elf_cfi(str(obj)), version)
         total += counts[0]
         handled += counts[1]
     report(f"direct path, {arch} corpus objects: {handled} of {total} FDEs, same SFrame")

@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe import convert_asm
+from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import convert_elf
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.frontend.ehframe import read_elf_cfi
-from cfi2sframe.inspect import arch_for_machine, diff_sections, verify
+from cfi2sframe.inspect import diff_sections, verify
 from cfi2sframe.sframe.decode import decode
 from tests.conftest import require
 from tests.corpus import csmith_asm
@@ -116,7 +117,7 @@ def test_verify_passes_on_real_libraries(library: str, report) -> None:
     start = time.monotonic()
     conversion = convert_elf(str(path))
     section = decode(conversion.raw(), conversion.sframe_address)
-    cfi = read_elf_cfi(str(path), arch_for_machine)
+    cfi = read_elf_cfi(str(path))
     result = verify(section, cfi.timelines, arch_for_machine(cfi.machine, ""))
     assert result.ok, result.mismatches[:1]
     assert not result.extra

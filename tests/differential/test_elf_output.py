@@ -11,9 +11,10 @@ import re
 import subprocess
 from pathlib import Path
 
+from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import convert_elf
 from cfi2sframe.frontend.ehframe import read_elf_cfi
-from cfi2sframe.inspect import arch_for_machine, verify
+from cfi2sframe.inspect import verify
 from cfi2sframe.sframe.load import load_sframe
 from tests.conftest import require
 from tests.corpus import CSMITH_INCLUDE, corpus_dir, csmith_asm
@@ -23,7 +24,7 @@ SEEDS = range(1, 11)
 
 def _verify(path: Path, data: bytes | None = None):
     loaded = load_sframe(str(path), data)
-    cfi = read_elf_cfi(str(path), arch_for_machine, data)
+    cfi = read_elf_cfi(str(path), data)
     return verify(loaded.section, cfi.timelines, arch_for_machine(cfi.machine, ""),
                   lambda fde: loaded.section_of(fde.field_offset))
 

@@ -12,8 +12,9 @@ import subprocess
 from pathlib import Path
 
 from cfi2sframe import convert_asm
+from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.frontend.ehframe import read_elf_cfi
-from cfi2sframe.inspect import arch_for_machine, diff_sections, verify
+from cfi2sframe.inspect import diff_sections, verify
 from cfi2sframe.sframe.dump import dump_text
 from cfi2sframe.sframe.load import load_sframe
 from tests.conftest import require
@@ -45,7 +46,7 @@ def test_verify_passes_on_our_objects_and_diff_agrees_with_gas(tmp_path: Path,
         ours = tmp_path / "ours.o"
         ours.write_bytes(convert_asm(asm.read_text(), str(asm)).obj())
         loaded = load_sframe(str(ours))
-        cfi = read_elf_cfi(str(ours), arch_for_machine)
+        cfi = read_elf_cfi(str(ours))
         result = verify(loaded.section, cfi.timelines, arch_for_machine(cfi.machine, ""),
                         lambda fde, ld=loaded: ld.section_of(fde.field_offset))
         assert result.ok, (asm, result.mismatches[:1])
@@ -82,7 +83,7 @@ def test_verify_finds_a_planted_mismatch(tmp_path: Path) -> None:
     bad = tmp_path / "bad.o"
     bad.write_bytes(bytes(data))
     loaded = load_sframe(str(bad))
-    cfi = read_elf_cfi(str(bad), arch_for_machine)
+    cfi = read_elf_cfi(str(bad))
     result = verify(loaded.section, cfi.timelines, arch_for_machine(cfi.machine, ""),
                     lambda fde: loaded.section_of(fde.field_offset))
     assert not result.ok
@@ -105,7 +106,7 @@ def test_v3_means_what_v2_means_and_verifies(tmp_path: Path, report) -> None:
         ours = tmp_path / "v3.o"
         ours.write_bytes(v3.obj())
         loaded = load_sframe(str(ours))
-        cfi = read_elf_cfi(str(ours), arch_for_machine)
+        cfi = read_elf_cfi(str(ours))
         result = verify(loaded.section, cfi.timelines, arch_for_machine(cfi.machine, ""),
                         lambda fde, ld=loaded: ld.section_of(fde.field_offset))
         assert result.ok and not result.extra, (asm, result.mismatches[:1])

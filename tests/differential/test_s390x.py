@@ -14,9 +14,10 @@ from collections import Counter
 from pathlib import Path
 
 from cfi2sframe import convert_asm
+from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import convert_elf
 from cfi2sframe.frontend.ehframe import read_elf_cfi
-from cfi2sframe.inspect import arch_for_machine, diff_sections, verify
+from cfi2sframe.inspect import diff_sections, verify
 from cfi2sframe.sframe.load import load_sframe
 from tests.conftest import require
 from tests.corpus import csmith_asm
@@ -34,7 +35,7 @@ def _keyed(loaded):
 
 def _verified(path: Path) -> int:
     loaded = load_sframe(str(path))
-    cfi = read_elf_cfi(str(path), arch_for_machine)
+    cfi = read_elf_cfi(str(path))
     result = verify(loaded.section, cfi.timelines, arch_for_machine(cfi.machine, ""),
                     lambda fde: loaded.section_of(fde.field_offset))
     assert result.ok and not result.extra, (path, result.mismatches[:1])
