@@ -161,7 +161,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from .arch import arch_for_machine
-    from .frontend.ehframe import read_elf_cfi
+    from .dwarf.ehframe import read_elf_cfi
     from .inspect import verify
 
     loaded: LoadedSFrame = load_sframe(args.file)

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 
 from .arch import get_arch
 from .arch.base import Arch
+from .dwarf.ehframe import ElfCfi, RowsCache
 from .emit.asm import anchor_expression, section_asm
 from .errors import Cfi2SframeError, DecodeError
 from .files import read_bytes
-from .frontend.ehframe import ElfCfi, RowsCache
 from .frontend.probe import Assembler, ProbeRun
 from .model import Timeline
 from .sframe.direct import direct_fres
 from .sframe.encode import SectionImage, build_v2, build_v3
-from .sframe.format import Fre, SFrameFunction
+from .sframe.format import Fre, SFrameFunction, fits
 from .sframe.lower import LowerMemo, Skip, lower
 
 if TYPE_CHECKING:  # the assembly frontend loads Lark: imported where used, not for ELF input
@@ -107,7 +107,7 @@ def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFu
     for fde in cfi.fdes:
         cie = fde.cie
         fres = None
-        if 0 < fde.size <= 0xFFFFFFFF and cie.ra == arch.ra:
+        if 0 < fde.size and fits(fde.size, 0, version) and cie.ra == arch.ra:
             key = (fde.cie_at, fde.body)
             if key in direct:
                 fres = direct[key]
@@ -116,7 +116,7 @@ def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFu
                                                  cie.data_align, arch, big_endian)
         if fres is not None and fres[-1].start >= fde.size:
             fres = tuple(fre for fre in fres if fre.start < fde.size)
-        if fres is None or (version == 3 and len(fres) > 0xFFFF):
+        if fres is None or not fits(fde.size, len(fres), version):
             result = lower(cfi.timeline(fde, rows_cache), arch, memo, version)
             if isinstance(result, Skip):
                 skips.append(result)
@@ -261,7 +261,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                 sframe_address: int | None = None) -> ElfConversion:
     """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``)."""
     from .arch import arch_for_machine
-    from .frontend.ehframe import read_elf_cfi
+    from .dwarf.ehframe import read_elf_cfi
 
     if data is None:
         data = read_bytes(path)

@@ -170,7 +170,7 @@ def test_cie_parser_bug_fails_the_elf_fuzz_check(inputs: dict[str, Path],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """With a bug in the CIE parser, the ELF fuzz tests' check must fail: it may not
     accept the bug as a located input error."""
-    from cfi2sframe.frontend import ehframe
+    from cfi2sframe.dwarf import ehframe
     from tests.test_elf_fuzz import _convert
 
     data = inputs["obj"].read_bytes()

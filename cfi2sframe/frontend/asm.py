@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..arch.base import Arch, ByteOrder
-from ..cfi import interpret
 from ..dwarf import Op, decode_ops, sleb, uleb
+from ..dwarf.interpret import interpret
 from ..elfread import Symbol, open_elf
 from ..errors import Cfi2SframeError, CfiError, DecodeError
 from ..model import Location, Row, Timeline

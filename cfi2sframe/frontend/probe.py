@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..arch.base import ByteOrder
+from ..dwarf.frames import count_fdes
 from ..elfread import ElfView, Symbol
 from ..errors import Cfi2SframeError
 from .scan import ScanResult, Statement, scan
@@ -141,40 +141,14 @@ def probe_places(symbols: Sequence[Symbol], count: int) -> list[tuple[int, int] 
 
 def check_fde_count(view: ElfView, count: int, filename: str) -> None:
     """The assembler's own FDE count must match ours: CFI we cannot see is an error."""
-    fdes = 0
-    for name, cie_id_of_cie in ((".eh_frame", 0), (".debug_frame", 0xFFFFFFFF)):
-        fdes += _count_fdes(view.section_data(name), cie_id_of_cie,
-                            view.little_endian)
+    fdes = sum(count_fdes(view.section_data(name), is_eh, view.little_endian)
+               for name, is_eh in ((".eh_frame", True), (".debug_frame", False)))
     if fdes and fdes != count:
         raise Cfi2SframeError(
             filename,
             f"the assembler made {fdes} FDEs but {count} .cfi_startproc regions were found "
             "(CFI from .include files or macros is not supported)",
         )
-
-
-def _count_fdes(data: bytes, cie_id_of_cie: int, little: bool) -> int:
-    order: ByteOrder = "little" if little else "big"
-    pos = fdes = 0
-    while pos + 4 <= len(data):
-        length = int.from_bytes(data[pos : pos + 4], order)
-        if length == 0:
-            pos += 4
-            continue
-        head = 4
-        if length == 0xFFFFFFFF:
-            length = int.from_bytes(data[pos + 4 : pos + 12], order)
-            head = 12
-            ident = int.from_bytes(data[pos + head : pos + head + 8], order)
-            is_cie = ident == (0 if cie_id_of_cie == 0 else 0xFFFFFFFFFFFFFFFF)
-        else:
-            ident = int.from_bytes(data[pos + head : pos + head + 4], order)
-            is_cie = ident == cie_id_of_cie
-        fdes += not is_cie
-        pos += head + length
-    return fdes
-
-
 
 
 @dataclass

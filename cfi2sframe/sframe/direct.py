@@ -20,10 +20,26 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..arch.base import Arch, ByteOrder
+from ..dwarf.leb128 import read_sleb, read_uleb
+from ..dwarf.opcodes import CFA, HIGH_MASK, LOW_MASK
+from ..errors import DecodeError
 from .format import Fre
+from .lower import cfa_problem, words_problem
 
 _NO_CFA = -1
-_INT32 = 1 << 31
+
+# The opcode table's numbers as plain ints for the loop below (see dwarf.opcodes).
+_ADVANCE_LOC, _OFFSET, _RESTORE = int(CFA.advance_loc), int(CFA.offset), int(CFA.restore)
+_DEF_CFA_OFFSET, _DEF_CFA_REGISTER = int(CFA.def_cfa_offset), int(CFA.def_cfa_register)
+_DEF_CFA, _NOP, _ARGS_SIZE = int(CFA.def_cfa), int(CFA.nop), int(CFA.GNU_args_size)
+_OFFSET_EXTENDED, _OFFSET_EXTENDED_SF = int(CFA.offset_extended), int(CFA.offset_extended_sf)
+_RESTORE_EXTENDED = int(CFA.restore_extended)
+_REMEMBER, _RESTORE_STATE = int(CFA.remember_state), int(CFA.restore_state)
+_UNDEFINED, _SAME_VALUE, _REGISTER = int(CFA.undefined), int(CFA.same_value), int(CFA.register)
+_EXPRESSION, _VAL_EXPRESSION = int(CFA.expression), int(CFA.val_expression)
+_NEGATE_RA_STATE = int(CFA.AARCH64_negate_ra_state)
+_ADVANCE_SIZES = {int(CFA.advance_loc1): 1, int(CFA.advance_loc2): 2,
+                  int(CFA.advance_loc4): 4}
 
 # The state of one row: (CFA register or _NO_CFA, CFA offset, FP slot, RA slot,
 # RA signed).  A slot is a CFA offset, or None when the register is not saved
@@ -49,7 +65,7 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
         return None
     try:
         fres, _ = _run(body, start, start, code_align, data_align, arch, big_endian, True)
-    except (_Fallback, IndexError):
+    except (_Fallback, DecodeError, IndexError):
         return None
     return fres
 
@@ -62,7 +78,7 @@ def _initial_state(initial: bytes, code_align: int, data_align: int, arch: Arch,
     try:
         _, state = _run(initial, empty, empty, code_align, data_align, arch, big_endian,
                         False)
-    except (_Fallback, IndexError):
+    except (_Fallback, DecodeError, IndexError):
         return None
     return state
 
@@ -72,7 +88,6 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
     """Replay ``data`` from ``state``; FREs at every advance when ``emit``."""
     sp, fp, ra = arch.sp, arch.fp, arch.ra
     tracks_ra = arch.tracks_ra
-    fixed_ra = arch.sframe_fixed_ra_offset
     cfa_reg, cfa_off, fp_slot, ra_slot, signed = state
     order: ByteOrder = "big" if big_endian else "little"
     stack: list[_State] = []
@@ -84,16 +99,16 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
         if pos < end:
             op = data[pos]
             pos += 1
-            high = op & 0xC0
+            high = op & HIGH_MASK
             delta = 0
-            if high == 0x40:
-                delta = (op & 0x3F) * code_align
-            elif high == 0x80:  # offset: the register saves of every prologue
+            if high == _ADVANCE_LOC:
+                delta = (op & LOW_MASK) * code_align
+            elif high == _OFFSET:  # the register saves of every prologue
                 value = data[pos]
                 pos += 1
                 if value >= 0x80:
-                    value, pos = _uleb(data, pos - 1)
-                reg = op & 0x3F
+                    value, pos = read_uleb(data, pos - 1)
+                reg = op & LOW_MASK
                 if reg == fp:
                     fp_slot = value * data_align
                 elif reg == ra:
@@ -101,21 +116,21 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
                 elif reg == sp:
                     raise _Fallback
                 continue
-            elif op == 0x0E:  # def_cfa_offset: every push and pop
+            elif op == _DEF_CFA_OFFSET:  # every push and pop
                 if cfa_reg == _NO_CFA:
                     raise _Fallback
                 cfa_off = data[pos]
                 pos += 1
                 if cfa_off >= 0x80:
-                    cfa_off, pos = _uleb(data, pos - 1)
+                    cfa_off, pos = read_uleb(data, pos - 1)
                 continue
-            elif op in (0x05, 0x11):  # offset_extended(_sf); rare, kept apart so the
-                # hot DW_CFA_offset branch above stays inline
-                reg, pos = _uleb(data, pos)
-                if op == 0x11:
-                    value, pos = _sleb(data, pos)
+            elif op == _OFFSET_EXTENDED or op == _OFFSET_EXTENDED_SF:  # rare, kept apart
+                # so the hot DW_CFA_offset branch above stays inline
+                reg, pos = read_uleb(data, pos)
+                if op == _OFFSET_EXTENDED_SF:
+                    value, pos = read_sleb(data, pos)
                 else:
-                    value, pos = _uleb(data, pos)
+                    value, pos = read_uleb(data, pos)
                 if reg == fp:
                     fp_slot = value * data_align
                 elif reg == ra:
@@ -123,11 +138,11 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
                 elif reg == sp:
                     raise _Fallback
                 continue
-            elif high == 0xC0 or op == 0x06:  # restore, restore_extended
-                if high == 0xC0:
-                    reg = op & 0x3F
+            elif high == _RESTORE or op == _RESTORE_EXTENDED:
+                if high == _RESTORE:
+                    reg = op & LOW_MASK
                 else:
-                    reg, pos = _uleb(data, pos)
+                    reg, pos = read_uleb(data, pos)
                 if reg == fp:
                     fp_slot = initial[2]
                 elif reg == ra:
@@ -135,55 +150,55 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
                 elif reg == sp:
                     raise _Fallback
                 continue
-            elif op == 0x0D:  # def_cfa_register
+            elif op == _DEF_CFA_REGISTER:
                 if cfa_reg == _NO_CFA:
                     raise _Fallback
-                cfa_reg, pos = _uleb(data, pos)
+                cfa_reg, pos = read_uleb(data, pos)
                 continue
-            elif op == 0x0C:  # def_cfa
-                cfa_reg, pos = _uleb(data, pos)
-                cfa_off, pos = _uleb(data, pos)
+            elif op == _DEF_CFA:
+                cfa_reg, pos = read_uleb(data, pos)
+                cfa_off, pos = read_uleb(data, pos)
                 continue
-            elif op == 0x0A:  # remember_state
+            elif op == _REMEMBER:
                 stack.append((cfa_reg, cfa_off, fp_slot, ra_slot, signed))
                 continue
-            elif op == 0x0B:  # restore_state
+            elif op == _RESTORE_STATE:
                 if not stack:
                     raise _Fallback
                 cfa_reg, cfa_off, fp_slot, ra_slot, signed = stack.pop()
                 continue
-            elif op == 0x2E:  # GNU_args_size: no effect on recovery
-                _, pos = _uleb(data, pos)
+            elif op == _ARGS_SIZE:  # no effect on recovery
+                _, pos = read_uleb(data, pos)
                 continue
-            elif op == 0x00:  # nop
+            elif op == _NOP:
                 continue
-            elif op in (0x02, 0x03, 0x04):  # advance_loc1/2/4
-                size = 1 << (op - 2)
+            elif op in _ADVANCE_SIZES:
+                size = _ADVANCE_SIZES[op]
                 if pos + size > end:
                     raise _Fallback
                 delta = int.from_bytes(data[pos:pos + size], order) * code_align
                 pos += size
-            elif op in (0x07, 0x08):  # undefined, same_value
-                reg, pos = _uleb(data, pos)
-                if reg in (sp, ra) or (reg == fp and op == 0x07):
+            elif op == _UNDEFINED or op == _SAME_VALUE:
+                reg, pos = read_uleb(data, pos)
+                if reg in (sp, ra) or (reg == fp and op == _UNDEFINED):
                     raise _Fallback
                 if reg == fp:
                     fp_slot = None
                 continue
-            elif op == 0x09:  # register
-                reg, pos = _uleb(data, pos)
-                _, pos = _uleb(data, pos)
+            elif op == _REGISTER:
+                reg, pos = read_uleb(data, pos)
+                _, pos = read_uleb(data, pos)
                 if reg in (sp, fp, ra):
                     raise _Fallback
                 continue
-            elif op in (0x10, 0x16):  # expression, val_expression
-                reg, pos = _uleb(data, pos)
-                length, pos = _uleb(data, pos)
+            elif op == _EXPRESSION or op == _VAL_EXPRESSION:
+                reg, pos = read_uleb(data, pos)
+                length, pos = read_uleb(data, pos)
                 pos += length
                 if reg in (sp, fp, ra) or pos > end:
                     raise _Fallback
                 continue
-            elif op == 0x2D and tracks_ra:  # AArch64 negate_ra_state
+            elif op == _NEGATE_RA_STATE and tracks_ra:
                 signed = not signed
                 continue
             else:
@@ -199,49 +214,25 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
         # valid state maps to exactly one FRE, so an unchanged state adds nothing.
         key = (cfa_reg, cfa_off, fp_slot, ra_slot, signed)
         if key != last:
-            if cfa_reg != sp and cfa_reg != fp:
+            fre = _state_fre(key, arch)
+            if fre is None:
                 raise _Fallback
-            if tracks_ra:
-                ra_word = ra_slot
-                if fp_slot is not None and ra_word is None:
-                    raise _Fallback
-            elif ra_slot != fixed_ra or signed:
-                raise _Fallback
-            else:
-                ra_word = None
-            if cfa_off >= _INT32 or (
-                    fp_slot is not None and not -_INT32 <= fp_slot < _INT32) or (
-                    ra_word is not None and not -_INT32 <= ra_word < _INT32):
-                raise _Fallback
-            fres.append(Fre(at, cfa_reg == fp, cfa_off, fp_slot, ra_word, signed))
+            fres.append(Fre(at, *fre[1:]))
             last = key
         if pos >= end:
             return tuple(fres), (cfa_reg, cfa_off, fp_slot, ra_slot, signed)
         at += delta
 
 
-def _uleb(data: bytes, pos: int) -> tuple[int, int]:
-    byte = data[pos]
-    if byte < 0x80:
-        return byte, pos + 1
-    value, shift = 0, 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
-
-
-def _sleb(data: bytes, pos: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            if byte & 0x40:
-                value -= 1 << shift
-            return value, pos
+@lru_cache(maxsize=4096)
+def _state_fre(state: _State, arch: Arch) -> Fre | None:
+    """The default FRE (at offset 0) of a state, by the rules ``lower_row`` applies
+    (``lower.cfa_problem``, ``lower.words_problem``); None when it has none."""
+    cfa_reg, cfa_off, fp_slot, ra_slot, signed = state
+    if cfa_problem(cfa_reg, signed, arch) is not None:
+        return None
+    if not arch.tracks_ra and ra_slot != arch.sframe_fixed_ra_offset:
+        return None  # lower_row: the RA rule must be the header's fixed offset
+    fre = Fre(0, cfa_reg == arch.fp, cfa_off, fp_slot, ra_slot if arch.tracks_ra else None,
+              signed)
+    return None if words_problem(fre, arch) is not None else fre

@@ -67,6 +67,16 @@ def offset_size_for(values: tuple[int, ...]) -> int | None:
     return None
 
 
+# Limits of the format: function sizes are 32-bit fields; V3 counts FREs in 16 bits.
+MAX_FUNCTION_SIZE = 0xFFFFFFFF
+MAX_FRES_V3 = 0xFFFF
+
+
+def fits(function_size: int, fre_count: int, version: int) -> bool:
+    """Whether a function of this size and FRE count has an FDE in ``version``."""
+    return function_size <= MAX_FUNCTION_SIZE and (version < 3 or fre_count <= MAX_FRES_V3)
+
+
 class Fre(NamedTuple):
     """One frame row entry, in the meaning of the spec (not yet in bytes).
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from ..arch.base import Arch
 from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, Timeline
-from .format import Fre, SFrameFunction, fre_words, offset_size_for
+from .format import MAX_FRES_V3, Fre, SFrameFunction, fits, fre_words, offset_size_for
 from .rules import (
     RA_UNDEFINED,
     DwarfExpr,
@@ -118,7 +118,7 @@ def lower(timeline: Timeline, arch: Arch,
         return skip("invalid-cfi", timeline.invalid)
     if timeline.size == 0:
         return skip("empty-function", "the function is empty")
-    if timeline.size > 0xFFFFFFFF:
+    if not fits(timeline.size, 0, version):
         return skip("function-size", f"the function is {timeline.size:#x} bytes long")
     if timeline.ra_column != arch.ra:
         return skip("ra-column",
@@ -143,8 +143,9 @@ def lower(timeline: Timeline, arch: Arch,
     if version == 3 and fres and all(_outermost(fre) for fre in fres):
         fres = ()  # V3: a default FDE without FREs is an outermost frame
         flex = False
-    if version == 3 and len(fres) > 0xFFFF:
-        return skip("too-many-fres", f"{len(fres)} FREs; SFrame V3 holds at most 65535")
+    if not fits(timeline.size, len(fres), version):
+        return skip("too-many-fres", f"{len(fres)} FREs; SFrame V3 holds at most "
+                                     f"{MAX_FRES_V3}")
     return SFrameFunction(timeline.name, timeline.section, timeline.start, timeline.size,
                           fres, pauth_b_key=timeline.pauth_b_key,
                           anchor=timeline.anchor, label=timeline.label, flex=flex,
@@ -290,30 +291,49 @@ def lower_row(row: Row, arch: Arch) -> Fre:
     if isinstance(cfa, CfaExpr):
         raise _Unrepresentable("cfa-expression", "CFA is a DWARF expression", row)
     assert isinstance(cfa, CfaReg)
-    if cfa.reg not in (arch.sp, arch.fp):
-        raise _Unrepresentable("cfa-not-sp-fp",
-                               f"CFA is based on {arch.reg_name(cfa.reg)}", row)
-    if row.ra_signed and not arch.tracks_ra:
-        raise _Unrepresentable("ra-signed", "return address signing on x86-64", row)
+    problem = cfa_problem(cfa.reg, row.ra_signed, arch)
+    if problem is not None:
+        raise _Unrepresentable(*problem, row)
     ra_offset, ra_reg = _ra_slot(row.rule(arch.ra), arch, row)
     _check_sp(row.rule(arch.sp), arch, row)
     fp_offset, fp_reg = _fp_slot(row.rule(arch.fp), arch, row)
-    if fp_offset is not None and arch.tracks_ra and ra_offset is None and not arch.s390x:
-        raise _Unrepresentable("fp-without-ra", "FP is saved but RA is not on the stack",
-                               row)
+    fre = Fre(row.start, cfa.reg == arch.fp, cfa.offset, fp_offset, ra_offset,
+              row.ra_signed, False, fp_reg, ra_reg)
     if arch.s390x:
         _check_s390x_cfa(cfa.offset, arch, row)
         for what, slot in (("RA", ra_offset), ("FP", fp_offset)):
             if slot is not None and slot & 1:  # an odd word means a register in V2
                 raise _Unrepresentable("s390x-unaligned", f"{what} slot offset {slot} is odd",
                                        row)
-    fre = Fre(row.start, cfa.reg == arch.fp, cfa.offset, fp_offset, ra_offset,
-              row.ra_signed, False, fp_reg, ra_reg)
+    problem = words_problem(fre, arch)
+    if problem is not None:
+        raise _Unrepresentable(*problem, row)
+    return fre
+
+
+# What a default FRE can hold, decided here for both routes to it: ``lower_row`` (from
+# DWARF rules, with a reason for each rule kind) and ``sframe.direct`` (from save slots).
+
+
+def cfa_problem(cfa_reg: int, ra_signed: bool, arch: Arch) -> tuple[str, str] | None:
+    """Why no default FRE has this CFA base and RA signing, or None."""
+    if cfa_reg not in (arch.sp, arch.fp):
+        return "cfa-not-sp-fp", f"CFA is based on {arch.reg_name(cfa_reg)}"
+    if ra_signed and not arch.tracks_ra:
+        return "ra-signed", "return address signing on x86-64"
+    return None
+
+
+def words_problem(fre: Fre, arch: Arch) -> tuple[str, str] | None:
+    """Why ``fre`` has no default encoding (an FP slot without an RA slot where the RA
+    is tracked, outside s390x; a word past 32 bits), or None."""
+    if fre.fp_offset is not None and arch.tracks_ra and fre.ra_offset is None \
+            and fre.ra_reg is None and not arch.s390x:
+        return "fp-without-ra", "FP is saved but RA is not on the stack"
     words = fre_words(fre, arch)
     if offset_size_for(words) is None:
-        raise _Unrepresentable("offset-range", f"offset {max(words, key=abs)} needs more "
-                               "than 32 bits", row)
-    return fre
+        return "offset-range", f"offset {max(words, key=abs)} needs more than 32 bits"
+    return None
 
 
 def _check_s390x_cfa(offset: int, arch: Arch, row: Row) -> None:

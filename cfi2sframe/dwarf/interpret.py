@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .dwarf import Op
-from .errors import CfiError
-from .model import SAME_VALUE, UNDEFINED, CfaExpr, CfaReg, CfaRule, Row, Rule
+from ..errors import CfiError
+from ..model import SAME_VALUE, UNDEFINED, CfaExpr, CfaReg, CfaRule, Row, Rule
+from .ops import Op
 
 
 @dataclass

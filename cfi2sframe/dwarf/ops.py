@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .arch.base import ByteOrder
-from .errors import DecodeError
+from ..arch.base import ByteOrder
+from ..errors import DecodeError
+from .leb128 import read_sleb, read_uleb, sleb, uleb
+from .opcodes import CFA, HIGH_MASK, LOW_MASK
+
+__all__ = ["Op", "decode_ops", "read_sleb", "read_uleb", "sleb", "uleb"]
 
 
 class Op(NamedTuple):
@@ -25,55 +29,6 @@ class Op(NamedTuple):
     offset: int = 0
     expr: bytes = b""
     line: int = 0
-
-
-def read_uleb(data: bytes, pos: int) -> tuple[int, int]:
-    """Decode an unsigned LEB128 at ``pos``; return (value, next position)."""
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise DecodeError(pos, "truncated LEB128 number")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return result, pos
-
-
-def read_sleb(data: bytes, pos: int) -> tuple[int, int]:
-    """Decode a signed LEB128 at ``pos``; return (value, next position)."""
-    start = pos
-    value, pos = read_uleb(data, pos)
-    bits = 7 * (pos - start)
-    if data[pos - 1] & 0x40:
-        value -= 1 << bits
-    return value, pos
-
-
-def uleb(value: int) -> bytes:
-    """Encode ``value`` (>= 0) as unsigned LEB128."""
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def sleb(value: int) -> bytes:
-    """Encode ``value`` as signed LEB128."""
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        done = (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40)
-        out.append(byte if done else byte | 0x80)
-        if done:
-            return bytes(out)
 
 
 def _block(data: bytes, pos: int) -> tuple[bytes, int]:
@@ -110,23 +65,23 @@ def decode_ops(
         at = pos
         byte = data[pos]
         pos += 1
-        high = byte & 0xC0
-        if high == 0x40:  # DW_CFA_advance_loc: the most common operation
-            append(Op("advance", 0, (byte & 0x3F) * code_align, b"", line))
+        high = byte & HIGH_MASK
+        if high == _ADVANCE_LOC:  # the most common operation
+            append(Op("advance", 0, (byte & LOW_MASK) * code_align, b"", line))
             continue
-        if high == 0x80 or byte == 0x0E:  # DW_CFA_offset, DW_CFA_def_cfa_offset
+        if high == _OFFSET or byte == _DEF_CFA_OFFSET:
             if pos < end and data[pos] < 0x80:  # one-byte ULEB128: decode inline
                 value = data[pos]
                 pos += 1
             else:
                 value, pos = read_uleb(data, pos)
-            if byte == 0x0E:
+            if byte == _DEF_CFA_OFFSET:
                 append(Op("def_cfa_offset", 0, value, b"", line))
             else:
-                append(Op("offset", byte & 0x3F, value * data_align, b"", line))
+                append(Op("offset", byte & LOW_MASK, value * data_align, b"", line))
             continue
-        if high == 0xC0:
-            append(Op("restore", byte & 0x3F, 0, b"", line))
+        if high == _RESTORE:
+            append(Op("restore", byte & LOW_MASK, 0, b"", line))
             continue
         op, pos = _decode_extended(data, pos, byte, code_align, data_align, address_size,
                                    big_endian, at)
@@ -145,64 +100,78 @@ def _decode_extended(
     at: int,
 ) -> tuple[Op, int]:
     """Decode one operation whose opcode is in the low range (0x00-0x3f)."""
-    if code == 0x00:
+    if code == CFA.nop:
         return Op("nop"), pos
-    if code == 0x01:
+    if code == CFA.set_loc:
         addr, pos = _fixed(data, pos, address_size, big_endian)
         return Op("set_loc", offset=addr), pos
-    if code in (0x02, 0x03, 0x04):
-        delta, pos = _fixed(data, pos, {0x02: 1, 0x03: 2, 0x04: 4}[code], big_endian)
+    size = _ADVANCE_SIZES.get(code)
+    if size is not None:
+        delta, pos = _fixed(data, pos, size, big_endian)
         return Op("advance", offset=delta * code_align), pos
-    if code == 0x1D:  # DW_CFA_MIPS_advance_loc8
-        delta, pos = _fixed(data, pos, 8, big_endian)
-        return Op("advance", offset=delta * code_align), pos
-    simple = {0x0A: "remember_state", 0x0B: "restore_state", 0x2D: "window_save",
-              0x2C: "negate_ra_state_with_pc"}
-    if code in simple:
-        return Op(simple[code]), pos
-    if code in (0x06, 0x07, 0x08, 0x0D):
+    name = _NO_OPERAND.get(code)
+    if name is not None:
+        return Op(name), pos
+    name = _REGISTER_ONLY.get(code)
+    if name is not None:
         reg, pos = read_uleb(data, pos)
-        name = {0x06: "restore", 0x07: "undefined", 0x08: "same_value",
-                0x0D: "def_cfa_register"}[code]
         return Op(name, reg), pos
-    if code == 0x09:
+    if code == CFA.register:
         reg, pos = read_uleb(data, pos)
         reg2, pos = read_uleb(data, pos)
         return Op("register", reg, reg2), pos
-    if code in (0x05, 0x14):
+    if code in (CFA.offset_extended, CFA.val_offset):
         reg, pos = read_uleb(data, pos)
         off, pos = read_uleb(data, pos)
-        return Op("offset" if code == 0x05 else "val_offset", reg, off * data_align), pos
-    if code in (0x11, 0x15):
+        return Op("offset" if code == CFA.offset_extended else "val_offset", reg,
+                  off * data_align), pos
+    if code in (CFA.offset_extended_sf, CFA.val_offset_sf):
         reg, pos = read_uleb(data, pos)
         off, pos = read_sleb(data, pos)
-        return Op("offset" if code == 0x11 else "val_offset", reg, off * data_align), pos
-    if code == 0x2F:  # DW_CFA_GNU_negative_offset_extended
+        return Op("offset" if code == CFA.offset_extended_sf else "val_offset", reg,
+                  off * data_align), pos
+    if code == CFA.GNU_negative_offset_extended:
         reg, pos = read_uleb(data, pos)
         off, pos = read_uleb(data, pos)
         return Op("offset", reg, -off * data_align), pos
-    if code == 0x0C:
+    if code == CFA.def_cfa:
         reg, pos = read_uleb(data, pos)
         off, pos = read_uleb(data, pos)
         return Op("def_cfa", reg, off), pos
-    if code == 0x12:
+    if code == CFA.def_cfa_sf:
         reg, pos = read_uleb(data, pos)
         off, pos = read_sleb(data, pos)
         return Op("def_cfa", reg, off * data_align), pos
-    if code == 0x0E:
+    if code == CFA.def_cfa_offset:
         off, pos = read_uleb(data, pos)
         return Op("def_cfa_offset", offset=off), pos
-    if code == 0x13:
+    if code == CFA.def_cfa_offset_sf:
         off, pos = read_sleb(data, pos)
         return Op("def_cfa_offset", offset=off * data_align), pos
-    if code == 0x0F:
+    if code == CFA.def_cfa_expression:
         expr, pos = _block(data, pos)
         return Op("def_cfa_expression", expr=expr), pos
-    if code in (0x10, 0x16):
+    if code in (CFA.expression, CFA.val_expression):
         reg, pos = read_uleb(data, pos)
         expr, pos = _block(data, pos)
-        return Op("expression" if code == 0x10 else "val_expression", reg, expr=expr), pos
-    if code == 0x2E:
+        return Op("expression" if code == CFA.expression else "val_expression", reg,
+                  expr=expr), pos
+    if code == CFA.GNU_args_size:
         size, pos = read_uleb(data, pos)
         return Op("args_size", offset=size), pos
     raise DecodeError(at, f"unknown DW_CFA opcode {code:#04x}")
+
+
+# The opcodes of the hot loop, as plain ints.
+_ADVANCE_LOC, _OFFSET, _RESTORE = int(CFA.advance_loc), int(CFA.offset), int(CFA.restore)
+_DEF_CFA_OFFSET = int(CFA.def_cfa_offset)
+_ADVANCE_SIZES: dict[int, int] = {CFA.advance_loc1: 1, CFA.advance_loc2: 2, CFA.advance_loc4: 4,
+                  CFA.MIPS_advance_loc8: 8}
+# Operations without operands, and those with one register operand, by their Op name.
+_NO_OPERAND: dict[int, str] = {
+    CFA.remember_state: "remember_state", CFA.restore_state: "restore_state",
+    CFA.AARCH64_negate_ra_state: "window_save",
+    CFA.AARCH64_negate_ra_state_with_pc: "negate_ra_state_with_pc"}
+_REGISTER_ONLY: dict[int, str] = {
+    CFA.restore_extended: "restore", CFA.undefined: "undefined",
+    CFA.same_value: "same_value", CFA.def_cfa_register: "def_cfa_register"}

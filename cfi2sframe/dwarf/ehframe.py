@@ -17,13 +17,14 @@ from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from ..arch import arch_for_machine
-from ..cfi import interpret
-from ..dwarf import Op, decode_ops, read_sleb, read_uleb
 from ..elfread import SHT_NOBITS, ElfView, open_elf
 from ..elfreloc import apply_relocations, relocate_view
 from ..errors import Cfi2SframeError, CfiError, DecodeError, from_pyelftools
 from ..files import read_bytes
 from ..model import Location, Row, Timeline
+from .frames import entries
+from .interpret import interpret
+from .ops import Op, decode_ops, read_sleb, read_uleb
 
 # Field offset in the section -> (section the relocation points into, target value).
 Placements = dict[int, tuple[str, int]]
@@ -119,7 +120,6 @@ class _Reader:
         self.little = little
         self.address_size = address_size
         self.base = base
-        self.words = struct.Struct(self.order + "II")  # length and CIE pointer of an entry
         self.pcrel4 = struct.Struct(self.order + "iI")  # the usual FDE: pcrel|sdata4 begin
 
     def fixed(self, pos: int, size: int, signed: bool = False) -> int:
@@ -249,35 +249,9 @@ def _walk(reader: _Reader, is_eh: bool, placements: Placements, names: Names) ->
     data = reader.data
     cies: dict[int, _Cie] = {}
     out: list[Fde] = []
-    pos = 0
-    size = len(data)
-    words = reader.words.unpack_from
-    while pos + 4 <= size:
-        start = pos
-        if pos + 8 <= size:
-            length, ident = words(data, pos)
-        else:
-            length, ident = reader.fixed(pos, 4), None
-        pos += 4
-        offset_size = 4
-        if length == 0xFFFFFFFF:
-            length = reader.fixed(pos, 8)
-            pos += 8
-            offset_size = 8
-            ident = None
-        if length == 0:
-            continue  # a zero terminator; linked files may hold several
-        end = pos + length
-        if end > size:
-            raise DecodeError(start, f"CFI entry of {length} bytes runs past the end")
-        ident_pos = pos
-        if ident is None:
-            ident = reader.fixed(pos, offset_size)
-        pos += offset_size
-        is_cie = ident == 0 if is_eh else ident == (1 << (8 * offset_size)) - 1
+    for start, end, ident_pos, pos, ident, is_cie in entries(data, is_eh, reader.little):
         if is_cie:
             cies[start] = _parse_cie(reader, pos, end, is_eh, start)
-            pos = end
             continue
         cie_at = ident_pos - ident if is_eh else ident
         cie = cies.get(cie_at)
@@ -287,7 +261,6 @@ def _walk(reader: _Reader, is_eh: bool, placements: Placements, names: Names) ->
             if cie is None:
                 raise DecodeError(start, f"FDE refers to a missing CIE at {cie_at:#x}")
         out.append(_parse_fde(reader, pos, end, cie, cie_at, placements, names, start))
-        pos = end
     return out
 
 
