@@ -11,6 +11,7 @@ equality here means "unwinds the same".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import NamedTuple
 
 
@@ -30,21 +31,40 @@ class CfaExpr(NamedTuple):
 CfaRule = CfaReg | CfaExpr
 
 
+class Name(str, Enum):
+    """An enum whose members compare, hash and print as their names (``"offset"``):
+    a closed vocabulary for the type checker that stays readable in messages."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class RuleKind(Name):
+    """How a caller's register is recovered (DWARF 5 section 6.4.1)."""
+
+    undefined = "undefined"
+    same_value = "same_value"
+    offset = "offset"  # saved at CFA + value
+    val_offset = "val_offset"  # the value is CFA + value
+    register = "register"  # in register ``value``
+    expression = "expression"  # saved at the address ``expr`` computes
+    val_expression = "val_expression"  # the value ``expr`` computes
+
+
 class Rule(NamedTuple):
-    """How to recover one register of the caller.
+    """How to recover one register of the caller: ``kind`` with its operand, a
+    number (``value``) or a DWARF expression (``expr``)."""
 
-    ``kind`` is one of ``undefined``, ``same_value``, ``offset`` (saved at
-    CFA+``value``), ``val_offset`` (value is CFA+``value``), ``register`` (in
-    register ``value``), ``expression`` and ``val_expression`` (``expr``).
-    """
-
-    kind: str
+    kind: RuleKind
     value: int = 0
     expr: bytes = b""
 
 
-UNDEFINED = Rule("undefined")
-SAME_VALUE = Rule("same_value")
+UNDEFINED = Rule(RuleKind.undefined)
+SAME_VALUE = Rule(RuleKind.same_value)
 
 
 class Row(NamedTuple):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..arch import by_compact
-from ..model import CfaReg, Row, Timeline
+from ..model import CfaReg, Row, RuleKind, Timeline
 from .encoding import (
     ARM64_DWARF,
     HAS_LSDA,
@@ -95,11 +95,11 @@ def row_rules(row: Row, arch: str) -> CompactRules | tuple[str, str]:
     ra_offset = None
     saved = []
     for reg, rule in row.regs:
-        if rule.kind == "same_value":
+        if rule.kind == RuleKind.same_value:
             continue
-        if reg == sp and rule.kind == "val_offset" and rule.value == 0:
+        if reg == sp and rule.kind == RuleKind.val_offset and rule.value == 0:
             continue
-        if rule.kind != "offset":
+        if rule.kind != RuleKind.offset:
             return "rule-not-encodable", f"DWARF register {reg} is {rule.kind.replace('_', ' ')}"
         if reg == ra:
             ra_offset = rule.value
@@ -143,7 +143,7 @@ def body_row(rows: tuple[Row, ...]) -> Row | None:
 def _grows(before: Row, before_cfa: CfaReg, after: Row, after_cfa: CfaReg) -> bool:
     saved = dict(before.regs)
     now = dict(after.regs)
-    if any(now.get(reg) != rule for reg, rule in saved.items() if rule.kind == "offset"):
+    if any(now.get(reg) != rule for reg, rule in saved.items() if rule.kind == RuleKind.offset):
         return False
     if after_cfa.reg == before_cfa.reg:
         return after_cfa.offset >= before_cfa.offset

@@ -8,6 +8,6 @@
 
 from __future__ import annotations
 
-from .ops import Op, decode_ops, read_sleb, read_uleb, sleb, uleb
+from .ops import Op, OpName, decode_ops, read_sleb, read_uleb, sleb, uleb
 
-__all__ = ["Op", "decode_ops", "read_sleb", "read_uleb", "sleb", "uleb"]
+__all__ = ["Op", "OpName", "decode_ops", "read_sleb", "read_uleb", "sleb", "uleb"]

@@ -24,7 +24,7 @@ from ..files import read_bytes
 from ..model import Location, Row, Timeline
 from .frames import entries
 from .interpret import interpret
-from .ops import Op, decode_ops, read_sleb, read_uleb
+from .ops import Op, OpName, decode_ops, read_sleb, read_uleb
 
 # Field offset in the section -> (section the relocation points into, target value).
 Placements = dict[int, tuple[str, int]]
@@ -351,7 +351,7 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int,
 def _initial_ops(cie: _Cie, big: bool) -> tuple[Op, ...]:
     """A CIE's initial instructions as operations (decoded once per CIE)."""
     ops = decode_ops(cie.initial, cie.code_align, cie.data_align, cie.address_size, big)
-    return tuple(op for op in ops if op.name not in ("advance", "set_loc"))
+    return tuple(op for op in ops if op.name not in (OpName.advance, OpName.set_loc))
 
 
 def _rows(cie: _Cie, body: bytes, pc_begin: int,
@@ -363,9 +363,9 @@ def _rows(cie: _Cie, body: bytes, pc_begin: int,
     at = 0
     cacheable = True
     for op in ops:
-        if op.name == "advance":
+        if op.name == OpName.advance:
             at += op.offset
-        elif op.name == "set_loc":
+        elif op.name == OpName.set_loc:
             at = op.offset - pc_begin
             cacheable = False
         else:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..errors import CfiError
-from ..model import SAME_VALUE, UNDEFINED, CfaExpr, CfaReg, CfaRule, Row, Rule
-from .ops import Op
+from ..model import SAME_VALUE, UNDEFINED, CfaExpr, CfaReg, CfaRule, Row, Rule, RuleKind
+from .ops import Op, OpName
 
 
 @dataclass
@@ -99,24 +99,24 @@ def _ignore(m: _Machine, op: Op) -> None:
     """Operations with no effect on recovery rules (nop, args_size)."""
 
 
-HANDLERS: dict[str, Callable[[_Machine, Op], None]] = {
-    "def_cfa": _def_cfa,
-    "def_cfa_register": _def_cfa_register,
-    "def_cfa_offset": _def_cfa_offset,
-    "def_cfa_expression": _def_cfa_expression,
-    "offset": _set_rule(lambda op: Rule("offset", op.offset)),
-    "val_offset": _set_rule(lambda op: Rule("val_offset", op.offset)),
-    "register": _set_rule(lambda op: Rule("register", op.offset)),
-    "expression": _set_rule(lambda op: Rule("expression", expr=op.expr)),
-    "val_expression": _set_rule(lambda op: Rule("val_expression", expr=op.expr)),
-    "undefined": _set_rule(lambda op: UNDEFINED),
-    "same_value": _set_rule(lambda op: SAME_VALUE),
-    "restore": _restore,
-    "remember_state": _remember,
-    "restore_state": _restore_state,
-    "window_save": _toggle_ra_signed,
-    "nop": _ignore,
-    "args_size": _ignore,
+HANDLERS: dict[OpName, Callable[[_Machine, Op], None]] = {
+    OpName.def_cfa: _def_cfa,
+    OpName.def_cfa_register: _def_cfa_register,
+    OpName.def_cfa_offset: _def_cfa_offset,
+    OpName.def_cfa_expression: _def_cfa_expression,
+    OpName.offset: _set_rule(lambda op: Rule(RuleKind.offset, op.offset)),
+    OpName.val_offset: _set_rule(lambda op: Rule(RuleKind.val_offset, op.offset)),
+    OpName.register: _set_rule(lambda op: Rule(RuleKind.register, op.offset)),
+    OpName.expression: _set_rule(lambda op: Rule(RuleKind.expression, expr=op.expr)),
+    OpName.val_expression: _set_rule(lambda op: Rule(RuleKind.val_expression, expr=op.expr)),
+    OpName.undefined: _set_rule(lambda op: UNDEFINED),
+    OpName.same_value: _set_rule(lambda op: SAME_VALUE),
+    OpName.restore: _restore,
+    OpName.remember_state: _remember,
+    OpName.restore_state: _restore_state,
+    OpName.window_save: _toggle_ra_signed,
+    OpName.nop: _ignore,
+    OpName.args_size: _ignore,
 }
 
 
@@ -176,9 +176,9 @@ def interpret(
 
 
 # Operations that change no register rule (the sorted rules can be reused).
-_CFA_ONLY = frozenset({"def_cfa", "def_cfa_register", "def_cfa_offset",
-                       "def_cfa_expression", "window_save", "nop", "args_size",
-                       "remember_state"})
+_CFA_ONLY = frozenset({OpName.def_cfa, OpName.def_cfa_register, OpName.def_cfa_offset,
+                       OpName.def_cfa_expression, OpName.window_save, OpName.nop, OpName.args_size,
+                       OpName.remember_state})
 
 
 def _push(rows: list[Row], row: Row) -> None:

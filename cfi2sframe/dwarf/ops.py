@@ -12,10 +12,37 @@ from typing import NamedTuple
 
 from ..arch.base import ByteOrder
 from ..errors import DecodeError
+from ..model import Name
 from .leb128 import read_sleb, read_uleb, sleb, uleb
 from .opcodes import CFA, HIGH_MASK, LOW_MASK
 
-__all__ = ["Op", "decode_ops", "read_sleb", "read_uleb", "sleb", "uleb"]
+__all__ = ["Op", "OpName", "decode_ops", "read_sleb", "read_uleb", "sleb", "uleb"]
+
+
+class OpName(Name):
+    """A DWARF CFA operation after decoding: ``advance`` covers every advance_loc form,
+    ``offset`` every offset form (with the data alignment applied), and so on."""
+
+    advance = "advance"
+    set_loc = "set_loc"
+    nop = "nop"
+    args_size = "args_size"
+    def_cfa = "def_cfa"
+    def_cfa_register = "def_cfa_register"
+    def_cfa_offset = "def_cfa_offset"
+    def_cfa_expression = "def_cfa_expression"
+    undefined = "undefined"
+    same_value = "same_value"
+    offset = "offset"
+    val_offset = "val_offset"
+    register = "register"
+    expression = "expression"
+    val_expression = "val_expression"
+    restore = "restore"
+    remember_state = "remember_state"
+    restore_state = "restore_state"
+    window_save = "window_save"  # AArch64 negate_ra_state
+    negate_ra_state_with_pc = "negate_ra_state_with_pc"
 
 
 class Op(NamedTuple):
@@ -24,7 +51,7 @@ class Op(NamedTuple):
     A named tuple: CFI decoding creates millions of these for large libraries.
     """
 
-    name: str
+    name: OpName
     reg: int = 0
     offset: int = 0
     expr: bytes = b""
@@ -67,7 +94,7 @@ def decode_ops(
         pos += 1
         high = byte & HIGH_MASK
         if high == _ADVANCE_LOC:  # the most common operation
-            append(Op("advance", 0, (byte & LOW_MASK) * code_align, b"", line))
+            append(Op(_ADVANCE, 0, (byte & LOW_MASK) * code_align, b"", line))
             continue
         if high == _OFFSET or byte == _DEF_CFA_OFFSET:
             if pos < end and data[pos] < 0x80:  # one-byte ULEB128: decode inline
@@ -76,12 +103,12 @@ def decode_ops(
             else:
                 value, pos = read_uleb(data, pos)
             if byte == _DEF_CFA_OFFSET:
-                append(Op("def_cfa_offset", 0, value, b"", line))
+                append(Op(_SET_CFA_OFFSET, 0, value, b"", line))
             else:
-                append(Op("offset", byte & LOW_MASK, value * data_align, b"", line))
+                append(Op(_SAVE, byte & LOW_MASK, value * data_align, b"", line))
             continue
         if high == _RESTORE:
-            append(Op("restore", byte & LOW_MASK, 0, b"", line))
+            append(Op(_RESTORE_OP, byte & LOW_MASK, 0, b"", line))
             continue
         op, pos = _decode_extended(data, pos, byte, code_align, data_align, address_size,
                                    big_endian, at)
@@ -101,14 +128,14 @@ def _decode_extended(
 ) -> tuple[Op, int]:
     """Decode one operation whose opcode is in the low range (0x00-0x3f)."""
     if code == CFA.nop:
-        return Op("nop"), pos
+        return Op(OpName.nop), pos
     if code == CFA.set_loc:
         addr, pos = _fixed(data, pos, address_size, big_endian)
-        return Op("set_loc", offset=addr), pos
+        return Op(OpName.set_loc, offset=addr), pos
     size = _ADVANCE_SIZES.get(code)
     if size is not None:
         delta, pos = _fixed(data, pos, size, big_endian)
-        return Op("advance", offset=delta * code_align), pos
+        return Op(OpName.advance, offset=delta * code_align), pos
     name = _NO_OPERAND.get(code)
     if name is not None:
         return Op(name), pos
@@ -119,59 +146,62 @@ def _decode_extended(
     if code == CFA.register:
         reg, pos = read_uleb(data, pos)
         reg2, pos = read_uleb(data, pos)
-        return Op("register", reg, reg2), pos
+        return Op(OpName.register, reg, reg2), pos
     if code in (CFA.offset_extended, CFA.val_offset):
         reg, pos = read_uleb(data, pos)
         off, pos = read_uleb(data, pos)
-        return Op("offset" if code == CFA.offset_extended else "val_offset", reg,
-                  off * data_align), pos
+        return Op(OpName.offset if code == CFA.offset_extended else OpName.val_offset,
+                  reg, off * data_align), pos
     if code in (CFA.offset_extended_sf, CFA.val_offset_sf):
         reg, pos = read_uleb(data, pos)
         off, pos = read_sleb(data, pos)
-        return Op("offset" if code == CFA.offset_extended_sf else "val_offset", reg,
-                  off * data_align), pos
+        return Op(OpName.offset if code == CFA.offset_extended_sf else OpName.val_offset,
+                  reg, off * data_align), pos
     if code == CFA.GNU_negative_offset_extended:
         reg, pos = read_uleb(data, pos)
         off, pos = read_uleb(data, pos)
-        return Op("offset", reg, -off * data_align), pos
+        return Op(OpName.offset, reg, -off * data_align), pos
     if code == CFA.def_cfa:
         reg, pos = read_uleb(data, pos)
         off, pos = read_uleb(data, pos)
-        return Op("def_cfa", reg, off), pos
+        return Op(OpName.def_cfa, reg, off), pos
     if code == CFA.def_cfa_sf:
         reg, pos = read_uleb(data, pos)
         off, pos = read_sleb(data, pos)
-        return Op("def_cfa", reg, off * data_align), pos
+        return Op(OpName.def_cfa, reg, off * data_align), pos
     if code == CFA.def_cfa_offset:
         off, pos = read_uleb(data, pos)
-        return Op("def_cfa_offset", offset=off), pos
+        return Op(OpName.def_cfa_offset, offset=off), pos
     if code == CFA.def_cfa_offset_sf:
         off, pos = read_sleb(data, pos)
-        return Op("def_cfa_offset", offset=off * data_align), pos
+        return Op(OpName.def_cfa_offset, offset=off * data_align), pos
     if code == CFA.def_cfa_expression:
         expr, pos = _block(data, pos)
-        return Op("def_cfa_expression", expr=expr), pos
+        return Op(OpName.def_cfa_expression, expr=expr), pos
     if code in (CFA.expression, CFA.val_expression):
         reg, pos = read_uleb(data, pos)
         expr, pos = _block(data, pos)
-        return Op("expression" if code == CFA.expression else "val_expression", reg,
-                  expr=expr), pos
+        return Op(OpName.expression if code == CFA.expression else OpName.val_expression,
+                  reg, expr=expr), pos
     if code == CFA.GNU_args_size:
         size, pos = read_uleb(data, pos)
-        return Op("args_size", offset=size), pos
+        return Op(OpName.args_size, offset=size), pos
     raise DecodeError(at, f"unknown DW_CFA opcode {code:#04x}")
 
 
+# The operations of the hot loop, bound once.
+_ADVANCE, _SET_CFA_OFFSET, _SAVE = OpName.advance, OpName.def_cfa_offset, OpName.offset
+_RESTORE_OP = OpName.restore
 # The opcodes of the hot loop, as plain ints.
 _ADVANCE_LOC, _OFFSET, _RESTORE = int(CFA.advance_loc), int(CFA.offset), int(CFA.restore)
 _DEF_CFA_OFFSET = int(CFA.def_cfa_offset)
 _ADVANCE_SIZES: dict[int, int] = {CFA.advance_loc1: 1, CFA.advance_loc2: 2, CFA.advance_loc4: 4,
                   CFA.MIPS_advance_loc8: 8}
 # Operations without operands, and those with one register operand, by their Op name.
-_NO_OPERAND: dict[int, str] = {
-    CFA.remember_state: "remember_state", CFA.restore_state: "restore_state",
-    CFA.AARCH64_negate_ra_state: "window_save",
-    CFA.AARCH64_negate_ra_state_with_pc: "negate_ra_state_with_pc"}
-_REGISTER_ONLY: dict[int, str] = {
-    CFA.restore_extended: "restore", CFA.undefined: "undefined",
-    CFA.same_value: "same_value", CFA.def_cfa_register: "def_cfa_register"}
+_NO_OPERAND: dict[int, OpName] = {
+    CFA.remember_state: OpName.remember_state, CFA.restore_state: OpName.restore_state,
+    CFA.AARCH64_negate_ra_state: OpName.window_save,
+    CFA.AARCH64_negate_ra_state_with_pc: OpName.negate_ra_state_with_pc}
+_REGISTER_ONLY: dict[int, OpName] = {
+    CFA.restore_extended: OpName.restore, CFA.undefined: OpName.undefined,
+    CFA.same_value: OpName.same_value, CFA.def_cfa_register: OpName.def_cfa_register}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..arch.base import Arch, ByteOrder
-from ..dwarf import Op, decode_ops, sleb, uleb
+from ..dwarf import Op, OpName, decode_ops, sleb, uleb
 from ..dwarf.interpret import interpret
 from ..elfread import Symbol, open_elf
 from ..errors import Cfi2SframeError, CfiError, DecodeError
@@ -149,7 +149,7 @@ class _Builder:
         self.offset = 0  # of the statement being lowered, for symbol look-ups
         self._assignments: dict[str, list[tuple[int, str]]] | None = None
         self.by_place = _symbols_by_place(symbols)
-        self.cie_ops = tuple(Op(name, a, b) for name, a, b in arch.cie_ops)
+        self.cie_ops = tuple(Op(OpName(name), a, b) for name, a, b in arch.cie_ops)
 
     def where(self, line: int) -> str:
         return f"{self.filename}:{line}"
@@ -309,44 +309,45 @@ class _Builder:
         """Turn one directive into DWARF operations, as the assembler encodes it."""
         name, args = d.name, d.args
 
-        def add(op_name: str, reg: int = 0, offset: int = 0, expr: bytes = b"") -> None:
+        def add(op_name: OpName, reg: int = 0, offset: int = 0, expr: bytes = b"") -> None:
             func.ops.append((pc, Op(op_name, reg, offset, expr, line)))
 
         if name == "def_cfa":
             func.cfa_offset = self._value(args[1], line)
-            add("def_cfa", self._reg(args[0], line), func.cfa_offset)
+            add(OpName.def_cfa, self._reg(args[0], line), func.cfa_offset)
         elif name == "def_cfa_register":
-            add("def_cfa_register", self._reg(args[0], line))
+            add(OpName.def_cfa_register, self._reg(args[0], line))
         elif name == "def_cfa_offset":
             func.cfa_offset = self._value(args[0], line)
-            add("def_cfa_offset", offset=func.cfa_offset)
+            add(OpName.def_cfa_offset, offset=func.cfa_offset)
         elif name == "adjust_cfa_offset":
             func.cfa_offset += self._value(args[0], line)
-            add("def_cfa_offset", offset=func.cfa_offset)
+            add(OpName.def_cfa_offset, offset=func.cfa_offset)
         elif name in ("offset", "val_offset"):
-            add(name, self._reg(args[0], line), self._value(args[1], line))
+            add(OpName(name), self._reg(args[0], line), self._value(args[1], line))
         elif name == "rel_offset":
-            add("offset", self._reg(args[0], line), self._value(args[1], line) - func.cfa_offset)
+            add(OpName.offset, self._reg(args[0], line),
+                self._value(args[1], line) - func.cfa_offset)
         elif name == "register":
-            add("register", self._reg(args[0], line), self._reg(args[1], line))
+            add(OpName.register, self._reg(args[0], line), self._reg(args[1], line))
         elif name in ("restore", "undefined", "same_value"):
             for reg in args:
-                add(name, self._reg(reg, line))
+                add(OpName(name), self._reg(reg, line))
         elif name == "remember_state":
             func.cfa_stack.append(func.cfa_offset)
-            add("remember_state")
+            add(OpName.remember_state)
         elif name == "restore_state":
             if func.cfa_stack:
                 func.cfa_offset = func.cfa_stack.pop()
-            add("restore_state")
+            add(OpName.restore_state)
         elif name == "return_column":
             func.ra_column = self._reg(args[0], line)
         elif name == "signal_frame":
             func.signal_frame = True
         elif name in ("window_save", "negate_ra_state"):
-            add("window_save")
+            add(OpName.window_save)
         elif name == "negate_ra_state_with_pc":
-            add("negate_ra_state_with_pc")
+            add(OpName.negate_ra_state_with_pc)
         elif name == "b_key_frame":
             func.pauth_b_key = True
         elif name == "escape":
@@ -356,7 +357,7 @@ class _Builder:
         elif name == "lsda":
             func.lsda = render(args[1]) if args[1] is not None else None
         elif name == "val_encoded_addr":
-            add("val_expression", self._reg(args[0], line), expr=render(args[2]).encode())
+            add(OpName.val_expression, self._reg(args[0], line), expr=render(args[2]).encode())
         # sections, mte_tagged_frame, personality_id, inline_lsda, fde_data and
         # label describe data beside the rules; they change no recovery rule.
 
@@ -383,7 +384,7 @@ class _Builder:
                 func.error = f"line {line}: .cfi_escape: {exc.message}"
             return
         for op in ops:
-            if op.name in ("advance", "set_loc"):
+            if op.name in (OpName.advance, OpName.set_loc):
                 raise Cfi2SframeError(self.where(line),
                                       ".cfi_escape with a location advance is not supported")
             func.ops.append((pc, op))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..arch.base import Arch
-from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, Timeline
+from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
 from .format import MAX_FRES_V3, Fre, SFrameFunction, fits, fre_words, offset_size_for
 from .rules import (
     RA_UNDEFINED,
@@ -269,7 +269,7 @@ def _lower_rules(cfa: CfaRule | None, regs: tuple[tuple[int, Rule], ...], ra_sig
                  version: int = 2) -> Fre | _Unrepresentable:
     """``lower_row`` for a row at offset 0, memoised: rows repeat across functions."""
     row = Row(0, cfa, regs, ra_signed)
-    if version == 3 and (row.rule(arch.ra) or SAME_VALUE).kind == "undefined":
+    if version == 3 and (row.rule(arch.ra) or SAME_VALUE).kind == RuleKind.undefined:
         return Fre(0, False, 0, ra_undefined=True)
     try:
         return lower_row(row, arch)
@@ -354,7 +354,7 @@ def _ra_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int |
     slot = _default_slot(rule, arch)
     if slot is not None:
         return slot
-    if rule.kind == "undefined":
+    if rule.kind == RuleKind.undefined:
         raise _Unrepresentable("ra-undefined", "return address is undefined", row)
     raise _Unrepresentable("ra-not-at-fixed-offset",
                            f"return address is {_describe(rule, arch)}", row)
@@ -363,19 +363,20 @@ def _ra_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int |
 def _default_slot(rule: Rule, arch: Arch) -> tuple[int | None, int | None] | None:
     """Where a default FRE can say FP or RA is: (CFA offset, register), (None, None)
     when unchanged; None when it cannot (the caller gives the reason)."""
-    if rule.kind == "same_value":
+    if rule.kind == RuleKind.same_value:
         return None, None
-    if rule.kind == "offset":
+    if rule.kind == RuleKind.offset:
         return rule.value, None
-    if rule.kind == "register" and arch.s390x:
+    if rule.kind == RuleKind.register and arch.s390x:
         return None, rule.value
     return None
 
 
 def _check_ra(rule: Rule | None, arch: Arch, row: Row) -> None:
-    if rule is not None and rule.kind == "offset" and rule.value == arch.sframe_fixed_ra_offset:
+    if rule is not None and rule.kind == RuleKind.offset \
+            and rule.value == arch.sframe_fixed_ra_offset:
         return
-    if rule is not None and rule.kind == "undefined":
+    if rule is not None and rule.kind == RuleKind.undefined:
         raise _Unrepresentable("ra-undefined", "return address is undefined", row)
     raise _Unrepresentable("ra-not-at-fixed-offset",
                            f"return address is {_describe(rule, arch)}, not at CFA"
@@ -383,9 +384,9 @@ def _check_ra(rule: Rule | None, arch: Arch, row: Row) -> None:
 
 
 def _check_sp(rule: Rule | None, arch: Arch, row: Row) -> None:
-    if rule is None or (rule.kind == "val_offset" and rule.value == arch.sp_val_offset):
+    if rule is None or (rule.kind == RuleKind.val_offset and rule.value == arch.sp_val_offset):
         return
-    if rule.kind in ("offset", "register") and arch.s390x:
+    if rule.kind in (RuleKind.offset, RuleKind.register) and arch.s390x:
         # A saved copy of the caller's r15 (stmg into the register save area,
         # ldgr into an FPR in leaf functions): the ABI defines the CFA as that
         # SP + 160, so the copy holds CFA-160, which is what SFrame assumes.
@@ -400,21 +401,21 @@ def _fp_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int |
     slot = _default_slot(rule, arch)
     if slot is not None:
         return slot
-    reason = {"register": "fp-in-register", "expression": "fp-expression",
-              "val_expression": "fp-expression", "val_offset": "fp-val-offset",
-              "undefined": "fp-undefined"}[rule.kind]
+    reason = {RuleKind.register: "fp-in-register", RuleKind.expression: "fp-expression",
+              RuleKind.val_expression: "fp-expression", RuleKind.val_offset: "fp-val-offset",
+              RuleKind.undefined: "fp-undefined"}[rule.kind]
     raise _Unrepresentable(reason, f"caller's FP is {_describe(rule, arch)}", row)
 
 
 def _describe(rule: Rule | None, arch: Arch) -> str:
     if rule is None:
         return "unspecified"
-    if rule.kind == "offset":
+    if rule.kind == RuleKind.offset:
         return f"saved at CFA{rule.value:+d}"
-    if rule.kind == "val_offset":
+    if rule.kind == RuleKind.val_offset:
         return f"the value CFA{rule.value:+d}"
-    if rule.kind == "register":
+    if rule.kind == RuleKind.register:
         return f"in register {arch.reg_name(rule.value)}"
-    if rule.kind in ("expression", "val_expression"):
+    if rule.kind in (RuleKind.expression, RuleKind.val_expression):
         return f"a DWARF {rule.kind.replace('_', ' ')}"
     return rule.kind.replace("_", " ")

@@ -14,7 +14,7 @@ from ..arch import by_sframe_abi
 from ..arch.base import Arch
 from ..dwarf import read_sleb
 from ..errors import DecodeError
-from ..model import CfaExpr, CfaReg, Row, Rule
+from ..model import CfaExpr, CfaReg, Row, Rule, RuleKind
 from .decode import DecodedFde, DecodedFre, DecodedSection
 from .format import VERSION_2
 
@@ -217,18 +217,18 @@ def _expr_loc(expr: bytes, is_address: bool) -> Loc | None:
 
 
 def _reg_loc(rule: Rule | None) -> Recovery | None:
-    if rule is None or rule.kind == "same_value":
+    if rule is None or rule.kind == RuleKind.same_value:
         return None
-    if rule.kind == "undefined":
+    if rule.kind == RuleKind.undefined:
         return RA_UNDEFINED
-    if rule.kind == "offset":
+    if rule.kind == RuleKind.offset:
         return Loc(None, rule.value, True)
-    if rule.kind == "val_offset":
+    if rule.kind == RuleKind.val_offset:
         return Loc(None, rule.value, False)
-    if rule.kind == "register":
+    if rule.kind == RuleKind.register:
         return Loc(rule.value, 0, False)
-    loc = _expr_loc(rule.expr, rule.kind == "expression")
-    return loc if loc is not None else DwarfExpr(rule.kind == "val_expression", rule.expr)
+    loc = _expr_loc(rule.expr, rule.kind == RuleKind.expression)
+    return loc if loc is not None else DwarfExpr(rule.kind == RuleKind.val_expression, rule.expr)
 
 
 def dwarf_rules(row: Row, arch: Arch, ra_column: int) -> FrameRules | None:
