@@ -159,6 +159,13 @@ def _cstr(table: bytes, offset: int) -> str:
     return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
 
 
+def is_mapping_symbol(name: str) -> bool:
+    """An ARM/AArch64 mapping symbol (``$x``, ``$d``, ``$a``, ``$t``, maybe ``.N``): it
+    marks code or data in a section and never names a function (ELF for Arm ABI)."""
+    return len(name) >= 2 and name[0] == "$" and name[1] in "xdat" and (
+        len(name) == 2 or name[2] == ".")
+
+
 def open_elf(data: bytes, where: str) -> ElfView:
     """Read the section headers; raise ``DecodeError`` when ``data`` is not sound ELF."""
     if data[:4] != b"\x7fELF" or len(data) < 52:

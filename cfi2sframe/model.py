@@ -79,6 +79,7 @@ class Row(NamedTuple):
     cfa: CfaRule | None
     regs: tuple[tuple[int, Rule], ...] = ()
     ra_signed: bool = False
+    ra_signed_pc: bool = False  # AArch64 PAuth_LR: the PC is a signing diversifier too
 
     def rule(self, reg: int) -> Rule | None:
         """The rule for ``reg``, or None when the CFI never mentions it."""
@@ -89,7 +90,8 @@ class Row(NamedTuple):
 
     def same_rules(self, other: Row) -> bool:
         """True when both rows recover every register the same way."""
-        return (self.cfa, self.regs, self.ra_signed) == (other.cfa, other.regs, other.ra_signed)
+        return (self.cfa, self.regs, self.ra_signed, self.ra_signed_pc) == (
+            other.cfa, other.regs, other.ra_signed, other.ra_signed_pc)
 
 
 @dataclass(frozen=True)

@@ -84,3 +84,26 @@ f:
     assert [(f.start, f.offsets, f.mangled_ra) for f in fde.fres] == [
         (0, (0,), False), (4, (0,), True), (8, (32, -24, -32), True), (16, (0,), True),
         (20, (0,), False)]
+
+
+def test_ra_signed_with_pc_is_left_out_with_its_reason():
+    """PAuth_LR (DW_CFA_AARCH64_negate_ra_state_with_pc, written with .cfi_escape 0x2c:
+    binutils 2.40 lacks the directive): SFrame has no way to say the PC signs the RA."""
+    require("aarch64-linux-gnu-as")
+    text = """\t.text
+f:
+\t.cfi_startproc
+\thint 39
+\t.cfi_escape 0x2c
+\tstp x29, x30, [sp, -16]!
+\t.cfi_def_cfa_offset 16
+\t.cfi_offset 29, -16
+\t.cfi_offset 30, -8
+\tldp x29, x30, [sp], 16
+\tret
+\t.cfi_endproc
+"""
+    for version in (2, 3):
+        conversion = convert_asm(text, "t.s", "aarch64", version=version)
+        assert [(s.name, s.reason) for s in conversion.skips] == [("f", "ra-signed-with-pc")]
+        assert "at offset 0x4" in conversion.skips[0].detail

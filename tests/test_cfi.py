@@ -78,3 +78,15 @@ def test_decode_ops_every_encoding():
         ("offset", 6, 8), ("advance", 0, 70000), ("val_expression", 3, 0)]
     assert ops[-1].expr == bytes([0x77, 0x08])
     assert uleb(300) == b"\xac\x02" and sleb(-2) == b"\x7e"
+
+
+def test_negate_ra_state_with_pc_marks_the_pc_as_diversifier_while_signed():
+    """DW_CFA_AARCH64_negate_ra_state_with_pc (0x2c) toggles the signed-RA state as
+    negate_ra_state (0x2d) does; the PC mark lasts while the RA stays signed."""
+    ops = decode_ops(bytes([0x2C, 0x41, 0x2D, 0x41, 0x2C]), 4, -8)
+    assert [op.name for op in ops] == ["negate_ra_state_with_pc", "advance", "window_save",
+                                       "advance", "negate_ra_state_with_pc"]
+    placed = [(0, ops[0]), (4, ops[2]), (8, ops[4])]
+    rows = interpret([Op("def_cfa", 31, 0)], placed, 12)
+    assert [(r.start, r.ra_signed, r.ra_signed_pc) for r in rows] == [
+        (0, True, True), (4, False, False), (8, True, True)]

@@ -21,6 +21,7 @@ from ..arch.aarch64 import AARCH64
 from ..arch.base import Arch
 from ..arch.i386 import I386
 from ..arch.x86_64 import X86_64
+from ..reasons import Unrepresentable
 
 NOT_FUNCTION_START = 0x80000000
 HAS_LSDA = 0x40000000
@@ -158,7 +159,7 @@ def decode_x86(encoding: int, code: Code | None = None, arch: str = "x86_64") ->
 
 
 def encode_x86(rules: CompactRules, code: Code | None, code_offset: int = 0,
-               arch: str = "x86_64") -> int | tuple[str, str]:
+               arch: str = "x86_64") -> int | Unrepresentable:
     """The encoding that decodes to exactly ``rules``, or (reason code, detail).
 
     ``code_offset`` is where the encoded range starts in ``code`` (STACK_IND
@@ -167,25 +168,27 @@ def encode_x86(rules: CompactRules, code: Code | None, code_offset: int = 0,
     f = X86_FLAVOURS[arch]
     if rules.ra_offset != -f.slot:
         where = "in its register" if rules.ra_offset is None else f"at CFA{rules.ra_offset:+d}"
-        return "ra-not-at-cfa-8", f"return address {where}"
+        return Unrepresentable("ra-not-at-cfa-8", f"return address {where}")
     by_reg = dict(rules.saved)
     unknown = [reg for reg in by_reg if reg not in f.regs]
     if unknown:
-        return "register-not-encodable", f"DWARF register {unknown[0]} is saved"
+        return Unrepresentable("register-not-encodable", f"DWARF register {unknown[0]} is saved")
     if rules.cfa_reg == f.fp:
         return _x86_frame(rules, by_reg, f)
     if rules.cfa_reg != f.sp:
-        return "cfa-not-sp-fp", f"CFA is based on DWARF register {rules.cfa_reg}"
+        return Unrepresentable("cfa-not-sp-fp", f"CFA is based on DWARF register {rules.cfa_reg}")
     return _x86_frameless(rules, by_reg, code, code_offset, f)
 
 
-def _x86_frame(rules: CompactRules, by_reg: dict[int, int], f: X86) -> int | tuple[str, str]:
+def _x86_frame(rules: CompactRules, by_reg: dict[int, int], f: X86) -> int | Unrepresentable:
     fp, slot = f.names[0], f.slot
     if rules.cfa_offset != 2 * slot:
-        return "frame-cfa-not-fp-16", (f"CFA = {fp}{rules.cfa_offset:+d}, not "
-                                       f"{fp}+{2 * slot}")
+        return Unrepresentable(
+            "frame-cfa-not-fp-16",
+            (f"CFA = {fp}{rules.cfa_offset:+d}, not "
+             f"{fp}+{2 * slot}"))
     if by_reg.get(f.fp) != -2 * slot:
-        return "frame-fp-not-at-cfa-16", f"{fp} is not saved at CFA-{2 * slot}"
+        return Unrepresentable("frame-fp-not-at-cfa-16", f"{fp} is not saved at CFA-{2 * slot}")
     others = {reg: off for reg, off in by_reg.items() if reg != f.fp}
     if not others:
         return X86_RBP_FRAME
@@ -194,42 +197,56 @@ def _x86_frame(rules: CompactRules, by_reg: dict[int, int], f: X86) -> int | tup
     for reg, off in others.items():
         index, rem = divmod(off + 2 * slot + slot * offset, slot)
         if rem or not 0 <= index <= 4 or off >= -2 * slot or offset > 255:
-            return "saves-not-encodable", (f"saved registers span more than 5 slots below "
-                                           f"CFA-{2 * slot}, or are not in whole slots")
+            return Unrepresentable(
+                "saves-not-encodable",
+                (f"saved registers span more than 5 slots below "
+                 f"CFA-{2 * slot}, or are not in whole slots"))
         encoding |= (f.regs.index(reg) + 1) << (3 * index)
     return encoding
 
 
 def _x86_frameless(rules: CompactRules, by_reg: dict[int, int], code: Code | None,
-                   code_offset: int, f: X86) -> int | tuple[str, str]:
+                   code_offset: int, f: X86) -> int | Unrepresentable:
     count, slot, sp = len(by_reg), f.slot, f.names[1]
     if count > 6:
-        return "too-many-registers", f"{count} registers saved; compact unwind holds 6"
+        return Unrepresentable(
+            "too-many-registers",
+            f"{count} registers saved; compact unwind holds 6")
     order = sorted(by_reg, key=lambda reg: by_reg[reg])  # lowest address first
     if [by_reg[reg] for reg in order] != [-slot - slot * count + slot * i
                                           for i in range(count)]:
-        return "saves-not-contiguous", ("saved registers are not in consecutive slots "
-                                        "right below the return address")
+        return Unrepresentable(
+            "saves-not-contiguous",
+            ("saved registers are not in consecutive slots "
+             "right below the return address"))
     tail = count << 10 | permutation([f.regs.index(reg) + 1 for reg in order])
     if rules.cfa_offset < 0:
-        return "cfa-offset-negative", (f"CFA = {sp}{rules.cfa_offset:+d} lies below the "
-                                       "stack pointer")
+        return Unrepresentable(
+            "cfa-offset-negative",
+            (f"CFA = {sp}{rules.cfa_offset:+d} lies below the "
+             "stack pointer"))
     if rules.cfa_offset % slot:
-        return "cfa-offset-unaligned", (f"CFA = {sp}{rules.cfa_offset:+d} is not a multiple "
-                                        f"of {slot}")
+        return Unrepresentable(
+            "cfa-offset-unaligned",
+            (f"CFA = {sp}{rules.cfa_offset:+d} is not a multiple "
+             f"of {slot}"))
     if rules.cfa_offset // slot <= 255:
         return X86_STACK_IMMD | (rules.cfa_offset // slot) << 16 | tail
     if code is None:
-        return "stack-too-large", f"CFA = {sp}{rules.cfa_offset:+d} and no code to read"
+        return Unrepresentable(
+            "stack-too-large",
+            f"CFA = {sp}{rules.cfa_offset:+d} and no code to read")
     width = len(f.sub_opcode)
     for adjust in range(8):
         wanted = rules.cfa_offset - slot * adjust
         for at in range(code_offset + width, min(code_offset + 256, len(code.data) - 3)):
             if code.data[at - width:at] == f.sub_opcode and code.imm32_at(at) == wanted:
                 return X86_STACK_IND | (at - code_offset) << 16 | adjust << 13 | tail
-    return "no-sub-imm32", (f"CFA = {sp}{rules.cfa_offset:+d} needs STACK_IND, and no "
-                            f"'sub $imm32, %{sp}' with that immediate is in the first 255 "
-                            "bytes")
+    return Unrepresentable(
+        "no-sub-imm32",
+        (f"CFA = {sp}{rules.cfa_offset:+d} needs STACK_IND, and no "
+         f"'sub $imm32, %{sp}' with that immediate is in the first 255 "
+         "bytes"))
 
 
 # -- arm64 ---------------------------------------------------------------------------
@@ -254,30 +271,38 @@ def decode_arm64(encoding: int) -> CompactRules | str:
     return "unknown mode"
 
 
-def encode_arm64(rules: CompactRules) -> int | tuple[str, str]:
+def encode_arm64(rules: CompactRules) -> int | Unrepresentable:
     by_reg = dict(rules.saved)
     if rules.cfa_reg == ARM64_SP:
         if rules.ra_offset is not None or by_reg:
-            return "frameless-saves", ("registers saved without a frame record: the "
-                                       "frameless form cannot restore them")
+            return Unrepresentable(
+                "frameless-saves",
+                ("registers saved without a frame record: the "
+                 "frameless form cannot restore them"))
         if rules.cfa_offset % 16 or not 0 <= rules.cfa_offset <= 0xFFF * 16:
-            return "stack-size", f"CFA = sp{rules.cfa_offset:+d} is not 16 x 0..4095"
+            return Unrepresentable(
+                "stack-size",
+                f"CFA = sp{rules.cfa_offset:+d} is not 16 x 0..4095")
         return ARM64_FRAMELESS | (rules.cfa_offset // 16) << 12
     if rules.cfa_reg != ARM64_FP:
-        return "cfa-not-sp-fp", f"CFA is based on DWARF register {rules.cfa_reg}"
+        return Unrepresentable("cfa-not-sp-fp", f"CFA is based on DWARF register {rules.cfa_reg}")
     if rules.cfa_offset != 16 or rules.ra_offset != -8 or by_reg.pop(ARM64_FP, None) != -16:
-        return "frame-record", "not a frame record (CFA = x29+16, LR at CFA-8, FP at CFA-16)"
+        return Unrepresentable(
+            "frame-record",
+            "not a frame record (CFA = x29+16, LR at CFA-8, FP at CFA-16)")
     encoding = ARM64_FRAME
     at = -24
     for bit, first, second in ARM64_PAIRS:
         if first in by_reg or second in by_reg:
             if by_reg.pop(first, None) != at or by_reg.pop(second, None) != at - 8:
-                return "saves-not-encodable", (f"registers {first} and {second} are not a "
-                                               "contiguous pair in the frame's order")
+                return Unrepresentable(
+                    "saves-not-encodable",
+                    (f"registers {first} and {second} are not a "
+                     "contiguous pair in the frame's order"))
             encoding |= bit
             at -= 16
     if by_reg:
-        return "register-not-encodable", f"DWARF register {min(by_reg)} is saved"
+        return Unrepresentable("register-not-encodable", f"DWARF register {min(by_reg)} is saved")
     return encoding
 
 
@@ -287,7 +312,7 @@ def decode(encoding: int, arch: str, code: Code | None = None) -> CompactRules |
 
 
 def encode(rules: CompactRules, arch: str, code: Code | None = None,
-           code_offset: int = 0) -> int | tuple[str, str]:
+           code_offset: int = 0) -> int | Unrepresentable:
     """The exact encoding of ``rules`` for ``arch``, or (reason, detail)."""
     if arch == "arm64":
         return encode_arm64(rules)

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from ..arch import by_compact
 from ..model import CfaReg, Row, RuleKind, Timeline
+from ..reasons import COMPACT_REASONS, Unrepresentable
 from .encoding import (
     ARM64_DWARF,
     HAS_LSDA,
@@ -34,30 +35,7 @@ from .encoding import (
 )
 
 # reason code -> meaning
-REASONS: dict[str, str] = {
-    "no-cfa": "no register-based CFA rule in the body state",
-    "cfa-not-sp-fp": "the CFA is based on a register other than SP or FP",
-    "ra-not-at-cfa-8": "the return address is not saved at CFA-8",
-    "register-not-encodable": "a register compact unwind cannot restore is saved",
-    "rule-not-encodable": "a register is recovered by a rule other than a stack slot",
-    "frame-cfa-not-fp-16": "RBP frame: the CFA is not rbp+16",
-    "frame-fp-not-at-cfa-16": "RBP frame: rbp is not saved at CFA-16",
-    "saves-not-encodable": "the saved registers do not fit the frame's slots",
-    "saves-not-contiguous": "frameless: saves are not in consecutive slots below the RA",
-    "too-many-registers": "frameless: more than 6 saved registers",
-    "cfa-offset-unaligned": "frameless: the CFA offset is not a multiple of 8",
-    "cfa-offset-negative": "frameless: the CFA lies below the stack pointer (negative offset)",
-    "stack-too-large": "frameless: the stack needs STACK_IND but no code bytes are known",
-    "no-sub-imm32": "frameless: no 'sub $imm32, %rsp' with the needed immediate in the "
-                    "first 255 bytes",
-    "frameless-saves": "arm64: registers saved without a frame record",
-    "stack-size": "arm64 frameless: the stack size is not 16 x 0..4095",
-    "frame-record": "arm64: not a frame record (CFA = x29+16, LR at CFA-8, FP at CFA-16)",
-    "ra-signed": "arm64: the return address is signed (arm64e's FRAME_PAUTH_LR is not "
-                 "written)",
-    "invalid-cfi": "the CFI has no DWARF meaning",
-    "empty-function": "the function has no bytes",
-}
+REASONS = COMPACT_REASONS  # the table lives in reasons.py
 
 
 class CompactRow(NamedTuple):
@@ -84,12 +62,12 @@ class CompactFunction(NamedTuple):
     lsda: str | None = None
 
 
-def row_rules(row: Row, arch: str) -> CompactRules | tuple[str, str]:
+def row_rules(row: Row, arch: str) -> CompactRules | Unrepresentable:
     """A DWARF row in compact terms, or (reason, detail) when it has none."""
     if not isinstance(row.cfa, CfaReg):
-        return "no-cfa", "the CFA is not a register plus offset"
+        return Unrepresentable("no-cfa", "the CFA is not a register plus offset")
     if row.ra_signed:
-        return "ra-signed", "the return address is signed"
+        return Unrepresentable("ra-signed", "the return address is signed")
     target = by_compact(arch)
     sp, ra = target.sp, target.ra
     ra_offset = None
@@ -100,18 +78,20 @@ def row_rules(row: Row, arch: str) -> CompactRules | tuple[str, str]:
         if reg == sp and rule.kind == RuleKind.val_offset and rule.value == 0:
             continue
         if rule.kind != RuleKind.offset:
-            return "rule-not-encodable", f"DWARF register {reg} is {rule.kind.replace('_', ' ')}"
+            return Unrepresentable(
+                "rule-not-encodable",
+                f"DWARF register {reg} is {rule.kind.replace('_', ' ')}")
         if reg == ra:
             ra_offset = rule.value
         else:
             saved.append((reg, rule.value))
     if ra_offset is None and arch != "arm64":
-        return "ra-not-at-cfa-8", "the return address has no stack slot"
+        return Unrepresentable("ra-not-at-cfa-8", "the return address has no stack slot")
     return CompactRules(row.cfa.reg, row.cfa.offset, ra_offset, tuple(sorted(saved)))
 
 
 def encode_row(row: Row, arch: str, code: Code | None,
-               code_offset: int = 0) -> int | tuple[str, str]:
+               code_offset: int = 0) -> int | Unrepresentable:
     """The exact encoding of one DWARF row, or (reason, detail)."""
     rules = row_rules(row, arch)
     if not isinstance(rules, CompactRules):
@@ -174,7 +154,7 @@ def lower_compact(timeline: Timeline, arch: str, code: Code | None = None,
     if body is None:
         return result([CompactRow(0, timeline.size, dwarf)], "no-cfa", "no CFA rule")
     encoding = encode_row(body, arch, code)
-    if isinstance(encoding, tuple):
+    if isinstance(encoding, Unrepresentable):
         return result([CompactRow(0, timeline.size, dwarf)], *encoding)
     return result([CompactRow(0, timeline.size, encoding)], None, "")
 
@@ -188,7 +168,7 @@ def _range_rows(timeline: Timeline, arch: str, code: Code | None,
         if row.start >= timeline.size:
             break
         encoding = encode_row(row, arch, code, row.start)
-        if isinstance(encoding, tuple):
+        if isinstance(encoding, Unrepresentable):
             encoding = dwarf
         if row.start:
             encoding |= NOT_FUNCTION_START

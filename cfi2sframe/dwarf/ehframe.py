@@ -17,7 +17,7 @@ from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from ..arch import arch_for_machine
-from ..elfread import SHT_NOBITS, ElfView, open_elf
+from ..elfread import SHT_NOBITS, ElfView, is_mapping_symbol, open_elf
 from ..elfreloc import apply_relocations, relocate_view
 from ..errors import Cfi2SframeError, CfiError, DecodeError, from_pyelftools
 from ..files import read_bytes
@@ -236,7 +236,8 @@ def _function_names(view: ElfView) -> Names:
             for sym in symbols:
                 if sym.kind not in kinds or not sym.name or not 0 < sym.shndx < 0xFF00:
                     continue
-                if sym.shndx >= len(view.sections) or sym.name.startswith(".L"):
+                if sym.shndx >= len(view.sections) or sym.name.startswith(".L") \
+                        or is_mapping_symbol(sym.name):
                     continue
                 section = view.sections[sym.shndx].name if is_rel else ""
                 names.setdefault((section, sym.value), sym.name)

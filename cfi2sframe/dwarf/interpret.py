@@ -26,9 +26,11 @@ class _State:
     regs: dict[int, Rule] = field(default_factory=dict)
     ra_signed: bool = False
     last_reg: CfaReg | None = None
+    ra_signed_pc: bool = False
 
     def copy(self) -> _State:
-        return _State(self.cfa, dict(self.regs), self.ra_signed, self.last_reg)
+        return _State(self.cfa, dict(self.regs), self.ra_signed, self.last_reg,
+                      self.ra_signed_pc)
 
 
 @dataclass
@@ -93,6 +95,14 @@ def _restore_state(m: _Machine, op: Op) -> None:
 
 def _toggle_ra_signed(m: _Machine, op: Op) -> None:
     m.state.ra_signed = not m.state.ra_signed
+    m.state.ra_signed_pc = m.state.ra_signed_pc and m.state.ra_signed
+
+
+def _toggle_ra_signed_with_pc(m: _Machine, op: Op) -> None:
+    """DW_CFA_AARCH64_negate_ra_state_with_pc: as negate_ra_state, and while the RA
+    stays signed the PC is part of its signature (PAuth_LR)."""
+    m.state.ra_signed = not m.state.ra_signed
+    m.state.ra_signed_pc = m.state.ra_signed
 
 
 def _ignore(m: _Machine, op: Op) -> None:
@@ -115,6 +125,7 @@ HANDLERS: dict[OpName, Callable[[_Machine, Op], None]] = {
     OpName.remember_state: _remember,
     OpName.restore_state: _restore_state,
     OpName.window_save: _toggle_ra_signed,
+    OpName.negate_ra_state_with_pc: _toggle_ra_signed_with_pc,
     OpName.nop: _ignore,
     OpName.args_size: _ignore,
 }
@@ -163,7 +174,7 @@ def interpret(
             state = machine.state
             if stale:
                 regs, stale = tuple(sorted(state.regs.items())), False
-            _push(rows, Row(at, state.cfa, regs, state.ra_signed))
+            _push(rows, Row(at, state.cfa, regs, state.ra_signed, state.ra_signed_pc))
             at = pc
         handler = handlers.get(op.name)
         if handler is None:
@@ -171,13 +182,15 @@ def interpret(
         handler(machine, op)
         stale = stale or op.name not in _CFA_ONLY
     state = machine.state
-    _push(rows, Row(at, state.cfa, tuple(sorted(state.regs.items())), state.ra_signed))
+    _push(rows, Row(at, state.cfa, tuple(sorted(state.regs.items())), state.ra_signed,
+                    state.ra_signed_pc))
     return tuple(_merge(row for row in rows if row.start < size))
 
 
 # Operations that change no register rule (the sorted rules can be reused).
 _CFA_ONLY = frozenset({OpName.def_cfa, OpName.def_cfa_register, OpName.def_cfa_offset,
-                       OpName.def_cfa_expression, OpName.window_save, OpName.nop, OpName.args_size,
+                       OpName.def_cfa_expression, OpName.window_save,
+                       OpName.negate_ra_state_with_pc, OpName.nop, OpName.args_size,
                        OpName.remember_state})
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from ..arch.base import Arch, ByteOrder
 from ..dwarf import Op, OpName, decode_ops, sleb, uleb
 from ..dwarf.interpret import interpret
-from ..elfread import Symbol, open_elf
+from ..elfread import Symbol, is_mapping_symbol, open_elf
 from ..errors import Cfi2SframeError, CfiError, DecodeError
 from ..model import Location, Row, Timeline
 from .directives import Directive, SyntaxProblem, evaluate, parse_statement, render
@@ -395,7 +395,8 @@ def _symbols_by_place(symbols: Sequence[Symbol]) -> dict[int, list[tuple[int, in
     table: dict[int, list[tuple[int, int, str]]] = {}
     for sym in symbols:
         if (not sym.name or sym.name.startswith(PROBE) or sym.kind in (STT_SECTION, STT_FILE)
-                or sym.shndx == SHN_UNDEF or sym.shndx >= SHN_LORESERVE):
+                or sym.shndx == SHN_UNDEF or sym.shndx >= SHN_LORESERVE
+                or is_mapping_symbol(sym.name)):
             continue
         rank = 0 if sym.kind == STT_FUNC else (1 if sym.bind else 2)
         table.setdefault(sym.shndx, []).append((sym.value, rank, sym.name))

@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from ..arch.base import Arch
 from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
+from ..reasons import SFRAME_REASONS
 from .format import MAX_FRES_V3, Fre, SFrameFunction, fits, fre_words, offset_size_for
 from .rules import (
     RA_UNDEFINED,
@@ -27,48 +28,7 @@ from .rules import (
     opt_loc,
 )
 
-# reason code -> (what it means, GNU as 2.46 wording for the same case)
-REASONS: dict[str, tuple[str, str]] = {
-    "invalid-cfi": ("the CFI has no DWARF meaning (e.g. .cfi_restore_state without "
-                    ".cfi_remember_state)", "(assembler error)"),
-    "empty-function": ("the function has no bytes", "(gas emits one FRE)"),
-    "cfa-undefined": ("no CFA rule at some PC after the first one",
-                      ".cfi_def_cfa_offset without CFA base register in effect"),
-    "cfa-not-sp-fp": ("the CFA is based on a register other than SP or FP",
-                      "non-SP/FP register %u in .cfi_def_cfa"),
-    "cfa-expression": ("the CFA is computed by a DWARF expression",
-                       ".cfi_escape with op (0xf)"),
-    "ra-column": ("the return address column is not the ABI's",
-                  "non-default RA register %u"),
-    "ra-undefined": ("the return address is undefined (outermost frame); SFrame V2 "
-                     "errata 1 has no such row", "(gas 2.45 skips silently)"),
-    "ra-not-at-fixed-offset": ("the return address is not at CFA-8",
-                               "(gas 2.45 ignores this and emits wrong data)"),
-    "ra-signed": ("the return address is signed (.cfi_window_save) on an ABI "
-                  "without pointer authentication", ".cfi_window_save"),
-    "ra-signed-with-pc": ("the return address is signed with the PC "
-                          "(.cfi_negate_ra_state_with_pc)", ".cfi_negate_ra_state_with_pc"),
-    "fp-in-register": ("the caller's FP is saved in another register",
-                       "FP register 6 in .cfi_register"),
-    "fp-expression": ("the caller's FP is recovered by a DWARF expression",
-                      ".cfi_escape DW_CFA_expression with FP reg 6"),
-    "fp-val-offset": ("the caller's FP is a value computed from the CFA",
-                      ".cfi_val_offset with FP reg 6"),
-    "fp-undefined": ("the caller's FP is undefined", "FP reg 6 in .cfi_undefined"),
-    "sp-not-cfa": ("the caller's SP is not the CFA",
-                   "SP reg 7 in .cfi_register / .cfi_val_offset with SP reg 7"),
-    "offset-range": ("an offset does not fit in 32 bits",
-                     ".cfi_def_cfa with unsupported offset value"),
-    "function-size": ("the function is 4 GiB or larger (SFrame sizes are 32-bit)",
-                      "(no check)"),
-    "too-many-fres": ("V3 only: more than 65535 FREs in one function",
-                      "Number of FREs exceeds UINT16_MAX"),
-    "s390x-unaligned": ("s390x: a CFA offset that is not 160 + a multiple of 8, or (V2) "
-                        "an odd FP/RA slot offset: SFrame cannot store it exactly",
-                        "(truncates silently)"),
-    "fp-without-ra": ("AArch64: FP saved while RA is still in its register (SFrame "
-                      "orders the words CFA, RA, FP)", "FP without RA on stack"),
-}
+REASONS = SFRAME_REASONS  # the registry is reasons.py
 
 
 @dataclass(frozen=True)
@@ -162,6 +122,8 @@ def _lower_rows(rows: tuple[Row, ...], arch: Arch,
         return _Unrepresentable("cfa-undefined", "no CFA rule anywhere", None)
     fres: list[Fre] = []
     for row in rows[first:]:
+        if row.ra_signed_pc:
+            return _signed_with_pc(row)
         fre = _lower_rules(row.cfa, row.regs, row.ra_signed, arch, version)
         if isinstance(fre, _Unrepresentable):
             return _Unrepresentable(fre.reason, f"{fre.detail} at offset {row.start:#x}", row)
@@ -225,8 +187,15 @@ def _fits_default(rules: FrameRules, arch: Arch, fixed_ra: Loc | None) -> bool:
             and ra_ok and slot_or_none(rules.fp))
 
 
+def _signed_with_pc(row: Row) -> _Unrepresentable:
+    return _Unrepresentable("ra-signed-with-pc", "the return address is signed with the PC "
+                            f"as a diversifier at offset {row.start:#x}", row)
+
+
 def _v3_rules(row: Row, arch: Arch) -> FrameRules:
     """A row as V3 rules, or ``_Unrepresentable`` with the reason."""
+    if row.ra_signed_pc:
+        raise _signed_with_pc(row)
     if row.ra_signed:
         raise _Unrepresentable("ra-signed", "return address signing on x86-64", row)
     rules = dwarf_rules(row, arch, arch.ra)

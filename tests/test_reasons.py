@@ -1,0 +1,45 @@
+"""One registry of reason codes (cfi2sframe/reasons.py): every code the backends can
+give is registered there and documented in the README, and every registered code is
+used somewhere."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cfi2sframe.reasons import COMPACT_REASONS, SFRAME_REASONS
+
+ROOT = Path(__file__).resolve().parent.parent
+# A reason code given in the source: Unrepresentable("code", ...), skip("code", ...),
+# _Unrepresentable("code", ...), result(..., "code", ...), reason = "code".
+_GIVEN = re.compile(r'(?:Unrepresentable\(|skip\(|result\(\[[^\]]*\], |reason = |'
+                    r'reason: str = )\s*"([a-z0-9]+(?:-[a-z0-9]+)+)"')
+
+
+def _given(folder: str) -> set[str]:
+    codes: set[str] = set()
+    for path in (ROOT / "cfi2sframe" / folder).rglob("*.py"):
+        codes |= set(_GIVEN.findall(path.read_text()))
+    return codes
+
+
+def test_every_code_given_is_registered_and_documented() -> None:
+    readme = (ROOT / "README.md").read_text()
+    sframe = _given("sframe")
+    compact = _given("compact")
+    assert sframe, "the pattern finds the codes"
+    assert sframe - set(SFRAME_REASONS) == set()
+    assert compact - set(COMPACT_REASONS) == set()
+    for code in {*SFRAME_REASONS, *COMPACT_REASONS}:
+        assert f"`{code}`" in readme, code
+
+
+def test_every_registered_code_is_given() -> None:
+    # fp-* reasons come from a table keyed by rule kind; ra-signed-with-pc from the
+    # directive table: both are in lower.py as plain strings.
+    lower = (ROOT / "cfi2sframe" / "sframe" / "lower.py").read_text()
+    compact = "".join(p.read_text() for p in (ROOT / "cfi2sframe" / "compact").rglob("*.py"))
+    for code in SFRAME_REASONS:
+        assert f'"{code}"' in lower, code
+    for code in COMPACT_REASONS:
+        assert f'"{code}"' in compact, code
