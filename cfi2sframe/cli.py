@@ -230,9 +230,9 @@ def _convert_elf(args: argparse.Namespace, display: str, data: bytes, output: st
 
 def _check_elf_output(display: str, payload: bytes) -> None:
     """Verify a rewritten ELF file against its own CFI before it replaces the input."""
+    from .analysis.compare import verify
     from .arch import arch_for_machine
     from .dwarf.ehframe import read_elf_cfi
-    from .inspect import verify
     from .sframe.load import load_sframe
 
     loaded = load_sframe(display, payload)

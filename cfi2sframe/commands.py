@@ -123,7 +123,7 @@ def _describe_fde(fde: DecodedFde) -> str:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from .inspect import diff_sections
+    from .analysis.compare import diff_sections
 
     a, b = load_sframe(args.a), load_sframe(args.b)
     if a.fde_sections and b.fde_sections:  # two relocatable objects: match by section too
@@ -160,9 +160,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from .analysis.compare import verify
     from .arch import arch_for_machine
     from .dwarf.ehframe import read_elf_cfi
-    from .inspect import verify
 
     loaded: LoadedSFrame = load_sframe(args.file)
     if not loaded.is_elf:
@@ -249,7 +249,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def elf_arch(path: str, data: bytes) -> Arch:
     """The architecture an ELF header names (read once more: the header only)."""
     from .arch import arch_for_machine
-    from .elfread import open_elf
+    from .elf.read import open_elf
     from .errors import DecodeError
 
     try:
@@ -334,8 +334,8 @@ def load_snapshot(path: str) -> tuple[dict[str, int], dict[int, bytes]]:
 
 
 def cmd_unwind(args: argparse.Namespace) -> int:
+    from .analysis.unwind import PC, sframe_walk
     from .arch import by_sframe_abi
-    from .unwind import PC, sframe_walk
 
     names, memory = load_snapshot(args.snapshot)
     loaded = load_sframe(args.file)
@@ -365,12 +365,12 @@ def cmd_unwind(args: argparse.Namespace) -> int:
         raise KeyError(f"{address:#x}")
 
     if args.compact:
+        from .analysis.unwind import compact_walk
         from .compact.convert import compact_arch, compact_elf
-        from .unwind import compact_walk
 
         data = read_bytes(args.file)
         functions = compact_elf(args.file, data, ranges=True)
-        from .elfread import open_elf
+        from .elf.read import open_elf
 
         segments = open_elf(data, "ELF file").segments()
 

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from .arch import get_arch
 from .arch.base import Arch
 from .dwarf.ehframe import ElfCfi, RowsCache
-from .emit.asm import anchor_expression, section_asm
 from .errors import Cfi2SframeError, DecodeError
 from .files import read_bytes
 from .frontend.probe import Assembler, ProbeRun
 from .model import Timeline
+from .sframe.asm import anchor_expression, section_asm
 from .sframe.direct import direct_fres
 from .sframe.encode import SectionImage, build_v2, build_v3
 from .sframe.format import Fre, SFrameFunction, fits
@@ -209,7 +209,7 @@ class ElfConversion:
 
     def elf(self) -> bytes:
         """A copy of the linked input with a loadable ``.sframe`` and ``PT_GNU_SFRAME``."""
-        from .emit.elfexe import add_loadable_sframe
+        from .elf.exe import add_loadable_sframe
 
         if not self.linked:
             raise Cfi2SframeError(self.path, "--emit elf needs a linked file (executable or "
@@ -223,7 +223,7 @@ class ElfConversion:
 
     def obj(self) -> bytes:
         """A copy of the relocatable input with ``.sframe`` and ``.rela.sframe`` added."""
-        from .emit.elfobj import add_sframe
+        from .elf.obj import add_sframe
 
         if self.linked:
             raise Cfi2SframeError(self.path, "--emit obj needs a relocatable object; use "
@@ -246,7 +246,7 @@ class ElfConversion:
 
 def default_sframe_address(data: bytes, path: str = "") -> int:
     """Where a new loadable ``.sframe`` goes: after the last PT_LOAD, page aligned."""
-    from .elfread import PT_LOAD, open_elf
+    from .elf.read import PT_LOAD, open_elf
 
     try:
         segments = open_elf(data, "ELF file").segments()

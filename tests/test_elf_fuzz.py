@@ -105,7 +105,7 @@ def test_truncated_programs(program_bytes, cut):
 def test_bad_relocation_names_its_byte_offset(object_bytes):
     """A relocation of .eh_frame naming a symbol that does not exist: the error gives
     the file offset of that relocation entry."""
-    from cfi2sframe.elfread import open_elf
+    from cfi2sframe.elf.read import open_elf
 
     view = open_elf(object_bytes, "object")
     rela = next(s for s in view.sections if s.name == ".rela.eh_frame")

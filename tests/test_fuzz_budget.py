@@ -1,9 +1,9 @@
-"""Coverage-guided fuzzing (tools/fuzz.py, atheris) within a CI budget.
+"""Coverage-guided fuzzing (tests/support/fuzz.py, atheris) within a CI budget.
 
 Each target runs from seeds made of real inputs (our sections, GNU as objects,
 csmith assembly, a real shared library's CFI) for a bounded number of
 executions, with libFuzzer's memory limit; any uncaught exception or input
-slower than the bound fails the test.  Longer runs: python tools/fuzz.py TARGET
+slower than the bound fails the test.  Longer runs: python tests/support/fuzz.py TARGET
 -max_total_time=3600 DIR.
 """
 
@@ -63,7 +63,7 @@ def test_fuzz_target_within_budget(target: str, tmp_path: Path, report) -> None:
     seeds = tmp_path / "seeds"
     _seeds(target, seeds)
     seed_count = len(list(seeds.iterdir()))
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "fuzz.py"), target,
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "fuzz.py"), target,
                            f"-runs={int(RUNS[target] * SCALE)}", "-max_total_time=120",
                            "-rss_limit_mb=2048", "-timeout=10", str(seeds)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300,

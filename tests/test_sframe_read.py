@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cfi2sframe import DecodeError, decode_sframe
+from cfi2sframe.analysis.compare import diff_sections
 from cfi2sframe.arch import get_arch
-from cfi2sframe.inspect import diff_sections
 from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.dump import dump_text
 from cfi2sframe.sframe.encode import build_v2, functions_from_decoded

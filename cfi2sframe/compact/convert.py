@@ -8,7 +8,7 @@ object the assembler wrote; for ELF input, the file), so STACK_IND's
 from __future__ import annotations
 
 from ..arch import get_arch
-from ..elfread import ElfView, open_elf
+from ..elf.read import ElfView, open_elf
 from ..errors import Cfi2SframeError
 from ..model import Timeline
 from .encoding import Code

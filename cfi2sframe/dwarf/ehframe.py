@@ -17,8 +17,8 @@ from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from ..arch import arch_for_machine
-from ..elfread import SHT_NOBITS, ElfView, is_mapping_symbol, open_elf
-from ..elfreloc import apply_relocations, relocate_view
+from ..elf.read import SHT_NOBITS, ElfView, is_mapping_symbol, open_elf
+from ..elf.reloc import apply_relocations, relocate_view
 from ..errors import Cfi2SframeError, CfiError, DecodeError, from_pyelftools
 from ..files import read_bytes
 from ..model import Location, Row, Timeline

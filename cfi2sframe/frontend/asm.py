@@ -15,7 +15,7 @@ from typing import Any
 from ..arch.base import Arch, ByteOrder
 from ..dwarf import Op, OpName, decode_ops, sleb, uleb
 from ..dwarf.interpret import interpret
-from ..elfread import Symbol, is_mapping_symbol, open_elf
+from ..elf.read import Symbol, is_mapping_symbol, open_elf
 from ..errors import Cfi2SframeError, CfiError, DecodeError
 from ..model import Location, Row, Timeline
 from .directives import Directive, SyntaxProblem, evaluate, parse_statement, render

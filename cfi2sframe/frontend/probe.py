@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..dwarf.frames import count_fdes
-from ..elfread import ElfView, Symbol
+from ..elf.read import ElfView, Symbol
 from ..errors import Cfi2SframeError
 from .scan import ScanResult, Statement, scan
 

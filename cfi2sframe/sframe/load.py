@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from ..elfreloc import apply_relocations
+from ..elf.reloc import apply_relocations
 from ..errors import Cfi2SframeError, DecodeError, from_pyelftools
 from ..files import read_bytes
 from .decode import DecodedSection, decode

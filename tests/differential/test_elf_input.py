@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe import convert_asm
+from cfi2sframe.analysis.compare import diff_sections, verify
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import convert_elf
 from cfi2sframe.dwarf.ehframe import read_elf_cfi
 from cfi2sframe.errors import Cfi2SframeError
-from cfi2sframe.inspect import diff_sections, verify
 from cfi2sframe.sframe.decode import decode
 from tests.conftest import require
 from tests.corpus import csmith_asm

@@ -11,10 +11,10 @@ import re
 import subprocess
 from pathlib import Path
 
+from cfi2sframe.analysis.compare import verify
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import convert_elf
 from cfi2sframe.dwarf.ehframe import read_elf_cfi
-from cfi2sframe.inspect import verify
 from cfi2sframe.sframe.load import load_sframe
 from tests.conftest import require
 from tests.corpus import CSMITH_INCLUDE, corpus_dir, csmith_asm

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cfi2sframe.compact.convert import compact_elf
 from cfi2sframe.convert import convert_elf
-from cfi2sframe.elfread import open_elf
+from cfi2sframe.elf.read import open_elf
 from cfi2sframe.sframe.decode import decode
 from tests.conftest import require
 from tests.corpus import CSMITH_INCLUDE, corpus_dir
@@ -98,7 +98,7 @@ def _check(exe: Path, tmp: Path, rng: random.Random, tally: dict, arch: str = "x
         env["SNAP_SYSROOT"] = SYSROOT
         gdb = "gdb-multiarch"
     try:
-        subprocess.run([gdb, "-batch", "-nx", "-x", str(ROOT / "tools" / "gdb_unwind_check.py"),
+        subprocess.run([gdb, "-batch", "-nx", "-x", str(ROOT / "tests" / "support" / "gdb_unwind_check.py"),
                         "--args", str(with_sframe)], env=env, capture_output=True,
                        timeout=180, cwd=tmp)
     except subprocess.TimeoutExpired:

@@ -2,7 +2,7 @@
 SFrame walker (and compact unwind stepper), and record gdb's own frame 1 (which
 gdb computes from the DWARF CFI) next to ours.
 
-    gdb -batch -nx -x tools/gdb_unwind_check.py --args ./program
+    gdb -batch -nx -x tests/support/gdb_unwind_check.py --args ./program
 
 Environment: CFI2SFRAME_ROOT (folder holding the cfi2sframe package),
 SNAP_SFRAME (the raw .sframe section), SNAP_SFRAME_ADDR (its address),
@@ -24,6 +24,7 @@ import gdb  # type: ignore[import-not-found]
 
 sys.path.insert(0, os.environ["CFI2SFRAME_ROOT"])
 
+from cfi2sframe.analysis.unwind import PC, sframe_step  # noqa: E402
 from cfi2sframe.compact.encoding import (  # noqa: E402
     NOT_FUNCTION_START,
     Code,
@@ -32,7 +33,6 @@ from cfi2sframe.compact.encoding import (  # noqa: E402
     step,
 )
 from cfi2sframe.sframe.decode import decode as decode_sframe  # noqa: E402
-from cfi2sframe.unwind import PC, sframe_step  # noqa: E402
 
 ARCH = os.environ.get("SNAP_ARCH", "x86_64")
 # gdb register name -> DWARF number; (SP, FP, RA column); compact unwind flavour.

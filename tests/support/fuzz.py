@@ -1,6 +1,6 @@
 """Coverage-guided fuzzing (atheris, libFuzzer) of every reader of untrusted bytes.
 
-    python tools/fuzz.py TARGET [libFuzzer options, e.g. -runs=100000 -max_total_time=600]
+    python tests/support/fuzz.py TARGET [libFuzzer options, e.g. -runs=100000 -max_total_time=600]
 
 Targets:
   sframe   SFrame decoder (V1-V3, both byte orders) and the dump of what it decodes

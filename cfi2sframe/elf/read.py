@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .errors import DecodeError
+from ..errors import DecodeError
 
 SHT_SYMTAB = 2
 SHT_NOBITS = 8

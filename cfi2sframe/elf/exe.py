@@ -77,7 +77,7 @@ def _check_program_header_place(out: bytearray, where: str) -> None:
     Where the two differ (LIEF had to put the table in a new segment, as for
     static executables), the program would crash at start on the former.
     """
-    from ..elfread import PT_LOAD, open_elf
+    from .read import PT_LOAD, open_elf
 
     segments = open_elf(bytes(out), "ELF file").segments()
     (phoff,) = struct.unpack_from("<Q", out, 0x20)

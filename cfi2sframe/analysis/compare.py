@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .arch.base import Arch
-from .model import Timeline
-from .sframe.decode import DecodedFde, DecodedSection
-from .sframe.lower import Skip, lower
-from .sframe.rules import OUTERMOST, FrameRules, dwarf_rules, fre_rules, outermost
+from ..arch.base import Arch
+from ..model import Timeline
+from ..sframe.decode import DecodedFde, DecodedSection
+from ..sframe.lower import Skip, lower
+from ..sframe.rules import OUTERMOST, FrameRules, dwarf_rules, fre_rules, outermost
 
 # -- SFrame side -------------------------------------------------------------------------
 

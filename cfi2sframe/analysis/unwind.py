@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from .arch import by_sframe_abi
-from .sframe.decode import DecodedSection
-from .sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
+from ..arch import by_sframe_abi
+from ..sframe.decode import DecodedSection
+from ..sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
 
 if TYPE_CHECKING:
-    from .compact.lower import CompactFunction
+    from ..compact.lower import CompactFunction
 
 Read = Callable[[int], int]
 PC = -1  # the key of the program counter in a register dict
@@ -104,7 +104,7 @@ def compact_walk(functions: Sequence[CompactFunction], code_of: Callable[[int, i
     ``functions`` are ``compact.lower.CompactFunction``s with absolute starts,
     ``code_of(address, size)`` gives code bytes (for STACK_IND).
     """
-    from .compact.encoding import HAS_LSDA, NOT_FUNCTION_START, Code, decode, is_dwarf, step
+    from ..compact.encoding import HAS_LSDA, NOT_FUNCTION_START, Code, decode, is_dwarf, step
 
     frames = [dict(regs)]
     for depth in range(max_frames - 1):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..sframe.encode import SectionImage
-from ..sframe.format import SFrameFunction
+from .encode import SectionImage
+from .format import SFrameFunction
 
 SHT_GNU_SFRAME = 0x6FFFFFF4
 

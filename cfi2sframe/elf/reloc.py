@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .arch.base import ByteOrder
-from .errors import Cfi2SframeError
+from ..arch.base import ByteOrder
+from ..errors import Cfi2SframeError
 
 if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import Section
 
-    from .elfread import ElfView
+    from .read import ElfView
 
 # (e_machine, relocation type) -> size in bytes, for the address relocations CFI and
 # SFrame sections use.

@@ -1,1 +1,0 @@
-"""Writers: section bytes -> what a user needs (raw bytes, assembly, object)."""
