@@ -98,7 +98,8 @@ def _check(exe: Path, tmp: Path, rng: random.Random, tally: dict, arch: str = "x
         env["SNAP_SYSROOT"] = SYSROOT
         gdb = "gdb-multiarch"
     try:
-        subprocess.run([gdb, "-batch", "-nx", "-x", str(ROOT / "tests" / "support" / "gdb_unwind_check.py"),
+        checker = ROOT / "tests" / "support" / "gdb_unwind_check.py"
+        subprocess.run([gdb, "-batch", "-nx", "-x", str(checker),
                         "--args", str(with_sframe)], env=env, capture_output=True,
                        timeout=180, cwd=tmp)
     except subprocess.TimeoutExpired:
