@@ -2,38 +2,50 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .arch import get_arch
 from .arch.base import Arch
-from .dwarf.ehframe import ElfCfi, RowsCache
 from .errors import Cfi2SframeError, DecodeError
 from .files import read_bytes
 from .frontend.probe import Assembler, ProbeRun
-from .model import Timeline
-from .sframe.asm import anchor_expression, section_asm
-from .sframe.direct import direct_fres
-from .sframe.encode import SectionImage, build_v2, build_v3
-from .sframe.format import Fre, SFrameFunction, fits
-from .sframe.lower import LowerMemo, Skip, lower
 
-if TYPE_CHECKING:  # the assembly frontend loads Lark: imported where used, not for ELF input
+# The pipeline's modules are imported where used: the command line starts the
+# assembler (convert_file) before they load, and the assembly frontend loads Lark,
+# which ELF input never needs.
+if TYPE_CHECKING:
+    from .dwarf.ehframe import ElfCfi
     from .frontend.asm import AsmUnit
+    from .model import Timeline
+    from .sframe.encode import SectionImage
+    from .sframe.format import Fre, SFrameFunction
+    from .sframe.lower import Skip
 
 
 @dataclass(frozen=True)
 class Conversion:
-    """Everything one conversion produced: what was emitted and what was left out."""
+    """Everything one conversion produced, and the outputs made from it.
+
+    ``raw()`` is the section's bytes; ``asm()``, ``obj()`` and ``elf()`` exist for the
+    inputs they make sense for, and say which input they need otherwise.
+    """
 
     arch: Arch
-    unit: AsmUnit
+    source: str  # the input's name in messages
     functions: tuple[SFrameFunction, ...]
     skips: tuple[Skip, ...]
     image: SectionImage
-    assembler: Assembler
     assembler_messages: str = ""
+
+    def output(self, emit: str) -> bytes | str:
+        """The output form ``emit`` (``raw``, ``asm``, ``obj`` or ``elf``)."""
+        forms: dict[str, Callable[[], bytes | str]] = {
+            "raw": self.raw, "asm": self.asm, "obj": self.obj, "elf": self.elf}
+        if emit not in forms:
+            raise Cfi2SframeError(self.source, f"unknown output form '{emit}'")
+        return forms[emit]()
 
     def raw(self) -> bytes:
         """The section bytes, every input section placed at address 0.
@@ -41,16 +53,42 @@ class Conversion:
         A decoded FDE start then equals the function's offset in its own
         section, which is how binutils prints relocatable objects.
         """
-        return self.image.to_bytes(0, lambda func: func.start, self.unit.filename)
+        return self.image.to_bytes(0, lambda func: func.start, self.source)
+
+    def asm(self) -> str:
+        """An assembly fragment holding the section (assembly input only)."""
+        raise Cfi2SframeError(self.source, "--emit asm needs assembly input; use --emit raw, "
+                                           "obj (objects) or elf (executables, libraries)")
+
+    def obj(self) -> bytes:
+        """A relocatable object with ``.sframe`` and its relocations."""
+        raise Cfi2SframeError(self.source, "--emit obj needs assembly input or a relocatable "
+                                           "object; use --emit elf for executables and "
+                                           "libraries")
+
+    def elf(self) -> bytes:
+        """A linked file with a loadable ``.sframe`` and ``PT_GNU_SFRAME``."""
+        raise Cfi2SframeError(self.source, "--emit elf needs a linked file (executable or "
+                                           "shared library); use --emit obj for objects and "
+                                           "assembly")
+
+
+@dataclass(frozen=True)
+class AsmConversion(Conversion):
+    """SFrame made from the ``.cfi_*`` directives of an assembly file."""
+
+    unit: AsmUnit | None = None
+    assembler: Assembler | None = None
 
     def asm(self) -> str:
         """An assembly fragment to assemble together with the input (``as in.s out.s``)."""
+        from .sframe.asm import anchor_expression, section_asm
 
         missing = [f for f in self.functions if anchor_expression(f) is None]
         if missing:
             func = missing[0]
             raise Cfi2SframeError(
-                self.unit.filename,
+                self.source,
                 f"function '{func.name}' has no symbol at or before its start to refer to; "
                 "use --emit obj",
             )
@@ -58,11 +96,14 @@ class Conversion:
 
     def obj(self) -> bytes:
         """The input assembled by the real assembler, plus ``.sframe`` and its relocations."""
+        from .sframe.asm import section_asm
+
+        assert self.unit is not None and self.assembler is not None  # set by the makers
         fragment = section_asm(self.image, lambda func: func.label, self.arch.line_comment)
         source = self.unit.text_with_anchors()
         if not source.endswith("\n"):
             source += "\n"
-        obj, _ = self.assembler.run(source + fragment, self.unit.filename, ".")
+        obj, _ = self.assembler.run(source + fragment, self.source, ".")
         return obj
 
 
@@ -78,6 +119,8 @@ def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFun
 def lower_all(timelines: Sequence[Timeline], arch: Arch,
               version: int = 2) -> tuple[list[SFrameFunction], list[Skip]]:
     """Lower every timeline for SFrame ``version``; split into functions and skips."""
+    from .sframe.lower import LowerMemo, Skip, lower
+
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
     memo: LowerMemo = {}
@@ -98,6 +141,11 @@ def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFu
     to FREs in one loop); FDEs it declines go through the interpreter and
     ``lower``, as every timeline of the assembly path does.
     """
+    from .dwarf.ehframe import RowsCache
+    from .sframe.direct import direct_fres
+    from .sframe.format import SFrameFunction, fits
+    from .sframe.lower import LowerMemo, Skip, lower
+
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
     memo: LowerMemo = {}
@@ -139,6 +187,8 @@ def require_sframe_abi(arch: Arch, where: str) -> None:
 def encode_sframe(functions: Sequence[SFrameFunction], arch: str | Arch = "x86_64",
                   version: int = 2) -> SectionImage:
     """Encode functions as an SFrame section image (FDEs sorted as ``order_functions``)."""
+    from .sframe.encode import build_v2, build_v3
+
     arch = get_arch(arch) if isinstance(arch, str) else arch
     if version not in (2, 3):
         raise Cfi2SframeError("", f"SFrame version {version} is not supported")
@@ -154,7 +204,7 @@ def convert_asm(
     assembler: str | None = None,
     include_dir: str = ".",
     version: int = 2,
-) -> Conversion:
+) -> AsmConversion:
     """Assembly text -> SFrame: the whole pipeline of ``cfi2sframe foo.s``."""
     arch = get_arch(arch) if isinstance(arch, str) else arch
     from .frontend.asm import parse_asm
@@ -164,7 +214,8 @@ def convert_asm(
     return _lower_and_encode(unit, messages, arch, runner, version)
 
 
-def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2) -> Conversion:
+def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler,
+                  version: int = 2) -> AsmConversion:
     """Finish a conversion whose assembler run was started with ``start_probe``."""
     from .frontend.asm import finish_asm
 
@@ -173,11 +224,12 @@ def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2
 
 
 def _lower_and_encode(unit: AsmUnit, messages: str, arch: Arch, runner: Assembler,
-                      version: int) -> Conversion:
+                      version: int) -> AsmConversion:
     require_sframe_abi(arch, unit.filename)
     functions, skips = lower_all(unit.timelines, arch, version)
     image = encode_sframe(functions, arch, version)
-    return Conversion(arch, unit, image.functions, tuple(skips), image, runner, messages)
+    return AsmConversion(arch, unit.filename, image.functions, tuple(skips), image, messages,
+                         unit, runner)
 
 
 def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = "x86_64",
@@ -193,46 +245,22 @@ def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = 
 
 
 @dataclass(frozen=True)
-class ElfConversion:
+class ElfConversion(Conversion):
     """SFrame made from the DWARF CFI of an ELF file (object, library or program)."""
 
-    arch: Arch
-    path: str
-    elf_type: str
-    functions: tuple[SFrameFunction, ...]
-    skips: tuple[Skip, ...]
-    image: SectionImage
-    fde_count: int
-    sframe_address: int
+    elf_type: str = "ET_REL"
+    fde_count: int = 0
+    sframe_address: int = 0
     data: bytes = b""
-    assembler_messages: str = ""
-
-    def elf(self) -> bytes:
-        """A copy of the linked input with a loadable ``.sframe`` and ``PT_GNU_SFRAME``."""
-        from .elf.exe import add_loadable_sframe
-
-        if not self.linked:
-            raise Cfi2SframeError(self.path, "--emit elf needs a linked file (executable or "
-                                             "shared library); use --emit obj for objects")
-        version = self.image.header[2]
-
-        def rebuild(data: bytes) -> SectionImage:
-            return convert_elf(self.path, data, version).image
-
-        return add_loadable_sframe(self.data, self.image, self.path, rebuild)[0]
-
-    def obj(self) -> bytes:
-        """A copy of the relocatable input with ``.sframe`` and ``.rela.sframe`` added."""
-        from .elf.obj import add_sframe
-
-        if self.linked:
-            raise Cfi2SframeError(self.path, "--emit obj needs a relocatable object; use "
-                                             "--emit elf for executables and libraries")
-        return add_sframe(self.data, self.image, self.path)
 
     @property
     def linked(self) -> bool:
         return self.elf_type != "ET_REL"
+
+    @property
+    def rewrite_form(self) -> str:
+        """The output form that rewrites the input itself: ``elf`` or ``obj``."""
+        return "elf" if self.linked else "obj"
 
     def raw(self) -> bytes:
         """The section bytes.
@@ -241,7 +269,28 @@ class ElfConversion:
         Linked input: placed at ``sframe_address`` with final addresses.
         """
         address = self.sframe_address if self.linked else 0
-        return self.image.to_bytes(address, lambda func: func.start, self.path)
+        return self.image.to_bytes(address, lambda func: func.start, self.source)
+
+    def obj(self) -> bytes:
+        """A copy of the relocatable input with ``.sframe`` and ``.rela.sframe`` added."""
+        from .elf.obj import add_sframe
+
+        if self.linked:
+            return super().obj()
+        return add_sframe(self.data, self.image, self.source)
+
+    def elf(self) -> bytes:
+        """A copy of the linked input with a loadable ``.sframe`` and ``PT_GNU_SFRAME``."""
+        from .elf.exe import add_loadable_sframe
+
+        if not self.linked:
+            return super().elf()
+        version = self.image.header[2]
+
+        def rebuild(data: bytes) -> SectionImage:
+            return convert_elf(self.source, data, version).image
+
+        return add_loadable_sframe(self.data, self.image, self.source, rebuild)[0]
 
 
 def default_sframe_address(data: bytes, path: str = "") -> int:
@@ -274,5 +323,24 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     if cfi.elf_type != "ET_REL":
         address = default_sframe_address(data, path) if sframe_address is None \
             else sframe_address
-    return ElfConversion(arch, path, cfi.elf_type, image.functions, tuple(skips), image,
+    return ElfConversion(arch, path, image.functions, tuple(skips), image, "", cfi.elf_type,
                          len(cfi.fdes), address, data)
+
+
+def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
+                 assembler: str | None = None, include_dir: str = ".", version: int = 2,
+                 sframe_address: int | None = None) -> Conversion:
+    """Any input -> SFrame: an ELF file (by its magic; ``arch`` is its own) or assembly.
+
+    For assembly the assembler is started before the directive parser (Lark) is
+    loaded, so the two overlap.  ``source`` names the input in messages.
+    """
+    if data[:4] == b"\x7fELF":
+        return convert_elf(source, data, version, sframe_address)
+    from .frontend.probe import start_probe
+
+    target = get_arch(arch) if isinstance(arch, str) else arch
+    runner = Assembler.from_string(assembler or target.default_assembler)
+    run = start_probe(data.decode("utf-8", "surrogateescape"), source, target.comment_chars,
+                      runner, include_dir)
+    return convert_probe(run, target, runner, version)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cfi2sframe.dwarf import Op, decode_ops, sleb, uleb
 from cfi2sframe.dwarf.interpret import interpret
+from cfi2sframe.dwarf.ops import Op, decode_ops, sleb, uleb
 from cfi2sframe.errors import CfiError
 from cfi2sframe.model import CfaExpr, CfaReg, Rule
 

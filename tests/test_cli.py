@@ -25,7 +25,16 @@ def test_help_and_version():
     for option in ("--emit", "--assembler", "--arch", "-w", "--fatal-warnings", "-o",
                    "--list-reasons", "--sframe-version"):
         assert option in out
-    assert "placed at address 0" in out
+    assert "placed at" in out and "address 0" in out
+    # One usage line, today's formats and outputs, and every subcommand on a line.
+    assert out.count("usage:") == 1
+    for text in ("version 2", "--sframe-version 3", "AArch64", "s390x", "compact unwind",
+                 ".eh_frame", "elf  (executables"):
+        assert text in out, text
+    from cfi2sframe.cli import SUBCOMMANDS
+
+    for name in SUBCOMMANDS:
+        assert re.search(rf"^  {name} +\S", out, re.M), name
     assert re.fullmatch(r"cfi2sframe \d+\.\d+\.\d+\n", run("--version").stdout.decode())
 
 

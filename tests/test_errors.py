@@ -293,3 +293,20 @@ def test_truncated_escape_leaves_out_one_function(tmp_path: Path) -> None:
                            ".cfi_escape: truncated LEB128 number [invalid-cfi]\n")
     dump = _cli("dump", str(out))
     assert "Num FDEs: 1" in dump.stdout
+
+
+def test_output_forms_that_do_not_apply_are_located_errors(tmp_path: Path) -> None:
+    """--emit elf on assembly wrote the raw section under the name asked for an ELF
+    file; --emit asm on an ELF file needs assembly.  Both: one line, no output."""
+    require("as")
+    out = tmp_path / "x"
+    proc = _cli(str(EXAMPLES / "frameless.s"), "--emit", "elf", "-o", str(out))
+    assert proc.returncode == 1 and not out.exists()
+    assert proc.stderr == (f"{EXAMPLES / 'frameless.s'}: error: --emit elf needs a linked "
+                           "file (executable or shared library); use --emit obj for objects "
+                           "and assembly\n")
+    obj = tmp_path / "f.o"
+    subprocess.run(["as", str(EXAMPLES / "frameless.s"), "-o", str(obj)], check=True)
+    proc = _cli(str(obj), "--emit", "asm", "-o", str(out))
+    assert proc.returncode == 1 and not out.exists()
+    assert "--emit asm needs assembly input" in proc.stderr and proc.stderr.count("\n") == 1

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from cfi2sframe import Skip, decode_sframe, encode_sframe, lower
 from cfi2sframe.arch import get_arch
-from cfi2sframe.dwarf import Op
 from cfi2sframe.dwarf.interpret import interpret
+from cfi2sframe.dwarf.ops import Op
 from cfi2sframe.model import Location, Timeline
 from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, rules_at
 from tests.conftest import meaning

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..arch.base import Arch
+from ..errors import Cfi2SframeError
 from ..model import Timeline
 from ..sframe.decode import DecodedFde, DecodedSection
 from ..sframe.lower import Skip, lower
@@ -167,3 +168,23 @@ def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
     extra = tuple(fde for fde in section.fdes
                   if (section_of(fde), fde.start_address) not in used)
     return VerifyResult(checked, tuple(mismatches), tuple(missing), extra)
+
+
+def verify_elf(path: str, data: bytes | None = None) -> tuple[VerifyResult, int]:
+    """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
+    ``.debug_frame``); also the section's ABI id, for describing rules."""
+    from ..arch import arch_for_machine
+    from ..dwarf.ehframe import read_elf_cfi
+    from ..files import read_bytes
+    from ..sframe.load import load_sframe
+
+    if data is None:
+        data = read_bytes(path)
+    loaded = load_sframe(path, data)
+    if not loaded.is_elf:
+        raise Cfi2SframeError(path, "verify needs an ELF file with .sframe and .eh_frame")
+    cfi = read_elf_cfi(path, data)
+    arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
+    result = verify(loaded.section, cfi.timelines, arch,
+                    lambda fde: loaded.section_of(fde.field_offset))
+    return result, loaded.section.abi

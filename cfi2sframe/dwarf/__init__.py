@@ -5,9 +5,3 @@
 ``ehframe`` (``.eh_frame``/``.debug_frame`` of ELF files -> ``Fde``s and
 ``Timeline``s).
 """
-
-from __future__ import annotations
-
-from .ops import Op, OpName, decode_ops, read_sleb, read_uleb, sleb, uleb
-
-__all__ = ["Op", "OpName", "decode_ops", "read_sleb", "read_uleb", "sleb", "uleb"]

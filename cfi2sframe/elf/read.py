@@ -13,9 +13,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from ..errors import DecodeError
+from ..errors import Cfi2SframeError, DecodeError
+
+if TYPE_CHECKING:
+    from ..arch.base import Arch
 
 SHT_SYMTAB = 2
 SHT_NOBITS = 8
@@ -202,3 +205,14 @@ def open_elf(data: bytes, where: str) -> ElfView:
     elf_type, machine = struct.unpack_from(order + "HH", data, 0x10)
     return ElfView(data, little, is64, sections, MACHINES.get(machine, f"e_machine {machine}"),
                    ELF_TYPES.get(elf_type, f"e_type {elf_type}"))
+
+
+def elf_arch(path: str, data: bytes) -> Arch:
+    """The target an ELF header names (the header only; no CFI is decoded)."""
+    from ..arch import arch_for_machine
+
+    try:
+        view = open_elf(data, "ELF file")
+    except DecodeError as exc:
+        raise Cfi2SframeError(path, f"at byte {exc.offset:#x}: {exc.message}") from None
+    return arch_for_machine(view.machine, path, not view.little_endian)

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..arch.base import Arch, ByteOrder
-from ..dwarf import Op, OpName, decode_ops, sleb, uleb
 from ..dwarf.interpret import interpret
+from ..dwarf.ops import Op, OpName, decode_ops, sleb, uleb
 from ..elf.read import Symbol, is_mapping_symbol, open_elf
 from ..errors import Cfi2SframeError, CfiError, DecodeError
 from ..model import Location, Row, Timeline

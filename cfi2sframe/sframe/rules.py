@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
-from ..dwarf import read_sleb
+from ..dwarf.ops import read_sleb
 from ..errors import DecodeError
 from ..model import CfaExpr, CfaReg, Row, Rule, RuleKind
 from .decode import DecodedFde, DecodedFre, DecodedSection

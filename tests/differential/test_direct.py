@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import lower_all, lower_fdes
-from cfi2sframe.dwarf import sleb as _sleb
-from cfi2sframe.dwarf import uleb as _uleb
 from cfi2sframe.dwarf.ehframe import ElfCfi, Fde, _Cie, read_elf_cfi
+from cfi2sframe.dwarf.ops import sleb as _sleb
+from cfi2sframe.dwarf.ops import uleb as _uleb
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.sframe.direct import direct_fres
 from tests.conftest import require

@@ -1,0 +1,93 @@
+"""The ``cfi2sframe`` command: one module per subcommand, each parsing arguments and
+printing results only; the work is in the library.  This module dispatches and turns
+exceptions into one-line diagnostics and exit statuses (0 success, 1 bad input or
+failed conversion, 2 usage error, 70 internal error)."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from ..errors import EX_SOFTWARE, Cfi2SframeError, DecodeError
+from ..frontend.probe import AssemblerFailed
+
+# Subcommand -> (module in this package, one line for --help).
+SUBCOMMANDS = {
+    "dump": ("dump", "print an SFrame section as readelf --sframe does"),
+    "lookup": ("lookup", "the CFA/FP/RA recovery rules at given PCs"),
+    "diff": ("diff", "compare two SFrame sections by meaning, PC by PC"),
+    "verify": ("verify", "check a file's SFrame against its own DWARF CFI at every PC"),
+    "stats": ("stats", "SFrame coverage and sizes for ELF files"),
+    "compact": ("compact", "Apple compact unwind encodings from the same CFI"),
+    "unwind": ("unwind", "walk a register and stack snapshot with SFrame or compact unwind"),
+}
+
+
+def entry() -> None:
+    """The ``cfi2sframe`` command: ``main``, then exit without tearing down the heap.
+
+    A large library leaves millions of small objects; freeing them one by one
+    at interpreter exit takes most of a second and serves nobody.  Output
+    files are already complete (``write_output`` closes them), and the
+    standard streams are flushed here.
+    """
+    status = main()
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        status = status or 1
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``cfi2sframe`` command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # A short-lived process that builds millions of small immutable records
+    # (large libraries) and no reference cycles: the cyclic GC only costs time.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _dispatch(argv)
+    except AssemblerFailed as exc:
+        sys.stderr.write(exc.messages)
+        print(f"{exc}", file=sys.stderr)
+        return 1
+    except Cfi2SframeError as exc:
+        print(f"cfi2sframe: {exc}" if not exc.where else str(exc), file=sys.stderr)
+        return 1
+    except DecodeError as exc:
+        print(f"cfi2sframe: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug: still one line for the user, details on request
+        if os.environ.get("CFI2SFRAME_DEBUG"):
+            raise
+        print(f"cfi2sframe: internal error: {type(exc).__name__}: {exc} (please report it; "
+              "set CFI2SFRAME_DEBUG=1 for a traceback)", file=sys.stderr)
+        return EX_SOFTWARE
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _dispatch(argv: list[str]) -> int:
+    if argv and argv[0] in SUBCOMMANDS:
+        import argparse
+
+        module = importlib.import_module(f".{SUBCOMMANDS[argv[0]][0]}", __name__)
+        parser = argparse.ArgumentParser(prog="cfi2sframe")
+        sub = parser.add_subparsers(dest="command", required=True)
+        module.add_parser(sub)
+        args = parser.parse_args(argv)
+        status: int = module.run(args)
+        return status
+    from . import convert
+
+    return convert.run(convert.parser().parse_args(argv))

@@ -1,0 +1,95 @@
+"""``cfi2sframe compact``: Apple compact unwind encodings from the same CFI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..elf.read import elf_arch
+from ..files import read_bytes
+from .common import Subparsers, arch_name
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("compact", help="Apple compact unwind encodings from the same CFI",
+                       description="Per function: the 32-bit compact unwind encoding (x86-64 "
+                       "or arm64), its meaning in words, start and length; DWARF mode with a "
+                       "reason where compact unwind cannot describe the body state exactly. "
+                       "Every encoding is checked against the CFI; the summary gives the "
+                       "bytes at which the rows unwind exactly as the CFI says.")
+    p.add_argument("file", help="assembly (.s) or ELF object/binary")
+    p.add_argument("--arch", default="x86_64", type=arch_name,
+                   help="architecture of assembly input (x86_64, i386, aarch64; default "
+                        "x86_64; ELF input says its own)")
+    p.add_argument("--assembler", metavar="CMD", help="assembler command (see cfi2sframe -h)")
+    p.add_argument("--ranges", action="store_true",
+                   help="one row per CFI state compact unwind can express (later rows "
+                   "marked UNWIND_IS_NOT_FUNCTION_START), exact in prologues and epilogues")
+    p.add_argument("--check", action="store_true",
+                   help="also list functions whose rows are not exact at every byte")
+    p.add_argument("--emit", choices=["text", "asm", "bin"], default="text",
+                   help="text (default), __LD,__compact_unwind rows as assembly, or as "
+                   "binary rows (32 bytes; 20 on i386) on standard output")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..compact.convert import compact_arch, compact_asm, compact_elf
+    from ..compact.encoding import NOT_FUNCTION_START, describe, is_dwarf
+    from ..compact.lower import CompactFunction
+
+    data = read_bytes(args.file)
+    if data[:4] == b"\x7fELF":
+        functions = compact_elf(args.file, data, args.ranges)
+        arch = elf_arch(args.file, data)  # for register names
+    else:
+        from ..arch import get_arch
+
+        functions = compact_asm(data.decode("utf-8", "surrogateescape"), args.file, args.arch,
+                                args.assembler, args.ranges)
+        arch = get_arch(args.arch)
+    flavour = compact_arch(arch.name, args.file)
+    names = {num: name for name, num in reversed(list(arch.registers.items()))}
+
+    def meaning(func: CompactFunction, encoding: int) -> str:
+        if is_dwarf(encoding, flavour):
+            return f"DWARF: {func.reason} ({func.detail})" if func.reason else "DWARF"
+        return describe(encoding & ~NOT_FUNCTION_START, flavour, None, names)
+
+    if args.emit == "asm":
+        from ..compact.rows import rows_asm
+
+        sys.stdout.write(rows_asm(functions, flavour))
+        return 0
+    if args.emit == "bin":
+        from ..compact.rows import rows_binary
+
+        sys.stdout.buffer.write(rows_binary(functions, flavour))
+        return 0
+    if args.json:
+        print(json.dumps([{
+            "name": f.name, "section": f.section, "start": f.start, "length": f.size,
+            "reason": f.reason, "detail": f.detail or None, "exact_bytes": f.exact_bytes,
+            "personality": f.personality, "lsda": f.lsda,
+            "rows": [{"start": f.start + r.start, "length": r.length,
+                      "encoding": f"{r.encoding:#010x}", "meaning": meaning(f, r.encoding)}
+                     for r in f.rows]} for f in functions], indent=1))
+        return 0
+    compact = exact = total = 0
+    for func in functions:
+        total += func.size
+        exact += func.exact_bytes
+        compact += func.reason is None
+        for i, row in enumerate(func.rows):
+            label = func.name if i == 0 else ""
+            print(f"{label:<24} {func.start + row.start:#8x} {row.length:#6x}  "
+                  f"{row.encoding:#010x}  {meaning(func, row.encoding)}")
+        if args.check and func.exact_bytes < func.size:
+            print(f"{'':<24} check: exact at {func.exact_bytes} of {func.size} bytes "
+                  "(other bytes: prologue/epilogue, use --ranges)")
+    share = f"{100 * exact / total:.1f}%" if total else "-"
+    print(f"{len(functions)} functions: {compact} compact, {len(functions) - compact} "
+          f"DWARF; the rows unwind exactly as the CFI at {exact} of {total} bytes ({share})")
+    return 0

@@ -1,0 +1,224 @@
+"""The main command: ``cfi2sframe INPUT [-o OUTPUT]`` converts the CFI of assembly or of
+an ELF file into an SFrame section (or compact unwind rows), in the output form asked
+for."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from .. import __version__
+from ..arch import ARCHES
+from ..errors import Cfi2SframeError
+from ..files import read_bytes
+from .common import address, arch_name, write
+
+if TYPE_CHECKING:
+    from ..sframe.lower import Skip
+
+EMIT_KINDS = ("raw", "asm", "obj", "elf")
+USAGE = "cfi2sframe [options] INPUT [-o OUTPUT]  |  cfi2sframe COMMAND ..."
+
+DESCRIPTION = """\
+Lower call-frame information into a stack-trace section: the .cfi_* directives of
+an assembly file (addresses from a real assembler run, never estimated), or the
+.eh_frame / .debug_frame of an ELF object, program or shared library.
+
+Output: an SFrame section, version 2 (errata 1; the default) or 3
+(--sframe-version 3), for x86-64, AArch64 (either byte order) and s390x; or Apple
+compact unwind rows (--format compact-unwind; x86-64, i386, arm64).  A function
+the format cannot describe exactly is left out with a warning that names the
+reason (--list-reasons); the others are still emitted."""
+
+
+def _epilog() -> str:
+    from . import SUBCOMMANDS
+
+    commands = "\n".join(f"  {name:<9}{line}" for name, (_, line) in SUBCOMMANDS.items())
+    return f"""\
+output forms (--emit; default from the output name: .o -> obj, .s/.asm -> asm,
+anything else -> raw):
+  raw  the section bytes.  Relocatable input: every input section placed at
+       address 0, so a decoded FDE start is the function's offset in its own
+       section (as readelf prints .o files).  Linked input: at --sframe-address.
+  asm  (assembly input) an assembly fragment holding .sframe, function starts as
+       PC-relative expressions on the input's symbols:  as foo.s foo.sframe.s
+  obj  a relocatable object with .sframe and one PC-relative relocation per FDE
+       (assembly input: assembled by the real assembler; or a copy of an object)
+  elf  (executables, shared libraries) a copy with a loadable .sframe and
+       PT_GNU_SFRAME; --in-place replaces the input after it verifies
+
+commands (cfi2sframe COMMAND --help for each):
+{commands}
+
+exit status: 0 success, 1 bad input or failed conversion, 2 usage error,
+70 internal error.
+
+examples:
+  cfi2sframe foo.s -o foo.sframe
+  cfi2sframe foo.s -o foo.o
+  cfi2sframe libfoo.so --emit elf -o libfoo.sframe.so
+  gcc -S -o - foo.c | cfi2sframe - --emit asm -o - > foo.sframe.s
+  cfi2sframe --assembler 'clang -c -x assembler' foo.s -o foo.o
+  cfi2sframe verify libfoo.sframe.so"""
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cfi2sframe", usage=USAGE, description=DESCRIPTION, epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("input", nargs="?",
+                        help="assembly file (.s), ELF file (object, shared library, program; "
+                             "its .eh_frame or .debug_frame is read), or - for standard input")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="output file, - for standard output (default: the input name "
+                             "with .sframe, .sframe.s or .o; standard output for - input)")
+    parser.add_argument("--emit", choices=EMIT_KINDS,
+                        help="output form (default: from the output name, else raw)")
+    parser.add_argument("--arch", default="x86_64", type=arch_name, choices=sorted(ARCHES),
+                        help="target architecture of assembly input (default: x86_64; ELF "
+                             "input says its own)")
+    parser.add_argument("--assembler", metavar="CMD",
+                        help="assembler command; '-I DIR -o OUT IN' is appended "
+                             "(default: as for x86_64, aarch64-linux-gnu-as for aarch64, "
+                             "s390x-linux-gnu-as for s390x)")
+    parser.add_argument("--format", choices=["sframe", "compact-unwind"], default="sframe",
+                        help="output format: an SFrame section (default) or Apple compact "
+                             "unwind rows (__LD,__compact_unwind; see 'cfi2sframe compact')")
+    parser.add_argument("--sframe-version", type=int, default=2, choices=[2, 3],
+                        help="SFrame format version to write (default: 2; 3 adds FLEX FDEs, "
+                             "RA-undefined rows and signal frames; binutils 2.46's ld reads "
+                             "only 3)")
+    parser.add_argument("--sframe-address", type=address, metavar="ADDR",
+                        help="for a linked ELF input with --emit raw: the address the "
+                             "section will have (default: after the last PT_LOAD segment, "
+                             "page aligned)")
+    parser.add_argument("--in-place", action="store_true",
+                        help="ELF input: replace the input file (--emit obj or elf), only "
+                             "after the new file is complete and verified")
+    parser.add_argument("-w", "--no-warnings", action="store_true",
+                        help="do not print warnings for functions left out")
+    parser.add_argument("--fatal-warnings", action="store_true",
+                        help="treat warnings as errors (exit 1, no output)")
+    parser.add_argument("--list-reasons", action="store_true",
+                        help="print the reason codes for left-out functions and exit")
+    parser.add_argument("--version", action="version", version=f"cfi2sframe {__version__}")
+    return parser
+
+
+def _emit_kind(requested: str | None, output: str) -> str:
+    if requested:
+        return requested
+    lowered = output.lower()
+    if lowered.endswith(".o"):
+        return "obj"
+    if lowered.endswith((".s", ".asm")):
+        return "asm"
+    return "raw"
+
+
+def _default_output(input_path: str, emit: str | None, fmt: str = "sframe") -> str:
+    if input_path == "-":
+        return "-"
+    stem = os.path.splitext(os.path.basename(input_path))[0]
+    if fmt == "compact-unwind":
+        return stem + (".compact_unwind.s" if emit == "asm" else ".compact_unwind")
+    return stem + {"asm": ".sframe.s", "obj": ".o"}.get(emit or "raw", ".sframe")
+
+
+def _print_reasons() -> None:
+    from ..reasons import SFRAME_REASONS
+
+    width = max(len(code) for code in SFRAME_REASONS)
+    for code, (meaning, gas) in SFRAME_REASONS.items():
+        print(f"{code:<{width}}  {meaning}  (GNU as: {gas})")
+
+
+def _report_skips(skips: tuple[Skip, ...], args: argparse.Namespace) -> None:
+    if args.no_warnings and not args.fatal_warnings:
+        return
+    kind = "error" if args.fatal_warnings else "warning"
+    for skip in skips:
+        print(f"{skip.location}: {kind}: {skip.message()}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Convert one input; write the output only when everything succeeded."""
+    if args.list_reasons:
+        _print_reasons()
+        return 0
+    if args.input is None:
+        raise Cfi2SframeError("", "no input file (try --help)")
+    if args.in_place:
+        if args.output or args.input in (None, "-"):
+            raise Cfi2SframeError("", "--in-place takes an input file and no -o")
+        args.output = args.input
+    output = args.output or _default_output(args.input, args.emit, args.format)
+    emit = _emit_kind(args.emit, output)
+    data = read_bytes(args.input)
+    display = "<stdin>" if args.input == "-" else args.input
+    if args.format == "compact-unwind":
+        return _convert_compact(args, display, data, output, emit)
+    from ..convert import ElfConversion, convert_file
+
+    include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
+    conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
+                              args.sframe_version, args.sframe_address)
+    if conversion.assembler_messages:
+        sys.stderr.write(conversion.assembler_messages)
+    _report_skips(conversion.skips, args)
+    if args.fatal_warnings and conversion.skips:
+        raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
+                                       "--fatal-warnings is set")
+    if args.in_place and isinstance(conversion, ElfConversion) and emit == "raw":
+        emit = conversion.rewrite_form
+    payload = conversion.output(emit)
+    if args.in_place:
+        _check_rewritten(display, payload)
+    write(output, payload)
+    return 0
+
+
+def _check_rewritten(display: str, payload: bytes | str) -> None:
+    """Verify a rewritten ELF file against its own CFI before it replaces the input."""
+    from ..analysis.compare import verify_elf
+
+    if not isinstance(payload, bytes):
+        raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
+    result, _ = verify_elf(display, payload)
+    if not result.ok or result.extra:
+        raise Cfi2SframeError(display, "the rewritten file does not verify; input left "
+                                       "untouched")
+
+
+def _convert_compact(args: argparse.Namespace, display: str, data: bytes, output: str,
+                     emit: str) -> int:
+    """``--format compact-unwind``: __LD,__compact_unwind rows as assembly or bytes."""
+    from ..compact.convert import compact_arch, compact_asm, compact_elf
+    from ..compact.rows import rows_asm, rows_binary
+    from ..elf.read import elf_arch
+
+    if emit not in ("asm", "raw") or args.in_place:
+        raise Cfi2SframeError(display, "compact unwind is written as --emit asm (rows for the "
+                                       "assembler) or --emit raw (32-byte rows)")
+    if data[:4] == b"\x7fELF":
+        flavour = compact_arch(elf_arch(display, data).name, display)
+        functions = compact_elf(display, data)
+    else:
+        flavour = compact_arch(args.arch, display)
+        functions = compact_asm(data.decode("utf-8", "surrogateescape"), display, args.arch,
+                                args.assembler)
+    if not args.no_warnings or args.fatal_warnings:
+        kind = "error" if args.fatal_warnings else "warning"
+        for func in functions:
+            if func.reason is not None:
+                print(f"{display}: {kind}: '{func.name}' gets DWARF mode: {func.detail} "
+                      f"[{func.reason}]", file=sys.stderr)
+    if args.fatal_warnings and any(f.reason for f in functions):
+        raise Cfi2SframeError(display, "function(s) need DWARF mode and --fatal-warnings is set")
+    payload = rows_asm(functions, flavour) if emit == "asm" else rows_binary(functions,
+                                                                               flavour)
+    write(output, payload)
+    return 0

@@ -1,0 +1,32 @@
+"""``cfi2sframe dump``: print an SFrame section as binutils' readelf --sframe does."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..sframe.load import load_sframe
+from .common import Subparsers
+from .show import section_json
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("dump", help="print an SFrame section as readelf --sframe does",
+                       description="Print the SFrame section of FILE (raw section or ELF) "
+                       "exactly as readelf --sframe of binutils 2.46 prints V2/V3 sections "
+                       "(binutils 2.40 for V1).")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..sframe.dump import dump_text
+
+    loaded = load_sframe(args.file, as_readelf=not args.json)
+    if args.json:
+        print(json.dumps(section_json(loaded.section), indent=1))
+    else:
+        sys.stdout.write(dump_text(loaded.section, loaded.section_name))
+    return 0

@@ -1,0 +1,38 @@
+"""``cfi2sframe verify``: check a file's SFrame against its own DWARF CFI at every PC."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..analysis.compare import verify_elf
+from .common import Subparsers
+from .show import describe_fde, words
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("verify", help="check SFrame against the DWARF CFI of the same file",
+                       description="For an ELF file with .sframe and .eh_frame (or "
+                       ".debug_frame): check at every PC of every function that SFrame "
+                       "recovers CFA, FP and RA exactly as the DWARF CFI does; list functions "
+                       "SFrame lacks with the reason our encoder gives. Exit 1 on a mismatch.")
+    p.add_argument("file")
+    p.add_argument("-q", "--quiet", action="store_true", help="print mismatches and totals only")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result, abi = verify_elf(args.file)
+    for timeline, ranges in result.mismatches:
+        print(f"{args.file}: mismatch in '{timeline.name}':")
+        for start, end, have, want in ranges:
+            print(f"  [{timeline.start + start:#x}, {timeline.start + end:#x}): SFrame: "
+                  f"{words(have, abi)} | DWARF: {words(want, abi)}")
+    if not args.quiet:
+        for timeline, why in result.missing:
+            print(f"{args.file}: no SFrame FDE for '{timeline.name}' [{why}]")
+        for fde in result.extra:
+            print(f"{args.file}: SFrame {describe_fde(fde)} has no DWARF FDE")
+    print(f"{args.file}: {result.checked} functions checked at every PC, "
+          f"{len(result.mismatches)} mismatches, {len(result.missing)} without SFrame, "
+          f"{len(result.extra)} only in SFrame")
+    return 0 if result.ok else 1
