@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from .arch import get_arch
 from .arch.base import Arch
-from .errors import Cfi2SframeError, DecodeError
+from .errors import Cfi2SframeError, DecodeError, located
 from .files import read_bytes
 from .frontend.probe import Assembler, ProbeRun
 
@@ -300,7 +300,7 @@ def default_sframe_address(data: bytes, path: str = "") -> int:
     try:
         segments = open_elf(data, "ELF file").segments()
     except DecodeError as exc:
-        raise Cfi2SframeError(path, f"at byte {exc.offset:#x}: {exc.message}") from None
+        raise located(path, exc) from None
     end = max((seg.vaddr + seg.memsz for seg in segments if seg.kind == PT_LOAD), default=0)
     page = 0x1000
     return (end + page - 1) // page * page

@@ -38,6 +38,13 @@ class DecodeError(Exception):
         self.message = message
 
 
+def located(where: str, exc: DecodeError, section: str = "", base: int = 0) -> Cfi2SframeError:
+    """A decoder's byte-offset error as an input error of ``where``: ``[section: ]at byte
+    N: message``, N counted from ``base`` (where the decoded bytes start)."""
+    prefix = f"{section}: " if section else ""
+    return Cfi2SframeError(where, f"{prefix}at byte {base + exc.offset:#x}: {exc.message}")
+
+
 def raised_in(exc: BaseException, package: str) -> bool:
     """True when the innermost frame that raised ``exc`` belongs to ``package``.
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..convert import convert_elf
 from ..elf.read import open_elf
-from ..errors import Cfi2SframeError, DecodeError
+from ..errors import DecodeError, located
 from ..files import read_bytes
 
 
@@ -18,7 +18,7 @@ def file_stats(path: str, version: int = 2) -> dict[str, Any]:
     try:
         view = open_elf(data, "ELF file")
     except DecodeError as exc:  # convert_elf read it already; kept for completeness
-        raise Cfi2SframeError(path, f"at byte {exc.offset:#x}: {exc.message}") from None
+        raise located(path, exc) from None
     sizes = {}
     for name in (".eh_frame", ".eh_frame_hdr"):
         section = view.section(name)

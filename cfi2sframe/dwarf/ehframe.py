@@ -19,7 +19,7 @@ from typing import NamedTuple
 from ..arch import arch_for_machine
 from ..elf.read import SHT_NOBITS, ElfView, is_mapping_symbol, open_elf
 from ..elf.reloc import apply_relocations, relocate_view
-from ..errors import Cfi2SframeError, CfiError, DecodeError, from_pyelftools
+from ..errors import Cfi2SframeError, CfiError, DecodeError, from_pyelftools, located
 from ..files import read_bytes
 from ..model import Location, Row, Timeline
 from .frames import entries
@@ -100,8 +100,7 @@ class ElfCfi:
             try:
                 hit = _rows(fde.cie, fde.body, fde.start, self.big_endian)
             except DecodeError as exc:
-                raise Cfi2SframeError(self.path, f"{self.section_name}: at byte "
-                                      f"{fde.body_at + exc.offset:#x}: {exc.message}") from None
+                raise located(self.path, exc, self.section_name, fde.body_at) from None
             if hit[2]:
                 cache[key] = hit
         rows, invalid, _ = hit
@@ -159,7 +158,7 @@ def read_elf_cfi(path: str, data: bytes | None = None) -> ElfCfi:
     try:
         view = open_elf(data, "ELF file")
     except DecodeError as exc:
-        raise Cfi2SframeError(path, f"at byte {exc.offset:#x}: {exc.message}") from None
+        raise located(path, exc) from None
     name = "ELF file"
     try:
         arch_for_machine(view.machine, path, not view.little_endian)  # unsupported: fail
@@ -189,8 +188,7 @@ def read_elf_cfi(path: str, data: bytes | None = None) -> ElfCfi:
         # Compressed sections: pyelftools decompresses them.
         return from_pyelftools(path, lambda: _read_compressed(path, data, names))
     except DecodeError as exc:
-        raise Cfi2SframeError(path, f"{name}: at byte {exc.offset:#x}: "
-                                    f"{exc.message}") from None
+        raise located(path, exc, name) from None
 
 
 def _read_compressed(path: str, data: bytes, names: dict[tuple[str, int], str]) -> ElfCfi:
@@ -214,8 +212,7 @@ def _read_compressed(path: str, data: bytes, names: dict[tuple[str, int], str]) 
     try:
         fdes = _walk(reader, is_eh, placements, names)
     except DecodeError as exc:
-        raise Cfi2SframeError(path, f"{section.name}: at byte {exc.offset:#x}: "
-                                    f"{exc.message}") from None
+        raise located(path, exc, section.name) from None
     return ElfCfi(path, elf["e_machine"], elf["e_type"], tuple(fdes), section.name,
                   not elf.little_endian)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..errors import Cfi2SframeError, DecodeError
+from ..errors import DecodeError, located
 
 if TYPE_CHECKING:
     from ..arch.base import Arch
@@ -214,5 +214,5 @@ def elf_arch(path: str, data: bytes) -> Arch:
     try:
         view = open_elf(data, "ELF file")
     except DecodeError as exc:
-        raise Cfi2SframeError(path, f"at byte {exc.offset:#x}: {exc.message}") from None
+        raise located(path, exc) from None
     return arch_for_machine(view.machine, path, not view.little_endian)

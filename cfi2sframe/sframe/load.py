@@ -12,7 +12,7 @@ import io
 from dataclasses import dataclass
 
 from ..elf.reloc import apply_relocations
-from ..errors import Cfi2SframeError, DecodeError, from_pyelftools
+from ..errors import Cfi2SframeError, DecodeError, from_pyelftools, located
 from ..files import read_bytes
 from .decode import DecodedSection, decode
 
@@ -53,7 +53,7 @@ def _decode(path: str, data: bytes, address: int, name: str,
     try:
         return decode(data, address, v1_pcrel)
     except DecodeError as exc:
-        raise Cfi2SframeError(path, f"{name}: at byte {exc.offset:#x}: {exc.message}") from None
+        raise located(path, exc, name) from None
 
 
 def _load_elf(path: str, data: bytes, as_readelf: bool) -> LoadedSFrame:
