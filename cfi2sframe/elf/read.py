@@ -85,20 +85,19 @@ class ElfView:
         """The program headers (none for a relocatable object)."""
         order = "<" if self.little_endian else ">"
         data = self.data
+        fmt, at = (order + "IIQQQQQQ", (0x20, 0x36)) if self.is64 else (order + "IIIIIIII",
+                                                                         (0x1C, 0x2A))
         try:
-            if self.is64:
-                phoff, = struct.unpack_from(order + "Q", data, 0x20)
-                entsize, count = struct.unpack_from(order + "HH", data, 0x36)
-                rows = [struct.unpack_from(order + "IIQQQQQQ", data, phoff + i * entsize)
-                        for i in range(count)]
-                return [Segment(r[0], r[2], r[3], r[5], r[6]) for r in rows]
-            phoff, = struct.unpack_from(order + "I", data, 0x1C)
-            entsize, count = struct.unpack_from(order + "HH", data, 0x2A)
-            rows = [struct.unpack_from(order + "IIIIIIII", data, phoff + i * entsize)
-                    for i in range(count)]
-            return [Segment(r[0], r[1], r[2], r[4], r[5]) for r in rows]
+            phoff, = struct.unpack_from(order + ("Q" if self.is64 else "I"), data, at[0])
+            entsize, count = struct.unpack_from(order + "HH", data, at[1])
         except struct.error:
-            raise DecodeError(0, "program headers run past the end") from None
+            raise DecodeError(0, "the ELF header is truncated") from None
+        if count and (entsize < struct.calcsize(fmt) or phoff + count * entsize > len(data)):
+            raise DecodeError(at[0], "program headers run past the end")
+        rows = [struct.unpack_from(fmt, data, phoff + i * entsize) for i in range(count)]
+        if self.is64:
+            return [Segment(r[0], r[2], r[3], r[5], r[6]) for r in rows]
+        return [Segment(r[0], r[1], r[2], r[4], r[5]) for r in rows]
 
     @property
     def section_names(self) -> tuple[str, ...]:
