@@ -1,5 +1,5 @@
 """The target registry: every target is found by each key it declares, and its compact
-unwind tables match Apple's ``compact_unwind_encoding.h`` (reference notes)."""
+unwind tables match Apple's ``compact_unwind_encoding.h``."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ def encode(functions, sort=True, address=0):
 
 
 def v3_x86_worked_example() -> bytes:
-    """gas-sframe-notes.md section 5, worked example (x86-64, V3), built field by field."""
+    """An x86-64 V3 section built field by field from the V3 spec's layouts."""
     header = struct.pack("<HBBBbbBIIIII", 0xDEE2, 3, 0x04, 3, 0, -8, 0, 1, 4, 0x14, 0, 0x10)
     index = struct.pack("<qII", 0, 7, 0)
     attr = struct.pack("<HBBB", 4, 0, 0, 0)
@@ -189,8 +189,8 @@ def _v2_section(abi: int, big: bool, fres: bytes, num_fres: int, info: int = 0,
 
 
 def test_aarch64_fre_with_signed_ra_and_b_key():
-    # gas-sframe-notes.md section 5: FRE 08 87 20 e8 e0 = mangled RA, 3 one-byte words,
-    # SP base: CFA = sp+32, RA = [CFA-24], FP = [CFA-32].
+    # FRE 08 87 20 e8 e0 by the spec's FRE info word (bit 7 mangled RA, bits 5-6 size
+    # 0 = 1 byte, bits 1-4 count 3, bit 0 base 1 = SP): CFA = sp+32, RA = [CFA-24], FP = [CFA-32].
     data = _v2_section(2, False, bytes([0x00, 0x03, 0x00, 0x08, 0x87, 0x20, 0xE8, 0xE0]), 2,
                        info=0x20)
     section = decode(data)

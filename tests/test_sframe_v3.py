@@ -32,7 +32,8 @@ def v3(*timelines) -> bytes:
 
 
 def test_worked_example_bytes():
-    """gas-sframe-notes.md section 5, x86-64 V3 worked example."""
+    """An x86-64 V3 section as the V3 spec lays it out (header, FDE index, attributes,
+    FREs)."""
     rows = [Row(0, CfaReg(7, 8), (RA,)), Row(1, CfaReg(7, 16), (FP16, RA)),
             Row(4, CfaReg(6, 16), (FP16, RA)), Row(6, CfaReg(7, 8), (FP16, RA))]
     data = v3(timeline(rows))

@@ -29,7 +29,7 @@ def _both(tmp_path: Path, body: str):
 def test_def_cfa_register_after_offset_at_same_pc(tmp_path):
     # push %rbp (1 byte); def_cfa_offset 16 and def_cfa_register rbp at PC 1.
     # DWARF: CFA = rbp+16 from PC 1.  GNU as takes the offset of the previous
-    # row and writes rbp+8 (gas-sframe-notes.md, quirk 12.1).
+    # row and writes rbp+8 (seen with this machine's as --gsframe).
     body = """q1:
 \t.cfi_startproc
 \tpush %rbp
