@@ -8,11 +8,12 @@ import sys
 
 from ..elf.read import elf_arch
 from ..files import read_bytes
+from . import SUBCOMMANDS
 from .common import Subparsers, arch_name
 
 
 def add_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("compact", help="Apple compact unwind encodings from the same CFI",
+    p = sub.add_parser("compact", help=SUBCOMMANDS["compact"][1],
                        description="Per function: the 32-bit compact unwind encoding (x86-64 "
                        "or arm64), its meaning in words, start and length; DWARF mode with a "
                        "reason where compact unwind cannot describe the body state exactly. "

@@ -6,12 +6,13 @@ import argparse
 import json
 
 from ..sframe.load import load_sframe
+from . import SUBCOMMANDS
 from .common import Subparsers
 from .show import describe_fde, json_rules, words
 
 
 def add_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("diff", help="compare two SFrame sections by meaning",
+    p = sub.add_parser("diff", help=SUBCOMMANDS["diff"][1],
                        description="Compare two SFrame sections (any versions, raw or ELF) "
                        "function by function (matched by address): the PC ranges where the "
                        "CFA/FP/RA rules differ, and functions only one side has. Exit 0 when "

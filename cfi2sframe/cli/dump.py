@@ -7,12 +7,13 @@ import json
 import sys
 
 from ..sframe.load import load_sframe
+from . import SUBCOMMANDS
 from .common import Subparsers
 from .show import section_json
 
 
 def add_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("dump", help="print an SFrame section as readelf --sframe does",
+    p = sub.add_parser("dump", help=SUBCOMMANDS["dump"][1],
                        description="Print the SFrame section of FILE (raw section or ELF) "
                        "exactly as readelf --sframe of binutils 2.46 prints V2/V3 sections "
                        "(binutils 2.40 for V1).")

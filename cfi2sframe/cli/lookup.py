@@ -8,12 +8,13 @@ import sys
 
 from ..sframe.load import load_sframe
 from ..sframe.rules import describe, fre_rules, outermost
+from . import SUBCOMMANDS
 from .common import Subparsers, parse_pc
 from .show import json_rules
 
 
 def add_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("lookup", help="the recovery rules at given PCs",
+    p = sub.add_parser("lookup", help=SUBCOMMANDS["lookup"][1],
                        description="For each PC, the FDE and FRE that cover it and the "
                        "CFA/RA/FP recovery rules in words. Exit 1 if a PC is not covered.")
     p.add_argument("file")

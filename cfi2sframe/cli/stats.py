@@ -10,11 +10,12 @@ from typing import Any
 
 from ..analysis.stats import file_stats
 from ..errors import Cfi2SframeError
+from . import SUBCOMMANDS
 from .common import Subparsers
 
 
 def add_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("stats", help="SFrame coverage and size for ELF files",
+    p = sub.add_parser("stats", help=SUBCOMMANDS["stats"][1],
                        description="Per file and in total: FDEs in .eh_frame, FDEs SFrame "
                        "gets, bytes of .eh_frame + .eh_frame_hdr against .sframe, and the "
                        "reasons functions are left out. Exit 1 if a file cannot be read.")

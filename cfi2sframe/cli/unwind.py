@@ -7,11 +7,12 @@ import json
 
 from ..analysis.snapshot import walk_snapshot
 from ..analysis.unwind import PC
+from . import SUBCOMMANDS
 from .common import Subparsers
 
 
 def add_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("unwind", help="walk a stack snapshot with SFrame",
+    p = sub.add_parser("unwind", help=SUBCOMMANDS["unwind"][1],
                        description="Walk the frames of a register and stack-memory snapshot "
                        "(JSON: {\"regs\": {\"rip\": ..., \"rsp\": ..., \"rbp\": ...}, "
                        "\"memory\": [{\"address\": ..., \"hex\": ...}]}) with the SFrame "

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.compare import verify_elf
+from . import SUBCOMMANDS
 from .common import Subparsers
 from .show import describe_fde, words
 
 
 def add_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("verify", help="check SFrame against the DWARF CFI of the same file",
+    p = sub.add_parser("verify", help=SUBCOMMANDS["verify"][1],
                        description="For an ELF file with .sframe and .eh_frame (or "
                        ".debug_frame): check at every PC of every function that SFrame "
                        "recovers CFA, FP and RA exactly as the DWARF CFI does; list functions "
