@@ -106,4 +106,5 @@ f:
     for version in (2, 3):
         conversion = convert_asm(text, "t.s", "aarch64", version=version)
         assert [(s.name, s.reason) for s in conversion.skips] == [("f", "ra-signed-with-pc")]
-        assert "at offset 0x4" in conversion.skips[0].detail
+        assert conversion.skips[0].detail == ("the return address is signed with the PC as "
+                                              "a diversifier at offset 0x4")

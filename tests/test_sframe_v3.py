@@ -135,3 +135,11 @@ def test_outermost_start_function_verifies_and_looks_up(tmp_path):
     assert '"fres": []' in run("dump", "--json", str(obj)).stdout
     v2 = run(str(src), "-o", str(tmp_path / "v2.sframe"))
     assert "[ra-undefined]" in v2.stderr
+
+
+def test_ra_signed_with_pc_on_a_flex_target_names_its_offset_once():
+    rows = [Row(0, CfaReg(7, 8), (RA,)), Row(4, CfaReg(7, 8), (RA,), True, True)]
+    result = lower(timeline(rows), X86, version=3)
+    assert isinstance(result, Skip) and result.reason == "ra-signed-with-pc"
+    assert result.detail == "the return address is signed with the PC as a diversifier at " \
+                            "offset 0x4"

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from ..arch.base import Arch
 from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
-from ..reasons import SFRAME_REASONS
+from ..reasons import SFRAME_REASONS, Unrepresentable
 from .format import MAX_FRES_V3, Fre, SFrameFunction, fits, fre_words, offset_size_for
 from .rules import (
     RA_UNDEFINED,
@@ -47,6 +47,8 @@ class Skip:
 
 
 class _Unrepresentable(Exception):
+    """Raised inside the lowering of one row; returned as a ``reasons.Unrepresentable``."""
+
     def __init__(self, reason: str, detail: str, row: Row | None) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -55,7 +57,7 @@ class _Unrepresentable(Exception):
 
 
 # What lowering a function's rows gives: its FREs, or why it has none.
-_Lowered = tuple[Fre, ...] | tuple[Fre | RuleFre, ...] | _Unrepresentable
+_Lowered = tuple[Fre, ...] | tuple[Fre | RuleFre, ...] | Unrepresentable
 # ``lower``'s memo: id of a rows tuple -> (that tuple, what lowering it gave).
 LowerMemo = dict[int, tuple[tuple[Row, ...], _Lowered]]
 
@@ -97,7 +99,7 @@ def lower(timeline: Timeline, arch: Arch,
         fres = lowering(rows, arch)
         if memo is not None:
             memo[id(rows)] = (rows, fres)  # the tuple is kept, so its id stays unique
-    if isinstance(fres, _Unrepresentable):
+    if isinstance(fres, Unrepresentable):
         return skip(fres.reason, fres.detail)
     flex = bool(fres) and isinstance(fres[0], RuleFre)
     if version == 3 and fres and all(_outermost(fre) for fre in fres):
@@ -113,20 +115,20 @@ def lower(timeline: Timeline, arch: Arch,
 
 
 def _lower_rows(rows: tuple[Row, ...], arch: Arch,
-                version: int = 2) -> tuple[Fre, ...] | _Unrepresentable:
+                version: int = 2) -> tuple[Fre, ...] | Unrepresentable:
     """The default FREs for a function's rows (V3 adds RA-undefined rows)."""
     first = 0
     while first < len(rows) and rows[first].cfa is None:
         first += 1  # before any CFA rule (.cfi_startproc simple): no unwind info there
     if first == len(rows):
-        return _Unrepresentable("cfa-undefined", "no CFA rule anywhere", None)
+        return Unrepresentable("cfa-undefined", "no CFA rule anywhere")
     fres: list[Fre] = []
     for row in rows[first:]:
-        if row.ra_signed_pc:
-            return _signed_with_pc(row)
-        fre = _lower_rules(row.cfa, row.regs, row.ra_signed, arch, version)
-        if isinstance(fre, _Unrepresentable):
-            return _Unrepresentable(fre.reason, f"{fre.detail} at offset {row.start:#x}", row)
+        fre = _SIGNED_WITH_PC if row.ra_signed_pc else _lower_rules(row.cfa, row.regs,
+                                                                      row.ra_signed, arch,
+                                                                      version)
+        if isinstance(fre, Unrepresentable):
+            return _at(row, fre)
         if fres and fres[-1].same_rules(fre):
             continue
         if row.start:  # the memoised FRE is at offset 0; positional is cheaper than _replace
@@ -141,13 +143,13 @@ def _lower_rows_v3(rows: tuple[Row, ...], arch: Arch) -> _Lowered:
     while first < len(rows) and rows[first].cfa is None:
         first += 1
     if first == len(rows):
-        return _Unrepresentable("cfa-undefined", "no CFA rule anywhere", None)
+        return Unrepresentable("cfa-undefined", "no CFA rule anywhere")
     wanted: list[tuple[int, FrameRules, bool]] = []
     for row in rows[first:]:
         try:
             rules = _v3_rules(row, arch)
         except _Unrepresentable as exc:
-            return _Unrepresentable(exc.reason, f"{exc.detail} at offset {row.start:#x}", row)
+            return _at(row, Unrepresentable(exc.reason, exc.detail))
         if wanted and wanted[-1][1:] == (rules, row.ra_signed):
             continue
         wanted.append((row.start, rules, row.ra_signed))
@@ -187,15 +189,19 @@ def _fits_default(rules: FrameRules, arch: Arch, fixed_ra: Loc | None) -> bool:
             and ra_ok and slot_or_none(rules.fp))
 
 
-def _signed_with_pc(row: Row) -> _Unrepresentable:
-    return _Unrepresentable("ra-signed-with-pc", "the return address is signed with the PC "
-                            f"as a diversifier at offset {row.start:#x}", row)
+_SIGNED_WITH_PC = Unrepresentable("ra-signed-with-pc", "the return address is signed with "
+                                  "the PC as a diversifier")
+
+
+def _at(row: Row, why: Unrepresentable) -> Unrepresentable:
+    """``why`` with the offset of the row it is about."""
+    return Unrepresentable(why.reason, f"{why.detail} at offset {row.start:#x}")
 
 
 def _v3_rules(row: Row, arch: Arch) -> FrameRules:
     """A row as V3 rules, or ``_Unrepresentable`` with the reason."""
     if row.ra_signed_pc:
-        raise _signed_with_pc(row)
+        raise _Unrepresentable(*_SIGNED_WITH_PC, row)
     if row.ra_signed:
         raise _Unrepresentable("ra-signed", "return address signing on x86-64", row)
     rules = dwarf_rules(row, arch, arch.ra)
@@ -235,7 +241,7 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
 @lru_cache(maxsize=65536)
 def _lower_rules(cfa: CfaRule | None, regs: tuple[tuple[int, Rule], ...], ra_signed: bool,
                  arch: Arch,
-                 version: int = 2) -> Fre | _Unrepresentable:
+                 version: int = 2) -> Fre | Unrepresentable:
     """``lower_row`` for a row at offset 0, memoised: rows repeat across functions."""
     row = Row(0, cfa, regs, ra_signed)
     if version == 3 and (row.rule(arch.ra) or SAME_VALUE).kind == RuleKind.undefined:
@@ -243,7 +249,7 @@ def _lower_rules(cfa: CfaRule | None, regs: tuple[tuple[int, Rule], ...], ra_sig
     try:
         return lower_row(row, arch)
     except _Unrepresentable as exc:
-        return exc
+        return Unrepresentable(exc.reason, exc.detail)
 
 
 def lower_row(row: Row, arch: Arch) -> Fre:
