@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..arch.base import Arch, ByteOrder
 from ..dwarf.interpret import interpret
@@ -18,7 +17,19 @@ from ..dwarf.ops import Op, OpName, decode_ops, sleb, uleb
 from ..elf.read import Symbol, is_mapping_symbol, open_elf
 from ..errors import Cfi2SframeError, CfiError, DecodeError
 from ..model import Location, Row, Timeline
-from .directives import Directive, SyntaxProblem, evaluate, parse_statement, render
+from .directives import (
+    EXPRESSIONS,
+    Arg,
+    Directive,
+    EscapeItem,
+    Num,
+    Reg,
+    Sym,
+    SyntaxProblem,
+    evaluate,
+    parse_statement,
+    render,
+)
 from .probe import (
     PROBE,
     Assembler,
@@ -272,10 +283,12 @@ class _Builder:
         cut = bisect.bisect_left(entries, (offset, ""))
         return entries[cut - 1][1] if cut else None
 
-    def _value(self, tree: Any, line: int) -> int:
-        if tree[0] == "num":  # the common case, kept cheap
-            number: int = tree[1]
-            return number
+    def _value(self, tree: Arg, line: int) -> int:
+        if type(tree) is Num:  # the common case, kept cheap
+            return tree.value
+        if not isinstance(tree, EXPRESSIONS):
+            raise Cfi2SframeError(self.where(line), f"an expression is expected, not "
+                                                    f"'{render(tree)}'")
         offset = self.offset
 
         def lookup(name: str, depth: int = 0) -> int | None:
@@ -284,6 +297,8 @@ class _Builder:
                 return None
             try:
                 inner = parse_statement(".cfi_def_cfa_offset " + expr).args[0]
+                if not isinstance(inner, EXPRESSIONS):
+                    return None
                 return evaluate(inner, lambda n: lookup(n, depth + 1))
             except SyntaxProblem:
                 return None
@@ -293,13 +308,13 @@ class _Builder:
         except SyntaxProblem as exc:
             raise Cfi2SframeError(self.where(line), exc.message) from None
 
-    def _reg(self, tree: Any, line: int) -> int:
-        if tree[0] in ("reg", "sym"):
-            number = self.arch.registers.get(tree[1].lower())
+    def _reg(self, tree: Arg, line: int) -> int:
+        if isinstance(tree, (Reg, Sym)):
+            number = self.arch.registers.get(tree.name.lower())
             if number is not None:
                 return number
-            if tree[0] == "reg":
-                raise Cfi2SframeError(self.where(line), f"unknown register '%{tree[1]}'")
+            if isinstance(tree, Reg):
+                raise Cfi2SframeError(self.where(line), f"unknown register '%{tree.name}'")
         value = self._value(tree, line)
         if value < 0:
             raise Cfi2SframeError(self.where(line), f"invalid register number {value}")
@@ -361,10 +376,13 @@ class _Builder:
         # sections, mte_tagged_frame, personality_id, inline_lsda, fde_data and
         # label describe data beside the rules; they change no recovery rule.
 
-    def _escape(self, func: _Function, items: Sequence[Any], pc: int, line: int) -> None:
+    def _escape(self, func: _Function, items: Sequence[Arg], pc: int, line: int) -> None:
         order: ByteOrder = "big" if self.arch.big_endian else "little"
         data = bytearray()
-        for kind, tree in items:
+        for item in items:
+            if not isinstance(item, EscapeItem):  # the grammar gives escape items only
+                raise TypeError(f".cfi_escape operand {item!r}")
+            kind, tree = item
             value = self._value(tree, line)
             if kind == "byte":
                 data.append(value & 0xFF)

@@ -13,22 +13,75 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput
 
-# Expression trees are tuples: ("num", v), ("sym", name), ("dot",),
-# (opname, a) for unary and (opname, a, b) for binary operators.
-Expr = tuple[Any, ...]
+# Operand expressions, as variant types (cheap to cache and to evaluate).
+
+
+class Num(NamedTuple):
+    """A number."""
+
+    value: int
+
+
+class Sym(NamedTuple):
+    """A symbol (or a register named without ``%``)."""
+
+    name: str
+
+
+class Dot(NamedTuple):
+    """The location counter, ``.``."""
+
+    text: str = "."
+
+
+class Reg(NamedTuple):
+    """A register named with ``%``."""
+
+    name: str
+
+
+class Unary(NamedTuple):
+    """``neg``, ``inv`` or ``lognot`` of an operand."""
+
+    op: str
+    operand: Expr
+
+
+class Binary(NamedTuple):
+    """A binary operator (``add``, ``shl``, ``eq`` ...: ``_OPS``) on two operands."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+
+Expr = Num | Sym | Dot | Reg | Unary | Binary
+EXPRESSIONS = (Num, Sym, Dot, Reg, Unary, Binary)
+
+
+class EscapeItem(NamedTuple):
+    """One ``.cfi_escape`` operand: ``byte``, ``sleb128``, ``uleb128`` or ``dataN``."""
+
+    kind: str
+    value: Expr
+
+
+# A directive operand: an expression, an escape item, a keyword (``simple``, section
+# names) or None where an optional operand is absent.
+Arg = Expr | EscapeItem | str | None
 
 
 @dataclass(frozen=True)
 class Directive:
-    """A parsed CFI statement: its name (``def_cfa``...) and operand trees."""
+    """A parsed CFI statement: its name (``def_cfa``...) and operands."""
 
     name: str
-    args: tuple[Any, ...]
+    args: tuple[Arg, ...]
 
 
 class SyntaxProblem(Exception):
@@ -58,43 +111,43 @@ class _ToTree(Transformer[Token, Any]):
     def number(self, items: list[Token]) -> Expr:
         text = str(items[0])
         if text[:2] in ("0x", "0X"):
-            return ("num", int(text, 16))
+            return Num(int(text, 16))
         if text[:2] in ("0b", "0B"):
-            return ("num", int(text[2:], 2))
+            return Num(int(text[2:], 2))
         if len(text) > 1 and text[0] == "0":
             try:
-                return ("num", int(text, 8))
+                return Num(int(text, 8))
             except ValueError:
                 raise SyntaxProblem(f"bad octal number '{text}'") from None
-        return ("num", int(text))
+        return Num(int(text))
 
     def symbol(self, items: list[Token]) -> Expr:
         name = str(items[0])
-        return ("dot",) if name == "." else ("sym", name)
+        return Dot() if name == "." else Sym(name)
 
-    def reg_percent(self, items: list[Token]) -> Any:
-        return ("reg", str(items[0]))
+    def reg_percent(self, items: list[Token]) -> Expr:
+        return Reg(str(items[0]))
 
     def reg_expr(self, items: list[Any]) -> Any:
         return items[0]
 
-    def escape_byte(self, items: list[Any]) -> Any:
-        return ("byte", items[0])
+    def escape_byte(self, items: list[Expr]) -> EscapeItem:
+        return EscapeItem("byte", items[0])
 
-    def escape_sleb128(self, items: list[Any]) -> Any:
-        return ("sleb128", items[0])
+    def escape_sleb128(self, items: list[Expr]) -> EscapeItem:
+        return EscapeItem("sleb128", items[0])
 
-    def escape_uleb128(self, items: list[Any]) -> Any:
-        return ("uleb128", items[0])
+    def escape_uleb128(self, items: list[Expr]) -> EscapeItem:
+        return EscapeItem("uleb128", items[0])
 
-    def escape_data2(self, items: list[Any]) -> Any:
-        return ("data2", items[0])
+    def escape_data2(self, items: list[Expr]) -> EscapeItem:
+        return EscapeItem("data2", items[0])
 
-    def escape_data4(self, items: list[Any]) -> Any:
-        return ("data4", items[0])
+    def escape_data4(self, items: list[Expr]) -> EscapeItem:
+        return EscapeItem("data4", items[0])
 
-    def escape_data8(self, items: list[Any]) -> Any:
-        return ("data8", items[0])
+    def escape_data8(self, items: list[Expr]) -> EscapeItem:
+        return EscapeItem("data8", items[0])
 
     def start(self, items: list[Directive]) -> Directive:
         return items[0]
@@ -107,9 +160,9 @@ class _ToTree(Transformer[Token, Any]):
         if name.startswith("_"):
             return Tree(data, children, meta)  # Lark's own helper rules (repetitions)
         if name in _BINARY:
-            return (name, children[0], children[1])
+            return Binary(name, children[0], children[1])
         if name in _UNARY:
-            return (name, children[0])
+            return Unary(name, children[0])
         args = tuple(str(c) if isinstance(c, Token) else c for c in children)
         return Directive(name, args)
 
@@ -174,40 +227,38 @@ SymbolLookup = Callable[[str], int | None]
 
 def evaluate(tree: Expr, lookup: SymbolLookup) -> int:
     """Evaluate an absolute expression; symbols resolve through ``lookup``."""
-    kind = tree[0]
-    if kind == "num":
-        number: int = tree[1]
-        return number
-    if kind == "sym":
-        value = lookup(tree[1])
+    if isinstance(tree, Num):
+        return tree.value
+    if isinstance(tree, Sym):
+        value = lookup(tree.name)
         if value is None:
-            raise SyntaxProblem(f"symbol '{tree[1]}' is undefined or not an absolute constant")
+            raise SyntaxProblem(f"symbol '{tree.name}' is undefined or not an absolute "
+                                "constant")
         return value
-    if kind == "dot":
+    if isinstance(tree, Reg):
+        raise SyntaxProblem(f"register '%{tree.name}' where a number is expected")
+    if isinstance(tree, Dot):
         raise SyntaxProblem("'.' is not an absolute constant in a CFI operand")
-    if kind == "neg":
-        return -evaluate(tree[1], lookup)
-    if kind == "inv":
-        return ~evaluate(tree[1], lookup)
-    if kind == "lognot":
-        return int(not evaluate(tree[1], lookup))
-    return _OPS[kind](evaluate(tree[1], lookup), evaluate(tree[2], lookup))
+    if isinstance(tree, Unary):
+        value = evaluate(tree.operand, lookup)
+        return -value if tree.op == "neg" else ~value if tree.op == "inv" else int(not value)
+    return _OPS[tree.op](evaluate(tree.left, lookup), evaluate(tree.right, lookup))
 
 
-def render(tree: Expr | str | None) -> str:
-    """Expression tree back to text (for personality/LSDA symbols)."""
+def render(tree: Arg) -> str:
+    """An operand back to text (for personality/LSDA symbols)."""
     if tree is None:
         return ""
     if isinstance(tree, str):
         return tree
-    kind = tree[0]
-    if kind == "num":
-        return str(tree[1])
-    if kind in ("sym", "reg"):
-        name: str = tree[1]
-        return name
-    if kind == "dot":
+    if isinstance(tree, Num):
+        return str(tree.value)
+    if isinstance(tree, (Sym, Reg)):
+        return tree.name
+    if isinstance(tree, Dot):
         return "."
-    if len(tree) == 2:
-        return f"{kind}({render(tree[1])})"
-    return f"({render(tree[1])} {kind} {render(tree[2])})"
+    if isinstance(tree, Unary):
+        return f"{tree.op}({render(tree.operand)})"
+    if isinstance(tree, EscapeItem):
+        return f"{tree.kind}({render(tree.value)})"
+    return f"({render(tree.left)} {tree.op} {render(tree.right)})"
