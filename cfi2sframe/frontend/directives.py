@@ -131,24 +131,6 @@ class _ToTree(Transformer[Token, Any]):
     def reg_expr(self, items: list[Any]) -> Any:
         return items[0]
 
-    def escape_byte(self, items: list[Expr]) -> EscapeItem:
-        return EscapeItem("byte", items[0])
-
-    def escape_sleb128(self, items: list[Expr]) -> EscapeItem:
-        return EscapeItem("sleb128", items[0])
-
-    def escape_uleb128(self, items: list[Expr]) -> EscapeItem:
-        return EscapeItem("uleb128", items[0])
-
-    def escape_data2(self, items: list[Expr]) -> EscapeItem:
-        return EscapeItem("data2", items[0])
-
-    def escape_data4(self, items: list[Expr]) -> EscapeItem:
-        return EscapeItem("data4", items[0])
-
-    def escape_data8(self, items: list[Expr]) -> EscapeItem:
-        return EscapeItem("data8", items[0])
-
     def start(self, items: list[Directive]) -> Directive:
         return items[0]
 
@@ -163,6 +145,8 @@ class _ToTree(Transformer[Token, Any]):
             return Binary(name, children[0], children[1])
         if name in _UNARY:
             return Unary(name, children[0])
+        if name.startswith("escape_"):  # escape_byte, escape_sleb128, ..., escape_data8
+            return EscapeItem(name[len("escape_"):], children[0])
         args = tuple(str(c) if isinstance(c, Token) else c for c in children)
         return Directive(name, args)
 
