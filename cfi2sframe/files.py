@@ -23,8 +23,12 @@ def read_bytes(path: str) -> bytes:
         raise Cfi2SframeError(path, f"cannot read input: {exc.strerror}") from None
 
 
-def write_output(path: str, data: bytes | str) -> None:
+def write_output(path: str, data: bytes | str, mode_of: str | None = None) -> None:
     """Write ``data`` to ``path`` (``-`` is stdout): complete, or not at all.
+
+    The file keeps the permission bits of the file it replaces; a new file gets those
+    of ``mode_of`` (the input an ELF output is a copy of, as objcopy does) or 0666,
+    less the umask.
 
     The bytes go to an unnamed file (``O_TMPFILE``) in the target's folder,
     which gets a name only once complete and synced, and then replaces
@@ -54,7 +58,8 @@ def write_output(path: str, data: bytes | str) -> None:
         else:
             umask = os.umask(0)
             os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
+            base = os.stat(mode_of).st_mode & 0o777 if mode_of else 0o666
+            os.chmod(tmp, base & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if tmp is not None and os.path.exists(tmp):

@@ -108,3 +108,25 @@ def test_kill_at_any_moment_leaves_complete_or_no_output(tmp_path, fraction):
     out = tmp_path / "out.sframe"
     assert not out.exists() or out.read_bytes() == expected
     assert not leftovers(tmp_path)
+
+
+def test_rewritten_elf_files_keep_the_input_permission_bits(tmp_path: Path) -> None:
+    """--emit elf/obj to a new file: the input's permission bits, less the umask (as
+    objcopy does); the rewritten program runs."""
+    require("gcc", "as")
+    source = tmp_path / "main.c"
+    source.write_text("int work(int n) { return n * 3; }\n"
+                      "int main(int c, char **v) { (void)v; return work(c) & 1; }\n")
+    prog = tmp_path / "prog"
+    subprocess.run(["gcc", "-O2", str(source), "-o", str(prog)], check=True)
+    obj = tmp_path / "f.o"
+    subprocess.run(["as", str(EXAMPLES / "frame_pointer.s"), "-o", str(obj)], check=True)
+    umask = os.umask(0)
+    os.umask(umask)
+    for path, mode, emit in ((prog, 0o750, "elf"), (obj, 0o640, "obj")):
+        path.chmod(mode)
+        out = tmp_path / f"{path.name}.new"
+        proc = run(str(path), "--emit", emit, "-o", str(out), "-w", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert out.stat().st_mode & 0o7777 == mode & ~umask
+    assert subprocess.run([str(tmp_path / "prog.new"), "x"]).returncode == 0

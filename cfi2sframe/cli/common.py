@@ -39,9 +39,9 @@ def parse_pc(text: str) -> int:
         raise Cfi2SframeError("", f"'{text}' is not an address (use 0x... or decimal)") from None
 
 
-def write(output: str, payload: bytes | str) -> None:
+def write(output: str, payload: bytes | str, mode_of: str | None = None) -> None:
     """``files.write_output`` with a one-line error naming the output."""
     try:
-        write_output(output, payload)
+        write_output(output, payload, mode_of)
     except OSError as exc:
         raise Cfi2SframeError(output, f"cannot write output: {exc.strerror or exc}") from None

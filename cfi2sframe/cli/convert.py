@@ -177,7 +177,10 @@ def run(args: argparse.Namespace) -> int:
     payload = conversion.output(emit)
     if args.in_place:
         _check_rewritten(display, payload)
-    write(output, payload)
+    # A rewritten ELF file keeps the input's permission bits (a program stays runnable).
+    keeps_mode = emit in ("elf", "obj") and isinstance(conversion, ElfConversion) \
+        and args.input != "-"
+    write(output, payload, args.input if keeps_mode else None)
     return 0
 
 
