@@ -230,7 +230,9 @@ class _Reader:
                                            "outside the FRE sub-section")
         if info & 0xF not in FRE_ADDR_SIZE:
             raise DecodeError(info_at, f"FDE {index}: unknown FRE type {info & 0xF}")
-        if info & 0x10 and not rep_size:
+        if info & 0x10 and not rep_size and self.version != VERSION_1:
+            # V1 FDEs have no repeat size field (GNU ld 2.40 writes PC-mask FDEs for the
+            # PLT, whose FRE starts the V1 spec calls masks); V2 and V3 need one.
             raise DecodeError(info_at, f"FDE {index}: PC-mask FDE with a repeat size of 0")
         flex = self.version == VERSION_3 and (info2 & 0x1F) == FDE_TYPE_FLEX
         fres = self.fres(first, count, info & 0xF, index, flex)
