@@ -104,7 +104,21 @@ class AsmConversion(Conversion):
         if not source.endswith("\n"):
             source += "\n"
         obj, _ = self.assembler.run(source + fragment, self.source, ".")
+        _check_single_sframe(obj, len(self.raw()), self.source)
         return obj
+
+
+def _check_single_sframe(obj: bytes, size: int, source: str) -> None:
+    """The object's ``.sframe`` must be ours alone: an assembler that writes SFrame too
+    (``--gsframe`` in its command, or built to by default) would have it concatenated
+    with ours, and readers would see garbage or only the first."""
+    from .elf.read import open_elf
+
+    section = open_elf(obj, "object").section(".sframe")
+    if section is not None and section.size != size:
+        raise Cfi2SframeError(source, f"the assembler wrote SFrame of its own ({section.size} "
+                                      f"bytes of .sframe where ours has {size}); run it "
+                                      "without --gsframe, or use --emit raw or asm")
 
 
 def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFunction], bool]:

@@ -203,3 +203,35 @@ def test_unwritable_output_is_one_error_line(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.decode() == f"{target}: error: cannot write output: No such file or " \
         "directory\n"
+
+
+def test_cfi_sections_sframe_never_doubles_the_section(tmp_path):
+    """An input asking for .sframe itself: the object holds one .sframe, ours (GNU as
+    would write its own and the two would be concatenated). Warnings keep their lines."""
+    require("as", "readelf")
+    from cfi2sframe import convert_asm
+    from cfi2sframe.elf.read import open_elf
+
+    body = (EXAMPLES / "frameless.s").read_text()
+    for request in (".cfi_sections .eh_frame, .sframe", ".cfi_sections .sframe"):
+        src = tmp_path / "dbl.s"
+        src.write_text(f"\t{request}\n{body}")
+        out = tmp_path / "dbl.o"
+        proc = run(str(src), "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        data = out.read_bytes()
+        view = open_elf(data, "object")
+        assert [s.name for s in view.sections].count(".sframe") == 1
+        ours = convert_asm(src.read_text(), str(src)).raw()
+        assert view.section(".sframe").size == len(ours)
+        verify = run("verify", str(out))
+        assert verify.returncode == 0 and b"0 mismatches" in verify.stdout, verify.stdout
+
+
+def test_an_assembler_that_writes_sframe_itself_is_an_error_not_a_corrupt_object(tmp_path):
+    require("as")
+    out = tmp_path / "gs.o"
+    proc = run("--assembler", "as --gsframe", str(EXAMPLES / "frameless.s"), "-o", str(out))
+    assert proc.returncode == 1 and not out.exists()
+    assert b"the assembler wrote SFrame of its own" in proc.stderr
+    assert proc.stderr.count(b"\n") == 1

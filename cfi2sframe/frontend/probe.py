@@ -169,5 +169,31 @@ def start_probe(text: str, filename: str, comment_chars: str, assembler: Assembl
         raise Cfi2SframeError(filename, f"input uses the reserved symbol prefix '{PROBE}'")
     scanned = scan(text, filename, comment_chars)
     statements = tuple(item for item in scanned.items if isinstance(item, Statement))
+    rewritten = without_sframe_request(text, statements)
+    if rewritten != text:  # rare: scan the text the assembler will see
+        text = rewritten
+        scanned = scan(text, filename, comment_chars)
+        statements = tuple(item for item in scanned.items if isinstance(item, Statement))
     job = assembler.start(with_probes(text, statements), filename, include_dir)
     return ProbeRun(text, filename, scanned, statements, job)
+
+
+def without_sframe_request(text: str, statements: Sequence[Statement]) -> str:
+    """``text`` with ``.sframe`` dropped from its ``.cfi_sections`` statements.
+
+    The SFrame section is ours to write: an assembler that writes one too would have
+    it concatenated with ours in one ``.sframe``.  A statement left with no section
+    asks for ``.eh_frame``, the assembler's default.  Lines keep their numbers.
+    """
+    pieces = []
+    last = 0
+    for stmt in statements:
+        words = stmt.text.split(None, 1)
+        if not words or words[0] != ".cfi_sections" or ".sframe" not in stmt.text \
+                or text[stmt.offset:stmt.offset + len(stmt.text)] != stmt.text:
+            continue  # (a statement not verbatim in the text is caught after assembly)
+        names = [name.strip() for name in (words[1] if len(words) > 1 else "").split(",")]
+        kept = [name for name in names if name and name != ".sframe"] or [".eh_frame"]
+        pieces += [text[last:stmt.offset], ".cfi_sections " + ", ".join(kept)]
+        last = stmt.offset + len(stmt.text)
+    return "".join(pieces) + text[last:] if pieces else text
