@@ -290,24 +290,25 @@ def lower_row(row: Row, arch: Arch) -> Fre:
 # DWARF rules, with a reason for each rule kind) and ``sframe.direct`` (from save slots).
 
 
-def cfa_problem(cfa_reg: int, ra_signed: bool, arch: Arch) -> tuple[str, str] | None:
+def cfa_problem(cfa_reg: int, ra_signed: bool, arch: Arch) -> Unrepresentable | None:
     """Why no default FRE has this CFA base and RA signing, or None."""
     if cfa_reg not in (arch.sp, arch.fp):
-        return "cfa-not-sp-fp", f"CFA is based on {arch.reg_name(cfa_reg)}"
+        return Unrepresentable("cfa-not-sp-fp", f"CFA is based on {arch.reg_name(cfa_reg)}")
     if ra_signed and not arch.tracks_ra:
-        return "ra-signed", "return address signing on x86-64"
+        return Unrepresentable("ra-signed", "return address signing on x86-64")
     return None
 
 
-def words_problem(fre: Fre, arch: Arch) -> tuple[str, str] | None:
+def words_problem(fre: Fre, arch: Arch) -> Unrepresentable | None:
     """Why ``fre`` has no default encoding (an FP slot without an RA slot where the RA
     is tracked, outside s390x; a word past 32 bits), or None."""
     if fre.fp_offset is not None and arch.tracks_ra and fre.ra_offset is None \
             and fre.ra_reg is None and not arch.s390x:
-        return "fp-without-ra", "FP is saved but RA is not on the stack"
+        return Unrepresentable("fp-without-ra", "FP is saved but RA is not on the stack")
     words = fre_words(fre, arch)
     if offset_size_for(words) is None:
-        return "offset-range", f"offset {max(words, key=abs)} needs more than 32 bits"
+        return Unrepresentable("offset-range",
+                               f"offset {max(words, key=abs)} needs more than 32 bits")
     return None
 
 
