@@ -33,7 +33,6 @@ def add_parser(sub: Subparsers) -> None:
                    help="text (default), __LD,__compact_unwind rows as assembly, or as "
                    "binary rows (32 bytes; 20 on i386) on standard output")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

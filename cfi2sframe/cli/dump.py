@@ -19,7 +19,6 @@ def add_parser(sub: Subparsers) -> None:
                        "(binutils 2.40 for V1).")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,7 +20,6 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("file")
     p.add_argument("pcs", nargs="+", metavar="PC", help="address (0x... or decimal)")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,7 +23,6 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--sframe-version", type=int, default=2, choices=[2, 3],
                    help="count coverage for this SFrame version (default: 2)")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(run=run)
 
 
 def _stats_line(entry: dict[str, Any]) -> str:

@@ -25,7 +25,6 @@ def add_parser(sub: Subparsers) -> None:
                    help="walk with compact unwind rows made from FILE's CFI (--ranges "
                    "rows, libunwind's step) instead of SFrame")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,6 @@ def add_parser(sub: Subparsers) -> None:
                        "SFrame lacks with the reason our encoder gives. Exit 1 on a mismatch.")
     p.add_argument("file")
     p.add_argument("-q", "--quiet", action="store_true", help="print mismatches and totals only")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
