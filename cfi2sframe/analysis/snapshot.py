@@ -9,7 +9,6 @@ any base.  Register names are the target's (DWARF names from ``arch/``); ``pc``,
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
@@ -67,22 +66,6 @@ def memory_reader(memory: dict[int, bytes], arch: Arch) -> Read:
     return read
 
 
-def code_reader(data: bytes) -> Callable[[int, int], bytes]:
-    """Code bytes at a linked file's addresses (its PT_LOAD segments)."""
-    from ..elf.read import PT_LOAD, open_elf
-
-    segments = open_elf(data, "ELF file").segments()
-
-    def code_of(address: int, size: int) -> bytes:
-        for seg in segments:
-            if seg.kind == PT_LOAD and seg.vaddr <= address < seg.vaddr + seg.filesz:
-                at = seg.offset + address - seg.vaddr
-                return data[at:at + size]
-        return b""
-
-    return code_of
-
-
 def walk_snapshot(path: str, snapshot: str, compact: bool = False,
                   max_frames: int = 64) -> tuple[Arch, list[dict[int, int]], str]:
     """The frames of ``snapshot`` walked with ``path``'s SFrame section (or, with
@@ -98,9 +81,15 @@ def walk_snapshot(path: str, snapshot: str, compact: bool = False,
         frames, why = sframe_walk(loaded.section, regs, read, max_frames)
         return arch, frames, why
     from ..compact.convert import compact_arch, compact_elf
+    from ..elf.read import address_reader, open_elf
 
     data = read_bytes(path)
     functions = compact_elf(path, data, ranges=True)
-    frames, why = compact_walk(functions, code_reader(data), compact_arch(arch.name, path),
+    at_address = address_reader(open_elf(data, "ELF file"))
+
+    def code_of(address: int, size: int) -> bytes:
+        return at_address(address, size) or b""
+
+    frames, why = compact_walk(functions, code_of, compact_arch(arch.name, path),
                                regs, read, arch.sp, arch.fp, arch.ra, max_frames)
     return arch, frames, why

@@ -8,7 +8,7 @@ object the assembler wrote; for ELF input, the file), so STACK_IND's
 from __future__ import annotations
 
 from ..arch import get_arch
-from ..elf.read import ElfView, open_elf
+from ..elf.read import address_reader, open_elf
 from ..errors import Cfi2SframeError
 from ..model import Timeline
 from .encoding import Code
@@ -28,13 +28,15 @@ def compact_functions(timelines: tuple[Timeline, ...], obj: bytes, arch: str,
                       ranges: bool = False, linked: bool = False) -> list[CompactFunction]:
     """Lower every timeline; ``obj`` is the ELF file holding their code."""
     view = open_elf(obj, "object") if obj else None
+    at_address = address_reader(view) if view is not None and linked else None
     section_bytes: dict[str, bytes] = {}
     out = []
     for timeline in timelines:
         code = None
         if view is not None:
-            if linked:
-                code = _linked_code(view, timeline)
+            if at_address is not None:
+                found = at_address(timeline.start, timeline.size)
+                code = Code(found) if found is not None else None
             else:
                 data = section_bytes.get(timeline.section)
                 if data is None:
@@ -43,14 +45,6 @@ def compact_functions(timelines: tuple[Timeline, ...], obj: bytes, arch: str,
                 code = Code(data[timeline.start:timeline.start + timeline.size])
         out.append(lower_compact(timeline, arch, code, ranges))
     return out
-
-
-def _linked_code(view: ElfView, timeline: Timeline) -> Code | None:
-    for seg in view.segments():
-        if seg.kind == 1 and seg.vaddr <= timeline.start < seg.vaddr + seg.filesz:
-            at = seg.offset + timeline.start - seg.vaddr
-            return Code(view.data[at:at + timeline.size])
-    return None
 
 
 def compact_asm(text: str, filename: str, arch_name: str = "x86_64",

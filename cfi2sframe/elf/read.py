@@ -215,3 +215,18 @@ def elf_arch(path: str, data: bytes) -> Arch:
     except DecodeError as exc:
         raise located(path, exc) from None
     return arch_for_machine(view.machine, path, not view.little_endian)
+
+
+def address_reader(view: ElfView) -> Callable[[int, int], bytes | None]:
+    """``read(address, size)``: the file bytes at a linked file's address (its PT_LOAD
+    segments, parsed once), None outside them."""
+    loads = [seg for seg in view.segments() if seg.kind == PT_LOAD]
+
+    def read(address: int, size: int) -> bytes | None:
+        for seg in loads:
+            if seg.vaddr <= address < seg.vaddr + seg.filesz:
+                at = seg.offset + address - seg.vaddr
+                return view.data[at:at + size]
+        return None
+
+    return read
