@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-from ..elf.read import elf_arch
 from ..files import read_bytes
 from . import SUBCOMMANDS
 from .common import Subparsers, arch_name
@@ -36,20 +35,12 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compact.convert import compact_arch, compact_asm, compact_elf
+    from ..compact.convert import compact_arch, compact_file
     from ..compact.encoding import NOT_FUNCTION_START, describe, is_dwarf
     from ..compact.lower import CompactFunction
 
-    data = read_bytes(args.file)
-    if data[:4] == b"\x7fELF":
-        functions = compact_elf(args.file, data, args.ranges)
-        arch = elf_arch(args.file, data)  # for register names
-    else:
-        from ..arch import get_arch
-
-        functions = compact_asm(data.decode("utf-8", "surrogateescape"), args.file, args.arch,
-                                args.assembler, args.ranges)
-        arch = get_arch(args.arch)
+    arch, functions = compact_file(args.file, read_bytes(args.file), args.arch,
+                                   args.assembler, args.ranges)
     flavour = compact_arch(arch.name, args.file)
     names = {num: name for name, num in reversed(list(arch.registers.items()))}
 

@@ -199,20 +199,14 @@ def _check_rewritten(display: str, payload: bytes | str) -> None:
 def _convert_compact(args: argparse.Namespace, display: str, data: bytes, output: str,
                      emit: str) -> int:
     """``--format compact-unwind``: __LD,__compact_unwind rows as assembly or bytes."""
-    from ..compact.convert import compact_arch, compact_asm, compact_elf
+    from ..compact.convert import compact_arch, compact_file
     from ..compact.rows import rows_asm, rows_binary
-    from ..elf.read import elf_arch
 
     if emit not in ("asm", "raw") or args.in_place:
         raise Cfi2SframeError(display, "compact unwind is written as --emit asm (rows for the "
                                        "assembler) or --emit raw (32-byte rows)")
-    if data[:4] == b"\x7fELF":
-        flavour = compact_arch(elf_arch(display, data).name, display)
-        functions = compact_elf(display, data)
-    else:
-        flavour = compact_arch(args.arch, display)
-        functions = compact_asm(data.decode("utf-8", "surrogateescape"), display, args.arch,
-                                args.assembler)
+    arch, functions = compact_file(display, data, args.arch, args.assembler)
+    flavour = compact_arch(arch.name, display)
     if not args.no_warnings or args.fatal_warnings:
         kind = "error" if args.fatal_warnings else "warning"
         for func in functions:

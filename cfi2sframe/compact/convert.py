@@ -8,7 +8,8 @@ object the assembler wrote; for ELF input, the file), so STACK_IND's
 from __future__ import annotations
 
 from ..arch import get_arch
-from ..elf.read import address_reader, open_elf
+from ..arch.base import Arch
+from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
 from ..model import Timeline
 from .encoding import Code
@@ -70,3 +71,16 @@ def compact_elf(path: str, data: bytes, ranges: bool = False) -> list[CompactFun
     flavour = compact_arch(arch.name, path)
     return compact_functions(cfi.timelines, data, flavour, ranges,
                              linked=cfi.elf_type != "ET_REL")
+
+
+def compact_file(source: str, data: bytes, arch_name: str = "x86_64",
+                 assembler: str | None = None,
+                 ranges: bool = False) -> tuple[Arch, list[CompactFunction]]:
+    """Any input -> compact rows and its target: an ELF file (by its magic; its target is
+    its own) or assembly for ``arch_name``."""
+    if data[:4] == b"\x7fELF":
+        functions = compact_elf(source, data, ranges)
+        return elf_arch(source, data), functions
+    functions = compact_asm(data.decode("utf-8", "surrogateescape"), source, arch_name,
+                            assembler, ranges)
+    return get_arch(arch_name), functions
