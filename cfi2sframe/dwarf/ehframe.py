@@ -263,15 +263,11 @@ def _walk(reader: _Reader, is_eh: bool, placements: Placements, names: Names) ->
 
 
 def _parse_cie_at(reader: _Reader, at: int, is_eh: bool, cies: dict[int, _Cie]) -> _Cie | None:
-    length = reader.fixed(at, 4)
-    pos = at + 4
-    size = 4
-    if length == 0xFFFFFFFF:
-        length = reader.fixed(pos, 8)
-        pos += 8
-        size = 8
-    cie = _parse_cie(reader, pos + size, pos + length, is_eh, at)
-    cies[at] = cie
+    """The CIE an FDE points at before the walk reached it; None if no entry starts there."""
+    entry = next(entries(reader.data, is_eh, reader.little, at), None)
+    if entry is None or entry[0] != at:
+        return None
+    cies[at] = cie = _parse_cie(reader, entry[3], entry[1], is_eh, at)
     return cie
 
 

@@ -15,8 +15,9 @@ from ..errors import DecodeError
 Entry = tuple[int, int, int, int, int, bool]
 
 
-def entries(data: bytes, is_eh: bool, little: bool) -> Iterator[Entry]:
-    """Every CIE and FDE of a CFI section in order (zero terminators are skipped).
+def entries(data: bytes, is_eh: bool, little: bool, pos: int = 0) -> Iterator[Entry]:
+    """Every CIE and FDE of a CFI section in order from ``pos`` (zero terminators are
+    skipped).
 
     ``.eh_frame`` marks a CIE with id 0, ``.debug_frame`` with all ones; an entry
     that runs past the end of ``data`` is a ``DecodeError`` at its start.
@@ -24,7 +25,6 @@ def entries(data: bytes, is_eh: bool, little: bool) -> Iterator[Entry]:
     order = "<" if little else ">"
     words = struct.Struct(order + "II").unpack_from
     size = len(data)
-    pos = 0
     while pos + 4 <= size:
         start = pos
         if pos + 8 <= size:
