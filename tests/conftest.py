@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,18 @@ def require(*tools: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(message + " (CI must install them: see .ci/run)")
     pytest.skip(message)
+
+
+def small_program(folder: Path) -> Path:
+    """A small dynamically linked program built by gcc -O2 in ``folder`` (exit status
+    ``(argc * 3) & 1``)."""
+    require("gcc")
+    source = folder / "main.c"
+    source.write_text("int work(int n) { return n * 3; }\n"
+                      "int main(int c, char **v) { (void)v; return work(c) & 1; }\n")
+    program = folder / "prog"
+    subprocess.run(["gcc", "-O2", str(source), "-o", str(program)], check=True)
+    return program
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cfi2sframe.convert import convert_elf
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.sframe.load import load_sframe
-from tests.conftest import require
+from tests.conftest import require, small_program
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -29,14 +29,7 @@ def object_bytes(tmp_path_factory) -> bytes:
 @pytest.fixture(scope="module")
 def program_bytes(tmp_path_factory) -> bytes:
     """A small linked program: linked input takes another reader (``elfread``)."""
-    require("gcc")
-    folder = tmp_path_factory.mktemp("exe")
-    main = folder / "main.c"
-    main.write_text("int work(int n) { return n * 3; }\n"
-                    "int main(int c, char **v) { (void)v; return work(c) & 1; }\n")
-    out = folder / "a.out"
-    subprocess.run(["gcc", "-O2", str(main), "-o", str(out)], check=True)
-    return out.read_bytes()
+    return small_program(tmp_path_factory.mktemp("exe")).read_bytes()
 
 
 def _located(exc: Cfi2SframeError) -> None:

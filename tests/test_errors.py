@@ -24,7 +24,7 @@ import pytest
 import cfi2sframe
 from cfi2sframe.cli import main
 from cfi2sframe.errors import EX_SOFTWARE, Cfi2SframeError
-from tests.conftest import require
+from tests.conftest import require, small_program
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -44,11 +44,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     subprocess.run(["as", str(EXAMPLES / "frame_pointer.s"), "-o", str(obj)], check=True)
     with_sframe = folder / "f.sframe.o"
     assert main([str(obj), "--emit", "obj", "-o", str(with_sframe)]) == 0
-    source = folder / "main.c"
-    source.write_text("int work(int n) { return n * 3; }\n"
-                      "int main(int c, char **v) { (void)v; return work(c) & 1; }\n")
-    exe = folder / "a.out"
-    subprocess.run(["gcc", "-O2", str(source), "-o", str(exe)], check=True)
+    exe = small_program(folder)
     exe_sframe = folder / "a.sframe.out"
     assert main([str(exe), "--emit", "elf", "-o", str(exe_sframe)]) == 0
     return {"obj": obj, "obj+sframe": with_sframe, "exe+sframe": exe_sframe}

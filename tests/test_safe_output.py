@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import require, small_program
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LIBRARY = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
@@ -114,11 +114,7 @@ def test_rewritten_elf_files_keep_the_input_permission_bits(tmp_path: Path) -> N
     """--emit elf/obj to a new file: the input's permission bits, less the umask (as
     objcopy does); the rewritten program runs."""
     require("gcc", "as")
-    source = tmp_path / "main.c"
-    source.write_text("int work(int n) { return n * 3; }\n"
-                      "int main(int c, char **v) { (void)v; return work(c) & 1; }\n")
-    prog = tmp_path / "prog"
-    subprocess.run(["gcc", "-O2", str(source), "-o", str(prog)], check=True)
+    prog = small_program(tmp_path)
     obj = tmp_path / "f.o"
     subprocess.run(["as", str(EXAMPLES / "frame_pointer.s"), "-o", str(obj)], check=True)
     umask = os.umask(0)

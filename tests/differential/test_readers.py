@@ -15,12 +15,22 @@ from cfi2sframe import convert_asm
 from cfi2sframe.analysis.compare import diff_sections, verify
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.dwarf.ehframe import read_elf_cfi
+from cfi2sframe.sframe.decode import DecodedSection
 from cfi2sframe.sframe.dump import dump_text
 from cfi2sframe.sframe.load import load_sframe
 from tests.conftest import require
 from tests.corpus import csmith_asm
 
 from .test_gas import SEEDS
+
+
+def _dump_as_readelf_does(path: Path) -> DecodedSection:
+    """Our dump of ``path``'s .sframe equals this machine's readelf --sframe (2.40, V1)."""
+    want = subprocess.run(["readelf", "--sframe", str(path)], capture_output=True,
+                          text=True, check=True).stdout
+    loaded = load_sframe(str(path), as_readelf=True)
+    assert dump_text(loaded.section, loaded.section_name) == want, path
+    return loaded.section
 
 
 def test_dump_of_v1_is_byte_identical_to_readelf(tmp_path: Path, report) -> None:
@@ -30,10 +40,7 @@ def test_dump_of_v1_is_byte_identical_to_readelf(tmp_path: Path, report) -> None
     for asm in files:
         obj = tmp_path / "gas.o"
         subprocess.run(["as", "--gsframe", str(asm), "-o", str(obj)], check=True)
-        want = subprocess.run(["readelf", "--sframe", str(obj)], capture_output=True,
-                              text=True, check=True).stdout
-        loaded = load_sframe(str(obj), as_readelf=True)
-        assert dump_text(loaded.section, loaded.section_name) == want, asm
+        _dump_as_readelf_does(obj)
     report(f"dump vs readelf 2.40 (SFrame V1): {len(files)} objects byte-identical")
 
 
@@ -48,11 +55,7 @@ def test_dump_of_v1_linked_programs_is_byte_identical_to_readelf(tmp_path: Path,
     for asm in files:
         program = tmp_path / "prog"
         subprocess.run(["gcc", "-Wa,--gsframe", str(asm), "-o", str(program)], check=True)
-        want = subprocess.run(["readelf", "--sframe", str(program)], capture_output=True,
-                              text=True, check=True).stdout
-        loaded = load_sframe(str(program), as_readelf=True)
-        assert dump_text(loaded.section, loaded.section_name) == want, asm
-        plt += sum(fde.pc_mask for fde in loaded.section.fdes)
+        plt += sum(fde.pc_mask for fde in _dump_as_readelf_does(program).fdes)
     assert plt >= len(files)  # every dynamically linked program has a PLT FDE
     report(f"dump vs readelf 2.40 (SFrame V1 linked by ld 2.40): {len(files)} programs "
            f"byte-identical, {plt} PC-mask PLT FDEs")
