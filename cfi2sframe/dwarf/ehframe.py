@@ -17,7 +17,14 @@ from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from ..arch import arch_for_machine
-from ..elf.read import SHT_NOBITS, ElfView, is_mapping_symbol, open_elf
+from ..elf.read import (
+    SHF_COMPRESSED,
+    SHN_LORESERVE,
+    SHT_NOBITS,
+    ElfView,
+    is_mapping_symbol,
+    open_elf,
+)
 from ..elf.reloc import apply_relocations, relocate_view
 from ..errors import Cfi2SframeError, CfiError, DecodeError, from_pyelftools, located
 from ..files import read_bytes
@@ -34,7 +41,6 @@ Names = dict[tuple[str, int], str]
 RowsCache = dict[tuple[int, bytes], tuple[tuple[Row, ...], str | None, bool]]
 
 DW_EH_PE_OMIT = 0xFF
-SHF_COMPRESSED = 0x800
 
 
 @dataclass(frozen=True)
@@ -231,7 +237,7 @@ def _function_names(view: ElfView) -> Names:
         # .type), which name a function only where no function symbol does.
         for kinds in ((2,), (0,)):
             for sym in symbols:
-                if sym.kind not in kinds or not sym.name or not 0 < sym.shndx < 0xFF00:
+                if sym.kind not in kinds or not sym.name or not 0 < sym.shndx < SHN_LORESERVE:
                     continue
                 if sym.shndx >= len(view.sections) or sym.name.startswith(".L") \
                         or is_mapping_symbol(sym.name):

@@ -15,9 +15,8 @@ from collections.abc import Callable
 
 from ..errors import Cfi2SframeError
 from ..sframe.encode import SectionImage
+from .read import PT_GNU_SFRAME, PT_LOAD, PT_NOTE, SHT_GNU_SFRAME
 
-PT_NOTE, PT_GNU_SFRAME = 4, 0x6474E554
-SHT_GNU_SFRAME = 0x6FFFFFF4
 PF_R = 4
 
 
@@ -77,7 +76,7 @@ def _check_program_header_place(out: bytearray, where: str) -> None:
     Where the two differ (LIEF had to put the table in a new segment, as for
     static executables), the program would crash at start on the former.
     """
-    from .read import PT_LOAD, open_elf
+    from .read import open_elf
 
     segments = open_elf(bytes(out), "ELF file").segments()
     (phoff,) = struct.unpack_from("<Q", out, 0x20)

@@ -16,11 +16,17 @@ from dataclasses import dataclass
 
 from ..errors import Cfi2SframeError
 from ..sframe.encode import SectionImage
+from .read import (
+    SHF_ALLOC,
+    SHF_INFO_LINK,
+    SHN_LORESERVE,
+    SHT_GNU_SFRAME,
+    SHT_REL,
+    SHT_RELA,
+    SHT_SYMTAB,
+    STT_SECTION,
+)
 
-SHT_RELA, SHT_REL, SHT_SYMTAB = 4, 9, 2
-SHF_ALLOC, SHF_INFO_LINK = 0x2, 0x40
-SHT_GNU_SFRAME = 0x6FFFFFF4
-STT_SECTION = 3
 # e_machine -> (32-bit, 64-bit) PC-relative relocation types for the FDE start fields.
 # R_X86_64_PC32/PC64, R_AARCH64_PREL32/PREL64, R_390_PC32/PC64
 PCREL_TYPES = {62: (2, 24), 183: (261, 260), 22: (5, 23)}
@@ -57,7 +63,7 @@ def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
         raise Cfi2SframeError(where, "--emit obj needs a relocatable object (use --emit raw)")
     (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
-    if shnum == 0 or shnum >= 0xFF00 or shentsize != 64:
+    if shnum == 0 or shnum >= SHN_LORESERVE or shentsize != 64:
         raise Cfi2SframeError(where, "unsupported section header table")
     headers = [_Header(*struct.unpack_from(order + "IIQQQQIIQQ", data, shoff + 64 * i))
                for i in range(shnum)]

@@ -20,9 +20,13 @@ from ..errors import DecodeError, located
 if TYPE_CHECKING:
     from ..arch.base import Arch
 
-SHT_SYMTAB = 2
-SHT_NOBITS = 8
-PT_LOAD = 1
+# The ELF constants the package uses (gABI; SHT_GNU_SFRAME and PT_GNU_SFRAME: GNU).
+SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL = 2, 4, 8, 9
+SHT_GNU_SFRAME = 0x6FFFFFF4
+SHF_ALLOC, SHF_INFO_LINK, SHF_COMPRESSED = 0x2, 0x40, 0x800
+STT_FUNC, STT_SECTION, STT_FILE = 2, 3, 4
+SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
+PT_LOAD, PT_NOTE, PT_GNU_SFRAME = 1, 4, 0x6474E554
 
 # e_machine and e_type names as pyelftools spells them (the ones we name in messages).
 MACHINES = {3: "EM_386", 22: "EM_S390", 40: "EM_ARM", 62: "EM_X86_64", 183: "EM_AARCH64",

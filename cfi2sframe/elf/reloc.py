@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..arch.base import ByteOrder
 from ..errors import Cfi2SframeError
+from .read import SHN_LORESERVE
 
 if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile
@@ -116,7 +117,7 @@ def relocate_view(view: ElfView, index: int, contents: bytearray,
             if sym >= len(symbols):
                 raise bad(at, f"relocation names symbol {sym} of {len(symbols)}")
             symbol = symbols[sym]
-            if symbol.shndx in SPECIAL_SECTIONS or symbol.shndx >= 0xFF00:
+            if symbol.shndx in SPECIAL_SECTIONS or symbol.shndx >= SHN_LORESERVE:
                 target = SPECIAL_SECTIONS.get(symbol.shndx, f"SHN_{symbol.shndx:#x}")
             elif symbol.shndx < len(view.sections):
                 target = view.sections[symbol.shndx].name

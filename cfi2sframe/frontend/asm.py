@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 from ..arch.base import Arch, ByteOrder
 from ..dwarf.interpret import interpret
 from ..dwarf.ops import Op, OpName, decode_ops, sleb, uleb
-from ..elf.read import Symbol, is_mapping_symbol, open_elf
+from ..elf.read import (
+    SHN_LORESERVE,
+    SHN_UNDEF,
+    STT_FILE,
+    STT_FUNC,
+    STT_SECTION,
+    Symbol,
+    is_mapping_symbol,
+    open_elf,
+)
 from ..errors import Cfi2SframeError, CfiError, DecodeError
 from ..model import Location, Row, Timeline
 from .directives import (
@@ -42,8 +51,6 @@ from .probe import (
 from .scan import Statement, find_assignments
 
 ANCHOR = ".Lcfi2sframe_func_"
-STT_SECTION, STT_FILE, STT_FUNC = 3, 4, 2
-SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
 
 KNOWN_DIRECTIVES = frozenset(
     "startproc endproc sections def_cfa def_cfa_register def_cfa_offset adjust_cfa_offset "

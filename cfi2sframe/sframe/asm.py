@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..elf.read import SHT_GNU_SFRAME
 from .encode import SectionImage
 from .format import SFrameFunction
-
-SHT_GNU_SFRAME = 0x6FFFFFF4
 
 
 def _bytes_lines(data: bytes, per_line: int = 16) -> list[str]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
+from ..elf.read import SHT_GNU_SFRAME
 from ..elf.reloc import apply_relocations
 from ..errors import Cfi2SframeError, DecodeError, from_pyelftools, located
 from ..files import read_bytes
 from .decode import DecodedSection, decode
 
-SHT_GNU_SFRAME = 0x6FFFFFF4
 
 @dataclass(frozen=True)
 class LoadedSFrame:
