@@ -44,5 +44,9 @@ class CFA(IntEnum):
     GNU_negative_offset_extended = 0x2F
 
 
+# The advance operations with a fixed-size delta operand, and its size in bytes.
+ADVANCE_SIZES: dict[int, int] = {CFA.advance_loc1: 1, CFA.advance_loc2: 2,
+                                 CFA.advance_loc4: 4, CFA.MIPS_advance_loc8: 8}
+
 HIGH_MASK = 0xC0  # the primary opcode of a byte
 LOW_MASK = 0x3F  # its operand (a register or a delta)

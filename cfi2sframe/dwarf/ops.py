@@ -14,7 +14,7 @@ from ..arch.base import ByteOrder
 from ..errors import DecodeError
 from ..model import Name
 from .leb128 import read_sleb, read_uleb, sleb, uleb
-from .opcodes import CFA, HIGH_MASK, LOW_MASK
+from .opcodes import ADVANCE_SIZES, CFA, HIGH_MASK, LOW_MASK
 
 __all__ = ["Op", "OpName", "decode_ops", "read_sleb", "read_uleb", "sleb", "uleb"]
 
@@ -132,7 +132,7 @@ def _decode_extended(
     if code == CFA.set_loc:
         addr, pos = _fixed(data, pos, address_size, big_endian)
         return Op(OpName.set_loc, offset=addr), pos
-    size = _ADVANCE_SIZES.get(code)
+    size = ADVANCE_SIZES.get(code)
     if size is not None:
         delta, pos = _fixed(data, pos, size, big_endian)
         return Op(OpName.advance, offset=delta * code_align), pos
@@ -195,8 +195,6 @@ _RESTORE_OP = OpName.restore
 # The opcodes of the hot loop, as plain ints.
 _ADVANCE_LOC, _OFFSET, _RESTORE = int(CFA.advance_loc), int(CFA.offset), int(CFA.restore)
 _DEF_CFA_OFFSET = int(CFA.def_cfa_offset)
-_ADVANCE_SIZES: dict[int, int] = {CFA.advance_loc1: 1, CFA.advance_loc2: 2, CFA.advance_loc4: 4,
-                  CFA.MIPS_advance_loc8: 8}
 # Operations without operands, and those with one register operand, by their Op name.
 _NO_OPERAND: dict[int, OpName] = {
     CFA.remember_state: OpName.remember_state, CFA.restore_state: OpName.restore_state,

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 from ..arch.base import Arch, ByteOrder
 from ..dwarf.leb128 import read_sleb, read_uleb
-from ..dwarf.opcodes import CFA, HIGH_MASK, LOW_MASK
+from ..dwarf.opcodes import ADVANCE_SIZES, CFA, HIGH_MASK, LOW_MASK
 from ..errors import DecodeError
 from .format import Fre
 from .lower import cfa_problem, words_problem
@@ -38,8 +38,6 @@ _REMEMBER, _RESTORE_STATE = int(CFA.remember_state), int(CFA.restore_state)
 _UNDEFINED, _SAME_VALUE, _REGISTER = int(CFA.undefined), int(CFA.same_value), int(CFA.register)
 _EXPRESSION, _VAL_EXPRESSION = int(CFA.expression), int(CFA.val_expression)
 _NEGATE_RA_STATE = int(CFA.AARCH64_negate_ra_state)
-_ADVANCE_SIZES = {int(CFA.advance_loc1): 1, int(CFA.advance_loc2): 2,
-                  int(CFA.advance_loc4): 4}
 
 # The state of one row: (CFA register or _NO_CFA, CFA offset, FP slot, RA slot,
 # RA signed).  A slot is a CFA offset, or None when the register is not saved
@@ -172,8 +170,8 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
                 continue
             elif op == _NOP:
                 continue
-            elif op in _ADVANCE_SIZES:
-                size = _ADVANCE_SIZES[op]
+            elif op in ADVANCE_SIZES:
+                size = ADVANCE_SIZES[op]
                 if pos + size > end:
                     raise _Fallback
                 delta = int.from_bytes(data[pos:pos + size], order) * code_align
