@@ -16,8 +16,8 @@ from .format import (
     F_FRAME_POINTER,
     VERSION_1,
     VERSION_2,
+    cfa_offset,
 )
-from .rules import cfa_offset
 
 
 def dump_text(section: DecodedSection, name: str = ".sframe") -> str:

@@ -33,6 +33,7 @@ from .format import (
     VERSION_3,
     Fre,
     SFrameFunction,
+    cfa_word,
     fde_struct,
     fre_type_for,
     fre_words,
@@ -184,7 +185,7 @@ def _flex_words(rule: RuleFre, fixed_ra: Loc | None,
     rules = rule.rules  # lowering admits only locations into FLEX FREs
     cfa, fp = as_loc(rules.cfa), opt_loc(rules.fp)
     if arch.s390x:
-        cfa = cfa._replace(offset=(cfa.offset - arch.cfa_adjustment) // arch.cfa_alignment)
+        cfa = cfa._replace(offset=cfa_word(cfa.offset, arch))
     pair(cfa)
     ra = opt_loc(rules.ra) if rules.ra != fixed_ra else None
     if ra is not None:

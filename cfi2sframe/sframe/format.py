@@ -101,6 +101,16 @@ class Fre(NamedTuple):
         return self[1:] == other[1:]
 
 
+def cfa_word(offset: int, arch: Arch) -> int:
+    """The SFrame word that stores a CFA offset (s390x: (offset - 160) / 8)."""
+    return (offset - arch.cfa_adjustment) // arch.cfa_alignment
+
+
+def cfa_offset(word: int, arch: Arch) -> int:
+    """The CFA offset an SFrame CFA word stores: the inverse of ``cfa_word``."""
+    return word * arch.cfa_alignment + arch.cfa_adjustment
+
+
 def fre_words(fre: Fre, arch: Arch) -> tuple[int, ...]:
     """The data words of a default FRE, in the spec's order CFA, [RA], [FP].
 
@@ -111,7 +121,7 @@ def fre_words(fre: Fre, arch: Arch) -> tuple[int, ...]:
         return ()
     cfa = fre.cfa_offset
     if arch.s390x:
-        cfa = (cfa - arch.cfa_adjustment) // arch.cfa_alignment
+        cfa = cfa_word(cfa, arch)
     fp = fre.fp_offset if fre.fp_reg is None else (fre.fp_reg << 1) | 1
     ra = fre.ra_offset if fre.ra_reg is None else (fre.ra_reg << 1) | 1
     if ra is not None:

@@ -16,7 +16,7 @@ from ..dwarf.ops import read_sleb
 from ..errors import DecodeError
 from ..model import CfaExpr, CfaReg, Row, Rule, RuleKind
 from .decode import DecodedFde, DecodedFre, DecodedSection
-from .format import VERSION_2
+from .format import VERSION_2, cfa_offset
 
 
 class Loc(NamedTuple):
@@ -135,11 +135,6 @@ def _slot(word: int, reg_encoded: bool) -> Loc:
     if reg_encoded and word & 1:
         return Loc(word >> 1, 0, False)
     return Loc(None, word, True)
-
-
-def cfa_offset(word: int, arch: Arch) -> int:
-    """The CFA offset an SFrame CFA word stores (s390x: (offset - 160) / 8)."""
-    return word * arch.cfa_alignment + arch.cfa_adjustment
 
 
 def _flex(section: DecodedSection, fre: DecodedFre, arch: Arch) -> FrameRules:
