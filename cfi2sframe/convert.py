@@ -104,7 +104,7 @@ class AsmConversion(Conversion):
         if not source.endswith("\n"):
             source += "\n"
         obj, _ = self.assembler.run(source + fragment, self.source, ".")
-        _check_single_sframe(obj, len(self.raw()), self.source)
+        _check_single_sframe(obj, self.image.size, self.source)
         return obj
 
 

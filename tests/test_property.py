@@ -124,7 +124,9 @@ def test_sframe_unwinds_as_the_cfi_says_at_every_pc(program):
     if isinstance(result, Skip):
         assert size == 0 or None in expected.values(), (result, expected)
         return
-    data = encode_sframe([result], X86).to_bytes(0x2000, lambda f: f.start)
+    image = encode_sframe([result], X86)
+    data = image.to_bytes(0x2000, lambda f: f.start)
+    assert image.size == len(data)
     section = decode_sframe(data, 0x2000)
     (fde,) = section.fdes
     assert (fde.start_address, fde.size) == (0x1000, size)
@@ -180,7 +182,9 @@ def test_sframe_v3_unwinds_as_the_cfi_says_at_every_pc(program):
     if isinstance(result, Skip):
         assert size == 0 or None in expected.values(), (result, expected)
         return
-    data = encode_sframe([result], X86, version=3).to_bytes(0x2000, lambda f: f.start)
+    image = encode_sframe([result], X86, version=3)
+    data = image.to_bytes(0x2000, lambda f: f.start)
+    assert image.size == len(data)
     section = decode_sframe(data, 0x2000)
     (fde,) = section.fdes
     assert (fde.start_address, fde.size) == (0x1000, size)

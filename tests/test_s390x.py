@@ -29,7 +29,10 @@ def timeline(rows, size=0x20):
 def section_bytes(rows, version=2, size=0x20) -> bytes:
     func = lower(timeline(rows, size), S390X, version=version)
     assert not isinstance(func, Skip), func
-    return encode_sframe([func], S390X, version).to_bytes(0, lambda f: f.start)
+    image = encode_sframe([func], S390X, version)
+    data = image.to_bytes(0, lambda f: f.start)
+    assert image.size == len(data)  # the section is padded to 8 bytes
+    return data
 
 
 def fre_bytes(data: bytes, version: int) -> bytes:

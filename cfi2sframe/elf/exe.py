@@ -34,8 +34,7 @@ def add_loadable_sframe(data: bytes, image: SectionImage, where: str,
         raise Cfi2SframeError(where, "--emit elf needs LIEF (pip install lief)") from None
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise Cfi2SframeError(where, "--emit elf needs a 64-bit little-endian ELF file")
-    size = len(image.to_bytes(0, lambda func: 0x1000)) if image.functions else len(
-        image.to_bytes(0, lambda func: 0))
+    size = image.size
     # In memory from end to end: nothing on disk can be left truncated (a full
     # disk once made LIEF write half a file without a word).
     lief.logging.disable()

@@ -66,6 +66,12 @@ class SectionImage:
         size = len(self.header) + len(self.fde_tails) * self.fde_size + len(self.fres)
         return bytes(-size % self.align)
 
+    @property
+    def size(self) -> int:
+        """The section's length in bytes (what ``to_bytes`` gives, without building it)."""
+        return (len(self.header) + len(self.fde_tails) * self.fde_size + len(self.fres)
+                + len(self.padding))
+
     def start_field_offset(self, index: int) -> int:
         """Offset in the section of FDE ``index``'s start field."""
         return len(self.header) + index * self.fde_size
