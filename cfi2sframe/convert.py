@@ -133,18 +133,34 @@ def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFun
 def lower_all(timelines: Sequence[Timeline], arch: Arch,
               version: int = 2) -> tuple[list[SFrameFunction], list[Skip]]:
     """Lower every timeline for SFrame ``version``; split into functions and skips."""
-    from .sframe.lower import LowerMemo, Skip, lower
+    from .sframe.lower import LowerMemo, lower
 
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
     memo: LowerMemo = {}
     for timeline in timelines:
-        result = lower(timeline, arch, memo, version)
-        if isinstance(result, Skip):
-            skips.append(result)
-        else:
-            functions.append(result)
+        _add(lower(timeline, arch, memo, version), timeline, arch, version, functions, skips)
     return functions, skips
+
+
+def _add(result: SFrameFunction | Skip, timeline: Timeline, arch: Arch, version: int,
+         functions: list[SFrameFunction], skips: list[Skip]) -> None:
+    """File one lowering result; a CFA expression gets a second try, evaluated per PC
+    (``sframe.pcmask``: linker PLTs)."""
+    from .sframe.lower import Skip
+
+    if isinstance(result, Skip) and result.reason == "cfa-expression":
+        from .sframe.pcmask import lower_pc_dependent
+
+        retry = lower_pc_dependent(timeline, arch, result, version)
+        if isinstance(retry, Skip):
+            skips.append(retry)
+        else:
+            functions.extend(retry)
+    elif isinstance(result, Skip):
+        skips.append(result)
+    else:
+        functions.append(result)
 
 
 def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunction],
@@ -158,7 +174,7 @@ def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFu
     from .dwarf.ehframe import RowsCache
     from .sframe.direct import direct_fres
     from .sframe.format import SFrameFunction, fits
-    from .sframe.lower import LowerMemo, Skip, lower
+    from .sframe.lower import LowerMemo, lower
 
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
@@ -179,11 +195,9 @@ def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFu
         if fres is not None and fres[-1].start >= fde.size:
             fres = tuple(fre for fre in fres if fre.start < fde.size)
         if fres is None or not fits(fde.size, len(fres), version):
-            result = lower(cfi.timeline(fde, rows_cache), arch, memo, version)
-            if isinstance(result, Skip):
-                skips.append(result)
-            else:
-                functions.append(result)
+            timeline = cfi.timeline(fde, rows_cache)
+            _add(lower(timeline, arch, memo, version), timeline, arch, version, functions,
+                 skips)
             continue
         functions.append(SFrameFunction(fde.name, fde.section, fde.start, fde.size, fres,
                                         pauth_b_key=cie.b_key,

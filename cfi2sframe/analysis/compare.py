@@ -7,6 +7,7 @@ either side; rules are constant inside such a stretch.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -42,12 +43,24 @@ def rules_at(steps: Sequence[tuple[int, object]], offset: int) -> object:
 
 def differing_ranges(a: Sequence[tuple[int, object]], b: Sequence[tuple[int, object]],
                      size: int) -> list[tuple[int, int, object, object]]:
-    """[(start, end, rules of a, rules of b)] where the two step lists disagree."""
+    """[(start, end, rules of a, rules of b)] where the two step lists disagree.
+
+    Both lists are sorted by start; one sweep, so a PLT of thousands of
+    repetitions costs linear time.
+    """
     bounds = sorted(x for x in {0, *(s for s, _ in a), *(s for s, _ in b)} if 0 <= x < size)
     out: list[tuple[int, int, object, object]] = []
+    ia = ib = 0
+    ra: object = None
+    rb: object = None
     for i, start in enumerate(bounds):
+        while ia < len(a) and a[ia][0] <= start:
+            ra = a[ia][1]
+            ia += 1
+        while ib < len(b) and b[ib][0] <= start:
+            rb = b[ib][1]
+            ib += 1
         end = bounds[i + 1] if i + 1 < len(bounds) else size
-        ra, rb = rules_at(a, start), rules_at(b, start)
         if ra != rb:
             if out and out[-1][1] == start and out[-1][2:] == (ra, rb):
                 out[-1] = (out[-1][0], end, ra, rb)
@@ -126,48 +139,104 @@ def diff_sections(a: DecodedSection, b: DecodedSection, key_a: FdeKey = _by_addr
 
 @dataclass(frozen=True)
 class VerifyResult:
-    """Outcome of ``verify``: checked functions, mismatches, and what SFrame lacks."""
+    """Outcome of ``verify``.
+
+    ``mismatches``: functions where SFrame and DWARF differ (ranges with both
+    rules; None on the SFrame side means no FDE covers those PCs).
+    ``unevaluated``: functions whose DWARF CFA is an expression we cannot
+    reduce to register + offset, with what SFrame says there.  ``missing``:
+    functions no SFrame FDE covers at all, with our encoder's reason.
+    ``extra``: SFrame FDEs that cover no DWARF function.
+    """
 
     checked: int
     mismatches: tuple[tuple[Timeline, tuple[tuple[int, int, object, object], ...]], ...]
     missing: tuple[tuple[Timeline, str], ...]
     extra: tuple[DecodedFde, ...]
+    unevaluated: tuple[tuple[Timeline, str, tuple[tuple[int, object], ...]], ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.mismatches
 
 
+def covering_steps(section: DecodedSection, fdes: Sequence[DecodedFde],
+                   start: int) -> list[tuple[int, object]]:
+    """The SFrame rules over consecutive FDEs as steps from ``start`` on: PC-mask FDEs
+    expanded into every repetition, None where no FDE covers a PC."""
+    steps: list[tuple[int, object]] = []
+    for fde in fdes:
+        base = fde.start_address - start
+        if steps and steps[-1][0] > base:
+            steps = [step for step in steps if step[0] < base]
+        if fde.pc_mask and fde.rep_size:
+            block = [(fre.start, fre_rules(section, fde, fre)) for fre in fde.fres
+                     if fre.start < fde.rep_size]
+            steps.extend((base + at + offset, rules)
+                         for at in range(0, fde.size, fde.rep_size)
+                         for offset, rules in block if at + offset < fde.size)
+        else:
+            steps.extend((base + offset, rules) for offset, rules in sframe_steps(section, fde)
+                         if offset < fde.size)
+        steps.append((base + fde.size, None))
+    return steps
+
+
 def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
            section_of: Callable[[DecodedFde], str] = lambda fde: "") -> VerifyResult:
     """Check at every PC of every function that SFrame recovers CFA, FP and RA as DWARF does.
 
-    Functions are matched by (section, start): ``section_of`` names the
+    Every SFrame FDE that overlaps a function counts, as a reader looking up a
+    PC would find it: a linker's PLT is one DWARF FDE but a PC-increment FDE
+    for PLT0 and a PC-mask FDE for the entries.  ``section_of`` names the
     section of an FDE's function in a relocatable object ("" when linked).
     """
-    by_address = {(section_of(fde), fde.start_address): fde for fde in section.fdes}
-    used: set[tuple[str, int]] = set()
+    from ..sframe.pcmask import resolve_pc_expressions
+
+    by_section: dict[str, list[DecodedFde]] = {}
+    for fde in section.fdes:
+        by_section.setdefault(section_of(fde), []).append(fde)
+    starts: dict[str, list[int]] = {}
+    for name, fdes in by_section.items():
+        fdes.sort(key=lambda fde: (fde.start_address, fde.size))
+        starts[name] = [fde.start_address for fde in fdes]
+    used: set[int] = set()
     checked = 0
     mismatches = []
     missing = []
+    unevaluated = []
     for timeline in timelines:
-        address = (timeline.section, timeline.start)
-        fde = by_address.get(address)
-        if fde is None or timeline.invalid is not None:
+        fdes = by_section.get(timeline.section, [])
+        end = timeline.start + timeline.size
+        first = bisect_right(starts.get(timeline.section, []), timeline.start)
+        while first > 0 and fdes[first - 1].start_address + fdes[first - 1].size \
+                > timeline.start:
+            first -= 1
+        covering = []
+        for fde in fdes[first:]:
+            if fde.start_address >= end and timeline.size:
+                break
+            if fde.start_address + fde.size > timeline.start or (
+                    fde.start_address == timeline.start):
+                covering.append(fde)
+        if not covering or timeline.invalid is not None:
             result = lower(timeline, arch)
             why = result.reason if isinstance(result, Skip) else "encodable"
             missing.append((timeline, why))
             continue
-        used.add(address)
+        used.update(fde.index for fde in covering)
+        have = covering_steps(section, covering, timeline.start)
+        resolved = resolve_pc_expressions(timeline, arch)
+        if isinstance(resolved, str):
+            unevaluated.append((timeline, resolved, tuple(have)))
+            continue
         checked += 1
-        want = [(row.start, dwarf_rules(row, arch, timeline.ra_column)) for row in timeline.rows]
-        have = sframe_steps(section, fde) if not fde.pc_mask else []
+        want = [(row.start, dwarf_rules(row, arch, resolved.ra_column)) for row in resolved.rows]
         ranges = differing_ranges(have, want, timeline.size)
         if ranges:
             mismatches.append((timeline, tuple(ranges)))
-    extra = tuple(fde for fde in section.fdes
-                  if (section_of(fde), fde.start_address) not in used)
-    return VerifyResult(checked, tuple(mismatches), tuple(missing), extra)
+    extra = tuple(fde for fde in section.fdes if fde.index not in used)
+    return VerifyResult(checked, tuple(mismatches), tuple(missing), extra, tuple(unevaluated))
 
 
 def verify_elf(path: str, data: bytes | None = None) -> tuple[VerifyResult, int]:

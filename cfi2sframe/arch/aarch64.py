@@ -32,6 +32,7 @@ AARCH64 = Arch(
     sframe_abi=2,
     sframe_fixed_fp_offset=0,
     sframe_fixed_ra_offset=0,
+    pc=32,
     elf_machine="EM_AARCH64",
     default_assembler="aarch64-linux-gnu-as",
     compact="arm64",

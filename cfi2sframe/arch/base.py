@@ -34,6 +34,9 @@ class Arch:
     sframe_fixed_ra_offset: int
     elf_machine: str
     default_assembler: str = "as"
+    # DWARF number of the program counter, as DWARF expressions read it (linkers'
+    # PLT CFI does); None where the ABI gives it none.
+    pc: int | None = None
     # The caller's SP as the value CFA + this (DWARF: no SP rule means this).
     sp_val_offset: int = 0
     # SFrame stores CFA offsets as (offset - cfa_adjustment) / cfa_alignment (s390x).

@@ -25,6 +25,7 @@ I386 = Arch(
     sframe_abi=0,
     sframe_fixed_fp_offset=0,
     sframe_fixed_ra_offset=0,
+    pc=8,
     elf_machine="EM_386",
     default_assembler="as --32",
     compact="i386",

@@ -42,6 +42,7 @@ X86_64 = Arch(
     sframe_abi=3,
     sframe_fixed_fp_offset=0,
     sframe_fixed_ra_offset=-8,
+    pc=16,
     elf_machine="EM_X86_64",
     flex=True,
     compact="x86_64",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ..arch import by_sframe_abi
 from ..errors import DecodeError
 from .format import (
+    ABI_AMD64_LITTLE,
     ABI_NAMES,
     BASE_REG_FP,
     F_FDE_FUNC_START_PCREL,
@@ -36,6 +37,7 @@ VALID_FLAGS = {
 FDE_ENTRY_SIZE = {VERSION_1: 17, VERSION_2: 20, VERSION_3: 16}
 FDE_TYPE_DEFAULT, FDE_TYPE_FLEX = 0, 1
 V3_ATTR_SIZE = 5
+V1_AMD64_PLT_ENTRY = 16  # the repetition size V1 PC-mask FDEs imply (see fde)
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,11 @@ class _Reader:
             if self.version == VERSION_1:
                 raw_start, size, fre_off, count, info = struct.unpack_from(
                     order + "iIIIB", data, pos)
-                rep_size = 0
+                # V1 has no repetition size field.  Its one writer of PC-mask FDEs,
+                # GNU ld 2.40, writes them for the 16-byte x86-64 lazy PLT entries
+                # (FREs at 0 and 11), so that is what they mean.
+                rep_size = V1_AMD64_PLT_ENTRY if info & 0x10 and self.abi == \
+                    ABI_AMD64_LITTLE else 0
             else:
                 raw_start, size, fre_off, count, info, rep_size, _ = struct.unpack_from(
                     order + "iIIIBBH", data, pos)

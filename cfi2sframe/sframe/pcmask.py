@@ -1,0 +1,159 @@
+"""Functions whose CFA depends on the PC: linker PLTs, lowered as the spec intends.
+
+The PLT's DWARF CFI says "CFA = SP + 8, or SP + 16 from byte 11 of each
+16-byte entry on" as one expression.  We evaluate it at every PC
+(``dwarf.expr``), which gives ordinary rows, then look for the repeating
+pattern: a PC-increment FDE for the head (PLT0) and one PC-mask FDE whose
+FREs repeat every ``rep_size`` bytes (the entries), as GNU ld writes.  The
+pattern is checked at every byte, so the result is exact; without one, the
+rows stay one PC-increment FDE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..arch.base import Arch
+from ..dwarf.expr import NotReducible, evaluate
+from ..model import CfaExpr, CfaReg, Row, Timeline
+from .format import Fre, SFrameFunction
+from .lower import Skip, lower
+from .rules import RuleFre
+
+# Largest code range whose CFA expression is evaluated byte by byte (a PLT of
+# 65,536 entries); a longer one is left out as ``cfa-expression``.
+MAX_EVALUATED = 1 << 20
+# Repetition sizes tried for PC-mask FDEs (``sfde_func_rep_size`` is 8 bits); the
+# PLT entries of x86-64 are 16 bytes, of s390x 32.
+REP_SIZES = (8, 16, 32, 64, 128)
+# PLT0 is at most this many repetition blocks long.
+MAX_HEAD_BLOCKS = 4
+
+
+def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
+    """``timeline`` with every CFA expression replaced by register + offset rows, one
+    per run of PCs with the same result; or why that cannot be done.
+
+    Only linked code has known PCs: in an object the expression may read the
+    PC only through ``+``, which cancels out nowhere, so it is not evaluated.
+    """
+    if not any(isinstance(row.cfa, CfaExpr) for row in timeline.rows):
+        return timeline
+    pc_reg = arch.pc if not timeline.section else None
+    rows: list[Row] = []
+    evaluated = 0
+    for index, row in enumerate(timeline.rows):
+        end = timeline.rows[index + 1].start if index + 1 < len(timeline.rows) \
+            else timeline.size
+        cfa = row.cfa
+        if not isinstance(cfa, CfaExpr):
+            _append(rows, row)
+            continue
+        evaluated += max(0, end - row.start)
+        if evaluated > MAX_EVALUATED:
+            return f"the CFA expression covers more than {MAX_EVALUATED} bytes"
+        for offset in range(row.start, end):
+            try:
+                value = evaluate(cfa.expr, timeline.start + offset, pc_reg,
+                                 not arch.big_endian)
+            except NotReducible as exc:
+                return f"the CFA expression cannot be evaluated: {exc}"
+            if value.reg is None:
+                return "the CFA expression gives a constant address"
+            _append(rows, row._replace(start=offset, cfa=CfaReg(value.reg, value.offset)))
+    return Timeline(timeline.name, timeline.section, timeline.start, timeline.size,
+                    tuple(rows), timeline.ra_column, timeline.location,
+                    timeline.signal_frame, timeline.pauth_b_key, timeline.personality,
+                    timeline.lsda, timeline.invalid, timeline.anchor, timeline.label)
+
+
+def _append(rows: list[Row], row: Row) -> None:
+    if not rows or not rows[-1].same_rules(row):
+        rows.append(row)
+
+
+FreLike = Fre | RuleFre
+
+
+def split_repeating(func: SFrameFunction) -> list[SFrameFunction]:
+    """``func`` as a PC-increment head and a PC-mask body, when that takes fewer FREs.
+
+    The body starts at a multiple of its repetition size, so readers that take
+    ``PC % rep_size`` (libsframe) and readers that take the offset from the
+    FDE start agree; it covers at least two repetitions.
+    """
+    fres = func.fres
+    best: tuple[int, int, int, list[FreLike], list[FreLike]] | None = None
+    for rep in REP_SIZES:
+        for blocks in range(MAX_HEAD_BLOCKS + 1):
+            head = (-func.start) % rep + blocks * rep
+            if func.size - head < 2 * rep:
+                break
+            body = _repeating_body(fres, head, rep, func.size)
+            if body is None:
+                continue
+            head_fres = [fre for fre in fres if fre.start < head]
+            cost = len(head_fres) + len(body)
+            if best is None or cost < best[0]:
+                best = (cost, head, rep, head_fres, body)
+            break  # a longer head costs more FREs for the same body
+    if best is None or best[0] >= len(fres):
+        return [func]
+    _, head, rep, head_fres, body = best
+    out = []
+    if head:
+        out.append(func._replace(size=head, fres=tuple(head_fres)))
+    out.append(func._replace(name=f"{func.name}+{head:#x}", start=func.start + head,
+                             size=func.size - head, fres=tuple(body), pc_mask=True,
+                             rep_size=rep, anchor=None, label=None))
+    return out
+
+
+def _repeating_body(fres: Sequence[FreLike], head: int, rep: int,
+                    size: int) -> list[FreLike] | None:
+    """The FREs of one block if every block of ``rep`` bytes from ``head`` on has the
+    same rules at the same offsets (the last block may be cut short); else None."""
+    in_force = None
+    for fre in fres:
+        if fre.start <= head:
+            in_force = fre
+    if in_force is None:
+        return None
+    pattern: list[FreLike] = [in_force._replace(start=0)]
+    changes = [fre for fre in fres if fre.start > head]
+    for fre in changes:
+        if fre.start >= head + rep:
+            break
+        pattern.append(fre._replace(start=fre.start - head))
+    # Every change point must be where the pattern says, with its rules.
+    expected = [(block + entry.start, entry[1:])
+                for block in range(head, size, rep) for entry in pattern
+                if block + entry.start < size]
+    actual = [(head, in_force[1:])] + [(fre.start, fre[1:]) for fre in changes]
+    return pattern if _same_changes(expected, actual) else None
+
+
+def _same_changes(expected: Sequence[tuple[int, object]],
+                  actual: Sequence[tuple[int, object]]) -> bool:
+    """Equal as step functions: ignore entries that repeat the rules before them."""
+    def squeeze(steps: Sequence[tuple[int, object]]) -> list[tuple[int, object]]:
+        out: list[tuple[int, object]] = []
+        for start, rules in steps:
+            if not out or out[-1][1] != rules:
+                out.append((start, rules))
+        return out
+
+    return squeeze(expected) == squeeze(actual)
+
+
+def lower_pc_dependent(timeline: Timeline, arch: Arch, skip: Skip,
+                       version: int = 2) -> list[SFrameFunction] | Skip:
+    """The functions for a timeline ``lower`` left out as ``cfa-expression``: its
+    expressions evaluated per PC, then split into head and repeating body."""
+    resolved = resolve_pc_expressions(timeline, arch)
+    if isinstance(resolved, str):
+        return Skip(skip.name, skip.location, skip.reason, resolved, skip.section, skip.start)
+    result = lower(resolved, arch, None, version)
+    if isinstance(result, Skip):
+        return result
+    return split_repeating(result)

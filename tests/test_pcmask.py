@@ -1,0 +1,118 @@
+"""PC-dependent CFA expressions and PC-mask FDEs (sframe.pcmask, dwarf.expr).
+
+Expected values come from the DWARF 5 operator definitions and the SFrame
+spec's PC-mask look-up rule, worked out by hand; the property test checks
+exactness at every PC against the rows it started from.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cfi2sframe.arch import get_arch
+from cfi2sframe.convert import encode_sframe, lower_all
+from cfi2sframe.dwarf.expr import NotReducible, Value, evaluate
+from cfi2sframe.model import CfaExpr, CfaReg, Location, Row, Rule, RuleKind, Timeline
+from cfi2sframe.sframe.decode import decode
+from cfi2sframe.sframe.rules import Loc, rules_at
+
+X86 = get_arch("x86_64")
+RA = ((16, Rule(RuleKind.offset, -8)),)
+# GNU ld's x86-64 lazy PLT entry: CFA = rsp + 8, + 8 more from byte 11 of each entry.
+LD_PLT = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22])
+
+
+def test_ld_plt_expression_by_hand() -> None:
+    for pc, offset in ((0x1030, 8), (0x103A, 8), (0x103B, 16), (0x103F, 16), (0x1040, 8)):
+        assert evaluate(LD_PLT, pc, X86.pc) == Value(7, offset), hex(pc)
+
+
+def test_expressions_we_do_not_reduce() -> None:
+    cases = {
+        "memory read": bytes([0x77, 0xA0, 0x01, 0x06]),  # breg7 160; deref (signal frame)
+        "two registers": bytes([0x77, 0, 0x76, 0, 0x22]),  # rsp + rbp
+        "PC unknown": LD_PLT,  # in an object the PC is not known
+        "endless loop": bytes([0x2F, 0xFD, 0xFF]),  # skip -3: itself
+        "underflow": bytes([0x22]),
+    }
+    for what, expr in cases.items():
+        pc_reg = None if what == "PC unknown" else X86.pc
+        try:
+            evaluate(expr, 0x1000, pc_reg)
+        except NotReducible:
+            continue
+        raise AssertionError(what)
+
+
+def _plt_timeline(start: int, entries: int) -> Timeline:
+    rows = (Row(0, CfaReg(7, 16), RA), Row(6, CfaReg(7, 24), RA),
+            Row(16, CfaExpr(LD_PLT), RA))
+    return Timeline("plt", "", start, 16 + 16 * entries, rows, 16, Location("t"))
+
+
+def test_plt_is_a_pc0_fde_and_one_pc_mask_fde_as_ld_writes() -> None:
+    functions, skips = lower_all([_plt_timeline(0x1020, 5)], X86)
+    assert not skips
+    head, body = functions
+    assert (head.start, head.size, head.pc_mask) == (0x1020, 16, False)
+    assert [(f.start, f.cfa_offset) for f in head.fres] == [(0, 16), (6, 24)]
+    assert (body.start, body.size, body.pc_mask, body.rep_size) == (0x1030, 80, True, 16)
+    assert [(f.start, f.cfa_offset) for f in body.fres] == [(0, 8), (11, 16)]
+
+
+def test_a_misaligned_plt_keeps_pc_increment_rows() -> None:
+    """The expression reads the absolute PC; a PLT at 0x1028 has entries that straddle
+    16-byte blocks, so a mask FDE from an aligned start would still be exact, and
+    the rules stay right at every PC either way."""
+    timeline = _plt_timeline(0x1028, 4)
+    functions, _ = lower_all([timeline], X86)
+    section = decode(encode_sframe(functions, X86).to_bytes(0, lambda f: f.start, "t"))
+    for offset in range(timeline.size):
+        pc = 0x1028 + offset
+        want = 8 + 8 * ((pc & 15) >= 11) if offset >= 16 else (16 if offset < 6 else 24)
+        fde = next(f for f in section.fdes if f.start_address <= pc < f.start_address + f.size)
+        rules = rules_at(section, fde, pc)
+        assert rules is not None and rules.cfa == Loc(7, want, False), hex(pc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(head=st.lists(st.tuples(st.integers(1, 15), st.integers(1, 20)), max_size=3),
+       block=st.lists(st.tuples(st.integers(1, 31), st.integers(1, 20)), max_size=3),
+       rep=st.sampled_from([8, 16, 32]), blocks=st.integers(1, 6),
+       start=st.integers(0, 64).map(lambda n: 0x1000 + 8 * n))
+def test_split_is_exact_at_every_pc(head, block, rep, blocks, start) -> None:
+    """Rows with a periodic tail, lowered and split: at every PC the decoded section
+    gives the CFA of the row in force."""
+    head_size = 2 * rep
+    rows = [Row(0, CfaReg(7, 8), RA)]
+    for at, words in sorted({a % head_size: w for a, w in head}.items()):
+        rows.append(Row(at, CfaReg(7, 8 * words), RA))
+    pattern = sorted({a % rep: w for a, w in block}.items())
+    for b in range(blocks):
+        for at, words in [(0, 1), *pattern]:
+            rows.append(Row(head_size + b * rep + at, CfaReg(7, 8 * words), RA))
+    merged: list[Row] = []
+    for row in rows:
+        if merged and merged[-1].start == row.start:
+            merged[-1] = row
+        elif not merged or merged[-1].cfa != row.cfa:
+            merged.append(row)
+    size = head_size + blocks * rep
+    timeline = Timeline("f", "", start, size, tuple(merged), 16, Location("t"))
+    functions, skips = lower_all([timeline], X86)
+    assert not skips
+    from cfi2sframe.sframe.pcmask import split_repeating
+
+    split = [g for f in functions for g in split_repeating(f)]
+    assert sum(f.size for f in split) == size
+    section = decode(encode_sframe(split, X86).to_bytes(0, lambda f: f.start, "t"))
+    for offset in range(size):
+        pc = start + offset
+        fde = next(f for f in section.fdes if f.start_address <= pc < f.start_address + f.size)
+        rules = rules_at(section, fde, pc)
+        want = timeline.row_at(offset)
+        assert rules is not None and want is not None
+        assert rules.cfa == Loc(7, want.cfa.offset, False), (hex(pc), split)
+        if fde.pc_mask:
+            assert fde.start_address % fde.rep_size == 0  # libsframe's PC % size agrees
