@@ -27,6 +27,14 @@ def run(args: argparse.Namespace) -> int:
         for start, end, have, want in ranges:
             print(f"  [{timeline.start + start:#x}, {timeline.start + end:#x}): SFrame: "
                   f"{words(have, abi)} | DWARF: {words(want, abi)}")
+    for timeline, why, steps in result.unevaluated:
+        print(f"{args.file}: '{timeline.name}' not checked: {why}; SFrame says:")
+        for index, (start, rules) in enumerate(steps):
+            end = min(steps[index + 1][0] if index + 1 < len(steps) else timeline.size,
+                      timeline.size)
+            if start < end:
+                print(f"  [{timeline.start + start:#x}, {timeline.start + end:#x}): "
+                      f"{words(rules, abi)}")
     if not args.quiet:
         for timeline, why in result.missing:
             print(f"{args.file}: no SFrame FDE for '{timeline.name}' [{why}]")
@@ -34,5 +42,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.file}: SFrame {describe_fde(fde)} has no DWARF FDE")
     print(f"{args.file}: {result.checked} functions checked at every PC, "
           f"{len(result.mismatches)} mismatches, {len(result.missing)} without SFrame, "
-          f"{len(result.extra)} only in SFrame")
+          f"{len(result.extra)} only in SFrame"
+          + (f", {len(result.unevaluated)} with a DWARF CFA expression not evaluated"
+             if result.unevaluated else ""))
     return 0 if result.ok else 1

@@ -57,7 +57,7 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
                 value = evaluate(cfa.expr, timeline.start + offset, pc_reg,
                                  not arch.big_endian)
             except NotReducible as exc:
-                return f"the CFA expression cannot be evaluated: {exc}"
+                return _why_not(cfa.expr, pc_reg, arch, exc)
             if value.reg is None:
                 return "the CFA expression gives a constant address"
             _append(rows, row._replace(start=offset, cfa=CfaReg(value.reg, value.offset)))
@@ -65,6 +65,17 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
                     tuple(rows), timeline.ra_column, timeline.location,
                     timeline.signal_frame, timeline.pauth_b_key, timeline.personality,
                     timeline.lsda, timeline.invalid, timeline.anchor, timeline.label)
+
+
+def _why_not(expr: bytes, pc_reg: int | None, arch: Arch, exc: NotReducible) -> str:
+    """Why an expression was not evaluated: it reads the PC of unlinked code, or ``exc``."""
+    if pc_reg is None and arch.pc is not None:
+        try:
+            evaluate(expr, 0, arch.pc, not arch.big_endian)
+            return "the CFA expression reads the PC, which is not known before linking"
+        except NotReducible:
+            pass
+    return f"the CFA expression cannot be evaluated: {exc}"
 
 
 def _append(rows: list[Row], row: Row) -> None:

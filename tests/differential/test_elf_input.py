@@ -88,7 +88,7 @@ def test_every_installed_elf_file_converts_or_reports(report) -> None:
     deadline = time.monotonic() + SCAN_SECONDS
     converted, errors = 0, Counter()
     reasons: Counter = Counter()
-    fdes = emitted = 0
+    fdes = emitted = masks = 0
     for path in files:
         if time.monotonic() > deadline:
             break
@@ -101,9 +101,11 @@ def test_every_installed_elf_file_converts_or_reports(report) -> None:
         converted += 1
         fdes += conversion.fde_count
         emitted += len(conversion.functions)
+        masks += sum(f.pc_mask for f in conversion.functions)
         reasons.update(s.reason for s in conversion.skips)
     report(f"installed ELF files: {converted} converted + {sum(errors.values())} reported "
-           f"of {len(files)} ({dict(errors)}); {emitted} of {fdes} FDEs emitted; "
+           f"of {len(files)} ({dict(errors)}); {emitted} SFrame FDEs ({masks} PC-mask for "
+           f"PLT entries) from {fdes} DWARF FDEs; "
            f"left out: {dict(reasons.most_common())}")
     assert converted > 50
 
@@ -121,7 +123,11 @@ def test_verify_passes_on_real_libraries(library: str, report) -> None:
     result = verify(section, cfi.timelines, arch_for_machine(cfi.machine, ""))
     assert result.ok, result.mismatches[:1]
     assert not result.extra
-    assert result.checked == len(conversion.functions)
+    # Every function is checked or left out with a reason; the PLT is one DWARF FDE
+    # and two SFrame FDEs (PLT0, PC-mask entries).
+    assert result.checked + len(result.missing) == len(cfi.timelines)
+    assert not result.unevaluated
+    assert len(conversion.functions) == result.checked + sum(f.pc_mask for f in section.fdes)
     report(f"verify {path.name}: {result.checked} of {len(cfi.timelines)} functions in "
            f"SFrame, checked at every PC, 0 mismatches; left out: "
            f"{dict(Counter(why for _, why in result.missing).most_common())} "
