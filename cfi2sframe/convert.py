@@ -104,21 +104,23 @@ class AsmConversion(Conversion):
         if not source.endswith("\n"):
             source += "\n"
         obj, _ = self.assembler.run(source + fragment, self.source, ".")
-        _check_single_sframe(obj, self.image.size, self.source)
-        return obj
+        if _single_sframe(obj, self.image.size):
+            return obj
+        # The assembler wrote SFrame of its own (``--gsframe`` in its command, or built
+        # to by default), concatenated with ours: readers would see garbage or only
+        # the first.  Assemble the input alone and replace the assembler's section.
+        from .elf.obj import add_sframe
+
+        obj, _ = self.assembler.run(source, self.source, ".")
+        return add_sframe(obj, self.image, self.source, replace=True)
 
 
-def _check_single_sframe(obj: bytes, size: int, source: str) -> None:
-    """The object's ``.sframe`` must be ours alone: an assembler that writes SFrame too
-    (``--gsframe`` in its command, or built to by default) would have it concatenated
-    with ours, and readers would see garbage or only the first."""
+def _single_sframe(obj: bytes, size: int) -> bool:
+    """Whether the object's ``.sframe`` is ours alone (``size`` bytes long)."""
     from .elf.read import open_elf
 
     section = open_elf(obj, "object").section(".sframe")
-    if section is not None and section.size != size:
-        raise Cfi2SframeError(source, f"the assembler wrote SFrame of its own ({section.size} "
-                                      f"bytes of .sframe where ours has {size}); run it "
-                                      "without --gsframe, or use --emit raw or asm")
+    return section is None or section.size == size
 
 
 def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFunction], bool]:
@@ -280,6 +282,7 @@ class ElfConversion(Conversion):
     fde_count: int = 0
     sframe_address: int = 0
     data: bytes = b""
+    replace: bool = False  # an .sframe already in the file is replaced, not refused
 
     @property
     def linked(self) -> bool:
@@ -305,20 +308,31 @@ class ElfConversion(Conversion):
 
         if self.linked:
             return super().obj()
-        return add_sframe(self.data, self.image, self.source)
+        return add_sframe(self.data, self.image, self.source, self.replace)
 
     def elf(self) -> bytes:
         """A copy of the linked input with a loadable ``.sframe`` and ``PT_GNU_SFRAME``."""
-        from .elf.exe import add_loadable_sframe
+        from .elf.exe import add_loadable_sframe, replace_in_place
 
         if not self.linked:
             return super().elf()
+        if self.replace:
+            def build(address: int) -> bytes:
+                return self.image.to_bytes(address, lambda func: func.start, self.source)
+
+            try:
+                done = replace_in_place(self.data, build, self.source)
+            except DecodeError as exc:
+                raise located(self.source, exc) from None
+            if done is not None:
+                return done
         version = self.image.header[2]
 
         def rebuild(data: bytes) -> SectionImage:
             return convert_elf(self.source, data, version).image
 
-        return add_loadable_sframe(self.data, self.image, self.source, rebuild)[0]
+        return add_loadable_sframe(self.data, self.image, self.source, rebuild,
+                                   self.replace)[0]
 
 
 def default_sframe_address(data: bytes, path: str = "") -> int:
@@ -335,8 +349,11 @@ def default_sframe_address(data: bytes, path: str = "") -> int:
 
 
 def convert_elf(path: str, data: bytes | None = None, version: int = 2,
-                sframe_address: int | None = None) -> ElfConversion:
-    """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``)."""
+                sframe_address: int | None = None, replace: bool = False) -> ElfConversion:
+    """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``).
+
+    ``replace``: the obj and elf outputs replace an ``.sframe`` the file has.
+    """
     from .arch import arch_for_machine
     from .dwarf.ehframe import read_elf_cfi
 
@@ -352,19 +369,19 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
         address = default_sframe_address(data, path) if sframe_address is None \
             else sframe_address
     return ElfConversion(arch, path, image.functions, tuple(skips), image, "", cfi.elf_type,
-                         len(cfi.fdes), address, data)
+                         len(cfi.fdes), address, data, replace)
 
 
 def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
                  assembler: str | None = None, include_dir: str = ".", version: int = 2,
-                 sframe_address: int | None = None) -> Conversion:
+                 sframe_address: int | None = None, replace: bool = False) -> Conversion:
     """Any input -> SFrame: an ELF file (by its magic; ``arch`` is its own) or assembly.
 
     For assembly the assembler is started before the directive parser (Lark) is
     loaded, so the two overlap.  ``source`` names the input in messages.
     """
     if data[:4] == b"\x7fELF":
-        return convert_elf(source, data, version, sframe_address)
+        return convert_elf(source, data, version, sframe_address, replace)
     from .frontend.probe import start_probe
 
     target = get_arch(arch) if isinstance(arch, str) else arch

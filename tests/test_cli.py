@@ -228,10 +228,31 @@ def test_cfi_sections_sframe_never_doubles_the_section(tmp_path):
         assert verify.returncode == 0 and b"0 mismatches" in verify.stdout, verify.stdout
 
 
-def test_an_assembler_that_writes_sframe_itself_is_an_error_not_a_corrupt_object(tmp_path):
-    require("as")
-    out = tmp_path / "gs.o"
-    proc = run("--assembler", "as --gsframe", str(EXAMPLES / "frameless.s"), "-o", str(out))
-    assert proc.returncode == 1 and not out.exists()
-    assert b"the assembler wrote SFrame of its own" in proc.stderr
-    assert proc.stderr.count(b"\n") == 1
+def test_an_assembler_that_always_writes_sframe_gets_its_section_replaced(tmp_path):
+    """A wrapper that always adds --gsframe (as a distribution's default-SFrame binutils
+    does): the object has one .sframe, ours (by size and by meaning against its own
+    DWARF), with one relocation per FDE, and it still links."""
+    require("as", "gcc")
+    from cfi2sframe import convert_asm
+    from cfi2sframe.elf.read import SHT_RELA, open_elf
+
+    wrapper = tmp_path / "gas-sframe"
+    wrapper.write_text('#!/bin/sh\nexec as --gsframe "$@"\n')
+    wrapper.chmod(0o755)
+    source = EXAMPLES / "frameless.s"
+    for text in (source.read_text(), "\t.cfi_sections .sframe\n" + source.read_text()):
+        src = tmp_path / "in.s"
+        src.write_text(text)
+        out = tmp_path / "gs.o"
+        proc = run("--assembler", str(wrapper), str(src), "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        view = open_elf(out.read_bytes(), "object")
+        assert [s.name for s in view.sections].count(".sframe") == 1
+        ours = convert_asm(text, str(src))
+        assert view.section(".sframe").size == len(ours.raw())
+        index = view.section_names.index(".sframe")
+        relocs = [s for s in view.sections if s.kind == SHT_RELA and s.info == index]
+        assert len(relocs) == 1 and relocs[0].size == 24 * len(ours.functions)
+        verify = run("verify", str(out))
+        assert verify.returncode == 0 and b" 0 mismatches" in verify.stdout, verify.stdout
+        assert b"only in SFrame" in verify.stdout and b" 0 only in SFrame" in verify.stdout

@@ -95,6 +95,11 @@ def parser() -> argparse.ArgumentParser:
                         help="for a linked ELF input with --emit raw: the address the "
                              "section will have (default: after the last PT_LOAD segment, "
                              "page aligned)")
+    parser.add_argument("--replace", action="store_true",
+                        help="ELF input that already has .sframe (from GNU as, clang, ld, "
+                             "mold): regenerate it from the DWARF CFI and replace it (objects: "
+                             "the section and its relocations; linked files: in place when it "
+                             "fits, else a new loadable section that PT_GNU_SFRAME points at)")
     parser.add_argument("--in-place", action="store_true",
                         help="ELF input: replace the input file (--emit obj or elf), only "
                              "after the new file is complete and verified")
@@ -165,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
 
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
-                              args.sframe_version, args.sframe_address)
+                              args.sframe_version, args.sframe_address, args.replace)
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
     _report_skips(conversion.skips, args)

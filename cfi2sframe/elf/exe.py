@@ -15,18 +15,21 @@ from collections.abc import Callable
 
 from ..errors import Cfi2SframeError
 from ..sframe.encode import SectionImage
-from .read import PT_GNU_SFRAME, PT_LOAD, PT_NOTE, SHT_GNU_SFRAME
+from .read import PT_GNU_SFRAME, PT_LOAD, PT_NOTE, SHT_GNU_SFRAME, open_elf
 
 PF_R = 4
 
 
 def add_loadable_sframe(data: bytes, image: SectionImage, where: str,
-                        rebuild: Callable[[bytes], SectionImage]) -> tuple[bytes, int]:
+                        rebuild: Callable[[bytes], SectionImage],
+                        replace: bool = False) -> tuple[bytes, int]:
     """The linked ELF64 ``data`` with SFrame added; returns (file, section address).
 
     LIEF may move code to make room for the program headers, so the section is
     built again (``rebuild``) from the CFI of the rewritten file; only its size
-    is taken from ``image``.
+    is taken from ``image``.  ``replace``: a ``.sframe`` already there is renamed
+    ``.sframe.old`` (its bytes stay, nothing reads them) and its ``PT_GNU_SFRAME``
+    is pointed at the new section.
     """
     try:
         import lief
@@ -41,18 +44,25 @@ def add_loadable_sframe(data: bytes, image: SectionImage, where: str,
     binary = lief.ELF.parse(io.BytesIO(data))
     if binary is None:
         raise Cfi2SframeError(where, "LIEF cannot parse this ELF file")
-    if binary.get_section(".sframe") is not None:
-        raise Cfi2SframeError(where, "the file already has an .sframe section")
+    existing = binary.get_section(".sframe")
+    if existing is not None and not replace:
+        raise Cfi2SframeError(where, "the file already has an .sframe section; --replace "
+                                     "regenerates it from the DWARF CFI")
+    if existing is not None:
+        existing.name = ".sframe.old"
+    has_segment = any(seg.kind == PT_GNU_SFRAME
+                      for seg in open_elf(data, "ELF file").segments())
     section = lief.ELF.Section(".sframe")
     section.type = lief.ELF.Section.TYPE.PROGBITS
     section.flags = int(lief.ELF.Section.FLAGS.ALLOC)
     section.content = [0] * size
     section.alignment = 8
     binary.add(section, loaded=True)
-    spare = lief.ELF.Segment()
-    spare.type = lief.ELF.Segment.TYPE.NOTE
-    spare.flags = lief.ELF.Segment.FLAGS.R
-    binary.add(spare)
+    if not has_segment:
+        spare = lief.ELF.Segment()
+        spare.type = lief.ELF.Segment.TYPE.NOTE
+        spare.flags = lief.ELF.Segment.FLAGS.R
+        binary.add(spare)
     builder = lief.ELF.Builder(binary)
     builder.build()
     out = bytearray(builder.get_build())
@@ -75,8 +85,6 @@ def _check_program_header_place(out: bytearray, where: str) -> None:
     Where the two differ (LIEF had to put the table in a new segment, as for
     static executables), the program would crash at start on the former.
     """
-    from .read import open_elf
-
     segments = open_elf(bytes(out), "ELF file").segments()
     (phoff,) = struct.unpack_from("<Q", out, 0x20)
     loads = [seg for seg in segments if seg.kind == PT_LOAD]
@@ -123,9 +131,48 @@ def _patch_spare_segment(out: bytearray, address: int, offset: int, size: int,
     for i in range(phnum):
         at = phoff + i * phentsize
         kind, _, _, _, _, filesz, memsz, _ = struct.unpack_from("<IIQQQQQQ", out, at)
-        if kind == PT_NOTE and filesz == 0 and memsz == 0:
+        if kind == PT_NOTE and filesz == 0 and memsz == 0 or kind == PT_GNU_SFRAME:
             spare = at
     if spare is None:
         raise Cfi2SframeError(where, "no spare program header to describe .sframe")
     struct.pack_into("<IIQQQQQQ", out, spare, PT_GNU_SFRAME, PF_R, offset, address, address,
                      size, size, 8)
+
+
+def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> bytes | None:
+    """``data`` with its ``.sframe`` contents replaced where they are, or None when the
+    new section is larger than the old one or no ``PT_GNU_SFRAME`` describes it.
+
+    ``build(address)`` gives the new section placed at ``address``.  Nothing
+    moves: the bytes past the new end are zeroed, and the section header and
+    ``PT_GNU_SFRAME`` get the new size (64-bit files, either byte order).
+    """
+    view = open_elf(data, "ELF file")
+    old = view.section(".sframe")
+    if old is None or not view.is64:
+        return None
+    segment_at = _sframe_segment(data, view.little_endian, old.addr)
+    if segment_at is None:
+        return None
+    sframe = build(old.addr)
+    if len(sframe) > old.size:
+        return None
+    order = "<" if view.little_endian else ">"
+    out = bytearray(data)
+    out[old.offset : old.offset + old.size] = sframe + bytes(old.size - len(sframe))
+    struct.pack_into(order + "Q", out, old.header_at + 32, len(sframe))
+    struct.pack_into(order + "QQ", out, segment_at + 32, len(sframe), len(sframe))
+    return bytes(out)
+
+
+def _sframe_segment(data: bytes, little: bool, address: int) -> int | None:
+    """File offset of the ``PT_GNU_SFRAME`` program header at ``address`` (ELF64)."""
+    order = "<" if little else ">"
+    (phoff,) = struct.unpack_from(order + "Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from(order + "HH", data, 0x36)
+    for i in range(phnum):
+        at = phoff + i * phentsize
+        kind, _, _, vaddr = struct.unpack_from(order + "IIQQ", data, at)
+        if kind == PT_GNU_SFRAME and vaddr == address:
+            return int(at)
+    return None

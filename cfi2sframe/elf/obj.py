@@ -50,8 +50,13 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
-    """A copy of the ELF64 relocatable object ``data`` with SFrame added."""
+def add_sframe(data: bytes, image: SectionImage, where: str, replace: bool = False) -> bytes:
+    """A copy of the ELF64 relocatable object ``data`` with SFrame added.
+
+    ``replace``: an ``.sframe`` already there (and its relocation section) keep
+    their section headers, which then describe the new contents; no section
+    index changes, so nothing that refers to one needs renumbering.
+    """
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] not in (1, 2):
         raise Cfi2SframeError(where, "--emit obj for ELF input needs a 64-bit object")
     order = "<" if data[5] == 1 else ">"
@@ -74,8 +79,10 @@ def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
         return names[h.name : end].decode("utf-8", "replace")
 
     section_names = [name_of(h) for h in headers]
-    if ".sframe" in section_names:
-        raise Cfi2SframeError(where, "the object already has an .sframe section")
+    reuse = _existing_sframe(headers, section_names, where) if replace else None
+    if ".sframe" in section_names and reuse is None:
+        raise Cfi2SframeError(where, "the object already has an .sframe section; --replace "
+                                     "regenerates it from the DWARF CFI")
     symtab_index = next((i for i, h in enumerate(headers) if h.kind == SHT_SYMTAB), None)
     if symtab_index is None:
         raise Cfi2SframeError(where, "the object has no symbol table")
@@ -103,8 +110,24 @@ def add_sframe(data: bytes, image: SectionImage, where: str) -> bytes:
         kind = PCREL_TYPES[e_machine][0 if image.start_size == 4 else 1]
         info = (section_symbol[target] << 32) | kind
         relocs += struct.pack(order + "QQq", image.start_field_offset(index), info, func.start)
-    return _append(out, headers, section_names, symtab_index, bytes(symbols), sframe,
-                   bytes(relocs), shstrndx, order)
+    return _append(out, headers, symtab_index, bytes(symbols), sframe, bytes(relocs),
+                   shstrndx, order, reuse)
+
+
+def _existing_sframe(headers: Sequence[_Header], names: Sequence[str],
+                     where: str) -> tuple[int, int | None] | None:
+    """(index of .sframe, index of its relocation section or None), if there is one."""
+    found = [i for i, name in enumerate(names) if name == ".sframe"]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise Cfi2SframeError(where, f"the object has {len(found)} .sframe sections")
+    relocs = [i for i, h in enumerate(headers) if h.kind in (SHT_RELA, SHT_REL)
+              and h.info == found[0]]
+    if len(relocs) > 1:
+        raise Cfi2SframeError(where, f"the object has {len(relocs)} relocation sections "
+                                     "for .sframe")
+    return found[0], relocs[0] if relocs else None
 
 
 def _zero_start_fields(data: bytes, image: SectionImage) -> bytes:
@@ -152,29 +175,52 @@ def _shift_relocations(out: bytearray, headers: Sequence[_Header], symtab_index:
             h.info += shift
 
 
-def _append(out: bytearray, headers: list[_Header], names: list[str], symtab_index: int,
-            symbols: bytes, sframe: bytes, relocs: bytes, shstrndx: int, order: str) -> bytes:
+def _append(out: bytearray, headers: list[_Header], symtab_index: int, symbols: bytes,
+            sframe: bytes, relocs: bytes, shstrndx: int, order: str,
+            reuse: tuple[int, int | None] | None) -> bytes:
+    """Append the new contents and a new section header table; ``reuse`` names the
+    headers of an old .sframe and its relocations to point at them instead."""
     def place(blob: bytes, alignment: int) -> int:
         out.extend(b"\0" * (_align(len(out), alignment) - len(out)))
         at = len(out)
         out.extend(blob)
         return at
 
-    old_names = out[headers[shstrndx].offset : headers[shstrndx].offset + headers[shstrndx].size]
-    sframe_name = len(old_names)
-    rela_name = sframe_name + len(b".sframe\0")
-    shstr = bytes(old_names) + b".sframe\0.rela.sframe\0"
+    names_header = headers[shstrndx]
+    shstr = bytes(out[names_header.offset : names_header.offset + names_header.size])
     symtab = headers[symtab_index]
     if len(symbols) != symtab.size:
         symtab.offset = place(symbols, 8)
         symtab.size = len(symbols)
-    headers[shstrndx].offset = place(shstr, 1)
-    headers[shstrndx].size = len(shstr)
-    sframe_index = len(headers)
-    headers.append(_Header(sframe_name, SHT_GNU_SFRAME, SHF_ALLOC, 0, place(sframe, 8),
-                           len(sframe), 0, 0, 8, 0))
-    headers.append(_Header(rela_name, SHT_RELA, SHF_INFO_LINK, 0, place(relocs, 8),
-                           len(relocs), symtab_index, sframe_index, 8, 24))
+
+    def name(text: str) -> int:
+        nonlocal shstr
+        shstr += text.encode() + b"\0"
+        return len(shstr) - len(text) - 1
+
+    if reuse is None:
+        sframe_index = len(headers)
+        headers.append(_Header(name(".sframe"), SHT_GNU_SFRAME, SHF_ALLOC, 0, 0, 0, 0, 0, 8,
+                               0))
+    else:
+        sframe_index = reuse[0]
+    rela_index = reuse[1] if reuse is not None else None
+    if rela_index is None:
+        rela_index = len(headers)
+        headers.append(_Header(name(".rela.sframe"), SHT_RELA, SHF_INFO_LINK, 0, 0, 0, 0, 0,
+                               8, 24))
+    if len(shstr) != names_header.size:
+        names_header.offset = place(shstr, 1)
+        names_header.size = len(shstr)
+    section = headers[sframe_index]
+    section.kind, section.flags, section.align, section.entsize = SHT_GNU_SFRAME, \
+        SHF_ALLOC, 8, 0
+    section.offset, section.size = place(sframe, 8), len(sframe)
+    rela = headers[rela_index]
+    rela.kind, rela.flags, rela.link, rela.info = SHT_RELA, SHF_INFO_LINK, symtab_index, \
+        sframe_index
+    rela.align, rela.entsize = 8, 24
+    rela.offset, rela.size = place(relocs, 8), len(relocs)
     shoff = _align(len(out), 8)
     out.extend(b"\0" * (shoff - len(out)))
     for h in headers:
