@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .arch import get_arch
+from .arch import by_sframe_abi, get_arch
 from .arch.base import Arch
 from .errors import Cfi2SframeError, DecodeError, located
 from .files import read_bytes
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .dwarf.ehframe import ElfCfi
     from .frontend.asm import AsmUnit
     from .model import Timeline
+    from .sframe.decode import DecodedFde
     from .sframe.encode import SectionImage
     from .sframe.format import Fre, SFrameFunction
     from .sframe.lower import Skip
@@ -283,6 +284,7 @@ class ElfConversion(Conversion):
     sframe_address: int = 0
     data: bytes = b""
     replace: bool = False  # an .sframe already in the file is replaced, not refused
+    from_sframe: bool = False  # made from the file's own .sframe (--source sframe)
 
     @property
     def linked(self) -> bool:
@@ -329,10 +331,71 @@ class ElfConversion(Conversion):
         version = self.image.header[2]
 
         def rebuild(data: bytes) -> SectionImage:
+            if self.from_sframe:
+                return encode_sframe(_moved(self.functions, self.data, data, self.source),
+                                     self.arch, version)
             return convert_elf(self.source, data, version).image
 
         return add_loadable_sframe(self.data, self.image, self.source, rebuild,
                                    self.replace)[0]
+
+
+def _moved(functions: Sequence[SFrameFunction], before: bytes, after: bytes,
+           where: str) -> list[SFrameFunction]:
+    """``functions`` at their addresses in ``after``, a rewrite of ``before`` that may
+    have moved whole sections (LIEF making room for program headers)."""
+    from .elf.read import SHF_ALLOC, open_elf
+
+    old = [s for s in open_elf(before, "ELF file").sections if s.flags & SHF_ALLOC and s.size]
+    new = {s.name: s.addr for s in open_elf(after, "ELF file").sections}
+    out = []
+    for func in functions:
+        home = next((s for s in old if s.addr <= func.start < s.addr + s.size), None)
+        if home is None or home.name not in new:
+            raise Cfi2SframeError(where, f"function at {func.start:#x} is in no section "
+                                         "of the rewritten file")
+        out.append(func._replace(start=new[home.name] + func.start - home.addr))
+    return out
+
+
+def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
+                   sframe_address: int | None = None) -> ElfConversion:
+    """An existing SFrame section (ELF file or raw section) -> SFrame ``version``.
+
+    For files whose only unwind information is ``.sframe``; V1, V2 or V3 in.
+    The obj and elf outputs replace the section.
+    """
+    from .dwarf.ehframe import function_names
+    from .elf.read import open_elf
+    from .sframe.load import load_sframe
+    from .sframe.reencode import fde_names, lower_section
+
+    if data is None:
+        data = read_bytes(path)
+    loaded = load_sframe(path, data)
+    arch = by_sframe_abi(loaded.section.abi)
+    names: dict[tuple[str, int], str] = {}
+    elf_type, address = "ET_REL", 0
+    if loaded.is_elf:
+        try:
+            view = open_elf(data, "ELF file")
+        except DecodeError as exc:
+            raise located(path, exc) from None
+        names = function_names(view)
+        elf_type = loaded.elf_type
+        section = view.section(loaded.section_name)
+        if elf_type != "ET_REL" and section is not None:
+            address = section.addr if sframe_address is None else sframe_address
+
+    def section_of(fde: DecodedFde) -> str:
+        return loaded.section_of(fde.field_offset)
+
+    functions, skips = lower_section(loaded.section, arch, version, path,
+                                     fde_names(names, section_of), section_of)
+    image = encode_sframe(functions, arch, version)
+    return ElfConversion(arch, path, image.functions, tuple(skips), image, "", elf_type,
+                         len(loaded.section.fdes), address, data if loaded.is_elf else b"",
+                         replace=True, from_sframe=True)
 
 
 def default_sframe_address(data: bytes, path: str = "") -> int:
@@ -372,14 +435,30 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                          len(cfi.fdes), address, data, replace)
 
 
+def _only_sframe(data: bytes) -> bool:
+    """An ELF file whose only unwind information is ``.sframe`` (no DWARF CFI)."""
+    from .elf.read import open_elf
+
+    if data[:4] != b"\x7fELF":
+        return False
+    try:
+        names = open_elf(data, "ELF file").section_names
+    except DecodeError:
+        return False  # convert_elf reports it, with the offset
+    return ".sframe" in names and ".eh_frame" not in names and ".debug_frame" not in names
+
+
 def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
                  assembler: str | None = None, include_dir: str = ".", version: int = 2,
-                 sframe_address: int | None = None, replace: bool = False) -> Conversion:
+                 sframe_address: int | None = None, replace: bool = False,
+                 source_kind: str = "auto") -> Conversion:
     """Any input -> SFrame: an ELF file (by its magic; ``arch`` is its own) or assembly.
 
     For assembly the assembler is started before the directive parser (Lark) is
     loaded, so the two overlap.  ``source`` names the input in messages.
     """
+    if source_kind == "sframe" or (source_kind == "auto" and _only_sframe(data)):
+        return convert_sframe(source, data, version, sframe_address)
     if data[:4] == b"\x7fELF":
         return convert_elf(source, data, version, sframe_address, replace)
     from .frontend.probe import start_probe

@@ -95,6 +95,12 @@ def parser() -> argparse.ArgumentParser:
                         help="for a linked ELF input with --emit raw: the address the "
                              "section will have (default: after the last PT_LOAD segment, "
                              "page aligned)")
+    parser.add_argument("--source", choices=["auto", "dwarf", "sframe"], default="auto",
+                        help="ELF input: what to read. dwarf: .eh_frame or .debug_frame; "
+                             "sframe: the file's own .sframe (V1, V2 or V3; also a raw "
+                             "section file), converted to --sframe-version, replacing it in "
+                             "obj/elf output; auto (default): dwarf, or sframe for a file "
+                             "with .sframe and no DWARF CFI")
     parser.add_argument("--replace", action="store_true",
                         help="ELF input that already has .sframe (from GNU as, clang, ld, "
                              "mold): regenerate it from the DWARF CFI and replace it (objects: "
@@ -170,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
 
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
-                              args.sframe_version, args.sframe_address, args.replace)
+                              args.sframe_version, args.sframe_address, args.replace,
+                              args.source)
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
     _report_skips(conversion.skips, args)

@@ -7,7 +7,7 @@ import json
 
 from ..sframe.load import load_sframe
 from . import SUBCOMMANDS
-from .common import Subparsers
+from .common import Subparsers, address
 from .show import describe_fde, json_rules, words
 
 
@@ -20,12 +20,16 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--address", type=address, default=0, metavar="ADDR",
+                   help="where raw section files are loaded (the --sframe-address they were "
+                        "made for; default 0); ELF files say their own")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis.compare import diff_sections
 
-    a, b = load_sframe(args.a), load_sframe(args.b)
+    a = load_sframe(args.a, raw_address=args.address)
+    b = load_sframe(args.b, raw_address=args.address)
     if a.fde_sections and b.fde_sections:  # two relocatable objects: match by section too
         result = diff_sections(a.section, b.section,
                                lambda fde: (a.section_of(fde.field_offset), fde.start_address),

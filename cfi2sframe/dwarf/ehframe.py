@@ -168,7 +168,7 @@ def read_elf_cfi(path: str, data: bytes | None = None) -> ElfCfi:
     name = "ELF file"
     try:
         arch_for_machine(view.machine, path, not view.little_endian)  # unsupported: fail
-        names = _function_names(view)
+        names = function_names(view)
         chosen = None
         for candidate, eh in ((".eh_frame", True), (".debug_frame", False)):
             found = view.section(candidate)
@@ -223,7 +223,7 @@ def _read_compressed(path: str, data: bytes, names: dict[tuple[str, int], str]) 
                   not elf.little_endian)
 
 
-def _function_names(view: ElfView) -> Names:
+def function_names(view: ElfView) -> Names:
     """(section or "", address) -> name of every function symbol.
 
     The symbol table is unpacked with ``elfread`` in one pass: pyelftools'

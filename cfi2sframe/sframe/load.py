@@ -34,17 +34,20 @@ class LoadedSFrame:
         return (self.fde_sections or {}).get(fde_field_offset, "")
 
 
-def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False) -> LoadedSFrame:
+def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
+                raw_address: int = 0) -> LoadedSFrame:
     """Read ``path`` (raw section or ELF) and decode its SFrame section.
 
     Relocatable objects get their start fields relocated, so every function
     has its offset in its own section.  ``as_readelf`` keeps V1 sections
-    unrelocated, as binutils 2.40's readelf shows them.
+    unrelocated, as binutils 2.40's readelf shows them.  A raw section is
+    placed at ``raw_address`` (an ELF file says where its section is).
     """
     if data is None:
         data = read_bytes(path)
     if data[:4] != b"\x7fELF":
-        return LoadedSFrame(path, ".sframe", _decode(path, data, 0, ".sframe"), False)
+        return LoadedSFrame(path, ".sframe", _decode(path, data, raw_address, ".sframe"),
+                            False)
     return _load_elf(path, data, as_readelf)
 
 
