@@ -18,9 +18,16 @@ def add_parser(sub: Subparsers) -> None:
                        "SFrame lacks with the reason our encoder gives. Exit 1 on a mismatch.")
     p.add_argument("file")
     p.add_argument("-q", "--quiet", action="store_true", help="print mismatches and totals only")
+    p.add_argument("--consumer", choices=["glibc", "kernel"],
+                   help="instead: check what a reader requires of the file (glibc 2.42's "
+                        "backtrace(): V2, sorted, PT_GNU_SFRAME; the kernel's deferred "
+                        "unwinder: V3, PC-relative starts, no auxiliary header, sorted, "
+                        "non-zero counts, PT_GNU_SFRAME); each failed one is cited")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.consumer:
+        return _consumer(args.file, args.consumer)
     result, abi = verify_elf(args.file)
     for timeline, ranges in result.mismatches:
         print(f"{args.file}: mismatch in '{timeline.name}':")
@@ -46,3 +53,17 @@ def run(args: argparse.Namespace) -> int:
           + (f", {len(result.unevaluated)} with a DWARF CFA expression not evaluated"
              if result.unevaluated else ""))
     return 0 if result.ok else 1
+
+
+def _consumer(path: str, consumer: str) -> int:
+    from ..analysis.consumers import CONSUMERS, check_consumer, facts_of
+    from ..files import read_bytes
+
+    reader = CONSUMERS[consumer][0]
+    results = check_consumer(consumer, facts_of(path, read_bytes(path)))
+    failed = [(req, found) for req, found in results if found is not None]
+    for req, found in results:
+        mark = "ok  " if found is None else "FAIL"
+        print(f"{path}: {mark} {req.text}" + (f": {found} [{req.source}]" if found else ""))
+    print(f"{path}: {reader}: {len(results) - len(failed)} of {len(results)} requirements met")
+    return 1 if failed else 0

@@ -48,8 +48,9 @@ def add_loadable_sframe(data: bytes, image: SectionImage, where: str,
     if existing is not None and not replace:
         raise Cfi2SframeError(where, "the file already has an .sframe section; --replace "
                                      "regenerates it from the DWARF CFI")
-    if existing is not None:
+    if existing is not None:  # no longer an SFrame section, by name or by type
         existing.name = ".sframe.old"
+        existing.type = lief.ELF.Section.TYPE.PROGBITS
     has_segment = any(seg.kind == PT_GNU_SFRAME
                       for seg in open_elf(data, "ELF file").segments())
     section = lief.ELF.Section(".sframe")

@@ -67,10 +67,11 @@ def _load_with_pyelftools(path: str, data: bytes, as_readelf: bool) -> LoadedSFr
     from elftools.elf.elffile import ELFFile
 
     elf = ELFFile(io.BytesIO(data))
-    section = None
-    for candidate in elf.iter_sections():
+    # The section called .sframe; else the first of type SHT_GNU_SFRAME.
+    section = elf.get_section_by_name(".sframe")
+    for candidate in elf.iter_sections() if section is None else ():
         kind: object = candidate["sh_type"]  # pyelftools: a name, or the number if unnamed
-        if candidate.name == ".sframe" or kind == SHT_GNU_SFRAME:
+        if kind == SHT_GNU_SFRAME:
             section = candidate
             break
     if section is None:
