@@ -13,10 +13,17 @@ from dataclasses import dataclass
 
 from ..arch.base import Arch
 from ..errors import Cfi2SframeError
-from ..model import Timeline
+from ..model import Row, Timeline
 from ..sframe.decode import DecodedFde, DecodedSection
-from ..sframe.lower import Skip, lower
-from ..sframe.rules import OUTERMOST, FrameRules, dwarf_rules, fre_rules, outermost
+from ..sframe.lower import Skip, beyond_sframe, lower
+from ..sframe.rules import (
+    OUTERMOST,
+    FrameRules,
+    describe,
+    dwarf_rules,
+    fre_rules,
+    outermost,
+)
 
 # -- SFrame side -------------------------------------------------------------------------
 
@@ -182,6 +189,15 @@ def covering_steps(section: DecodedSection, fdes: Sequence[DecodedFde],
     return steps
 
 
+def _dwarf_side(row: Row, arch: Arch, ra_column: int) -> object:
+    """A DWARF row as rules to compare, or (in words) what it says beyond SFrame."""
+    rules = dwarf_rules(row, arch, ra_column)
+    beyond = beyond_sframe(row, arch) if rules is not None else None
+    if rules is None or beyond is None:
+        return rules
+    return f"{describe(rules, arch.sframe_abi)}; but {beyond}"
+
+
 def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
            section_of: Callable[[DecodedFde], str] = lambda fde: "") -> VerifyResult:
     """Check at every PC of every function that SFrame recovers CFA, FP and RA as DWARF does.
@@ -231,7 +247,8 @@ def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
             unevaluated.append((timeline, resolved, tuple(have)))
             continue
         checked += 1
-        want = [(row.start, dwarf_rules(row, arch, resolved.ra_column)) for row in resolved.rows]
+        want = [(row.start, _dwarf_side(row, arch, resolved.ra_column))
+                for row in resolved.rows]
         ranges = differing_ranges(have, want, timeline.size)
         if ranges:
             mismatches.append((timeline, tuple(ranges)))

@@ -359,6 +359,19 @@ def _check_ra(rule: Rule | None, arch: Arch, row: Row) -> None:
                            f"{arch.sframe_fixed_ra_offset:+d}", row)
 
 
+def beyond_sframe(row: Row, arch: Arch) -> str | None:
+    """What a DWARF row says that no FRE can (SFrame takes the caller's SP as the CFA,
+    and has no signed RA on x86-64), in words; None when nothing.  ``verify`` uses it:
+    CFA, FP and RA alone would match where the unwound SP would not."""
+    if row.ra_signed and not arch.tracks_ra:
+        return "the return address is signed (DW_CFA_GNU_window_save on this target)"
+    try:
+        _check_sp(row.rule(arch.sp), arch, row)
+    except _Unrepresentable as exc:
+        return exc.detail
+    return None
+
+
 def _check_sp(rule: Rule | None, arch: Arch, row: Row) -> None:
     if rule is None or (rule.kind == RuleKind.val_offset and rule.value == arch.sp_val_offset):
         return
