@@ -33,6 +33,23 @@ def small_program(folder: Path) -> Path:
     return program
 
 
+HELLO_C = ("#include <stdio.h>\n#include <stdlib.h>\n"
+           "int main(int c, char **v) { printf(\"%d\\n\", atoi(v[0]) + c); puts(\"x\"); "
+           "return 0; }\n")
+
+
+def gsframe_program(folder: Path) -> Path:
+    """A program linked here by GNU as + ld 2.40 with ``-Wa,--gsframe`` (SFrame V1, PLT
+    FDEs from ld), calling libc through the PLT; it prints two lines."""
+    require("gcc")
+    source = folder / "hello.c"
+    source.write_text(HELLO_C)
+    program = folder / "gs"
+    subprocess.run(["gcc", "-O1", "-Wa,--gsframe", str(source), "-o", str(program)],
+                   check=True)
+    return program
+
+
 @pytest.fixture
 def asm_timelines():
     """Parse an x86-64 assembly snippet into timelines with GNU as."""

@@ -240,15 +240,11 @@ def _v2_plt_got_section(sframe_address: int, plt_got: int, size: int) -> bytes:
 def test_verify_reports_ld_2_46_plt_got_mismatch(tmp_path):
     """GNU ld 2.46 describes .plt.got (8-byte ``jmp *GOT(%rip)`` stubs) as CFA = SP+16,
     where the code and the CFI say SP+8: verify says exactly that."""
-    require("gcc")
     from cfi2sframe.elf.exe import replace_in_place
     from cfi2sframe.elf.read import open_elf
+    from tests.conftest import gsframe_program
 
-    source = tmp_path / "hello.c"
-    source.write_text("#include <stdio.h>\nint main(void) { puts(\"x\"); return 0; }\n")
-    program = tmp_path / "gs"
-    subprocess.run(["gcc", "-O1", "-Wa,--gsframe", str(source), "-o", str(program)],
-                   check=True)
+    program = gsframe_program(tmp_path)
     data = program.read_bytes()
     plt_got = open_elf(data, "program").section(".plt.got")
     assert plt_got is not None and plt_got.size == 8

@@ -15,7 +15,7 @@ from cfi2sframe.arch import get_arch
 from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.encode import build_v2
 from cfi2sframe.sframe.format import Fre, SFrameFunction
-from tests.conftest import require
+from tests.conftest import gsframe_program
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -31,12 +31,8 @@ def _failed(path: Path, consumer: str) -> list[str]:
 
 
 def test_consumers_on_ld_output_and_our_rewrites(tmp_path: Path) -> None:
-    require("gcc")
+    program = gsframe_program(tmp_path)
     source = tmp_path / "hello.c"
-    source.write_text("#include <stdio.h>\nint main(void) { puts(\"x\"); return 0; }\n")
-    program = tmp_path / "gs"
-    subprocess.run(["gcc", "-O1", "-Wa,--gsframe", str(source), "-o", str(program)],
-                   check=True)
     assert [f.split(":")[0] for f in _failed(program, "glibc")] == [
         "SFrame version 2 (glibc 2.42 reads no other)"]
     assert [f.split(":")[0] for f in _failed(program, "kernel")] == [

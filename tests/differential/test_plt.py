@@ -21,7 +21,7 @@ from cfi2sframe.elf.read import open_elf
 from cfi2sframe.sframe.decode import DecodedSection, decode
 from cfi2sframe.sframe.load import load_sframe
 from cfi2sframe.sframe.rules import rules_at
-from tests.conftest import require
+from tests.conftest import gsframe_program, require
 from tests.corpus import csmith_asm
 
 from .test_gas import SEEDS
@@ -77,14 +77,7 @@ def test_plt_means_what_gnu_ld_writes(tmp_path: Path, report) -> None:
 def test_ld_v1_plt_verifies_at_every_pc(tmp_path: Path) -> None:
     """ld 2.40's own V1 section (PC-mask FDE for the PLT entries) against the program's
     DWARF: the same rules wherever it has an FDE (its .plt.got has none)."""
-    require("gcc")
-    source = tmp_path / "hello.c"
-    source.write_text("#include <stdio.h>\n#include <stdlib.h>\n"
-                      "int main(int c, char **v) { printf(\"%d\\n\", atoi(v[0]) + c); "
-                      "puts(\"x\"); return abs(c); }\n")
-    program = tmp_path / "gs"
-    subprocess.run(["gcc", "-O1", "-Wa,--gsframe", str(source), "-o", str(program)],
-                   check=True)
+    program = gsframe_program(tmp_path)
     loaded = load_sframe(str(program))
     cfi = read_elf_cfi(str(program))
     result = verify(loaded.section, cfi.timelines, arch_for_machine(cfi.machine, ""))

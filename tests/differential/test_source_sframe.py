@@ -19,7 +19,7 @@ from cfi2sframe.analysis.compare import diff_sections
 from cfi2sframe.convert import convert_sframe
 from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.load import load_sframe
-from tests.conftest import require
+from tests.conftest import gsframe_program, require
 from tests.corpus import csmith_asm
 
 from .test_gas import SEEDS
@@ -73,14 +73,7 @@ def test_v2_v3_round_trips_on_the_corpus(tmp_path: Path, report) -> None:
 
 
 def test_ld_programs_convert_and_run(tmp_path: Path) -> None:
-    require("gcc")
-    source = tmp_path / "hello.c"
-    source.write_text("#include <stdio.h>\n#include <stdlib.h>\n"
-                      "int main(int c, char **v) { printf(\"%d\\n\", atoi(v[0]) + c); "
-                      "puts(\"x\"); return 0; }\n")
-    program = tmp_path / "gs"
-    subprocess.run(["gcc", "-O1", "-Wa,--gsframe", str(source), "-o", str(program)],
-                   check=True)
+    program = gsframe_program(tmp_path)
     expected = _output(program)
     v3 = tmp_path / "v3"
     proc = cli(str(program), "--source", "sframe", "--sframe-version", "3", "--emit", "elf",
