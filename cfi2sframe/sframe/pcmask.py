@@ -18,7 +18,7 @@ from ..dwarf.expr import NotReducible, evaluate
 from ..model import CfaExpr, CfaReg, Row, Timeline
 from .format import Fre, SFrameFunction
 from .lower import Skip, lower
-from .rules import RuleFre
+from .rules import RuleFre, expr_loc
 
 # Largest code range whose CFA expression is evaluated byte by byte (a PLT of
 # 65,536 entries); a longer one is left out as ``cfa-expression``.
@@ -37,7 +37,7 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
     Only linked code has known PCs: in an object the expression may read the
     PC only through ``+``, which cancels out nowhere, so it is not evaluated.
     """
-    if not any(isinstance(row.cfa, CfaExpr) for row in timeline.rows):
+    if not any(_evaluated(row) for row in timeline.rows):
         return timeline
     pc_reg = arch.pc if not timeline.section else None
     rows: list[Row] = []
@@ -46,7 +46,7 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
         end = timeline.rows[index + 1].start if index + 1 < len(timeline.rows) \
             else timeline.size
         cfa = row.cfa
-        if not isinstance(cfa, CfaExpr):
+        if not isinstance(cfa, CfaExpr) or not _evaluated(row):
             _append(rows, row)
             continue
         evaluated += max(0, end - row.start)
@@ -65,6 +65,12 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
                     tuple(rows), timeline.ra_column, timeline.location,
                     timeline.signal_frame, timeline.pauth_b_key, timeline.personality,
                     timeline.lsda, timeline.invalid, timeline.anchor, timeline.label)
+
+
+def _evaluated(row: Row) -> bool:
+    """Whether the row's CFA is an expression to evaluate: not a plain ``breg``
+    location (with or without ``deref``), which SFrame V3 states as it is."""
+    return isinstance(row.cfa, CfaExpr) and expr_loc(row.cfa.expr, False) is None
 
 
 def _why_not(expr: bytes, pc_reg: int | None, arch: Arch, exc: NotReducible) -> str:
@@ -162,6 +168,8 @@ def lower_pc_dependent(timeline: Timeline, arch: Arch, skip: Skip,
     """The functions for a timeline ``lower`` left out as ``cfa-expression``: its
     expressions evaluated per PC, then split into head and repeating body."""
     resolved = resolve_pc_expressions(timeline, arch)
+    if resolved is timeline:
+        return skip  # nothing to evaluate: the expression is a location
     if isinstance(resolved, str):
         return Skip(skip.name, skip.location, skip.reason, resolved, skip.section, skip.start)
     result = lower(resolved, arch, None, version)

@@ -190,7 +190,7 @@ def _loc(loc: Recovery, arch: Arch) -> str:
 # -- DWARF rows in the same terms ----------------------------------------------------
 
 
-def _expr_loc(expr: bytes, is_address: bool) -> Loc | None:
+def expr_loc(expr: bytes, is_address: bool) -> Loc | None:
     """``DW_OP_breg<N> off [; DW_OP_deref]`` as a location; None for other expressions.
 
     ``is_address``: the expression gives the address the value is saved at
@@ -222,7 +222,7 @@ def _reg_loc(rule: Rule | None) -> Recovery | None:
         return Loc(None, rule.value, False)
     if rule.kind == RuleKind.register:
         return Loc(rule.value, 0, False)
-    loc = _expr_loc(rule.expr, rule.kind == RuleKind.expression)
+    loc = expr_loc(rule.expr, rule.kind == RuleKind.expression)
     return loc if loc is not None else DwarfExpr(rule.kind == RuleKind.val_expression, rule.expr)
 
 
@@ -234,7 +234,7 @@ def dwarf_rules(row: Row, arch: Arch, ra_column: int) -> FrameRules | None:
     if isinstance(row.cfa, CfaReg):
         cfa: Loc | DwarfExpr = Loc(row.cfa.reg, row.cfa.offset, False)
     elif isinstance(row.cfa, CfaExpr):
-        cfa = _expr_loc(row.cfa.expr, False) or DwarfExpr(False, row.cfa.expr)
+        cfa = expr_loc(row.cfa.expr, False) or DwarfExpr(False, row.cfa.expr)
     else:
         return None
     return FrameRules(cfa, _reg_loc(row.rule(arch.fp)), ra)
