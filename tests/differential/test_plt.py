@@ -21,7 +21,7 @@ from cfi2sframe.elf.read import open_elf
 from cfi2sframe.sframe.decode import DecodedSection, decode
 from cfi2sframe.sframe.load import load_sframe
 from cfi2sframe.sframe.rules import rules_at
-from tests.conftest import gsframe_program, require
+from tests.conftest import HELLO_C, gsframe_program, require
 from tests.corpus import csmith_asm
 
 from .test_gas import SEEDS
@@ -107,3 +107,32 @@ def test_installed_files_have_every_plt_byte_covered(report) -> None:
         masks += sum(fde.pc_mask for fde in ours.fdes)
     report(f"PLT of installed files: {len(files)} files, {total} PLT bytes covered and "
            f"verified, {masks} PC-mask FDEs")
+
+
+def test_ibt_plt_where_gnu_ld_2_40_is_wrong(tmp_path: Path) -> None:
+    """``-fcf-protection -z ibtplt``: each lazy entry is ``endbr64; push $n; jmp`` (the
+    push ends at byte 9, and ld's DWARF says ``lit9``), entries go through ``.plt.sec``
+    (``endbr64; jmp *GOT``: CFA = SP+8 throughout).  GNU ld 2.40's SFrame keeps the
+    non-IBT FRE at 11 and gives .plt.sec PLT0's rows; ours follows the DWARF."""
+    require("gcc")
+    source = tmp_path / "hello.c"
+    source.write_text(HELLO_C)  # four libc calls: a PLT of four entries
+    program = tmp_path / "ibt"
+    subprocess.run(["gcc", "-O1", "-fcf-protection", "-Wa,--gsframe", "-Wl,-z,ibtplt",
+                    str(source), "-o", str(program)], check=True)
+    ranges = {name: (start, size) for name, start, size in _plt_ranges(program.read_bytes())}
+    plt, plt_sec = ranges[".plt"], ranges[".plt.sec"]
+    cfi = read_elf_cfi(str(program))
+    theirs = verify(load_sframe(str(program)).section, cfi.timelines,
+                    arch_for_machine(cfi.machine, ""))
+    wrong = {t.start: r for t, r in theirs.mismatches}
+    entries = (plt[1] - 16) // 16
+    assert [(plt[0] + lo, plt[0] + hi, have.cfa.offset, want.cfa.offset)
+            for lo, hi, have, want in wrong[plt[0]]] == [
+        (plt[0] + 16 * k + 9, plt[0] + 16 * k + 11, 8, 16) for k in range(1, entries + 1)]
+    assert wrong[plt_sec[0]] and all(
+        want.cfa.offset == 8 and have != want for _, _, have, want in wrong[plt_sec[0]])
+    ours, result = _ours(program)
+    assert result.ok and not result.unevaluated, result.mismatches[:1]
+    body = next(f for f in ours.fdes if f.pc_mask)
+    assert (body.rep_size, [fre.start for fre in body.fres]) == (16, [0, 9])
