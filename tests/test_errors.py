@@ -24,7 +24,7 @@ import pytest
 import cfi2sframe
 from cfi2sframe.cli import main
 from cfi2sframe.errors import EX_SOFTWARE, Cfi2SframeError
-from tests.conftest import require, small_program
+from tests.conftest import gsframe_program, require, small_program
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -47,7 +47,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     exe = small_program(folder)
     exe_sframe = folder / "a.sframe.out"
     assert main([str(exe), "--emit", "elf", "-o", str(exe_sframe)]) == 0
-    return {"obj": obj, "obj+sframe": with_sframe, "exe+sframe": exe_sframe}
+    return {"obj": obj, "obj+sframe": with_sframe, "exe+sframe": exe_sframe,
+            "ld-v1": gsframe_program(folder)}
 
 
 def _runs(inputs: dict[str, Path], out: Path) -> dict[str, list[str]]:
@@ -67,6 +68,12 @@ def _runs(inputs: dict[str, Path], out: Path) -> dict[str, list[str]]:
         "verify": ["verify", exe],
         "stats": ["stats", "--sframe-version", "3", exe],
         "compact": ["compact", str(inputs["obj"])],
+        "replace-obj": [str(inputs["obj+sframe"]), "--replace", "-o", str(out)],
+        "replace-elf": [str(inputs["ld-v1"]), "--replace", "--emit", "elf", "-w", "-o",
+                        str(out)],
+        "source-sframe": [str(inputs["ld-v1"]), "--source", "sframe", "--sframe-version",
+                          "3", "-o", str(out)],
+        "verify-consumer": ["verify", "--consumer", "glibc", exe],
     }
 
 
