@@ -126,14 +126,11 @@ def _patch_section_header(out: bytearray, size: int, where: str) -> tuple[int, i
 
 def _patch_spare_segment(out: bytearray, address: int, offset: int, size: int,
                          where: str) -> None:
-    (phoff,) = struct.unpack_from("<Q", out, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", out, 0x36)
     spare = None
-    for i in range(phnum):
-        at = phoff + i * phentsize
-        kind, _, _, _, _, filesz, memsz, _ = struct.unpack_from("<IIQQQQQQ", out, at)
-        if kind == PT_NOTE and filesz == 0 and memsz == 0 or kind == PT_GNU_SFRAME:
-            spare = at
+    for seg in open_elf(bytes(out), "ELF file").segments():
+        if seg.kind == PT_NOTE and seg.filesz == 0 and seg.memsz == 0 \
+                or seg.kind == PT_GNU_SFRAME:
+            spare = seg.header_at
     if spare is None:
         raise Cfi2SframeError(where, "no spare program header to describe .sframe")
     struct.pack_into("<IIQQQQQQ", out, spare, PT_GNU_SFRAME, PF_R, offset, address, address,
@@ -152,7 +149,8 @@ def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> 
     old = view.section(".sframe")
     if old is None or not view.is64:
         return None
-    segment_at = _sframe_segment(data, view.little_endian, old.addr)
+    segment_at = next((seg.header_at for seg in view.segments()
+                       if seg.kind == PT_GNU_SFRAME and seg.vaddr == old.addr), None)
     if segment_at is None:
         return None
     sframe = build(old.addr)
@@ -165,15 +163,3 @@ def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> 
     struct.pack_into(order + "QQ", out, segment_at + 32, len(sframe), len(sframe))
     return bytes(out)
 
-
-def _sframe_segment(data: bytes, little: bool, address: int) -> int | None:
-    """File offset of the ``PT_GNU_SFRAME`` program header at ``address`` (ELF64)."""
-    order = "<" if little else ">"
-    (phoff,) = struct.unpack_from(order + "Q", data, 0x20)
-    phentsize, phnum = struct.unpack_from(order + "HH", data, 0x36)
-    for i in range(phnum):
-        at = phoff + i * phentsize
-        kind, _, _, vaddr = struct.unpack_from(order + "IIQQ", data, at)
-        if kind == PT_GNU_SFRAME and vaddr == address:
-            return int(at)
-    return None

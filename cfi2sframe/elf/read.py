@@ -68,6 +68,7 @@ class Segment(NamedTuple):
     vaddr: int
     filesz: int
     memsz: int
+    header_at: int = 0  # where this program header is in the file (for rewriting)
 
 
 @dataclass(frozen=True)
@@ -98,10 +99,12 @@ class ElfView:
             raise DecodeError(0, "the ELF header is truncated") from None
         if count and (entsize < struct.calcsize(fmt) or phoff + count * entsize > len(data)):
             raise DecodeError(at[0], "program headers run past the end")
-        rows = [struct.unpack_from(fmt, data, phoff + i * entsize) for i in range(count)]
-        if self.is64:
-            return [Segment(r[0], r[2], r[3], r[5], r[6]) for r in rows]
-        return [Segment(r[0], r[1], r[2], r[4], r[5]) for r in rows]
+        out: list[Segment] = []
+        for pos in range(phoff, phoff + count * entsize, entsize or 1):
+            r = struct.unpack_from(fmt, data, pos)
+            out.append(Segment(r[0], r[2], r[3], r[5], r[6], pos) if self.is64
+                       else Segment(r[0], r[1], r[2], r[4], r[5], pos))
+        return out
 
     @property
     def section_names(self) -> tuple[str, ...]:
