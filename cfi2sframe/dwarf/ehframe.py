@@ -223,6 +223,12 @@ def _read_compressed(path: str, data: bytes, names: dict[tuple[str, int], str]) 
                   not elf.little_endian)
 
 
+def function_name(names: Names, section: str, address: int) -> str:
+    """The function symbol at ``address`` of ``section`` ("" when linked), else
+    ``SECTION+ADDR`` (``pc+ADDR`` when linked)."""
+    return names.get((section, address)) or f"{section or 'pc'}+{address:#x}"
+
+
 def function_names(view: ElfView) -> Names:
     """(section or "", address) -> name of every function symbol.
 
@@ -342,7 +348,7 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int,
     section = ""
     if placed is not None:
         section, pc_begin = placed
-    name = names.get((section, pc_begin)) or f"{section or 'pc'}+{pc_begin:#x}"
+    name = function_name(names, section, pc_begin)
     return Fde(name, section, pc_begin, pc_range, cie, cie_at, reader.data[pos:end], start,
                pos)
 

@@ -12,6 +12,7 @@ rows stay one PC-increment FDE.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..arch.base import Arch
 from ..dwarf.expr import NotReducible, evaluate
@@ -61,10 +62,7 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
             if value.reg is None:
                 return "the CFA expression gives a constant address"
             _append(rows, row._replace(start=offset, cfa=CfaReg(value.reg, value.offset)))
-    return Timeline(timeline.name, timeline.section, timeline.start, timeline.size,
-                    tuple(rows), timeline.ra_column, timeline.location,
-                    timeline.signal_frame, timeline.pauth_b_key, timeline.personality,
-                    timeline.lsda, timeline.invalid, timeline.anchor, timeline.label)
+    return replace(timeline, rows=tuple(rows))
 
 
 def _evaluated(row: Row) -> bool:

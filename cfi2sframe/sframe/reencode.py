@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
+from ..dwarf.ehframe import function_name
 from ..dwarf.leb128 import sleb
 from ..model import CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
 from .decode import DecodedFde, DecodedSection
@@ -105,8 +106,6 @@ def fde_names(names: dict[tuple[str, int], str],
               ) -> Callable[[DecodedFde], str]:
     """A namer for FDEs: the function symbol at the start, else ``pc+ADDR``."""
     def name_of(fde: DecodedFde) -> str:
-        section = section_of(fde)
-        found = names.get((section, fde.start_address))
-        return found or f"{section or 'pc'}+{fde.start_address:#x}"
+        return function_name(names, section_of(fde), fde.start_address)
 
     return name_of
