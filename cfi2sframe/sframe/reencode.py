@@ -17,7 +17,7 @@ from collections.abc import Callable
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
 from ..dwarf.ehframe import function_name
-from ..dwarf.leb128 import sleb
+from ..dwarf.leb128 import sleb, uleb
 from ..model import CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
 from .decode import DecodedFde, DecodedSection
 from .format import SFrameFunction
@@ -38,15 +38,25 @@ def _rule(value: Recovery | None) -> Rule | None:
         return Rule(RuleKind.offset if value.deref else RuleKind.val_offset, value.offset)
     if not value.deref and value.offset == 0:
         return Rule(RuleKind.register, value.reg)
-    expr = bytes([0x70 + value.reg]) + sleb(value.offset) if value.reg < 32 else \
-        bytes([0x92]) + sleb(value.reg) + sleb(value.offset)
-    return Rule(RuleKind.expression if value.deref else RuleKind.val_expression, expr=expr)
+    return Rule(RuleKind.expression if value.deref else RuleKind.val_expression,
+                expr=_breg(value.reg, value.offset))
 
 
-def _cfa(loc: Loc) -> CfaRule:
+def _breg(reg: int, offset: int) -> bytes:
+    """``DW_OP_breg<reg> offset``, or ``DW_OP_bregx`` for registers above 31."""
+    if reg < 32:
+        return bytes([0x70 + reg]) + sleb(offset)
+    return bytes([0x92]) + uleb(reg) + sleb(offset)
+
+
+def _cfa(loc: Loc) -> CfaRule | None:
+    """The CFA rule; None (no rule: left out as ``cfa-undefined``) for a FLEX CFA word
+    that names no register, which would be the CFA defined by itself."""
+    if loc.reg is None:
+        return None
     if not loc.deref:
-        return CfaReg(loc.reg if loc.reg is not None else 0, loc.offset)
-    return CfaExpr(bytes([0x70 + (loc.reg or 0)]) + sleb(loc.offset) + b"\x06")
+        return CfaReg(loc.reg, loc.offset)
+    return CfaExpr(_breg(loc.reg, loc.offset) + b"\x06")
 
 
 def row_for(start: int, rules: FrameRules, arch: Arch, mangled: bool) -> Row:

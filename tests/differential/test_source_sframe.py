@@ -136,3 +136,17 @@ def test_what_v2_cannot_say_is_left_out_with_reasons() -> None:
     assert not again.skips
     diff = diff_sections(decoded, decode(again.raw()))
     assert diff.equivalent, diff.differing
+
+
+def test_a_flex_cfa_word_without_a_register_is_left_out() -> None:
+    """A FLEX CFA control word with the register bit clear (here 0x02: dereference
+    only) names no base for the CFA; it is left out, never read as register 0."""
+    order = "<"
+    fres = struct.pack(order + "HBBB", 1, 0x00, 1, 0) + bytes([0, 0x04, 0x02, 16])
+    header = struct.pack(order + "HBBBbbBIIIII", 0xDEE2, 3, 5, 3, 0, -8, 0, 1, 1, len(fres),
+                         0, 16)
+    section = header + struct.pack(order + "qII", 0x1000 - 28, 0x20, 0) + fres
+    for version in (2, 3):
+        result = convert_sframe("v3.sframe", section, version)
+        assert not result.functions
+        assert [s.reason for s in result.skips] == ["cfa-undefined"]
