@@ -318,44 +318,22 @@ class ElfConversion(Conversion):
 
         if not self.linked:
             return super().elf()
-        if self.replace:
-            def build(address: int) -> bytes:
-                return self.image.to_bytes(address, lambda func: func.start, self.source)
 
+        def build(address: int) -> bytes:
+            return self.image.to_bytes(address, lambda func: func.start, self.source)
+
+        if self.replace:
             try:
                 done = replace_in_place(self.data, build, self.source)
             except DecodeError as exc:
                 raise located(self.source, exc) from None
             if done is not None:
                 return done
-        version = self.image.header[2]
-
-        def rebuild(data: bytes) -> SectionImage:
-            if self.from_sframe:
-                return encode_sframe(_moved(self.functions, self.data, data, self.source),
-                                     self.arch, version)
-            return convert_elf(self.source, data, version).image
-
-        return add_loadable_sframe(self.data, self.image, self.source, rebuild,
-                                   self.replace)[0]
-
-
-def _moved(functions: Sequence[SFrameFunction], before: bytes, after: bytes,
-           where: str) -> list[SFrameFunction]:
-    """``functions`` at their addresses in ``after``, a rewrite of ``before`` that may
-    have moved whole sections (LIEF making room for program headers)."""
-    from .elf.read import SHF_ALLOC, open_elf
-
-    old = [s for s in open_elf(before, "ELF file").sections if s.flags & SHF_ALLOC and s.size]
-    new = {s.name: s.addr for s in open_elf(after, "ELF file").sections}
-    out = []
-    for func in functions:
-        home = next((s for s in old if s.addr <= func.start < s.addr + s.size), None)
-        if home is None or home.name not in new:
-            raise Cfi2SframeError(where, f"function at {func.start:#x} is in no section "
-                                         "of the rewritten file")
-        out.append(func._replace(start=new[home.name] + func.start - home.addr))
-    return out
+        try:
+            return add_loadable_sframe(self.data, self.image.size, build, self.source,
+                                       self.replace)[0]
+        except DecodeError as exc:
+            raise located(self.source, exc) from None
 
 
 def convert_sframe(path: str, data: bytes | None = None, version: int = 2,

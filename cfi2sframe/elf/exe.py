@@ -1,140 +1,221 @@
-"""Add a loadable ``.sframe`` and a ``PT_GNU_SFRAME`` program header to a linked ELF file.
+"""Add a loadable ``.sframe`` and ``PT_GNU_SFRAME`` to a linked ELF file, moving nothing.
 
-Growing the program header table of a linked file safely (moving it, keeping
-``PT_PHDR`` covered by a load segment, shifting what follows) is what LIEF does
-well, so LIEF adds the section, its load segment and one spare program header.
-We then fill in the section bytes, whose PC-relative start fields depend on the
-address LIEF chose, and turn the spare header into ``PT_GNU_SFRAME``.
+Every existing byte keeps its file offset and address: the new parts go after
+the file's contents.  Linked files have no room for more program headers (the
+table is followed at once by ``.interp`` or the notes), so the table is copied,
+two entries longer, to the end of the file and given its own ``PT_LOAD``;
+``PT_PHDR`` and ``e_phoff`` point at the copy.  The layout is chosen for the tools
+that run afterwards (README, "Linked files"):
+
+- the table is the last thing in the file, after every section, and an allocated
+  section ``.phdrs`` covers it: libelf (eu-strip) zero-fills gaps between sections
+  and packs what it keeps after the last allocated section, either of which would
+  wipe a table no section holds (BFD's strip moves ``.phdrs``, a stale copy, and
+  says so: "section .phdrs lma ... adjusted");
+- the table's segment comes first in memory, at an address congruent (modulo the
+  page size) to the end of the last existing segment's file contents: BFD's strip
+  and objcopy put a moved table right there and keep its address (``.sframe``, in
+  a segment of its own on a later page, is placed wherever its address allows);
+- the table's address minus its offset equals the first segment's, so Linux before
+  5.18 and qemu-user, which take AT_PHDR from the first segment, find it.
 """
 
 from __future__ import annotations
 
-import io
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..errors import Cfi2SframeError
-from ..sframe.encode import SectionImage
-from .read import PT_GNU_SFRAME, PT_LOAD, PT_NOTE, SHT_GNU_SFRAME, open_elf
+from .read import PT_GNU_SFRAME, PT_LOAD, SHF_ALLOC, SHT_GNU_SFRAME, ElfView, Segment, open_elf
 
 PF_R = 4
+PT_PHDR = 6
+SHT_PROGBITS = 1
+PHDR_SIZE, SHDR_SIZE = 56, 64  # ELF64
+PN_XNUM, SHN_LORESERVE = 0xFFFF, 0xFF00
 
 
-def add_loadable_sframe(data: bytes, image: SectionImage, where: str,
-                        rebuild: Callable[[bytes], SectionImage],
+@dataclass(frozen=True)
+class Placement:
+    """Where the new parts go: file offsets and addresses of the ``.sframe`` section
+    and of the moved program header table, and where the old file is cut."""
+
+    cut: int  # the old file is kept up to here (its trailing section name table and
+    #           section headers, rewritten below, are dropped)
+    names_at: int
+    shdrs_at: int
+    sframe_at: int
+    sframe_address: int
+    phdrs_at: int
+    phdrs_address: int
+    end: int
+    first_segment_rule: bool  # table address - offset == first PT_LOAD's (old kernels)
+
+
+def _up(value: int, align: int) -> int:
+    return -(-value // align) * align
+
+
+def _congruent(at_least: int, to: int, page: int) -> int:
+    """The smallest offset >= ``at_least`` equal to ``to`` modulo ``page``."""
+    return at_least + (to - at_least) % page
+
+
+def plan(view: ElfView, size: int, names_size: int, phnum: int, where: str) -> Placement:
+    """The placement of a ``size``-byte ``.sframe`` and a ``phnum``-entry table."""
+    loads = [seg for seg in view.segments() if seg.kind == PT_LOAD]
+    if not loads:
+        raise Cfi2SframeError(where, "the file has no loadable segments")
+    page = max(_segment_align(view, seg.header_at) for seg in loads)
+    if page <= 0 or page & (page - 1):
+        raise Cfi2SframeError(where, f"the segment alignment {page:#x} is not a power of two")
+    first = loads[0]
+    delta = first.vaddr - first.offset
+    contents_end = max(seg.offset + seg.filesz for seg in loads)
+    memory_end = _up(max(seg.vaddr + seg.memsz for seg in loads), page)
+    table = phnum * PHDR_SIZE
+    cut = _tail_start(view)
+    names_at = cut
+    shdrs_at = _up(names_at + names_size, 8)
+    sframe_at = shdrs_at + (len(view.sections) + 2) * SHDR_SIZE
+    phdrs_at = _congruent(sframe_at + size, contents_end, page)
+    phdrs_address = phdrs_at + delta
+    matched = True
+    if phdrs_address < memory_end:
+        padding = _up(memory_end - phdrs_address, page)
+        if padding <= page:
+            phdrs_at += padding
+            phdrs_address = phdrs_at + delta
+        else:  # more zeros than one page (a large .bss): only the segment rule holds
+            phdrs_address = _congruent(memory_end, contents_end, page)
+            matched = False
+    # .sframe starts on a page of its own: its file page is not the table's.
+    sframe_address = _congruent(_up(phdrs_address + table, page), sframe_at, page)
+    return Placement(cut, names_at, shdrs_at, sframe_at, sframe_address, phdrs_at,
+                     phdrs_address, phdrs_at + table, matched)
+
+
+def _segment_align(view: ElfView, header_at: int) -> int:
+    order = "<" if view.little_endian else ">"
+    return int(struct.unpack_from(order + "Q", view.data, header_at + 48)[0])
+
+
+def _tail_start(view: ElfView) -> int:
+    """Where the old file can be cut: before its section name table and section
+    headers when those two are its last bytes (both are written again), else its end."""
+    data = view.data
+    order = "<" if view.little_endian else ">"
+    shoff = int(struct.unpack_from(order + "Q", data, 0x28)[0])
+    shstrndx = int(struct.unpack_from(order + "H", data, 0x3E)[0])
+    names = view.sections[shstrndx]
+    table_end = shoff + len(view.sections) * SHDR_SIZE
+    others = [s.offset + s.size for i, s in enumerate(view.sections) if i != shstrndx]
+    others += [seg.offset + seg.filesz for seg in view.segments()]
+    phoff, = struct.unpack_from(order + "Q", data, 0x20)
+    others.append(phoff + len(view.segments()) * PHDR_SIZE)
+    tail = min(names.offset, shoff)
+    if (table_end == len(data) and names.offset + names.size <= shoff
+            and shoff - (names.offset + names.size) < 8 and max(others) <= tail):
+        return tail
+    return len(data)
+
+
+def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], where: str,
                         replace: bool = False) -> tuple[bytes, int]:
-    """The linked ELF64 ``data`` with SFrame added; returns (file, section address).
+    """The linked ELF64 ``data`` with a ``size``-byte ``.sframe`` added; returns
+    (file, section address).  ``build(address)`` gives the section placed there.
 
-    LIEF may move code to make room for the program headers, so the section is
-    built again (``rebuild``) from the CFI of the rewritten file; only its size
-    is taken from ``image``.  ``replace``: a ``.sframe`` already there is renamed
-    ``.sframe.old`` (its bytes stay, nothing reads them) and its ``PT_GNU_SFRAME``
-    is pointed at the new section.
+    ``replace``: a ``.sframe`` already there is renamed ``.sframe.old`` (its bytes
+    stay where they are, typed PROGBITS so nothing reads them as SFrame) and its
+    ``PT_GNU_SFRAME`` is pointed at the new section.
     """
-    try:
-        import lief
-    except ImportError:
-        raise Cfi2SframeError(where, "--emit elf needs LIEF (pip install lief)") from None
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        raise Cfi2SframeError(where, "--emit elf needs a 64-bit little-endian ELF file")
-    size = image.size
-    # In memory from end to end: nothing on disk can be left truncated (a full
-    # disk once made LIEF write half a file without a word).
-    lief.logging.disable()
-    binary = lief.ELF.parse(io.BytesIO(data))
-    if binary is None:
-        raise Cfi2SframeError(where, "LIEF cannot parse this ELF file")
-    existing = binary.get_section(".sframe")
-    if existing is not None and not replace:
+    view = open_elf(data, "ELF file")
+    if not view.is64:
+        raise Cfi2SframeError(where, "--emit elf writes 64-bit ELF files only; use --emit "
+                                     "raw and link the section in")
+    if not view.sections:
+        raise Cfi2SframeError(where, "the file has no section headers")
+    old = view.section(".sframe")
+    if old is not None and not replace:
         raise Cfi2SframeError(where, "the file already has an .sframe section; --replace "
                                      "regenerates it from the DWARF CFI")
-    if existing is not None:  # no longer an SFrame section, by name or by type
-        existing.name = ".sframe.old"
-        existing.type = lief.ELF.Section.TYPE.PROGBITS
-    has_segment = any(seg.kind == PT_GNU_SFRAME
-                      for seg in open_elf(data, "ELF file").segments())
-    section = lief.ELF.Section(".sframe")
-    section.type = lief.ELF.Section.TYPE.PROGBITS
-    section.flags = int(lief.ELF.Section.FLAGS.ALLOC)
-    section.content = [0] * size
-    section.alignment = 8
-    binary.add(section, loaded=True)
-    if not has_segment:
-        spare = lief.ELF.Segment()
-        spare.type = lief.ELF.Segment.TYPE.NOTE
-        spare.flags = lief.ELF.Segment.FLAGS.R
-        binary.add(spare)
-    builder = lief.ELF.Builder(binary)
-    builder.build()
-    out = bytearray(builder.get_build())
-    _check_program_header_place(out, where)
-    address, offset = _patch_section_header(out, size, where)
-    final = rebuild(bytes(out))
-    sframe = final.to_bytes(address, lambda func: func.start, where)
+    order = "<" if view.little_endian else ">"
+    segments = view.segments()
+    has_sframe_segment = any(seg.kind == PT_GNU_SFRAME for seg in segments)
+    phnum = len(segments) + 2 + (0 if has_sframe_segment else 1)
+    if phnum >= PN_XNUM or len(view.sections) + 2 >= SHN_LORESERVE:
+        raise Cfi2SframeError(where, "the file has too many program or section headers "
+                                     "to add one")
+    shstrndx, = struct.unpack_from(order + "H", data, 0x3E)
+    names_hdr = view.sections[shstrndx]
+    names = data[names_hdr.offset : names_hdr.offset + names_hdr.size]
+    name_new = len(names)
+    names += b".sframe\0"
+    name_phdrs = len(names)
+    names += b".phdrs\0"
+    name_old = len(names)
+    if old is not None:
+        names += b".sframe.old\0"
+    place = plan(view, size, len(names), phnum, where)
+    sframe = build(place.sframe_address)
     if len(sframe) != size:
-        raise Cfi2SframeError(where, "the SFrame section changed size after relinking")
-    out[offset : offset + size] = sframe
-    _patch_spare_segment(out, address, offset, size, where)
-    return bytes(out), address
+        raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
+
+    out = bytearray(place.end)
+    out[: place.cut] = data[: place.cut]
+    out[place.names_at : place.names_at + len(names)] = names
+    headers = [bytearray(data[s.header_at : s.header_at + SHDR_SIZE]) for s in view.sections]
+    struct.pack_into(order + "QQ", headers[shstrndx], 24, place.names_at, len(names))
+    if old is not None:
+        index = view.sections.index(old)
+        struct.pack_into(order + "II", headers[index], 0, name_old, SHT_PROGBITS)
+    headers.append(bytearray(struct.pack(order + "IIQQQQIIQQ", name_new, SHT_GNU_SFRAME,
+                                         SHF_ALLOC, place.sframe_address, place.sframe_at,
+                                         size, 0, 0, 8, 0)))
+    headers.append(bytearray(struct.pack(order + "IIQQQQIIQQ", name_phdrs, SHT_PROGBITS,
+                                         SHF_ALLOC, place.phdrs_address, place.phdrs_at,
+                                         place.end - place.phdrs_at, 0, 0, 8, 0)))
+    out[place.shdrs_at : place.shdrs_at + len(headers) * SHDR_SIZE] = b"".join(headers)
+    out[place.sframe_at : place.sframe_at + size] = sframe
+    out[place.phdrs_at : place.end] = _program_headers(view, segments, place, size, phnum)
+    struct.pack_into(order + "QQ", out, 0x20, place.phdrs_at, place.shdrs_at)
+    struct.pack_into(order + "H", out, 0x38, phnum)
+    struct.pack_into(order + "H", out, 0x3C, len(headers))
+    return bytes(out), place.sframe_address
 
 
-def _check_program_header_place(out: bytearray, where: str) -> None:
-    """Refuse a file whose moved program header table a loader would not find.
-
-    Linux before 5.18 and qemu-user take AT_PHDR as (first segment's address -
-    its offset) + e_phoff; newer kernels use the segment that holds the table.
-    Where the two differ (LIEF had to put the table in a new segment, as for
-    static executables), the program would crash at start on the former.
-    """
-    segments = open_elf(bytes(out), "ELF file").segments()
-    (phoff,) = struct.unpack_from("<Q", out, 0x20)
-    loads = [seg for seg in segments if seg.kind == PT_LOAD]
-    if not loads:
-        return
-    first = min(loads, key=lambda seg: seg.offset)
-    holder = next((seg for seg in loads if seg.offset <= phoff < seg.offset + seg.filesz),
-                  None)
-    if holder is None or holder.vaddr - holder.offset != first.vaddr - first.offset:
-        raise Cfi2SframeError(where, "--emit elf had to move the program header table "
-                                     "where Linux before 5.18 and qemu-user do not look "
-                                     "for it (a static executable?); the result would not "
-                                     "start there. Use --emit raw and link .sframe in")
-
-
-def _section_headers(out: bytearray) -> tuple[int, int, int, int]:
-    (shoff,) = struct.unpack_from("<Q", out, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", out, 0x3A)
-    return shoff, shentsize, shnum, shstrndx
-
-
-def _patch_section_header(out: bytearray, size: int, where: str) -> tuple[int, int]:
-    shoff, entsize, count, strndx = _section_headers(out)
-    names_at, names_size = struct.unpack_from("<QQ", out, shoff + strndx * entsize + 24)
-    names = bytes(out[names_at : names_at + names_size])
-    for i in range(count):
-        at = shoff + i * entsize
-        name, _, _, addr, offset, sec_size = struct.unpack_from("<IIQQQQ", out, at)
-        if names[name : names.find(b"\0", name)] == b".sframe":
-            if sec_size < size:
-                raise Cfi2SframeError(where, "the added .sframe section is too small")
-            # LIEF may round the section up; the section is exactly the SFrame data.
-            struct.pack_into("<I", out, at + 4, SHT_GNU_SFRAME)
-            struct.pack_into("<Q", out, at + 32, size)
-            return addr, offset
-    raise Cfi2SframeError(where, "LIEF did not add the .sframe section")
-
-
-def _patch_spare_segment(out: bytearray, address: int, offset: int, size: int,
-                         where: str) -> None:
-    spare = None
-    for seg in open_elf(bytes(out), "ELF file").segments():
-        if seg.kind == PT_NOTE and seg.filesz == 0 and seg.memsz == 0 \
-                or seg.kind == PT_GNU_SFRAME:
-            spare = seg.header_at
-    if spare is None:
-        raise Cfi2SframeError(where, "no spare program header to describe .sframe")
-    struct.pack_into("<IIQQQQQQ", out, spare, PT_GNU_SFRAME, PF_R, offset, address, address,
-                     size, size, 8)
+def _program_headers(view: ElfView, segments: list[Segment], place: Placement, size: int,
+                     phnum: int) -> bytes:
+    """The table, moved: ``PT_PHDR`` describes the copy, the two new ``PT_LOAD``s
+    follow the last one (ascending addresses), ``PT_GNU_SFRAME`` is reused or added."""
+    order = "<" if view.little_endian else ">"
+    fmt = order + "IIQQQQQQ"
+    page = max(_segment_align(view, seg.header_at) for seg in segments
+               if seg.kind == PT_LOAD)
+    table = phnum * PHDR_SIZE
+    sframe = (PT_GNU_SFRAME, PF_R, place.sframe_at, place.sframe_address,
+              place.sframe_address, size, size, 8)
+    rows: list[bytes] = []
+    last_load = max(i for i, seg in enumerate(segments) if seg.kind == PT_LOAD)
+    for i, seg in enumerate(segments):
+        raw = view.data[seg.header_at : seg.header_at + PHDR_SIZE]
+        if seg.kind == PT_PHDR:
+            flags, = struct.unpack_from(order + "I", raw, 4)
+            raw = struct.pack(fmt, PT_PHDR, flags, place.phdrs_at, place.phdrs_address,
+                              place.phdrs_address, table, table, 8)
+        elif seg.kind == PT_GNU_SFRAME:
+            raw = struct.pack(fmt, *sframe)
+        rows.append(raw)
+        if i == last_load:
+            rows.append(struct.pack(fmt, PT_LOAD, PF_R, place.phdrs_at, place.phdrs_address,
+                                    place.phdrs_address, table, table, page))
+            rows.append(struct.pack(fmt, PT_LOAD, PF_R, place.sframe_at,
+                                    place.sframe_address, place.sframe_address, size, size,
+                                    page))
+    if len(rows) < phnum:
+        rows.append(struct.pack(fmt, *sframe))
+    return b"".join(rows)
 
 
 def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> bytes | None:
@@ -162,4 +243,3 @@ def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> 
     struct.pack_into(order + "Q", out, old.header_at + 32, len(sframe))
     struct.pack_into(order + "QQ", out, segment_at + 32, len(sframe), len(sframe))
     return bytes(out)
-

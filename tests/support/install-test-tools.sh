@@ -3,7 +3,8 @@
 # (as, readelf, ld), gcc, csmith and its headers, clang-14 (another assembler) and
 # llvm-14 (llvm-mc, llc, llvm-objdump: the compact unwind oracle),
 # the AArch64 and s390x cross binutils and gcc, and gdb, gdb-multiarch and
-# qemu-user (the real-unwinding checks), and make (the examples' Makefile recipe).
+# qemu-user (the real-unwinding checks), make (the examples' Makefile recipe),
+# and g++, elfutils (eu-strip), dwz and debugedit (the tools a post-link step must survive).
 set -eu
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -11,4 +12,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq binutils gcc csmith libcsmith-dev clang-14 llvm-14 \
     binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu \
-    binutils-s390x-linux-gnu gcc-s390x-linux-gnu gdb gdb-multiarch qemu-user make >/dev/null
+    binutils-s390x-linux-gnu gcc-s390x-linux-gnu gdb gdb-multiarch qemu-user make \
+    g++ elfutils dwz debugedit >/dev/null
