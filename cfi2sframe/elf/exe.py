@@ -27,11 +27,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import Cfi2SframeError
-from .read import PT_GNU_SFRAME, PT_LOAD, SHF_ALLOC, SHT_GNU_SFRAME, ElfView, Segment, open_elf
+from .read import (
+    PT_GNU_SFRAME,
+    PT_LOAD,
+    PT_PHDR,
+    SHF_ALLOC,
+    SHT_GNU_SFRAME,
+    SHT_PROGBITS,
+    ElfView,
+    Segment,
+    open_elf,
+)
 
 PF_R = 4
-PT_PHDR = 6
-SHT_PROGBITS = 1
 PHDR_SIZE, SHDR_SIZE = 56, 64  # ELF64
 PN_XNUM, SHN_LORESERVE = 0xFFFF, 0xFF00
 
@@ -41,16 +49,16 @@ class Placement:
     """Where the new parts go: file offsets and addresses of the ``.sframe`` section
     and of the moved program header table, and where the old file is cut."""
 
-    cut: int  # the old file is kept up to here (its trailing section name table and
-    #           section headers, rewritten below, are dropped)
-    names_at: int
+    cut: int  # the old file is kept up to here, and the section name table written
+    #           from here (its old name table and section headers, if they were its
+    #           last bytes, are dropped)
     shdrs_at: int
     sframe_at: int
     sframe_address: int
     phdrs_at: int
     phdrs_address: int
     end: int
-    first_segment_rule: bool  # table address - offset == first PT_LOAD's (old kernels)
+    page: int  # the largest PT_LOAD alignment, that of the new segments
 
 
 def _up(value: int, align: int) -> int:
@@ -62,12 +70,13 @@ def _congruent(at_least: int, to: int, page: int) -> int:
     return at_least + (to - at_least) % page
 
 
-def plan(view: ElfView, size: int, names_size: int, phnum: int, where: str) -> Placement:
+def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phnum: int,
+         where: str) -> Placement:
     """The placement of a ``size``-byte ``.sframe`` and a ``phnum``-entry table."""
-    loads = [seg for seg in view.segments() if seg.kind == PT_LOAD]
+    loads = [seg for seg in segments if seg.kind == PT_LOAD]
     if not loads:
         raise Cfi2SframeError(where, "the file has no loadable segments")
-    page = max(_segment_align(view, seg.header_at) for seg in loads)
+    page = max(seg.align for seg in loads)
     if page <= 0 or page & (page - 1):
         raise Cfi2SframeError(where, f"the segment alignment {page:#x} is not a power of two")
     first = loads[0]
@@ -75,13 +84,11 @@ def plan(view: ElfView, size: int, names_size: int, phnum: int, where: str) -> P
     contents_end = max(seg.offset + seg.filesz for seg in loads)
     memory_end = _up(max(seg.vaddr + seg.memsz for seg in loads), page)
     table = phnum * PHDR_SIZE
-    cut = _tail_start(view)
-    names_at = cut
-    shdrs_at = _up(names_at + names_size, 8)
+    cut = _tail_start(view, segments)
+    shdrs_at = _up(cut + names_size, 8)
     sframe_at = shdrs_at + (len(view.sections) + 2) * SHDR_SIZE
     phdrs_at = _congruent(sframe_at + size, contents_end, page)
     phdrs_address = phdrs_at + delta
-    matched = True
     if phdrs_address < memory_end:
         padding = _up(memory_end - phdrs_address, page)
         if padding <= page:
@@ -89,19 +96,13 @@ def plan(view: ElfView, size: int, names_size: int, phnum: int, where: str) -> P
             phdrs_address = phdrs_at + delta
         else:  # more zeros than one page (a large .bss): only the segment rule holds
             phdrs_address = _congruent(memory_end, contents_end, page)
-            matched = False
     # .sframe starts on a page of its own: its file page is not the table's.
     sframe_address = _congruent(_up(phdrs_address + table, page), sframe_at, page)
-    return Placement(cut, names_at, shdrs_at, sframe_at, sframe_address, phdrs_at,
-                     phdrs_address, phdrs_at + table, matched)
+    return Placement(cut, shdrs_at, sframe_at, sframe_address, phdrs_at, phdrs_address,
+                     phdrs_at + table, page)
 
 
-def _segment_align(view: ElfView, header_at: int) -> int:
-    order = "<" if view.little_endian else ">"
-    return int(struct.unpack_from(order + "Q", view.data, header_at + 48)[0])
-
-
-def _tail_start(view: ElfView) -> int:
+def _tail_start(view: ElfView, segments: list[Segment]) -> int:
     """Where the old file can be cut: before its section name table and section
     headers when those two are its last bytes (both are written again), else its end."""
     data = view.data
@@ -111,9 +112,9 @@ def _tail_start(view: ElfView) -> int:
     names = view.sections[shstrndx]
     table_end = shoff + len(view.sections) * SHDR_SIZE
     others = [s.offset + s.size for i, s in enumerate(view.sections) if i != shstrndx]
-    others += [seg.offset + seg.filesz for seg in view.segments()]
+    others += [seg.offset + seg.filesz for seg in segments]
     phoff, = struct.unpack_from(order + "Q", data, 0x20)
-    others.append(phoff + len(view.segments()) * PHDR_SIZE)
+    others.append(phoff + len(segments) * PHDR_SIZE)
     tail = min(names.offset, shoff)
     if (table_end == len(data) and names.offset + names.size <= shoff
             and shoff - (names.offset + names.size) < 8 and max(others) <= tail):
@@ -157,16 +158,16 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     name_old = len(names)
     if old is not None:
         names += b".sframe.old\0"
-    place = plan(view, size, len(names), phnum, where)
+    place = plan(view, segments, size, len(names), phnum, where)
     sframe = build(place.sframe_address)
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
 
     out = bytearray(place.end)
     out[: place.cut] = data[: place.cut]
-    out[place.names_at : place.names_at + len(names)] = names
+    out[place.cut : place.cut + len(names)] = names
     headers = [bytearray(data[s.header_at : s.header_at + SHDR_SIZE]) for s in view.sections]
-    struct.pack_into(order + "QQ", headers[shstrndx], 24, place.names_at, len(names))
+    struct.pack_into(order + "QQ", headers[shstrndx], 24, place.cut, len(names))
     if old is not None:
         index = view.sections.index(old)
         struct.pack_into(order + "II", headers[index], 0, name_old, SHT_PROGBITS)
@@ -191,8 +192,7 @@ def _program_headers(view: ElfView, segments: list[Segment], place: Placement, s
     follow the last one (ascending addresses), ``PT_GNU_SFRAME`` is reused or added."""
     order = "<" if view.little_endian else ">"
     fmt = order + "IIQQQQQQ"
-    page = max(_segment_align(view, seg.header_at) for seg in segments
-               if seg.kind == PT_LOAD)
+    page = place.page
     table = phnum * PHDR_SIZE
     sframe = (PT_GNU_SFRAME, PF_R, place.sframe_at, place.sframe_address,
               place.sframe_address, size, size, 8)

@@ -26,7 +26,8 @@ SHT_GNU_SFRAME = 0x6FFFFFF4
 SHF_ALLOC, SHF_INFO_LINK, SHF_COMPRESSED = 0x2, 0x40, 0x800
 STT_FUNC, STT_SECTION, STT_FILE = 2, 3, 4
 SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
-PT_LOAD, PT_NOTE, PT_GNU_SFRAME = 1, 4, 0x6474E554
+SHT_PROGBITS = 1
+PT_LOAD, PT_NOTE, PT_PHDR, PT_GNU_SFRAME = 1, 4, 6, 0x6474E554
 
 # e_machine and e_type names as pyelftools spells them (the ones we name in messages).
 MACHINES = {3: "EM_386", 22: "EM_S390", 40: "EM_ARM", 62: "EM_X86_64", 183: "EM_AARCH64",
@@ -69,6 +70,7 @@ class Segment(NamedTuple):
     filesz: int
     memsz: int
     header_at: int = 0  # where this program header is in the file (for rewriting)
+    align: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,8 +104,8 @@ class ElfView:
         out: list[Segment] = []
         for pos in range(phoff, phoff + count * entsize, entsize or 1):
             r = struct.unpack_from(fmt, data, pos)
-            out.append(Segment(r[0], r[2], r[3], r[5], r[6], pos) if self.is64
-                       else Segment(r[0], r[1], r[2], r[4], r[5], pos))
+            out.append(Segment(r[0], r[2], r[3], r[5], r[6], pos, r[7]) if self.is64
+                       else Segment(r[0], r[1], r[2], r[4], r[5], pos, r[7]))
         return out
 
     @property

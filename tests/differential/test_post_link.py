@@ -85,7 +85,10 @@ def _convert(path: Path, *extra: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+def built(tmp_path_factory: pytest.TempPathFactory
+          ) -> tuple[Path, dict[str, Path], dict[str, str]]:
+    """The programs, converted in place (originals in ``orig/``), and what each
+    printed before."""
     require("gcc", "g++")
     tmp = tmp_path_factory.mktemp("postlink")
     programs = _build(tmp)
@@ -96,14 +99,13 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Pat
     for name, path in programs.items():
         (orig / name).write_bytes(before[name])
         _convert(path)
-    (tmp / "before.txt").write_text(repr(outputs))
-    return tmp, programs
+    return tmp, programs, outputs
 
 
 def test_nothing_moves_and_the_growth_is_bounded(built, report) -> None:
     from cfi2sframe.elf.read import open_elf
 
-    tmp, programs = built
+    tmp, programs, _ = built
     for name, path in programs.items():
         old, new = (tmp / "orig" / name).read_bytes(), path.read_bytes()
         view, was = open_elf(new, name), open_elf(old, name)
@@ -129,8 +131,7 @@ def test_nothing_moves_and_the_growth_is_bounded(built, report) -> None:
 
 
 def test_programs_print_the_same_natively_and_under_qemu(built) -> None:
-    tmp, programs = built
-    before = eval((tmp / "before.txt").read_text())  # noqa: S307 - our own repr above
+    tmp, _, before = built
     qemu = shutil.which("qemu-x86_64")
     for name, expected in before.items():
         assert _out([f"./{name}"], tmp) == expected, name
@@ -139,8 +140,7 @@ def test_programs_print_the_same_natively_and_under_qemu(built) -> None:
 
 
 def test_strip_eu_strip_and_debuglink_keep_them_running(built, report) -> None:
-    tmp, programs = built
-    before = eval((tmp / "before.txt").read_text())  # noqa: S307
+    tmp, programs, before = built
     modes = [["strip"], ["strip", "--strip-debug"], ["strip", "--strip-unneeded"],
              ["strip", "--strip-all"]]
     if shutil.which("eu-strip"):
@@ -169,7 +169,7 @@ def test_strip_eu_strip_and_debuglink_keep_them_running(built, report) -> None:
 
 def test_debug_answers_are_unchanged(built) -> None:
     require("gdb", "nm", "readelf")
-    tmp, programs = built
+    tmp, programs, _ = built
     for name in ("pie", "nopie", "cxx", "user"):
         old, new = tmp / "orig" / name, programs[name]
         for cmd in (["nm"], ["readelf", "--debug-dump=line"]):
@@ -187,7 +187,7 @@ def test_debug_answers_are_unchanged(built) -> None:
 
 
 def test_a_second_run_with_replace_gives_the_same_file(built) -> None:
-    tmp, programs = built
+    tmp, programs, _ = built
     for name, path in programs.items():
         again = tmp / f"again-{name}"
         shutil.copy(path, again)
