@@ -1,4 +1,4 @@
-"""The README's library example runs as written (on examples/frame_pointer.s as foo.s)."""
+"""The README's and examples' recipes run as written (library example, Makefile, strip first)."""
 
 from __future__ import annotations
 
@@ -53,3 +53,21 @@ def test_examples_makefile_recipe_builds_a_program_that_runs_and_verifies(tmp_pa
     assert load_sframe(str(tmp_path / "prog")).section.version == 2
     result, _ = verify_elf(str(tmp_path / "prog"))
     assert result.ok and not result.extra and result.checked >= 2
+
+
+def test_strip_first_recipe_runs_as_written(tmp_path: Path) -> None:
+    """The README's "strip first" shell recipe, as written, on a small C program: it
+    exits 0, and the stripped, converted program runs and verifies clean."""
+    require("gcc", "objcopy", "strip")
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### Where the step goes: strip first"):]
+    recipe = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
+    assert "strip" in recipe and "cfi2sframe --in-place" in recipe
+    (tmp_path / "foo.c").write_text('#include <stdio.h>\nint main(void) { puts("foo"); }\n')
+    env_path = Path(sys.executable).parent
+    proc = subprocess.run(["sh", "-e", "-c", recipe], cwd=tmp_path, capture_output=True,
+                          text=True, env={"PATH": f"{env_path}:/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 mismatches" in proc.stdout and "bad layout" not in proc.stdout
+    assert subprocess.run([str(tmp_path / "foo")], capture_output=True,
+                          text=True).stdout == "foo\n"

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..arch.base import Arch
-from ..errors import Cfi2SframeError
+from ..elf.layout import Problem, layout_problems
+from ..elf.read import open_elf
+from ..errors import Cfi2SframeError, DecodeError, located
 from ..model import Row, Timeline
 from ..sframe.decode import DecodedFde, DecodedSection
 from ..sframe.lower import Skip, beyond_sframe, lower
@@ -153,7 +155,8 @@ class VerifyResult:
     ``unevaluated``: functions whose DWARF CFA is an expression we cannot
     reduce to register + offset, with what SFrame says there.  ``missing``:
     functions no SFrame FDE covers at all, with our encoder's reason.
-    ``extra``: SFrame FDEs that cover no DWARF function.
+    ``extra``: SFrame FDEs that cover no DWARF function.  ``layout``: where a
+    linked file's sections and segments disagree (``elf.layout``).
     """
 
     checked: int
@@ -161,10 +164,11 @@ class VerifyResult:
     missing: tuple[tuple[Timeline, str], ...]
     extra: tuple[DecodedFde, ...]
     unevaluated: tuple[tuple[Timeline, str, tuple[tuple[int, object], ...]], ...] = ()
+    layout: tuple[Problem, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches
+        return not self.mismatches and not self.layout
 
 
 def covering_steps(section: DecodedSection, fdes: Sequence[DecodedFde],
@@ -273,4 +277,8 @@ def verify_elf(path: str, data: bytes | None = None) -> tuple[VerifyResult, int]
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     result = verify(loaded.section, cfi.timelines, arch,
                     lambda fde: loaded.section_of(fde.field_offset))
-    return result, loaded.section.abi
+    try:
+        problems = layout_problems(open_elf(data, path), arch.min_page_size)
+    except DecodeError as exc:
+        raise located(path, exc) from None
+    return replace(result, layout=tuple(problems)), loaded.section.abi

@@ -34,6 +34,8 @@ class Arch:
     sframe_fixed_ra_offset: int
     elf_machine: str
     default_assembler: str = "as"
+    # The smallest page the target's kernels use: every PT_LOAD is aligned to it.
+    min_page_size: int = 4096
     # DWARF number of the program counter, as DWARF expressions read it (linkers'
     # PLT CFI does); None where the ABI gives it none.
     pc: int | None = None

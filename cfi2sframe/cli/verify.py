@@ -15,7 +15,11 @@ def add_parser(sub: Subparsers) -> None:
                        description="For an ELF file with .sframe and .eh_frame (or "
                        ".debug_frame): check at every PC of every function that SFrame "
                        "recovers CFA, FP and RA exactly as the DWARF CFI does; list functions "
-                       "SFrame lacks with the reason our encoder gives. Exit 1 on a mismatch.")
+                       "SFrame lacks with the reason our encoder gives. For a linked file, "
+                       "also check that every allocated section lies in a PT_LOAD at matching "
+                       "offset and address, PT_LOADs are page-aligned, ascending and apart, "
+                       "PT_PHDR and PT_GNU_SFRAME are mapped, and no sections overlap. Exit 1 "
+                       "on a mismatch or a layout problem.")
     p.add_argument("file")
     p.add_argument("-q", "--quiet", action="store_true", help="print mismatches and totals only")
     p.add_argument("--consumer", choices=["glibc", "kernel"],
@@ -29,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     if args.consumer:
         return _consumer(args.file, args.consumer)
     result, abi = verify_elf(args.file)
+    for problem in result.layout:
+        print(f"{args.file}: bad layout: {problem.text} (header at {problem.at:#x})")
     for timeline, ranges in result.mismatches:
         print(f"{args.file}: mismatch in '{timeline.name}':")
         for start, end, have, want in ranges:
@@ -51,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
           f"{len(result.mismatches)} mismatches, {len(result.missing)} without SFrame, "
           f"{len(result.extra)} only in SFrame"
           + (f", {len(result.unevaluated)} with a DWARF CFA expression not evaluated"
-             if result.unevaluated else ""))
+             if result.unevaluated else "")
+          + (f", {len(result.layout)} layout problems" if result.layout else ""))
     return 0 if result.ok else 1
 
 

@@ -1,0 +1,158 @@
+"""``verify`` checks a linked file's container (issue 13): sections inside segments at
+matching offset and address, page-aligned ascending PT_LOADs, mapped PT_PHDR and
+PT_GNU_SFRAME, no overlaps, a program header table that libelf will not wipe.
+
+Each planted fault below is one that a real tool made or would break on (LIEF wrote
+PT_LOADs aligned to 8; BFD strip crashed programs whose section headers and segments
+disagreed); none is reported on the 1,973 linked files Debian installed here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cfi2sframe.elf.layout import layout_problems
+from cfi2sframe.elf.read import PT_GNU_SFRAME, PT_LOAD, open_elf
+from tests.conftest import require, small_program
+
+SHDR, PHDR = 64, 56
+
+
+def _verify(path: Path) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-m", "cfi2sframe", "verify", "-q", str(path)],
+                          capture_output=True, text=True)
+    assert not proc.stderr, proc.stderr
+    return proc.returncode, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("layout")
+    program = small_program(tmp)
+    subprocess.run([sys.executable, "-m", "cfi2sframe", "-w", "--in-place", str(program)],
+                   check=True)
+    return program
+
+
+def _section_header(data: bytes, name: str) -> int:
+    view = open_elf(data, "t")
+    section = view.section(name)
+    assert section is not None
+    return section.header_at
+
+
+def _segment_header(data: bytes, kind: int, last: bool = False) -> int:
+    headers = [seg.header_at for seg in open_elf(data, "t").segments() if seg.kind == kind]
+    return headers[-1] if last else headers[0]
+
+
+def _align_8(data: bytearray) -> None:  # what LIEF wrote for its new segment
+    struct.pack_into("<Q", data, _segment_header(data, PT_LOAD, last=True) + 48, 8)
+
+
+def _bss_elsewhere(data: bytearray) -> None:  # section headers not matching segments
+    struct.pack_into("<Q", data, _section_header(data, ".bss") + 16, 0x70000)
+
+
+def _text_offset(data: bytearray) -> None:
+    at = _section_header(data, ".text") + 24
+    struct.pack_into("<Q", data, at, struct.unpack_from("<Q", data, at)[0] + 0x10)
+
+
+def _sframe_unmapped(data: bytearray) -> None:
+    at = _segment_header(data, PT_GNU_SFRAME) + 8
+    struct.pack_into("<Q", data, at, struct.unpack_from("<Q", data, at)[0] + 0x1000)
+
+
+def _loads_swapped(data: bytearray) -> None:
+    loads = [seg.header_at for seg in open_elf(bytes(data), "t").segments()
+             if seg.kind == PT_LOAD]
+    a, b = loads[0], loads[1]
+    data[a : a + PHDR], data[b : b + PHDR] = data[b : b + PHDR], data[a : a + PHDR]
+
+
+def _sections_overlap(data: bytearray) -> None:
+    at = _section_header(data, ".comment") + 24
+    struct.pack_into("<Q", data, at, open_elf(bytes(data), "t").section(".text").offset)
+
+
+def _table_uncovered(data: bytearray) -> None:
+    at = _section_header(data, ".phdrs") + 32
+    struct.pack_into("<Q", data, at, 8)
+
+
+PLANTED: dict[str, tuple[Callable[[bytearray], None], str]] = {
+    "PT_LOAD aligned to 8": (_align_8, "is aligned to 0x8, not to a page"),
+    ".bss outside the segments": (_bss_elsewhere, "section '.bss' [0x70000"),
+    ".text at the wrong offset": (_text_offset, "section '.text'"),
+    "PT_GNU_SFRAME not mapped": (_sframe_unmapped, "PT_GNU_SFRAME"),
+    "PT_LOADs out of order": (_loads_swapped, "not in ascending order"),
+    "sections overlapping": (_sections_overlap, "overlaps section '.comment'"),
+    "program header table uncovered": (_table_uncovered, "libelf (eu-strip) zero-fills it"),
+}
+
+
+def test_the_converted_program_passes(converted: Path) -> None:
+    code, out = _verify(converted)
+    assert code == 0 and "bad layout" not in out, out
+
+
+@pytest.mark.parametrize("fault", sorted(PLANTED))
+def test_a_planted_fault_fails_verify(converted: Path, tmp_path: Path, fault: str) -> None:
+    plant, words = PLANTED[fault]
+    data = bytearray(converted.read_bytes())
+    plant(data)
+    broken = tmp_path / "broken"
+    broken.write_bytes(bytes(data))
+    code, out = _verify(broken)
+    assert code == 1 and "bad layout" in out and words in out, out
+
+
+def test_strip_then_eu_strip_is_flagged_before_it_breaks(converted: Path,
+                                                        tmp_path: Path) -> None:
+    """BFD strip leaves the moved table where no section covers it; eu-strip, removing
+    the symbols BFD's --strip-debug kept, wipes it and the program crashes.  verify
+    reports the stripped file, and the wiped one."""
+    require("strip", "eu-strip")
+    stripped = tmp_path / "prog"
+    shutil.copy(converted, stripped)
+    subprocess.run(["strip", "--strip-debug", str(stripped)], check=True,
+                   capture_output=True)
+    assert subprocess.run([str(stripped), "x"]).returncode == 0
+    code, out = _verify(stripped)
+    assert code == 1 and "libelf (eu-strip) zero-fills it" in out, out
+    subprocess.run(["eu-strip", str(stripped)], check=True, capture_output=True)
+    assert subprocess.run([str(stripped), "x"], capture_output=True).returncode < 0
+    code, out = _verify(stripped)
+    assert code == 1 and "has no PT_LOAD" in out, out
+
+
+def test_no_installed_file_is_reported() -> None:
+    """The real files Debian installed here, all linkers' and strips' work: not one
+    false report (a check that fires on them would teach users to ignore it)."""
+    roots = ["/usr/bin", "/usr/sbin", "/usr/lib/x86_64-linux-gnu", "/usr/lib/debug",
+             "/usr/aarch64-linux-gnu", "/usr/s390x-linux-gnu"]
+    checked = 0
+    for root in roots:
+        for folder, _, names in os.walk(root):
+            for name in names:
+                path = os.path.join(folder, name)
+                if os.path.islink(path) or not os.path.isfile(path):
+                    continue
+                with open(path, "rb") as handle:
+                    if handle.read(4) != b"\x7fELF":
+                        continue
+                    data = b"\x7fELF" + handle.read()
+                view = open_elf(data, path)
+                if view.elf_type in ("ET_EXEC", "ET_DYN"):
+                    assert layout_problems(view, 4096) == [], path
+                    checked += 1
+    assert checked > 500
