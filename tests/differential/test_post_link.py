@@ -309,3 +309,33 @@ def test_a_second_run_with_replace_gives_the_same_file(built) -> None:
         shutil.copy(path, again)
         _convert(again, "--replace")
         assert again.read_bytes() == path.read_bytes(), name
+
+
+def test_dwz_afterwards_refuses_or_is_caught_by_verify(tmp_path: Path, report) -> None:
+    """dwz after cfi2sframe (the README says: before).  dwz shifts every section after
+    the debug sections it shrinks, allocated ones included, without touching the
+    segments; it refuses only when the shift misaligns something.  So on most files it
+    exits 1 and leaves them alone, and on the rest it exits 0 with .sframe's bytes
+    moved away from where PT_GNU_SFRAME maps them: verify must report those."""
+    require("gcc", "csmith", "dwz")
+    refused = caught = 0
+    for seed in ("26", "32", "39", "12", "13", "14"):
+        source = subprocess.run(["csmith", "--seed", seed, "--max-funcs", "8"], check=True,
+                                capture_output=True).stdout
+        (tmp_path / f"c{seed}.c").write_bytes(source)
+        program = tmp_path / f"c{seed}"
+        subprocess.run(["gcc", "-O2", "-g", "-w", "-I/usr/include/csmith", f"c{seed}.c",
+                        "-o", program.name], cwd=tmp_path, check=True, capture_output=True)
+        _convert(program)
+        converted = program.read_bytes()
+        proc = subprocess.run(["dwz", str(program)], capture_output=True, text=True)
+        if proc.returncode:
+            assert "Allocatable section" in proc.stderr and program.read_bytes() == converted
+            refused += 1
+            continue
+        problems = _layout(tmp_path, [program.name])[program.name]
+        assert any("section '.sframe'" in p for p in problems), (seed, problems)
+        caught += 1
+    assert refused and caught, (refused, caught)
+    report(f"post-link: dwz afterwards: {refused} refused (file untouched), {caught} "
+           "accepted with .sframe moved off its segment, each reported by verify")
