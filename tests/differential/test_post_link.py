@@ -339,3 +339,26 @@ def test_dwz_afterwards_refuses_or_is_caught_by_verify(tmp_path: Path, report) -
     assert refused and caught, (refused, caught)
     report(f"post-link: dwz afterwards: {refused} refused (file untouched), {caught} "
            "accepted with .sframe moved off its segment, each reported by verify")
+
+
+def test_debugedit_afterwards_keeps_them_running_and_sound(built, report) -> None:
+    """debugedit (rpm's find-debuginfo, Debian's dh_strip with build-id seeds) rewrites
+    the source paths in the debug sections, which grows them, and the build-id: the
+    converted files still run, verify clean, and gdb sees the new paths."""
+    require("debugedit")
+    tmp, programs, before = built
+    work = tmp / "debugedit"
+    work.mkdir()
+    dest = "/usr/src/debug/cfi2sframe-test/a-longer-path-than-before"
+    for name, path in programs.items():
+        shutil.copy(path, work / name)
+        proc = subprocess.run(["debugedit", "-b", str(tmp), "-d", dest, "-i", name],
+                              cwd=work, capture_output=True, text=True)
+        assert proc.returncode == 0, (name, proc.stderr)
+    for name, expected in before.items():
+        assert _out([f"./{name}"], work) == expected, name
+    assert _layout(work, list(programs)) == {name: [] for name in programs}
+    info = subprocess.run(["readelf", "--debug-dump=info", "pie"], cwd=work,
+                          capture_output=True, text=True).stdout
+    assert dest in info
+    report(f"post-link: debugedit on {len(programs)} converted files: all run, layout sound")
