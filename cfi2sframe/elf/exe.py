@@ -7,17 +7,25 @@ two entries longer, to the end of the file and given its own ``PT_LOAD``;
 ``PT_PHDR`` and ``e_phoff`` point at the copy.  The layout is chosen for the tools
 that run afterwards (README, "Linked files"):
 
-- the table is the last thing in the file, after every section, and an allocated
-  section ``.phdrs`` covers it: libelf (eu-strip) zero-fills gaps between sections
-  and packs what it keeps after the last allocated section, either of which would
-  wipe a table no section holds (BFD's strip moves ``.phdrs``, a stale copy, and
-  says so: "section .phdrs lma ... adjusted");
-- the table's segment comes first in memory, at an address congruent (modulo the
-  page size) to the end of the last existing segment's file contents: BFD's strip
-  and objcopy put a moved table right there and keep its address (``.sframe``, in
-  a segment of its own on a later page, is placed wherever its address allows);
-- the table's address minus its offset equals the first segment's, so Linux before
-  5.18 and qemu-user, which take AT_PHDR from the first segment, find it.
+- file order: the rewritten section name table and headers, ``.sframe``, the table
+  (the file's last bytes).  Three new read-only ``PT_LOAD``s, on pages of their
+  own: A maps the table, first in memory; B maps the table again from its ninth
+  byte, and an allocated section ``.phdrs`` there covers those bytes; C maps
+  ``.sframe``;
+- the table's first entry is ``PT_NULL``.  libelf (eu-strip, debugedit, dwz) zero-fills
+  file bytes between sections that no section holds, so ``.phdrs``,
+  an allocated section kept in place, protects the table except its first 8 bytes,
+  which are zero anyway; and libelf packs what it keeps after the last allocated
+  section, here the end of the file;
+- BFD's strip and objcopy treat the first ``PT_LOAD`` holding the table's offset as
+  the one that includes it, and put the table at its start: that is A, which holds
+  no section, so nothing gets moved ("lma adjusted") and BFD can run again; the
+  kernel (5.18 on) takes the last ``PT_LOAD`` holding it, also A, since B starts 8
+  bytes later;
+- A's address is congruent (modulo the page size) to the end of the last existing
+  segment's file contents: BFD puts a moved table right there and keeps its address;
+- A's address minus its offset equals the first segment's, so Linux before 5.18 and
+  qemu-user, which take AT_PHDR from the first segment, find it.
 """
 
 from __future__ import annotations
@@ -42,12 +50,16 @@ from .read import (
 PF_R = 4
 PHDR_SIZE, SHDR_SIZE = 56, 64  # ELF64
 PN_XNUM, SHN_LORESERVE = 0xFFFF, 0xFF00
+# The table's first 8 bytes (a PT_NULL entry's type and flags) lie outside every
+# section: libelf may zero them, which leaves them what they are.
+NULL_PREFIX = 8
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where the new parts go: file offsets and addresses of the ``.sframe`` section
-    and of the moved program header table, and where the old file is cut."""
+    """Where the new parts go: file offsets and addresses of ``.sframe`` (segment C),
+    of the moved program header table (A) and of its copy from the ninth byte (B),
+    and where the old file is cut."""
 
     cut: int  # the old file is kept up to here, and the section name table written
     #           from here (its old name table and section headers, if they were its
@@ -57,8 +69,13 @@ class Placement:
     sframe_address: int
     phdrs_at: int
     phdrs_address: int
+    cover_address: int  # segment B: the table from its ninth byte, at this address
     end: int
     page: int  # the largest PT_LOAD alignment, that of the new segments
+
+    @property
+    def cover_at(self) -> int:
+        return self.phdrs_at + NULL_PREFIX
 
 
 def _up(value: int, align: int) -> int:
@@ -96,10 +113,13 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
             phdrs_address = phdrs_at + delta
         else:  # more zeros than one page (a large .bss): only the segment rule holds
             phdrs_address = _congruent(memory_end, contents_end, page)
-    # .sframe starts on a page of its own: its file page is not the table's.
-    sframe_address = _congruent(_up(phdrs_address + table, page), sframe_at, page)
+    # B and C start on pages of their own: no page holds two of A, B and C.
+    cover_address = _congruent(_up(phdrs_address + table, page), phdrs_at + NULL_PREFIX,
+                               page)
+    sframe_address = _congruent(_up(cover_address + table - NULL_PREFIX, page), sframe_at,
+                                page)
     return Placement(cut, shdrs_at, sframe_at, sframe_address, phdrs_at, phdrs_address,
-                     phdrs_at + table, page)
+                     cover_address, phdrs_at + table, page)
 
 
 def _tail_start(view: ElfView, segments: list[Segment]) -> int:
@@ -144,7 +164,7 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     order = "<" if view.little_endian else ">"
     segments = view.segments()
     has_sframe_segment = any(seg.kind == PT_GNU_SFRAME for seg in segments)
-    phnum = len(segments) + 2 + (0 if has_sframe_segment else 1)
+    phnum = len(segments) + 4 + (0 if has_sframe_segment else 1)
     if phnum >= PN_XNUM or len(view.sections) + 2 >= SHN_LORESERVE:
         raise Cfi2SframeError(where, "the file has too many program or section headers "
                                      "to add one")
@@ -175,8 +195,8 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
                                          SHF_ALLOC, place.sframe_address, place.sframe_at,
                                          size, 0, 0, 8, 0)))
     headers.append(bytearray(struct.pack(order + "IIQQQQIIQQ", name_phdrs, SHT_PROGBITS,
-                                         SHF_ALLOC, place.phdrs_address, place.phdrs_at,
-                                         place.end - place.phdrs_at, 0, 0, 8, 0)))
+                                         SHF_ALLOC, place.cover_address, place.cover_at,
+                                         place.end - place.cover_at, 0, 0, 8, 0)))
     out[place.shdrs_at : place.shdrs_at + len(headers) * SHDR_SIZE] = b"".join(headers)
     out[place.sframe_at : place.sframe_at + size] = sframe
     out[place.phdrs_at : place.end] = _program_headers(view, segments, place, size, phnum)
@@ -188,15 +208,17 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
 
 def _program_headers(view: ElfView, segments: list[Segment], place: Placement, size: int,
                      phnum: int) -> bytes:
-    """The table, moved: ``PT_PHDR`` describes the copy, the two new ``PT_LOAD``s
-    follow the last one (ascending addresses), ``PT_GNU_SFRAME`` is reused or added."""
+    """The table, moved: a ``PT_NULL`` entry first, ``PT_PHDR`` describing the copy,
+    the three new ``PT_LOAD``s after the last one (ascending addresses: A, B, C),
+    ``PT_GNU_SFRAME`` reused or added."""
     order = "<" if view.little_endian else ">"
     fmt = order + "IIQQQQQQ"
     page = place.page
     table = phnum * PHDR_SIZE
+    cover = place.end - place.cover_at
     sframe = (PT_GNU_SFRAME, PF_R, place.sframe_at, place.sframe_address,
               place.sframe_address, size, size, 8)
-    rows: list[bytes] = []
+    rows: list[bytes] = [bytes(PHDR_SIZE)]
     last_load = max(i for i, seg in enumerate(segments) if seg.kind == PT_LOAD)
     for i, seg in enumerate(segments):
         raw = view.data[seg.header_at : seg.header_at + PHDR_SIZE]
@@ -210,6 +232,8 @@ def _program_headers(view: ElfView, segments: list[Segment], place: Placement, s
         if i == last_load:
             rows.append(struct.pack(fmt, PT_LOAD, PF_R, place.phdrs_at, place.phdrs_address,
                                     place.phdrs_address, table, table, page))
+            rows.append(struct.pack(fmt, PT_LOAD, PF_R, place.cover_at, place.cover_address,
+                                    place.cover_address, cover, cover, page))
             rows.append(struct.pack(fmt, PT_LOAD, PF_R, place.sframe_at,
                                     place.sframe_address, place.sframe_address, size, size,
                                     page))

@@ -19,9 +19,9 @@ The rules, from the gABI and what the Linux loader and glibc's ld.so require:
   ``PT_GNU_SFRAME``, ...) mapped by a ``PT_LOAD`` at matching offset and address;
   ``PT_PHDR`` before every ``PT_LOAD`` and describing the table ``e_phoff`` names;
 - no two sections, nor a section and the section header table, share file bytes;
-- a program header table placed after section contents is covered by a section:
-  libelf (eu-strip) zero-fills the file bytes between sections that no section
-  holds, and would wipe it.
+- a program header table that lies between sections is covered by them, but for a
+  leading PT_NULL entry's first 8 bytes: libelf (eu-strip) zero-fills the file
+  bytes between sections that no section holds.
 """
 
 from __future__ import annotations
@@ -140,13 +140,33 @@ def _segments_mapped(view: ElfView, segments: list[Segment], mapping: list[Mappi
                 problems.append(Problem(seg.header_at, "PT_PHDR follows a PT_LOAD"))
     end = phoff + len(segments) * entsize
     contents = [s for s in view.sections if s.kind != SHT_NOBITS and s.size]
-    if any(s.offset < phoff for s in contents) and not any(
-            s.offset <= phoff and end <= s.offset + s.size for s in contents):
-        problems.append(Problem(0x20 if view.is64 else 0x1C, f"the program header table at "
-                                f"offset {phoff:#x} follows section contents and no section "
-                                "covers it: libelf (eu-strip) zero-fills it when it rewrites "
-                                "the file"))
+    if any(s.offset < phoff for s in contents) and any(s.offset >= end for s in contents):
+        # Between sections: libelf zero-fills what no section covers.  The first 8
+        # bytes may stay bare if they are a PT_NULL entry's type and flags (zero).
+        bare = _uncovered(phoff, end, [(s.offset, s.offset + s.size) for s in contents])
+        allowed = 8 if segments[0].kind == 0 else 0
+        if any(start < phoff + allowed or stop > phoff + allowed
+               for start, stop in bare if (start, stop) != (phoff, phoff + allowed)):
+            problems.append(Problem(0x20 if view.is64 else 0x1C, f"the program header table "
+                                    f"at offset {phoff:#x} lies between sections and no "
+                                    "section covers it: libelf (eu-strip) zero-fills it when "
+                                    "it rewrites the file"))
     return problems
+
+
+def _uncovered(start: int, end: int, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of [start, end) that no span covers."""
+    bare = []
+    at = start
+    for lo, hi in sorted(spans):
+        if hi <= at or lo >= end:
+            continue
+        if lo > at:
+            bare.append((at, lo))
+        at = max(at, hi)
+    if at < end:
+        bare.append((at, end))
+    return bare
 
 
 def _sections_mapped(view: ElfView, mapping: list[Mapping]) -> list[Problem]:
