@@ -210,6 +210,8 @@ AFTER: dict[str, tuple[list[list[str]], bool]] = {
     "strip-unneeded-twice": ([["strip", "--strip-unneeded", "{}"]] * 2, True),
     "strip-all-twice": ([["strip", "--strip-all", "{}"]] * 2, True),
     "dh_strip": (DH_STRIP, True),
+    "debuglink": ([["objcopy", "--only-keep-debug", "{}", "{}.debug"],
+                   ["objcopy", "--strip-debug", "--add-gnu-debuglink={}.debug", "{}"]], True),
     "eu-strip-twice": ([["eu-strip", "{}"]] * 2, False),
     "eu-strip-g": ([["eu-strip", "-g", "{}"]], False),
     "eu-strip-f": ([["eu-strip", "--remove-comment", "-f", "{}.debug", "{}"]], False),
@@ -233,6 +235,13 @@ def test_strip_after_conversion_keeps_them_running(built, report) -> None:
                 assert len(problems) == 1 and BFD_PROBLEM in problems[0], (recipe, name)
             else:
                 assert problems == [], (recipe, name, problems)
+        if any("--add-gnu-debuglink" in part for step in steps for part in step):
+            # The split debug file (BFD warns "can't be allocated in segment 0" while
+            # writing it) serves gdb through the debuglink.
+            require("gdb")
+            lines = subprocess.run(["gdb", "-nx", "-batch", "-ex", "info line main", "pie"],
+                                   cwd=work, capture_output=True, text=True).stdout
+            assert "starts at address" in lines, (recipe, lines)
     report(f"post-link: {len(AFTER)} strip recipes after conversion x {len(programs)} "
            "files: all run; verify clean after eu-strip, one hazard noted after BFD")
 
