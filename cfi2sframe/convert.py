@@ -17,6 +17,7 @@ from .frontend.probe import Assembler, ProbeRun
 # which ELF input never needs.
 if TYPE_CHECKING:
     from .dwarf.ehframe import ElfCfi
+    from .elf.exe import OldKernels
     from .frontend.asm import AsmUnit
     from .model import Timeline
     from .sframe.decode import DecodedFde
@@ -285,6 +286,7 @@ class ElfConversion(Conversion):
     data: bytes = b""
     replace: bool = False  # an .sframe already in the file is replaced, not refused
     from_sframe: bool = False  # made from the file's own .sframe (--source sframe)
+    old_kernels: OldKernels = "keep"  # elf form: see elf.exe.OldKernels
 
     @property
     def linked(self) -> bool:
@@ -331,7 +333,7 @@ class ElfConversion(Conversion):
                 return done
         try:
             return add_loadable_sframe(self.data, self.image.size, build, self.source,
-                                       self.replace)[0]
+                                       self.replace, self.old_kernels)[0]
         except DecodeError as exc:
             raise located(self.source, exc) from None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import __version__
@@ -106,6 +107,13 @@ def parser() -> argparse.ArgumentParser:
                              "mold): regenerate it from the DWARF CFI and replace it (objects: "
                              "the section and its relocations; linked files: in place when it "
                              "fits, else a new loadable section that PT_GNU_SFRAME points at)")
+    parser.add_argument("--old-kernels", choices=["keep", "pad", "no"], default="keep",
+                        help="linked files: the moved program header table must be where "
+                             "Linux before 5.18 and qemu-user look (its address minus its "
+                             "offset equal to the first segment's); where that takes more "
+                             "than a page of zeros (a file much shorter than its memory "
+                             "image): keep (default) refuses the file, pad writes the zeros, "
+                             "no places the table for Linux >= 5.18 only")
     parser.add_argument("--in-place", action="store_true",
                         help="ELF input: replace the input file (--emit obj or elf), only "
                              "after the new file is complete and verified")
@@ -186,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
                                        "--fatal-warnings is set")
     if args.in_place and isinstance(conversion, ElfConversion) and emit == "raw":
         emit = conversion.rewrite_form
+    if isinstance(conversion, ElfConversion):
+        conversion = replace(conversion, old_kernels=args.old_kernels)
     payload = conversion.output(emit)
     if args.in_place:
         _check_rewritten(display, payload)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from ..errors import Cfi2SframeError
 from .read import (
@@ -50,6 +51,12 @@ from .read import (
 PF_R = 4
 PHDR_SIZE, SHDR_SIZE = 56, 64  # ELF64
 PN_XNUM, SHN_LORESERVE = 0xFFFF, 0xFF00
+# What to do where the table can only be where Linux before 5.18 and qemu-user look
+# (its address minus its offset equal to the first segment's) with more than a page
+# of zeros: refuse ("keep"), write the zeros ("pad"), or place it for Linux >= 5.18
+# only ("no").
+OldKernels = Literal["keep", "pad", "no"]
+
 # The table's first 8 bytes (a PT_NULL entry's type and flags) lie outside every
 # section: libelf may zero them, which leaves them what they are.
 NULL_PREFIX = 8
@@ -88,7 +95,7 @@ def _congruent(at_least: int, to: int, page: int) -> int:
 
 
 def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phnum: int,
-         where: str) -> Placement:
+         where: str, old_kernels: OldKernels = "keep") -> Placement:
     """The placement of a ``size``-byte ``.sframe`` and a ``phnum``-entry table."""
     loads = [seg for seg in segments if seg.kind == PT_LOAD]
     if not loads:
@@ -108,11 +115,17 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     phdrs_address = phdrs_at + delta
     if phdrs_address < memory_end:
         padding = _up(memory_end - phdrs_address, page)
-        if padding <= page:
+        if padding <= page or old_kernels == "pad":
             phdrs_at += padding
             phdrs_address = phdrs_at + delta
-        else:  # more zeros than one page (a large .bss): only the segment rule holds
+        elif old_kernels == "no":  # only the segment rule holds (Linux >= 5.18)
             phdrs_address = _congruent(memory_end, contents_end, page)
+        else:
+            raise Cfi2SframeError(where, "the file is shorter than its memory image: keeping "
+                                  "the program headers where Linux before 5.18 and qemu-user "
+                                  f"find them takes {padding} bytes of zeros; --old-kernels "
+                                  "pad writes them, --old-kernels no makes a file for Linux "
+                                  ">= 5.18 only")
     # B and C start on pages of their own: no page holds two of A, B and C.
     cover_address = _congruent(_up(phdrs_address + table, page), phdrs_at + NULL_PREFIX,
                                page)
@@ -143,13 +156,15 @@ def _tail_start(view: ElfView, segments: list[Segment]) -> int:
 
 
 def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], where: str,
-                        replace: bool = False) -> tuple[bytes, int]:
+                        replace: bool = False, old_kernels: OldKernels = "keep"
+                        ) -> tuple[bytes, int]:
     """The linked ELF64 ``data`` with a ``size``-byte ``.sframe`` added; returns
     (file, section address).  ``build(address)`` gives the section placed there.
 
     ``replace``: a ``.sframe`` already there is renamed ``.sframe.old`` (its bytes
     stay where they are, typed PROGBITS so nothing reads them as SFrame) and its
-    ``PT_GNU_SFRAME`` is pointed at the new section.
+    ``PT_GNU_SFRAME`` is pointed at the new section.  ``old_kernels``: see
+    ``OldKernels``.
     """
     view = open_elf(data, "ELF file")
     if not view.is64:
@@ -178,7 +193,7 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     name_old = len(names)
     if old is not None:
         names += b".sframe.old\0"
-    place = plan(view, segments, size, len(names), phnum, where)
+    place = plan(view, segments, size, len(names), phnum, where, old_kernels)
     sframe = build(place.sframe_address)
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
