@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from ..files import read_bytes
 from . import SUBCOMMANDS
 from .common import Subparsers, arch_name
+
+if TYPE_CHECKING:
+    from ..compact.lower import CompactFunction
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -27,7 +31,9 @@ def add_parser(sub: Subparsers) -> None:
                    help="one row per CFI state compact unwind can express (later rows "
                    "marked UNWIND_IS_NOT_FUNCTION_START), exact in prologues and epilogues")
     p.add_argument("--check", action="store_true",
-                   help="also list functions whose rows are not exact at every byte")
+                   help="also list the compact functions whose rows are not exact at every "
+                        "byte: where (prologue/epilogue, or inside the body), so which need "
+                        "--ranges")
     p.add_argument("--emit", choices=["text", "asm", "bin"], default="text",
                    help="text (default), __LD,__compact_unwind rows as assembly, or as "
                    "binary rows (32 bytes; 20 on i386) on standard output")
@@ -37,7 +43,6 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..compact.convert import compact_arch, compact_file
     from ..compact.encoding import NOT_FUNCTION_START, describe, is_dwarf
-    from ..compact.lower import CompactFunction
 
     arch, functions = compact_file(args.file, read_bytes(args.file), args.arch,
                                    args.assembler, args.ranges)
@@ -68,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
                       "encoding": f"{r.encoding:#010x}", "meaning": meaning(f, r.encoding)}
                      for r in f.rows]} for f in functions], indent=1))
         return 0
-    compact = exact = total = 0
+    compact = exact = total = needs_ranges = 0
+    body_inexact = sum(1 for f in functions if f.reason is None and not f.exact_in_body)
     for func in functions:
         total += func.size
         exact += func.exact_bytes
@@ -77,10 +83,31 @@ def run(args: argparse.Namespace) -> int:
             label = func.name if i == 0 else ""
             print(f"{label:<24} {func.start + row.start:#8x} {row.length:#6x}  "
                   f"{row.encoding:#010x}  {meaning(func, row.encoding)}")
-        if args.check and func.exact_bytes < func.size:
-            print(f"{'':<24} check: exact at {func.exact_bytes} of {func.size} bytes "
-                  "(other bytes: prologue/epilogue, use --ranges)")
+        if args.check and func.reason is None and func.inexact:
+            needs_ranges += 1
+            print(f"{'':<24} check: {_check_words(func)}")
     share = f"{100 * exact / total:.1f}%" if total else "-"
     print(f"{len(functions)} functions: {compact} compact, {len(functions) - compact} "
           f"DWARF; the rows unwind exactly as the CFI at {exact} of {total} bytes ({share})")
+    if args.check:
+        print(f"check: {needs_ranges} compact functions are not exact at every byte and "
+              f"need --ranges for asynchronous unwinding; {body_inexact} of them also "
+              "inside the body")
     return 0
+
+
+def _check_words(func: CompactFunction) -> str:
+    """Where a compact function's rows are not exact, in the body or around it."""
+    lo, hi = func.body
+
+    def spans(which: list[tuple[int, int]]) -> str:
+        return ", ".join(f"[{func.start + a:#x}, {func.start + b:#x})" for a, b in which)
+
+    if not func.exact_in_body:
+        return f"NOT exact inside the body state at {spans(list(func.inexact))}: use --ranges"
+    before = [span for span in func.inexact if span[1] <= lo]
+    after = [span for span in func.inexact if span[0] >= hi]
+    parts = ([f"before it (prologue, stack changes) at {spans(before)}"] if before else []) \
+        + ([f"from the first epilogue on at {spans(after)}"] if after else [])
+    return (f"exact over the body state [{func.start + lo:#x}, {func.start + hi:#x}); not "
+            f"{' nor '.join(parts)}: use --ranges")

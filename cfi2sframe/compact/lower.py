@@ -1,11 +1,16 @@
 """Timeline -> compact unwind rows, each checked against the CFI at every PC it covers.
 
 Which row (the default): the function's *body state*.  Walking the rows from
-the start, the prologue only adds saves and grows the frame (the CFA offset
-grows, or the CFA moves from SP to FP with every save kept); the body state is
-the last row of that walk.  For LLVM's Darwin output, which has no epilogue
-CFI, that is the final state MC encodes; for GCC's output it is the state
-after the prologue, before any epilogue row.
+the start, the prologue only adds saves and builds the frame (the SP offset
+grows; the CFA moves from SP to FP, or to another register or an expression as
+a realigning prologue does); the body state is the last row of that walk, and
+the first row that does anything else (an offset shrinking, the CFA back on SP,
+a restore) starts the first epilogue.  For LLVM's Darwin output, which has no
+epilogue CFI, that is the final state MC encodes; for GCC's output it is the
+state after the prologue, before the epilogue (``leave`` moves the CFA back to
+SP: that row is the epilogue's, never the body's).  A body whose CFA is not SP
+or FP plus an offset (realigned stacks, expressions) is DWARF mode, with the
+reason.
 
 ``ranges=True`` (asynchronous-precise): one row per CFI row that compact
 unwind can express exactly (adjacent equal encodings merged), DWARF mode for
@@ -60,6 +65,17 @@ class CompactFunction(NamedTuple):
     exact_bytes: int
     personality: str | None = None
     lsda: str | None = None
+    # The body (after the prologue, before the first epilogue) as offsets, and the
+    # offset ranges where the rows do not unwind as the CFI says.
+    body: tuple[int, int] = (0, 0)
+    inexact: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def exact_in_body(self) -> bool:
+        """The rows unwind as the CFI at every byte of the body (only a prologue or
+        epilogue left, which asynchronous unwinding needs ``--ranges`` for)."""
+        lo, hi = self.body
+        return not any(a < hi and b > lo for a, b in self.inexact)
 
 
 def row_rules(row: Row, arch: str) -> CompactRules | Unrepresentable:
@@ -104,30 +120,44 @@ def encode_row(row: Row, arch: str, code: Code | None,
     return encoding
 
 
-def body_row(rows: tuple[Row, ...]) -> Row | None:
-    """The last row of the prologue (see the module docstring)."""
+def body_row(rows: tuple[Row, ...], arch: str) -> Row | None:
+    """The last row of the prologue (see the module docstring); None without rows."""
+    target = by_compact(arch)
     body: Row | None = None
-    body_cfa = CfaReg(0, 0)
     for row in rows:
-        cfa = row.cfa
-        if not isinstance(cfa, CfaReg):
-            if body is None:
-                continue
+        if body is not None and not _grows(body, row, target.sp):
             break
-        if body is not None and not _grows(body, body_cfa, row, cfa):
-            break
-        body, body_cfa = row, cfa
+        body = row
     return body
 
 
-def _grows(before: Row, before_cfa: CfaReg, after: Row, after_cfa: CfaReg) -> bool:
-    saved = dict(before.regs)
-    now = dict(after.regs)
-    if any(now.get(reg) != rule for reg, rule in saved.items() if rule.kind == RuleKind.offset):
+def body_range(rows: tuple[Row, ...], size: int, arch: str) -> tuple[int, int]:
+    """From the body row's start to the first epilogue row's (or the end)."""
+    body = body_row(rows, arch)
+    if body is None:
+        return (0, 0)
+    index = rows.index(body)
+    end = rows[index + 1].start if index + 1 < len(rows) else size
+    return (min(body.start, size), min(end, size))
+
+
+def _grows(before: Row, after: Row, sp: int) -> bool:
+    """``after`` still builds the frame ``before`` had: every save kept, and the CFA
+    further from SP (a larger SP offset; moved from SP to FP, or to another register
+    or an expression, as a realigning prologue does).  Anything else (an offset
+    shrinking, the CFA back on SP or off an expression, a restore) starts an
+    epilogue."""
+    saved = dict(after.regs)
+    if any(saved.get(reg) != rule for reg, rule in before.regs if rule.kind == RuleKind.offset):
         return False
-    if after_cfa.reg == before_cfa.reg:
-        return after_cfa.offset >= before_cfa.offset
-    return True  # moved to another base register (SP -> FP), saves kept
+    was, now = before.cfa, after.cfa
+    if not isinstance(now, CfaReg):
+        return True  # into an expression: only a prologue goes there
+    if not isinstance(was, CfaReg):
+        return False  # out of one, onto a register: the epilogue of a realigned frame
+    if now.reg == was.reg:
+        return now.offset >= was.offset
+    return was.reg == sp  # SP to FP (or a realigning prologue's register), not back
 
 
 def lower_compact(timeline: Timeline, arch: str, code: Code | None = None,
@@ -139,10 +169,12 @@ def lower_compact(timeline: Timeline, arch: str, code: Code | None = None,
         if timeline.lsda is not None:
             rows = [r._replace(encoding=r.encoding | HAS_LSDA)
                     if r.encoding & 0x0F000000 != dwarf else r for r in rows]
+        spans = inexact_spans(timeline, rows, arch, code)
         return CompactFunction(timeline.name, timeline.section, timeline.start,
                                timeline.size, tuple(rows), reason, detail,
-                               exact_bytes(timeline, rows, arch, code),
-                               timeline.personality, timeline.lsda)
+                               timeline.size - sum(hi - lo for lo, hi in spans),
+                               timeline.personality, timeline.lsda,
+                               body_range(timeline.rows, timeline.size, arch), spans)
 
     if timeline.invalid is not None:
         return result([CompactRow(0, timeline.size, dwarf)], "invalid-cfi", timeline.invalid)
@@ -150,7 +182,7 @@ def lower_compact(timeline: Timeline, arch: str, code: Code | None = None,
         return result([], "empty-function", "the function has no bytes")
     if ranges:
         return result(_range_rows(timeline, arch, code, dwarf), None, "")
-    body = body_row(timeline.rows)
+    body = body_row(timeline.rows, arch)
     if body is None:
         return result([CompactRow(0, timeline.size, dwarf)], "no-cfa", "no CFA rule")
     encoding = encode_row(body, arch, code)
@@ -184,10 +216,10 @@ def _range_rows(timeline: Timeline, arch: str, code: Code | None,
     return out
 
 
-def exact_bytes(timeline: Timeline, rows: list[CompactRow], arch: str,
-                code: Code | None) -> int:
-    """Bytes of the function at which a row's decoded rules equal the CFI's row."""
-    total = 0
+def inexact_spans(timeline: Timeline, rows: list[CompactRow], arch: str,
+                  code: Code | None) -> tuple[tuple[int, int], ...]:
+    """Offset ranges of the function where no row's decoded rules equal the CFI's row."""
+    exact: list[tuple[int, int]] = []
     for crow in rows:
         sub = Code(code.data[crow.start:]) if code is not None else None
         rules = decode(crow.encoding & ~NOT_FUNCTION_START & ~HAS_LSDA, arch, sub)
@@ -199,5 +231,11 @@ def exact_bytes(timeline: Timeline, rows: list[CompactRow], arch: str,
                 timeline.size
             lo, hi = max(row.start, crow.start), min(row_end, end)
             if lo < hi and row_rules(row, arch) == rules:
-                total += hi - lo
-    return total
+                exact.append((lo, hi))
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for lo, hi in sorted(exact) + [(timeline.size, timeline.size)]:
+        if lo > at:
+            spans.append((at, min(lo, timeline.size)))
+        at = max(at, hi)
+    return tuple(span for span in spans if span[0] < span[1])

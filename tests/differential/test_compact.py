@@ -114,7 +114,7 @@ def compare(macho_asm: str, tmp: Path, counts: Counter, examples: dict,
         mine = func.rows[0].encoding if func.rows else None
         code = Code(view.section_data(timeline.section)[timeline.start:
                                                        timeline.start + timeline.size])
-        body = body_row(timeline.rows)
+        body = body_row(timeline.rows, target)
         want = row_rules(body, target) if body is not None else None
         theirs = llvm.get(timeline.name)
         if target == "arm64" and theirs is None and timeline.start == 0:
