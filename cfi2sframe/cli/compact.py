@@ -79,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         total += func.size
         exact += func.exact_bytes
         compact += func.reason is None
+        if not func.rows:
+            print(f"{func.name:<24} {func.start:#8x} {func.size:#6x}  no row: {func.reason} "
+                  f"({func.detail})")
         for i, row in enumerate(func.rows):
             label = func.name if i == 0 else ""
             print(f"{label:<24} {func.start + row.start:#8x} {row.length:#6x}  "

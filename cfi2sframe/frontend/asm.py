@@ -48,7 +48,7 @@ from .probe import (
     probe_places,
     start_probe,
 )
-from .scan import Statement, find_assignments
+from .scan import Statement, find_assignments, labels_between
 
 ANCHOR = ".Lcfi2sframe_func_"
 
@@ -77,6 +77,7 @@ class _Function:
     cfa_offset: int = 0
     cfa_stack: list[int] = field(default_factory=list)
     error: str | None = None
+    region: int = 0  # where the text after the previous function starts
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,7 @@ class _Builder:
         timelines: list[Timeline] = []
         anchors: list[tuple[int, str]] = []
         current: _Function | None = None
+        region = 0
         for index, item in enumerate(self.items):
             self.offset = item.offset
             directive = self.parsed[index]
@@ -188,7 +190,7 @@ class _Builder:
                 if current is not None:
                     raise Cfi2SframeError(self.where(item.line),
                                           "nested .cfi_startproc (previous one not closed)")
-                current = _Function(item, index, directive.args[0] == "simple")
+                current = _Function(item, index, directive.args[0] == "simple", region=region)
                 if not current.simple:
                     # dw2gencfi's running CFA offset starts from the CIE's def_cfa.
                     current.cfa_offset = next(
@@ -205,6 +207,7 @@ class _Builder:
                 anchors.append((current.start.offset, label))
                 timelines.append(self._finish(current, place, item.line, label))
                 current = None
+                region = item.offset
             else:
                 start = self.places[current.probe]
                 assert start is not None
@@ -243,7 +246,8 @@ class _Builder:
                 rows = interpret(cie, func.ops, size)
             except CfiError as exc:
                 invalid = f"line {exc.line}: {exc.message}" if exc.line else exc.message
-        name, anchor = self._name(start)
+        name, anchor = self._name(start, labels_between(self.text, func.region,
+                                                        func.start.offset))
         return Timeline(
             name=name,
             section=self._section(start[0]),
@@ -261,11 +265,16 @@ class _Builder:
             label=label,
         )
 
-    def _name(self, place: tuple[int, int]) -> tuple[str, tuple[str, int] | None]:
+    def _name(self, place: tuple[int, int],
+              labels: Sequence[str] = ()) -> tuple[str, tuple[str, int] | None]:
         """Name at the function start, and the symbol (with distance) to anchor it to.
 
-        The anchor is the closest symbol at or before the start in the same
-        section, functions and globals preferred among symbols at one address.
+        Among the symbols at the start, those whose label comes after the previous
+        function (``labels``) name it, a function symbol first, else the label
+        nearest the ``.cfi_startproc``: an empty function's label and the next
+        function's share an address.  Otherwise (and for the anchor: the closest
+        symbol at or before the start in the same section) functions and globals
+        are preferred among symbols at one address.
         """
         entries = self.by_place.get(place[0], [])
         cut = bisect.bisect_right(entries, (place[1], 99, "\uffff"))
@@ -277,6 +286,11 @@ class _Builder:
         anchor = (name, place[1] - value)
         if value != place[1]:
             return f"{self._section(place[0])}+{place[1]:#x}", anchor
+        here = {entry_name: rank for _, rank, entry_name in entries[first:cut]}
+        near = [(here[label], -index, label) for index, label in enumerate(labels)
+                if label in here]
+        if near:
+            name = min(near)[2]
         return name, anchor
 
     def _assignment_before(self, name: str, offset: int) -> str | None:

@@ -161,6 +161,20 @@ def scan(text: str, filename: str, comment_chars: str) -> ScanResult:
     return ScanResult(tuple(items))
 
 
+_LABEL_DEFS = re.compile(r"^[ \t]*((?:[A-Za-z_.$][\w.$]*[ \t]*:(?!:)[ \t]*)+)", re.M)
+_LABEL_NAME = re.compile(r"([A-Za-z_.$][\w.$]*)[ \t]*:")
+
+
+def labels_between(text: str, start: int, end: int) -> list[str]:
+    """The labels defined at the start of lines in ``text[start:end]``, in file order
+    (what names a function: the labels between the previous function and its
+    ``.cfi_startproc``)."""
+    names: list[str] = []
+    for match in _LABEL_DEFS.finditer(text, start, end):
+        names += _LABEL_NAME.findall(match.group(1))
+    return names
+
+
 def find_assignments(text: str, comment_chars: str) -> list[Assignment]:
     """Every symbol assignment of ``text`` in file order (for CFI operands naming symbols)."""
     out = []
