@@ -8,6 +8,9 @@ The public API, for test harnesses and tools::
     for skip in result.skips:         # functions left out, and why
         print(skip.reason, skip.detail)
 
+Functions take an architecture as an ``Arch`` or its name ("x86_64", "aarch64",
+"s390x", "i386"); the README's "Library" section lists the calls.
+
 Names are imported on first use, so that the command line can start the
 assembler before the heavier modules (Lark) are loaded.
 """
@@ -28,6 +31,11 @@ _EXPORTS = {
     "DecodedSection": "sframe.decode", "decode_sframe": "sframe.decode:decode",
     "Fre": "sframe.format", "SFrameFunction": "sframe.format",
     "REASONS": "sframe.lower", "Skip": "sframe.lower", "lower": "sframe.lower",
+    "FrameRules": "sframe.rules", "RuleFre": "sframe.rules", "describe": "sframe.rules",
+    "fre_rules": "sframe.rules",
+    "Arch": "arch.base", "get_arch": "arch",
+    "CompactFunction": "compact.lower", "lower_compact": "compact.lower",
+    "compact_asm": "compact.convert", "compact_elf": "compact.convert",
 }
 
 __all__ = sorted(_EXPORTS)

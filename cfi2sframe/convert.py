@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .arch import by_sframe_abi, get_arch
+from .arch import as_arch, by_sframe_abi
 from .arch.base import Arch
 from .errors import Cfi2SframeError, DecodeError, located
 from .files import read_bytes
@@ -134,10 +134,12 @@ def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFun
     return ordered, len(sections) <= 1
 
 
-def lower_all(timelines: Sequence[Timeline], arch: Arch,
+def lower_all(timelines: Sequence[Timeline], arch: str | Arch,
               version: int = 2) -> tuple[list[SFrameFunction], list[Skip]]:
     """Lower every timeline for SFrame ``version``; split into functions and skips."""
     from .sframe.lower import LowerMemo, lower
+
+    arch = as_arch(arch)
 
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
@@ -221,7 +223,7 @@ def encode_sframe(functions: Sequence[SFrameFunction], arch: str | Arch = "x86_6
     """Encode functions as an SFrame section image (FDEs sorted as ``order_functions``)."""
     from .sframe.encode import build_v2, build_v3
 
-    arch = get_arch(arch) if isinstance(arch, str) else arch
+    arch = as_arch(arch)
     if version not in (2, 3):
         raise Cfi2SframeError("", f"SFrame version {version} is not supported")
     ordered, single = order_functions(functions)
@@ -238,7 +240,7 @@ def convert_asm(
     version: int = 2,
 ) -> AsmConversion:
     """Assembly text -> SFrame: the whole pipeline of ``cfi2sframe foo.s``."""
-    arch = get_arch(arch) if isinstance(arch, str) else arch
+    arch = as_arch(arch)
     from .frontend.asm import parse_asm
 
     runner = Assembler.from_string(assembler or arch.default_assembler)
@@ -268,7 +270,7 @@ def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = 
                        assembler: str | None = None,
                        include_dir: str = ".") -> tuple[Timeline, ...]:
     """Parse assembly text into one ``Timeline`` per ``.cfi_startproc`` region."""
-    arch = get_arch(arch) if isinstance(arch, str) else arch
+    arch = as_arch(arch)
     from .frontend.asm import parse_asm
 
     unit, _ = parse_asm(text, filename, arch,
@@ -443,7 +445,7 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
         return convert_elf(source, data, version, sframe_address, replace)
     from .frontend.probe import start_probe
 
-    target = get_arch(arch) if isinstance(arch, str) else arch
+    target = as_arch(arch)
     runner = Assembler.from_string(assembler or target.default_assembler)
     run = start_probe(data.decode("utf-8", "surrogateescape"), source, target.comment_chars,
                       runner, include_dir)

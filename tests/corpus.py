@@ -53,10 +53,11 @@ def _compile(c_file: Path, flags_name: str, compiler: str, extra: list[str]) -> 
     if s_file.exists():
         return s_file
     tmp = s_file.with_suffix(".s.tmp")
-    proc = subprocess.run(
-        [compiler, "-S", "-w", f"-I{CSMITH_INCLUDE}", *FLAG_SETS[flags_name], *extra,
-         str(c_file), "-o", str(tmp)],
-        capture_output=True, check=False)
+    command = [compiler, "-S", "-w", f"-I{CSMITH_INCLUDE}", *FLAG_SETS[flags_name], *extra,
+               str(c_file), "-o", str(tmp)]
+    proc = subprocess.run(command, capture_output=True, check=False)
+    if proc.returncode != 0:  # once more: a loaded machine's cc1 can be killed (OOM)
+        proc = subprocess.run(command, capture_output=True, check=False)
     if proc.returncode != 0:
         return None
     tmp.replace(s_file)

@@ -13,16 +13,107 @@ from tests.conftest import require
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_library_example_runs(tmp_path: Path) -> None:
+def _blocks(readme: Path = ROOT / "README.md") -> list[tuple[int, str, str]]:
+    """(line, language, text) of every fenced code block of a README."""
+    text = readme.read_text()
+    return [(text[:m.start()].count("\n") + 1, m.group(1), m.group(2))
+            for m in re.finditer(r"```(\w*)\n(.*?)```", text, re.S)]
+
+
+def _workspace(tmp: Path, with_sframe: bool) -> dict[str, str]:
+    """The files the README's commands name, made here as a user would have them:
+    foo.s and foo.c (examples/frame_pointer, the C with a main), prog and libfoo.so
+    (built by gcc, with GNU as's SFrame, V1 here, when the block works on files that
+    have SFrame), examples/; and an environment with cfi2sframe on PATH."""
+    gsframe = ["-Wa,--gsframe"] if with_sframe else []
+    shutil.copy(ROOT / "examples" / "frame_pointer.s", tmp / "foo.s")
+    _write_foo_c(tmp)
+    shutil.copytree(ROOT / "examples", tmp / "examples")
+    (tmp / "prog.c").write_text('#include <stdio.h>\nint main(void) { puts("p"); }\n')
+    (tmp / "lib.c").write_text("int twice(int x) { return 2 * x; }\n")
+    subprocess.run(["gcc", "-O2", *gsframe, "prog.c", "-o", "prog"], cwd=tmp, check=True)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", *gsframe, "lib.c", "-o", "libfoo.so"],
+                   cwd=tmp, check=True)
+    return _env(tmp)
+
+
+def _write_foo_c(folder: Path) -> None:
+    (folder / "foo.c").write_text((ROOT / "examples" / "frame_pointer.c").read_text()
+                                  + "int work(int *p) { return p[7]; }\n"
+                                  "int main(void) { return with_frame(1) != 17; }\n")
+
+
+def _env(home: Path) -> dict[str, str]:
+    """cfi2sframe (installed beside this Python) and the system tools on PATH."""
+    return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home)}
+
+
+# Commands that are CI itself (.ci/run runs them on a bare machine): not run again here.
+CI_ONLY = ("pip install . && ", "sh tests/support/install-test-tools.sh")
+
+
+def test_every_readme_code_block_runs(tmp_path: Path) -> None:
+    """Each ``sh`` block runs with ``sh -e`` (each its own folder, so the files it makes
+    are its own), the ``python`` block runs, and the ``text`` blocks are usage
+    synopses, message formats or output, which the last one is checked against."""
+    require("gcc", "as", "objcopy", "strip")
+    blocks = _blocks()
+    ran = 0
+    for line, language, body in blocks:
+        if language == "text":
+            continue
+        assert language in ("sh", "python"), f"README.md:{line}: untyped code block"
+        work = tmp_path / f"block{line}"
+        work.mkdir()
+        env = _workspace(work, "--source sframe" in body)
+        if language == "python":
+            proc = subprocess.run([sys.executable, "-c", body], cwd=work, capture_output=True,
+                                  text=True, env=env)
+            assert proc.returncode == 0, f"README.md:{line}: {proc.stderr}"
+            assert "CFA = rbp+16, RA = [CFA-8], FP = [CFA-16]" in proc.stdout
+            assert "with_frame 0x1010001 None" in proc.stdout
+        else:
+            script = "\n".join(
+                cmd.replace(CI_ONLY[0], "") for cmd in body.splitlines()
+                if not cmd.strip().startswith(CI_ONLY[1]))
+            if "foo.o -o foo.o" in script:  # an object as a compiler made it, no .sframe
+                subprocess.run(["as", "foo.s", "-o", "foo.o"], cwd=work, check=True)
+            proc = subprocess.run(["sh", "-e", "-c", script], cwd=work, capture_output=True,
+                                  text=True, env=env)
+            assert proc.returncode == 0, f"README.md:{line}: {proc.stdout}{proc.stderr}"
+        ran += 1
+    assert ran >= 6
+
+
+def test_every_examples_readme_command_block_runs(tmp_path: Path) -> None:
+    """examples/README.md's ``sh`` blocks, each in a copy of examples/ with foo.c (the C
+    example with a main); its ``make`` blocks run in the Makefile test below."""
+    require("gcc", "as", "clang-14", "readelf")
+    ran = 0
+    for line, language, body in _blocks(ROOT / "examples" / "README.md"):
+        if language != "sh":
+            assert language == "make", f"examples/README.md:{line}: untyped code block"
+            continue
+        work = tmp_path / f"block{line}"
+        shutil.copytree(ROOT / "examples", work)
+        _write_foo_c(work)
+        proc = subprocess.run(["sh", "-e", "-c", body], cwd=work, capture_output=True,
+                              text=True, env=_env(work))
+        assert proc.returncode == 0, f"examples/README.md:{line}: {proc.stdout}{proc.stderr}"
+        ran += 1
+    assert ran == 3
+
+
+def test_readme_compact_output_is_what_the_command_prints() -> None:
     require("as")
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert blocks, "the README has a Python example"
-    shutil.copy(ROOT / "examples" / "frame_pointer.s", tmp_path / "foo.s")
-    for block in blocks:
-        proc = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True,
-                              text=True)
-        assert proc.returncode == 0, proc.stderr
-        assert "CFA = rbp+16, RA = [CFA-8], FP = [CFA-16]" in proc.stdout
+    text = (ROOT / "README.md").read_text()
+    shown = text[text.index("`cfi2sframe compact examples/compact.s` prints:"):]
+    shown = re.search(r"```text\n(.*?)```", shown, re.S).group(1)
+    printed = subprocess.run([sys.executable, "-m", "cfi2sframe", "compact",
+                              "examples/compact.s"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout
+    assert [line.split() for line in shown.splitlines()] == \
+        [line.split() for line in printed.splitlines()[:2]]
 
 
 def test_examples_makefile_recipe_builds_a_program_that_runs_and_verifies(tmp_path: Path) -> None:

@@ -30,6 +30,24 @@ def get_arch(name: str) -> Arch:
         raise ValueError(f"unknown architecture '{name}' (known: {known})") from None
 
 
+def as_arch(arch: str | Arch) -> Arch:
+    """``arch`` itself, or the architecture it names: the library takes either."""
+    return get_arch(arch) if isinstance(arch, str) else arch
+
+
+def compact_flavour(arch: str | Arch) -> str:
+    """The compact unwind flavour (``x86_64``, ``i386``, ``arm64``) of an architecture
+    or its name; a flavour name is itself."""
+    if isinstance(arch, str):
+        if arch in _BY_COMPACT:
+            return arch
+        arch = get_arch(arch)
+    if arch.compact is None:
+        raise ValueError(f"compact unwind is defined for x86-64, i386 and arm64, not "
+                         f"{arch.name}")
+    return arch.compact
+
+
 def by_elf_machine(machine: str, big_endian: bool) -> Arch | None:
     """The target of an ELF ``e_machine`` name (``EM_X86_64``) and byte order; None when
     unsupported.  The byte order picks between targets that share a machine."""

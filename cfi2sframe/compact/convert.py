@@ -7,7 +7,7 @@ object the assembler wrote; for ELF input, the file), so STACK_IND's
 
 from __future__ import annotations
 
-from ..arch import get_arch
+from ..arch import as_arch, get_arch
 from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
@@ -48,14 +48,15 @@ def compact_functions(timelines: tuple[Timeline, ...], obj: bytes, arch: str,
     return out
 
 
-def compact_asm(text: str, filename: str, arch_name: str = "x86_64",
+def compact_asm(text: str, filename: str = "<input>", arch: str | Arch = "x86_64",
                 assembler: str | None = None, ranges: bool = False) -> list[CompactFunction]:
-    """Compact rows for every function of an assembly file."""
+    """Compact rows for every function of an assembly file (``arch``: an ``Arch`` or its
+    name): per function ``rows[0].encoding``, or DWARF mode with ``reason``/``detail``."""
     from ..frontend.asm import parse_asm
     from ..frontend.probe import Assembler
 
-    arch = get_arch(arch_name)
-    flavour = compact_arch(arch_name, filename)
+    arch = as_arch(arch)
+    flavour = compact_arch(arch.name, filename)
     unit, _ = parse_asm(text, filename, arch,
                         Assembler.from_string(assembler or arch.default_assembler))
     return compact_functions(unit.timelines, unit.obj, flavour, ranges)

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..arch import by_compact
+from ..arch import by_compact, compact_flavour
+from ..arch.base import Arch
 from ..model import CfaReg, Row, RuleKind, Timeline
 from ..reasons import COMPACT_REASONS, Unrepresentable
 from .encoding import (
@@ -160,9 +161,15 @@ def _grows(before: Row, after: Row, sp: int) -> bool:
     return was.reg == sp  # SP to FP (or a realigning prologue's register), not back
 
 
-def lower_compact(timeline: Timeline, arch: str, code: Code | None = None,
+def lower_compact(timeline: Timeline, arch: str | Arch, code: Code | None = None,
                   ranges: bool = False) -> CompactFunction:
-    """The compact rows of one function (``code``: its bytes, for STACK_IND)."""
+    """The compact rows of one function (``code``: its bytes, for STACK_IND).
+
+    ``arch``: an ``Arch``, its name, or a compact flavour (``x86_64``, ``i386``,
+    ``arm64``).  The single row (or DWARF mode) is ``rows[0].encoding``; ``reason``
+    and ``detail`` say why a function is DWARF mode.
+    """
+    arch = compact_flavour(arch)
     dwarf = ARM64_DWARF if arch == "arm64" else X86_DWARF
 
     def result(rows: list[CompactRow], reason: str | None, detail: str) -> CompactFunction:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ..arch.base import Arch
-    from .rules import RuleFre
+    from .rules import FrameRules, RuleFre
 
 MAGIC = 0xDEE2
 VERSION_1, VERSION_2, VERSION_3 = 1, 2, 3
@@ -99,6 +99,13 @@ class Fre(NamedTuple):
 
     def same_rules(self, other: Fre) -> bool:
         return self[1:] == other[1:]
+
+    def frame_rules(self, arch: Arch | str) -> FrameRules:
+        """The recovery rules of this row: CFA, FP and RA (as V3 FLEX rows give them)."""
+        from ..arch import as_arch
+        from .rules import row_rules
+
+        return row_rules(self, as_arch(arch))
 
 
 def cfa_word(offset: int, arch: Arch) -> int:

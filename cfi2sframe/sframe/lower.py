@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..arch import as_arch
 from ..arch.base import Arch
 from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
 from ..reasons import SFRAME_REASONS, Unrepresentable
@@ -62,7 +63,7 @@ _Lowered = tuple[Fre, ...] | tuple[Fre | RuleFre, ...] | Unrepresentable
 LowerMemo = dict[int, tuple[tuple[Row, ...], _Lowered]]
 
 
-def lower(timeline: Timeline, arch: Arch,
+def lower(timeline: Timeline, arch: str | Arch,
           memo: LowerMemo | None = None,
           version: int = 2) -> SFrameFunction | Skip:
     """The SFrame function for ``timeline``, or why it cannot be one.
@@ -70,8 +71,9 @@ def lower(timeline: Timeline, arch: Arch,
     ``memo`` (a dict the caller owns) shares the work between timelines whose
     rows are the same tuple object, as the ELF frontend hands out for FDEs
     with identical CFI bytes.  ``version`` 3 allows FLEX FDEs and RA-undefined
-    rows, so fewer functions are left out.
+    rows, so fewer functions are left out.  ``arch``: an ``Arch`` or its name.
     """
+    arch = as_arch(arch)
     def skip(reason: str, detail: str) -> Skip:
         return Skip(timeline.name, timeline.location, reason, detail, timeline.section,
                     timeline.start)

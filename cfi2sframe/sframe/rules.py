@@ -16,7 +16,7 @@ from ..dwarf.ops import read_sleb
 from ..errors import DecodeError
 from ..model import CfaExpr, CfaReg, Row, Rule, RuleKind
 from .decode import DecodedFde, DecodedFre, DecodedSection
-from .format import VERSION_2, cfa_offset
+from .format import VERSION_2, Fre, cfa_offset
 
 
 class Loc(NamedTuple):
@@ -71,14 +71,40 @@ class FrameRules(NamedTuple):
 
 
 class RuleFre(NamedTuple):
-    """A FLEX FRE before encoding: its start and the rules it must express."""
+    """A FLEX FRE before encoding: its start and the rules it must express.
+
+    Same interface as ``format.Fre`` for readers: ``start``, ``mangled_ra`` and
+    ``frame_rules(arch)``.
+    """
 
     start: int
     rules: FrameRules
     mangled_ra: bool = False
 
+    def frame_rules(self, arch: Arch | str) -> FrameRules:
+        """The recovery rules of this row (``arch`` is taken for ``Fre``'s sake)."""
+        return self.rules
+
 
 OUTERMOST = FrameRules(None, None, RA_UNDEFINED)
+
+
+def row_rules(fre: Fre, arch: Arch) -> FrameRules:
+    """The recovery rules a not yet encoded default-FDE row stands for (as ``fre_rules``
+    gives for the encoded one)."""
+    if fre.ra_undefined:
+        return FrameRules(None, None, RA_UNDEFINED)
+    cfa = Loc(arch.fp if fre.cfa_base_fp else arch.sp, fre.cfa_offset, False)
+    fp = Loc(fre.fp_reg, 0, False) if fre.fp_reg is not None else (
+        Loc(None, fre.fp_offset, True) if fre.fp_offset is not None else None)
+    ra: Recovery | None
+    if not arch.tracks_ra:
+        ra = Loc(None, arch.sframe_fixed_ra_offset, True)
+    elif fre.ra_reg is not None:
+        ra = Loc(fre.ra_reg, 0, False)
+    else:
+        ra = Loc(None, fre.ra_offset, True) if fre.ra_offset is not None else None
+    return FrameRules(cfa, fp, ra)
 
 
 def as_loc(value: Recovery | None) -> Loc:
