@@ -16,6 +16,7 @@ from .frontend.probe import Assembler, ProbeRun
 # assembler (convert_file) before they load, and the assembly frontend loads Lark,
 # which ELF input never needs.
 if TYPE_CHECKING:
+    from .analysis.assembler import Disagreement
     from .dwarf.ehframe import ElfCfi
     from .elf.exe import OldKernels
     from .frontend.asm import AsmUnit
@@ -81,6 +82,17 @@ class AsmConversion(Conversion):
 
     unit: AsmUnit | None = None
     assembler: Assembler | None = None
+
+    def assembler_disagreements(self) -> list[Disagreement]:
+        """Where the CFI the assembler wrote for a function differs from the one the
+        directives give (``analysis.assembler``): an assembler bug, or ours."""
+        from .analysis.assembler import assembler_disagreements
+        from .dwarf.ehframe import read_elf_cfi
+
+        if self.unit is None or not self.unit.timelines:
+            return []
+        assembled = read_elf_cfi(self.source, self.unit.obj).timelines
+        return assembler_disagreements(self.unit.timelines, assembled)
 
     def asm(self) -> str:
         """An assembly fragment to assemble together with the input (``as in.s out.s``)."""

@@ -17,6 +17,7 @@ from ..files import read_bytes
 from .common import address, arch_name, write
 
 if TYPE_CHECKING:
+    from ..convert import AsmConversion
     from ..sframe.lower import Skip
 
 EMIT_KINDS = ("raw", "asm", "obj", "elf")
@@ -119,6 +120,9 @@ def parser() -> argparse.ArgumentParser:
                              "after the new file is complete and verified")
     parser.add_argument("-w", "--no-warnings", action="store_true",
                         help="do not print warnings for functions left out")
+    parser.add_argument("--strict-assembler", action="store_true",
+                        help="assembly input: an assembler whose own CFI (in the object it "
+                             "wrote) differs from the directives is an error, not a warning")
     parser.add_argument("--fatal-warnings", action="store_true",
                         help="treat warnings as errors (exit 1, no output)")
     parser.add_argument("--list-reasons", action="store_true",
@@ -163,6 +167,17 @@ def _report_skips(skips: tuple[Skip, ...], args: argparse.Namespace) -> None:
         print(f"{skip.location}: {kind}: {skip.message()}", file=sys.stderr)
 
 
+def _report_disagreements(conversion: AsmConversion, strict: bool) -> None:
+    """The assembler's own CFI against the directives: warnings, or the first as an
+    error with ``--strict-assembler``."""
+    for found in conversion.assembler_disagreements():
+        where = str(found.timeline.location)
+        if strict:
+            raise Cfi2SframeError(where, found.message(conversion.arch) +
+                                  " (--strict-assembler)")
+        print(f"{where}: warning: {found.message(conversion.arch)}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     """Convert one input; write the output only when everything succeeded."""
     if args.list_reasons:
@@ -180,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     display = "<stdin>" if args.input == "-" else args.input
     if args.format == "compact-unwind":
         return _convert_compact(args, display, data, output, emit)
-    from ..convert import ElfConversion, convert_file
+    from ..convert import AsmConversion, ElfConversion, convert_file
 
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
@@ -189,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
     _report_skips(conversion.skips, args)
+    if isinstance(conversion, AsmConversion):
+        _report_disagreements(conversion, args.strict_assembler)
     if args.fatal_warnings and conversion.skips:
         raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
                                        "--fatal-warnings is set")

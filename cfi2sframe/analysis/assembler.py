@@ -1,0 +1,80 @@
+"""Does the assembler's own CFI say what the directives say?
+
+The probe run leaves the object the assembler wrote, with its ``.eh_frame`` (or
+``.debug_frame``).  Decoding it and comparing each function with the timeline we
+built from the directives, PC by PC, catches an assembler that encodes the
+directives wrongly (clang 14 after ``.cfi_restore_state`` with
+``.cfi_adjust_cfa_offset``) and any mistake of ours, before SFrame built from one
+and DWARF from the other disagree in a user's program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..arch.base import Arch
+from ..model import CfaReg, Row, Rule, RuleKind, Timeline
+from .compare import differing_ranges
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Where the assembler's CFI for a function differs from the directives: offsets
+    [start, end) in the function, and each side's row there (None: no row)."""
+
+    timeline: Timeline
+    start: int
+    end: int
+    directives: Row | None
+    assembler: Row | None
+
+    def message(self, arch: Arch) -> str:
+        t = self.timeline
+        return (f"the assembler's CFI for '{t.name}' differs from the directives at "
+                f"[{t.start + self.start:#x}, {t.start + self.end:#x}): directives "
+                f"{row_words(self.directives, arch)}; assembler "
+                f"{row_words(self.assembler, arch)} [assembler-disagrees]")
+
+
+def assembler_disagreements(timelines: tuple[Timeline, ...], assembled: tuple[Timeline, ...]
+                            ) -> list[Disagreement]:
+    """Every PC range where ``timelines`` (from the directives) and ``assembled`` (the
+    same functions decoded from the assembler's object) recover registers differently.
+    Functions are matched by section and start; invalid ones are left to the caller."""
+    theirs = {(t.section, t.start): t for t in assembled}
+    out = []
+    for timeline in timelines:
+        other = theirs.get((timeline.section, timeline.start))
+        if timeline.invalid is not None or other is None or other.invalid is not None:
+            continue
+        mine = [(row.start, row._replace(start=0)) for row in timeline.rows]
+        found = [(row.start, row._replace(start=0)) for row in other.rows]
+        for start, end, ours, asm in differing_ranges(mine, found, timeline.size):
+            out.append(Disagreement(timeline, start, end, _row(ours), _row(asm)))
+    return out
+
+
+def _row(value: object) -> Row | None:
+    return value if isinstance(value, Row) else None
+
+
+def row_words(row: Row | None, arch: Arch) -> str:
+    """A DWARF row in readelf's terms: ``CFA=rsp+40 rbx=c-24 rip=c-8``."""
+    if row is None:
+        return "(no row)"
+    if isinstance(row.cfa, CfaReg):
+        cfa = f"{arch.reg_name(row.cfa.reg)}{row.cfa.offset:+d}"
+    else:
+        cfa = "expression" if row.cfa is not None else "undefined"
+    regs = " ".join(f"{arch.reg_name(reg)}={_rule_words(rule, arch)}" for reg, rule in row.regs)
+    return f"CFA={cfa}" + (f" {regs}" if regs else "")
+
+
+def _rule_words(rule: Rule, arch: Arch) -> str:
+    if rule.kind == RuleKind.offset:
+        return f"c{rule.value:+d}"
+    if rule.kind == RuleKind.val_offset:
+        return f"v{rule.value:+d}"
+    if rule.kind == RuleKind.register:
+        return arch.reg_name(rule.value)
+    return rule.kind.replace("_", " ")
