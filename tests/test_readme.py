@@ -78,8 +78,17 @@ def test_every_readme_code_block_runs(tmp_path: Path) -> None:
                 if not cmd.strip().startswith(CI_ONLY[1]))
             if "foo.o -o foo.o" in script:  # an object as a compiler made it, no .sframe
                 subprocess.run(["as", "foo.s", "-o", "foo.o"], cwd=work, check=True)
-            proc = subprocess.run(["sh", "-e", "-c", script], cwd=work, capture_output=True,
-                                  text=True, env=env)
+            sleeper = None
+            if " -p PID " in script:  # a live process to attach to: sleep(1) waiting
+                require("gdb")
+                sleeper = subprocess.Popen(["sleep", "60"])
+                script = script.replace(" -p PID ", f" -p {sleeper.pid} ")
+            try:
+                proc = subprocess.run(["sh", "-e", "-c", script], cwd=work,
+                                      capture_output=True, text=True, env=env, timeout=300)
+            finally:
+                if sleeper is not None:
+                    sleeper.kill()
             assert proc.returncode == 0, f"README.md:{line}: {proc.stdout}{proc.stderr}"
         ran += 1
     assert ran >= 6

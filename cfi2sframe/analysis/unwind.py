@@ -23,6 +23,7 @@ from ..sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
 
 if TYPE_CHECKING:
     from ..compact.lower import CompactFunction
+    from .modules import Module
 
 Read = Callable[[int], int]
 PC = -1  # the key of the program counter in a register dict
@@ -35,19 +36,24 @@ class Step(NamedTuple):
     error: str = ""
 
 
+OUTERMOST_REACHED = "outermost frame"
+
+
 def sframe_step(section: DecodedSection, regs: dict[int, int], read: Read,
-                topmost: bool = False) -> Step:
+                topmost: bool = False, bias: int = 0) -> Step:
     """One step of the spec's ``get_next_frame`` for the frame in ``regs``.
 
-    ``regs`` must hold SP, FP and ``PC``; ``topmost``: the frame was
-    interrupted, not in a call, so an RA still in its register (AArch64 leaf:
-    LR, s390x: r14) is taken from ``regs``.
+    ``regs`` must hold SP and ``PC``, and FP unless unknown (a caller's FP whose
+    slot was not in the snapshot: the walk goes on until a rule needs it);
+    ``topmost``: the frame was interrupted, not in a call, so an RA still in its
+    register (AArch64 leaf: LR, s390x: r14) is taken from ``regs``; ``bias``: the
+    section's module is loaded that far from its own addresses.
     """
     arch = by_sframe_abi(section.abi)
     sp_reg, fp_reg, ra_reg = arch.sp, arch.fp, arch.ra
     pc = regs[PC]
     # A caller's PC is a return address, one past its call: look up pc - 1.
-    lookup = pc if topmost else pc - 1
+    lookup = (pc if topmost else pc - 1) - bias
     fde = section.find_fde(lookup)
     if fde is None:
         return Step(None, f"no SFrame FDE covers {pc:#x}")
@@ -55,7 +61,7 @@ def sframe_step(section: DecodedSection, regs: dict[int, int], read: Read,
     if rules is None:
         return Step(None, f"no FRE covers {pc:#x}")
     if rules.ra == RA_UNDEFINED or not isinstance(rules.cfa, Loc):
-        return Step(None, "outermost frame")
+        return Step(None, OUTERMOST_REACHED)
     try:
         cfa = _value(rules.cfa, None, regs, read)
         caller = dict(regs)
@@ -65,15 +71,20 @@ def sframe_step(section: DecodedSection, regs: dict[int, int], read: Read,
             caller[PC] = regs[ra_reg]
         else:
             caller[PC] = _value(as_loc(rules.ra), cfa, regs, read)
-        if rules.fp is not None:
-            caller[fp_reg] = _value(as_loc(rules.fp), cfa, regs, read)
     except LookupError as exc:
         return Step(None, f"memory or register not in the snapshot: {exc}")
+    if rules.fp is not None:
+        try:
+            caller[fp_reg] = _value(as_loc(rules.fp), cfa, regs, read)
+        except LookupError:
+            caller.pop(fp_reg, None)  # FP unknown: its slot was not captured
     caller[sp_reg] = cfa + arch.sp_val_offset  # the caller's SP (s390x: CFA - 160)
     return Step(caller)
 
 
 def _value(loc: Loc, cfa: int | None, regs: dict[int, int], read: Read) -> int:
+    if loc.reg is not None and loc.reg not in regs:
+        raise LookupError(f"register {loc.reg} (unknown in this frame)")
     base = cfa if loc.reg is None else regs[loc.reg]
     if base is None:
         raise LookupError("CFA-based rule for the CFA")
@@ -90,6 +101,31 @@ def sframe_walk(section: DecodedSection, regs: dict[int, int], read: Read,
         step = sframe_step(section, frames[-1], read, topmost=depth == 0)
         if step.regs is None:
             why = step.error
+            break
+        frames.append(step.regs)
+    return frames, why
+
+
+def modules_walk(modules: Sequence[Module], regs: dict[int, int], read: Read,
+                 max_frames: int = 64) -> tuple[list[dict[int, int]], str]:
+    """``sframe_walk`` across the modules of a process, each frame with the SFrame
+    section of the module holding its PC."""
+    from .modules import module_for
+
+    frames = [dict(regs)]
+    why = f"stopped after {max_frames} frames"
+    for depth in range(max_frames - 1):
+        frame = frames[-1]
+        pc = frame[PC] if depth == 0 else frame[PC] - 1
+        module = module_for(list(modules), pc)
+        if module is None:
+            why = f"no module holds {frame[PC]:#x}"
+            break
+        step = sframe_step(module.section, frame, read, depth == 0, module.bias)
+        if step.regs is None:
+            why = step.error
+            if why.startswith("no SFrame FDE") and module.in_entry_function(pc):
+                why = f"{OUTERMOST_REACHED} (the entry point's function)"
             break
         frames.append(step.regs)
     return frames, why

@@ -10,6 +10,7 @@ from ..errors import Cfi2SframeError
 from ..files import write_output
 
 if TYPE_CHECKING:
+    from ..analysis.modules import Module
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:  # not subscriptable at run time before Python 3.12
     Subparsers = argparse._SubParsersAction
@@ -45,3 +46,22 @@ def write(output: str, payload: bytes | str, mode_of: str | None = None) -> None
         write_output(output, payload, mode_of)
     except OSError as exc:
         raise Cfi2SframeError(output, f"cannot write output: {exc.strerror or exc}") from None
+
+
+def add_module_options(p: argparse.ArgumentParser) -> None:
+    """``--module FILE@ADDRESS`` (repeatable) and ``--maps FILE``: a process's files."""
+    p.add_argument("--module", action="append", default=[], metavar="FILE@ADDRESS",
+                   help="a file of the process and its load bias (runtime address minus "
+                        "its own; 0 for a -no-pie program); repeatable. A file without "
+                        ".sframe gets one made from its DWARF CFI, in memory")
+    p.add_argument("--maps", metavar="FILE",
+                   help="the process's /proc/PID/maps (or what 'snapshot' of unwind "
+                        "--gdb-script writes): every ELF file it maps, at its bias")
+
+
+def modules_of(args: argparse.Namespace) -> list[Module]:
+    """The modules ``--maps`` and ``--module`` name, in that order."""
+    from ..analysis.modules import load_module, modules_from_maps, parse_module
+
+    modules = modules_from_maps(args.maps) if args.maps else []
+    return modules + [load_module(*parse_module(text)) for text in args.module]

@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 
+from ..errors import Cfi2SframeError
+from ..sframe.decode import DecodedSection
 from ..sframe.load import load_sframe
 from ..sframe.rules import describe, fre_rules, outermost
 from . import SUBCOMMANDS
-from .common import Subparsers, parse_pc
+from .common import Subparsers, add_module_options, modules_of, parse_pc
 from .show import json_rules
 
 
@@ -17,43 +19,75 @@ def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("lookup", help=SUBCOMMANDS["lookup"][1],
                        description="For each PC, the FDE and FRE that cover it and the "
                        "CFA/RA/FP recovery rules in words. Exit 1 if a PC is not covered.")
-    p.add_argument("file")
+    p.add_argument("file", nargs="?", help="ELF file or raw section (omit with --module or "
+                   "--maps: then every PC is a runtime address of the process)")
     p.add_argument("pcs", nargs="+", metavar="PC", help="address (0x... or decimal)")
+    add_module_options(p)
     p.add_argument("--json", action="store_true")
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = load_sframe(args.file)
-    section = loaded.section
+    if args.module or args.maps:
+        from ..analysis.modules import module_for
+
+        if args.file is not None:  # argparse took the first PC for FILE
+            args.pcs.insert(0, args.file)
+        modules = modules_of(args)
+    elif args.file is None:
+        raise Cfi2SframeError("", "lookup needs FILE, --module or --maps (see --help)")
+    else:
+        modules = []
+        default = load_sframe(args.file).section
     status = 0
-    results = []
+    results: list[dict[str, object]] = []
     for text in args.pcs:
         pc = parse_pc(text)
-        fde = section.find_fde(pc)
-        fre = fde.fre_at(pc) if fde else None
-        if fde is not None and outermost(section, fde):
-            results.append({"pc": pc, "fde": fde.index, "function": fde.start_address,
-                            "size": fde.size, "rules": "outermost"})
-            if not args.json:
-                print(f"{pc:#x}: func idx [{fde.index}] pc = {fde.start_address:#x}, size = "
-                      f"{fde.size}; no FREs: outermost frame (RA undefined)")
-            continue
-        if fde is None or fre is None:
-            status = 1
-            why = "no SFrame FDE covers this PC" if fde is None else \
-                "the FDE has no FRE at this PC"
-            results.append({"pc": pc, "error": why})
-            if not args.json:
-                print(f"{pc:#x}: error: {why}", file=sys.stderr)
-            continue
-        rules = fre_rules(section, fde, fre)
-        fre_pc = fde.start_address + fre.start if not fde.pc_mask else fre.start
-        results.append({"pc": pc, "fde": fde.index, "function": fde.start_address,
-                        "size": fde.size, "fre_start": fre_pc, "rules": json_rules(rules)})
-        if not args.json:
-            mask = f" (PC mask, block {fde.rep_size})" if fde.pc_mask else ""
-            print(f"{pc:#x}: func idx [{fde.index}] pc = {fde.start_address:#x}, size = "
-                  f"{fde.size}{mask}; FRE at {fre_pc:#x}: {describe(rules, section.abi)}")
+        if not modules:
+            status |= _one(default, pc, 0, "", args.json, results)
+        else:
+            module = module_for(modules, pc)
+            if module is None:
+                status = 1
+                results.append({"pc": pc, "error": "no module holds this PC"})
+                if not args.json:
+                    print(f"{pc:#x}: error: no module holds this PC", file=sys.stderr)
+                continue
+            status |= _one(module.section, pc, module.bias, f" {module.symbolize(pc)}:",
+                           args.json, results)
     if args.json:
         print(json.dumps(results, indent=1))
     return status
+
+
+def _one(section: DecodedSection, runtime_pc: int, bias: int, where: str, as_json: bool,
+         results: list[dict[str, object]]) -> int:
+    """Print (or collect) the FDE, FRE and rules at one PC; 1 when none covers it."""
+    pc = runtime_pc - bias
+    fde = section.find_fde(pc)
+    fre = fde.fre_at(pc) if fde else None
+    if fde is not None and outermost(section, fde):
+        results.append({"pc": runtime_pc, "fde": fde.index,
+                        "function": fde.start_address, "size": fde.size,
+                        "rules": "outermost"})
+        if not as_json:
+            print(f"{runtime_pc:#x}:{where} func idx [{fde.index}] pc = "
+                  f"{fde.start_address:#x}, size = {fde.size}; no FREs: outermost frame "
+                  "(RA undefined)")
+        return 0
+    if fde is None or fre is None:
+        why = "no SFrame FDE covers this PC" if fde is None else \
+            "the FDE has no FRE at this PC"
+        results.append({"pc": runtime_pc, "error": why})
+        if not as_json:
+            print(f"{runtime_pc:#x}:{where} error: {why}", file=sys.stderr)
+        return 1
+    rules = fre_rules(section, fde, fre)
+    fre_pc = fde.start_address + fre.start if not fde.pc_mask else fre.start
+    results.append({"pc": runtime_pc, "fde": fde.index, "function": fde.start_address,
+                    "size": fde.size, "fre_start": fre_pc, "rules": json_rules(rules)})
+    if not as_json:
+        mask = f" (PC mask, block {fde.rep_size})" if fde.pc_mask else ""
+        print(f"{runtime_pc:#x}:{where} func idx [{fde.index}] pc = "
+              f"{fde.start_address:#x}, size = {fde.size}{mask}; FRE at {fre_pc:#x}: "
+              f"{describe(rules, section.abi)}")
+    return 0

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..analysis.snapshot import walk_snapshot
-from ..analysis.unwind import PC
+from ..analysis.unwind import OUTERMOST_REACHED, PC
+from ..arch import by_sframe_abi
+from ..errors import Cfi2SframeError
 from . import SUBCOMMANDS
-from .common import Subparsers
+from .common import Subparsers, add_module_options, modules_of
+
+if TYPE_CHECKING:
+    from ..arch.base import Arch
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -18,8 +25,15 @@ def add_parser(sub: Subparsers) -> None:
                        "\"memory\": [{\"address\": ..., \"hex\": ...}]}) with the SFrame "
                        "section of FILE, as the SFrame spec's appendix does: PC, SP and FP "
                        "of each frame, and why the walk stopped.")
-    p.add_argument("file", help="ELF file with .sframe (addresses as in the snapshot)")
-    p.add_argument("--snapshot", required=True, metavar="JSON")
+    p.add_argument("file", nargs="?",
+                   help="ELF file with .sframe, loaded at its own addresses (a -no-pie "
+                        "program); else --module or --maps")
+    p.add_argument("--snapshot", metavar="JSON",
+                   help="registers and stack memory (see the README: what to capture)")
+    p.add_argument("--gdb-script", action="store_true",
+                   help="print the path of the gdb script that defines 'snapshot JSON MAPS' "
+                        "(for a live process or a core file) and exit")
+    add_module_options(p)
     p.add_argument("--max-frames", type=int, default=64)
     p.add_argument("--compact", action="store_true",
                    help="walk with compact unwind rows made from FILE's CFI (--ranges "
@@ -28,13 +42,61 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    arch, frames, why = walk_snapshot(args.file, args.snapshot, args.compact, args.max_frames)
-    if args.json:
-        print(json.dumps({"frames": [{"pc": f[PC], "sp": f[arch.sp], "fp": f[arch.fp]}
-                                     for f in frames], "stopped": why}, indent=1))
+    """Exit 1 when the walk stops before the outermost frame (the reason is printed)."""
+    if args.gdb_script:
+        from ..analysis import gdb_snapshot_path
+
+        print(gdb_snapshot_path())
         return 0
+    if args.snapshot is None:
+        raise Cfi2SframeError("", "unwind needs --snapshot JSON (see --help)")
+    if args.module or args.maps:
+        return _run_modules(args)
+    if args.file is None:
+        raise Cfi2SframeError("", "unwind needs FILE, --module or --maps (see --help)")
+    arch, frames, why = walk_snapshot(args.file, args.snapshot, args.compact, args.max_frames)
+    _print(arch, frames, why, args.json, lambda pc, depth: "")
+    return 0 if why.startswith(OUTERMOST_REACHED) else 1
+
+
+def _run_modules(args: argparse.Namespace) -> int:
+    from ..analysis.modules import load_module, module_for
+    from ..analysis.snapshot import load_snapshot, memory_reader, registers
+    from ..analysis.unwind import modules_walk
+
+    if args.compact:
+        raise Cfi2SframeError("", "--compact walks one FILE; --module/--maps use SFrame")
+    modules = modules_of(args)
+    if args.file:
+        modules.append(load_module(args.file, 0))
+    names, memory = load_snapshot(args.snapshot)
+    arch = by_sframe_abi(modules[0].section.abi)
+    regs = registers(names, arch, args.snapshot)
+    frames, why = modules_walk(modules, regs, memory_reader(memory, arch), args.max_frames)
+
+    def name(pc: int, depth: int) -> str:
+        module = module_for(modules, pc if depth == 0 else pc - 1)
+        return module.symbolize(pc) if module else "?"
+
+    _print(arch, frames, why, args.json, name)
+    return 0 if why.startswith(OUTERMOST_REACHED) else 1
+
+
+def _print(arch: Arch, frames: list[dict[int, int]], why: str, as_json: bool,
+           named: Callable[[int, int], str]) -> None:
+    """Frames (PC, SP, FP, and ``named(pc, depth)``: function+offset (module)), then why
+    the walk stopped."""
+    def fp(frame: dict[int, int]) -> str:
+        return f"{frame[arch.fp]:#018x}" if arch.fp in frame else "unknown".ljust(18)
+
+    if as_json:
+        print(json.dumps({"frames": [{"pc": f[PC], "sp": f[arch.sp], "fp": f.get(arch.fp),
+                                      "function": named(f[PC], i) or None}
+                                     for i, f in enumerate(frames)], "stopped": why},
+                         indent=1))
+        return
     for depth, frame in enumerate(frames):
-        print(f"#{depth:<3} pc {frame[PC]:#018x}  sp {frame[arch.sp]:#018x}  "
-              f"fp {frame[arch.fp]:#018x}")
+        label = named(frame[PC], depth)
+        print(f"#{depth:<3} pc {frame[PC]:#018x}  sp {frame[arch.sp]:#018x}  fp {fp(frame)}"
+              + (f"  {label}" if label else ""))
     print(f"stopped: {why}")
-    return 0

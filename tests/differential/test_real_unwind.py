@@ -223,14 +223,17 @@ def test_unwind_command_walks_a_gdb_snapshot_like_gdb(tmp_path: Path) -> None:
                    env=dict(os.environ, SNAP=str(snap)), capture_output=True, timeout=60,
                    check=True)
     proc = subprocess.run([sys.executable, "-m", "cfi2sframe", "unwind", str(with_sframe),
-                           "--snapshot", str(snap), "--json"], capture_output=True, text=True,
-                          check=True)
+                           "--snapshot", str(snap), "--json"], capture_output=True, text=True)
     ours = json.loads(proc.stdout)
+    # One file (libc's frames are not in it) and 4 KiB of stack: the walk stops before
+    # the outermost frame, which is exit 1 with the reason.
+    assert proc.returncode == (0 if ours["stopped"].startswith("outermost") else 1), ours
     want = json.loads(snap.read_text())["gdb"]
     names = ["leaf", "mid", "top", "main"]
     assert [[f["pc"], f["sp"]] for f in ours["frames"][:4]] == want[:4], (ours, want, names)
     compact = subprocess.run([sys.executable, "-m", "cfi2sframe", "unwind", "--compact",
                               str(with_sframe), "--snapshot", str(snap), "--json"],
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True)
+    assert compact.returncode in (0, 1) and not compact.stderr, compact.stderr
     frames = json.loads(compact.stdout)["frames"]
     assert [[f["pc"], f["sp"]] for f in frames[:4]] == want[:4], (frames, want)

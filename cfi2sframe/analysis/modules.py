@@ -1,0 +1,180 @@
+"""The files of a process and where they are loaded: SFrame and names per address.
+
+A module is an ELF file at a load bias (its runtime address minus its own
+address: 0 for a program linked at fixed addresses).  Modules come from
+``--module FILE@BIAS`` or from a ``/proc/PID/maps`` listing, where the first
+mapping of a file (file offset 0) puts its first ``PT_LOAD`` at the mapping's
+start.  A module without ``.sframe`` (most installed libraries today) gets its
+section made from its own DWARF CFI, in memory, the way ``--emit raw`` would.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass, field
+
+from ..elf.read import PT_LOAD, STT_FUNC, ElfView, Symbol, open_elf
+from ..errors import Cfi2SframeError, DecodeError, located
+from ..files import read_bytes
+from ..sframe.decode import DecodedSection, decode
+
+
+@dataclass(frozen=True)
+class Module:
+    """One loaded file: its SFrame section (file addresses), load bias, extent at
+    runtime and function symbols (file address, size, name), sorted."""
+
+    path: str
+    bias: int
+    low: int
+    high: int
+    section: DecodedSection
+    made_from_dwarf: bool
+    functions: tuple[tuple[int, int, int, str], ...] = field(repr=False)
+    entry: int = 0  # the entry point's function (runtime address), 0 for a library
+
+    def in_entry_function(self, pc: int) -> bool:
+        """``pc`` is in the function holding the entry point (``_start``): the outermost
+        frame, which a V2 section leaves out (its RA is undefined)."""
+        if not self.entry:
+            return False
+        here, entry = self.names_at(pc), self.names_at(self.entry)
+        return bool(here) and here[:1] == entry[:1]
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    def symbolize(self, pc: int) -> str:
+        """``function+0xOFF (module)`` for a runtime address, ``0xADDR (module)`` when
+        no function symbol holds it."""
+        names = self.names_at(pc)
+        if not names:
+            return f"{pc - self.bias:#x} ({self.name})"
+        start, name = names[0]
+        offset = pc - self.bias - start
+        return f"{name}+{offset:#x} ({self.name})" if offset else f"{name} ({self.name})"
+
+    def names_at(self, pc: int) -> list[tuple[int, str]]:
+        """(start, name) of every function symbol holding a runtime address (aliases
+        of one function), the preferred name first."""
+        address = pc - self.bias
+        index = bisect.bisect_right(self.functions, (address, 1 << 30, 0, "")) - 1
+        start = None
+        while index >= 0:
+            value, _rank, size, _ = self.functions[index]
+            if address < value + max(size, 1):
+                start = value
+                break
+            if size:
+                return []
+            index -= 1
+        if start is None:
+            return []
+        return [(value, name) for value, _rank, size, name in self.functions
+                if value == start and address < value + max(size, 1)]
+
+
+def _rank(name: str, bind: int) -> int:
+    """Lower is a better name for a function: global or weak, without a dot or a
+    leading _."""
+    return (0 if bind in (1, 2) else 2) + ("." in name) * 4 + name.startswith("_")
+
+
+def _debug_file_symbols(data: bytes, view: ElfView) -> list[Symbol]:
+    """The full symbol table of the file's separate debug file, found by build-id under
+    /usr/lib/debug (a stripped library's local functions: __libc_start_call_main)."""
+    note = view.section(".note.gnu.build-id")
+    if note is None or note.size < 20:
+        return []
+    build_id = data[note.offset + 16: note.offset + note.size].hex()
+    path = f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
+    if not os.path.isfile(path):
+        return []
+    try:
+        return open_elf(read_bytes(path), path).symbols(".symtab")
+    except DecodeError:
+        return []
+
+
+def parse_module(text: str) -> tuple[str, int]:
+    """``FILE@BIAS`` (BIAS in any base; ``FILE`` alone: bias 0)."""
+    path, sep, bias = text.rpartition("@")
+    if not sep:
+        return text, 0
+    try:
+        return path, int(bias, 0)
+    except ValueError:
+        raise Cfi2SframeError(text, f"'{bias}' is not a load address (FILE@0x7f...)") from None
+
+
+def load_module(path: str, bias: int) -> Module:
+    """``path`` loaded at ``bias``: its SFrame section, else one made from its DWARF."""
+    data = read_bytes(path)
+    try:
+        view = open_elf(data, path)
+        loads = [seg for seg in view.segments() if seg.kind == PT_LOAD]
+        table = ".symtab" if view.section(".symtab") else ".dynsym"
+        symbols = view.symbols(table)
+    except DecodeError as exc:
+        raise located(path, exc) from None
+    if not loads:
+        raise Cfi2SframeError(path, "not a loadable ELF file (no PT_LOAD)")
+    symbols += _debug_file_symbols(data, view)
+    # Among aliases at one address the global, plain name sorts first ("puts" before
+    # "_IO_puts" and "depth.localalias"): (address, rank, size, name).
+    functions = tuple(sorted({(s.value, _rank(s.name, s.bind), s.size, s.name)
+                              for s in symbols if s.kind == STT_FUNC and s.shndx and s.name}))
+    entry = int.from_bytes(data[0x18:0x20] if view.is64 else data[0x18:0x1C],
+                           "little" if view.little_endian else "big")
+    entry = entry + bias if view.elf_type == "ET_EXEC" or view.section(".interp") else 0
+    low = min(seg.vaddr for seg in loads) + bias
+    high = max(seg.vaddr + seg.memsz for seg in loads) + bias
+    if view.section(".sframe") is not None:
+        from ..sframe.load import load_sframe
+
+        return Module(path, bias, low, high, load_sframe(path, data).section, False,
+                      functions, entry)
+    from ..convert import convert_elf
+
+    conversion = convert_elf(path, data, version=3)  # V3: outermost frames are kept
+    address = conversion.sframe_address
+    section = decode(conversion.image.to_bytes(address, lambda func: func.start, path),
+                     address)
+    return Module(path, bias, low, high, section, True, functions, entry)
+
+
+def modules_from_maps(path: str) -> list[Module]:
+    """The ELF files of a ``/proc/PID/maps`` listing, each at its load bias."""
+    first: dict[str, tuple[int, int]] = {}
+    for number, line in enumerate(read_bytes(path).decode(errors="replace").splitlines(), 1):
+        parts = line.split(maxsplit=5)
+        if len(parts) < 6 or not parts[5].startswith("/"):
+            continue
+        try:
+            start = int(parts[0].split("-")[0], 16)
+            offset = int(parts[2], 16)
+        except ValueError:
+            raise Cfi2SframeError(f"{path}:{number}", "not a /proc/PID/maps line") from None
+        name = parts[5].strip()
+        if name not in first or offset < first[name][1]:
+            first[name] = (start, offset)
+    modules = []
+    for name, (start, offset) in first.items():
+        if offset != 0 or not os.path.isfile(name) or read_bytes(name)[:4] != b"\x7fELF":
+            continue
+        data = read_bytes(name)
+        try:
+            loads = [seg for seg in open_elf(data, name).segments() if seg.kind == PT_LOAD]
+        except DecodeError:
+            continue
+        if loads:
+            page = max(seg.align for seg in loads) or 0x1000
+            modules.append(load_module(name, start - (loads[0].vaddr & -page)))
+    return modules
+
+
+def module_for(modules: list[Module], pc: int) -> Module | None:
+    """The module whose loaded extent holds ``pc``."""
+    return next((m for m in modules if m.low <= pc < m.high), None)

@@ -1,0 +1,92 @@
+"""Unwinding real processes (issue 14): programs (PIE and -no-pie) using a shared
+library are stopped by gdb inside the library, inside libc and in the program; gdb
+writes the snapshot and the mappings with the shipped script (``unwind
+--gdb-script``), and ``unwind --maps`` must give gdb's own backtrace: every frame gdb
+shows, same PC, and gdb's function name among the symbols at that address (aliases:
+gdb says ``__GI__IO_puts`` where the dynamic symbol is ``puts``).  The walk crosses
+the program, the library and libc (whose SFrame is made from its DWARF in memory) and
+ends at ``_start`` with exit 0."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cfi2sframe.analysis.modules import module_for, modules_from_maps
+from tests.conftest import require
+
+LIB = """#include <stdio.h>
+int depth_in_lib(int n) { if (n <= 0) { puts("bottom"); return 0; }
+                          return depth_in_lib(n - 1) + 1; }
+"""
+MAIN = """#include <stdio.h>
+int depth_in_lib(int);
+static int __attribute__((noinline)) mid(int n) { return depth_in_lib(n) + 1; }
+int main(int c, char **v) { (void)v; printf("%d\\n", mid(c + 2)); return 0; }
+"""
+STOPS = ["puts", "depth_in_lib", "mid", "*mid+4"]
+FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+) ")
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    require("gcc", "gdb")
+    tmp = tmp_path_factory.mktemp("process")
+    (tmp / "lib.c").write_text(LIB)
+    (tmp / "main.c").write_text(MAIN)
+    for cmd in (["gcc", "-O1", "-g", "-shared", "-fPIC", "lib.c", "-o", "libd.so"],
+                ["gcc", "-O1", "-g", "main.c", "-L.", "-ld", f"-Wl,-rpath,{tmp}", "-o", "pie"],
+                ["gcc", "-O1", "-g", "-no-pie", "main.c", "-L.", "-ld", f"-Wl,-rpath,{tmp}",
+                 "-o", "nopie"]):
+        subprocess.run(cmd, cwd=tmp, check=True, capture_output=True)
+    return {"pie": tmp / "pie", "nopie": tmp / "nopie"}
+
+
+def _gdb(program: Path, stop: str, snap: Path, maps: Path) -> list[tuple[int | None, str]]:
+    script = subprocess.run([sys.executable, "-m", "cfi2sframe", "unwind", "--gdb-script"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(["gdb", "-nx", "-batch", "-ex", "set breakpoint pending on",
+                          "-ex", f"break {stop}", "-ex", "run", "-ex", f"source {script}",
+                          "-ex", f"snapshot {snap} {maps}", "-ex", "bt", str(program)],
+                         capture_output=True, text=True, timeout=120).stdout
+    frames = []
+    for line in out.splitlines():
+        match = FRAME.match(line)
+        if match:
+            frames.append((int(match.group(2), 16) if match.group(2) else None,
+                           match.group(3)))
+    return frames
+
+
+@pytest.mark.parametrize("kind", ["pie", "nopie"])
+def test_unwind_with_maps_reproduces_gdbs_backtrace(programs, kind: str, tmp_path: Path,
+                                                   report) -> None:
+    agreed = 0
+    for index, stop in enumerate(STOPS):
+        snap, maps = tmp_path / f"s{index}.json", tmp_path / f"m{index}.txt"
+        want = _gdb(programs[kind], stop, snap, maps)
+        assert len(want) >= 2, (stop, want)
+        proc = subprocess.run([sys.executable, "-m", "cfi2sframe", "unwind", "--maps",
+                               str(maps), "--snapshot", str(snap), "--json"],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        walked = json.loads(proc.stdout)
+        assert walked["stopped"].startswith("outermost frame"), walked["stopped"]
+        frames = walked["frames"]
+        assert frames[-1]["function"].startswith("_start+"), frames[-1]
+        modules = modules_from_maps(str(maps))
+        regs = json.loads(snap.read_text())["regs"]
+        for depth, (pc, name) in enumerate(want):
+            ours = frames[depth]["pc"]
+            assert ours == (pc if pc is not None else int(regs["rip"], 16)), (stop, depth)
+            module = module_for(modules, ours if depth == 0 else ours - 1)
+            names = [n for _, n in module.names_at(ours if depth == 0 else ours - 1)]
+            assert name in names, (stop, depth, name, names)
+            agreed += 1
+    report(f"unwind --maps ({kind}): {len(STOPS)} stops, {agreed} gdb frames agree "
+           "(PC and name), walks end at _start through the program, the library and libc")
