@@ -1,5 +1,6 @@
 """Unwinding real processes (issue 14): programs (PIE and -no-pie) using a shared
-library are stopped by gdb inside the library, inside libc and in the program; gdb
+library are stopped by gdb at every instruction of the library's and the program's
+functions (prologues and epilogues included) and inside libc; gdb
 writes the snapshot and the mappings with the shipped script (``unwind
 --gdb-script``), and ``unwind --maps`` must give gdb's own backtrace: every frame gdb
 shows, same PC, and gdb's function name among the symbols at that address (aliases:
@@ -30,6 +31,23 @@ static int __attribute__((noinline)) mid(int n) { return depth_in_lib(n) + 1; }
 int main(int c, char **v) { (void)v; printf("%d\\n", mid(c + 2)); return 0; }
 """
 STOPS = ["puts", "depth_in_lib", "mid", "*mid+4"]
+
+
+def _instruction_stops(programs: dict[str, Path], kind: str) -> list[str]:
+    """``*function+offset`` at every instruction of the library's and the program's
+    functions (prologues and epilogues included), as objdump lists them."""
+    stops = []
+    for path, names in ((programs[kind].with_name("libd.so"), ("depth_in_lib",)),
+                        (programs[kind], ("mid", "main"))):
+        text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(path)],
+                              capture_output=True, text=True, check=True).stdout
+        for name in names:
+            body = re.search(rf"^([0-9a-f]+) <{name}>:\n(.*?)\n\n", text, re.S | re.M)
+            assert body is not None, name
+            start = int(body.group(1), 16)
+            stops += [f"*{name}+{int(line.split(':')[0], 16) - start}"
+                      for line in body.group(2).splitlines() if ":" in line]
+    return stops
 FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+) ")
 
 
@@ -66,11 +84,14 @@ def _gdb(program: Path, stop: str, snap: Path, maps: Path) -> list[tuple[int | N
 @pytest.mark.parametrize("kind", ["pie", "nopie"])
 def test_unwind_with_maps_reproduces_gdbs_backtrace(programs, kind: str, tmp_path: Path,
                                                    report) -> None:
+    require("objdump")
     agreed = 0
-    for index, stop in enumerate(STOPS):
+    stops = STOPS + _instruction_stops(programs, kind)
+    for index, stop in enumerate(stops):
         snap, maps = tmp_path / f"s{index}.json", tmp_path / f"m{index}.txt"
         want = _gdb(programs[kind], stop, snap, maps)
-        assert len(want) >= 2, (stop, want)
+        assert want and want[0][1] in (stop.strip("*").split("+")[0], "puts", "__GI__IO_puts"), \
+            (stop, want)
         proc = subprocess.run([sys.executable, "-m", "cfi2sframe", "unwind", "--maps",
                                str(maps), "--snapshot", str(snap), "--json"],
                               capture_output=True, text=True)
@@ -88,5 +109,6 @@ def test_unwind_with_maps_reproduces_gdbs_backtrace(programs, kind: str, tmp_pat
             names = [n for _, n in module.names_at(ours if depth == 0 else ours - 1)]
             assert name in names, (stop, depth, name, names)
             agreed += 1
-    report(f"unwind --maps ({kind}): {len(STOPS)} stops, {agreed} gdb frames agree "
-           "(PC and name), walks end at _start through the program, the library and libc")
+    report(f"unwind --maps ({kind}): {len(stops)} stops (every instruction of the library's "
+           f"and the program's functions, and libc's puts), {agreed} gdb frames agree (PC "
+           "and name), every walk ends at _start through the program, library and libc")
