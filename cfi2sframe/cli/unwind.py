@@ -23,8 +23,10 @@ def add_parser(sub: Subparsers) -> None:
                        description="Walk the frames of a register and stack-memory snapshot "
                        "(JSON: {\"regs\": {\"rip\": ..., \"rsp\": ..., \"rbp\": ...}, "
                        "\"memory\": [{\"address\": ..., \"hex\": ...}]}) with the SFrame "
-                       "section of FILE, as the SFrame spec's appendix does: PC, SP and FP "
-                       "of each frame, and why the walk stopped.")
+                       "section of FILE, or of each file of a process (--maps, --module), "
+                       "as the SFrame spec's appendix does: PC, SP, FP and function+offset "
+                       "(file) of each frame, and why the walk stopped. Exit 1 when it "
+                       "stops before the outermost frame.")
     p.add_argument("file", nargs="?",
                    help="ELF file with .sframe, loaded at its own addresses (a -no-pie "
                         "program); else --module or --maps")
