@@ -126,9 +126,8 @@ def load_module(path: str, bias: int) -> Module:
     # "_IO_puts" and "depth.localalias"): (address, rank, size, name).
     functions = tuple(sorted({(s.value, _rank(s.name, s.bind), s.size, s.name)
                               for s in symbols if s.kind == STT_FUNC and s.shndx and s.name}))
-    entry = int.from_bytes(data[0x18:0x20] if view.is64 else data[0x18:0x1C],
-                           "little" if view.little_endian else "big")
-    entry = entry + bias if view.elf_type == "ET_EXEC" or view.section(".interp") else 0
+    is_program = view.elf_type == "ET_EXEC" or view.section(".interp") is not None
+    entry = view.entry + bias if is_program else 0
     low = min(seg.vaddr for seg in loads) + bias
     high = max(seg.vaddr + seg.memsz for seg in loads) + bias
     if view.section(".sframe") is not None:

@@ -2,10 +2,10 @@
 
 Every existing byte keeps its file offset and address: the new parts go after
 the file's contents.  Linked files have no room for more program headers (the
-table is followed at once by ``.interp`` or the notes), so the table is copied,
-two entries longer, to the end of the file and given its own ``PT_LOAD``;
-``PT_PHDR`` and ``e_phoff`` point at the copy.  The layout is chosen for the tools
-that run afterwards (README, "Linked files"):
+table is followed at once by ``.interp`` or the notes), so the table is copied to
+the end of the file with its new entries (a ``PT_NULL``, three ``PT_LOAD``s and,
+if it had none, ``PT_GNU_SFRAME``); ``PT_PHDR`` and ``e_phoff`` point at the copy.
+The layout is chosen for the tools that run afterwards (README, "Linked files"):
 
 - file order: the rewritten section name table and headers, ``.sframe``, the table
   (the file's last bytes).  Three new read-only ``PT_LOAD``s, on pages of their
@@ -139,15 +139,12 @@ def _tail_start(view: ElfView, segments: list[Segment]) -> int:
     """Where the old file can be cut: before its section name table and section
     headers when those two are its last bytes (both are written again), else its end."""
     data = view.data
-    order = "<" if view.little_endian else ">"
-    shoff = int(struct.unpack_from(order + "Q", data, 0x28)[0])
-    shstrndx = int(struct.unpack_from(order + "H", data, 0x3E)[0])
+    shoff, shstrndx = view.shoff, view.shstrndx
     names = view.sections[shstrndx]
     table_end = shoff + len(view.sections) * SHDR_SIZE
     others = [s.offset + s.size for i, s in enumerate(view.sections) if i != shstrndx]
     others += [seg.offset + seg.filesz for seg in segments]
-    phoff, = struct.unpack_from(order + "Q", data, 0x20)
-    others.append(phoff + len(segments) * PHDR_SIZE)
+    others.append(view.program_table()[0] + len(segments) * PHDR_SIZE)
     tail = min(names.offset, shoff)
     if (table_end == len(data) and names.offset + names.size <= shoff
             and shoff - (names.offset + names.size) < 8 and max(others) <= tail):
@@ -183,7 +180,7 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     if phnum >= PN_XNUM or len(view.sections) + 2 >= SHN_LORESERVE:
         raise Cfi2SframeError(where, "the file has too many program or section headers "
                                      "to add one")
-    shstrndx, = struct.unpack_from(order + "H", data, 0x3E)
+    shstrndx = view.shstrndx
     names_hdr = view.sections[shstrndx]
     names = data[names_hdr.offset : names_hdr.offset + names_hdr.size]
     name_new = len(names)

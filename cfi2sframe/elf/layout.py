@@ -83,7 +83,7 @@ def layout_problems(view: ElfView, page: int) -> list[Problem]:
     segments = view.segments()
     loads = [seg for seg in segments if seg.kind == PT_LOAD]
     if not loads:
-        return [Problem(0x20 if view.is64 else 0x1C, "the program header table has no "
+        return [Problem(view.header_offsets[0], "the program header table has no "
                         "PT_LOAD: nothing of the file would be loaded")] if segments else []
     problems: list[Problem] = []
     size = len(view.data)
@@ -117,10 +117,7 @@ def layout_problems(view: ElfView, page: int) -> list[Problem]:
 def _segments_mapped(view: ElfView, segments: list[Segment], mapping: list[Mapping]
                      ) -> list[Problem]:
     """PT_PHDR and the segments read from memory are mapped; the table is safe."""
-    order = "<" if view.little_endian else ">"
-    phoff, = struct.unpack_from(order + ("Q" if view.is64 else "I"), view.data,
-                                0x20 if view.is64 else 0x1C)
-    entsize, = struct.unpack_from(order + "H", view.data, 0x36 if view.is64 else 0x2A)
+    phoff, entsize, _ = view.program_table()
     problems = []
     first_load = next(i for i, seg in enumerate(segments) if seg.kind == PT_LOAD)
     for index, seg in enumerate(segments):
@@ -144,10 +141,9 @@ def _segments_mapped(view: ElfView, segments: list[Segment], mapping: list[Mappi
         # Between sections: libelf zero-fills what no section covers.  The first 8
         # bytes may stay bare if they are a PT_NULL entry's type and flags (zero).
         bare = _uncovered(phoff, end, [(s.offset, s.offset + s.size) for s in contents])
-        allowed = 8 if segments[0].kind == 0 else 0
-        if any(start < phoff + allowed or stop > phoff + allowed
-               for start, stop in bare if (start, stop) != (phoff, phoff + allowed)):
-            problems.append(Problem(0x20 if view.is64 else 0x1C, f"the program header table "
+        allowed = [(phoff, phoff + 8)] if segments[0].kind == 0 else []
+        if bare and bare != allowed:
+            problems.append(Problem(view.header_offsets[0], f"the program header table "
                                     f"at offset {phoff:#x} lies between sections and no "
                                     "section covers it: libelf (eu-strip) zero-fills it when "
                                     "it rewrites the file"))
@@ -204,14 +200,10 @@ def _header_size(view: ElfView, header_at: int) -> int:
 
 def _sections_apart(view: ElfView) -> list[Problem]:
     """Sections with file contents (and the section header table) share no bytes."""
-    order = "<" if view.little_endian else ">"
-    shoff, = struct.unpack_from(order + ("Q" if view.is64 else "I"), view.data,
-                                0x28 if view.is64 else 0x20)
-    shentsize, = struct.unpack_from(order + "H", view.data, 0x3A if view.is64 else 0x2E)
     spans = [(s.offset, s.offset + s.size, f"section '{s.name}'", s.header_at)
              for s in view.sections if s.kind != SHT_NOBITS and s.size]
-    spans.append((shoff, shoff + len(view.sections) * shentsize, "the section header table",
-                  0x28 if view.is64 else 0x20))
+    spans.append((view.shoff, view.shoff + len(view.sections) * view.shentsize,
+                  "the section header table", view.header_offsets[1]))
     spans.sort()
     problems = []
     reach = spans[0] if spans else None

@@ -83,6 +83,26 @@ class ElfView:
     sections: tuple[Section, ...]
     machine: str = ""
     elf_type: str = ""
+    shoff: int = 0  # e_shoff, e_shentsize, e_shstrndx, e_entry, as open_elf read them
+    shentsize: int = 0
+    shstrndx: int = 0
+    entry: int = 0
+
+    @property
+    def header_offsets(self) -> tuple[int, int]:
+        """Where e_phoff and e_shoff are in the ELF header (for messages)."""
+        return (0x20, 0x28) if self.is64 else (0x1C, 0x20)
+
+    def program_table(self) -> tuple[int, int, int]:
+        """(e_phoff, e_phentsize, e_phnum)."""
+        order = "<" if self.little_endian else ">"
+        at = (0x20, 0x36) if self.is64 else (0x1C, 0x2A)
+        try:
+            phoff, = struct.unpack_from(order + ("Q" if self.is64 else "I"), self.data, at[0])
+            entsize, count = struct.unpack_from(order + "HH", self.data, at[1])
+        except struct.error:
+            raise DecodeError(0, "the ELF header is truncated") from None
+        return int(phoff), int(entsize), int(count)
 
     def section(self, name: str) -> Section | None:
         """The first section called ``name``."""
@@ -92,15 +112,10 @@ class ElfView:
         """The program headers (none for a relocatable object)."""
         order = "<" if self.little_endian else ">"
         data = self.data
-        fmt, at = (order + "IIQQQQQQ", (0x20, 0x36)) if self.is64 else (order + "IIIIIIII",
-                                                                         (0x1C, 0x2A))
-        try:
-            phoff, = struct.unpack_from(order + ("Q" if self.is64 else "I"), data, at[0])
-            entsize, count = struct.unpack_from(order + "HH", data, at[1])
-        except struct.error:
-            raise DecodeError(0, "the ELF header is truncated") from None
+        fmt = order + ("IIQQQQQQ" if self.is64 else "IIIIIIII")
+        phoff, entsize, count = self.program_table()
         if count and (entsize < struct.calcsize(fmt) or phoff + count * entsize > len(data)):
-            raise DecodeError(at[0], "program headers run past the end")
+            raise DecodeError(self.header_offsets[0], "program headers run past the end")
         out: list[Segment] = []
         for pos in range(phoff, phoff + count * entsize, entsize or 1):
             r = struct.unpack_from(fmt, data, pos)
@@ -211,8 +226,10 @@ def open_elf(data: bytes, where: str) -> ElfView:
         for i, h in enumerate(headers)
     )
     elf_type, machine = struct.unpack_from(order + "HH", data, 0x10)
+    entry, = struct.unpack_from(order + ("Q" if is64 else "I"), data, 0x18)
     return ElfView(data, little, is64, sections, MACHINES.get(machine, f"e_machine {machine}"),
-                   ELF_TYPES.get(elf_type, f"e_type {elf_type}"))
+                   ELF_TYPES.get(elf_type, f"e_type {elf_type}"), shoff, shentsize, shstrndx,
+                   entry)
 
 
 def elf_arch(path: str, data: bytes) -> Arch:
