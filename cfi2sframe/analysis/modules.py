@@ -109,9 +109,11 @@ def parse_module(text: str) -> tuple[str, int]:
         raise Cfi2SframeError(text, f"'{bias}' is not a load address (FILE@0x7f...)") from None
 
 
-def load_module(path: str, bias: int) -> Module:
-    """``path`` loaded at ``bias``: its SFrame section, else one made from its DWARF."""
-    data = read_bytes(path)
+def load_module(path: str, bias: int, data: bytes | None = None) -> Module:
+    """``path`` (its bytes: ``data``, if read already) loaded at ``bias``: its SFrame
+    section, else one made from its DWARF."""
+    if data is None:
+        data = read_bytes(path)
     try:
         view = open_elf(data, path)
         loads = [seg for seg in view.segments() if seg.kind == PT_LOAD]
@@ -161,16 +163,18 @@ def modules_from_maps(path: str) -> list[Module]:
             first[name] = (start, offset)
     modules = []
     for name, (start, offset) in first.items():
-        if offset != 0 or not os.path.isfile(name) or read_bytes(name)[:4] != b"\x7fELF":
+        if offset != 0 or not os.path.isfile(name):
             continue
         data = read_bytes(name)
+        if data[:4] != b"\x7fELF":
+            continue
         try:
             loads = [seg for seg in open_elf(data, name).segments() if seg.kind == PT_LOAD]
         except DecodeError:
             continue
         if loads:
             page = max(seg.align for seg in loads) or 0x1000
-            modules.append(load_module(name, start - (loads[0].vaddr & -page)))
+            modules.append(load_module(name, start - (loads[0].vaddr & -page), data))
     return modules
 
 

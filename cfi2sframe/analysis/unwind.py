@@ -92,18 +92,24 @@ def _value(loc: Loc, cfa: int | None, regs: dict[int, int], read: Read) -> int:
     return read(address) if loc.deref else address
 
 
+def walk(step: Callable[[dict[int, int], int], Step], regs: dict[int, int],
+         max_frames: int = 64) -> tuple[list[dict[int, int]], str]:
+    """Frames from ``regs`` (the topmost) outwards, ``step(frame, depth)`` giving each
+    caller, and why the walk stopped."""
+    frames = [dict(regs)]
+    for depth in range(max_frames - 1):
+        found = step(frames[-1], depth)
+        if found.regs is None:
+            return frames, found.error
+        frames.append(found.regs)
+    return frames, f"stopped after {max_frames} frames"
+
+
 def sframe_walk(section: DecodedSection, regs: dict[int, int], read: Read,
                 max_frames: int = 64) -> tuple[list[dict[int, int]], str]:
     """Frames from ``regs`` (the topmost) outwards, and why the walk stopped."""
-    frames = [dict(regs)]
-    why = f"stopped after {max_frames} frames"
-    for depth in range(max_frames - 1):
-        step = sframe_step(section, frames[-1], read, topmost=depth == 0)
-        if step.regs is None:
-            why = step.error
-            break
-        frames.append(step.regs)
-    return frames, why
+    return walk(lambda frame, depth: sframe_step(section, frame, read, depth == 0), regs,
+                max_frames)
 
 
 def modules_walk(modules: Sequence[Module], regs: dict[int, int], read: Read,
@@ -112,23 +118,17 @@ def modules_walk(modules: Sequence[Module], regs: dict[int, int], read: Read,
     section of the module holding its PC."""
     from .modules import module_for
 
-    frames = [dict(regs)]
-    why = f"stopped after {max_frames} frames"
-    for depth in range(max_frames - 1):
-        frame = frames[-1]
+    def step(frame: dict[int, int], depth: int) -> Step:
         pc = frame[PC] if depth == 0 else frame[PC] - 1
         module = module_for(list(modules), pc)
         if module is None:
-            why = f"no module holds {frame[PC]:#x}"
-            break
-        step = sframe_step(module.section, frame, read, depth == 0, module.bias)
-        if step.regs is None:
-            why = step.error
-            if why.startswith("no SFrame FDE") and module.in_entry_function(pc):
-                why = f"{OUTERMOST_REACHED} (the entry point's function)"
-            break
-        frames.append(step.regs)
-    return frames, why
+            return Step(None, f"no module holds {frame[PC]:#x}")
+        found = sframe_step(module.section, frame, read, depth == 0, module.bias)
+        if found.error.startswith("no SFrame FDE") and module.in_entry_function(pc):
+            return Step(None, f"{OUTERMOST_REACHED} (the entry point's function)")
+        return found
+
+    return walk(step, regs, max_frames)
 
 
 def compact_walk(functions: Sequence[CompactFunction], code_of: Callable[[int, int], bytes],
@@ -140,29 +140,31 @@ def compact_walk(functions: Sequence[CompactFunction], code_of: Callable[[int, i
     ``functions`` are ``compact.lower.CompactFunction``s with absolute starts,
     ``code_of(address, size)`` gives code bytes (for STACK_IND).
     """
-    from ..compact.encoding import HAS_LSDA, NOT_FUNCTION_START, Code, decode, is_dwarf, step
+    from ..compact.encoding import HAS_LSDA, NOT_FUNCTION_START, Code, decode, is_dwarf
+    from ..compact.encoding import step as compact_step
 
-    frames = [dict(regs)]
-    for depth in range(max_frames - 1):
-        frame = frames[-1]
+    def step(frame: dict[int, int], depth: int) -> Step:
         pc = frame[PC] if depth == 0 else frame[PC] - 1
         row = next(((f, r) for f in functions for r in f.rows
                     if f.start + r.start <= pc < f.start + r.start + r.length), None)
         if row is None:
-            return frames, f"no compact unwind row covers {frame[PC]:#x}"
+            return Step(None, f"no compact unwind row covers {frame[PC]:#x}")
         func, crow = row
         encoding = crow.encoding & ~NOT_FUNCTION_START & ~HAS_LSDA
         if is_dwarf(encoding, arch):
-            return frames, f"DWARF mode at {frame[PC]:#x} ({func.reason or 'see the FDE'})"
+            return Step(None, f"DWARF mode at {frame[PC]:#x} "
+                              f"({func.reason or 'see the FDE'})")
         rules = decode(encoding, arch, Code(code_of(func.start + crow.start, 260)))
         if isinstance(rules, str):
-            return frames, rules
+            return Step(None, rules)
         if rules.ra_offset is None and depth:
-            return frames, "RA still in its register below the topmost frame"
+            return Step(None, "RA still in its register below the topmost frame")
         try:
-            caller = step(rules, {**frame, ra: frame.get(ra, frame[PC])}, read, sp, ra)
+            caller = compact_step(rules, {**frame, ra: frame.get(ra, frame[PC])}, read, sp,
+                                  ra)
         except LookupError as exc:
-            return frames, f"memory not in the snapshot: {exc}"
+            return Step(None, f"memory not in the snapshot: {exc}")
         caller[PC] = caller[ra]
-        frames.append(caller)
-    return frames, f"stopped after {max_frames} frames"
+        return Step(caller)
+
+    return walk(step, regs, max_frames)

@@ -123,23 +123,28 @@ def encode_row(row: Row, arch: str, code: Code | None,
 
 def body_row(rows: tuple[Row, ...], arch: str) -> Row | None:
     """The last row of the prologue (see the module docstring); None without rows."""
-    target = by_compact(arch)
-    body: Row | None = None
-    for row in rows:
-        if body is not None and not _grows(body, row, target.sp):
-            break
-        body = row
-    return body
+    index = _body_index(rows, arch)
+    return None if index is None else rows[index]
 
 
-def body_range(rows: tuple[Row, ...], size: int, arch: str) -> tuple[int, int]:
-    """From the body row's start to the first epilogue row's (or the end)."""
-    body = body_row(rows, arch)
-    if body is None:
+def _body_index(rows: tuple[Row, ...], arch: str) -> int | None:
+    """The index of the last row of the prologue; None without rows."""
+    if not rows:
+        return None
+    sp = by_compact(arch).sp
+    index = 0
+    while index + 1 < len(rows) and _grows(rows[index], rows[index + 1], sp):
+        index += 1
+    return index
+
+
+def _body_range(rows: tuple[Row, ...], index: int | None, size: int) -> tuple[int, int]:
+    """From the body row's start (row ``index``) to the first epilogue row's, or the
+    end; (0, 0) without rows."""
+    if index is None:
         return (0, 0)
-    index = rows.index(body)
     end = rows[index + 1].start if index + 1 < len(rows) else size
-    return (min(body.start, size), min(end, size))
+    return (min(rows[index].start, size), min(end, size))
 
 
 def _grows(before: Row, after: Row, sp: int) -> bool:
@@ -171,6 +176,7 @@ def lower_compact(timeline: Timeline, arch: str | Arch, code: Code | None = None
     """
     arch = compact_flavour(arch)
     dwarf = ARM64_DWARF if arch == "arm64" else X86_DWARF
+    body_index = _body_index(timeline.rows, arch)
 
     def result(rows: list[CompactRow], reason: str | None, detail: str) -> CompactFunction:
         if timeline.lsda is not None:
@@ -181,7 +187,7 @@ def lower_compact(timeline: Timeline, arch: str | Arch, code: Code | None = None
                                timeline.size, tuple(rows), reason, detail,
                                timeline.size - sum(hi - lo for lo, hi in spans),
                                timeline.personality, timeline.lsda,
-                               body_range(timeline.rows, timeline.size, arch), spans)
+                               _body_range(timeline.rows, body_index, timeline.size), spans)
 
     if timeline.invalid is not None:
         return result([CompactRow(0, timeline.size, dwarf)], "invalid-cfi", timeline.invalid)
@@ -189,10 +195,9 @@ def lower_compact(timeline: Timeline, arch: str | Arch, code: Code | None = None
         return result([], "empty-function", "the function has no bytes")
     if ranges:
         return result(_range_rows(timeline, arch, code, dwarf), None, "")
-    body = body_row(timeline.rows, arch)
-    if body is None:
+    if body_index is None:
         return result([CompactRow(0, timeline.size, dwarf)], "no-cfa", "no CFA rule")
-    encoding = encode_row(body, arch, code)
+    encoding = encode_row(timeline.rows[body_index], arch, code)
     if isinstance(encoding, Unrepresentable):
         return result([CompactRow(0, timeline.size, dwarf)], *encoding)
     return result([CompactRow(0, timeline.size, encoding)], None, "")
