@@ -282,3 +282,14 @@ def verify_elf(path: str, data: bytes | None = None) -> tuple[VerifyResult, int]
     except DecodeError as exc:
         raise located(path, exc) from None
     return replace(result, layout=tuple(problems)), loaded.section.abi
+
+
+def check_rewritten(display: str, payload: bytes | str) -> None:
+    """Verify a rewritten ELF file against its own CFI before it replaces the input
+    (``--in-place``): an error, and the input stays as it was, unless it verifies."""
+    if not isinstance(payload, bytes):
+        raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
+    result, _ = verify_elf(display, payload)
+    if not result.ok or result.extra:
+        raise Cfi2SframeError(display, "the rewritten file does not verify; input left "
+                                       "untouched")

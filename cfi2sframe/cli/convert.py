@@ -8,12 +8,13 @@ import argparse
 import os
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..arch import ARCHES
 from ..errors import Cfi2SframeError
 from ..files import read_bytes
+from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import address, arch_name, write
 
 if TYPE_CHECKING:
@@ -71,9 +72,10 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cfi2sframe", usage=USAGE, description=DESCRIPTION, epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("input", nargs="?",
+    parser.add_argument("inputs", nargs="*", metavar="INPUT",
                         help="assembly file (.s), ELF file (object, shared library, program; "
-                             "its .eh_frame or .debug_frame is read), or - for standard input")
+                             "its .eh_frame or .debug_frame is read), or - for standard "
+                             "input; several ELF files, or folders with -r, with --in-place")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="output file, - for standard output (default: the input name "
                              "with .sframe, .sframe.s or .o; standard output for - input)")
@@ -128,6 +130,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--list-reasons", action="store_true",
                         help="print the reason codes for left-out functions and exit")
     parser.add_argument("--version", action="version", version=f"cfi2sframe {__version__}")
+    parser.add_argument("--json", action="store_true",
+                        help="many files: print every record and the totals as one JSON "
+                             "object")
+    add_batch_options(parser)
     return parser
 
 
@@ -183,8 +189,11 @@ def run(args: argparse.Namespace) -> int:
     if args.list_reasons:
         _print_reasons()
         return 0
-    if args.input is None:
+    if many_files(args, args.inputs):
+        return _convert_many(args)
+    if not args.inputs:
         raise Cfi2SframeError("", "no input file (try --help)")
+    args.input = args.inputs[0]
     if args.in_place:
         if args.output or args.input in (None, "-"):
             raise Cfi2SframeError("", "--in-place takes an input file and no -o")
@@ -215,7 +224,9 @@ def run(args: argparse.Namespace) -> int:
         conversion = replace(conversion, old_kernels=args.old_kernels)
     payload = conversion.output(emit)
     if args.in_place:
-        _check_rewritten(display, payload)
+        from ..analysis.compare import check_rewritten
+
+        check_rewritten(display, payload)
     # A rewritten ELF file keeps the input's permission bits (a program stays runnable).
     keeps_mode = emit in ("elf", "obj") and isinstance(conversion, ElfConversion) \
         and args.input != "-"
@@ -223,16 +234,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_rewritten(display: str, payload: bytes | str) -> None:
-    """Verify a rewritten ELF file against its own CFI before it replaces the input."""
-    from ..analysis.compare import verify_elf
+def converted_line(record: dict[str, Any]) -> str:
+    """One file of an in-place run over many: what happened to it."""
+    path, status = record["path"], record["status"]
+    if status == "has-sframe":
+        return f"{path}: kept: it has .sframe (--replace regenerates it)"
+    if status == "no-cfi":
+        return f"{path}: kept: no CFI (no .eh_frame or .debug_frame)"
+    version = record["sframe_version"]
+    skipped = ", ".join(f"{k}={v}" for k, v in record["skipped"].items()) or "none"
+    return (f"{path}: rewritten: {record['emitted']} of {record['fdes']} FDEs in .sframe "
+            f"V{version} ({record[f'sframe_v{version}_bytes']} bytes); left out: {skipped}")
 
-    if not isinstance(payload, bytes):
-        raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
-    result, _ = verify_elf(display, payload)
-    if not result.ok or result.extra:
-        raise Cfi2SframeError(display, "the rewritten file does not verify; input left "
-                                       "untouched")
+
+def _convert_many(args: argparse.Namespace) -> int:
+    """Several ELF files (or trees): each rewritten in place, on every core."""
+    from ..batch.record import Task
+
+    if not args.in_place:
+        usage_error("", "several inputs, -r, --files-from, --jsonl and --dask convert "
+                        "--in-place only (each file is replaced by its converted copy)")
+    if args.output or args.emit or args.format != "sframe" or "-" in args.inputs:
+        usage_error("", "--in-place over many files takes no -o, --emit, --format or -")
+    task = Task("convert", args.sframe_version, args.replace, args.old_kernels)
+    records, status = run_batch(args, args.inputs, task, converted_line)
+    print_summary(records, args.json)
+    return status
 
 
 def _convert_compact(args: argparse.Namespace, display: str, data: bytes, output: str,

@@ -1,63 +1,64 @@
-"""``cfi2sframe stats``: SFrame coverage and sizes for ELF files."""
+"""``cfi2sframe stats``: SFrame coverage and sizes for ELF files, trees of them too."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from collections import Counter
 from typing import Any
 
-from ..analysis.stats import file_stats
-from ..errors import Cfi2SframeError
+from ..batch.record import Task
 from . import SUBCOMMANDS
+from .batch import add_batch_options, print_summary, run_batch, usage_error
 from .common import Subparsers
 
 
 def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("stats", help=SUBCOMMANDS["stats"][1],
                        description="Per file and in total: FDEs in .eh_frame, FDEs SFrame "
-                       "gets, bytes of .eh_frame + .eh_frame_hdr against .sframe, and the "
-                       "reasons functions are left out. Exit 1 if a file cannot be read.")
-    p.add_argument("files", nargs="+", metavar="FILE")
+                       "gets, bytes of .eh_frame + .eh_frame_hdr against .sframe in V2 and "
+                       "V3, the reasons functions are left out, and whether an .sframe the "
+                       "file has is correct (as 'verify'). Exit 1 if a file cannot be read "
+                       "or its .sframe is wrong.")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="ELF files, or folders with -r")
     p.add_argument("--sframe-version", type=int, default=2, choices=[2, 3],
-                   help="count coverage for this SFrame version (default: 2)")
-    p.add_argument("--json", action="store_true")
+                   help="count coverage (FDEs emitted, reasons) for this SFrame version "
+                        "(default: 2); sizes are given for both")
+    p.add_argument("--json", action="store_true",
+                   help="print every record and the totals as one JSON object")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="also draw .sframe against .eh_frame + .eh_frame_hdr bytes per file, "
+                        "coloured by coverage, and the reasons (pip install "
+                        "'cfi2sframe[plot]')")
+    add_batch_options(p)
 
 
-def _stats_line(entry: dict[str, Any]) -> str:
-    fdes, emitted = entry["fdes"], entry["emitted"]
-    eh = entry["eh_frame_bytes"] + entry["eh_frame_hdr_bytes"]
+def stats_line(record: dict[str, Any]) -> str:
+    """One file: FDEs, emitted share, DWARF and SFrame bytes, reasons."""
+    if record["status"] == "no-cfi":
+        return f"{record['path']}: no CFI (no .eh_frame, .debug_frame or .sframe)"
+    fdes, emitted = record["fdes"] or 0, record["emitted"] or 0
+    eh = record["eh_frame_bytes"] + record["eh_frame_hdr_bytes"]
+    version = record["sframe_version"]
+    size = record[f"sframe_v{version}_bytes"] or 0
     share = f"{100 * emitted / fdes:.1f}%" if fdes else "-"
-    ratio = f"{100 * entry['sframe_bytes'] / eh:.0f}%" if eh else "-"
-    skipped = ", ".join(f"{k}={v}" for k, v in entry["skipped"].items()) or "none"
-    return (f"{entry['file']}: {fdes} FDEs, {emitted} emitted ({share}); .eh_frame+"
-            f".eh_frame_hdr {eh} bytes, .sframe {entry['sframe_bytes']} bytes ({ratio}); "
-            f"left out: {skipped}")
+    ratio = f"{100 * size / eh:.0f}%" if eh else "-"
+    skipped = ", ".join(f"{k}={v}" for k, v in record["skipped"].items()) or "none"
+    line = (f"{record['path']}: {fdes} FDEs, {emitted} emitted ({share}); .eh_frame+"
+            f".eh_frame_hdr {eh} bytes, .sframe {size} bytes ({ratio}); left out: {skipped}")
+    if record["verify"] is not None:
+        line += "; its .sframe " + ("verifies" if record["verify"]["ok"] else
+                                    "does NOT verify (see 'cfi2sframe verify')")
+    return line
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.files and not args.files_from:
+        usage_error("stats", "no input files (FILE..., -r FOLDER or --files-from)")
+    records, status = run_batch(args, args.files, Task("stats", args.sframe_version),
+                                stats_line)
+    print_summary(records, args.json)
+    if args.plot:
+        from ..batch.plot import plot_records
 
-    entries, failed = [], 0
-    total: Counter[str] = Counter()
-    reasons: Counter[str] = Counter()
-    for path in args.files:
-        try:
-            entry = file_stats(path, args.sframe_version)
-        except Cfi2SframeError as exc:
-            failed += 1
-            print(str(exc), file=sys.stderr)
-            continue
-        entries.append(entry)
-        for key in ("fdes", "emitted", "eh_frame_bytes", "eh_frame_hdr_bytes", "sframe_bytes"):
-            total[key] += entry[key]
-        reasons.update(entry["skipped"])
-        if not args.json:
-            print(_stats_line(entry))
-    summary = {"file": f"total ({len(entries)} files)", **total,
-               "skipped": dict(reasons.most_common())}
-    if args.json:
-        print(json.dumps({"files": entries, "total": summary, "failed": failed}, indent=1))
-    else:
-        print(_stats_line(summary))
-    return 1 if failed else 0
+        plot_records(records, args.plot)
+    return status

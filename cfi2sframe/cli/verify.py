@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..analysis.compare import verify_elf
+from ..batch.record import Task
 from . import SUBCOMMANDS
+from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import Subparsers
 from .show import describe_fde, words
 
@@ -20,16 +23,46 @@ def add_parser(sub: Subparsers) -> None:
                        "offset and address, PT_LOADs are page-aligned, ascending and apart, "
                        "PT_PHDR and PT_GNU_SFRAME are mapped, and no sections overlap. Exit 1 "
                        "on a mismatch or a layout problem.")
-    p.add_argument("file")
-    p.add_argument("-q", "--quiet", action="store_true", help="print mismatches and totals only")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="an ELF file; several, or folders with -r, give one line per file "
+                        "and a summary (the details: verify that file alone)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print mismatches and totals only (many files: the summary only)")
+    p.add_argument("--json", action="store_true",
+                   help="many files: print every record and the totals as one JSON object")
     p.add_argument("--consumer", choices=["glibc", "kernel"],
                    help="instead: check what a reader requires of the file (glibc 2.42's "
                         "backtrace(): V2, sorted, PT_GNU_SFRAME; the kernel's deferred "
                         "unwinder: V3, PC-relative starts, no auxiliary header, sorted, "
                         "non-zero counts, PT_GNU_SFRAME); each failed one is cited")
+    add_batch_options(p, quiet=False)
+
+
+def verify_line(record: dict[str, Any]) -> str:
+    """One file of a run over many: its outcome in a line."""
+    check = record["verify"]
+    if record["status"] == "no-cfi":
+        return f"{record['path']}: no CFI to check against"
+    if check is None:
+        why = "no .sframe" if record["status"] == "no-sframe" else "no DWARF CFI to check " \
+              "its .sframe against"
+        return f"{record['path']}: not checked: {why}"
+    return (f"{record['path']}: {'ok' if check['ok'] else 'FAILED'}: {check['checked']} "
+            f"functions checked at every PC, {check['mismatches']} mismatches, "
+            f"{check['missing']} without SFrame, {check['extra']} only in SFrame, "
+            f"{check['layout']} layout problems")
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.files and not args.files_from:
+        usage_error("verify", "no input files (FILE..., -r FOLDER or --files-from)")
+    if many_files(args, args.files) or not args.files:
+        if args.consumer:
+            usage_error("verify", "--consumer checks one file at a time")
+        records, status = run_batch(args, args.files, Task("verify"), verify_line)
+        print_summary(records, args.json)
+        return status
+    args.file = args.files[0]
     if args.consumer:
         return _consumer(args.file, args.consumer)
     result, abi = verify_elf(args.file)

@@ -1,0 +1,191 @@
+"""One input file of a tree run -> one JSON record (the line ``--jsonl`` writes).
+
+The record is the whole result of a file: a worker returns it, the journal
+stores it, the summary adds records up.  Schema (``SCHEMA``; README, "Whole trees
+and clusters"): a new field may be added within a version; a field changes
+meaning or goes away only with a new version.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..elf.exe import OldKernels
+from ..errors import Cfi2SframeError, DecodeError
+
+SCHEMA = 1
+
+Command = Literal["stats", "verify", "convert"]
+
+# Every status a record can have; the first four are not failures.
+STATUSES = {
+    "ok": "done",
+    "no-cfi": "an ELF file without .eh_frame, .debug_frame or .sframe",
+    "no-sframe": "(verify) an ELF file without .sframe: nothing to check",
+    "has-sframe": "(conversion) kept as it is: it has .sframe (--replace regenerates it)",
+    "mismatch": "(verify) SFrame and the DWARF CFI disagree, or the layout is wrong",
+    "error": "bad input: the file cannot be read or converted (the error says why)",
+    "timeout": "the worker ran out of --timeout and was stopped",
+    "crash": "the worker died (a signal) before it returned a record",
+    "internal-error": "a bug of ours (please report it with the file)",
+}
+GOOD_STATUSES = ("ok", "no-cfi", "no-sframe", "has-sframe")
+
+
+@dataclass(frozen=True)
+class Task:
+    """What to do with every file of a run (the same for all of them)."""
+
+    command: Command
+    sframe_version: int = 2
+    replace: bool = False  # convert: regenerate an .sframe the file has
+    old_kernels: OldKernels = "keep"  # convert: where the moved header table goes
+
+
+def empty_record(path: str, task: Task) -> dict[str, Any]:
+    """A record with every field, none filled in yet."""
+    return {"schema": SCHEMA, "path": path, "command": task.command, "status": "ok",
+            "error": None, "size": None, "mtime_ns": None, "arch": None, "elf_type": None,
+            "sframe_version": task.sframe_version, "fdes": None, "emitted": None,
+            "skipped": {}, "eh_frame_bytes": None, "eh_frame_hdr_bytes": None,
+            "sframe_bytes_in_file": None, "sframe_v2_bytes": None, "sframe_v3_bytes": None,
+            "verify": None, "seconds": None, "max_rss_kib": None}
+
+
+def failed_record(path: str, task: Task, status: str, error: str) -> dict[str, Any]:
+    """The record of a file whose worker produced none (timeout, crash)."""
+    record = empty_record(path, task)
+    record.update(status=status, error=error)
+    _stamp(record, path)
+    return record
+
+
+def file_record(path: str, task: Task, read_as: str | None = None) -> dict[str, Any]:
+    """Do ``task`` on one file and describe the outcome; never raises for bad input
+    (it becomes the record's error) nor for a bug of ours (status internal-error).
+
+    ``read_as``: where the file is read from when ``path`` (the name recorded, as
+    the user gave it) is not valid where this runs (a Dask worker).
+    """
+    started = time.perf_counter()
+    record = empty_record(path, task)
+    try:
+        _fill(record, path, read_as or path, task)
+    except Cfi2SframeError as exc:
+        record.update(status="error", error=str(exc))
+    except DecodeError as exc:
+        record.update(status="error", error=f"{path}: error: {exc}")
+    except Exception as exc:  # a bug of ours: recorded as such, never as bad input
+        record.update(status="internal-error", error=f"{type(exc).__name__}: {exc}")
+    _stamp(record, read_as or path)
+    record["seconds"] = round(time.perf_counter() - started, 4)
+    return record
+
+
+def _stamp(record: dict[str, Any], path: str) -> None:
+    """Size and mtime of the file as it is now (after a conversion wrote it), the key
+    ``--resume`` compares."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return
+    record.update(size=info.st_size, mtime_ns=info.st_mtime_ns)
+
+
+def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None:
+    from ..elf.read import open_elf
+    from ..errors import located
+    from ..files import read_bytes
+
+    data = read_bytes(read_path)
+    if data[:4] != b"\x7fELF":
+        raise Cfi2SframeError(path, "not an ELF file")
+    try:
+        view = open_elf(data, "ELF file")
+    except DecodeError as exc:
+        raise located(path, exc) from None
+    names = set(view.section_names)
+    dwarf = ".eh_frame" in names or ".debug_frame" in names
+    for name, key in ((".eh_frame", "eh_frame_bytes"), (".eh_frame_hdr", "eh_frame_hdr_bytes"),
+                      (".sframe", "sframe_bytes_in_file")):
+        section = view.section(name)
+        record[key] = section.size if section is not None else (None if key.startswith(
+            "sframe") else 0)
+    record["elf_type"] = view.elf_type
+    if not dwarf and ".sframe" not in names:
+        record["status"] = "no-cfi"
+        return
+    if task.command == "verify":
+        _verify(record, path, data, dwarf and ".sframe" in names)
+        if ".sframe" not in names:
+            record["status"] = "no-sframe"
+        return
+    if task.command == "convert":
+        if ".sframe" in names and not task.replace:
+            record["status"] = "has-sframe"
+            return
+        _convert(record, path, read_path, data, task)
+        return
+    _stats(record, path, data, task)
+    _verify(record, path, data, dwarf and ".sframe" in names)
+
+
+def _coverage(record: dict[str, Any], path: str, data: bytes, version: int) -> int:
+    """Convert for ``version``; fill arch, FDEs, emitted and reasons; the section size."""
+    from ..convert import convert_file
+
+    conversion = convert_file(path, data, version=version)
+    if version == record["sframe_version"]:
+        record.update(arch=conversion.arch.name, fdes=getattr(conversion, "fde_count", None),
+                      emitted=len(conversion.functions),
+                      skipped=dict(Counter(s.reason for s in conversion.skips).most_common()))
+    return len(conversion.raw())
+
+
+def _stats(record: dict[str, Any], path: str, data: bytes, task: Task) -> None:
+    for version in (2, 3):
+        record[f"sframe_v{version}_bytes"] = _coverage(record, path, data, version)
+
+
+def _verify(record: dict[str, Any], path: str, data: bytes, possible: bool) -> None:
+    """Check the file's own .sframe against its DWARF CFI (when it has both)."""
+    from ..analysis.compare import verify_elf
+
+    if not possible:
+        return
+    result, _ = verify_elf(path, data)
+    record["verify"] = {"ok": result.ok, "checked": result.checked,
+                        "mismatches": len(result.mismatches), "missing": len(result.missing),
+                        "extra": len(result.extra), "unevaluated": len(result.unevaluated),
+                        "layout": len(result.layout)}
+    if not result.ok:
+        record["status"] = "mismatch"
+
+
+def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
+             task: Task) -> None:
+    """``--in-place``: rewrite the file with a new .sframe once the copy verifies."""
+    from dataclasses import replace
+
+    from ..analysis.compare import check_rewritten
+    from ..convert import ElfConversion, convert_file
+    from ..files import write_output
+
+    conversion = convert_file(path, data, version=task.sframe_version, replace=task.replace)
+    if not isinstance(conversion, ElfConversion):  # an ELF file always converts as one
+        raise TypeError(f"{path}: converted as {type(conversion).__name__}")
+    conversion = replace(conversion, old_kernels=task.old_kernels)
+    payload = conversion.output(conversion.rewrite_form)
+    check_rewritten(path, payload)
+    try:
+        write_output(read_path, payload, read_path)
+    except OSError as exc:
+        raise Cfi2SframeError(path, f"cannot write output: {exc.strerror or exc}") from None
+    record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
+                  emitted=len(conversion.functions), elf_type=conversion.elf_type,
+                  skipped=dict(Counter(s.reason for s in conversion.skips).most_common()))
+    record[f"sframe_v{task.sframe_version}_bytes"] = conversion.image.size

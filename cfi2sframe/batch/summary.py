@@ -1,0 +1,81 @@
+"""Add the records of a run up: the table printed at its end (or ``--json``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from .record import GOOD_STATUSES
+
+SIZE_KEYS = ("fdes", "emitted", "eh_frame_bytes", "eh_frame_hdr_bytes", "sframe_v2_bytes",
+             "sframe_v3_bytes", "sframe_bytes_in_file")
+
+
+def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over ``records``: files by status, FDEs and emitted, section bytes,
+    reasons, verify outcomes, seconds of work and the largest worker."""
+    statuses: Counter[str] = Counter()
+    totals: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    verified: Counter[str] = Counter()
+    seconds, peak = 0.0, 0
+    versions: set[int] = set()
+    for record in records:
+        statuses[record["status"]] += 1
+        for key in SIZE_KEYS:
+            totals[key] += record.get(key) or 0
+        reasons.update(record.get("skipped") or {})
+        check = record.get("verify")
+        if check:
+            verified["files"] += 1
+            verified["ok" if check["ok"] else "failed"] += 1
+            verified["functions"] += check["checked"]
+        seconds += record.get("seconds") or 0.0
+        peak = max(peak, record.get("max_rss_kib") or 0)
+        versions.add(int(record.get("sframe_version") or 0))
+    return {"files": sum(statuses.values()), "statuses": dict(statuses.most_common()),
+            "failed": sum(n for s, n in statuses.items() if s not in GOOD_STATUSES),
+            **{key: totals[key] for key in SIZE_KEYS},
+            "sframe_version": min(versions) if len(versions) == 1 else None,
+            "skipped": dict(reasons.most_common()), "verified": dict(verified),
+            "seconds": round(seconds, 2), "max_rss_kib": peak}
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def summary_table(summary: dict[str, Any], top: int = 8) -> str:
+    """The summary as aligned ``label  value`` lines."""
+    eh = summary["eh_frame_bytes"] + summary["eh_frame_hdr_bytes"]
+    version = summary["sframe_version"]
+    statuses = ", ".join(f"{n} {s}" for s, n in summary["statuses"].items()) or "none"
+    reasons = ", ".join(f"{r} {n}" for r, n in list(summary["skipped"].items())[:top])
+    more = len(summary["skipped"]) - top
+    rows = [("files", f"{summary['files']} ({statuses})")]
+    if summary["fdes"]:
+        rows.append(("FDEs", f"{summary['fdes']}, {summary['emitted']} in SFrame"
+                             + (f" V{version}" if version else "")
+                             + f" ({_share(summary['emitted'], summary['fdes'])})"))
+    rows.append((".eh_frame+_hdr", f"{eh} bytes"))
+    for v in (2, 3):
+        size = summary[f"sframe_v{v}_bytes"]
+        if size:
+            rows.append((f".sframe V{v}", f"{size} bytes ({_share(size, eh)} of .eh_frame"
+                                          "+.eh_frame_hdr)"))
+    if summary["sframe_bytes_in_file"]:
+        rows.append((".sframe found", f"{summary['sframe_bytes_in_file']} bytes in the files"))
+    if summary["fdes"]:
+        rows.append(("left out", (reasons or "none") + (f", {more} more reasons" if more > 0
+                                                         else "")))
+    checked = summary["verified"]
+    if checked:
+        rows.append(("verified", f"{checked.get('files', 0)} files with .sframe: "
+                                 f"{checked.get('ok', 0)} correct, "
+                                 f"{checked.get('failed', 0)} not; "
+                                 f"{checked.get('functions', 0)} functions checked"))
+    rows.append(("work", f"{summary['seconds']:.1f} s over all files; largest worker "
+                         f"{summary['max_rss_kib'] // 1024} MiB"))
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)

@@ -1,0 +1,193 @@
+"""Many files in one command (``stats``, ``verify``, ``--in-place`` conversion): the
+options, and the run that ties inputs, workers, journal, progress and summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from ..batch.record import Task
+from ..errors import EX_SOFTWARE, Cfi2SframeError
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of jobs (1 or more)")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds above 0")
+    return value
+
+
+def add_batch_options(p: argparse.ArgumentParser, quiet: bool = True) -> None:
+    """``-r``, ``--files-from``, ``-j``, ``--timeout``, ``--jsonl``, ``--resume``,
+    ``--dask`` and (unless the command has its own) ``-q``."""
+    group = p.add_argument_group(
+        "many files", "several inputs, folders (-r) or lists run on every core; one "
+        "file's failure is recorded and the run goes on (README: 'Whole trees and "
+        "clusters')")
+    group.add_argument("-r", "--recursive", action="store_true",
+                       help="folders among the inputs: every ELF file under them (symbolic "
+                            "links are not followed; other files are skipped silently)")
+    group.add_argument("--files-from", metavar="FILE",
+                       help="more inputs, one name per line, from FILE (- for standard "
+                            "input)")
+    group.add_argument("-0", "--null", action="store_true",
+                       help="--files-from names are separated by NUL bytes (find -print0)")
+    group.add_argument("-j", "--jobs", type=_jobs, default=usable_cores(), metavar="N",
+                       help=f"files worked on at once (default: the usable cores, "
+                            f"{usable_cores()} here)")
+    group.add_argument("--timeout", type=_seconds, metavar="S",
+                       help="stop the work on a file after S seconds and record a timeout")
+    group.add_argument("--jsonl", metavar="FILE",
+                       help="write one JSON record per file to FILE as soon as it is done")
+    group.add_argument("--resume", action="store_true",
+                       help="with --jsonl: keep its records, skip the files recorded with "
+                            "the same size and mtime, append the others")
+    group.add_argument("--dask", metavar="ADDRESS",
+                       help="run on a dask.distributed scheduler (tcp://HOST:8786) instead "
+                            "of local processes; workers read the files by absolute path "
+                            "(pip install 'cfi2sframe[dask]')")
+    if quiet:
+        group.add_argument("-q", "--quiet", action="store_true",
+                           help="no progress bar and no line per file: the summary only")
+
+
+def usage_error(command: str, message: str) -> NoReturn:
+    """A usage error (exit 2), as argparse reports its own."""
+    print(f"cfi2sframe{' ' + command if command else ''}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def many_files(args: argparse.Namespace, inputs: list[str]) -> bool:
+    """True when the command line asks for a run over many files."""
+    return bool(len(inputs) > 1 or args.recursive or args.files_from or args.jsonl
+                or args.dask)
+
+
+Describe = Callable[[dict[str, Any]], str]
+
+
+def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
+              describe: Describe) -> tuple[list[dict[str, Any]], int]:
+    """Every input's record, in input order, and the exit status: 0, 1 when a file
+    failed (bad input, mismatch, timeout, crash), 70 when one met a bug of ours.
+
+    Lines go out in input order as soon as the files before them are done; the
+    journal gets each record the moment its file is done.
+    """
+    from ..batch.inputs import gather
+    from ..batch.journal import Journal, read_journal, unchanged
+    from ..batch.progress import Progress
+
+    if args.resume and not args.jsonl:
+        raise Cfi2SframeError("", "--resume needs --jsonl FILE (the records to resume)")
+    paths = gather(inputs, args.recursive, args.files_from, args.null)
+    if not paths:
+        raise Cfi2SframeError("", "no input files (folders need -r; non-ELF files under "
+                                  "them are skipped)")
+    previous = read_journal(args.jsonl) if args.resume else {}
+    done: dict[int, dict[str, Any]] = {}
+    todo: list[tuple[int, str]] = []
+    for index, path in enumerate(paths):
+        record = previous.get(path)
+        if record is not None and unchanged(record, path):
+            done[index] = record
+        else:
+            todo.append((index, path))
+    sizes = {index: _size(path) for index, path in todo}
+    # Largest first: the long files start early and the short ones fill the gaps.
+    todo.sort(key=lambda item: -sizes[item[0]])
+    progress = Progress(len(todo), sum(sizes.values()), not args.quiet)
+    quiet = args.quiet or args.json  # --json: the one object is all of standard output
+    journal = Journal(args.jsonl, append=args.resume) if args.jsonl else None
+    printed = 0
+    try:
+        for index, record in _runner(args, todo, task):
+            done[index] = record
+            if journal is not None:
+                journal.add(record)
+            progress.advance(record["path"], sizes[index])
+            while printed in done:
+                _show(done[printed], describe, progress, quiet)
+                printed += 1
+    finally:
+        progress.close()
+        if journal is not None:
+            journal.close()
+    while printed in done:  # all resumed, or the tail after the last new record
+        _show(done[printed], describe, progress, quiet)
+        printed += 1
+    records = [done[index] for index in range(len(paths))]
+    statuses = {record["status"] for record in records}
+    from ..batch.record import GOOD_STATUSES
+
+    status = EX_SOFTWARE if "internal-error" in statuses else \
+        1 if statuses - set(GOOD_STATUSES) else 0
+    return records, status
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _runner(args: argparse.Namespace, todo: list[tuple[int, str]],
+            task: Task) -> Any:
+    if args.dask:
+        from ..batch.cluster import run_dask
+
+        return run_dask(args.dask, todo, task, args.timeout)
+    from ..batch.pool import run_local
+
+    return run_local(todo, task, args.jobs, args.timeout)
+
+
+def _show(record: dict[str, Any], describe: Describe, progress: Any, quiet: bool) -> None:
+    """A failed file's error on standard error; a line for every file unless ``-q``."""
+    if record["error"]:
+        error = record["error"]
+        if record["status"] == "internal-error":
+            error = f"{record['path']}: internal error: {error} (please report it)"
+        progress.write(error, error=True)
+    elif not quiet:
+        progress.write(describe(record))
+
+
+def print_summary(records: list[dict[str, Any]], as_json: bool,
+                  extra: dict[str, Any] | None = None) -> None:
+    """The table at the end of a run, or the records and totals as one JSON object."""
+    from ..batch.summary import summarize, summary_table
+
+    summary = summarize(records)
+    if as_json:
+        print(json.dumps({"files": records, "total": summary, "failed": summary["failed"],
+                          **(extra or {})}, indent=1))
+    else:
+        print(summary_table(summary))
+    sys.stdout.flush()
