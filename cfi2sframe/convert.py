@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .arch import as_arch, by_sframe_abi
 from .arch.base import Arch
+from .elf.compressed import DEFAULT_LIMITS, Limits
 from .errors import Cfi2SframeError, DecodeError, located
 from .files import read_bytes
 from .frontend.probe import Assembler, ProbeRun
@@ -301,6 +303,7 @@ class ElfConversion(Conversion):
     replace: bool = False  # an .sframe already in the file is replaced, not refused
     from_sframe: bool = False  # made from the file's own .sframe (--source sframe)
     old_kernels: OldKernels = "keep"  # elf form: see elf.exe.OldKernels
+    append_only: bool = False  # elf form: old bytes never written over (elf.exe.plan)
 
     @property
     def linked(self) -> bool:
@@ -347,13 +350,14 @@ class ElfConversion(Conversion):
                 return done
         try:
             return add_loadable_sframe(self.data, self.image.size, build, self.source,
-                                       self.replace, self.old_kernels)[0]
+                                       self.replace, self.old_kernels, self.append_only)[0]
         except DecodeError as exc:
             raise located(self.source, exc) from None
 
 
 def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
-                   sframe_address: int | None = None) -> ElfConversion:
+                   sframe_address: int | None = None,
+                   limits: Limits = DEFAULT_LIMITS) -> ElfConversion:
     """An existing SFrame section (ELF file or raw section) -> SFrame ``version``.
 
     For files whose only unwind information is ``.sframe``; V1, V2 or V3 in.
@@ -366,7 +370,7 @@ def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
 
     if data is None:
         data = read_bytes(path)
-    loaded = load_sframe(path, data)
+    loaded = load_sframe(path, data, limits=limits)
     arch = by_sframe_abi(loaded.section.abi)
     names: dict[tuple[str, int], str] = {}
     elf_type, address = "ET_REL", 0
@@ -406,17 +410,19 @@ def default_sframe_address(data: bytes, path: str = "") -> int:
 
 
 def convert_elf(path: str, data: bytes | None = None, version: int = 2,
-                sframe_address: int | None = None, replace: bool = False) -> ElfConversion:
+                sframe_address: int | None = None, replace: bool = False,
+                limits: Limits = DEFAULT_LIMITS) -> ElfConversion:
     """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``).
 
-    ``replace``: the obj and elf outputs replace an ``.sframe`` the file has.
+    ``replace``: the obj and elf outputs replace an ``.sframe`` the file has;
+    ``limits``: how far a compressed section may expand.
     """
     from .arch import arch_for_machine
     from .dwarf.ehframe import read_elf_cfi
 
     if data is None:
         data = read_bytes(path)
-    cfi = read_elf_cfi(path, data)
+    cfi = read_elf_cfi(path, data, limits)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     require_sframe_abi(arch, path)
     functions, skips = lower_fdes(cfi, arch, version)
@@ -445,16 +451,16 @@ def _only_sframe(data: bytes) -> bool:
 def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
                  assembler: str | None = None, include_dir: str = ".", version: int = 2,
                  sframe_address: int | None = None, replace: bool = False,
-                 source_kind: str = "auto") -> Conversion:
+                 source_kind: str = "auto", limits: Limits = DEFAULT_LIMITS) -> Conversion:
     """Any input -> SFrame: an ELF file (by its magic; ``arch`` is its own) or assembly.
 
     For assembly the assembler is started before the directive parser (Lark) is
     loaded, so the two overlap.  ``source`` names the input in messages.
     """
     if source_kind == "sframe" or (source_kind == "auto" and _only_sframe(data)):
-        return convert_sframe(source, data, version, sframe_address)
+        return convert_sframe(source, data, version, sframe_address, limits)
     if data[:4] == b"\x7fELF":
-        return convert_elf(source, data, version, sframe_address, replace)
+        return convert_elf(source, data, version, sframe_address, replace, limits)
     from .frontend.probe import start_probe
 
     target = as_arch(arch)
@@ -462,3 +468,27 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     run = start_probe(data.decode("utf-8", "surrogateescape"), source, target.comment_chars,
                       runner, include_dir)
     return convert_probe(run, target, runner, version)
+
+
+def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
+                     read_stat: os.stat_result, limits: Limits = DEFAULT_LIMITS,
+                     preserve_dates: bool = False) -> bytes:
+    """``--in-place``: the input file replaced by its converted copy, once the copy
+    verifies; returns the bytes written.
+
+    A file with several names is converted append-only, so that it can be
+    rewritten in its own inode (``files.rewrite``).
+    """
+    from dataclasses import replace
+
+    from .analysis.compare import check_rewritten
+    from .files import rewrite
+
+    if read_stat.st_nlink > 1:
+        conversion = replace(conversion, append_only=True)
+    payload = conversion.output(conversion.rewrite_form)
+    check_rewritten(path, payload, limits)
+    if not isinstance(payload, bytes):  # check_rewritten refuses anything else
+        raise TypeError("an ELF rewrite is bytes")
+    rewrite(path, data, read_stat, payload, preserve_dates)
+    return payload

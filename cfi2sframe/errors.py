@@ -11,10 +11,21 @@ T = TypeVar("T")
 EX_SOFTWARE = 70
 
 
+def one_line(text: str) -> str:
+    """``text`` with control characters escaped (``\\n`` as ``\\x0a``): names and
+    strings read from a file must not split a diagnostic into several lines."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256
+                   else f"\\u{ord(c):04x}" for c in text)
+
+
 class Cfi2SframeError(Exception):
-    """Bad input or a failed conversion, reported as ``where: error: message``."""
+    """Bad input or a failed conversion, reported as ``where: error: message`` (one
+    line, whatever the file's names hold)."""
 
     def __init__(self, where: str, message: str) -> None:
+        where, message = one_line(where), one_line(message)
         super().__init__(f"{where}: error: {message}" if where else f"error: {message}")
         self.where = where
         self.message = message
@@ -33,6 +44,7 @@ class DecodeError(Exception):
     """Malformed binary data at a byte offset."""
 
     def __init__(self, offset: int, message: str) -> None:
+        message = one_line(message)
         super().__init__(f"at byte {offset:#x}: {message}")
         self.offset = offset
         self.message = message

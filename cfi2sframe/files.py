@@ -8,6 +8,7 @@ import secrets
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 
 from .errors import Cfi2SframeError
 
@@ -46,25 +47,66 @@ def write_output(path: str, data: bytes | str, mode_of: str | None = None) -> No
         with open(path, "wb") as handle:
             handle.write(payload)
         return
+    if os.path.exists(path):
+        mode = os.stat(path).st_mode & 0o7777
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = (os.stat(mode_of).st_mode & 0o777 if mode_of else 0o666) & ~umask
+    _replace_with(path, payload, lambda fd: os.fchmod(fd, mode))
+
+
+def _replace_with(path: str, payload: bytes, prepare: Callable[[int], None]) -> None:
+    """Write ``payload`` to a file in ``path``'s folder, run ``prepare`` on its
+    descriptor (mode, owner, attributes, dates) while it has no name, name it and
+    rename it over ``path``; on any failure remove it and leave ``path`` as it was.
+
+    Only a kill between the naming and the rename (two system calls) can leave
+    the temporary behind, named ``.cfi2sframe-PID-...``; the next write into that
+    folder removes those whose process is gone (``_sweep``).
+    """
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = _write_unnamed(directory, payload)
+    _sweep(directory)
+    tmp = _write_unnamed(directory, payload, prepare)
     try:
         if tmp is None:
-            fd, tmp = tempfile.mkstemp(prefix=".cfi2sframe-", dir=directory)
-            with os.fdopen(fd, "wb") as handle:
-                _write_all(handle.fileno(), payload)
-        if os.path.exists(path):
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            base = os.stat(mode_of).st_mode & 0o777 if mode_of else 0o666
-            os.chmod(tmp, base & ~umask)
+            fd, tmp = tempfile.mkstemp(prefix=f".cfi2sframe-{os.getpid()}-", dir=directory)
+            try:
+                _write_all(fd, payload)
+                prepare(fd)
+            finally:
+                os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _sweep(directory: str) -> None:
+    """Remove the temporaries that killed runs of ours left in ``directory``."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(".cfi2sframe-")]
+    except OSError:
+        return
+    for name in names:
+        pid = name.split("-")[1]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            pass  # another run swept it, or the folder is not ours to clean
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def _write_all(fd: int, payload: bytes) -> None:
@@ -74,9 +116,10 @@ def _write_all(fd: int, payload: bytes) -> None:
     os.fsync(fd)
 
 
-def _write_unnamed(directory: str, payload: bytes) -> str | None:
-    """``payload`` in a new file of ``directory`` that is named only when complete;
-    None when the file system has no unnamed files."""
+def _write_unnamed(directory: str, payload: bytes,
+                   prepare: Callable[[int], None]) -> str | None:
+    """``payload`` in a new file of ``directory``, ``prepare``d and named only when
+    complete; None when the file system has no unnamed files."""
     flag = getattr(os, "O_TMPFILE", 0)
     if not flag or not os.path.isdir("/proc/self/fd"):
         return None
@@ -88,6 +131,7 @@ def _write_unnamed(directory: str, payload: bytes) -> str | None:
         raise
     try:
         _write_all(fd, payload)
+        prepare(fd)
         name = os.path.join(directory, f".cfi2sframe-{os.getpid()}-{secrets.token_hex(6)}")
         root = os.open("/", os.O_RDONLY)
         try:
@@ -113,3 +157,172 @@ def _is_special(path: str) -> bool:
     except OSError:
         return False
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+PAGE = 4096  # one write within one page is whole or absent when the process is killed
+
+
+def read_for_rewrite(path: str) -> tuple[bytes, os.stat_result]:
+    """The contents of the file ``path`` names (through symbolic links) and its status
+    from before the read (its access time not yet updated by it), for an in-place
+    rewrite that checks nothing changed meanwhile."""
+    try:
+        status = os.stat(path)
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise Cfi2SframeError(path, f"cannot read input: {exc.strerror}") from None
+    _check_unchanged(path, path, status)
+    return data, status
+
+
+def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: bytes,
+            preserve_dates: bool = False) -> None:
+    """Replace the file ``path`` names (``--in-place``) by ``new``: complete, or the old
+    file as it was.
+
+    A symbolic link is followed and kept: the file it names is rewritten, as
+    strip does.  A file with one name gets a new inode that takes its name
+    only when complete (``write_output``) and keeps its owner, group, mode
+    (setuid and setgid included) and extended attributes (file capabilities);
+    with ``preserve_dates`` its access and modification times.  A file with
+    several names (hard links) is rewritten in its own inode, so every name
+    sees the new contents (``rewrite_inode``).  If the file changed or vanished
+    since it was read, nothing is written.
+    """
+    target = os.path.realpath(path)
+    _check_unchanged(path, target, read_stat)
+    if read_stat.st_nlink > 1:
+        rewrite_inode(path, target, old, read_stat, new)
+        if preserve_dates:
+            _utime(path, target, read_stat)
+    else:
+        attributes = _xattrs(target)
+
+        def prepare(fd: int) -> None:
+            try:
+                os.fchown(fd, read_stat.st_uid, read_stat.st_gid)
+            except PermissionError:
+                pass  # not ours to give away: the writer keeps it, as with strip
+            os.fchmod(fd, read_stat.st_mode & 0o7777)  # after chown, which clears setuid
+            _set_xattrs(fd, attributes, path)
+            if preserve_dates:
+                _utime(path, fd, read_stat)
+            _check_unchanged(path, target, read_stat)
+
+        try:
+            _replace_with(target, new, prepare)
+        except OSError as exc:
+            raise Cfi2SframeError(path, f"cannot write output: {exc.strerror or exc}") \
+                from None
+
+
+def rewrite_inode(path: str, target: str, old: bytes, read_stat: os.stat_result,
+                  new: bytes) -> None:
+    """Turn the file ``old`` into ``new`` within its own inode, so that a kill at any
+    moment leaves the old file (perhaps with unused bytes after its end) or the
+    new one: the bytes past the old end are written first and synced; then the
+    rest of the change, which must lie within one page (the ELF header of an
+    append-only conversion), in one write.  A full disk while appending cuts the
+    file back to its old length.  Other changes are refused."""
+    size = len(old)
+    span = _changed_span(old, new[:size])
+    if len(new) < size or (span is not None and span[0] // PAGE != (span[1] - 1) // PAGE):
+        raise Cfi2SframeError(path, f"the file has {read_stat.st_nlink} names (hard links) "
+                                    "and this conversion would change it in more than one "
+                                    "place, which cannot be done in place without a moment "
+                                    "where it is half-written; convert a copy (cp) instead")
+    attributes = _xattrs(target)
+    try:
+        fd = os.open(target, os.O_WRONLY)
+    except OSError as exc:
+        raise Cfi2SframeError(path, f"cannot write output: {exc.strerror}") from None
+    try:
+        _check_unchanged(path, target, read_stat, fd)
+        try:
+            _pwrite_all(fd, new[size:], size)
+            os.fsync(fd)
+        except OSError as exc:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+            raise Cfi2SframeError(path, f"cannot write output: {exc.strerror}; the file "
+                                        "is as it was") from None
+        if span is not None:
+            os.pwrite(fd, new[span[0]:span[1]], span[0])  # within one page: one write
+            os.fsync(fd)
+        # A write clears setuid/setgid for non-root writers and the file capabilities
+        # for everyone: put them back.
+        os.fchmod(fd, read_stat.st_mode & 0o7777)
+        _set_xattrs(fd, attributes, path)
+    except OSError as exc:
+        raise Cfi2SframeError(path, f"cannot write output: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _changed_span(old: bytes, new: bytes) -> tuple[int, int] | None:
+    """[first, last + 1) of the bytes where two equally long strings differ; None if
+    they are equal.  Compared a block at a time (memcmp), then byte by byte."""
+    if old == new:
+        return None
+    block = 1 << 16
+    start = 0
+    while old[start:start + block] == new[start:start + block]:
+        start += block
+    while old[start] == new[start]:
+        start += 1
+    end = len(old)
+    while old[max(start, end - block):end] == new[max(start, end - block):end]:
+        end -= block
+    while old[end - 1] == new[end - 1]:
+        end -= 1
+    return start, end
+
+
+def _pwrite_all(fd: int, data: bytes, at: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, at)
+        view, at = view[written:], at + written
+
+
+def _check_unchanged(path: str, target: str, read_stat: os.stat_result,
+                     fd: int | None = None) -> None:
+    """An error when the file is not the one read (replaced, vanished, written since)."""
+    try:
+        now = os.fstat(fd) if fd is not None else os.stat(target)
+    except OSError:
+        now = None
+    same = now is not None and (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == (
+        read_stat.st_dev, read_stat.st_ino, read_stat.st_size, read_stat.st_mtime_ns)
+    if not same:
+        raise Cfi2SframeError(path, "the file changed or vanished while it was converted; "
+                                    "nothing written")
+
+
+def _xattrs(path: str) -> dict[str, bytes]:
+    """The extended attributes of ``path`` (none where the system has none)."""
+    if not hasattr(os, "listxattr"):
+        return {}
+    try:
+        return {name: os.getxattr(path, name) for name in os.listxattr(path)}
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            return {}
+        raise
+
+
+def _set_xattrs(target: int | str, attributes: dict[str, bytes], where: str) -> None:
+    for name, value in attributes.items():
+        try:
+            os.setxattr(target, name, value)
+        except OSError as exc:
+            raise Cfi2SframeError(where, f"cannot keep the extended attribute {name}: "
+                                         f"{exc.strerror}") from None
+
+
+def _utime(path: str, target: int | str, read_stat: os.stat_result) -> None:
+    try:
+        os.utime(target, ns=(read_stat.st_atime_ns, read_stat.st_mtime_ns))
+    except OSError as exc:
+        raise Cfi2SframeError(path, f"cannot keep the dates: {exc.strerror}") from None

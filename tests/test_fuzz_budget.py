@@ -22,7 +22,8 @@ from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parent.parent
 # Executions per target in CI (the cheap decoders get more); scale with the variable.
-RUNS = {"sframe": 200000, "compact": 200000, "elf": 20000, "asm": 5000}
+RUNS = {"sframe": 200000, "compact": 200000, "elf": 20000, "asm": 5000, "rewrite": 30000,
+        "compressed": 50000}
 SCALE = float(os.environ.get("CFI2SFRAME_FUZZ_SCALE", "1"))
 
 
@@ -42,6 +43,19 @@ def _seeds(target: str, folder: Path) -> None:
     if target == "elf":
         for obj in objects:
             shutil.copy(obj, folder / obj.name)
+    elif target == "rewrite":  # objects, and programs and libraries ld links from them
+        for obj in objects:
+            shutil.copy(obj, folder / obj.name)
+            for kind, flags in (("exe", ["-e", "0"]), ("so", ["-shared"])):
+                subprocess.run(["ld", *flags, "--unresolved-symbols=ignore-all", str(obj),
+                                "-o", str(folder / f"{obj.stem}.{kind}")], check=True,
+                               capture_output=True)
+    elif target == "compressed":  # .debug_frame compressed by objcopy, and the bomb
+        for path in examples[:4]:
+            source = folder.parent / f"{path.stem}.debug.s"
+            source.write_text("\t.cfi_sections .debug_frame\n" + path.read_text())
+            compress(source, folder / f"{path.stem}.zlib.o")
+        compress(make_bomb(folder.parent, 300_000_000), folder / "bomb.o")
     elif target == "sframe":
         for obj in objects:
             subprocess.run([sys.executable, "-m", "cfi2sframe", str(obj), "-o",
@@ -56,9 +70,30 @@ def _seeds(target: str, folder: Path) -> None:
                                            + code)
 
 
-@pytest.mark.parametrize("target", ["sframe", "elf", "compact", "asm"])
+def compress(source: Path, out: Path) -> None:
+    """Assemble ``source`` and compress its debug sections with objcopy (zlib)."""
+    plain = out.with_suffix(".plain.o")
+    subprocess.run(["as", str(source), "-o", str(plain)], check=True)
+    subprocess.run(["objcopy", "--compress-debug-sections=zlib", str(plain), str(out)],
+                   check=True)
+    plain.unlink()
+
+
+def make_bomb(folder: Path, zeros: int) -> Path:
+    """Issue 16's decompression bomb: one function whose .debug_frame holds ``zeros``
+    zero bytes before its CIE and FDE (300 MB give a 292 KB object once compressed)."""
+    source = folder / f"bomb{zeros}.s"
+    source.write_text("\t.cfi_sections .debug_frame\n\t.text\n\t.globl f\n"
+                      "\t.type f, @function\nf:\n\t.cfi_startproc\n\tret\n"
+                      f"\t.cfi_endproc\n\t.section .debug_frame,\"\",@progbits\n"
+                      f"\t.skip {zeros}\n")
+    return source
+
+
+@pytest.mark.parametrize("target", ["sframe", "elf", "compact", "asm", "rewrite",
+                                    "compressed"])
 def test_fuzz_target_within_budget(target: str, tmp_path: Path, report) -> None:
-    require("as")
+    require("as", "ld", "objcopy")
     pytest.importorskip("atheris")
     seeds = tmp_path / "seeds"
     _seeds(target, seeds)

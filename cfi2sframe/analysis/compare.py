@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..arch.base import Arch
+from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.layout import Problem, layout_problems
 from ..elf.read import open_elf
 from ..errors import Cfi2SframeError, DecodeError, located
@@ -260,7 +261,8 @@ def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
     return VerifyResult(checked, tuple(mismatches), tuple(missing), extra, tuple(unevaluated))
 
 
-def verify_elf(path: str, data: bytes | None = None) -> tuple[VerifyResult, int]:
+def verify_elf(path: str, data: bytes | None = None,
+               limits: Limits = DEFAULT_LIMITS) -> tuple[VerifyResult, int]:
     """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
     ``.debug_frame``); also the section's ABI id, for describing rules."""
     from ..arch import arch_for_machine
@@ -270,10 +272,10 @@ def verify_elf(path: str, data: bytes | None = None) -> tuple[VerifyResult, int]
 
     if data is None:
         data = read_bytes(path)
-    loaded = load_sframe(path, data)
+    loaded = load_sframe(path, data, limits=limits)
     if not loaded.is_elf:
         raise Cfi2SframeError(path, "verify needs an ELF file with .sframe and .eh_frame")
-    cfi = read_elf_cfi(path, data)
+    cfi = read_elf_cfi(path, data, limits)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     result = verify(loaded.section, cfi.timelines, arch,
                     lambda fde: loaded.section_of(fde.field_offset))
@@ -284,12 +286,13 @@ def verify_elf(path: str, data: bytes | None = None) -> tuple[VerifyResult, int]
     return replace(result, layout=tuple(problems)), loaded.section.abi
 
 
-def check_rewritten(display: str, payload: bytes | str) -> None:
+def check_rewritten(display: str, payload: bytes | str,
+                    limits: Limits = DEFAULT_LIMITS) -> None:
     """Verify a rewritten ELF file against its own CFI before it replaces the input
     (``--in-place``): an error, and the input stays as it was, unless it verifies."""
     if not isinstance(payload, bytes):
         raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
-    result, _ = verify_elf(display, payload)
+    result, _ = verify_elf(display, payload, limits)
     if not result.ok or result.extra:
         raise Cfi2SframeError(display, "the rewritten file does not verify; input left "
                                        "untouched")

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.exe import OldKernels
 from ..errors import Cfi2SframeError, DecodeError
 
@@ -44,6 +45,8 @@ class Task:
     sframe_version: int = 2
     replace: bool = False  # convert: regenerate an .sframe the file has
     old_kernels: OldKernels = "keep"  # convert: where the moved header table goes
+    limits: Limits = DEFAULT_LIMITS  # how far a compressed section may expand
+    preserve_dates: bool = False  # convert: keep the access and modification times
 
 
 def empty_record(path: str, task: Task) -> dict[str, Any]:
@@ -120,7 +123,7 @@ def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None
         record["status"] = "no-cfi"
         return
     if task.command == "verify":
-        _verify(record, path, data, dwarf and ".sframe" in names)
+        _verify(record, path, data, dwarf and ".sframe" in names, task.limits)
         if ".sframe" not in names:
             record["status"] = "no-sframe"
         return
@@ -131,14 +134,15 @@ def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None
         _convert(record, path, read_path, data, task)
         return
     _stats(record, path, data, task)
-    _verify(record, path, data, dwarf and ".sframe" in names)
+    _verify(record, path, data, dwarf and ".sframe" in names, task.limits)
 
 
-def _coverage(record: dict[str, Any], path: str, data: bytes, version: int) -> int:
+def _coverage(record: dict[str, Any], path: str, data: bytes, version: int,
+              limits: Limits) -> int:
     """Convert for ``version``; fill arch, FDEs, emitted and reasons; the section size."""
     from ..convert import convert_file
 
-    conversion = convert_file(path, data, version=version)
+    conversion = convert_file(path, data, version=version, limits=limits)
     if version == record["sframe_version"]:
         record.update(arch=conversion.arch.name, fdes=getattr(conversion, "fde_count", None),
                       emitted=len(conversion.functions),
@@ -148,16 +152,18 @@ def _coverage(record: dict[str, Any], path: str, data: bytes, version: int) -> i
 
 def _stats(record: dict[str, Any], path: str, data: bytes, task: Task) -> None:
     for version in (2, 3):
-        record[f"sframe_v{version}_bytes"] = _coverage(record, path, data, version)
+        record[f"sframe_v{version}_bytes"] = _coverage(record, path, data, version,
+                                                       task.limits)
 
 
-def _verify(record: dict[str, Any], path: str, data: bytes, possible: bool) -> None:
+def _verify(record: dict[str, Any], path: str, data: bytes, possible: bool,
+            limits: Limits) -> None:
     """Check the file's own .sframe against its DWARF CFI (when it has both)."""
     from ..analysis.compare import verify_elf
 
     if not possible:
         return
-    result, _ = verify_elf(path, data)
+    result, _ = verify_elf(path, data, limits)
     record["verify"] = {"ok": result.ok, "checked": result.checked,
                         "mismatches": len(result.mismatches), "missing": len(result.missing),
                         "extra": len(result.extra), "unevaluated": len(result.unevaluated),
@@ -171,20 +177,17 @@ def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
     """``--in-place``: rewrite the file with a new .sframe once the copy verifies."""
     from dataclasses import replace
 
-    from ..analysis.compare import check_rewritten
-    from ..convert import ElfConversion, convert_file
-    from ..files import write_output
+    from ..convert import ElfConversion, convert_file, rewrite_in_place
+    from ..files import read_for_rewrite
 
-    conversion = convert_file(path, data, version=task.sframe_version, replace=task.replace)
+    data, read_stat = read_for_rewrite(read_path)
+    conversion = convert_file(path, data, version=task.sframe_version, replace=task.replace,
+                              limits=task.limits)
     if not isinstance(conversion, ElfConversion):  # an ELF file always converts as one
         raise TypeError(f"{path}: converted as {type(conversion).__name__}")
     conversion = replace(conversion, old_kernels=task.old_kernels)
-    payload = conversion.output(conversion.rewrite_form)
-    check_rewritten(path, payload)
-    try:
-        write_output(read_path, payload, read_path)
-    except OSError as exc:
-        raise Cfi2SframeError(path, f"cannot write output: {exc.strerror or exc}") from None
+    rewrite_in_place(read_path, conversion, data, read_stat, task.limits,
+                     task.preserve_dates)
     record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
                   emitted=len(conversion.functions), elf_type=conversion.elf_type,
                   skipped=dict(Counter(s.reason for s in conversion.skips).most_common()))

@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ..arch import get_arch
+from ..elf.compressed import Limits
 from ..errors import Cfi2SframeError
 from ..files import write_output
 
@@ -65,3 +66,34 @@ def modules_of(args: argparse.Namespace) -> list[Module]:
 
     modules = modules_from_maps(args.maps) if args.maps else []
     return modules + [load_module(*parse_module(text)) for text in args.module]
+
+
+def _size(text: str) -> int:
+    """argparse type of a byte count: 123, 64K, 512M, 2G."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    number, unit = text.rstrip("KMGkmg"), text[len(text.rstrip("KMGkmg")):].upper()
+    if not number.isdigit() or unit not in units:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size (e.g. 300M, 2G)")
+    return int(number) * units[unit]
+
+
+def _ratio(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of 1 or more")
+    return int(text)
+
+
+def add_limit_options(p: argparse.ArgumentParser) -> None:
+    """``--max-section-size`` and ``--max-section-ratio``: how far a compressed section
+    may expand (README, "Limits and safety")."""
+    default = Limits()
+    p.add_argument("--max-section-size", type=_size, default=default.max_bytes, metavar="SIZE",
+                   help="refuse a compressed section that expands beyond SIZE bytes "
+                        "(K, M, G; default: 1G)")
+    p.add_argument("--max-section-ratio", type=_ratio, default=default.max_ratio,
+                   metavar="N", help="refuse a compressed section that expands beyond N "
+                                     f"times its file's size (default: {default.max_ratio})")
+
+
+def limits_of(args: argparse.Namespace) -> Limits:
+    return Limits(args.max_section_size, args.max_section_ratio)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..arch import ARCHES
 from ..errors import Cfi2SframeError
-from ..files import read_bytes
+from ..files import read_bytes, read_for_rewrite
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
-from .common import address, arch_name, write
+from .common import add_limit_options, address, arch_name, limits_of, write
 
 if TYPE_CHECKING:
     from ..convert import AsmConversion
@@ -120,6 +120,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--in-place", action="store_true",
                         help="ELF input: replace the input file (--emit obj or elf), only "
                              "after the new file is complete and verified")
+    parser.add_argument("-p", "--preserve-dates", action="store_true",
+                        help="--in-place: keep the file's access and modification times "
+                             "(as strip -p); owner, group, mode and extended attributes are "
+                             "always kept")
     parser.add_argument("-w", "--no-warnings", action="store_true",
                         help="do not print warnings for functions left out")
     parser.add_argument("--strict-assembler", action="store_true",
@@ -133,6 +137,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true",
                         help="many files: print every record and the totals as one JSON "
                              "object")
+    add_limit_options(parser)
     add_batch_options(parser)
     return parser
 
@@ -200,7 +205,11 @@ def run(args: argparse.Namespace) -> int:
         args.output = args.input
     output = args.output or _default_output(args.input, args.emit, args.format)
     emit = _emit_kind(args.emit, output)
-    data = read_bytes(args.input)
+    read_stat = None
+    if args.in_place:
+        data, read_stat = read_for_rewrite(args.input)
+    else:
+        data = read_bytes(args.input)
     display = "<stdin>" if args.input == "-" else args.input
     if args.format == "compact-unwind":
         return _convert_compact(args, display, data, output, emit)
@@ -209,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
                               args.sframe_version, args.sframe_address, args.replace,
-                              args.source)
+                              args.source, limits_of(args))
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
     _report_skips(conversion.skips, args)
@@ -218,15 +227,18 @@ def run(args: argparse.Namespace) -> int:
     if args.fatal_warnings and conversion.skips:
         raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
                                        "--fatal-warnings is set")
-    if args.in_place and isinstance(conversion, ElfConversion) and emit == "raw":
-        emit = conversion.rewrite_form
     if isinstance(conversion, ElfConversion):
         conversion = replace(conversion, old_kernels=args.old_kernels)
-    payload = conversion.output(emit)
-    if args.in_place:
-        from ..analysis.compare import check_rewritten
+    if read_stat is not None:
+        if not isinstance(conversion, ElfConversion) or emit not in ("raw",
+                                                                      conversion.rewrite_form):
+            raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
+        from ..convert import rewrite_in_place
 
-        check_rewritten(display, payload)
+        rewrite_in_place(display, conversion, data, read_stat, limits_of(args),
+                         args.preserve_dates)
+        return 0
+    payload = conversion.output(emit)
     # A rewritten ELF file keeps the input's permission bits (a program stays runnable).
     keeps_mode = emit in ("elf", "obj") and isinstance(conversion, ElfConversion) \
         and args.input != "-"
@@ -256,7 +268,8 @@ def _convert_many(args: argparse.Namespace) -> int:
                         "--in-place only (each file is replaced by its converted copy)")
     if args.output or args.emit or args.format != "sframe" or "-" in args.inputs:
         usage_error("", "--in-place over many files takes no -o, --emit, --format or -")
-    task = Task("convert", args.sframe_version, args.replace, args.old_kernels)
+    task = Task("convert", args.sframe_version, args.replace, args.old_kernels,
+                limits_of(args), args.preserve_dates)
     records, status = run_batch(args, args.inputs, task, converted_line)
     print_summary(records, args.json)
     return status

@@ -8,7 +8,7 @@ from typing import Any
 from ..batch.record import Task
 from . import SUBCOMMANDS
 from .batch import add_batch_options, print_summary, run_batch, usage_error
-from .common import Subparsers
+from .common import Subparsers, add_limit_options, limits_of
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -29,6 +29,7 @@ def add_parser(sub: Subparsers) -> None:
                    help="also draw .sframe against .eh_frame + .eh_frame_hdr bytes per file, "
                         "coloured by coverage, and the reasons (pip install "
                         "'cfi2sframe[plot]')")
+    add_limit_options(p)
     add_batch_options(p)
 
 
@@ -54,7 +55,8 @@ def stats_line(record: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     if not args.files and not args.files_from:
         usage_error("stats", "no input files (FILE..., -r FOLDER or --files-from)")
-    records, status = run_batch(args, args.files, Task("stats", args.sframe_version),
+    records, status = run_batch(args, args.files, Task("stats", args.sframe_version,
+                                                            limits=limits_of(args)),
                                 stats_line)
     print_summary(records, args.json)
     if args.plot:

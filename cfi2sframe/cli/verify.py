@@ -9,7 +9,7 @@ from ..analysis.compare import verify_elf
 from ..batch.record import Task
 from . import SUBCOMMANDS
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
-from .common import Subparsers
+from .common import Subparsers, add_limit_options, limits_of
 from .show import describe_fde, words
 
 
@@ -35,6 +35,7 @@ def add_parser(sub: Subparsers) -> None:
                         "backtrace(): V2, sorted, PT_GNU_SFRAME; the kernel's deferred "
                         "unwinder: V3, PC-relative starts, no auxiliary header, sorted, "
                         "non-zero counts, PT_GNU_SFRAME); each failed one is cited")
+    add_limit_options(p)
     add_batch_options(p, quiet=False)
 
 
@@ -59,13 +60,14 @@ def run(args: argparse.Namespace) -> int:
     if many_files(args, args.files) or not args.files:
         if args.consumer:
             usage_error("verify", "--consumer checks one file at a time")
-        records, status = run_batch(args, args.files, Task("verify"), verify_line)
+        task = Task("verify", limits=limits_of(args))
+        records, status = run_batch(args, args.files, task, verify_line)
         print_summary(records, args.json)
         return status
     args.file = args.files[0]
     if args.consumer:
         return _consumer(args.file, args.consumer)
-    result, abi = verify_elf(args.file)
+    result, abi = verify_elf(args.file, limits=limits_of(args))
     for problem in result.layout:
         print(f"{args.file}: bad layout: {problem.text} (header at {problem.at:#x})")
     for timeline, ranges in result.mismatches:

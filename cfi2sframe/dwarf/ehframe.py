@@ -1,7 +1,7 @@
 """DWARF CFI from ELF: ``.eh_frame`` / ``.debug_frame`` bytes -> the same ``Timeline``s.
 
 ``elfread`` reads the ELF container (sections, symbols; ``elfreloc`` the
-relocations of objects), pyelftools only compressed sections; the CFI bytes are
+relocations of objects; ``elf.compressed`` compressed sections); the CFI bytes are
 decoded here, into the same DWARF operations the assembly frontend produces,
 and replayed by the one interpreter.  (pyelftools' CFI decoder is too slow for
 large libraries and rejects ``DW_CFA_GNU_args_size``; opening a large library
@@ -10,13 +10,13 @@ with it costs 0.5 s, and its errors carry no byte offsets.)
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from ..arch import arch_for_machine
+from ..elf.compressed import DEFAULT_LIMITS, Limits, decompress
 from ..elf.read import (
     SHF_COMPRESSED,
     SHN_LORESERVE,
@@ -25,8 +25,8 @@ from ..elf.read import (
     is_mapping_symbol,
     open_elf,
 )
-from ..elf.reloc import apply_relocations, relocate_view
-from ..errors import Cfi2SframeError, CfiError, DecodeError, from_pyelftools, located
+from ..elf.reloc import relocate_view
+from ..errors import Cfi2SframeError, CfiError, DecodeError, located
 from ..files import read_bytes
 from ..model import Location, Row, Timeline
 from .frames import entries
@@ -155,8 +155,10 @@ class _Reader:
         return value & ((1 << 64) - 1), end
 
 
-def read_elf_cfi(path: str, data: bytes | None = None) -> ElfCfi:
-    """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file."""
+def read_elf_cfi(path: str, data: bytes | None = None,
+                 limits: Limits = DEFAULT_LIMITS) -> ElfCfi:
+    """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file;
+    a compressed one is decompressed within ``limits``."""
     if data is None:
         data = read_bytes(path)
     if data[:4] != b"\x7fELF":
@@ -175,52 +177,30 @@ def read_elf_cfi(path: str, data: bytes | None = None) -> ElfCfi:
             if found is not None and found.kind != SHT_NOBITS:
                 chosen, is_eh = found, eh
                 break
-        if chosen is not None and not chosen.flags & SHF_COMPRESSED:
-            # Read with ``elfread`` alone (fast, and errors carry byte offsets).
-            name = chosen.name
-            end = chosen.offset + chosen.size
-            if end > len(data):
-                raise DecodeError(chosen.header_at, f"{name} ends at {end:#x}, past the end "
-                                                    "of the file")
-            contents = bytearray(data[chosen.offset:end])
-            is_rel = view.elf_type == "ET_REL"
-            placements = relocate_view(view, view.sections.index(chosen), contents, path) \
-                if is_rel else {}
-            reader = _Reader(bytes(contents), view.little_endian, 8 if view.is64 else 4,
-                             0 if is_rel else chosen.addr)
-            fdes = _walk(reader, is_eh, placements, names)
-            return ElfCfi(path, view.machine, view.elf_type, tuple(fdes), name,
-                          not view.little_endian)
-        # Compressed sections: pyelftools decompresses them.
-        return from_pyelftools(path, lambda: _read_compressed(path, data, names))
+        if chosen is None:
+            raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
+        # Read with ``elfread`` alone (fast, and errors carry byte offsets).
+        name = chosen.name
+        end = chosen.offset + chosen.size
+        if end > len(data):
+            raise DecodeError(chosen.header_at, f"{name} ends at {end:#x}, past the end "
+                                                "of the file")
+        contents: bytes | bytearray = data[chosen.offset:end]
+        if chosen.flags & SHF_COMPRESSED:
+            contents = decompress(data[chosen.offset:end], view.little_endian, view.is64,
+                                  len(data), limits, chosen.header_at)
+        is_rel = view.elf_type == "ET_REL"
+        placements = {}
+        if is_rel:
+            contents = contents if isinstance(contents, bytearray) else bytearray(contents)
+            placements = relocate_view(view, view.sections.index(chosen), contents, path)
+        reader = _Reader(bytes(contents), view.little_endian, 8 if view.is64 else 4,
+                         0 if is_rel else chosen.addr)
+        fdes = _walk(reader, is_eh, placements, names)
+        return ElfCfi(path, view.machine, view.elf_type, tuple(fdes), name,
+                      not view.little_endian)
     except DecodeError as exc:
         raise located(path, exc, name) from None
-
-
-def _read_compressed(path: str, data: bytes, names: dict[tuple[str, int], str]) -> ElfCfi:
-    """``read_elf_cfi`` through pyelftools, for SHF_COMPRESSED CFI sections."""
-    from elftools.elf.elffile import ELFFile
-
-    elf = ELFFile(io.BytesIO(data))
-    section, is_eh = None, True
-    for candidate_name, eh in ((".eh_frame", True), (".debug_frame", False)):
-        candidate = elf.get_section_by_name(candidate_name)
-        if candidate is not None and candidate["sh_type"] != "SHT_NOBITS":
-            section, is_eh = candidate, eh
-            break
-    if section is None:
-        raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
-    contents = bytearray(section.data())  # pyelftools decompresses SHF_COMPRESSED
-    is_rel = elf["e_type"] == "ET_REL"
-    placements = apply_relocations(elf, section, contents, path) if is_rel else {}
-    base = 0 if is_rel else section["sh_addr"]
-    reader = _Reader(bytes(contents), elf.little_endian, elf.elfclass // 8, base)
-    try:
-        fdes = _walk(reader, is_eh, placements, names)
-    except DecodeError as exc:
-        raise located(path, exc, section.name) from None
-    return ElfCfi(path, elf["e_machine"], elf["e_type"], tuple(fdes), section.name,
-                  not elf.little_endian)
 
 
 def function_name(names: Names, section: str, address: int) -> str:

@@ -39,7 +39,10 @@ def entries(data: bytes, is_eh: bool, little: bool, pos: int = 0) -> Iterator[En
             offset_size = 8
             ident = -1
         if length == 0:
-            continue  # a zero terminator; linked files may hold several
+            # A zero terminator; linked files may hold several, and padding can be
+            # megabytes of zeros: go to the word holding the next non-zero byte.
+            pos += (_next_nonzero(data, pos) - pos) // 4 * 4
+            continue
         end = pos + length
         if end > size:
             raise DecodeError(start, f"CFI entry of {length} bytes runs past the end")
@@ -48,6 +51,20 @@ def entries(data: bytes, is_eh: bool, little: bool, pos: int = 0) -> Iterator[En
         is_cie = ident == 0 if is_eh else ident == (1 << (8 * offset_size)) - 1
         yield start, end, pos, pos + offset_size, ident, is_cie
         pos = end
+
+
+def _next_nonzero(data: bytes, pos: int) -> int:
+    """Where the first non-zero byte at or after ``pos`` is (the end when none), in
+    blocks that double in size: a short gap costs little, and a long one is
+    compared with zeros (``memcmp``) a megabyte at a time."""
+    step = 64
+    while pos < len(data):
+        block = data[pos:pos + step]
+        if block != bytes(len(block)):
+            return pos + len(block) - len(block.lstrip(b"\0"))
+        pos += len(block)
+        step = min(step * 2, 1 << 20)
+    return len(data)
 
 
 def _fixed(data: bytes, pos: int, size: int, little: bool) -> int:

@@ -95,8 +95,14 @@ def _congruent(at_least: int, to: int, page: int) -> int:
 
 
 def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phnum: int,
-         where: str, old_kernels: OldKernels = "keep") -> Placement:
-    """The placement of a ``size``-byte ``.sframe`` and a ``phnum``-entry table."""
+         where: str, old_kernels: OldKernels = "keep", append_only: bool = False
+         ) -> Placement:
+    """The placement of a ``size``-byte ``.sframe`` and a ``phnum``-entry table.
+
+    ``append_only``: every old byte stays (the section names and headers are not
+    written over), so the new file differs from the old one in its ELF header and
+    its new end only: what a same-inode rewrite needs (``files.rewrite_inode``).
+    """
     loads = [seg for seg in segments if seg.kind == PT_LOAD]
     if not loads:
         raise Cfi2SframeError(where, "the file has no loadable segments")
@@ -108,7 +114,7 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     contents_end = max(seg.offset + seg.filesz for seg in loads)
     memory_end = _up(max(seg.vaddr + seg.memsz for seg in loads), page)
     table = phnum * PHDR_SIZE
-    cut = _tail_start(view, segments)
+    cut = len(view.data) if append_only else _tail_start(view, segments)
     shdrs_at = _up(cut + names_size, 8)
     sframe_at = shdrs_at + (len(view.sections) + 2) * SHDR_SIZE
     phdrs_at = _congruent(sframe_at + size, contents_end, page)
@@ -153,15 +159,15 @@ def _tail_start(view: ElfView, segments: list[Segment]) -> int:
 
 
 def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], where: str,
-                        replace: bool = False, old_kernels: OldKernels = "keep"
-                        ) -> tuple[bytes, int]:
+                        replace: bool = False, old_kernels: OldKernels = "keep",
+                        append_only: bool = False) -> tuple[bytes, int]:
     """The linked ELF64 ``data`` with a ``size``-byte ``.sframe`` added; returns
     (file, section address).  ``build(address)`` gives the section placed there.
 
     ``replace``: a ``.sframe`` already there is renamed ``.sframe.old`` (its bytes
     stay where they are, typed PROGBITS so nothing reads them as SFrame) and its
     ``PT_GNU_SFRAME`` is pointed at the new section.  ``old_kernels``: see
-    ``OldKernels``.
+    ``OldKernels``; ``append_only``: see ``plan``.
     """
     view = open_elf(data, "ELF file")
     if not view.is64:
@@ -190,7 +196,7 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     name_old = len(names)
     if old is not None:
         names += b".sframe.old\0"
-    place = plan(view, segments, size, len(names), phnum, where, old_kernels)
+    place = plan(view, segments, size, len(names), phnum, where, old_kernels, append_only)
     sframe = build(place.sframe_address)
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")

@@ -88,6 +88,10 @@ def add_sframe(data: bytes, image: SectionImage, where: str, replace: bool = Fal
         raise Cfi2SframeError(where, "the object has no symbol table")
     out = bytearray(data)
     symtab = headers[symtab_index]
+    if symtab.size % 24 or symtab.offset + symtab.size > len(data) \
+            or symtab.info > symtab.size // 24:
+        raise Cfi2SframeError(where, f"malformed symbol table ({symtab.size} bytes at "
+                                     f"{symtab.offset:#x}, first global {symtab.info})")
     symbols = bytearray(data[symtab.offset : symtab.offset + symtab.size])
     section_symbol = _section_symbols(symbols, order)
     targets = sorted({func.section for func in image.functions})

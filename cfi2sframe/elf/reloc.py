@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import Section
 
-    from .read import ElfView
+    from .read import ElfView, Symbol
 
 # (e_machine, relocation type) -> size in bytes, for the address relocations CFI and
 # SFrame sections use.
@@ -91,6 +91,7 @@ def relocate_view(view: ElfView, index: int, contents: bytearray,
     order = "<" if view.little_endian else ">"
     endian: ByteOrder = "little" if view.little_endian else "big"
     placed: dict[int, tuple[str, int]] = {}
+    tables: dict[int, list[Symbol]] = {}  # many relocation sections may share one table
     for rel in view.sections:
         if rel.kind not in (4, 9) or rel.info != index:  # SHT_RELA, SHT_REL
             continue
@@ -102,7 +103,9 @@ def relocate_view(view: ElfView, index: int, contents: bytearray,
         if rel.offset + rel.size > len(view.data):
             raise bad(rel.header_at, f"relocation section {rel.name} runs past the end of "
                                      "the file")
-        symbols = view.symbols(rel.link)
+        if rel.link not in tables:
+            tables[rel.link] = view.symbols(rel.link)
+        symbols = tables[rel.link]
         for at in range(rel.offset, rel.offset + rel.size - entry + 1, entry):
             fields = struct.unpack_from(fmt, view.data, at)
             offset, info = fields[0], fields[1]

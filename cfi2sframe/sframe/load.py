@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..elf.read import SHT_GNU_SFRAME
+from ..elf.compressed import DEFAULT_LIMITS, Limits, decompress
+from ..elf.read import SHF_COMPRESSED, SHT_GNU_SFRAME
 from ..elf.reloc import apply_relocations
 from ..errors import Cfi2SframeError, DecodeError, from_pyelftools, located
 from ..files import read_bytes
 from .decode import DecodedSection, decode
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import Section
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,7 @@ class LoadedSFrame:
 
 
 def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
-                raw_address: int = 0) -> LoadedSFrame:
+                raw_address: int = 0, limits: Limits = DEFAULT_LIMITS) -> LoadedSFrame:
     """Read ``path`` (raw section or ELF) and decode its SFrame section.
 
     Relocatable objects get their start fields relocated, so every function
@@ -48,7 +54,7 @@ def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
     if data[:4] != b"\x7fELF":
         return LoadedSFrame(path, ".sframe", _decode(path, data, raw_address, ".sframe"),
                             False)
-    return _load_elf(path, data, as_readelf)
+    return _load_elf(path, data, as_readelf, limits)
 
 
 def _decode(path: str, data: bytes, address: int, name: str,
@@ -59,11 +65,13 @@ def _decode(path: str, data: bytes, address: int, name: str,
         raise located(path, exc, name) from None
 
 
-def _load_elf(path: str, data: bytes, as_readelf: bool) -> LoadedSFrame:
-    return from_pyelftools(path, lambda: _load_with_pyelftools(path, data, as_readelf))
+def _load_elf(path: str, data: bytes, as_readelf: bool, limits: Limits) -> LoadedSFrame:
+    return from_pyelftools(path, lambda: _load_with_pyelftools(path, data, as_readelf,
+                                                                limits))
 
 
-def _load_with_pyelftools(path: str, data: bytes, as_readelf: bool) -> LoadedSFrame:
+def _load_with_pyelftools(path: str, data: bytes, as_readelf: bool,
+                          limits: Limits) -> LoadedSFrame:
     from elftools.elf.elffile import ELFFile
 
     elf = ELFFile(io.BytesIO(data))
@@ -76,7 +84,7 @@ def _load_with_pyelftools(path: str, data: bytes, as_readelf: bool) -> LoadedSFr
             break
     if section is None:
         raise Cfi2SframeError(path, "no .sframe section")
-    contents = bytearray(section.data())
+    contents = bytearray(_contents(path, data, elf, section, limits))
     elf_type = elf["e_type"]
     version = contents[2] if len(contents) > 2 else 0
     targets: dict[int, str] = {}
@@ -88,3 +96,18 @@ def _load_with_pyelftools(path: str, data: bytes, as_readelf: bool) -> LoadedSFr
     decoded = _decode(path, bytes(contents), section["sh_addr"], section.name,
                       relocate and version == 1)
     return LoadedSFrame(path, section.name, decoded, True, elf_type, targets)
+
+
+def _contents(path: str, data: bytes, elf: ELFFile, section: Section, limits: Limits) -> bytes:
+    """The section's bytes; a compressed one decompressed within ``limits`` (never by
+    pyelftools, which believes the size the section claims)."""
+    if not section["sh_flags"] & SHF_COMPRESSED:
+        return bytes(section.data())
+    start, size = section["sh_offset"], section["sh_size"]
+    if start + size > len(data):
+        raise Cfi2SframeError(path, f"{section.name}: runs past the end of the file")
+    try:
+        return bytes(decompress(data[start:start + size], elf.little_endian,
+                                elf.elfclass == 64, len(data), limits))
+    except DecodeError as exc:
+        raise located(path, exc, section.name) from None

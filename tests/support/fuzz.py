@@ -7,6 +7,12 @@ Targets:
   elf      the ELF/DWARF CFI reader and SFrame conversion (convert_elf, raw output)
   compact  compact unwind decoder, x86-64/i386/arm64, and the exact encoders
   asm      the statement scanner and the Lark directive parser (no assembler run)
+  rewrite  the ELF rewriting path of --in-place: conversion to the obj or elf form,
+           the self-check, and the write through one name or two (hard links);
+           afterwards the file holds the old bytes or exactly the new ones
+  compressed  SHF_COMPRESSED CFI sections (zlib): the claimed size against the
+           limits, the bounded inflater, and the reader after it (seeded with a
+           decompression bomb)
 
 Seeds are real inputs: our own SFrame sections, installed ELF objects and
 libraries' first bytes, csmith assembly. The only allowed exceptions are the
@@ -19,14 +25,17 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 
 import atheris
 
 with atheris.instrument_imports():
     from cfi2sframe.compact.encoding import Code, decode, encode
-    from cfi2sframe.convert import convert_elf
+    from cfi2sframe.convert import convert_elf, rewrite_in_place
+    from cfi2sframe.elf.compressed import Limits
     from cfi2sframe.errors import Cfi2SframeError, DecodeError
+    from cfi2sframe.files import read_for_rewrite
     from cfi2sframe.frontend.directives import SyntaxProblem, parse_statement
     from cfi2sframe.frontend.scan import scan
     from cfi2sframe.sframe.decode import decode as decode_sframe
@@ -43,6 +52,35 @@ def _sframe(data: bytes) -> None:
 
 def _elf(data: bytes) -> None:
     convert_elf("fuzz.o", data).raw()
+
+
+SCRATCH = tempfile.mkdtemp(prefix="cfi2sframe-fuzz-")
+REWRITTEN = os.path.join(SCRATCH, "fuzz.elf")
+
+
+def _rewrite(data: bytes) -> None:
+    for name in (REWRITTEN, REWRITTEN + ".link"):
+        if os.path.exists(name):
+            os.unlink(name)
+    with open(REWRITTEN, "wb") as handle:
+        handle.write(data)
+    if len(data) % 2:  # every other input has a second name: the same-inode rewrite
+        os.link(REWRITTEN, REWRITTEN + ".link")
+    old, status = read_for_rewrite(REWRITTEN)
+    new = None
+    try:
+        conversion = convert_elf(REWRITTEN, old)
+        new = rewrite_in_place(REWRITTEN, conversion, old, status)
+    finally:
+        with open(REWRITTEN, "rb") as handle:
+            now = handle.read()
+        assert now == old or now == new, "the file is neither the old nor the new one"
+        if new is None:
+            assert now == old, "a failed rewrite changed the file"
+
+
+def _compressed(data: bytes) -> None:
+    convert_elf("fuzz.o", data, limits=Limits(max_bytes=1 << 22, max_ratio=64)).raw()
 
 
 def _compact(data: bytes) -> None:
@@ -72,13 +110,16 @@ def _asm(data: bytes) -> None:
 def _require_located(target: str, exc: Exception) -> None:
     """Accept an error only as a located input error: the ELF reader names the file,
     the decoders give a byte offset. Anything else is a finding."""
-    if isinstance(exc, Cfi2SframeError) and target == "elf" and exc.where != "fuzz.o":
+    where = REWRITTEN if target == "rewrite" else "fuzz.o"
+    readers = ("elf", "rewrite", "compressed")
+    if isinstance(exc, Cfi2SframeError) and target in readers and exc.where != where:
         raise AssertionError(f"unlocated input error: {exc}") from exc
     if "\n" in str(exc):
         raise AssertionError(f"input error of more than one line: {exc!r}") from exc
 
 
-TARGETS = {"sframe": _sframe, "elf": _elf, "compact": _compact, "asm": _asm}
+TARGETS = {"sframe": _sframe, "elf": _elf, "compact": _compact, "asm": _asm,
+           "rewrite": _rewrite, "compressed": _compressed}
 
 
 def main() -> None:

@@ -1,0 +1,77 @@
+"""SHF_COMPRESSED sections, decompressed with a bound on what they may claim and give.
+
+A compressed section says how large it is uncompressed (``ch_size``), and zlib
+turns a few hundred kilobytes into gigabytes of zeros.  So the claim is checked
+against ``Limits`` before anything is allocated, the data are inflated in
+bounded steps, and a stream that gives more (or less) than it claimed is an
+error: the work and memory follow the limit, never the file's word.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from ..errors import DecodeError
+
+ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 1, 2
+_STEP = 1 << 20  # bytes inflated per step: the most the loop holds beyond the output
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How large a decompressed section may be: at most ``max_bytes``, and at most
+    ``max_ratio`` times the size of the file holding it (CFI compresses 3-10x;
+    a run of zeros 1000x)."""
+
+    max_bytes: int = 1 << 30
+    max_ratio: int = 64
+
+    def allowed(self, file_size: int) -> int:
+        return min(self.max_bytes, self.max_ratio * max(file_size, 1 << 16))
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def decompress(raw: bytes, little: bool, is64: bool, file_size: int,
+               limits: Limits = DEFAULT_LIMITS, header_at: int = 0) -> bytearray:
+    """The contents of a compressed section from its bytes in the file (``Elf_Chdr``
+    and the stream); ``DecodeError`` (at ``header_at``, the section header, or at an
+    offset in ``raw``) for a claim beyond the limits, an unknown or broken stream, or
+    one whose length is not what it claimed.  The caller names the section."""
+    order = "<" if little else ">"
+    layout = struct.Struct(order + ("IIQQ" if is64 else "III"))
+    if len(raw) < layout.size:
+        raise DecodeError(header_at, "compressed section shorter than its header")
+    fields = layout.unpack_from(raw)
+    kind, size = (fields[0], fields[2]) if is64 else (fields[0], fields[1])
+    allowed = limits.allowed(file_size)
+    if size > allowed:
+        raise DecodeError(header_at, f"compressed section claims {size} bytes "
+                                     f"uncompressed, more than the {allowed} allowed "
+                                     "(--max-section-size, --max-section-ratio)")
+    if kind == ELFCOMPRESS_ZSTD:
+        raise DecodeError(header_at, "zstd-compressed sections are not supported "
+                                     "(objcopy --decompress-debug-sections first)")
+    if kind != ELFCOMPRESS_ZLIB:
+        raise DecodeError(header_at, f"unknown compression type {kind}")
+    inflater = zlib.decompressobj()
+    out = bytearray()
+    pending = memoryview(raw)[layout.size:]
+    try:
+        while pending and len(out) <= size:
+            out += inflater.decompress(pending, min(_STEP, size + 1 - len(out)))
+            pending = memoryview(inflater.unconsumed_tail)
+            if inflater.eof:
+                break
+        if not inflater.eof and len(out) <= size:
+            out += inflater.flush()  # what zlib still holds: at most its window
+    except zlib.error as exc:
+        raise DecodeError(layout.size, f"broken zlib stream: {exc}") from None
+    if len(out) != size or not inflater.eof:
+        grew = "more" if len(out) > size else "fewer"
+        raise DecodeError(header_at, f"compressed section gives {grew} bytes than "
+                                     f"the {size} it claims")
+    return out  # mutable, for the relocations of an object: no copy of a large section

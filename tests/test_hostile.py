@@ -1,0 +1,402 @@
+"""Hostile input and the file system (issue 16): bounded time and memory on
+decompression bombs and zero runs, links kept by --in-place, and nothing lost when
+the process is killed at a write, the disk is full, or the input changes.
+
+Oracles: readelf (the bomb's one FDE), the same CFI assembled without the padding
+(what the output must equal), the kernel (strace kills the process at an exact
+system call), and the programs themselves (they still run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cfi2sframe.elf.read import open_elf
+from cfi2sframe.errors import Cfi2SframeError
+from tests.conftest import require
+
+BOMB_ZEROS = 300_000_000
+FUNCTION = ("\t.text\n\t.globl f\n\t.type f, @function\nf:\n\t.cfi_startproc\n"
+            "\tpushq %rbp\n\t.cfi_def_cfa_offset 16\n\tpopq %rbp\n\t.cfi_def_cfa_offset 8\n"
+            "\tret\n\t.cfi_endproc\n")
+
+
+def measured(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, float, int]:
+    """Run cfi2sframe; its wall seconds and peak RSS (KiB), measured by a parent of its
+    own so that no earlier child's peak counts."""
+    probe = ("import resource, subprocess, sys, time\n"
+             "t = time.perf_counter()\n"
+             "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+             "sys.stdout.write(f'{time.perf_counter() - t} "
+             "{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n')\n"
+             "sys.stdout.write(str(p.returncode) + '\\n' + p.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "cfi2sframe",
+                          *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+    figures, status, stderr = out.split("\n", 2)
+    seconds, rss = figures.split()
+    return (subprocess.CompletedProcess(args, int(status), "", stderr), float(seconds),
+            int(rss))
+
+
+def assemble(folder: Path, name: str, text: str, compress: bool = False) -> Path:
+    source = folder / f"{name}.s"
+    source.write_text(text)
+    obj = folder / f"{name}.o"
+    subprocess.run(["as", str(source), "-o", str(obj)], check=True)
+    source.unlink()
+    if compress:
+        packed = folder / f"{name}.z.o"
+        subprocess.run(["objcopy", "--compress-debug-sections=zlib", str(obj), str(packed)],
+                       check=True)
+        obj.unlink()
+        return packed
+    return obj
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory) -> tuple[Path, Path]:
+    """The issue's bomb (300 MB of zeros in .debug_frame, about 290 KB compressed) and the
+    same function without the zeros."""
+    require("as", "objcopy", "readelf")
+    folder = tmp_path_factory.mktemp("bomb")
+    text = "\t.cfi_sections .debug_frame\n" + FUNCTION
+    padded = text + f"\t.section .debug_frame,\"\",@progbits\n\t.skip {BOMB_ZEROS}\n"
+    return assemble(folder, "bomb", padded, compress=True), assemble(folder, "plain", text)
+
+
+def test_bomb_is_refused_at_once(bomb, tmp_path: Path) -> None:
+    packed, _ = bomb
+    assert packed.stat().st_size < 400_000
+    frames = subprocess.run(["readelf", "--debug-dump=frames", str(packed)],
+                            capture_output=True, text=True).stdout
+    assert "pc=0000000000000000..0000000000000003" in frames  # readelf: one real FDE
+    proc, seconds, rss = measured(str(packed), "-o", "out.sframe", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"{packed}: error: .debug_frame: at byte ")
+    cfi = open_elf(bomb[1].read_bytes(), "plain").section(".debug_frame")
+    assert cfi is not None
+    assert f"claims {BOMB_ZEROS + cfi.size} bytes uncompressed" in proc.stderr
+    assert "--max-section-size" in proc.stderr
+    assert not (tmp_path / "out.sframe").exists()
+    assert seconds < 5 and rss < 150_000, (seconds, rss)  # before: 13.7 s, 610 MB
+
+
+def test_bomb_within_raised_limits_gives_the_plain_output(bomb, tmp_path: Path) -> None:
+    packed, plain = bomb
+    proc, seconds, rss = measured(str(packed), "-o", "bomb.sframe", "--max-section-ratio",
+                                  "2000", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    reference = tmp_path / "plain.sframe"
+    subprocess.run([sys.executable, "-m", "cfi2sframe", str(plain), "-o", str(reference)],
+                   check=True)
+    assert (tmp_path / "bomb.sframe").read_bytes() == reference.read_bytes()
+    # Memory: the 300 MB section and its relocated copy, nothing that grows past them.
+    assert seconds < 30 and rss < 1_000_000, (seconds, rss)
+    proc, _, _ = measured(str(packed), "-o", "x.sframe", "--max-section-size", "100M",
+                          "--max-section-ratio", "2000", cwd=tmp_path)
+    assert proc.returncode == 1 and "more than the 104857600 allowed" in proc.stderr
+
+
+def _compressed_header(path: Path) -> int:
+    """Where the Elf64_Chdr of the file's .debug_frame is."""
+    section = open_elf(path.read_bytes(), "x").section(".debug_frame")
+    assert section is not None
+    return section.offset
+
+
+def test_bomb_variants_that_lie_about_their_size(bomb, tmp_path: Path) -> None:
+    packed, _ = bomb
+    data = bytearray(packed.read_bytes())
+    at = _compressed_header(packed)
+    for claim, expected in ((1 << 44, "claims 17592186044416 bytes uncompressed"),
+                            (4096, "gives more bytes than the 4096 it claims"),
+                            (BOMB_ZEROS + 4096, "gives fewer bytes than the")):
+        struct.pack_into("<Q", data, at + 8, claim)
+        variant = tmp_path / "variant.o"
+        variant.write_bytes(data)
+        proc, seconds, rss = measured(str(variant), "-o", "v.sframe", "--max-section-ratio",
+                                      "2000", "--max-section-size", "2G", cwd=tmp_path)
+        assert proc.returncode == 1 and expected in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and not (tmp_path / "v.sframe").exists()
+        assert seconds < 30 and rss < 1_000_000, (claim, seconds, rss)
+    for command in (["stats", str(packed)], ["compact", str(packed)]):
+        proc, seconds, _ = measured(*command, cwd=tmp_path)
+        assert proc.returncode == 1 and "claims" in proc.stderr and seconds < 5, command
+
+
+def test_zero_runs_are_skipped(tmp_path: Path) -> None:
+    """50 MB of zeros before the CIE in a plain .debug_frame: skipped as readelf does."""
+    require("as", "readelf")
+    text = "\t.cfi_sections .debug_frame\n" + FUNCTION
+    padded = assemble(tmp_path, "padded",
+                      text + "\t.section .debug_frame,\"\",@progbits\n\t.skip 50000000\n")
+    plain = assemble(tmp_path, "plain", text)
+    assert "pc=0000000000000000..0000000000000003" in subprocess.run(
+        ["readelf", "--debug-dump=frames", str(padded)], capture_output=True, text=True).stdout
+    proc, seconds, _ = measured(str(padded), "-o", "padded.sframe", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    subprocess.run([sys.executable, "-m", "cfi2sframe", str(plain), "-o",
+                    str(tmp_path / "plain.sframe")], check=True)
+    assert (tmp_path / "padded.sframe").read_bytes() == \
+        (tmp_path / "plain.sframe").read_bytes()
+    assert seconds < 5, seconds  # byte by byte in Python: about 12 s
+
+
+# --- links, owners, modes, dates -------------------------------------------------------
+
+
+def cli(*args: str, cwd: Path, limit: int | None = None) -> subprocess.CompletedProcess:
+    def small_files() -> None:
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run([sys.executable, "-m", "cfi2sframe", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True,
+                          preexec_fn=small_files if limit is not None else None)
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def has_sframe(path: Path) -> bool:
+    out = subprocess.run(["readelf", "-SW", str(path)], capture_output=True, text=True).stdout
+    return " .sframe " in out
+
+
+@pytest.fixture()
+def linked(tmp_path: Path) -> Path:
+    """A program and the shared library it uses, as packages install them: the library
+    under its versioned name with a symbolic link, the program with a second name."""
+    require("gcc", "readelf")
+    (tmp_path / "lib.c").write_text("int twice(int x) { return 2 * x; }\n")
+    (tmp_path / "main.c").write_text("#include <stdio.h>\nint twice(int);\n"
+                                     "int main(int c, char **v) { (void)v; "
+                                     "printf(\"%d\\n\", twice(c + 20)); return 0; }\n")
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-Wl,-soname,libtw.so.1", "lib.c",
+                    "-o", "libtw.so.1.0"], cwd=tmp_path, check=True)
+    os.symlink("libtw.so.1.0", tmp_path / "libtw.so.1")
+    os.symlink("libtw.so.1", tmp_path / "libtw.so")
+    subprocess.run(["gcc", "-O2", "main.c", "-L.", "-ltw", "-o", "prog"], cwd=tmp_path,
+                   check=True)
+    os.link(tmp_path / "prog", tmp_path / "prog-alias")
+    for name in ("lib.c", "main.c"):
+        (tmp_path / name).unlink()
+    return tmp_path
+
+
+def run_prog(folder: Path, name: str = "prog") -> str:
+    return subprocess.run([str(folder / name), "x"], capture_output=True, text=True,
+                          env={"LD_LIBRARY_PATH": str(folder)}, check=True).stdout
+
+
+def test_in_place_keeps_links_and_converts_every_name(linked: Path) -> None:
+    before = run_prog(linked)
+    assert before == "44\n"
+    inode = (linked / "prog").stat().st_ino
+    for name in ("libtw.so", "prog"):  # the library through two links; the program
+        proc = cli("--in-place", "-w", name, cwd=linked)
+        assert proc.returncode == 0, proc.stderr
+    assert os.readlink(linked / "libtw.so") == "libtw.so.1"
+    assert os.readlink(linked / "libtw.so.1") == "libtw.so.1.0"
+    assert has_sframe(linked / "libtw.so.1.0")
+    assert (linked / "prog").stat().st_ino == inode == (linked / "prog-alias").stat().st_ino
+    assert (linked / "prog").stat().st_nlink == 2
+    assert has_sframe(linked / "prog") and has_sframe(linked / "prog-alias")
+    assert run_prog(linked) == run_prog(linked, "prog-alias") == before
+    for name in ("libtw.so.1.0", "prog"):
+        check = cli("verify", name, cwd=linked)
+        assert check.returncode == 0, check.stdout
+    assert not [p for p in linked.iterdir() if p.name.startswith(".cfi2sframe-")]
+
+
+def test_in_place_keeps_owner_mode_attributes_and_with_p_dates(linked: Path) -> None:
+    single = linked / "single"
+    shutil.copy(linked / "prog", single)
+    for path in (single, linked / "prog"):
+        if os.geteuid() == 0:
+            os.chown(path, 1234, 2345)
+        path.chmod(0o4751)  # setuid: kept (chown and writes clear it; we put it back)
+        try:
+            os.setxattr(path, "user.cfi2sframe", b"kept")
+        except OSError:
+            pytest.skip("no user extended attributes on this file system")
+        os.utime(path, ns=(1_000_000_000_000_000_000, 1_100_000_000_000_000_000))
+    for name in ("single", "prog"):
+        proc = cli("--in-place", "-p", "-w", name, cwd=linked)
+        assert proc.returncode == 0, proc.stderr
+        info = (linked / name).stat()
+        assert info.st_mode & 0o7777 == 0o4751, oct(info.st_mode)
+        if os.geteuid() == 0:
+            assert (info.st_uid, info.st_gid) == (1234, 2345)
+        assert os.getxattr(linked / name, "user.cfi2sframe") == b"kept"
+        assert (info.st_atime_ns, info.st_mtime_ns) == (1_000_000_000_000_000_000,
+                                                         1_100_000_000_000_000_000)
+        assert has_sframe(linked / name)
+    single.chmod(0o755)  # setuid programs ignore LD_LIBRARY_PATH
+    assert run_prog(linked, "single") == "44\n"
+
+
+def test_hard_linked_file_needing_a_wide_change_is_refused(tmp_path: Path) -> None:
+    """--replace rewrites an .sframe where it fits (here V3 made V2); with two names and
+    more than a page to change, that cannot be done without a half-written moment:
+    refused, both names untouched."""
+    require("gcc", "readelf")
+    source = tmp_path / "many.c"
+    source.write_text("".join(f"int f{i}(int x) {{ return x * {i} + f{i - 1}(x ^ {i}); }}\n"
+                              if i else "int f0(int x) { return x; }\n" for i in range(300))
+                      + "int main(int c, char **v) { (void)v; return f299(c) & 1; }\n")
+    prog = tmp_path / "many"
+    subprocess.run(["gcc", "-O1", "-fno-inline", str(source), "-o", str(prog)], check=True)
+    assert cli("--in-place", "--sframe-version", "3", "-w", str(prog),
+               cwd=tmp_path).returncode == 0
+    sections = subprocess.run(["readelf", "-SW", str(prog)], capture_output=True,
+                              text=True).stdout
+    size = next(int(line.split()[5], 16) for line in sections.splitlines()
+                if " .sframe " in line.replace("[ ", "["))
+    assert size > 2 * 4096
+    os.link(prog, tmp_path / "many-alias")
+    before = prog.read_bytes()
+    proc = cli("--in-place", "--replace", "-w", str(prog), cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "has 2 names (hard links)" in proc.stderr and "convert a copy" in proc.stderr
+    assert prog.read_bytes() == before == (tmp_path / "many-alias").read_bytes()
+
+
+def test_tree_run_over_links(linked: Path, tmp_path: Path) -> None:
+    proc = cli("--in-place", "-r", str(linked), "--json", "-j", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    status = {Path(r["path"]).name: r["status"] for r in json.loads(proc.stdout)["files"]}
+    # Symbolic links are not walked; the second name of the program finds it converted.
+    assert status == {"libtw.so.1.0": "ok", "prog": "ok", "prog-alias": "has-sframe"}
+    assert run_prog(linked) == "44\n" and os.readlink(linked / "libtw.so") == "libtw.so.1"
+
+
+# --- nothing lost -----------------------------------------------------------------------
+
+
+def test_full_disk_leaves_linked_files_as_they_were(linked: Path) -> None:
+    for name, real in (("prog", "prog"), ("libtw.so", "libtw.so.1.0")):
+        before = (linked / real).read_bytes()
+        proc = cli("--in-place", "-w", name, cwd=linked, limit=len(before) + 64)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert (linked / real).read_bytes() == before, name
+        assert os.path.islink(linked / "libtw.so")
+    assert (linked / "prog").stat().st_nlink == 2 and run_prog(linked) == "44\n"
+    assert not [p for p in linked.iterdir() if p.name.startswith(".cfi2sframe-")]
+
+
+WRITES = ("pwrite64", "write", "fsync", "ftruncate", "fchmod", "rename", "linkat")
+
+
+@pytest.mark.parametrize("name", ["prog", "libtw.so"])
+def test_kill_at_every_write_leaves_old_or_new(linked: Path, name: str) -> None:
+    """strace kills the conversion at the 1st, 2nd, 3rd call of each writing system
+    call: the file is then the old one (the same-inode rewrite may leave unused bytes
+    after its end) or exactly the converted one, through every name."""
+    require("strace")
+    real = linked / ("prog" if name == "prog" else "libtw.so.1.0")
+    old = real.read_bytes()
+    copy = linked.parent / f"{linked.name}-expected"  # the same conversion, no kill
+    shutil.copytree(linked, copy, symlinks=True)
+    (copy / "prog-alias").unlink()
+    os.link(copy / "prog", copy / "prog-alias")
+    assert cli("--in-place", "-w", name, cwd=copy).returncode == 0
+    new = (copy / real.name).read_bytes()
+    seen = set()
+    for call in WRITES:
+        for nth in (1, 2, 3):
+            real.write_bytes(old)  # same inode: prog keeps its second name
+            subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, "-e", f"trace={call}",
+                            "-e", f"inject={call}:signal=SIGKILL:when={nth}",
+                            sys.executable, "-m", "cfi2sframe", "--in-place", "-w", name],
+                           cwd=linked, capture_output=True,
+                           env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+            now = real.read_bytes()
+            state = "new" if now == new else "old" if now == old else \
+                "old with unused bytes" if now[:len(old)] == old else "broken"
+            assert state != "broken", (call, nth, len(now))
+            seen.add(state)
+            if name == "prog":
+                assert (linked / "prog-alias").read_bytes() == now
+            assert run_prog(linked) == "44\n"
+    # Kills landed before, inside and after the rewrite.
+    assert {"old", "new"} <= seen
+    if name == "prog":
+        assert "old with unused bytes" in seen  # killed between the end and the header
+    # A kill between naming the new file and the rename leaves it; the next write into
+    # the folder removes it.
+    real.write_bytes(old)
+    assert cli("--in-place", "-w", name, cwd=linked).returncode == 0
+    assert real.read_bytes() == new
+    assert not [p for p in linked.iterdir() if p.name.startswith(".cfi2sframe-")]
+
+
+def test_changed_or_vanished_input_is_not_overwritten(linked: Path) -> None:
+    from cfi2sframe.files import read_for_rewrite, rewrite
+
+    path = linked / "libtw.so.1.0"
+    data, status = read_for_rewrite(str(path))
+    time.sleep(0.01)
+    path.write_bytes(data + b"later")  # someone else wrote it meanwhile
+    with pytest.raises(Cfi2SframeError, match="changed or vanished"):
+        rewrite(str(path), data, status, data + b"ours")
+    assert path.read_bytes() == data + b"later"
+    data, status = read_for_rewrite(str(path))
+    path.unlink()
+    with pytest.raises(Cfi2SframeError, match="changed or vanished"):
+        rewrite(str(path), data, status, data + b"ours")
+    assert not path.exists()
+
+
+# --- what the new fuzz targets found (tests/support/fuzz.py rewrite|compressed) --------
+
+
+def _patched_example(tmp_path: Path, patch) -> Path:
+    require("as")
+    obj = tmp_path / "f.o"
+    subprocess.run(["as", str(Path(__file__).parent.parent / "examples" / "frameless.s"),
+                    "-o", str(obj)], check=True)
+    data = bytearray(obj.read_bytes())
+    patch(data, open_elf(bytes(data), "f.o"))
+    obj.write_bytes(data)
+    return obj
+
+
+def test_fuzz_finding_symbol_table_of_odd_size(tmp_path: Path) -> None:
+    """--in-place on an object whose symbol table is not whole entries: was an
+    internal error (struct.error) in the object writer."""
+    def shrink(data: bytearray, view) -> None:
+        symtab = view.section(".symtab")
+        struct.pack_into("<Q", data, symtab.header_at + 0x20, symtab.size - 1)
+
+    obj = _patched_example(tmp_path, shrink)
+    before = obj.read_bytes()
+    proc = cli("--in-place", str(obj), cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "malformed symbol table" in proc.stderr and obj.read_bytes() == before
+
+
+def test_fuzz_finding_names_from_the_file_stay_on_one_line(tmp_path: Path) -> None:
+    """A CIE augmentation string with a newline split the error in two lines."""
+    def newline(data: bytearray, view) -> None:
+        eh = view.section(".eh_frame")
+        assert data[eh.offset + 9] == ord("z")
+        data[eh.offset + 9] = ord("\n")
+
+    obj = _patched_example(tmp_path, newline)
+    proc = cli(str(obj), "-o", "x.sframe", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "unknown CIE augmentation '\\x0aR'" in proc.stderr
