@@ -400,3 +400,26 @@ def test_fuzz_finding_names_from_the_file_stay_on_one_line(tmp_path: Path) -> No
     proc = cli(str(obj), "-o", "x.sframe", cwd=tmp_path)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert "unknown CIE augmentation '\\x0aR'" in proc.stderr
+
+
+def test_fuzz_finding_relocation_naming_a_missing_symbol(tmp_path: Path) -> None:
+    """An object without a section symbol for its code (so --in-place inserts one and
+    renumbers the relocations) and a relocation of an unknown type (which the reader
+    skips) naming symbol 0xffffffff: was an internal error (struct.error) while
+    renumbering."""
+    def break_it(data: bytearray, view) -> None:
+        symtab = view.section(".symtab")
+        text = view.sections.index(view.section(".text"))
+        for at in range(symtab.offset, symtab.offset + symtab.size, 24):
+            info, shndx = data[at + 4], struct.unpack_from("<H", data, at + 6)[0]
+            if info & 0xF == 3 and shndx == text:  # STT_SECTION of .text: now NOTYPE
+                data[at + 4] = info & 0xF0
+        rela = view.section(".rela.eh_frame")  # symbol 0xffffffff, a type nobody knows
+        struct.pack_into("<Q", data, rela.offset + 8, 0xFFFFFFFF_FFFFFFFC)
+
+    obj = _patched_example(tmp_path, break_it)
+    before = obj.read_bytes()
+    proc = cli("--in-place", str(obj), cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "relocation names symbol 4294967295 of" in proc.stderr
+    assert obj.read_bytes() == before

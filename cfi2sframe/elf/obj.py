@@ -104,7 +104,8 @@ def add_sframe(data: bytes, image: SectionImage, where: str, replace: bool = Fal
         symbols, shift = _insert_section_symbols(symbols, symtab.info, missing, order)
         for index in missing:
             section_symbol[index] = symtab.info + missing.index(index)
-        _shift_relocations(out, headers, symtab_index, symtab.info, shift, order)
+        _shift_relocations(out, headers, symtab_index, symtab.info, shift, order,
+                           symtab.size // 24, where)
         symtab.info += shift
     sframe = image.to_bytes(0, lambda func: 0, where)  # RELA: fields hold 0, addends decide
     sframe = _zero_start_fields(sframe, image)
@@ -161,15 +162,23 @@ def _insert_section_symbols(symbols: bytearray, first_global: int, sections: Seq
 
 
 def _shift_relocations(out: bytearray, headers: Sequence[_Header], symtab_index: int,
-                       first_global: int, shift: int, order: str) -> None:
-    """Renumber symbol references >= first_global after inserting local symbols."""
+                       first_global: int, shift: int, order: str, count: int,
+                       where: str) -> None:
+    """Renumber symbol references >= first_global after inserting local symbols
+    (``count``: the symbols there were)."""
     for h in headers:
         if h.link != symtab_index or h.kind not in (SHT_RELA, SHT_REL):
             continue
         entry = 24 if h.kind == SHT_RELA else 16
+        if h.offset + h.size > len(out):
+            raise Cfi2SframeError(where, f"a relocation section ({h.size} bytes at "
+                                         f"{h.offset:#x}) runs past the end of the file")
         for at in range(h.offset, h.offset + h.size - entry + 1, entry):
             (info,) = struct.unpack_from(order + "Q", out, at + 8)
             sym = info >> 32
+            if sym >= count:
+                raise Cfi2SframeError(where, f"at byte {at:#x}: relocation names symbol "
+                                             f"{sym} of {count}")
             if sym >= first_global:
                 struct.pack_into(order + "Q", out, at + 8,
                                  ((sym + shift) << 32) | (info & 0xFFFFFFFF))
