@@ -223,3 +223,28 @@ def test_plot_draws_every_file(tree: Path, tmp_path: Path) -> None:
             (readelf_size(Path(r["path"]), ".eh_frame") +
              readelf_size(Path(r["path"]), ".eh_frame_hdr"), r[f"sframe_v{version}_bytes"])
             for r in records)
+
+
+def test_full_disk_under_the_journal_then_resume(tmp_path: Path) -> None:
+    """A journal that cannot grow stops the run with one error line; what it holds is
+    whole lines and at most one partial line, which --resume cuts off."""
+    import resource
+
+    libs = [str(p) for p in sorted(LIB.glob("libz.so.*"))[:1] + sorted(LIB.glob("libm.so.*"))[:1]
+            + [Path("/usr/bin/cat"), Path("/usr/bin/ls"), Path("/usr/bin/sort")]]
+    jsonl = tmp_path / "out.jsonl"
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1500, 1500))  # a record and a half
+
+    proc = subprocess.run([sys.executable, "-m", "cfi2sframe", "stats", *libs, "-j", "1",
+                           "--jsonl", str(jsonl), "-q"], cwd=tmp_path, capture_output=True,
+                          text=True, preexec_fn=small_files,
+                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "cannot write the journal" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = cli("stats", *libs, "-j", "1", "--jsonl", str(jsonl), "--resume", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert Counter(r["path"] for r in journal(jsonl)) == Counter(libs)

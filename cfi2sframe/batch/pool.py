@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .record import Task, failed_record, file_record
+from .record import Task, failed_record, file_record, warm_up
 
 
 @dataclass
@@ -83,6 +83,7 @@ def run_local(items: Iterable[tuple[int, str]], task: Task, jobs: int,
               timeout: float | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(index, record)`` for every ``(index, path)``, as each is done, at most ``jobs``
     files at a time."""
+    warm_up()
     pending = deque(items)
     running: dict[int, _Child] = {}
     try:
@@ -116,6 +117,7 @@ def run_local(items: Iterable[tuple[int, str]], task: Task, jobs: int,
 def run_isolated(path: str, task: Task, timeout: float | None,
                  read_as: str | None = None) -> dict[str, Any]:
     """One file in a child of its own (what a Dask worker runs for each file)."""
+    warm_up()
     child = _start(0, path, task, timeout, read_as)
     try:
         while True:
