@@ -113,17 +113,11 @@ def _stamp(record: dict[str, Any], path: str) -> None:
 
 
 def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None:
-    from ..elf.read import open_elf
-    from ..errors import located
+    from ..elf.read import open_elf_file
     from ..files import read_bytes
 
-    data = read_bytes(read_path)
-    if data[:4] != b"\x7fELF":
-        raise Cfi2SframeError(path, "not an ELF file")
-    try:
-        view = open_elf(data, "ELF file")
-    except DecodeError as exc:
-        raise located(path, exc) from None
+    view = open_elf_file(path, read_bytes(read_path))
+    data = view.data
     names = set(view.section_names)
     dwarf = ".eh_frame" in names or ".debug_frame" in names
     for name, key in ((".eh_frame", "eh_frame_bytes"), (".eh_frame_hdr", "eh_frame_hdr_bytes"),

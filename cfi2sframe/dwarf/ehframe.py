@@ -23,7 +23,7 @@ from ..elf.read import (
     SHT_NOBITS,
     ElfView,
     is_mapping_symbol,
-    open_elf,
+    open_elf_file,
 )
 from ..elf.reloc import relocate_view
 from ..errors import Cfi2SframeError, CfiError, DecodeError, located
@@ -161,12 +161,7 @@ def read_elf_cfi(path: str, data: bytes | None = None,
     a compressed one is decompressed within ``limits``."""
     if data is None:
         data = read_bytes(path)
-    if data[:4] != b"\x7fELF":
-        raise Cfi2SframeError(path, "not an ELF file")
-    try:
-        view = open_elf(data, "ELF file")
-    except DecodeError as exc:
-        raise located(path, exc) from None
+    view = open_elf_file(path, data)
     name = "ELF file"
     try:
         arch_for_machine(view.machine, path, not view.little_endian)  # unsupported: fail

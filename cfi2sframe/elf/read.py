@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..errors import DecodeError, located
+from ..errors import Cfi2SframeError, DecodeError, located
 
 if TYPE_CHECKING:
     from ..arch.base import Arch
@@ -230,6 +230,16 @@ def open_elf(data: bytes, where: str) -> ElfView:
     return ElfView(data, little, is64, sections, MACHINES.get(machine, f"e_machine {machine}"),
                    ELF_TYPES.get(elf_type, f"e_type {elf_type}"), shoff, shentsize, shstrndx,
                    entry)
+
+
+def open_elf_file(path: str, data: bytes) -> ElfView:
+    """``open_elf`` for a named input: not ELF, or malformed, is a located input error."""
+    if data[:4] != b"\x7fELF":
+        raise Cfi2SframeError(path, "not an ELF file")
+    try:
+        return open_elf(data, "ELF file")
+    except DecodeError as exc:
+        raise located(path, exc) from None
 
 
 def elf_arch(path: str, data: bytes) -> Arch:
