@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from ..sframe.lower import Skip
 
 EMIT_KINDS = ("raw", "asm", "obj", "elf")
-USAGE = "cfi2sframe [options] INPUT [-o OUTPUT]  |  cfi2sframe COMMAND ..."
+USAGE = ("cfi2sframe [options] INPUT [-o OUTPUT]  |  cfi2sframe --in-place [-r] INPUT...  |  "
+         "cfi2sframe COMMAND ...")
 
 DESCRIPTION = """\
 Lower call-frame information into a stack-trace section: the .cfi_* directives of
@@ -63,6 +64,7 @@ examples:
   cfi2sframe foo.s -o foo.sframe
   cfi2sframe foo.s -o foo.o
   cfi2sframe libfoo.so --emit elf -o libfoo.sframe.so
+  cfi2sframe --in-place -r debian/pkg/usr --jsonl sframe.jsonl   # a package tree
   gcc -S -o - foo.c | cfi2sframe - --emit asm -o - > foo.sframe.s
   cfi2sframe --assembler 'clang -c -x assembler' foo.s -o foo.o
   cfi2sframe verify libfoo.sframe.so"""
