@@ -423,3 +423,19 @@ def test_fuzz_finding_relocation_naming_a_missing_symbol(tmp_path: Path) -> None
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert "relocation names symbol 4294967295 of" in proc.stderr
     assert obj.read_bytes() == before
+
+
+def test_fuzz_finding_object_fde_without_relocation(tmp_path: Path) -> None:
+    """An object whose .eh_frame relocations apply to another section: its FDEs have no
+    section, and --in-place wrote .sframe relocations against section 0 (a wrong
+    object), or, for a start past 2**63, raised struct.error (an internal error)."""
+    def detach(data: bytearray, view) -> None:
+        rela = view.section(".rela.eh_frame")
+        struct.pack_into("<I", data, rela.header_at + 0x2C, 0)  # sh_info: section 0
+
+    obj = _patched_example(tmp_path, detach)
+    before = obj.read_bytes()
+    proc = cli("--in-place", str(obj), cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "has no relocation, so the section of its function is unknown" in proc.stderr
+    assert obj.read_bytes() == before

@@ -94,6 +94,10 @@ def add_sframe(data: bytes, image: SectionImage, where: str, replace: bool = Fal
                                      f"{symtab.offset:#x}, first global {symtab.info})")
     symbols = bytearray(data[symtab.offset : symtab.offset + symtab.size])
     section_symbol = _section_symbols(symbols, order)
+    placed = [func for func in image.functions if not func.section]
+    if placed:
+        raise Cfi2SframeError(where, f"the FDE of '{placed[0].name}' has no relocation, so "
+                                     "the section of its function is unknown")
     targets = sorted({func.section for func in image.functions})
     unknown = [t for t in targets if t not in section_names]
     if unknown:
@@ -114,6 +118,9 @@ def add_sframe(data: bytes, image: SectionImage, where: str, replace: bool = Fal
         target = section_names.index(func.section)
         kind = PCREL_TYPES[e_machine][0 if image.start_size == 4 else 1]
         info = (section_symbol[target] << 32) | kind
+        if not -(1 << 63) <= func.start < 1 << 63:
+            raise Cfi2SframeError(where, f"function '{func.name}' starts at {func.start:#x} "
+                                         "in its section: no relocation addend holds that")
         relocs += struct.pack(order + "QQq", image.start_field_offset(index), info, func.start)
     return _append(out, headers, symtab_index, bytes(symbols), sframe, bytes(relocs),
                    shstrndx, order, reuse)
