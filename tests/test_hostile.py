@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import pytest
 from cfi2sframe.elf.read import open_elf
 from cfi2sframe.errors import Cfi2SframeError
 from tests.conftest import require
+from tests.test_safe_output import run as cli
 
 BOMB_ZEROS = 300_000_000
 FUNCTION = ("\t.text\n\t.globl f\n\t.type f, @function\nf:\n\t.cfi_startproc\n"
@@ -152,21 +152,6 @@ def test_zero_runs_are_skipped(tmp_path: Path) -> None:
 
 
 # --- links, owners, modes, dates -------------------------------------------------------
-
-
-def cli(*args: str, cwd: Path, limit: int | None = None) -> subprocess.CompletedProcess:
-    def small_files() -> None:
-        import resource
-
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    proc = subprocess.run([sys.executable, "-m", "cfi2sframe", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True,
-                          preexec_fn=small_files if limit is not None else None)
-    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def has_sframe(path: Path) -> bool:
@@ -375,6 +360,14 @@ def _patched_example(tmp_path: Path, patch) -> Path:
     return obj
 
 
+def _refused_in_place(obj: Path, message: str) -> None:
+    """--in-place on ``obj`` fails with one line holding ``message``; the file stays."""
+    before = obj.read_bytes()
+    proc = cli("--in-place", str(obj), cwd=obj.parent)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr and obj.read_bytes() == before
+
+
 def test_fuzz_finding_symbol_table_of_odd_size(tmp_path: Path) -> None:
     """--in-place on an object whose symbol table is not whole entries: was an
     internal error (struct.error) in the object writer."""
@@ -382,11 +375,7 @@ def test_fuzz_finding_symbol_table_of_odd_size(tmp_path: Path) -> None:
         symtab = view.section(".symtab")
         struct.pack_into("<Q", data, symtab.header_at + 0x20, symtab.size - 1)
 
-    obj = _patched_example(tmp_path, shrink)
-    before = obj.read_bytes()
-    proc = cli("--in-place", str(obj), cwd=tmp_path)
-    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "malformed symbol table" in proc.stderr and obj.read_bytes() == before
+    _refused_in_place(_patched_example(tmp_path, shrink), "malformed symbol table")
 
 
 def test_fuzz_finding_names_from_the_file_stay_on_one_line(tmp_path: Path) -> None:
@@ -404,8 +393,8 @@ def test_fuzz_finding_names_from_the_file_stay_on_one_line(tmp_path: Path) -> No
 
 def test_fuzz_finding_relocation_naming_a_missing_symbol(tmp_path: Path) -> None:
     """An object without a section symbol for its code (so --in-place inserts one and
-    renumbers the relocations) and a relocation of an unknown type (which the reader
-    skips) naming symbol 0xffffffff: was an internal error (struct.error) while
+    renumbers every relocation) and a relocation of .text naming symbol 0xffffffff
+    (the CFI reader never reads it): was an internal error (struct.error) while
     renumbering."""
     def break_it(data: bytearray, view) -> None:
         symtab = view.section(".symtab")
@@ -414,15 +403,11 @@ def test_fuzz_finding_relocation_naming_a_missing_symbol(tmp_path: Path) -> None
             info, shndx = data[at + 4], struct.unpack_from("<H", data, at + 6)[0]
             if info & 0xF == 3 and shndx == text:  # STT_SECTION of .text: now NOTYPE
                 data[at + 4] = info & 0xF0
-        rela = view.section(".rela.eh_frame")  # symbol 0xffffffff, a type nobody knows
+        rela = view.section(".rela.text")  # symbol 0xffffffff, a type nobody knows
         struct.pack_into("<Q", data, rela.offset + 8, 0xFFFFFFFF_FFFFFFFC)
 
-    obj = _patched_example(tmp_path, break_it)
-    before = obj.read_bytes()
-    proc = cli("--in-place", str(obj), cwd=tmp_path)
-    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "relocation names symbol 4294967295 of" in proc.stderr
-    assert obj.read_bytes() == before
+    _refused_in_place(_patched_example(tmp_path, break_it),
+                      "relocation names symbol 4294967295 of")
 
 
 def test_fuzz_finding_object_fde_without_relocation(tmp_path: Path) -> None:
@@ -433,9 +418,22 @@ def test_fuzz_finding_object_fde_without_relocation(tmp_path: Path) -> None:
         rela = view.section(".rela.eh_frame")
         struct.pack_into("<I", data, rela.header_at + 0x2C, 0)  # sh_info: section 0
 
-    obj = _patched_example(tmp_path, detach)
-    before = obj.read_bytes()
-    proc = cli("--in-place", str(obj), cwd=tmp_path)
-    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "has no relocation, so the section of its function is unknown" in proc.stderr
-    assert obj.read_bytes() == before
+    _refused_in_place(_patched_example(tmp_path, detach),
+                      "has no relocation, so the section of its function is unknown")
+
+
+def test_fuzz_finding_cie_shorter_than_its_fields(tmp_path: Path) -> None:
+    """A CIE whose fields run past its length, last in its section: the reader indexed
+    past the section (IndexError, an internal error); also for the elf target."""
+    def shorten(data: bytearray, view) -> None:
+        eh = view.section(".eh_frame")
+        struct.pack_into("<IIBBBB", data, eh.offset, 8, 0, 1, 0, 0, 0)  # v1, "", 0, 0
+        struct.pack_into("<Q", data, eh.header_at + 0x20, 12)  # the section: this CIE
+        rela = view.section(".rela.eh_frame")  # its FDE's relocation: elsewhere
+        struct.pack_into("<I", data, rela.header_at + 0x2C, 0)
+
+    obj = _patched_example(tmp_path, shorten)
+    proc = cli(str(obj), "-o", "x.sframe", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr == (
+        f"{obj}: error: .eh_frame: at byte 0x0: CIE of 12 bytes is shorter than its "
+        "fields\n")

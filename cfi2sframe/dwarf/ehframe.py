@@ -260,40 +260,49 @@ def _parse_cie_at(reader: _Reader, at: int, is_eh: bool, cies: dict[int, _Cie]) 
 
 def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> _Cie:
     data = reader.data
-    version = data[pos]
+
+    def need(at: int) -> int:
+        """``at``, when the CIE's fields so far end within the entry."""
+        if at > end:
+            raise DecodeError(start, f"CIE of {end - start} bytes is shorter than its fields")
+        return at
+
+    version = data[need(pos + 1) - 1]
     pos += 1
-    aug_end = data.index(b"\0", pos)
+    aug_end = data.find(b"\0", pos, end)
+    if aug_end < 0:
+        raise DecodeError(start, "CIE augmentation string runs past the entry")
     augmentation = data[pos:aug_end].decode("ascii", "replace")
     pos = aug_end + 1
     address_size = reader.address_size
     if "eh" in augmentation:
         pos += reader.address_size
     if not is_eh and version >= 4:
-        address_size = data[pos]
+        address_size = data[need(pos + 2) - 2]
         pos += 2  # address size, segment selector size
-    code_align, pos = read_uleb(data, pos)
-    data_align, pos = read_sleb(data, pos)
+    code_align, pos = read_uleb(data, need(pos))
+    data_align, pos = read_sleb(data, need(pos))
     if version == 1:
-        ra = data[pos]
+        ra = data[need(pos + 1) - 1]
         pos += 1
     else:
-        ra, pos = read_uleb(data, pos)
+        ra, pos = read_uleb(data, need(pos))
     fde_encoding = 0x00
     lsda_encoding = DW_EH_PE_OMIT
     signal = b_key = False
     augmented = augmentation.startswith("z")
     if augmented:
-        aug_len, pos = read_uleb(data, pos)
-        aug_data_end = pos + aug_len
+        aug_len, pos = read_uleb(data, need(pos))
+        aug_data_end = need(need(pos) + aug_len)
         for letter in augmentation[1:]:
             if letter == "R":
-                fde_encoding = data[pos]
+                fde_encoding = data[need(pos + 1) - 1]
                 pos += 1
             elif letter == "L":
-                lsda_encoding = data[pos]
+                lsda_encoding = data[need(pos + 1) - 1]
                 pos += 1
             elif letter == "P":
-                encoding = data[pos]
+                encoding = data[need(pos + 1) - 1]
                 _, pos = reader.pointer(pos + 1, encoding & 0x7F)
             elif letter == "S":
                 signal = True
@@ -302,6 +311,7 @@ def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> 
         pos = aug_data_end
     elif augmentation not in ("", "eh"):
         raise DecodeError(start, f"unknown CIE augmentation '{augmentation}'")
+    need(pos)
     return _Cie(code_align, data_align, ra, fde_encoding, lsda_encoding, signal, b_key,
                 augmented, data[pos:end], address_size)
 
