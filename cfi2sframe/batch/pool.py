@@ -85,14 +85,28 @@ def run_local(items: Iterable[tuple[int, str]], task: Task, jobs: int,
               timeout: float | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(index, record)`` for every ``(index, path)``, as each is done, at most ``jobs``
     files at a time."""
+    return _run(((index, path, None) for index, path in items), task, jobs, timeout)
+
+
+def run_isolated(path: str, task: Task, timeout: float | None,
+                 read_as: str | None = None) -> dict[str, Any]:
+    """One file in a child of its own (what a Dask worker runs for each file)."""
+    return next(_run([(0, path, read_as)], task, 1, timeout))[1]
+
+
+def _run(items: Iterable[tuple[int, str, str | None]], task: Task, jobs: int,
+         timeout: float | None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(index, record)`` for every ``(index, path, read_as)``: children started while
+    fewer than ``jobs`` run, each read until its pipe closes or killed at its
+    deadline; an interruption kills those still running."""
     warm_up()
     pending = deque(items)
     running: dict[int, _Child] = {}
     try:
         while pending or running:
             while pending and len(running) < max(1, jobs):
-                index, path = pending.popleft()
-                child = _start(index, path, task, timeout)
+                index, path, read_as = pending.popleft()
+                child = _start(index, path, task, timeout, read_as)
                 running[child.fd] = child
             deadlines = [c.deadline for c in running.values() if c.deadline is not None]
             wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
@@ -114,24 +128,3 @@ def run_local(items: Iterable[tuple[int, str]], task: Task, jobs: int,
             os.kill(child.pid, signal.SIGKILL)
             os.close(child.fd)
             os.waitpid(child.pid, 0)
-
-
-def run_isolated(path: str, task: Task, timeout: float | None,
-                 read_as: str | None = None) -> dict[str, Any]:
-    """One file in a child of its own (what a Dask worker runs for each file)."""
-    warm_up()
-    child = _start(0, path, task, timeout, read_as)
-    try:
-        while True:
-            wait = None if child.deadline is None else max(0.0, child.deadline -
-                                                           time.monotonic())
-            ready, _, _ = select.select([child.fd], [], [], wait)
-            if not ready:
-                return _finish(child, task, timed_out=True)
-            chunk = os.read(child.fd, 1 << 16)
-            if not chunk:
-                return _finish(child, task)
-            child.chunks.append(chunk)
-    except BaseException:
-        os.kill(child.pid, signal.SIGKILL)
-        raise
