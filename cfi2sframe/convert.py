@@ -411,18 +411,20 @@ def default_sframe_address(data: bytes, path: str = "") -> int:
 
 def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                 sframe_address: int | None = None, replace: bool = False,
-                limits: Limits = DEFAULT_LIMITS) -> ElfConversion:
+                limits: Limits = DEFAULT_LIMITS, cfi: ElfCfi | None = None) -> ElfConversion:
     """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``).
 
     ``replace``: the obj and elf outputs replace an ``.sframe`` the file has;
-    ``limits``: how far a compressed section may expand.
+    ``limits``: how far a compressed section may expand; ``cfi``: the file's CFI
+    when the caller has read it already (one file lowered for several versions).
     """
     from .arch import arch_for_machine
     from .dwarf.ehframe import read_elf_cfi
 
     if data is None:
         data = read_bytes(path)
-    cfi = read_elf_cfi(path, data, limits)
+    if cfi is None:
+        cfi = read_elf_cfi(path, data, limits)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     require_sframe_abi(arch, path)
     functions, skips = lower_fdes(cfi, arch, version)

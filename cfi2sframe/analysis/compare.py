@@ -10,6 +10,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..arch.base import Arch
 from ..elf.compressed import DEFAULT_LIMITS, Limits
@@ -27,6 +28,9 @@ from ..sframe.rules import (
     fre_rules,
     outermost,
 )
+
+if TYPE_CHECKING:
+    from ..dwarf.ehframe import ElfCfi
 
 # -- SFrame side -------------------------------------------------------------------------
 
@@ -261,10 +265,11 @@ def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
     return VerifyResult(checked, tuple(mismatches), tuple(missing), extra, tuple(unevaluated))
 
 
-def verify_elf(path: str, data: bytes | None = None,
-               limits: Limits = DEFAULT_LIMITS) -> tuple[VerifyResult, int]:
+def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LIMITS,
+               cfi: ElfCfi | None = None) -> tuple[VerifyResult, int]:
     """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
-    ``.debug_frame``); also the section's ABI id, for describing rules."""
+    ``.debug_frame``; ``cfi`` when the caller has read it); also the section's ABI
+    id, for describing rules."""
     from ..arch import arch_for_machine
     from ..dwarf.ehframe import read_elf_cfi
     from ..files import read_bytes
@@ -275,7 +280,8 @@ def verify_elf(path: str, data: bytes | None = None,
     loaded = load_sframe(path, data, limits=limits)
     if not loaded.is_elf:
         raise Cfi2SframeError(path, "verify needs an ELF file with .sframe and .eh_frame")
-    cfi = read_elf_cfi(path, data, limits)
+    if cfi is None:
+        cfi = read_elf_cfi(path, data, limits)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     result = verify(loaded.section, cfi.timelines, arch,
                     lambda fde: loaded.section_of(fde.field_offset))

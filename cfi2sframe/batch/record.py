@@ -11,12 +11,17 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.exe import OldKernels
 from ..errors import Cfi2SframeError, DecodeError
+
+if TYPE_CHECKING:
+    from ..dwarf.ehframe import ElfCfi
+    from ..sframe.lower import Skip
 
 SCHEMA = 1
 
@@ -113,11 +118,12 @@ def _stamp(record: dict[str, Any], path: str) -> None:
 
 
 def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None:
+    from ..dwarf.ehframe import read_elf_cfi
     from ..elf.read import open_elf_file
-    from ..files import read_bytes
+    from ..files import read_for_rewrite
 
-    view = open_elf_file(path, read_bytes(read_path))
-    data = view.data
+    data, read_stat = read_for_rewrite(read_path)  # the status: for --in-place
+    view = open_elf_file(path, data)
     names = set(view.section_names)
     dwarf = ".eh_frame" in names or ".debug_frame" in names
     for name, key in ((".eh_frame", "eh_frame_bytes"), (".eh_frame_hdr", "eh_frame_hdr_bytes"),
@@ -129,48 +135,51 @@ def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None
     if not dwarf and ".sframe" not in names:
         record["status"] = "no-cfi"
         return
-    if task.command == "verify":
-        _verify(record, path, data, dwarf and ".sframe" in names, task.limits)
-        if ".sframe" not in names:
-            record["status"] = "no-sframe"
-        return
     if task.command == "convert":
         if ".sframe" in names and not task.replace:
             record["status"] = "has-sframe"
-            return
-        _convert(record, path, read_path, data, task)
+        else:
+            _convert(record, path, read_path, data, read_stat, task)
         return
-    _stats(record, path, data, task)
-    _verify(record, path, data, dwarf and ".sframe" in names, task.limits)
+    # The CFI is read once, for both versions and the check (stats) or the check alone.
+    checked = dwarf and ".sframe" in names
+    cfi = read_elf_cfi(path, data, task.limits) if dwarf and (
+        checked or task.command == "stats") else None
+    if task.command == "stats":
+        for version in (2, 3):
+            record[f"sframe_v{version}_bytes"] = _coverage(record, path, data, version,
+                                                           task.limits, cfi)
+    if cfi is not None and checked:
+        _verify(record, path, data, task.limits, cfi)
+    elif task.command == "verify" and ".sframe" not in names:
+        record["status"] = "no-sframe"
+
+
+def _reasons(skips: Sequence[Skip]) -> dict[str, int]:
+    """How many functions each reason leaves out, the commonest first."""
+    return dict(Counter(skip.reason for skip in skips).most_common())
 
 
 def _coverage(record: dict[str, Any], path: str, data: bytes, version: int,
-              limits: Limits) -> int:
-    """Convert for ``version``; fill arch, FDEs, emitted and reasons; the section size."""
-    from ..convert import convert_file
+              limits: Limits, cfi: ElfCfi | None) -> int:
+    """Convert for ``version`` (from ``cfi``, else the file's own .sframe); fill arch,
+    FDEs, emitted and reasons; the section size."""
+    from ..convert import convert_elf, convert_sframe
 
-    conversion = convert_file(path, data, version=version, limits=limits)
+    conversion = convert_elf(path, data, version, limits=limits, cfi=cfi) if cfi is not None \
+        else convert_sframe(path, data, version, limits=limits)
     if version == record["sframe_version"]:
-        record.update(arch=conversion.arch.name, fdes=getattr(conversion, "fde_count", None),
-                      emitted=len(conversion.functions),
-                      skipped=dict(Counter(s.reason for s in conversion.skips).most_common()))
+        record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
+                      emitted=len(conversion.functions), skipped=_reasons(conversion.skips))
     return len(conversion.raw())
 
 
-def _stats(record: dict[str, Any], path: str, data: bytes, task: Task) -> None:
-    for version in (2, 3):
-        record[f"sframe_v{version}_bytes"] = _coverage(record, path, data, version,
-                                                       task.limits)
-
-
-def _verify(record: dict[str, Any], path: str, data: bytes, possible: bool,
-            limits: Limits) -> None:
-    """Check the file's own .sframe against its DWARF CFI (when it has both)."""
+def _verify(record: dict[str, Any], path: str, data: bytes, limits: Limits,
+            cfi: ElfCfi) -> None:
+    """Check the file's own .sframe against its DWARF CFI."""
     from ..analysis.compare import verify_elf
 
-    if not possible:
-        return
-    result, _ = verify_elf(path, data, limits)
+    result, _ = verify_elf(path, data, limits, cfi)
     record["verify"] = {"ok": result.ok, "checked": result.checked,
                         "mismatches": len(result.mismatches), "missing": len(result.missing),
                         "extra": len(result.extra), "unevaluated": len(result.unevaluated),
@@ -180,14 +189,12 @@ def _verify(record: dict[str, Any], path: str, data: bytes, possible: bool,
 
 
 def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
-             task: Task) -> None:
+             read_stat: os.stat_result, task: Task) -> None:
     """``--in-place``: rewrite the file with a new .sframe once the copy verifies."""
     from dataclasses import replace
 
     from ..convert import ElfConversion, convert_file, rewrite_in_place
-    from ..files import read_for_rewrite
 
-    data, read_stat = read_for_rewrite(read_path)
     conversion = convert_file(path, data, version=task.sframe_version, replace=task.replace,
                               limits=task.limits)
     if not isinstance(conversion, ElfConversion):  # an ELF file always converts as one
@@ -196,6 +203,5 @@ def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
     rewrite_in_place(read_path, conversion, data, read_stat, task.limits,
                      task.preserve_dates)
     record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
-                  emitted=len(conversion.functions), elf_type=conversion.elf_type,
-                  skipped=dict(Counter(s.reason for s in conversion.skips).most_common()))
+                  emitted=len(conversion.functions), skipped=_reasons(conversion.skips))
     record[f"sframe_v{task.sframe_version}_bytes"] = conversion.image.size
