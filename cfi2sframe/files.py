@@ -183,7 +183,7 @@ def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: bytes,
 
     A symbolic link is followed and kept: the file it names is rewritten, as
     strip does.  A file with one name gets a new inode that takes its name
-    only when complete (``write_output``) and keeps its owner, group, mode
+    only when complete (``_replace_with``) and keeps its owner, group, mode
     (setuid and setgid included) and extended attributes (file capabilities);
     with ``preserve_dates`` its access and modification times.  A file with
     several names (hard links) is rewritten in its own inode, so every name

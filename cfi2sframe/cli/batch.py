@@ -7,11 +7,14 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..batch.record import Task
+from ..batch.record import GOOD_STATUSES, Task
 from ..errors import EX_SOFTWARE, Cfi2SframeError
+
+if TYPE_CHECKING:
+    from ..batch.progress import Progress
 
 
 def usable_cores() -> int:
@@ -143,8 +146,6 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
         printed += 1
     records = [done[index] for index in range(len(paths))]
     statuses = {record["status"] for record in records}
-    from ..batch.record import GOOD_STATUSES
-
     status = EX_SOFTWARE if "internal-error" in statuses else \
         1 if statuses - set(GOOD_STATUSES) else 0
     return records, status
@@ -158,7 +159,7 @@ def _size(path: str) -> int:
 
 
 def _runner(args: argparse.Namespace, todo: list[tuple[int, str]],
-            task: Task) -> Any:
+            task: Task) -> Iterator[tuple[int, dict[str, Any]]]:
     if args.dask:
         from ..batch.cluster import run_dask
 
@@ -168,7 +169,8 @@ def _runner(args: argparse.Namespace, todo: list[tuple[int, str]],
     return run_local(todo, task, args.jobs, args.timeout)
 
 
-def _show(record: dict[str, Any], describe: Describe, progress: Any, quiet: bool) -> None:
+def _show(record: dict[str, Any], describe: Describe, progress: Progress,
+          quiet: bool) -> None:
     """A failed file's error on standard error; a line for every file unless ``-q``."""
     if record["error"]:
         error = record["error"]
