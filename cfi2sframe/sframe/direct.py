@@ -23,10 +23,11 @@ from ..arch.base import Arch, ByteOrder
 from ..dwarf.leb128 import read_sleb, read_uleb
 from ..dwarf.opcodes import ADVANCE_SIZES, CFA, HIGH_MASK, LOW_MASK
 from ..errors import DecodeError
-from .format import Fre
+from .format import Fre, FreShape
 from .lower import cfa_problem, words_problem
 
 _NO_CFA = -1
+_new_tuple = tuple.__new__
 
 # The opcode table's numbers as plain ints for the loop below (see dwarf.opcodes).
 _ADVANCE_LOC, _OFFSET, _RESTORE = int(CFA.advance_loc), int(CFA.offset), int(CFA.restore)
@@ -212,10 +213,12 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
         # valid state maps to exactly one FRE, so an unchanged state adds nothing.
         key = (cfa_reg, cfa_off, fp_slot, ra_slot, signed)
         if key != last:
-            fre = _state_fre(key, arch)
-            if fre is None:
+            shape = _state_shape(key, arch)
+            if shape is None:
                 raise _Fallback
-            fres.append(Fre(at, *fre[1:]))
+            # Built as a plain tuple of all nine fields: a named tuple's own
+            # constructor costs twice as much, and libraries have ~500k FREs.
+            fres.append(_new_tuple(Fre, (at, *shape)))
             last = key
         if pos >= end:
             return tuple(fres), (cfa_reg, cfa_off, fp_slot, ra_slot, signed)
@@ -223,9 +226,9 @@ def _run(data: bytes, state: _State, initial: _State, code_align: int, data_alig
 
 
 @lru_cache(maxsize=4096)
-def _state_fre(state: _State, arch: Arch) -> Fre | None:
-    """The default FRE (at offset 0) of a state, by the rules ``lower_row`` applies
-    (``lower.cfa_problem``, ``lower.words_problem``); None when it has none."""
+def _state_shape(state: _State, arch: Arch) -> FreShape | None:
+    """The fields after ``start`` of a state's default FRE, by the rules ``lower_row``
+    applies (``lower.cfa_problem``, ``lower.words_problem``); None when it has none."""
     cfa_reg, cfa_off, fp_slot, ra_slot, signed = state
     if cfa_problem(cfa_reg, signed, arch) is not None:
         return None
@@ -233,4 +236,4 @@ def _state_fre(state: _State, arch: Arch) -> Fre | None:
         return None  # lower_row: the RA rule must be the header's fixed offset
     fre = Fre(0, cfa_reg == arch.fp, cfa_off, fp_slot, ra_slot if arch.tracks_ra else None,
               signed)
-    return None if words_problem(fre, arch) is not None else fre
+    return None if words_problem(fre, arch) is not None else fre[1:]

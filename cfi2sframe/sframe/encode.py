@@ -32,6 +32,7 @@ from .format import (
     VERSION_2,
     VERSION_3,
     Fre,
+    FreShape,
     SFrameFunction,
     cfa_word,
     fde_struct,
@@ -101,11 +102,6 @@ def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, arch: Arch) -> bytes:
         out.append(fre.start.to_bytes(addr_size, endian))
         out.append(_fre_tail(fre[1:], arch))
     return b"".join(out)
-
-
-# An FRE without its start: (cfa_base_fp, cfa_offset, fp_offset, ra_offset, mangled_ra,
-# ra_undefined, fp_reg, ra_reg).
-FreShape = tuple[bool, int, int | None, int | None, bool, bool, int | None, int | None]
 
 
 @lru_cache(maxsize=4096)

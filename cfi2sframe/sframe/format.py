@@ -108,6 +108,11 @@ class Fre(NamedTuple):
         return row_rules(self, as_arch(arch))
 
 
+# An FRE without its start: (cfa_base_fp, cfa_offset, fp_offset, ra_offset, mangled_ra,
+# ra_undefined, fp_reg, ra_reg).
+FreShape = tuple[bool, int, int | None, int | None, bool, bool, int | None, int | None]
+
+
 def cfa_word(offset: int, arch: Arch) -> int:
     """The SFrame word that stores a CFA offset (s390x: (offset - 160) / 8)."""
     return (offset - arch.cfa_adjustment) // arch.cfa_alignment
