@@ -94,21 +94,23 @@ class SectionImage:
         return bytes(out + self.fres + self.padding)
 
 
-def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, arch: Arch) -> bytes:
-    """The FREs of one function: each start, then its (memoised) info and data words."""
+def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, arch: Arch,
+                tails: dict[FreShape, bytes]) -> bytes:
+    """The FREs of one function: each start, then its info and data words.
+
+    ``tails`` memoises those words by FRE shape (the caller's, one per section):
+    a few hundred distinct shapes cover the ~500k FREs of a large library.
+    """
     endian: ByteOrder = "big" if arch.big_endian else "little"
-    out = []
+    out = bytearray()
     for fre in fres:
-        out.append(fre.start.to_bytes(addr_size, endian))
-        out.append(_fre_tail(fre[1:], arch))
-    return b"".join(out)
-
-
-@lru_cache(maxsize=4096)
-def _fre_tail(shape: FreShape, arch: Arch) -> bytes:
-    """Info byte and data words of an FRE (everything but its start): a few
-    hundred distinct shapes cover the FREs of a whole library."""
-    return _fre_bytes(Fre(0, *shape), 1, arch)[1:]
+        shape = fre[1:]
+        tail = tails.get(shape)
+        if tail is None:
+            tail = tails[shape] = _fre_bytes(Fre(0, *shape), 1, arch)[1:]
+        out += fre.start.to_bytes(addr_size, endian)
+        out += tail
+    return bytes(out)
 
 
 def _fre_bytes(fre: Fre, addr_size: int, arch: Arch) -> bytes:
@@ -143,6 +145,7 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
     fde = fde_struct(VERSION_2, arch.big_endian)
     tails = []
     memo: dict[int, tuple[tuple[Fre, ...], int, bytes]] = {}
+    shape_bytes: dict[FreShape, bytes] = {}
     fre_blob = bytearray()
     num_fres = 0
     for func in functions:
@@ -152,7 +155,7 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
             # Functions made from identical CFI share one FRE tuple: encode it once.
             fre_type = fre_type_for(max((f.start for f in fres), default=0))
             hit = memo[id(fres)] = (fres, fre_type,
-                                    _fres_bytes(fres, FRE_ADDR_SIZE[fre_type], arch))
+                                    _fres_bytes(fres, FRE_ADDR_SIZE[fre_type], arch, shape_bytes))
         _, fre_type, encoded = hit
         info = fre_type | (int(func.pc_mask) << 4) | (int(func.pauth_b_key) << 5)
         packed = fde.pack(0, func.size, len(fre_blob), len(fres), info, func.rep_size, 0)
