@@ -197,7 +197,7 @@ def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: bytes,
         if preserve_dates:
             _utime(path, target, read_stat)
     else:
-        attributes = _xattrs(target)
+        attributes = _xattrs(target, path)
 
         def prepare(fd: int) -> None:
             try:
@@ -232,7 +232,7 @@ def rewrite_inode(path: str, target: str, old: bytes, read_stat: os.stat_result,
                                     "and this conversion would change it in more than one "
                                     "place, which cannot be done in place without a moment "
                                     "where it is half-written; convert a copy (cp) instead")
-    attributes = _xattrs(target)
+    attributes = _xattrs(target, path)
     try:
         fd = os.open(target, os.O_WRONLY)
     except OSError as exc:
@@ -300,16 +300,30 @@ def _check_unchanged(path: str, target: str, read_stat: os.stat_result,
                                     "nothing written")
 
 
-def _xattrs(path: str) -> dict[str, bytes]:
-    """The extended attributes of ``path`` (none where the system has none)."""
+def _xattrs(path: str, where: str) -> dict[str, bytes]:
+    """The extended attributes of ``path`` (none where the system has none), read
+    before anything is written: one that cannot be read (a security module's
+    denial, an I/O error) refuses the rewrite, as it could not be kept; one
+    removed between listing and reading is gone and not kept."""
     if not hasattr(os, "listxattr"):
         return {}
     try:
-        return {name: os.getxattr(path, name) for name in os.listxattr(path)}
+        names = os.listxattr(path)
     except OSError as exc:
         if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
             return {}
-        raise
+        raise Cfi2SframeError(where, f"cannot read the extended attributes: {exc.strerror}; "
+                                     "nothing written") from None
+    attributes = {}
+    for name in names:
+        try:
+            attributes[name] = os.getxattr(path, name)
+        except OSError as exc:
+            if exc.errno == errno.ENODATA:
+                continue
+            raise Cfi2SframeError(where, f"cannot read the extended attribute {name}: "
+                                         f"{exc.strerror}; nothing written") from None
+    return attributes
 
 
 def _set_xattrs(target: int | str, attributes: dict[str, bytes], where: str) -> None:

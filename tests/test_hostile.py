@@ -232,6 +232,51 @@ def test_in_place_keeps_owner_mode_attributes_and_with_p_dates(linked: Path) -> 
     assert run_prog(linked, "single") == "44\n"
 
 
+def _under_strace(folder: Path, inject: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``cfi2sframe ARGS`` in ``folder`` with strace's fault injection ``inject``."""
+    call = inject.split(":")[0]
+    return subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, "-e", f"trace={call}",
+                           "-e", f"inject={inject}", sys.executable, "-m", "cfi2sframe",
+                           *args], cwd=folder, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+
+
+@pytest.mark.parametrize("inject", ["listxattr:error=EIO", "getxattr:error=EACCES"])
+def test_unreadable_extended_attributes_refuse_in_place(linked: Path, inject: str) -> None:
+    """An attribute that cannot be read (strace makes the kernel deny it, as a security
+    module or a failing disk would) could not be kept: one error line, exit 1, the
+    file untouched, through one name and through two (hard links)."""
+    require("strace")
+    shutil.copy(linked / "prog", linked / "single")
+    for name in ("single", "prog"):
+        try:
+            os.setxattr(linked / name, "user.cfi2sframe", b"kept")
+        except OSError:
+            pytest.skip("no user extended attributes on this file system")
+        before = (linked / name).read_bytes()
+        proc = _under_strace(linked, inject, "--in-place", "-w", name)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.startswith(f"{name}: error: cannot read the extended attribute")
+        assert "nothing written" in proc.stderr
+        assert (linked / name).read_bytes() == before
+    assert os.getxattr(linked / "prog-alias", "user.cfi2sframe") == b"kept"
+
+
+def test_extended_attribute_gone_while_read_is_not_kept(linked: Path) -> None:
+    """An attribute listed and then gone when read (ENODATA: removed meanwhile) is not
+    kept, and the conversion goes on."""
+    require("strace")
+    single = linked / "single"
+    shutil.copy(linked / "prog", single)
+    try:
+        os.setxattr(single, "user.cfi2sframe", b"gone")
+    except OSError:
+        pytest.skip("no user extended attributes on this file system")
+    proc = _under_strace(linked, "getxattr:error=ENODATA", "--in-place", "-w", "single")
+    assert proc.returncode == 0, proc.stderr
+    assert has_sframe(single) and "user.cfi2sframe" not in os.listxattr(single)
+
+
 def test_hard_linked_file_needing_a_wide_change_is_refused(tmp_path: Path) -> None:
     """--replace rewrites an .sframe where it fits (here V3 made V2); with two names and
     more than a page to change, that cannot be done without a half-written moment:
@@ -304,11 +349,8 @@ def test_kill_at_every_write_leaves_old_or_new(linked: Path, name: str) -> None:
     for call in WRITES:
         for nth in (1, 2, 3):
             real.write_bytes(old)  # same inode: prog keeps its second name
-            subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, "-e", f"trace={call}",
-                            "-e", f"inject={call}:signal=SIGKILL:when={nth}",
-                            sys.executable, "-m", "cfi2sframe", "--in-place", "-w", name],
-                           cwd=linked, capture_output=True,
-                           env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+            _under_strace(linked, f"{call}:signal=SIGKILL:when={nth}", "--in-place", "-w",
+                          name)
             now = real.read_bytes()
             state = "new" if now == new else "old" if now == old else \
                 "old with unused bytes" if now[:len(old)] == old else "broken"
