@@ -205,6 +205,30 @@ def test_in_place_keeps_links_and_converts_every_name(linked: Path) -> None:
     assert not [p for p in linked.iterdir() if p.name.startswith(".cfi2sframe-")]
 
 
+def test_in_place_keeps_the_file_form_whatever_its_name(linked: Path) -> None:
+    """A program named like an object and an object named like nothing are rewritten as
+    what they are (the name said obj for the program, which was refused as not ELF);
+    an --emit that is not the file's form is refused, the file untouched."""
+    shutil.copy(linked / "prog", linked / "prog.o")
+    (linked / "f.c").write_text("int f(int x) { return x * 3; }\n")
+    subprocess.run(["gcc", "-O1", "-c", "f.c", "-o", "fobj"], cwd=linked, check=True)
+    for name in ("prog.o", "fobj"):
+        wrong = "obj" if name == "prog.o" else "elf"
+        before = (linked / name).read_bytes()
+        proc = cli("--in-place", "--emit", wrong, "-w", name, cwd=linked)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"not --emit {wrong}" in proc.stderr
+        assert (linked / name).read_bytes() == before
+        proc = cli("--in-place", "-w", name, cwd=linked)
+        assert proc.returncode == 0, proc.stderr
+        assert has_sframe(linked / name)
+        assert cli("verify", name, cwd=linked).returncode == 0
+    assert run_prog(linked, "prog.o") == "44\n"
+    sections = subprocess.run(["readelf", "-SW", str(linked / "fobj")], capture_output=True,
+                              text=True).stdout
+    assert " .rela.sframe " in sections  # an object: relocations, no program headers
+
+
 def test_in_place_keeps_owner_mode_attributes_and_with_p_dates(linked: Path) -> None:
     single = linked / "single"
     shutil.copy(linked / "prog", single)

@@ -120,8 +120,9 @@ def parser() -> argparse.ArgumentParser:
                              "image): keep (default) refuses the file, pad writes the zeros, "
                              "no places the table for Linux >= 5.18 only")
     parser.add_argument("--in-place", action="store_true",
-                        help="ELF input: replace the input file (--emit obj or elf), only "
-                             "after the new file is complete and verified")
+                        help="ELF input: replace the input file, only after the new file "
+                             "is complete and verified; it keeps its form (an object --emit "
+                             "obj, a linked file --emit elf), whatever its name")
     parser.add_argument("-p", "--preserve-dates", action="store_true",
                         help="--in-place: keep the file's access and modification times "
                              "(as strip -p); owner, group, mode and extended attributes are "
@@ -206,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
             raise Cfi2SframeError("", "--in-place takes an input file and no -o")
         args.output = args.input
     output = args.output or _default_output(args.input, args.emit, args.format)
-    emit = _emit_kind(args.emit, output)
+    # In place, the file keeps its own form (checked below), whatever its name says.
+    emit = _emit_kind(args.emit, "" if args.in_place else output)
     read_stat = None
     if args.in_place:
         data, read_stat = read_for_rewrite(args.input)
@@ -232,9 +234,12 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(conversion, ElfConversion):
         conversion = replace(conversion, old_kernels=args.old_kernels)
     if read_stat is not None:
-        if not isinstance(conversion, ElfConversion) or emit not in ("raw",
-                                                                      conversion.rewrite_form):
+        if not isinstance(conversion, ElfConversion):
             raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
+        if args.emit not in (None, conversion.rewrite_form):
+            kind = "a linked file" if conversion.linked else "an object"
+            raise Cfi2SframeError(display, f"--in-place rewrites {kind} as --emit "
+                                           f"{conversion.rewrite_form}, not --emit {args.emit}")
         from ..convert import rewrite_in_place
 
         rewrite_in_place(display, conversion, data, read_stat, limits_of(args),
