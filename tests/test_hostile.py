@@ -395,6 +395,46 @@ def test_kill_at_every_write_leaves_old_or_new(linked: Path, name: str) -> None:
     assert not [p for p in linked.iterdir() if p.name.startswith(".cfi2sframe-")]
 
 
+def _in_read_only_folder(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``cfi2sframe ARGS`` in ``folder``, which a private mount namespace makes a
+    read-only bind mount of itself (EROFS for every write, root included)."""
+    script = 'mount --bind -o ro "$1" "$1" && cd "$1" && shift && exec "$@"'
+    return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(folder),
+                           sys.executable, "-m", "cfi2sframe", *args],
+                          capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+
+
+def test_read_only_target_leaves_everything_as_it_was(linked: Path) -> None:
+    """On a read-only file system every write path fails with one line and exit 1:
+    in place through a hard link and a symbolic link, new raw/obj/elf files, the
+    JSONL of a tree run and an in-place tree run; nothing changes."""
+    require("unshare", "gcc")
+    (linked / "f.c").write_text("int f(int x) { return x * 3; }\n")
+    subprocess.run(["gcc", "-O1", "-c", "f.c", "-o", "f.o"], cwd=linked, check=True)
+    probe = subprocess.run(["unshare", "-m", "sh", "-c",
+                            f"mount --bind -o ro {linked} {linked} && ! touch {linked}/x"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("cannot make a read-only bind mount here (unshare -m, mount)")
+    before = {p.name: p.read_bytes() for p in linked.iterdir() if not p.is_symlink()}
+    for args in (("--in-place", "-w", "prog"), ("--in-place", "-w", "libtw.so"),
+                 ("-w", "prog", "-o", "out.sframe"), ("-w", "f.o", "--emit", "obj",
+                                                      "-o", "g.o"),
+                 ("-w", "prog", "--emit", "elf", "-o", "prog2"),
+                 ("stats", "-r", ".", "-q", "--jsonl", "j.jsonl")):
+        proc = _in_read_only_folder(linked, *args)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, (args, proc.stderr)
+        assert "Read-only file system" in proc.stderr, proc.stderr
+    proc = _in_read_only_folder(linked, "--in-place", "-r", ".", "-q", "-j", "1")
+    assert proc.returncode == 1
+    # f.o, the library and the program under both its names (f.c is not ELF).
+    assert proc.stderr.count("cannot write output: Read-only file system") == 4
+    after = {p.name: p.read_bytes() for p in linked.iterdir() if not p.is_symlink()}
+    assert after == before
+    assert os.readlink(linked / "libtw.so") == "libtw.so.1" and run_prog(linked) == "44\n"
+
+
 def test_changed_or_vanished_input_is_not_overwritten(linked: Path) -> None:
     from cfi2sframe.files import read_for_rewrite, rewrite
 
