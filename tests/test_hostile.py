@@ -468,10 +468,59 @@ def _patched_example(tmp_path: Path, patch) -> Path:
 
 def _refused_in_place(obj: Path, message: str) -> None:
     """--in-place on ``obj`` fails with one line holding ``message``; the file stays."""
+    _refused_in_place_with(obj, (), message)
+
+
+def _refused_in_place_with(obj: Path, args: tuple[str, ...], message: str) -> None:
     before = obj.read_bytes()
-    proc = cli("--in-place", str(obj), cwd=obj.parent)
+    proc = cli("--in-place", *args, str(obj), cwd=obj.parent)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert message in proc.stderr and obj.read_bytes() == before
+
+
+def _patched_program(tmp_path: Path, field: int, value: int) -> Path:
+    """A gcc program whose last PT_LOAD has ``value`` in the 8-byte field at ``field``
+    of its program header (40: p_memsz, 48: p_align)."""
+    require("gcc")
+    (tmp_path / "p.c").write_text("int main(void) { return 0; }\n")
+    prog = tmp_path / "prog"
+    subprocess.run(["gcc", "-O1", "p.c", "-o", str(prog)], cwd=tmp_path, check=True)
+    data = bytearray(prog.read_bytes())
+    last = [s for s in open_elf(bytes(data), "prog").segments() if s.kind == 1][-1]
+    struct.pack_into("<Q", data, last.header_at + field, value)
+    prog.write_bytes(data)
+    return prog
+
+
+def test_fuzz_finding_segment_alignment_of_512_mib(tmp_path: Path) -> None:
+    """A PT_LOAD claiming 512 MiB alignment: the new segments took that alignment and
+    --in-place wrote a 1 GiB file (6 s, 2 GiB of memory: the rewrite target ran out of
+    memory). Refused now, above the 2 MiB some real files have."""
+    prog = _patched_program(tmp_path, 48, 1 << 29)
+    start = time.monotonic()
+    _refused_in_place_with(prog, ("-w",), "the segment alignment 0x20000000 is larger than "
+                                          "0x200000")
+    assert time.monotonic() - start < 5
+
+
+def test_memory_image_claims_are_bounded(tmp_path: Path) -> None:
+    """A last PT_LOAD claiming a 1 TiB memory image: --old-kernels pad would write that
+    many zeros (with V3's 64-bit starts, which reach that far: was MemoryError, an
+    internal error) and is refused above 1 GiB, as is the default; a memory image past
+    the top of the address space leaves no addresses for the new segments (was
+    reported as a function too far from its FDE)."""
+    prog = _patched_program(tmp_path, 40, 1 << 40)
+    for args in (("--old-kernels", "pad", "--sframe-version", "3"), ()):
+        before = prog.read_bytes()
+        proc = cli("--in-place", "-w", *args, str(prog), cwd=tmp_path)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "bytes of zeros" in proc.stderr or "would write that many zeros" in \
+            proc.stderr, proc.stderr
+        assert prog.read_bytes() == before
+    assert "more than 0x40000000 bytes (1 GiB)" in cli(
+        "--in-place", "-w", "--old-kernels", "pad", str(prog), cwd=tmp_path).stderr
+    top = _patched_program(tmp_path, 40, (1 << 64) - 1)
+    _refused_in_place_with(top, ("-w", "--old-kernels", "no"), "no addresses are left")
 
 
 def test_fuzz_finding_symbol_table_of_odd_size(tmp_path: Path) -> None:

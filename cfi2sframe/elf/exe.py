@@ -56,6 +56,15 @@ PN_XNUM, SHN_LORESERVE = 0xFFFF, 0xFF00
 # of zeros: refuse ("keep"), write the zeros ("pad"), or place it for Linux >= 5.18
 # only ("no").
 OldKernels = Literal["keep", "pad", "no"]
+# The largest PT_LOAD alignment honoured: 2 MiB, x86-64's huge page, which older GNU ld
+# used as x86-64's maximum page size (installed libraries here have it).  The new
+# segments take the file's alignment and up to two of its pages of zeros: a header
+# claiming more would make the output grow with the claim, not with the file.
+MAX_SEGMENT_ALIGN = 1 << 21
+# The most zeros --old-kernels pad writes (a memory image that much longer than the
+# file: a huge .bss, or a size field that lies).
+MAX_PADDING = 1 << 30
+ADDRESS_END = 1 << 64
 
 # The table's first 8 bytes (a PT_NULL entry's type and flags) lie outside every
 # section: libelf may zero them, which leaves them what they are.
@@ -109,6 +118,11 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     page = max(seg.align for seg in loads)
     if page <= 0 or page & (page - 1):
         raise Cfi2SframeError(where, f"the segment alignment {page:#x} is not a power of two")
+    if page > MAX_SEGMENT_ALIGN:
+        raise Cfi2SframeError(where, f"the segment alignment {page:#x} is larger than "
+                                     f"{MAX_SEGMENT_ALIGN:#x} (2 MiB), the largest page "
+                                     "size in use: new segments would take that many "
+                                     "bytes of zeros")
     first = loads[0]
     delta = first.vaddr - first.offset
     contents_end = max(seg.offset + seg.filesz for seg in loads)
@@ -121,6 +135,11 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     phdrs_address = phdrs_at + delta
     if phdrs_address < memory_end:
         padding = _up(memory_end - phdrs_address, page)
+        if old_kernels == "pad" and padding > MAX_PADDING:
+            raise Cfi2SframeError(where, "the file is shorter than its memory image by more "
+                                  f"than {MAX_PADDING:#x} bytes (1 GiB): --old-kernels pad "
+                                  "would write that many zeros; --old-kernels no makes a "
+                                  "file for Linux >= 5.18 only")
         if padding <= page or old_kernels == "pad":
             phdrs_at += padding
             phdrs_address = phdrs_at + delta
@@ -137,6 +156,9 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
                                page)
     sframe_address = _congruent(_up(cover_address + table - NULL_PREFIX, page), sframe_at,
                                 page)
+    if sframe_address + size > ADDRESS_END:
+        raise Cfi2SframeError(where, f"the file's memory image ends at {memory_end:#x}: no "
+                                     "addresses are left for the new segments")
     return Placement(cut, shdrs_at, sframe_at, sframe_address, phdrs_at, phdrs_address,
                      cover_address, phdrs_at + table, page)
 
