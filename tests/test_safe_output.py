@@ -32,14 +32,18 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LIBRARY = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
 
 
-def run(*args: str, cwd: Path, limit: int | None = None) -> subprocess.CompletedProcess:
+def run(*args: str, cwd: Path, limit: int | None = None,
+        wrapper: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """``cfi2sframe ARGS`` in ``cwd`` (under ``wrapper``, a command that runs it: strace,
+    unshare), files limited to ``limit`` bytes; never an internal error."""
     def small_files() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     # No bytecode caching under a size limit: Python would leave truncated .pyc files.
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    proc = subprocess.run([sys.executable, "-m", "cfi2sframe", *args], cwd=cwd, env=env,
+    proc = subprocess.run([*wrapper, sys.executable, "-m", "cfi2sframe", *args], cwd=cwd,
+                          env=env,
                           capture_output=True, text=True, check=False,
                           preexec_fn=small_files if limit is not None else None)
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
