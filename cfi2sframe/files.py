@@ -24,6 +24,29 @@ def read_bytes(path: str) -> bytes:
         raise Cfi2SframeError(path, f"cannot read input: {exc.strerror}") from None
 
 
+def same_file(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` name one existing regular file (one inode: through
+    symbolic and hard links too)."""
+    if "-" in (a, b):
+        return False
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    # Only a regular file is destroyed by being written: ``-o /dev/null`` of ``/dev/null``
+    # is harmless.
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino) and stat.S_ISREG(sa.st_mode)
+
+
+def refuse_output_naming_input(output: str, inputs: list[str], what: str = "the output") -> None:
+    """A one-line error, before any work, when ``output`` is one of ``inputs``: writing
+    it would destroy the input (GNU as and gcc refuse the same)."""
+    for path in inputs:
+        if same_file(output, path):
+            raise Cfi2SframeError(output, f"{what} is the input file {path}; nothing written "
+                                          "(use --in-place to rewrite a file in place)")
+
+
 def write_output(path: str, data: bytes | str, mode_of: str | None = None) -> None:
     """Write ``data`` to ``path`` (``-`` is stdout): complete, or not at all.
 

@@ -76,7 +76,7 @@ def test_every_readme_code_block_runs(tmp_path: Path) -> None:
             script = "\n".join(
                 cmd.replace(CI_ONLY[0], "") for cmd in body.splitlines()
                 if not cmd.strip().startswith(CI_ONLY[1]))
-            if "foo.o -o foo.o" in script:  # an object as a compiler made it, no .sframe
+            if "cfi2sframe foo.o -o" in script:  # an object as a compiler made it, no .sframe
                 subprocess.run(["as", "foo.s", "-o", "foo.o"], cwd=work, check=True)
             sleeper = None
             if " -p PID " in script:  # a live process to attach to: sleep(1) waiting

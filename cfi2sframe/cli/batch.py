@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..batch.record import GOOD_STATUSES, Task
 from ..errors import EX_SOFTWARE, Cfi2SframeError
+from ..files import refuse_output_naming_input
 
 if TYPE_CHECKING:
     from ..batch.progress import Progress
@@ -112,6 +113,9 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     if not paths:
         raise Cfi2SframeError("", "no input files (folders need -r; non-ELF files under "
                                   "them are skipped)")
+    for option, name in (("--jsonl", args.jsonl), ("--plot", getattr(args, "plot", None))):
+        if name:
+            refuse_output_naming_input(name, paths, f"{option} {name}")
     previous = read_journal(args.jsonl) if args.resume else {}
     done: dict[int, dict[str, Any]] = {}
     todo: list[tuple[int, str]] = []

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..arch import ARCHES
 from ..errors import Cfi2SframeError
-from ..files import read_bytes, read_for_rewrite
+from ..files import read_bytes, read_for_rewrite, refuse_output_naming_input
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import add_limit_options, address, arch_name, limits_of, write
 
@@ -80,7 +80,8 @@ def parser() -> argparse.ArgumentParser:
                              "input; several ELF files, or folders with -r, with --in-place")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="output file, - for standard output (default: the input name "
-                             "with .sframe, .sframe.s or .o; standard output for - input)")
+                             "with .sframe, .sframe.s or .o; standard output for - input); "
+                             "never the input itself (use --in-place)")
     parser.add_argument("--emit", choices=EMIT_KINDS,
                         help="output form (default: from the output name, else raw)")
     parser.add_argument("--arch", default="x86_64", type=arch_name, choices=sorted(ARCHES),
@@ -209,6 +210,8 @@ def run(args: argparse.Namespace) -> int:
     output = args.output or _default_output(args.input, args.emit, args.format)
     # In place, the file keeps its own form (checked below), whatever its name says.
     emit = _emit_kind(args.emit, "" if args.in_place else output)
+    if not args.in_place:
+        refuse_output_naming_input(output, [args.input])
     read_stat = None
     if args.in_place:
         data, read_stat = read_for_rewrite(args.input)
