@@ -2,23 +2,61 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 import pytest
+
+
+def in_ci() -> bool:
+    """True under CI (the CI environment variable set, as .ci/run does)."""
+    return bool(os.environ.get("CI"))
+
+
+def unavailable(message: str) -> NoReturn:
+    """Skip (locally) or fail (in CI) for a missing tool, file, module or capability:
+    in CI nothing the tests need may be missing silently."""
+    if in_ci():
+        pytest.fail(message + " (CI must provide it: see .ci/run and "
+                    "tests/support/install-test-tools.sh)")
+    pytest.skip(message)
 
 
 def require(*tools: str) -> None:
     """Skip (locally) or fail (in CI) when a real tool the test needs is missing."""
     missing = [tool for tool in tools if shutil.which(tool) is None]
-    if not missing:
-        return
-    message = f"missing tools: {', '.join(missing)}"
-    if os.environ.get("CI"):
-        pytest.fail(message + " (CI must install them: see .ci/run)")
-    pytest.skip(message)
+    if missing:
+        unavailable(f"missing tools: {', '.join(missing)}")
+
+
+def require_path(*paths: str | Path) -> None:
+    """Skip (locally) or fail (in CI) when an input file the test needs (an installed
+    library, say) is missing; the message names it."""
+    missing = [str(path) for path in paths if not Path(path).exists()]
+    if missing:
+        unavailable(f"missing files: {', '.join(missing)}")
+
+
+def require_module(name: str) -> ModuleType:
+    """``pytest.importorskip`` that fails in CI: the module, imported."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        unavailable(f"missing Python module {name!r} ({exc})")
+
+
+def at_least(what: str, measured: int, floor: int) -> None:
+    """A loop over a corpus compared at least ``floor`` items (files, functions, PCs).
+
+    Each floor is what the loop compares on the reference machine less a margin, both
+    said where it is set: a loop whose inputs vanish, or whose comparison stops
+    matching anything, fails instead of passing on nothing."""
+    assert measured >= floor, f"{what}: {measured} compared, below the floor {floor}"
 
 
 def small_program(folder: Path) -> Path:

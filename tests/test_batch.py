@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import require, require_module, require_path
 
 LIB = Path("/usr/lib/x86_64-linux-gnu")
 LLVM = LIB / "libLLVM-14.so.1"  # about 6 s of work: the file that times out
@@ -55,6 +55,7 @@ def readelf_size(path: Path, section: str) -> int:
 def tree(tmp_path: Path) -> Path:
     """Real files of every kind a tree run meets."""
     require("gcc", "as", "readelf")
+    require_path(LIB / "libz.so.1", "/usr/bin/cat")
     root = tmp_path / "tree"
     (root / "lib").mkdir(parents=True)
     (root / "bin").mkdir()
@@ -76,8 +77,7 @@ def tree(tmp_path: Path) -> Path:
 
 def test_j1_j2_and_dask_give_the_same_records(tree: Path, tmp_path: Path) -> None:
     require("readelf")
-    if not LLVM.exists():
-        pytest.skip("llvm-14's libLLVM is the slow file")  # installed with llvm-14
+    require_path(LLVM)  # the slow file; installed with llvm-14
     listing = tmp_path / "list"
     listing.write_text(f"{LLVM}\n")
     runs = {}
@@ -208,7 +208,7 @@ def test_usage_and_input_errors(tmp_path: Path) -> None:
 
 
 def test_plot_draws_every_file(tree: Path, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    require_module("matplotlib")
     png = tmp_path / "sizes.png"
     proc = cli("stats", "-r", str(tree), "--plot", str(png), "--json", cwd=tmp_path)
     records = [r for r in json.loads(proc.stdout)["files"] if r["status"] == "ok"]
@@ -232,6 +232,7 @@ def test_full_disk_under_the_journal_then_resume(tmp_path: Path) -> None:
 
     libs = [str(p) for p in sorted(LIB.glob("libz.so.*"))[:1] + sorted(LIB.glob("libm.so.*"))[:1]
             + [Path("/usr/bin/cat"), Path("/usr/bin/ls"), Path("/usr/bin/sort")]]
+    assert len(libs) == 5, libs  # libz, libm (zlib1g, libc6) and three coreutils
     jsonl = tmp_path / "out.jsonl"
 
     def small_files() -> None:

@@ -8,6 +8,7 @@ analysis/consumers.py) applied by hand to files made by the real toolchain
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 from cfi2sframe.analysis.consumers import Facts, check_consumer
@@ -19,7 +20,7 @@ from tests.conftest import gsframe_program
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["python3", "-m", "cfi2sframe", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cfi2sframe", *args], capture_output=True,
                           text=True)
 
 

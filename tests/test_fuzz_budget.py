@@ -18,19 +18,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import at_least, require, require_module
+from tests.corpus import csmith_asm
 
 ROOT = Path(__file__).resolve().parent.parent
 # Executions per target in CI (the cheap decoders get more); scale with the variable.
 RUNS = {"sframe": 200000, "compact": 200000, "elf": 20000, "asm": 5000, "rewrite": 30000,
         "compressed": 50000}
 SCALE = float(os.environ.get("CFI2SFRAME_FUZZ_SCALE", "1"))
+SEED_FLOORS = {"sframe": 8, "elf": 4, "compact": 6, "asm": 9, "rewrite": 12,
+               "compressed": 5}
 
 
 def _seeds(target: str, folder: Path) -> None:
     folder.mkdir()
     examples = sorted((ROOT / "examples").glob("*.s"))
-    corpus = sorted((ROOT / ".corpus" / "x86_64").glob("*.s"))[:5]
+    corpus = csmith_asm(range(1, 2)) if target == "asm" else []  # 5 files (every flag set)
     if target == "asm":
         for path in examples + corpus:
             shutil.copy(path, folder / path.name)
@@ -93,11 +96,14 @@ def make_bomb(folder: Path, zeros: int) -> Path:
 @pytest.mark.parametrize("target", ["sframe", "elf", "compact", "asm", "rewrite",
                                     "compressed"])
 def test_fuzz_target_within_budget(target: str, tmp_path: Path, report) -> None:
-    require("as", "ld", "objcopy")
-    pytest.importorskip("atheris")
+    require("as", "ld", "objcopy", "gcc", "csmith")
+    require_module("atheris")
     seeds = tmp_path / "seeds"
     _seeds(target, seeds)
     seed_count = len(list(seeds.iterdir()))
+    # Seeds per target, counted from the inputs above (4 examples/*.s):
+    # a target fuzzed from fewer seeds than these lost its real inputs.
+    at_least(f"{target} seeds", seed_count, SEED_FLOORS[target])
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "fuzz.py"), target,
                            f"-runs={int(RUNS[target] * SCALE)}", "-max_total_time=120",
                            "-rss_limit_mb=2048", "-timeout=10", str(seeds)],

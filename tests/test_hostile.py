@@ -21,7 +21,7 @@ import pytest
 
 from cfi2sframe.elf.read import PT_LOAD, open_elf
 from cfi2sframe.errors import Cfi2SframeError
-from tests.conftest import require
+from tests.conftest import require, unavailable
 from tests.test_safe_output import run as cli
 
 BOMB_ZEROS = 300_000_000
@@ -239,7 +239,7 @@ def test_in_place_keeps_owner_mode_attributes_and_with_p_dates(linked: Path) -> 
         try:
             os.setxattr(path, "user.cfi2sframe", b"kept")
         except OSError:
-            pytest.skip("no user extended attributes on this file system")
+            unavailable("no user extended attributes on this file system")
         os.utime(path, ns=(1_000_000_000_000_000_000, 1_100_000_000_000_000_000))
     for name in ("single", "prog"):
         proc = cli("--in-place", "-p", "-w", name, cwd=linked)
@@ -274,7 +274,7 @@ def test_unreadable_extended_attributes_refuse_in_place(linked: Path, inject: st
         try:
             os.setxattr(linked / name, "user.cfi2sframe", b"kept")
         except OSError:
-            pytest.skip("no user extended attributes on this file system")
+            unavailable("no user extended attributes on this file system")
         before = (linked / name).read_bytes()
         proc = _under_strace(linked, inject, "--in-place", "-w", name)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
@@ -293,7 +293,7 @@ def test_extended_attribute_gone_while_read_is_not_kept(linked: Path) -> None:
     try:
         os.setxattr(single, "user.cfi2sframe", b"gone")
     except OSError:
-        pytest.skip("no user extended attributes on this file system")
+        unavailable("no user extended attributes on this file system")
     proc = _under_strace(linked, "getxattr:error=ENODATA", "--in-place", "-w", "single")
     assert proc.returncode == 0, proc.stderr
     assert has_sframe(single) and "user.cfi2sframe" not in os.listxattr(single)
@@ -411,7 +411,8 @@ def test_read_only_target_leaves_everything_as_it_was(linked: Path) -> None:
                             f"mount --bind -o ro {linked} {linked} && ! touch {linked}/x"],
                            capture_output=True)
     if probe.returncode != 0:
-        pytest.skip("cannot make a read-only bind mount here (unshare -m, mount)")
+        unavailable("cannot make a read-only bind mount here (unshare -m, mount): "
+                    + probe.stderr.decode(errors="replace").strip())
     before = {p.name: p.read_bytes() for p in linked.iterdir() if not p.is_symlink()}
     for args in (("--in-place", "-w", "prog"), ("--in-place", "-w", "libtw.so"),
                  ("-w", "prog", "-o", "out.sframe"), ("-w", "f.o", "--emit", "obj",

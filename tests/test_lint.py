@@ -8,9 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import require
+from tests.conftest import require, require_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +21,7 @@ def test_ruff_clean():
 
 
 def test_mypy_strict():
-    pytest.importorskip("mypy")
+    require_module("mypy")
     proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "cfi2sframe"], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

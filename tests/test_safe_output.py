@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require, small_program
+from tests.conftest import require, require_path, small_program
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LIBRARY = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
@@ -97,8 +97,7 @@ def test_in_place_that_cannot_be_written_leaves_the_input(tmp_path):
 
 @pytest.mark.parametrize("fraction", [0.2, 0.4, 0.6, 0.8, 0.95])
 def test_kill_at_any_moment_leaves_complete_or_no_output(tmp_path, fraction):
-    if not os.path.exists(LIBRARY):
-        pytest.skip(f"{LIBRARY} not installed")
+    require_path(LIBRARY)
     start = time.perf_counter()
     full = run(LIBRARY, "-o", "whole.sframe", cwd=tmp_path)
     assert full.returncode == 0, full.stderr

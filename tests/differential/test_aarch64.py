@@ -19,7 +19,7 @@ from cfi2sframe.convert import convert_elf
 from cfi2sframe.dwarf.ehframe import read_elf_cfi
 from cfi2sframe.sframe.dump import dump_text
 from cfi2sframe.sframe.load import load_sframe
-from tests.conftest import require
+from tests.conftest import at_least, require
 from tests.corpus import csmith_asm
 
 from .test_gas import SEEDS
@@ -65,6 +65,11 @@ def test_aarch64_csmith_corpus_matches_gnu_as(tmp_path: Path, report) -> None:
            f"the same rules at every PC; only GNU as: {dict(only_gas)}; dump == readelf; "
            f"verify: {checked} functions, 0 mismatches")
     assert set(only_gas) <= {"fp-without-ra"}, only_gas
+    # Measured here: 100 files, 2807 functions the same, 2807 verified;
+    # floors 10% lower.
+    at_least("files", len(files), 90)
+    at_least("functions the same as GNU as's", same, 2526)
+    at_least("functions verified", checked, 2526)
 
 
 def test_big_endian_aarch64_matches_gnu_as(tmp_path: Path, report) -> None:
@@ -102,3 +107,8 @@ def test_big_endian_aarch64_matches_gnu_as(tmp_path: Path, report) -> None:
     report(f"AArch64 big-endian vs aarch64-linux-gnu-as -EB 2.40: {len(files)} files, {same} "
            f"functions with the same rules at every PC; dump == readelf; verify (.s and "
            f".eh_frame routes): {checked} functions, 0 mismatches")
+    # Measured here: 40 files, 1142 functions the same, 2284 verified;
+    # floors 10% lower.
+    at_least("files", len(files), 36)
+    at_least("functions the same as GNU as's", same, 1027)
+    at_least("functions verified", checked, 2055)

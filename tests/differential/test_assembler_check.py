@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from cfi2sframe import convert_asm
-from tests.conftest import require
+from tests.conftest import at_least, require
 from tests.corpus import csmith_asm
 
 CLANG_AS = "clang-14 -c -x assembler"
@@ -78,6 +78,10 @@ def test_gnu_as_and_clang_agree_with_us_on_compiler_output(report) -> None:
     own assembly through it: what the cross-check finds."""
     require("as", "gcc", "csmith", "clang-14")
     counts: Counter[str] = Counter()
+    # (files, functions) each corpus must cross-check at least: measured here
+    # (125, 2880), (50, 2656) and (24, 377); floors 10% lower.
+    floors = {"gcc -S, GNU as": (112, 2592), "gcc -S, clang-14 as": (45, 2390),
+              "clang-14 -S, clang-14 as": (21, 339)}
     corpora = {
         "gcc -S, GNU as": (csmith_asm(range(1, 26)), None),
         "gcc -S, clang-14 as": (csmith_asm(range(1, 26), ["O2", "O0"]), CLANG_AS),
@@ -93,4 +97,6 @@ def test_gnu_as_and_clang_agree_with_us_on_compiler_output(report) -> None:
             found = conversion.assembler_disagreements()
             assert found == [], (name, path, [f.message(conversion.arch) for f in found])
         counts[name] = functions
+        at_least(f"{name}: files", len(files), floors[name][0])
+        at_least(f"{name}: functions", functions, floors[name][1])
     report(f"assembler cross-check: no disagreement in {dict(counts)} functions")

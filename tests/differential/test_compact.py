@@ -24,7 +24,7 @@ from cfi2sframe.compact.lower import CompactRules, body_row, row_rules
 from cfi2sframe.elf.read import open_elf
 from cfi2sframe.frontend.asm import parse_asm
 from cfi2sframe.frontend.probe import Assembler
-from tests.conftest import require
+from tests.conftest import at_least, require
 from tests.corpus import CSMITH_INCLUDE, corpus_dir
 
 MC, OBJDUMP, CLANG, LLC = "llvm-mc-14", "llvm-objdump-14", "clang-14", "llc-14"
@@ -415,6 +415,20 @@ CSMITH_SETS = [
 ]
 
 
+# (target, clang flags) -> floors of (files, functions classified, identical to LLVM's):
+# 10% below what a run here compared (the comment at each line; at least 1).
+CSMITH_FLOORS = {
+    ("x86_64", "-O0"): (30, 1170, 1170),  # 34, 1300, 1300
+    ("x86_64", "-O2"): (30, 54, 29),  # 34, 61, 33
+    ("x86_64", "-Os"): (30, 55, 29),  # 34, 62, 33
+    ("x86_64", f"-O2 {FP}"): (30, 54, 54),  # 34, 61, 61
+    ("i386", "-O0"): (30, 1170, 1170),  # 34, 1300, 1300
+    ("i386", "-O2"): (30, 54, 54),  # 34, 61, 60
+    ("arm64", "-O2"): (30, 54, 1),  # 34, 61, 1
+    ("arm64", f"-O2 {FP}"): (30, 54, 54),  # 34, 61, 61
+}
+
+
 @pytest.mark.parametrize("target,opt,llc_opt", CSMITH_SETS)
 def test_csmith_through_llc_against_llvm(target: str, opt: str, llc_opt: str,
                                          tmp_path: Path, report) -> None:
@@ -451,6 +465,10 @@ def test_csmith_through_llc_against_llvm(target: str, opt: str, llc_opt: str,
            f"--ranges exact at {coverage['exact']}, DWARF for the other "
            f"{coverage['bytes'] - coverage['exact']}, wrong at 0")
     assert counts["identical"] > 0
+    files_floor, total_floor, identical_floor = CSMITH_FLOORS[(target, opt)]
+    at_least("csmith files", files, files_floor)
+    at_least("functions classified", total, total_floor)
+    at_least("functions identical to LLVM's", counts["identical"], identical_floor)
 
 
 @pytest.mark.parametrize("target", ["x86_64", "i386", "arm64"])

@@ -26,7 +26,7 @@ import pytest
 from cfi2sframe.compact.convert import compact_elf
 from cfi2sframe.compact.encoding import Code, CompactRules, decode
 from cfi2sframe.elf.read import address_reader, open_elf
-from tests.conftest import require
+from tests.conftest import at_least, require
 from tests.corpus import CSMITH_INCLUDE
 
 REGS = {"rax": 0, "rdx": 1, "rcx": 2, "rbx": 3, "rsi": 4, "rdi": 5, "rbp": 6, "rsp": 7,
@@ -163,6 +163,11 @@ def test_the_single_row_is_exactly_the_body_state(programs: list[Path], report) 
             counts["compact, exact over the body"] += 1
             body_bytes += stop - start
     assert counts["compact, exact over the body"] > 200
+    # Measured here: 43 programs (8 seeds x 5 flag sets, 3 examples), 1070 FDEs,
+    # 986 compact and exact over the body; floors 10% lower.
+    at_least("programs", len(programs), 40)
+    at_least("FDEs classified", sum(counts.values()), 963)
+    at_least("compact, exact over the body", counts["compact, exact over the body"], 887)
     report(f"compact body state on {len(programs)} gcc programs (csmith seeds 1-8 x "
            f"{', '.join(FLAGS)}, examples/): {dict(counts)}; {body_bytes} body bytes exact")
 

@@ -10,18 +10,14 @@ those functions out with the reason.  LLVM's objects are ``--replace`` inputs to
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from cfi2sframe import convert_asm
 from cfi2sframe.analysis.compare import diff_sections, verify_elf
 from cfi2sframe.sframe.load import load_sframe
-from tests.conftest import require
+from tests.conftest import at_least, require, require_module
 from tests.corpus import csmith_asm
 
 from .test_gas import SEEDS
@@ -74,10 +70,8 @@ good:
 
 
 def require_clang22() -> None:
-    if importlib.util.find_spec("ziglang") is None:
-        if os.environ.get("CI"):
-            pytest.fail("ziglang is missing (CI must pip install '.[test]')")
-        pytest.skip("ziglang (clang 22) not installed")
+    """clang 22 comes from ``pip install ziglang`` (the test extra)."""
+    require_module("ziglang")
 
 
 def _clang(source: Path, out: Path) -> None:
@@ -122,6 +116,9 @@ def test_llvm_and_we_mean_the_same_where_llvm_is_right(tmp_path: Path, report) -
     report(f"LLVM MC (clang 22) SFrame V2 vs ours on {len(files)} csmith files: {same} "
            f"functions mean the same, {wrong} wrong in LLVM by its own DWARF, "
            f"{only_ours} only in ours")
+    # Measured here: 63 files, 1486 functions mean the same; floors 10% lower.
+    at_least("files", len(files), 56)
+    at_least("functions that mean the same", same, 1337)
 
 
 def test_what_llvm_gets_wrong_and_we_leave_out(tmp_path: Path) -> None:
@@ -145,7 +142,9 @@ def test_what_llvm_gets_wrong_and_we_leave_out(tmp_path: Path) -> None:
 def test_llvm_objects_are_replace_inputs(tmp_path: Path) -> None:
     require_clang22()
     require("csmith", "gcc")
-    for asm in csmith_asm(SEEDS)[:5]:
+    files = csmith_asm(SEEDS)[:5]
+    checked = 0
+    for asm in files:
         llvm = tmp_path / "llvm.o"
         _clang(asm, llvm)
         out = tmp_path / "replaced.o"
@@ -154,3 +153,7 @@ def test_llvm_objects_are_replace_inputs(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         result, _ = verify_elf(str(out))
         assert result.ok and not result.extra, (asm, result.mismatches[:1])
+        checked += result.checked
+    # Measured here: 5 objects, 117 functions verified; floors 10% lower.
+    at_least("objects", len(files), 4)
+    at_least("functions verified", checked, 105)

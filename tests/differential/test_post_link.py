@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import require, require_path
 
 HELLO = r"""
 #include <stdio.h>
@@ -82,21 +82,22 @@ def _build(tmp: Path) -> dict[str, Path]:
                  "-o", "user"],
         "static": ["gcc", "-O2", "-static", "hello.c", "-o", "static"],
     }
-    if LIBZ.exists():
-        shutil.copy(LIBZ, tmp / "libz.so.1")
-        (tmp / "zuser.c").write_text(ZUSER)
-        cmds["zuser"] = ["gcc", "-O2", "-g", "zuser.c", "./libz.so.1", "-Wl,-rpath,$ORIGIN",
-                         "-o", "zuser"]
-    if shutil.which("csmith"):
-        for name, (seed, flags) in CSMITH.items():
-            source = subprocess.run(["csmith", "--seed", seed, "--max-funcs", "8"],
-                                    check=True, capture_output=True).stdout
-            (tmp / f"{name}.c").write_bytes(source)
-            cmds[name] = ["gcc", *flags, "-g", "-w", "-I/usr/include/csmith", f"{name}.c",
-                          "-o", name]
+    shutil.copy(LIBZ, tmp / "libz.so.1")
+    (tmp / "zuser.c").write_text(ZUSER)
+    cmds["zuser"] = ["gcc", "-O2", "-g", "zuser.c", "./libz.so.1", "-Wl,-rpath,$ORIGIN",
+                     "-o", "zuser"]
+    for name, (seed, flags) in CSMITH.items():
+        source = subprocess.run(["csmith", "--seed", seed, "--max-funcs", "8"],
+                                check=True, capture_output=True).stdout
+        (tmp / f"{name}.c").write_bytes(source)
+        cmds[name] = ["gcc", *flags, "-g", "-w", "-I/usr/include/csmith", f"{name}.c",
+                      "-o", name]
     for cmd in cmds.values():
         subprocess.run(cmd, cwd=tmp, check=True, capture_output=True)
-    names = [*cmds, "libz.so.1"] if LIBZ.exists() else list(cmds)
+    names = [*cmds, "libz.so.1"]
+    # Every kind of file, none dropped: 6 built from the sources above, libz and its
+    # user, 3 csmith programs.
+    assert len(names) == 11, names
     return {name: tmp / name for name in names}
 
 
@@ -124,6 +125,7 @@ def built(tmp_path_factory: pytest.TempPathFactory
     """The programs, converted in place (originals in ``orig/``), and what each
     printed before."""
     require("gcc", "g++", "csmith")
+    require_path(LIBZ)  # Debian's zlib1g, installed with gcc
     tmp = tmp_path_factory.mktemp("postlink")
     programs = _build(tmp)
     before = {name: path.read_bytes() for name, path in programs.items()}
@@ -165,12 +167,12 @@ def test_nothing_moves_and_the_growth_is_bounded(built, report) -> None:
 
 
 def test_programs_print_the_same_natively_and_under_qemu(built) -> None:
+    require("qemu-x86_64")
     tmp, _, before = built
-    qemu = shutil.which("qemu-x86_64")
+    assert len(before) == 9  # every file above but the libraries libtwice.so and libz.so.1
     for name, expected in before.items():
         assert _out([f"./{name}"], tmp) == expected, name
-        if qemu:
-            assert _out([qemu, f"./{name}"], tmp) == expected, name
+        assert _out(["qemu-x86_64", f"./{name}"], tmp) == expected, name
 
 
 # What verify says after BFD's strip or objcopy wrote the file: the table lies between
@@ -249,7 +251,7 @@ def test_strip_after_conversion_keeps_them_running(built, report) -> None:
 def test_strip_first_then_convert_passes_everything(built, report) -> None:
     """The README's order for packages: dh_strip's steps, then cfi2sframe.  The result
     runs (natively and under qemu), verifies clean, and survives eu-strip and strip."""
-    require("strip", "objcopy", "eu-strip")
+    require("strip", "objcopy", "eu-strip", "qemu-x86_64")
     tmp, programs, before = built
     work = tmp / "strip-first"
     work.mkdir()
@@ -270,12 +272,10 @@ def test_strip_first_then_convert_passes_everything(built, report) -> None:
             _convert(work / name, "--replace", "--old-kernels", "pad")
             padded.append(name)
     assert len(padded) < len(programs) // 2
-    qemu = shutil.which("qemu-x86_64")
     for name, expected in before.items():
         assert _out([f"./{name}"], work) == expected, name
         assert _first_segment_rule(work / name), name
-        if qemu:
-            assert _out([qemu, f"./{name}"], work) == expected, name
+        assert _out(["qemu-x86_64", f"./{name}"], work) == expected, name
     assert _layout(work, list(programs)) == {name: [] for name in programs}
     for step in (["eu-strip", "{}"], ["strip", "{}"]):
         _run_steps(work, list(programs), [step])

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe.analysis.modules import module_for, modules_from_maps
-from tests.conftest import require
+from tests.conftest import at_least, require
 
 LIB = """#include <stdio.h>
 int depth_in_lib(int n) { if (n <= 0) { puts("bottom"); return 0; }
@@ -112,3 +112,6 @@ def test_unwind_with_maps_reproduces_gdbs_backtrace(programs, kind: str, tmp_pat
     report(f"unwind --maps ({kind}): {len(stops)} stops (every instruction of the library's "
            f"and the program's functions, and libc's puts), {agreed} gdb frames agree (PC "
            "and name), every walk ends at _start through the program, library and libc")
+    # Measured here: (31, 90) (stops, frames) for pie and nopie; floors 10% lower.
+    at_least("stops", len(stops), 27)
+    at_least("gdb frames agreeing", agreed, 81)

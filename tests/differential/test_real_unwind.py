@@ -8,6 +8,13 @@ our walker (``unwind.sframe_step``) and, where a --ranges compact row is not
 DWARF mode, the compact unwind stepper compute the caller's PC, SP (the CFA)
 and RBP from the live registers and memory; gdb's frame 1 (from the DWARF CFI)
 must be the same.
+
+The tests can fail: at least 95% of the stops must agree with gdb (today: all), any
+other stop must have a reason on an explicit allow-list (``ALLOWED_SFRAME``,
+``ALLOWED_COMPACT``: each says why it is expected), a differing caller is never
+allowed, and the programs, stops and compact unwind stops compared must reach floors
+measured on the reference machine (so a walker that never steps, or a run that
+stops nowhere, fails instead of agreeing vacuously).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from cfi2sframe.convert import convert_elf
 from cfi2sframe.elf.read import open_elf
 from cfi2sframe.sframe.decode import decode
 from tests.conftest import require
-from tests.corpus import CSMITH_INCLUDE, corpus_dir
+from tests.corpus import CSMITH_INCLUDE, Failed, corpus_dir, fail_in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = {"O2nofp": ["-O2", "-fomit-frame-pointer"], "O0": ["-O0"],
@@ -33,9 +40,31 @@ FLAGS = {"O2nofp": ["-O2", "-fomit-frame-pointer"], "O0": ["-O0"],
 SEEDS = range(1, 1 + int(os.environ.get("CFI2SFRAME_UNWIND_SEEDS", "15")))
 SYSROOT = "/usr/aarch64-linux-gnu"  # Debian's AArch64 libc, for qemu-user and gdb
 BREAKPOINTS = int(os.environ.get("CFI2SFRAME_UNWIND_BREAKPOINTS", "600"))
+# The floors below hold for the default seeds and breakpoints (the CI run); a run with
+# fewer, asked for by these variables, keeps every other check.
+DEFAULT_RUN = not {"CFI2SFRAME_UNWIND_SEEDS", "CFI2SFRAME_UNWIND_BREAKPOINTS"} & set(os.environ)
+AGREE_SHARE = 0.95
+
+# Why our SFrame walker may give no caller at a stop, and why that is expected.  None
+# is: every breakpoint is inside a function the section describes (the candidates are
+# taken from its FDEs), gcc's CFI for csmith code is SP/FP-based with the RA at CFA-8
+# (x86-64) or in LR / at a CFA offset (AArch64), which SFrame says exactly at every
+# PC, and the frames are in the stack gdb reads.  So "no SFrame FDE covers", "no FRE
+# covers", "outermost frame", "RA still in its register" and "memory or register not
+# in the snapshot" all mean a bug here.
+ALLOWED_SFRAME: dict[str, str] = {}
+# Why a --ranges compact row may not step at a stop, and why that is expected.
+ALLOWED_COMPACT = {
+    # compact unwind cannot say every state (arm64: only frameless leaves and frames
+    # with the FP/LR record; a prologue's or epilogue's partial frame is neither), and
+    # --ranges writes such a row as UNWIND_*_MODE_DWARF, meaning "use the DWARF CFI".
+    "DWARF": "the row is in DWARF mode: compact unwind cannot say that state",
+}
 
 
 def _program(seed: int, flags: list[str], tmp: Path, compiler: str = "gcc") -> Path | None:
+    """The csmith program of ``seed`` built with ``flags``; a failed build is dropped
+    locally and fails the test in CI (with the command and its stderr)."""
     folder = corpus_dir() / "unwind"
     folder.mkdir(parents=True, exist_ok=True)
     c_file = folder / f"p{seed}.c"
@@ -43,9 +72,13 @@ def _program(seed: int, flags: list[str], tmp: Path, compiler: str = "gcc") -> P
         c_file.write_text(subprocess.run(["csmith", "--seed", str(seed)], capture_output=True,
                                          text=True, check=True).stdout)
     exe = tmp / f"p{seed}"
-    built = subprocess.run([compiler, *flags, "-no-pie", "-w", f"-I{CSMITH_INCLUDE}", str(c_file),
-                            "-o", str(exe)], capture_output=True)
-    return exe if built.returncode == 0 else None
+    command = [compiler, *flags, "-no-pie", "-w", f"-I{CSMITH_INCLUDE}", str(c_file), "-o",
+               str(exe)]
+    built = subprocess.run(command, capture_output=True)
+    if built.returncode != 0:
+        fail_in_ci([Failed(command, built.stderr.decode(errors="replace"))])
+        return None
+    return exe
 
 
 def _instructions(exe: Path, ranges: list[tuple[int, int]], objdump: str = "objdump") -> list[int]:
@@ -112,31 +145,63 @@ def _check(exe: Path, tmp: Path, rng: random.Random, tally: dict, arch: str = "x
     for line in (tmp / "stops.jsonl").read_text().splitlines():
         stop = json.loads(line)
         if "gdb" not in stop:
+            tally["no_gdb_frame"] += 1  # gdb itself has no caller here: nothing to compare
             continue
         tally["stops"] += 1
         if isinstance(stop["sframe"], str):
-            tally["undescribed"][stop["sframe"]] = tally["undescribed"].get(stop["sframe"],
-                                                                            0) + 1
+            reason = _reason(stop["sframe"])
+            tally["undescribed"][reason] = tally["undescribed"].get(reason, 0) + 1
+            tally["undescribed_detail"].append((exe.name, stop))
         elif stop["sframe"] == stop["gdb"]:
             tally["agree"] += 1
         else:
             tally["mismatches"].append((exe.name, stop))
-        if isinstance(stop.get("compact"), list):
+        compact = stop.get("compact", "no compact row covers the PC")
+        if isinstance(compact, list):
             tally["compact_stops"] += 1
-            tally["compact_agree"] += stop["compact"] == stop["gdb"]
+            tally["compact_agree"] += compact == stop["gdb"]
+        else:
+            reason = _reason(compact)
+            tally["compact_other"][reason] = tally["compact_other"].get(reason, 0) + 1
+
+
+def _reason(message: str) -> str:
+    """A walker's message without its addresses (one key per kind of reason)."""
+    return re.sub(r"0x[0-9a-f]+", "ADDR", message)
 
 
 def _tally() -> dict:
-    return {"programs": 0, "timeouts": 0, "stops": 0, "agree": 0, "compact_stops": 0,
-            "compact_agree": 0, "undescribed": {}, "mismatches": []}
+    return {"programs": 0, "timeouts": 0, "stops": 0, "no_gdb_frame": 0, "agree": 0,
+            "compact_stops": 0, "compact_agree": 0, "undescribed": {},
+            "undescribed_detail": [], "compact_other": {}, "mismatches": []}
 
 
 def _summary(t: dict) -> str:
     return (f"{t['programs']} programs ({t['timeouts']} timed out), {t['stops']} stops at "
             f"random instructions: SFrame caller PC/SP/FP = gdb frame 1 at {t['agree']}, "
-            f"differ at {len(t['mismatches'])}, no step {t['undescribed']}; compact unwind "
+            f"differ at {len(t['mismatches'])}, no step {t['undescribed']} (and "
+            f"{t['no_gdb_frame']} stops where gdb has no frame 1); compact unwind "
             f"(--ranges rows, not DWARF mode) at {t['compact_stops']} stops: "
-            f"{t['compact_agree']} agree")
+            f"{t['compact_agree']} agree, other rows {t['compact_other']}")
+
+
+def _assert_like_gdb(t: dict, programs: int, stops: int, compact_stops: int) -> None:
+    """The checks both tests make (see the module docstring); the floors are the
+    programs, stops and compact stops a default run must compare at least."""
+    assert not t["mismatches"], t["mismatches"][:3]
+    # gdb unwinds past main (tests/support/gdb_unwind_check.py), so it has a frame 1 at
+    # every stop in these functions (none without, measured): at most 5% may lack one.
+    assert t["no_gdb_frame"] <= 0.05 * (t["stops"] + t["no_gdb_frame"]), _summary(t)
+    assert t["stops"] and t["agree"] >= AGREE_SHARE * t["stops"], _summary(t)
+    unexpected = {r: n for r, n in t["undescribed"].items() if r not in ALLOWED_SFRAME}
+    assert not unexpected, (unexpected, t["undescribed_detail"][:3])
+    assert t["compact_stops"] and t["compact_agree"] == t["compact_stops"], _summary(t)
+    unexpected = {r: n for r, n in t["compact_other"].items() if r not in ALLOWED_COMPACT}
+    assert not unexpected, unexpected
+    if DEFAULT_RUN:
+        assert t["programs"] >= programs, _summary(t)
+        assert t["stops"] >= stops, _summary(t)
+        assert t["compact_stops"] >= compact_stops, _summary(t)
 
 
 def test_sframe_and_compact_unwind_real_stacks_like_gdb(tmp_path: Path, report) -> None:
@@ -150,9 +215,10 @@ def test_sframe_and_compact_unwind_real_stacks_like_gdb(tmp_path: Path, report) 
                 _check(exe, tmp_path, rng, tally)
     report("real unwinding vs gdb, x86-64 csmith (gcc -O2 -fomit-frame-pointer, -O0, "
            f"-O2 -mstackrealign): {_summary(tally)}")
-    assert not tally["mismatches"], tally["mismatches"][:3]
-    assert tally["compact_agree"] == tally["compact_stops"]
-    assert tally["stops"] >= 2000 or os.environ.get("CFI2SFRAME_UNWIND_SEEDS"), tally["stops"]
+    # Measured here (15 seeds x 3 flag sets, 600 breakpoints each): 45 programs, 10558
+    # stops, all at compact rows (x86-64's --ranges rows step everywhere in these
+    # functions); floors about 10% lower (timeouts of a loaded machine lose programs).
+    _assert_like_gdb(tally, programs=42, stops=9500, compact_stops=9500)
 
 
 def test_aarch64_real_stacks_under_qemu_like_gdb(tmp_path: Path, report) -> None:
@@ -168,9 +234,9 @@ def test_aarch64_real_stacks_under_qemu_like_gdb(tmp_path: Path, report) -> None
                 _check(exe, tmp_path, rng, tally, "aarch64", "aarch64-linux-gnu-objdump")
     report(f"real unwinding vs gdb-multiarch on qemu-aarch64 (gcc -O2, -O0): "
            f"{_summary(tally)}")
-    assert not tally["mismatches"], tally["mismatches"][:3]
-    assert tally["compact_agree"] == tally["compact_stops"]
-    assert tally["stops"] >= 200, tally["stops"]
+    # Measured here (3 seeds x 2 flag sets): 6 programs, 1604 stops, 101 of them at
+    # compact rows not in DWARF mode (1503 DWARF); floors about 10% lower.
+    _assert_like_gdb(tally, programs=6, stops=1440, compact_stops=90)
 
 
 SNAPSHOT_SCRIPT = r'''

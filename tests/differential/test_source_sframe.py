@@ -19,7 +19,7 @@ from cfi2sframe.analysis.compare import diff_sections
 from cfi2sframe.convert import convert_sframe
 from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.load import load_sframe
-from tests.conftest import gsframe_program, require
+from tests.conftest import at_least, gsframe_program, require
 from tests.corpus import csmith_asm
 
 from .test_gas import SEEDS
@@ -34,7 +34,8 @@ def test_v1_objects_from_gas_convert_to_v2_with_the_same_meaning(tmp_path: Path,
                                                                  report) -> None:
     require("as", "csmith", "gcc")
     same = 0
-    for asm in csmith_asm(SEEDS)[::3]:
+    files = csmith_asm(SEEDS)[::3]
+    for asm in files:
         gas = tmp_path / "gas.o"
         subprocess.run(["as", "--gsframe", str(asm), "-o", str(gas)], check=True)
         out = tmp_path / "v2.o"
@@ -45,14 +46,19 @@ def test_v1_objects_from_gas_convert_to_v2_with_the_same_meaning(tmp_path: Path,
         diff = diff_sections(before.section, after.section, _keyed(before), _keyed(after))
         assert diff.equivalent, (asm, diff.differing[:1], diff.only_a[:1])
         same += diff.same
-    report(f"--source sframe, GNU as V1 objects -> V2: {same} functions equivalent")
+    report(f"--source sframe, GNU as V1 objects -> V2: {len(files)} objects, {same} functions "
+           "equivalent")
+    # Measured here: 42 objects, 1037 functions; floors 10% lower.
+    at_least("objects", len(files), 37)
+    at_least("functions equivalent", same, 933)
 
 
 def test_v2_v3_round_trips_on_the_corpus(tmp_path: Path, report) -> None:
     """Objects, so functions keep their sections: our V2 object -> V3 -> V2."""
     require("as", "csmith", "gcc")
     same = 0
-    for asm in csmith_asm(SEEDS)[::3]:
+    files = csmith_asm(SEEDS)[::3]
+    for asm in files:
         steps = [convert_asm(asm.read_text(), str(asm)).obj()]
         for version in (3, 2):
             converted = convert_sframe("in.o", steps[-1], version)
@@ -68,8 +74,11 @@ def test_v2_v3_round_trips_on_the_corpus(tmp_path: Path, report) -> None:
             diff = diff_sections(a.section, b.section, _keyed(a), _keyed(b))
             assert diff.equivalent, (asm, diff.differing[:1], diff.only_a[:1])
         same += len(loaded[0].section.fdes)
-    report(f"--source sframe, our V2 objects -> V3 -> V2: {same} functions equivalent at "
-           "each step")
+    report(f"--source sframe, our V2 objects -> V3 -> V2: {len(files)} objects, {same} "
+           "functions equivalent at each step")
+    # Measured here: 42 objects, 1037 functions; floors 10% lower.
+    at_least("objects", len(files), 37)
+    at_least("functions equivalent", same, 933)
 
 
 def test_ld_programs_convert_and_run(tmp_path: Path) -> None:

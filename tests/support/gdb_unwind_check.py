@@ -54,6 +54,9 @@ def main() -> None:
         compact = json.load(handle)
     gdb.execute("set pagination off")
     gdb.execute("set confirm off")
+    # gdb stops its backtrace at main unless asked: without this, every stop in main
+    # (most of a csmith program at -O2) would have no frame 1 to compare with.
+    gdb.execute("set backtrace past-main on")
     for address in addresses:
         gdb.Breakpoint(f"*{address:#x}", internal=True, temporary=True)
     out = open(os.environ["SNAP_OUT"], "w")  # noqa: SIM115
