@@ -28,6 +28,15 @@ from .format import (
     VERSION_3,
     header_struct,
 )
+from .words import (
+    FDE_INFO_PC_MASK,
+    FDE_INFO_UNUSED,
+    FDE_TYPE_FLEX,
+    FDE_TYPE_MASK,
+    fde_info_fields,
+    fde_type,
+    fre_info_fields,
+)
 
 VALID_FLAGS = {
     VERSION_1: F_FDE_SORTED | F_FRAME_POINTER,
@@ -35,7 +44,6 @@ VALID_FLAGS = {
     VERSION_3: F_FDE_SORTED | F_FDE_FUNC_START_PCREL,
 }
 FDE_ENTRY_SIZE = {VERSION_1: 17, VERSION_2: 20, VERSION_3: 16}
-FDE_TYPE_DEFAULT, FDE_TYPE_FLEX = 0, 1
 V3_ATTR_SIZE = 5
 V1_AMD64_PLT_ENTRY = 16  # the repetition size V1 PC-mask FDEs imply (see fde)
 
@@ -73,24 +81,24 @@ class DecodedFde:
 
     @property
     def fre_type(self) -> int:
-        return self.info & 0xF
+        return fde_info_fields(self.info).fre_type
 
     @property
     def pc_mask(self) -> bool:
-        return bool(self.info & 0x10)
+        return fde_info_fields(self.info).pc_mask
 
     @property
     def pauth_b_key(self) -> bool:
-        return bool(self.info & 0x20)
+        return fde_info_fields(self.info).pauth_b_key
 
     @property
     def signal(self) -> bool:
-        """V3 signal-frame bit (always False before V3)."""
-        return bool(self.info & 0x80)
+        """V3 signal-frame bit (always False before V3: the reader refuses it there)."""
+        return fde_info_fields(self.info).signal
 
     @property
     def flex(self) -> bool:
-        return (self.info2 & 0x1F) == FDE_TYPE_FLEX
+        return fde_type(self.info2) == FDE_TYPE_FLEX
 
     def fre_at(self, pc: int) -> DecodedFre | None:
         """The FRE covering ``pc`` (an address), following the spec's look-up rules."""
@@ -208,9 +216,9 @@ class _Reader:
                 raise DecodeError(pos + 12, f"FDE {index}: attribute at FRE offset "
                                             f"{fre_off:#x} is outside the FRE sub-section")
             count, info, info2, rep_size = struct.unpack_from(order + "HBBB", data, attr)
-            if info2 & 0x1F > FDE_TYPE_FLEX or info2 & 0xE0:
+            if fde_type(info2) > FDE_TYPE_FLEX or info2 & ~FDE_TYPE_MASK:
                 raise DecodeError(attr + 3, f"FDE {index}: unknown FDE type byte {info2:#04x}")
-            if info & 0x40:
+            if info & FDE_INFO_UNUSED[VERSION_3]:
                 raise DecodeError(attr + 2, f"FDE {index}: unused info bit 6 set")
             first = attr + V3_ATTR_SIZE
             info_at = attr + 2
@@ -221,27 +229,28 @@ class _Reader:
                 # V1 has no repetition size field.  Its one writer of PC-mask FDEs,
                 # GNU ld 2.40, writes them for the 16-byte x86-64 lazy PLT entries
                 # (FREs at 0 and 11), so that is what they mean.
-                rep_size = V1_AMD64_PLT_ENTRY if info & 0x10 and self.abi == \
+                rep_size = V1_AMD64_PLT_ENTRY if info & FDE_INFO_PC_MASK and self.abi == \
                     ABI_AMD64_LITTLE else 0
             else:
                 raw_start, size, fre_off, count, info, rep_size, _ = struct.unpack_from(
                     order + "iIIIBBH", data, pos)
             info2 = 0
-            if info & 0xC0:
+            if info & FDE_INFO_UNUSED[self.version]:
                 raise DecodeError(pos + 16, f"FDE {index}: unused info bits set ({info:#04x})")
             first = self.fre_start + fre_off
             info_at = pos + 16
             if count and not self.fre_start <= first < self.fre_end:
                 raise DecodeError(pos + 8, f"FDE {index}: first FRE offset {fre_off:#x} is "
                                            "outside the FRE sub-section")
-        if info & 0xF not in FRE_ADDR_SIZE:
-            raise DecodeError(info_at, f"FDE {index}: unknown FRE type {info & 0xF}")
-        if info & 0x10 and not rep_size and self.version != VERSION_1:
+        fields = fde_info_fields(info)
+        if fields.fre_type not in FRE_ADDR_SIZE:
+            raise DecodeError(info_at, f"FDE {index}: unknown FRE type {fields.fre_type}")
+        if fields.pc_mask and not rep_size and self.version != VERSION_1:
             # V1 FDEs have no repeat size field (GNU ld 2.40 writes PC-mask FDEs for the
             # PLT, whose FRE starts the V1 spec calls masks); V2 and V3 need one.
             raise DecodeError(info_at, f"FDE {index}: PC-mask FDE with a repeat size of 0")
-        flex = self.version == VERSION_3 and (info2 & 0x1F) == FDE_TYPE_FLEX
-        fres = self.fres(first, count, info & 0xF, index, flex)
+        flex = self.version == VERSION_3 and fde_type(info2) == FDE_TYPE_FLEX
+        fres = self.fres(first, count, fields.fre_type, index, flex)
         address = section_address + raw_start + (pos if pcrel else 0)
         return DecodedFde(index, address, raw_start, size, fre_off, info, info2, rep_size,
                           fres, pos)
@@ -257,11 +266,10 @@ class _Reader:
                 raise DecodeError(pos, f"FDE {index}: FRE runs past the FRE sub-section")
             (start,) = struct.unpack_from(start_fmt, data, pos)
             info = data[pos + addr_size]
-            size_code = (info >> 5) & 3
+            base_reg, n, size_code, mangled_ra = fre_info_fields(info)
             if size_code not in OFFSET_SIZE:
                 raise DecodeError(pos + addr_size, f"FDE {index}: invalid data word size code 3")
-            n = (info >> 1) & 0xF
-            if flex and info & 1:
+            if flex and base_reg:
                 raise DecodeError(pos + addr_size, f"FDE {index}: CFA base bit set in a "
                                                    "FLEX FDE")
             width = OFFSET_SIZE[size_code]
@@ -271,7 +279,7 @@ class _Reader:
                                        "sub-section")
             words = struct.unpack_from(self.order + {1: "b", 2: "h", 4: "i"}[width] * n, data,
                                        body)
-            out.append(DecodedFre(start, (info & 1) == BASE_REG_FP, tuple(words),
-                                  bool(info & 0x80), size_code, info))
+            out.append(DecodedFre(start, base_reg == BASE_REG_FP, tuple(words), mangled_ra,
+                                  size_code, info))
             pos = body + n * width
         return tuple(out)

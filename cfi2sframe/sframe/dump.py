@@ -18,6 +18,7 @@ from .format import (
     VERSION_2,
     cfa_offset,
 )
+from .words import FLEX_PADDING, flex_control_fields, s390x_word_reg
 
 
 def dump_text(section: DecodedSection, name: str = ".sframe") -> str:
@@ -115,7 +116,8 @@ def _default_cells(section: DecodedSection, fre: DecodedFre) -> tuple[str, str, 
 
 
 def _slot(word: int, reg_encoded: bool) -> str:
-    return f"r{word >> 1}" if reg_encoded and word & 1 else f"c{word:+d}"
+    reg = s390x_word_reg(word) if reg_encoded else None
+    return f"r{reg}" if reg is not None else f"c{word:+d}"
 
 
 def _flex_cells(section: DecodedSection, fre: DecodedFre) -> tuple[str, str, str]:
@@ -124,21 +126,20 @@ def _flex_cells(section: DecodedSection, fre: DecodedFre) -> tuple[str, str, str
     names = {arch.sp: "sp", arch.fp: "fp"}  # readelf's names; others are rN
 
     def cell(i: int, is_cfa: bool = False) -> str:
-        ctrl = fre.unsigned(i)
+        reg, deref = flex_control_fields(fre.unsigned(i))
         offset = words[i + 1] if i + 1 < len(words) else 0
         if is_cfa:
             offset = cfa_offset(offset, arch)
-        if not ctrl & 1:
+        if reg is None:
             return f"c{offset:+d}"
-        reg = ctrl >> 3
         text = f"{names.get(reg, f'r{reg}')}{offset:+d}"
-        return f"({text})" if ctrl & 2 else text
+        return f"({text})" if deref else text
 
     cfa = cell(0, True)
     i = 2
     if i >= len(words):
         ra = "f" if section.fixed_ra_offset else "u"
-    elif fre.unsigned(i) == 0:
+    elif fre.unsigned(i) == FLEX_PADDING:
         ra = "U"
         i += 1
     else:

@@ -42,6 +42,7 @@ from .format import (
     offset_size_for,
 )
 from .rules import RA_UNDEFINED, Loc, RuleFre, as_loc, fre_rules, opt_loc
+from .words import FLEX_PADDING, fde_info, flex_control, fre_info
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def _fre_bytes(fre: Fre, addr_size: int, arch: Arch) -> bytes:
     base = BASE_REG_FP if fre.cfa_base_fp else BASE_REG_SP
     if fre.ra_undefined:
         base = 0
-    info = base | (len(words) << 1) | (size_code << 5) | (int(fre.mangled_ra) << 7)
+    info = fre_info(base, len(words), size_code, fre.mangled_ra)
     order = ">" if arch.big_endian else "<"
     return _fre_struct(order, addr_size, OFFSET_SIZE[size_code], len(words)).pack(
         fre.start, info, *words)
@@ -157,7 +158,7 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
             hit = memo[id(fres)] = (fres, fre_type,
                                     _fres_bytes(fres, FRE_ADDR_SIZE[fre_type], arch, shape_bytes))
         _, fre_type, encoded = hit
-        info = fre_type | (int(func.pc_mask) << 4) | (int(func.pauth_b_key) << 5)
+        info = fde_info(fre_type, func.pc_mask, func.pauth_b_key)
         packed = fde.pack(0, func.size, len(fre_blob), len(fres), info, func.rep_size, 0)
         tails.append(packed[4:])
         fre_blob += encoded
@@ -182,9 +183,7 @@ def _flex_words(rule: RuleFre, fixed_ra: Loc | None,
     controls: list[int] = []
 
     def pair(loc: Loc) -> None:
-        ctrl = (loc.reg << 3 | int(loc.deref) << 1 | 1) if loc.reg is not None else (
-            int(loc.deref) << 1)
-        words.extend((ctrl, loc.offset))
+        words.extend((flex_control(loc.reg, loc.deref), loc.offset))
         controls.append(len(words) - 2)
 
     rules = rule.rules  # lowering admits only locations into FLEX FREs
@@ -196,7 +195,7 @@ def _flex_words(rule: RuleFre, fixed_ra: Loc | None,
     if ra is not None:
         pair(ra)
     elif fp is not None:
-        words.append(0)  # RA padding: the fixed RA offset applies
+        words.append(FLEX_PADDING)  # no RA pair: the fixed RA offset applies
         controls.append(len(words) - 1)
     if fp is not None:
         pair(fp)
@@ -219,7 +218,7 @@ def _flex_fre_bytes(rule: RuleFre, addr_size: int, order: str, fixed_ra: Loc | N
         (words[i] & ((1 << (8 * width)) - 1)).to_bytes(width, "big" if order == ">" else
                                                          "little")
         for i in range(len(words)))
-    info = (len(words) << 1) | (size_code << 5) | (int(rule.mangled_ra) << 7)
+    info = fre_info(0, len(words), size_code, rule.mangled_ra)  # base bit 0 in FLEX
     return struct.pack(order + start_fmt + "B", rule.start, info) + packed
 
 
@@ -238,8 +237,7 @@ def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
         fre_type = fre_type_for(max((f.start for f in func.fres), default=0))
         addr_size = FRE_ADDR_SIZE[fre_type]
         tails.append(struct.pack(order + "II", func.size, len(fre_blob)))
-        info = (fre_type | int(func.pc_mask) << 4 | int(func.pauth_b_key) << 5
-                | int(func.signal) << 7)
+        info = fde_info(fre_type, func.pc_mask, func.pauth_b_key, func.signal)
         fre_blob += struct.pack(order + "HBBB", len(func.fres), info, int(func.flex),
                                 func.rep_size)
         for fre in func.fres:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, NamedTuple
 
+from .words import s390x_reg_word
+
 if TYPE_CHECKING:
     from ..arch.base import Arch
     from .rules import FrameRules, RuleFre
@@ -134,8 +136,8 @@ def fre_words(fre: Fre, arch: Arch) -> tuple[int, ...]:
     cfa = fre.cfa_offset
     if arch.s390x:
         cfa = cfa_word(cfa, arch)
-    fp = fre.fp_offset if fre.fp_reg is None else (fre.fp_reg << 1) | 1
-    ra = fre.ra_offset if fre.ra_reg is None else (fre.ra_reg << 1) | 1
+    fp = fre.fp_offset if fre.fp_reg is None else s390x_reg_word(fre.fp_reg)
+    ra = fre.ra_offset if fre.ra_reg is None else s390x_reg_word(fre.ra_reg)
     if ra is not None:
         return (cfa, ra) if fp is None else (cfa, ra, fp)
     if fp is None:

@@ -28,6 +28,7 @@ from .rules import (
     dwarf_rules,
     opt_loc,
 )
+from .words import s390x_word_reg
 
 REASONS = SFRAME_REASONS  # the registry is reasons.py
 
@@ -279,7 +280,7 @@ def lower_row(row: Row, arch: Arch) -> Fre:
     if arch.s390x:
         _check_s390x_cfa(cfa.offset, arch, row)
         for what, slot in (("RA", ra_offset), ("FP", fp_offset)):
-            if slot is not None and slot & 1:  # an odd word means a register in V2
+            if slot is not None and s390x_word_reg(slot) is not None:  # a register in V2
                 raise _Unrepresentable("s390x-unaligned", f"{what} slot offset {slot} is odd",
                                        row)
     problem = words_problem(fre, arch)

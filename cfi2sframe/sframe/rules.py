@@ -17,6 +17,7 @@ from ..errors import DecodeError
 from ..model import CfaExpr, CfaReg, Row, Rule, RuleKind
 from .decode import DecodedFde, DecodedFre, DecodedSection
 from .format import VERSION_2, Fre, cfa_offset
+from .words import FLEX_PADDING, flex_control_fields, s390x_word_reg
 
 
 class Loc(NamedTuple):
@@ -158,9 +159,8 @@ def fre_rules(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> Fram
 
 def _slot(word: int, reg_encoded: bool) -> Loc:
     """A stack slot at CFA+word, or (s390x V2, odd word) the register word >> 1."""
-    if reg_encoded and word & 1:
-        return Loc(word >> 1, 0, False)
-    return Loc(None, word, True)
+    reg = s390x_word_reg(word) if reg_encoded else None
+    return Loc(reg, 0, False) if reg is not None else Loc(None, word, True)
 
 
 def _flex(section: DecodedSection, fre: DecodedFre, arch: Arch) -> FrameRules:
@@ -168,21 +168,20 @@ def _flex(section: DecodedSection, fre: DecodedFre, arch: Arch) -> FrameRules:
     count = len(words)
 
     def pair(i: int) -> Loc:
-        ctrl = fre.unsigned(i)
-        reg = ctrl >> 3 if ctrl & 1 else None
-        return Loc(reg, words[i + 1] if i + 1 < count else 0, bool(ctrl & 2))
+        reg, deref = flex_control_fields(fre.unsigned(i))
+        return Loc(reg, words[i + 1] if i + 1 < count else 0, deref)
 
     cfa = pair(0)
     cfa = cfa._replace(offset=cfa_offset(cfa.offset, arch))
     i = 2
     ra: Recovery | None = None
     if i < count:
-        if fre.unsigned(i) == 0:
-            i += 1  # padding: no RA rule
+        if fre.unsigned(i) == FLEX_PADDING:
+            i += 1  # no RA rule
         else:
             ra = pair(i)
             i += 2
-    fp = pair(i) if i < count and fre.unsigned(i) != 0 else None
+    fp = pair(i) if i < count and fre.unsigned(i) != FLEX_PADDING else None
     if ra is None and section.fixed_ra_offset:
         ra = Loc(None, section.fixed_ra_offset, True)
     return FrameRules(cfa, fp, ra)
