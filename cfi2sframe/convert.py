@@ -125,10 +125,18 @@ class AsmConversion(Conversion):
         # The assembler wrote SFrame of its own (``--gsframe`` in its command, or built
         # to by default), concatenated with ours: readers would see garbage or only
         # the first.  Assemble the input alone and replace the assembler's section.
-        from .elf.obj import add_sframe
-
         obj, _ = self.assembler.run(source, self.source, ".")
-        return add_sframe(obj, self.image, self.source, replace=True)
+        return _object_with(obj, self.image, self.source, replace=True)
+
+
+def _object_with(obj: bytes, image: SectionImage, where: str, replace: bool) -> bytes:
+    """The relocatable object ``obj`` with ``image`` added as ``.sframe`` and each FDE's
+    start relocated to its function."""
+    from .elf.obj import StartField, add_sframe
+
+    starts = [StartField(image.start_field_offset(index), func.section, func.start, func.name)
+              for index, func in enumerate(image.functions)]
+    return add_sframe(obj, image.unplaced_bytes(), starts, image.start_size, where, replace)
 
 
 def _single_sframe(obj: bytes, size: int) -> bool:
@@ -325,11 +333,9 @@ class ElfConversion(Conversion):
 
     def obj(self) -> bytes:
         """A copy of the relocatable input with ``.sframe`` and ``.rela.sframe`` added."""
-        from .elf.obj import add_sframe
-
         if self.linked:
             return super().obj()
-        return add_sframe(self.data, self.image, self.source, self.replace)
+        return _object_with(self.data, self.image, self.source, self.replace)
 
     def elf(self) -> bytes:
         """A copy of the linked input with a loadable ``.sframe`` and ``PT_GNU_SFRAME``."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import Cfi2SframeError
-from ..sframe.encode import SectionImage
 from .read import (
     SHF_ALLOC,
     SHF_INFO_LINK,
@@ -46,12 +46,26 @@ class _Header:
     entsize: int
 
 
+class StartField(NamedTuple):
+    """An FDE's function-start field, to be relocated: its offset in the section, the
+    section that holds the function, the function's offset there (the addend) and its
+    name (for messages)."""
+
+    offset: int
+    section: str
+    addend: int
+    name: str
+
+
 def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-def add_sframe(data: bytes, image: SectionImage, where: str, replace: bool = False) -> bytes:
-    """A copy of the ELF64 relocatable object ``data`` with SFrame added.
+def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_size: int,
+               where: str, replace: bool = False) -> bytes:
+    """A copy of the ELF64 relocatable object ``data`` with the SFrame section ``sframe``
+    added, each of its ``starts`` (``start_size`` bytes, zero in ``sframe``) relocated
+    PC-relative to its function.
 
     ``replace``: an ``.sframe`` already there (and its relocation section) keep
     their section headers, which then describe the new contents; no section
@@ -94,11 +108,11 @@ def add_sframe(data: bytes, image: SectionImage, where: str, replace: bool = Fal
                                      f"{symtab.offset:#x}, first global {symtab.info})")
     symbols = bytearray(data[symtab.offset : symtab.offset + symtab.size])
     section_symbol = _section_symbols(symbols, order)
-    placed = [func for func in image.functions if not func.section]
+    placed = [start for start in starts if not start.section]
     if placed:
         raise Cfi2SframeError(where, f"the FDE of '{placed[0].name}' has no relocation, so "
                                      "the section of its function is unknown")
-    targets = sorted({func.section for func in image.functions})
+    targets = sorted({start.section for start in starts})
     unknown = [t for t in targets if t not in section_names]
     if unknown:
         raise Cfi2SframeError(where, f"function section '{unknown[0]}' is not in the object")
@@ -111,17 +125,15 @@ def add_sframe(data: bytes, image: SectionImage, where: str, replace: bool = Fal
         _shift_relocations(out, headers, symtab_index, symtab.info, shift, order,
                            symtab.size // 24, where)
         symtab.info += shift
-    sframe = image.to_bytes(0, lambda func: 0, where)  # RELA: fields hold 0, addends decide
-    sframe = _zero_start_fields(sframe, image)
-    relocs = bytearray()
-    for index, func in enumerate(image.functions):
-        target = section_names.index(func.section)
-        kind = PCREL_TYPES[e_machine][0 if image.start_size == 4 else 1]
-        info = (section_symbol[target] << 32) | kind
-        if not -(1 << 63) <= func.start < 1 << 63:
-            raise Cfi2SframeError(where, f"function '{func.name}' starts at {func.start:#x} "
-                                         "in its section: no relocation addend holds that")
-        relocs += struct.pack(order + "QQq", image.start_field_offset(index), info, func.start)
+    relocs = bytearray()  # RELA: the start fields hold 0, the addends decide
+    kind = PCREL_TYPES[e_machine][0 if start_size == 4 else 1]
+    for start in starts:
+        info = (section_symbol[section_names.index(start.section)] << 32) | kind
+        if not -(1 << 63) <= start.addend < 1 << 63:
+            raise Cfi2SframeError(where, f"function '{start.name}' starts at "
+                                         f"{start.addend:#x} in its section: no relocation "
+                                         "addend holds that")
+        relocs += struct.pack(order + "QQq", start.offset, info, start.addend)
     return _append(out, headers, symtab_index, bytes(symbols), sframe, bytes(relocs),
                    shstrndx, order, reuse)
 
@@ -140,14 +152,6 @@ def _existing_sframe(headers: Sequence[_Header], names: Sequence[str],
         raise Cfi2SframeError(where, f"the object has {len(relocs)} relocation sections "
                                      "for .sframe")
     return found[0], relocs[0] if relocs else None
-
-
-def _zero_start_fields(data: bytes, image: SectionImage) -> bytes:
-    out = bytearray(data)
-    for index in range(len(image.functions)):
-        at = image.start_field_offset(index)
-        out[at : at + image.start_size] = bytes(image.start_size)
-    return bytes(out)
 
 
 def _section_symbols(symbols: bytes | bytearray, order: str) -> dict[int, int]:

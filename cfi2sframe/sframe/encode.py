@@ -94,6 +94,13 @@ class SectionImage:
             out += struct.pack(order + ("i" if bits == 32 else "q"), delta) + tail
         return bytes(out + self.fres + self.padding)
 
+    def unplaced_bytes(self) -> bytes:
+        """The section with every start field 0: for an object, whose relocations
+        (``start_field_offset``, each function's section and start) fill them in."""
+        zero = bytes(self.start_size)
+        return b"".join((self.header, *(zero + tail for tail in self.fde_tails), self.fres,
+                         self.padding))
+
 
 def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, arch: Arch,
                 tails: dict[FreShape, bytes]) -> bytes:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..arch import as_arch
+from .recovery import RA_UNDEFINED, FrameRules, Loc, Recovery, RuleFre
 from .words import s390x_reg_word
 
 if TYPE_CHECKING:
     from ..arch.base import Arch
-    from .rules import FrameRules, RuleFre
 
 MAGIC = 0xDEE2
 VERSION_1, VERSION_2, VERSION_3 = 1, 2, 3
@@ -103,11 +104,22 @@ class Fre(NamedTuple):
         return self[1:] == other[1:]
 
     def frame_rules(self, arch: Arch | str) -> FrameRules:
-        """The recovery rules of this row: CFA, FP and RA (as V3 FLEX rows give them)."""
-        from ..arch import as_arch
-        from .rules import row_rules
-
-        return row_rules(self, as_arch(arch))
+        """The recovery rules of this row: CFA, FP and RA (as V3 FLEX rows give them, and
+        as ``rules.fre_rules`` reads them back once encoded)."""
+        target = as_arch(arch)
+        if self.ra_undefined:
+            return FrameRules(None, None, RA_UNDEFINED)
+        cfa = Loc(target.fp if self.cfa_base_fp else target.sp, self.cfa_offset, False)
+        fp = Loc(self.fp_reg, 0, False) if self.fp_reg is not None else (
+            Loc(None, self.fp_offset, True) if self.fp_offset is not None else None)
+        ra: Recovery | None
+        if not target.tracks_ra:
+            ra = Loc(None, target.sframe_fixed_ra_offset, True)
+        elif self.ra_reg is not None:
+            ra = Loc(self.ra_reg, 0, False)
+        else:
+            ra = Loc(None, self.ra_offset, True) if self.ra_offset is not None else None
+        return FrameRules(cfa, fp, ra)
 
 
 # An FRE without its start: (cfa_base_fp, cfa_offset, fp_offset, ra_offset, mangled_ra,

@@ -7,117 +7,32 @@ s390x CFA encoding and V2 register encoding, V3 FLEX control words), so
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import NamedTuple
-
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
 from ..dwarf.ops import read_sleb
 from ..errors import DecodeError
 from ..model import CfaExpr, CfaReg, Row, Rule, RuleKind
 from .decode import DecodedFde, DecodedFre, DecodedSection
-from .format import VERSION_2, Fre, cfa_offset
+from .format import VERSION_2, cfa_offset
+from .recovery import (
+    OUTERMOST,
+    RA_UNDEFINED,
+    DwarfExpr,
+    FrameRules,
+    Loc,
+    Recovery,
+    RuleFre,
+    Undefined,
+    as_loc,
+    opt_loc,
+)
 from .words import FLEX_PADDING, flex_control_fields, s390x_word_reg
 
-
-class Loc(NamedTuple):
-    """A value: ``reg`` (None means the CFA) plus ``offset``, loaded from memory if ``deref``."""
-
-    reg: int | None
-    offset: int
-    deref: bool
-
-
-class Undefined(Enum):
-    """A register with no value in the caller (DWARF ``undefined``); for the RA, an
-    outermost frame."""
-
-    UNDEFINED = "undefined"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-RA_UNDEFINED = Undefined.UNDEFINED
-
-
-class DwarfExpr(NamedTuple):
-    """A rule given by a DWARF expression that is not a plain ``breg`` location.
-
-    ``val``: the expression gives the value (``DW_CFA_val_expression``), not the
-    address the value is saved at (``DW_CFA_expression``); a CFA expression is a value.
-    """
-
-    val: bool
-    expr: bytes
-
-    def __str__(self) -> str:
-        return "DWARF val expression" if self.val else "DWARF expression"
-
-
-# How a caller's register is recovered: a location, a DWARF expression, or undefined.
-Recovery = Loc | DwarfExpr | Undefined
-
-
-class FrameRules(NamedTuple):
-    """How to find the caller's CFA, FP and RA at one PC.
-
-    ``cfa`` None means no CFA (an outermost frame, RA undefined); ``fp`` None
-    means the FP is unchanged; ``ra`` None means unchanged (in its register).
-    """
-
-    cfa: Loc | DwarfExpr | None
-    fp: Recovery | None
-    ra: Recovery | None
-
-
-class RuleFre(NamedTuple):
-    """A FLEX FRE before encoding: its start and the rules it must express.
-
-    Same interface as ``format.Fre`` for readers: ``start``, ``mangled_ra`` and
-    ``frame_rules(arch)``.
-    """
-
-    start: int
-    rules: FrameRules
-    mangled_ra: bool = False
-
-    def frame_rules(self, arch: Arch | str) -> FrameRules:
-        """The recovery rules of this row (``arch`` is taken for ``Fre``'s sake)."""
-        return self.rules
-
-
-OUTERMOST = FrameRules(None, None, RA_UNDEFINED)
-
-
-def row_rules(fre: Fre, arch: Arch) -> FrameRules:
-    """The recovery rules a not yet encoded default-FDE row stands for (as ``fre_rules``
-    gives for the encoded one)."""
-    if fre.ra_undefined:
-        return FrameRules(None, None, RA_UNDEFINED)
-    cfa = Loc(arch.fp if fre.cfa_base_fp else arch.sp, fre.cfa_offset, False)
-    fp = Loc(fre.fp_reg, 0, False) if fre.fp_reg is not None else (
-        Loc(None, fre.fp_offset, True) if fre.fp_offset is not None else None)
-    ra: Recovery | None
-    if not arch.tracks_ra:
-        ra = Loc(None, arch.sframe_fixed_ra_offset, True)
-    elif fre.ra_reg is not None:
-        ra = Loc(fre.ra_reg, 0, False)
-    else:
-        ra = Loc(None, fre.ra_offset, True) if fre.ra_offset is not None else None
-    return FrameRules(cfa, fp, ra)
-
-
-def as_loc(value: Recovery | None) -> Loc:
-    """``value`` where the caller has already ruled out all but a location."""
-    if not isinstance(value, Loc):
-        raise TypeError(f"expected a location, not {value!r}")  # a bug of ours
-    return value
-
-
-def opt_loc(value: Recovery | None) -> Loc | None:
-    """``value`` where the caller has already ruled out all but a location or None."""
-    return None if value is None else as_loc(value)
+# The recovery terms are defined in ``recovery`` (below the byte layouts); they are
+# named here too, where readers of SFrame look for them.
+__all__ = ["OUTERMOST", "RA_UNDEFINED", "DwarfExpr", "FrameRules", "Loc", "Recovery",
+           "RuleFre", "Undefined", "as_loc", "opt_loc", "outermost", "rules_at",
+           "fre_rules", "describe", "expr_loc", "dwarf_rules"]
 
 
 def outermost(section: DecodedSection, fde: DecodedFde) -> bool:
