@@ -415,6 +415,14 @@ def default_sframe_address(data: bytes, path: str = "") -> int:
     return (end + page - 1) // page * page
 
 
+def sframe_from_dwarf(path: str, data: bytes) -> tuple[bytes, int]:
+    """A V3 section made from an ELF file's DWARF CFI, in memory, and its address: what
+    a process's file without ``.sframe`` is walked with (V3 keeps outermost frames)."""
+    conversion = convert_elf(path, data, version=3)
+    address = conversion.sframe_address
+    return conversion.image.to_bytes(address, lambda func: func.start, path), address
+
+
 def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                 sframe_address: int | None = None, replace: bool = False,
                 limits: Limits = DEFAULT_LIMITS, cfi: ElfCfi | None = None) -> ElfConversion:

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..elf.read import PT_LOAD, STT_FUNC, ElfView, Symbol, open_elf
 from ..errors import Cfi2SframeError, DecodeError, located
 from ..files import read_bytes
 from ..sframe.decode import DecodedSection, decode
+
+# What makes a file's SFrame section from its DWARF CFI, in memory: (path, bytes) to the
+# section and the address it is placed at.  The application hands it over
+# (``convert.sframe_from_dwarf``), so this layer does not import the converter.
+SectionMaker = Callable[[str, bytes], tuple[bytes, int]]
 
 
 @dataclass(frozen=True)
@@ -109,9 +115,10 @@ def parse_module(text: str) -> tuple[str, int]:
         raise Cfi2SframeError(text, f"'{bias}' is not a load address (FILE@0x7f...)") from None
 
 
-def load_module(path: str, bias: int, data: bytes | None = None) -> Module:
+def load_module(path: str, bias: int, make_section: SectionMaker,
+                data: bytes | None = None) -> Module:
     """``path`` (its bytes: ``data``, if read already) loaded at ``bias``: its SFrame
-    section, else one made from its DWARF."""
+    section, else one ``make_section`` makes from its DWARF."""
     if data is None:
         data = read_bytes(path)
     try:
@@ -137,16 +144,12 @@ def load_module(path: str, bias: int, data: bytes | None = None) -> Module:
 
         return Module(path, bias, low, high, load_sframe(path, data).section, False,
                       functions, entry)
-    from ..convert import convert_elf
-
-    conversion = convert_elf(path, data, version=3)  # V3: outermost frames are kept
-    address = conversion.sframe_address
-    section = decode(conversion.image.to_bytes(address, lambda func: func.start, path),
-                     address)
+    raw, address = make_section(path, data)
+    section = decode(raw, address)
     return Module(path, bias, low, high, section, True, functions, entry)
 
 
-def modules_from_maps(path: str) -> list[Module]:
+def modules_from_maps(path: str, make_section: SectionMaker) -> list[Module]:
     """The ELF files of a ``/proc/PID/maps`` listing, each at its load bias."""
     first: dict[str, tuple[int, int]] = {}
     for number, line in enumerate(read_bytes(path).decode(errors="replace").splitlines(), 1):
@@ -174,7 +177,8 @@ def modules_from_maps(path: str) -> list[Module]:
             continue
         if loads:
             page = max(seg.align for seg in loads) or 0x1000
-            modules.append(load_module(name, start - (loads[0].vaddr & -page), data))
+            modules.append(load_module(name, start - (loads[0].vaddr & -page), make_section,
+                                       data))
     return modules
 
 

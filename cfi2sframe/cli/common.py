@@ -63,9 +63,11 @@ def add_module_options(p: argparse.ArgumentParser) -> None:
 def modules_of(args: argparse.Namespace) -> list[Module]:
     """The modules ``--maps`` and ``--module`` name, in that order."""
     from ..analysis.modules import load_module, modules_from_maps, parse_module
+    from ..convert import sframe_from_dwarf
 
-    modules = modules_from_maps(args.maps) if args.maps else []
-    return modules + [load_module(*parse_module(text)) for text in args.module]
+    modules = modules_from_maps(args.maps, sframe_from_dwarf) if args.maps else []
+    return modules + [load_module(*parse_module(text), sframe_from_dwarf)
+                      for text in args.module]
 
 
 def _size(text: str) -> int:

@@ -70,7 +70,9 @@ def _run_modules(args: argparse.Namespace) -> int:
         raise Cfi2SframeError("", "--compact walks one FILE; --module/--maps use SFrame")
     modules = modules_of(args)
     if args.file:
-        modules.append(load_module(args.file, 0))
+        from ..convert import sframe_from_dwarf
+
+        modules.append(load_module(args.file, 0, sframe_from_dwarf))
     names, memory = load_snapshot(args.snapshot)
     arch = by_sframe_abi(modules[0].section.abi)
     regs = registers(names, arch, args.snapshot)

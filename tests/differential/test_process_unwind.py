@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe.analysis.modules import module_for, modules_from_maps
+from cfi2sframe.convert import sframe_from_dwarf
 from tests.conftest import at_least, require
 
 LIB = """#include <stdio.h>
@@ -100,7 +101,7 @@ def test_unwind_with_maps_reproduces_gdbs_backtrace(programs, kind: str, tmp_pat
         assert walked["stopped"].startswith("outermost frame"), walked["stopped"]
         frames = walked["frames"]
         assert frames[-1]["function"].startswith("_start+"), frames[-1]
-        modules = modules_from_maps(str(maps))
+        modules = modules_from_maps(str(maps), sframe_from_dwarf)
         regs = json.loads(snap.read_text())["regs"]
         for depth, (pc, name) in enumerate(want):
             ours = frames[depth]["pc"]
