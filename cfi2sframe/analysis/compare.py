@@ -12,14 +12,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from ..arch import arch_for_machine
 from ..arch.base import Arch
+from ..dwarf.ehframe import read_elf_cfi
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.layout import Problem, layout_problems
 from ..elf.read import open_elf
 from ..errors import Cfi2SframeError, DecodeError, located
+from ..files import read_bytes
 from ..model import Row, Timeline
 from ..sframe.decode import DecodedFde, DecodedSection
+from ..sframe.load import load_sframe
 from ..sframe.lower import Skip, beyond_sframe, lower
+from ..sframe.pcmask import resolve_pc_expressions
 from ..sframe.rules import (
     OUTERMOST,
     FrameRules,
@@ -216,7 +221,6 @@ def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
     for PLT0 and a PC-mask FDE for the entries.  ``section_of`` names the
     section of an FDE's function in a relocatable object ("" when linked).
     """
-    from ..sframe.pcmask import resolve_pc_expressions
 
     by_section: dict[str, list[DecodedFde]] = {}
     for fde in section.fdes:
@@ -270,11 +274,6 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
     """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
     ``.debug_frame``; ``cfi`` when the caller has read it); also the section's ABI
     id, for describing rules."""
-    from ..arch import arch_for_machine
-    from ..dwarf.ehframe import read_elf_cfi
-    from ..files import read_bytes
-    from ..sframe.load import load_sframe
-
     if data is None:
         data = read_bytes(path)
     loaded = load_sframe(path, data, limits=limits)

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..elf.read import PT_GNU_SFRAME, open_elf
+from ..errors import DecodeError, located
 from ..sframe.decode import DecodedSection
 from ..sframe.format import (
     ABI_AARCH64_BIG,
@@ -24,6 +26,7 @@ from ..sframe.format import (
     F_FDE_FUNC_START_PCREL,
     F_FDE_SORTED,
 )
+from ..sframe.load import load_sframe
 
 
 @dataclass(frozen=True)
@@ -125,10 +128,6 @@ def check_consumer(consumer: str, facts: Facts) -> list[tuple[Requirement, str |
 
 def facts_of(path: str, data: bytes) -> Facts:
     """The facts of an ELF file's (or a raw section's) SFrame."""
-    from ..elf.read import PT_GNU_SFRAME, open_elf
-    from ..errors import DecodeError, located
-    from ..sframe.load import load_sframe
-
     loaded = load_sframe(path, data)
     if not loaded.is_elf:
         return Facts(loaded.section, False, None, (0, len(data)))

@@ -19,6 +19,7 @@ from ..elf.read import PT_LOAD, STT_FUNC, ElfView, Symbol, open_elf
 from ..errors import Cfi2SframeError, DecodeError, located
 from ..files import read_bytes
 from ..sframe.decode import DecodedSection, decode
+from ..sframe.load import load_sframe
 
 # What makes a file's SFrame section from its DWARF CFI, in memory: (path, bytes) to the
 # section and the address it is placed at.  The application hands it over
@@ -140,7 +141,6 @@ def load_module(path: str, bias: int, make_section: SectionMaker,
     low = min(seg.vaddr for seg in loads) + bias
     high = max(seg.vaddr + seg.memsz for seg in loads) + bias
     if view.section(".sframe") is not None:
-        from ..sframe.load import load_sframe
 
         return Module(path, bias, low, high, load_sframe(path, data).section, False,
                       functions, entry)

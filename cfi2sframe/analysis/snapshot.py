@@ -12,8 +12,11 @@ import json
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
+from ..compact.convert import compact_arch, compact_elf
+from ..elf.read import address_reader, open_elf
 from ..errors import Cfi2SframeError
 from ..files import read_bytes
+from ..sframe.load import load_sframe
 from .unwind import PC, Read, compact_walk, sframe_walk
 
 _PC_NAMES = ("pc", "ip", "rip", "eip", "pswa")
@@ -70,8 +73,6 @@ def walk_snapshot(path: str, snapshot: str, compact: bool = False,
                   max_frames: int = 64) -> tuple[Arch, list[dict[int, int]], str]:
     """The frames of ``snapshot`` walked with ``path``'s SFrame section (or, with
     ``compact``, with compact unwind rows made from its CFI), and why the walk stopped."""
-    from ..sframe.load import load_sframe
-
     names, memory = load_snapshot(snapshot)
     loaded = load_sframe(path)
     arch = by_sframe_abi(loaded.section.abi)
@@ -80,8 +81,6 @@ def walk_snapshot(path: str, snapshot: str, compact: bool = False,
     if not compact:
         frames, why = sframe_walk(loaded.section, regs, read, max_frames)
         return arch, frames, why
-    from ..compact.convert import compact_arch, compact_elf
-    from ..elf.read import address_reader, open_elf
 
     data = read_bytes(path)
     functions = compact_elf(path, data, ranges=True)

@@ -18,8 +18,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import by_sframe_abi
+from ..compact.encoding import HAS_LSDA, NOT_FUNCTION_START, Code, decode, is_dwarf
+from ..compact.encoding import step as compact_step
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
+from .modules import module_for
 
 if TYPE_CHECKING:
     from ..compact.lower import CompactFunction
@@ -116,8 +119,6 @@ def modules_walk(modules: Sequence[Module], regs: dict[int, int], read: Read,
                  max_frames: int = 64) -> tuple[list[dict[int, int]], str]:
     """``sframe_walk`` across the modules of a process, each frame with the SFrame
     section of the module holding its PC."""
-    from .modules import module_for
-
     def step(frame: dict[int, int], depth: int) -> Step:
         pc = frame[PC] if depth == 0 else frame[PC] - 1
         module = module_for(list(modules), pc)
@@ -140,8 +141,6 @@ def compact_walk(functions: Sequence[CompactFunction], code_of: Callable[[int, i
     ``functions`` are ``compact.lower.CompactFunction``s with absolute starts,
     ``code_of(address, size)`` gives code bytes (for STACK_IND).
     """
-    from ..compact.encoding import HAS_LSDA, NOT_FUNCTION_START, Code, decode, is_dwarf
-    from ..compact.encoding import step as compact_step
 
     def step(frame: dict[int, int], depth: int) -> Step:
         pc = frame[PC] if depth == 0 else frame[PC] - 1

@@ -8,8 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..files import read_bytes
-from . import SUBCOMMANDS
 from .common import Subparsers, arch_name
+from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
     from ..compact.lower import CompactFunction

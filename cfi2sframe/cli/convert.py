@@ -38,7 +38,7 @@ reason (--list-reasons); the others are still emitted."""
 
 
 def _epilog() -> str:
-    from . import SUBCOMMANDS
+    from .subcommands import SUBCOMMANDS
 
     commands = "\n".join(f"  {name:<9}{line}" for name, (_, line) in SUBCOMMANDS.items())
     return f"""\

@@ -6,9 +6,9 @@ import argparse
 import json
 
 from ..sframe.load import load_sframe
-from . import SUBCOMMANDS
 from .common import Subparsers, address
 from .show import describe_fde, json_rules, words
+from .subcommands import SUBCOMMANDS
 
 
 def add_parser(sub: Subparsers) -> None:

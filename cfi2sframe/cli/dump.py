@@ -7,9 +7,9 @@ import json
 import sys
 
 from ..sframe.load import load_sframe
-from . import SUBCOMMANDS
 from .common import Subparsers
 from .show import section_json
+from .subcommands import SUBCOMMANDS
 
 
 def add_parser(sub: Subparsers) -> None:

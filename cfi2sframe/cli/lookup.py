@@ -10,9 +10,9 @@ from ..errors import Cfi2SframeError
 from ..sframe.decode import DecodedSection
 from ..sframe.load import load_sframe
 from ..sframe.rules import describe, fre_rules, outermost
-from . import SUBCOMMANDS
 from .common import Subparsers, add_module_options, modules_of, parse_pc
 from .show import json_rules
+from .subcommands import SUBCOMMANDS
 
 
 def add_parser(sub: Subparsers) -> None:

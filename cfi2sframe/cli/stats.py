@@ -6,9 +6,9 @@ import argparse
 from typing import Any
 
 from ..batch.record import Task
-from . import SUBCOMMANDS
 from .batch import add_batch_options, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of
+from .subcommands import SUBCOMMANDS
 
 
 def add_parser(sub: Subparsers) -> None:

@@ -11,8 +11,8 @@ from ..analysis.snapshot import walk_snapshot
 from ..analysis.unwind import OUTERMOST_REACHED, PC
 from ..arch import by_sframe_abi
 from ..errors import Cfi2SframeError
-from . import SUBCOMMANDS
 from .common import Subparsers, add_module_options, modules_of
+from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
     from ..arch.base import Arch

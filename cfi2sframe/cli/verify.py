@@ -7,10 +7,10 @@ from typing import Any
 
 from ..analysis.compare import verify_elf
 from ..batch.record import Task
-from . import SUBCOMMANDS
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of
 from .show import describe_fde, words
+from .subcommands import SUBCOMMANDS
 
 
 def add_parser(sub: Subparsers) -> None:

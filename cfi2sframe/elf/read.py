@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..arch import arch_for_machine
 from ..errors import Cfi2SframeError, DecodeError, located
 
 if TYPE_CHECKING:
@@ -244,8 +245,6 @@ def open_elf_file(path: str, data: bytes) -> ElfView:
 
 def elf_arch(path: str, data: bytes) -> Arch:
     """The target an ELF header names (the header only; no CFI is decoded)."""
-    from ..arch import arch_for_machine
-
     try:
         view = open_elf(data, "ELF file")
     except DecodeError as exc:
