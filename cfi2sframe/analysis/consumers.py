@@ -14,18 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..arch import by_sframe_abi
 from ..elf.read import PT_GNU_SFRAME, open_elf
 from ..errors import DecodeError, located
 from ..sframe.decode import DecodedSection
-from ..sframe.format import (
-    ABI_AARCH64_BIG,
-    ABI_AARCH64_LITTLE,
-    ABI_AMD64_LITTLE,
-    ABI_NAMES,
-    ABI_S390X_BIG,
-    F_FDE_FUNC_START_PCREL,
-    F_FDE_SORTED,
-)
+from ..sframe.format import F_FDE_FUNC_START_PCREL, F_FDE_SORTED
 from ..sframe.load import load_sframe
 
 
@@ -76,9 +69,12 @@ def _segment(f: Facts) -> str | None:
     return None
 
 
-def _abi(allowed: tuple[int, ...]) -> Callable[[Facts], str | None]:
-    return lambda f: None if f.section.abi in allowed else \
-        ABI_NAMES.get(f.section.abi, f"ABI {f.section.abi}")
+def _abi(allowed: tuple[str, ...]) -> Callable[[Facts], str | None]:
+    """The section's target is one of ``allowed`` (names), else its ABI's name."""
+    def check(f: Facts) -> str | None:
+        arch = by_sframe_abi(f.section.abi)  # the decoder admits known ids only
+        return None if arch.name in allowed else arch.sframe_abi_name
+    return check
 
 
 def _no_aux(f: Facts) -> str | None:
@@ -104,7 +100,7 @@ CONSUMERS: dict[str, tuple[str, tuple[Requirement, ...]]] = {
         Requirement("a PT_GNU_SFRAME program header for the section (found through "
                     "dl_iterate_phdr)", GLIBC, _segment),
         Requirement("ABI AMD64 or AArch64 little-endian (the targets with SFrame support)",
-                    GLIBC, _abi((ABI_AMD64_LITTLE, ABI_AARCH64_LITTLE))),
+                    GLIBC, _abi(("x86_64", "aarch64"))),
     )),
     "kernel": ("Linux deferred user unwinder", (
         Requirement("SFrame version 3 (the series reads no other)", KERNEL, _version(3)),
@@ -115,8 +111,7 @@ CONSUMERS: dict[str, tuple[str, tuple[Requirement, ...]]] = {
         Requirement("non-zero FDE and FRE counts", KERNEL, _counts),
         Requirement("a PT_GNU_SFRAME program header for the section", KERNEL, _segment),
         Requirement("ABI AMD64, AArch64 or s390x", KERNEL,
-                    _abi((ABI_AMD64_LITTLE, ABI_AARCH64_LITTLE, ABI_AARCH64_BIG,
-                          ABI_S390X_BIG))),
+                    _abi(("x86_64", "aarch64", "aarch64_be", "s390x"))),
     )),
 }
 

@@ -65,6 +65,11 @@ def arch_for_machine(machine: str, path: str, big_endian: bool = False) -> Arch:
     return arch
 
 
+def is_sframe_abi(abi: int) -> bool:
+    """Whether ``abi`` is an SFrame ABI/arch id of a known target."""
+    return abi in _BY_SFRAME_ABI
+
+
 def by_sframe_abi(abi: int) -> Arch:
     """The target of an SFrame ABI/arch id (the decoder accepts only known ids)."""
     return _BY_SFRAME_ABI[abi]

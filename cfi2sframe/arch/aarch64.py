@@ -34,6 +34,11 @@ AARCH64 = Arch(
     sframe_fixed_ra_offset=0,
     pc=32,
     elf_machine="EM_AARCH64",
+    elf_machine_number=183,
+    # R_AARCH64_PREL32, PREL64, ABS64, ABS32
+    elf_relocations={261: (4, True), 260: (8, True), 257: (8, False), 258: (4, False)},
+    pcrel_relocations=(261, 260),
+    sframe_abi_name="AARCH64 little-endian",
     default_assembler="aarch64-linux-gnu-as",
     compact="arm64",
     # x19/x20 ... x27/x28 (bits 0-4), then d8/d9 ... d14/d15 (bits 8-11).
@@ -44,4 +49,5 @@ AARCH64 = Arch(
 # Big-endian AArch64 (aarch64_be): the same registers and rules, SFrame ABI 1.
 # Compact unwind is defined for little-endian arm64 only.
 AARCH64_BE = replace(AARCH64, name="aarch64_be", big_endian=True, sframe_abi=1,
+                     sframe_abi_name="AARCH64 big-endian",
                      default_assembler="aarch64-linux-gnu-as -EB", compact=None)

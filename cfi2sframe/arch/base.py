@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 # The byte order names int.from_bytes / int.to_bytes take.
@@ -64,10 +64,29 @@ class Arch:
         """What starts a comment in assembly we write."""
         return self.comment_chars[:1] or "//"
 
+    # ELF: the e_machine number (``elf_machine`` is its name); the relocation types the
+    # CFI readers apply, type -> (bytes, PC-relative); the 32- and 64-bit PC-relative
+    # types the object writer relocates FDE start fields with ((0, 0): none).
+    elf_machine_number: int = 0
+    elf_relocations: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    pcrel_relocations: tuple[int, int] = (0, 0)
+    # SFrame, beyond the header's ids: the ABI's name (readelf's words); the section's
+    # alignment (its end is zero-padded to it); an RA padding word when the FP is saved
+    # and the RA is not; V2 FP/RA words that may name a register (``reg << 1 | 1``).
+    sframe_abi_name: str = ""
+    # What a V1 PC-mask FDE's repetition size is (V1 has no field for it; GNU ld 2.40
+    # writes such FDEs for the 16-byte x86-64 lazy PLT entries only); 0: none.
+    sframe_v1_pcmask_rep: int = 0
+    sframe_section_align: int = 1
+    sframe_ra_padding: bool = False
+    sframe_register_words: bool = False
+    # A saved copy of the caller's SP (on the stack or in a register) is the CFA less
+    # ``cfa_adjustment`` by the ABI's definition of the CFA, so it needs no SP rule.
+    sp_copy_is_cfa: bool = False
+
     @property
-    def s390x(self) -> bool:
-        """The s390x SFrame rules: encoded CFA offsets, RA padding word, V2
-        register numbers in FP/RA words (``(reg << 1) | 1``)."""
+    def sframe_cfa_encoded(self) -> bool:
+        """SFrame stores CFA offsets as (offset - cfa_adjustment) / cfa_alignment."""
         return self.cfa_alignment != 1
 
     @property

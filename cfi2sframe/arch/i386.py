@@ -27,6 +27,7 @@ I386 = Arch(
     sframe_fixed_ra_offset=0,
     pc=8,
     elf_machine="EM_386",
+    elf_machine_number=3,
     default_assembler="as --32",
     compact="i386",
     compact_regs=(3, 1, 2, 7, 6, 5),  # ebx ecx edx edi esi ebp

@@ -44,6 +44,13 @@ X86_64 = Arch(
     sframe_fixed_ra_offset=-8,
     pc=16,
     elf_machine="EM_X86_64",
+    elf_machine_number=62,
+    # R_X86_64_PC32, PC64, 64, 32, 32S
+    elf_relocations={2: (4, True), 24: (8, True), 1: (8, False), 10: (4, False),
+                     11: (4, False)},
+    pcrel_relocations=(2, 24),
+    sframe_abi_name="AMD64 little-endian",
+    sframe_v1_pcmask_rep=16,
     flex=True,
     compact="x86_64",
     compact_regs=(3, 12, 13, 14, 15, 6),  # rbx r12 r13 r14 r15 rbp

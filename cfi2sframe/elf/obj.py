@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..arch import ARCHES
 from ..errors import Cfi2SframeError
 from .read import (
     SHF_ALLOC,
@@ -28,8 +29,8 @@ from .read import (
 )
 
 # e_machine -> (32-bit, 64-bit) PC-relative relocation types for the FDE start fields.
-# R_X86_64_PC32/PC64, R_AARCH64_PREL32/PREL64, R_390_PC32/PC64
-PCREL_TYPES = {62: (2, 24), 183: (261, 260), 22: (5, 23)}
+PCREL_TYPES = {arch.elf_machine_number: arch.pcrel_relocations for arch in ARCHES.values()
+               if arch.pcrel_relocations != (0, 0)}
 
 
 @dataclass

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..arch import arch_for_machine
+from ..arch import ARCHES, arch_for_machine
 from ..errors import Cfi2SframeError, DecodeError, located
 
 if TYPE_CHECKING:
@@ -30,9 +30,10 @@ SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
 SHT_PROGBITS = 1
 PT_LOAD, PT_NOTE, PT_PHDR, PT_GNU_SFRAME = 1, 4, 6, 0x6474E554
 
-# e_machine and e_type names as pyelftools spells them (the ones we name in messages).
-MACHINES = {3: "EM_386", 22: "EM_S390", 40: "EM_ARM", 62: "EM_X86_64", 183: "EM_AARCH64",
-            243: "EM_RISCV", 8: "EM_MIPS", 20: "EM_PPC", 21: "EM_PPC64"}
+# e_machine and e_type names as pyelftools spells them: the targets' own (registry) and
+# others we name in messages.
+MACHINES = {40: "EM_ARM", 243: "EM_RISCV", 8: "EM_MIPS", 20: "EM_PPC", 21: "EM_PPC64"} | {
+    arch.elf_machine_number: arch.elf_machine for arch in ARCHES.values()}
 ELF_TYPES = {0: "ET_NONE", 1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
 
 

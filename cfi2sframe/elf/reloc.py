@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..arch import ARCHES
 from ..arch.base import ByteOrder
 from ..errors import Cfi2SframeError
 from .read import SHN_LORESERVE
@@ -20,17 +21,11 @@ if TYPE_CHECKING:
     from .read import ElfView, Symbol
 
 # (e_machine, relocation type) -> size in bytes, for the address relocations CFI and
-# SFrame sections use.
-RELOC_SIZES = {
-    ("EM_X86_64", 2): 4, ("EM_X86_64", 24): 8,        # R_X86_64_PC32, PC64
-    ("EM_X86_64", 1): 8, ("EM_X86_64", 10): 4, ("EM_X86_64", 11): 4,  # 64, 32, 32S
-    ("EM_AARCH64", 261): 4, ("EM_AARCH64", 260): 8,   # R_AARCH64_PREL32, PREL64
-    ("EM_AARCH64", 257): 8, ("EM_AARCH64", 258): 4,   # ABS64, ABS32
-    ("EM_S390", 5): 4, ("EM_S390", 23): 8,            # R_390_PC32, PC64
-    ("EM_S390", 22): 8, ("EM_S390", 4): 4,            # R_390_64, 32
-}
-PC_RELATIVE = {("EM_X86_64", 2), ("EM_X86_64", 24), ("EM_AARCH64", 261),
-               ("EM_AARCH64", 260), ("EM_S390", 5), ("EM_S390", 23)}
+# SFrame sections use, and those that are PC-relative: from the target registry.
+RELOC_SIZES = {(arch.elf_machine, kind): size for arch in ARCHES.values()
+               for kind, (size, _) in arch.elf_relocations.items()}
+PC_RELATIVE = {(arch.elf_machine, kind) for arch in ARCHES.values()
+               for kind, (_, pcrel) in arch.elf_relocations.items() if pcrel}
 
 
 def apply_relocations(elf: ELFFile, section: Section, contents: bytearray,

@@ -10,11 +10,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..arch import by_sframe_abi
+from ..arch import by_sframe_abi, is_sframe_abi
 from ..errors import DecodeError
 from .format import (
-    ABI_AMD64_LITTLE,
-    ABI_NAMES,
     BASE_REG_FP,
     F_FDE_FUNC_START_PCREL,
     F_FDE_SORTED,
@@ -45,7 +43,6 @@ VALID_FLAGS = {
 }
 FDE_ENTRY_SIZE = {VERSION_1: 17, VERSION_2: 20, VERSION_3: 16}
 V3_ATTR_SIZE = 5
-V1_AMD64_PLT_ENTRY = 16  # the repetition size V1 PC-mask FDEs imply (see fde)
 
 
 @dataclass(frozen=True)
@@ -168,10 +165,11 @@ def decode(data: bytes, section_address: int = 0, v1_pcrel: bool = False) -> Dec
     if flags & ~VALID_FLAGS[version]:
         raise DecodeError(3, f"unknown flags {flags & ~VALID_FLAGS[version]:#x} for "
                              f"version {version}")
-    if abi not in ABI_NAMES:
+    if not is_sframe_abi(abi):
         raise DecodeError(4, f"unknown ABI/arch identifier {abi}")
     if by_sframe_abi(abi).big_endian != big:
-        raise DecodeError(0, f"byte order does not match the ABI ({ABI_NAMES[abi]})")
+        raise DecodeError(0, f"byte order does not match the ABI "
+                             f"({by_sframe_abi(abi).sframe_abi_name})")
     base = HEADER_SIZE + auxhdr_len
     _need(data, HEADER_SIZE, auxhdr_len, "auxiliary header")
     entry = FDE_ENTRY_SIZE[version]
@@ -226,11 +224,10 @@ class _Reader:
             if self.version == VERSION_1:
                 raw_start, size, fre_off, count, info = struct.unpack_from(
                     order + "iIIIB", data, pos)
-                # V1 has no repetition size field.  Its one writer of PC-mask FDEs,
-                # GNU ld 2.40, writes them for the 16-byte x86-64 lazy PLT entries
-                # (FREs at 0 and 11), so that is what they mean.
-                rep_size = V1_AMD64_PLT_ENTRY if info & FDE_INFO_PC_MASK and self.abi == \
-                    ABI_AMD64_LITTLE else 0
+                # V1 has no repetition size field: the target says what its PC-mask
+                # FDEs mean (``Arch.sframe_v1_pcmask_rep``).
+                rep_size = by_sframe_abi(self.abi).sframe_v1_pcmask_rep \
+                    if info & FDE_INFO_PC_MASK else 0
             else:
                 raw_start, size, fre_off, count, info, rep_size, _ = struct.unpack_from(
                     order + "iIIIBBH", data, pos)

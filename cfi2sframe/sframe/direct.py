@@ -57,7 +57,7 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
     Rows are unbounded: the caller drops FREs that start at or past the
     function's size.  ``None``: use the general path.
     """
-    if arch.s390x:
+    if arch.sframe_cfa_encoded or arch.sframe_ra_padding or arch.sframe_register_words:
         return None  # encoded CFA offsets, RA padding, register words: the general path
     start = _initial_state(initial, code_align, data_align, arch, big_endian)
     if start is None:

@@ -94,19 +94,18 @@ def _function(section: DecodedSection, fde: DecodedFde) -> str:
 def _default_cells(section: DecodedSection, fre: DecodedFre) -> tuple[str, str, str]:
     words = fre.offsets
     arch = by_sframe_abi(section.abi)
-    s390x = arch.s390x
     cfa = f"{'fp' if fre.base_fp else 'sp'}+{cfa_offset(words[0] if words else 0, arch)}"
     amd64 = not arch.tracks_ra  # FP in the second word, RA at the fixed offset
     fp_word = (words[1] if len(words) > 1 else None) if amd64 else (
         words[2] if len(words) > 2 else None)
     ra_word = None if amd64 else (words[1] if len(words) > 1 else None)
-    reg_encoded = s390x and section.version == VERSION_2
+    reg_encoded = arch.sframe_register_words and section.version == VERSION_2
     fp = "u" if fp_word is None else _slot(fp_word, reg_encoded)
     if section.version == VERSION_1:
         ra = "u" if ra_word is None else f"c{ra_word:+d}"
     elif section.fixed_ra_offset:
         ra = "f"
-    elif ra_word is not None and ra_word == 0 and s390x:
+    elif ra_word is not None and ra_word == 0 and arch.sframe_ra_padding:
         ra = "U"
     elif ra_word is not None:
         ra = _slot(ra_word, reg_encoded)

@@ -177,7 +177,7 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
         len(functions) * FDE_SIZE[VERSION_2])
     assert len(header) == HEADER_SIZE
     return SectionImage(header, tuple(functions), tuple(tails), bytes(fre_blob),
-                        arch.big_endian, FDE_SIZE[VERSION_2], align=8 if arch.s390x else 1)
+                        arch.big_endian, FDE_SIZE[VERSION_2], align=arch.sframe_section_align)
 
 
 def _flex_words(rule: RuleFre, fixed_ra: Loc | None,
@@ -195,7 +195,7 @@ def _flex_words(rule: RuleFre, fixed_ra: Loc | None,
 
     rules = rule.rules  # lowering admits only locations into FLEX FREs
     cfa, fp = as_loc(rules.cfa), opt_loc(rules.fp)
-    if arch.s390x:
+    if arch.sframe_cfa_encoded:
         cfa = cfa._replace(offset=cfa_word(cfa.offset, arch))
     pair(cfa)
     ra = opt_loc(rules.ra) if rules.ra != fixed_ra else None
@@ -262,7 +262,7 @@ def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
         arch.sframe_fixed_ra_offset, 0, len(functions), num_fres, len(fre_blob), 0,
         len(functions) * 16)
     return SectionImage(header, tuple(functions), tuple(tails), bytes(fre_blob),
-                        arch.big_endian, 16, 8, align=8 if arch.s390x else 1)
+                        arch.big_endian, 16, 8, align=arch.sframe_section_align)
 
 
 def functions_from_decoded(section: DecodedSection) -> list[SFrameFunction]:

@@ -19,13 +19,7 @@ F_FDE_SORTED = 0x1
 F_FRAME_POINTER = 0x2
 F_FDE_FUNC_START_PCREL = 0x4
 
-ABI_AARCH64_BIG, ABI_AARCH64_LITTLE, ABI_AMD64_LITTLE, ABI_S390X_BIG = 1, 2, 3, 4
-ABI_NAMES = {
-    ABI_AARCH64_BIG: "AARCH64 big-endian",
-    ABI_AARCH64_LITTLE: "AARCH64 little-endian",
-    ABI_AMD64_LITTLE: "AMD64 little-endian",
-    ABI_S390X_BIG: "s390x big-endian",
-}
+# ABI/arch ids and their names are target facts: ``Arch.sframe_abi``, ``sframe_abi_name``.
 
 FRE_ADDR1, FRE_ADDR2, FRE_ADDR4 = 0, 1, 2
 FRE_ADDR_SIZE = {FRE_ADDR1: 1, FRE_ADDR2: 2, FRE_ADDR4: 4}
@@ -146,7 +140,7 @@ def fre_words(fre: Fre, arch: Arch) -> tuple[int, ...]:
     if fre.ra_undefined:
         return ()
     cfa = fre.cfa_offset
-    if arch.s390x:
+    if arch.sframe_cfa_encoded:
         cfa = cfa_word(cfa, arch)
     fp = fre.fp_offset if fre.fp_reg is None else s390x_reg_word(fre.fp_reg)
     ra = fre.ra_offset if fre.ra_reg is None else s390x_reg_word(fre.ra_reg)
@@ -154,7 +148,7 @@ def fre_words(fre: Fre, arch: Arch) -> tuple[int, ...]:
         return (cfa, ra) if fp is None else (cfa, ra, fp)
     if fp is None:
         return (cfa,)
-    return (cfa, 0, fp) if arch.s390x else (cfa, fp)
+    return (cfa, 0, fp) if arch.sframe_ra_padding else (cfa, fp)
 
 
 class SFrameFunction(NamedTuple):

@@ -232,7 +232,7 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
     if ra is not None and ra.reg is None and not ra.deref:
         raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
                                f"{_describe(row.rule(arch.ra), arch)}", row)
-    if arch.s390x:
+    if arch.sframe_cfa_encoded:
         _check_s390x_cfa(cfa.offset, arch, row)
     for loc in (cfa, fp, ra):
         if loc is not None and not -(1 << 31) <= loc.offset < (1 << 31):
@@ -277,8 +277,9 @@ def lower_row(row: Row, arch: Arch) -> Fre:
     fp_offset, fp_reg = _fp_slot(row.rule(arch.fp), arch, row)
     fre = Fre(row.start, cfa.reg == arch.fp, cfa.offset, fp_offset, ra_offset,
               row.ra_signed, False, fp_reg, ra_reg)
-    if arch.s390x:
+    if arch.sframe_cfa_encoded:
         _check_s390x_cfa(cfa.offset, arch, row)
+    if arch.sframe_register_words:
         for what, slot in (("RA", ra_offset), ("FP", fp_offset)):
             if slot is not None and s390x_word_reg(slot) is not None:  # a register in V2
                 raise _Unrepresentable("s390x-unaligned", f"{what} slot offset {slot} is odd",
@@ -306,7 +307,7 @@ def words_problem(fre: Fre, arch: Arch) -> Unrepresentable | None:
     """Why ``fre`` has no default encoding (an FP slot without an RA slot where the RA
     is tracked, outside s390x; a word past 32 bits), or None."""
     if fre.fp_offset is not None and arch.tracks_ra and fre.ra_offset is None \
-            and fre.ra_reg is None and not arch.s390x:
+            and fre.ra_reg is None and not arch.sframe_ra_padding:
         return Unrepresentable("fp-without-ra", "FP is saved but RA is not on the stack")
     words = fre_words(fre, arch)
     if offset_size_for(words) is None:
@@ -346,7 +347,7 @@ def _default_slot(rule: Rule, arch: Arch) -> tuple[int | None, int | None] | Non
         return None, None
     if rule.kind == RuleKind.offset:
         return rule.value, None
-    if rule.kind == RuleKind.register and arch.s390x:
+    if rule.kind == RuleKind.register and arch.sframe_register_words:
         return None, rule.value
     return None
 
@@ -378,7 +379,7 @@ def beyond_sframe(row: Row, arch: Arch) -> str | None:
 def _check_sp(rule: Rule | None, arch: Arch, row: Row) -> None:
     if rule is None or (rule.kind == RuleKind.val_offset and rule.value == arch.sp_val_offset):
         return
-    if rule.kind in (RuleKind.offset, RuleKind.register) and arch.s390x:
+    if rule.kind in (RuleKind.offset, RuleKind.register) and arch.sp_copy_is_cfa:
         # A saved copy of the caller's r15 (stmg into the register save area,
         # ldgr into an FPR in leaf functions): the ABI defines the CFA as that
         # SP + 160, so the copy holds CFA-160, which is what SFrame assumes.

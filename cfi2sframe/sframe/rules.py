@@ -54,7 +54,6 @@ def fre_rules(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> Fram
     words = fre.offsets
     if not words:
         return FrameRules(None, None, RA_UNDEFINED)
-    s390x = arch.s390x
     if fde.flex:
         return _flex(section, fre, arch)
     cfa = Loc(arch.fp if fre.base_fp else arch.sp, cfa_offset(words[0], arch), False)
@@ -63,12 +62,13 @@ def fre_rules(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> Fram
         return FrameRules(cfa, fp, Loc(None, section.fixed_ra_offset, True))
     ra: Recovery | None = None
     fp = None
+    reg_words = arch.sframe_register_words and section.version == VERSION_2
     if len(words) > 1:
-        ra = _slot(words[1], s390x and section.version == VERSION_2)
-        if s390x and words[1] == 0:
+        ra = _slot(words[1], reg_words)
+        if arch.sframe_ra_padding and words[1] == 0:
             ra = None  # SFRAME_FRE_RA_OFFSET_INVALID: RA not saved (padding)
     if len(words) > 2:
-        fp = _slot(words[2], s390x and section.version == VERSION_2)
+        fp = _slot(words[2], reg_words)
     return FrameRules(cfa, fp, ra)
 
 
