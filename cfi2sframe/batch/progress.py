@@ -15,11 +15,10 @@ class Progress:
         self.files, self.done = files, 0
         self._bar: Any = None
         if enabled and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024,
-                             dynamic_ncols=True, file=sys.stderr, smoothing=0.1,
-                             desc=f"0/{files} files")
+            bar = _bar_class()
+            self._bar = bar(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024,
+                            dynamic_ncols=True, file=sys.stderr, smoothing=0.1,
+                            desc=f"0/{files} files")
 
     def advance(self, path: str, size: int) -> None:
         self.done += 1
@@ -39,3 +38,15 @@ class Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
+
+
+def _bar_class() -> Any:
+    """tqdm without its monitor thread: the tree runner forks a child per file, and a
+    fork beside a live thread copies a process whose other thread is gone (its locks
+    held forever); the bar is redrawn on every update anyway."""
+    from tqdm import tqdm
+
+    class Bar(tqdm):  # type: ignore[type-arg]
+        monitor_interval = 0
+
+    return Bar
