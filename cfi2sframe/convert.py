@@ -19,7 +19,7 @@ from .frontend.probe import Assembler, ProbeRun
 # which ELF input never needs.
 if TYPE_CHECKING:
     from .analysis.assembler import Disagreement
-    from .dwarf.ehframe import ElfCfi
+    from .dwarf.cfi import Cfi
     from .elf.exe import OldKernels
     from .frontend.asm import AsmUnit
     from .model import Timeline
@@ -89,7 +89,7 @@ class AsmConversion(Conversion):
         """Where the CFI the assembler wrote for a function differs from the one the
         directives give (``analysis.assembler``): an assembler bug, or ours."""
         from .analysis.assembler import assembler_disagreements
-        from .dwarf.ehframe import read_elf_cfi
+        from .elf.cfi import read_elf_cfi
 
         if self.unit is None or not self.unit.timelines:
             return []
@@ -191,7 +191,7 @@ def _add(result: SFrameFunction | Skip, timeline: Timeline, arch: Arch, version:
         functions.append(result)
 
 
-def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunction],
+def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunction],
                                                                    list[Skip]]:
     """``lower_all`` for an ELF file's FDEs, with the same result.
 
@@ -199,7 +199,7 @@ def lower_fdes(cfi: ElfCfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFu
     to FREs in one loop); FDEs it declines go through the interpreter and
     ``lower``, as every timeline of the assembly path does.
     """
-    from .dwarf.ehframe import RowsCache
+    from .dwarf.cfi import RowsCache
     from .sframe.direct import direct_fres
     from .sframe.format import SFrameFunction, fits
     from .sframe.lower import LowerMemo, lower
@@ -369,7 +369,7 @@ def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
     For files whose only unwind information is ``.sframe``; V1, V2 or V3 in.
     The obj and elf outputs replace the section.
     """
-    from .dwarf.ehframe import function_names
+    from .elf.cfi import function_names
     from .elf.read import open_elf
     from .sframe.load import load_sframe
     from .sframe.reencode import fde_names, lower_section
@@ -425,7 +425,7 @@ def sframe_from_dwarf(path: str, data: bytes) -> tuple[bytes, int]:
 
 def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                 sframe_address: int | None = None, replace: bool = False,
-                limits: Limits = DEFAULT_LIMITS, cfi: ElfCfi | None = None) -> ElfConversion:
+                limits: Limits = DEFAULT_LIMITS, cfi: Cfi | None = None) -> ElfConversion:
     """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``).
 
     ``replace``: the obj and elf outputs replace an ``.sframe`` the file has;
@@ -433,7 +433,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     when the caller has read it already (one file lowered for several versions).
     """
     from .arch import arch_for_machine
-    from .dwarf.ehframe import read_elf_cfi
+    from .elf.cfi import read_elf_cfi
 
     if data is None:
         data = read_bytes(path)

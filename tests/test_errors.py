@@ -173,7 +173,7 @@ def test_cie_parser_bug_fails_the_elf_fuzz_check(inputs: dict[str, Path],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """With a bug in the CIE parser, the ELF fuzz tests' check must fail: it may not
     accept the bug as a located input error."""
-    from cfi2sframe.dwarf import ehframe
+    from cfi2sframe.dwarf import cfi
     from tests.test_elf_fuzz import _convert
 
     data = inputs["obj"].read_bytes()
@@ -182,7 +182,7 @@ def test_cie_parser_bug_fails_the_elf_fuzz_check(inputs: dict[str, Path],
     def broken(*args: object) -> None:
         raise AttributeError("'NoneType' object has no attribute 'augmentation'")
 
-    monkeypatch.setattr(ehframe, "_parse_cie", broken)
+    monkeypatch.setattr(cfi, "_parse_cie", broken)
     with pytest.raises(AttributeError):
         _convert(data)
 

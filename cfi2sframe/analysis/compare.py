@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..arch import arch_for_machine
 from ..arch.base import Arch
-from ..dwarf.ehframe import read_elf_cfi
+from ..elf.cfi import read_elf_cfi
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.layout import Problem, layout_problems
 from ..elf.read import open_elf
@@ -35,7 +35,7 @@ from ..sframe.rules import (
 )
 
 if TYPE_CHECKING:
-    from ..dwarf.ehframe import ElfCfi
+    from ..dwarf.cfi import Cfi
 
 # -- SFrame side -------------------------------------------------------------------------
 
@@ -270,7 +270,7 @@ def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
 
 
 def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LIMITS,
-               cfi: ElfCfi | None = None) -> tuple[VerifyResult, int]:
+               cfi: Cfi | None = None) -> tuple[VerifyResult, int]:
     """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
     ``.debug_frame``; ``cfi`` when the caller has read it); also the section's ABI
     id, for describing rules."""

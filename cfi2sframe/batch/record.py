@@ -20,7 +20,7 @@ from ..elf.exe import OldKernels
 from ..errors import Cfi2SframeError, DecodeError
 
 if TYPE_CHECKING:
-    from ..dwarf.ehframe import ElfCfi
+    from ..dwarf.cfi import Cfi
     from ..sframe.lower import Skip
 
 SCHEMA = 1
@@ -62,7 +62,8 @@ def warm_up() -> None:
 
     from .. import convert, files  # noqa: F401
     from ..analysis import compare  # noqa: F401
-    from ..dwarf import ehframe  # noqa: F401
+    from ..dwarf import cfi  # noqa: F401
+    from ..elf import cfi as elf_cfi  # noqa: F401
     from ..elf import exe, layout, obj, reloc  # noqa: F401
     from ..sframe import direct, encode, load, lower, pcmask  # noqa: F401
 
@@ -118,7 +119,7 @@ def _stamp(record: dict[str, Any], path: str) -> None:
 
 
 def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None:
-    from ..dwarf.ehframe import read_elf_cfi
+    from ..elf.cfi import read_elf_cfi
     from ..elf.read import open_elf_file
     from ..files import read_for_rewrite
 
@@ -161,7 +162,7 @@ def _reasons(skips: Sequence[Skip]) -> dict[str, int]:
 
 
 def _coverage(record: dict[str, Any], path: str, data: bytes, version: int,
-              limits: Limits, cfi: ElfCfi | None) -> int:
+              limits: Limits, cfi: Cfi | None) -> int:
     """Convert for ``version`` (from ``cfi``, else the file's own .sframe); fill arch,
     FDEs, emitted and reasons; the section size."""
     from ..convert import convert_elf, convert_sframe
@@ -175,7 +176,7 @@ def _coverage(record: dict[str, Any], path: str, data: bytes, version: int,
 
 
 def _verify(record: dict[str, Any], path: str, data: bytes, limits: Limits,
-            cfi: ElfCfi) -> None:
+            cfi: Cfi) -> None:
     """Check the file's own .sframe against its DWARF CFI."""
     from ..analysis.compare import verify_elf
 

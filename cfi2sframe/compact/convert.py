@@ -65,7 +65,7 @@ def compact_asm(text: str, filename: str = "<input>", arch: str | Arch = "x86_64
 def compact_elf(path: str, data: bytes, ranges: bool = False) -> list[CompactFunction]:
     """Compact rows for every FDE of an ELF file (object, library or program)."""
     from ..arch import arch_for_machine
-    from ..dwarf.ehframe import read_elf_cfi
+    from ..elf.cfi import read_elf_cfi
 
     cfi = read_elf_cfi(path, data)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)

@@ -2,6 +2,6 @@
 
 ``opcodes`` (the DW_CFA table), ``leb128``, ``ops`` (bytes -> ``Op``),
 ``interpret`` (``Op``s -> ``Row``s), ``frames`` (the CIE/FDE entry walker) and
-``ehframe`` (``.eh_frame``/``.debug_frame`` of ELF files -> ``Fde``s and
-``Timeline``s).
+``cfi`` (``.eh_frame``/``.debug_frame`` bytes, handed over by a container's reader
+such as ``elf.cfi``, -> ``Fde``s and ``Timeline``s).  Nothing here opens a file.
 """

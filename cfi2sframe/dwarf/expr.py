@@ -18,6 +18,7 @@ from typing import NamedTuple
 from ..arch.base import ByteOrder
 from ..errors import DecodeError
 from .leb128 import read_sleb, read_uleb
+from .opcodes import OP
 
 MASK64 = (1 << 64) - 1
 MAX_STEPS = 10_000
@@ -40,24 +41,26 @@ def _signed(value: int) -> int:
 
 
 _BINARY: dict[int, Callable[[int, int], int]] = {
-    0x1A: lambda a, b: a & b,
-    0x1E: lambda a, b: a * b,
-    0x21: lambda a, b: a | b,
-    0x24: lambda a, b: a << b if b < 64 else 0,
-    0x25: lambda a, b: (a & MASK64) >> b if b < 64 else 0,
-    0x26: lambda a, b: _signed(a) >> min(b, 63),
-    0x27: lambda a, b: a ^ b,
-    0x29: lambda a, b: int(_signed(a) == _signed(b)),
-    0x2A: lambda a, b: int(_signed(a) >= _signed(b)),
-    0x2B: lambda a, b: int(_signed(a) > _signed(b)),
-    0x2C: lambda a, b: int(_signed(a) <= _signed(b)),
-    0x2D: lambda a, b: int(_signed(a) < _signed(b)),
-    0x2E: lambda a, b: int(_signed(a) != _signed(b)),
+    OP.and_: lambda a, b: a & b,
+    OP.mul: lambda a, b: a * b,
+    OP.or_: lambda a, b: a | b,
+    OP.shl: lambda a, b: a << b if b < 64 else 0,
+    OP.shr: lambda a, b: (a & MASK64) >> b if b < 64 else 0,
+    OP.shra: lambda a, b: _signed(a) >> min(b, 63),
+    OP.xor: lambda a, b: a ^ b,
+    OP.eq: lambda a, b: int(_signed(a) == _signed(b)),
+    OP.ge: lambda a, b: int(_signed(a) >= _signed(b)),
+    OP.gt: lambda a, b: int(_signed(a) > _signed(b)),
+    OP.le: lambda a, b: int(_signed(a) <= _signed(b)),
+    OP.lt: lambda a, b: int(_signed(a) < _signed(b)),
+    OP.ne: lambda a, b: int(_signed(a) != _signed(b)),
 }
 
 # DW_OP_const1u .. const8s: (size, signed)
-_CONSTS = {0x08: (1, False), 0x09: (1, True), 0x0A: (2, False), 0x0B: (2, True),
-           0x0C: (4, False), 0x0D: (4, True), 0x0E: (8, False), 0x0F: (8, True)}
+_CONSTS: dict[int, tuple[int, bool]] = {
+    OP.const1u: (1, False), OP.const1s: (1, True), OP.const2u: (2, False),
+    OP.const2s: (2, True), OP.const4u: (4, False), OP.const4s: (4, True),
+    OP.const8u: (8, False), OP.const8s: (8, True)}
 
 
 def _const(stack: list[Value]) -> int:
@@ -86,13 +89,13 @@ def evaluate(expr: bytes, pc: int, pc_reg: int | None, little: bool = True) -> V
                 raise NotReducible("the expression does not terminate")
             op = expr[pos]
             pos += 1
-            if 0x30 <= op <= 0x4F:  # lit0..lit31
-                stack.append(Value(None, op - 0x30))
-            elif 0x70 <= op <= 0x8F or op == 0x92:  # breg0..31, bregx
-                if op == 0x92:
+            if OP.lit0 <= op <= OP.lit31:
+                stack.append(Value(None, op - OP.lit0))
+            elif OP.breg0 <= op <= OP.breg31 or op == OP.bregx:
+                if op == OP.bregx:
                     reg, pos = read_uleb(expr, pos)
                 else:
-                    reg = op - 0x70
+                    reg = op - OP.breg0
                 offset, pos = read_sleb(expr, pos)
                 stack.append(Value(None, pc + offset) if reg == pc_reg else Value(reg, offset))
             elif op in _CONSTS:
@@ -102,53 +105,53 @@ def evaluate(expr: bytes, pc: int, pc_reg: int | None, little: bool = True) -> V
                 number = int.from_bytes(expr[pos : pos + size], order, signed=signed)
                 stack.append(Value(None, number))
                 pos += size
-            elif op in (0x10, 0x11):  # constu, consts
-                number, pos = (read_uleb if op == 0x10 else read_sleb)(expr, pos)
+            elif op in (OP.constu, OP.consts):
+                number, pos = (read_uleb if op == OP.constu else read_sleb)(expr, pos)
                 stack.append(Value(None, number))
-            elif op == 0x23:  # plus_uconst
+            elif op == OP.plus_uconst:
                 number, pos = read_uleb(expr, pos)
                 top = _pop(stack)
                 stack.append(Value(top.reg, top.offset + number))
-            elif op == 0x22:  # plus
+            elif op == OP.plus:
                 b, a = _pop(stack), _pop(stack)
                 if a.reg is not None and b.reg is not None:
                     raise NotReducible("sum of two registers")
                 stack.append(Value(a.reg if a.reg is not None else b.reg, a.offset + b.offset))
-            elif op == 0x1C:  # minus
+            elif op == OP.minus:
                 b = Value(None, _const(stack))
                 a = _pop(stack)
                 stack.append(Value(a.reg, a.offset - b.offset))
             elif op in _BINARY:
                 b_num, a_num = _const(stack), _const(stack)
                 stack.append(Value(None, _signed(_BINARY[op](a_num, b_num))))
-            elif op == 0x1F:  # neg
+            elif op == OP.neg:
                 stack.append(Value(None, -_const(stack)))
-            elif op == 0x20:  # not
+            elif op == OP.not_:
                 stack.append(Value(None, _signed(~_const(stack))))
-            elif op == 0x12:  # dup
+            elif op == OP.dup:
                 stack.append(_top(stack, 0))
-            elif op == 0x13:  # drop
+            elif op == OP.drop:
                 _pop(stack)
-            elif op == 0x14:  # over
+            elif op == OP.over:
                 stack.append(_top(stack, 1))
-            elif op == 0x15:  # pick
+            elif op == OP.pick:
                 if pos >= len(expr):
                     raise NotReducible("truncated pick")
                 stack.append(_top(stack, expr[pos]))
                 pos += 1
-            elif op == 0x16:  # swap
+            elif op == OP.swap:
                 b, a = _pop(stack), _pop(stack)
                 stack.extend((b, a))
-            elif op == 0x2F or op == 0x28:  # skip, bra
+            elif op in (OP.skip, OP.bra):
                 if pos + 2 > len(expr):
                     raise NotReducible("truncated branch")
                 jump = int.from_bytes(expr[pos : pos + 2], order, signed=True)
                 pos += 2
-                if op == 0x2F or _const(stack) != 0:
+                if op == OP.skip or _const(stack) != 0:
                     pos += jump
                     if not 0 <= pos <= len(expr):
                         raise NotReducible("branch outside the expression")
-            elif op == 0x96:  # nop
+            elif op == OP.nop:
                 pass
             else:
                 raise NotReducible(f"DW_OP {op:#x} is not evaluated")

@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
-from ..dwarf.ehframe import function_name
+from ..dwarf.cfi import function_name
 from ..dwarf.leb128 import sleb, uleb
+from ..dwarf.opcodes import OP
 from ..model import CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
 from .decode import DecodedFde, DecodedSection
 from .format import SFrameFunction
@@ -45,8 +46,8 @@ def _rule(value: Recovery | None) -> Rule | None:
 def _breg(reg: int, offset: int) -> bytes:
     """``DW_OP_breg<reg> offset``, or ``DW_OP_bregx`` for registers above 31."""
     if reg < 32:
-        return bytes([0x70 + reg]) + sleb(offset)
-    return bytes([0x92]) + uleb(reg) + sleb(offset)
+        return bytes([OP.breg0 + reg]) + sleb(offset)
+    return bytes([OP.bregx]) + uleb(reg) + sleb(offset)
 
 
 def _cfa(loc: Loc) -> CfaRule | None:
@@ -56,7 +57,7 @@ def _cfa(loc: Loc) -> CfaRule | None:
         return None
     if not loc.deref:
         return CfaReg(loc.reg, loc.offset)
-    return CfaExpr(_breg(loc.reg, loc.offset) + b"\x06")
+    return CfaExpr(_breg(loc.reg, loc.offset) + bytes([OP.deref]))
 
 
 def row_for(start: int, rules: FrameRules, arch: Arch, mangled: bool) -> Row:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
+from ..dwarf.opcodes import OP
 from ..dwarf.ops import read_sleb
 from ..errors import DecodeError
 from ..model import CfaExpr, CfaReg, Row, Rule, RuleKind
@@ -136,19 +137,19 @@ def expr_loc(expr: bytes, is_address: bool) -> Loc | None:
     ``is_address``: the expression gives the address the value is saved at
     (``DW_CFA_expression``), rather than the value itself.
     """
-    if not expr or not 0x70 <= expr[0] <= 0x8F:
+    if not expr or not OP.breg0 <= expr[0] <= OP.breg31:
         return None
     try:
         offset, pos = read_sleb(expr, 1)
     except DecodeError:
         return None
     rest = expr[pos:]
-    if rest not in (b"", b"\x06"):
+    if rest not in (b"", bytes([OP.deref])):
         return None
-    deref = rest == b"\x06"
+    deref = rest == bytes([OP.deref])
     if is_address:
-        return None if deref else Loc(expr[0] - 0x70, offset, True)
-    return Loc(expr[0] - 0x70, offset, deref)
+        return None if deref else Loc(expr[0] - OP.breg0, offset, True)
+    return Loc(expr[0] - OP.breg0, offset, deref)
 
 
 def _reg_loc(rule: Rule | None) -> Recovery | None:

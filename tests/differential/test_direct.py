@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import lower_all, lower_fdes
-from cfi2sframe.dwarf.ehframe import ElfCfi, Fde, _Cie, read_elf_cfi
+from cfi2sframe.dwarf.cfi import Cfi, Cie, Fde
 from cfi2sframe.dwarf.ops import sleb as _sleb
 from cfi2sframe.dwarf.ops import uleb as _uleb
+from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.sframe.direct import direct_fres
 from tests.conftest import at_least, require, require_path
@@ -36,7 +37,7 @@ LIBRARIES = ["/usr/lib/x86_64-linux-gnu/libc.so.6",
 LIBRARY_FDES = {"libc.so.6": 3341, "libstdc++.so.6": 4380, "libLLVM-14.so.1": 85494}
 
 
-def _same_both_ways(cfi: ElfCfi, version: int) -> tuple[int, int]:
+def _same_both_ways(cfi: Cfi, version: int) -> tuple[int, int]:
     """Assert equal results; return (FDEs, FDEs the direct path handled)."""
     arch = arch_for_machine(cfi.machine, cfi.path)
     fast = lower_fdes(cfi, arch, version)
@@ -146,13 +147,13 @@ _AARCH64_CIE = b"\x0c\x1f\x00"  # def_cfa sp+0
 
 def _both_ways(body: bytes, size: int, target: str, version: int) -> tuple:
     if target == "x86":
-        cie = _Cie(1, -8, 16, 0, 0xFF, False, False, True, _X86_CIE, 8)
+        cie = Cie(1, -8, 16, 0, 0xFF, False, False, True, _X86_CIE, 8)
         machine = "EM_X86_64"
     else:
-        cie = _Cie(4, -8, 30, 0, 0xFF, False, False, True, _AARCH64_CIE, 8)
+        cie = Cie(4, -8, 30, 0, 0xFF, False, False, True, _AARCH64_CIE, 8)
         machine = "EM_AARCH64"
     fde = Fde("f", "", 0x1000, size, cie, 0, body, 0x20, 0x30)
-    cfi = ElfCfi("t.o", machine, "ET_DYN", (fde,), ".eh_frame")
+    cfi = Cfi("t.o", machine, "ET_DYN", (fde,), ".eh_frame")
     arch = arch_for_machine(machine, "t.o")
     return lower_fdes(cfi, arch, version), lower_all(cfi.timelines, arch, version)
 

@@ -23,7 +23,7 @@ from cfi2sframe import convert_asm
 from cfi2sframe.analysis.compare import diff_sections, verify
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import convert_elf
-from cfi2sframe.dwarf.ehframe import read_elf_cfi
+from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.sframe.decode import decode
 from tests.conftest import at_least, require, require_path

@@ -16,7 +16,7 @@ from pathlib import Path
 from cfi2sframe.analysis.compare import verify
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import convert_elf
-from cfi2sframe.dwarf.ehframe import read_elf_cfi
+from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.elf.read import open_elf
 from cfi2sframe.sframe.decode import DecodedSection, decode
 from cfi2sframe.sframe.load import load_sframe

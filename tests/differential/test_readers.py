@@ -14,7 +14,7 @@ from pathlib import Path
 from cfi2sframe import convert_asm
 from cfi2sframe.analysis.compare import diff_sections, verify
 from cfi2sframe.arch import arch_for_machine
-from cfi2sframe.dwarf.ehframe import read_elf_cfi
+from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.sframe.decode import DecodedSection
 from cfi2sframe.sframe.dump import dump_text
 from cfi2sframe.sframe.load import load_sframe

@@ -17,7 +17,7 @@ from cfi2sframe import convert_asm
 from cfi2sframe.analysis.compare import diff_sections, verify
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.convert import convert_elf
-from cfi2sframe.dwarf.ehframe import read_elf_cfi
+from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.sframe.load import load_sframe
 from tests.conftest import at_least, require
 from tests.corpus import csmith_asm

@@ -1,11 +1,12 @@
-"""DWARF CFI from ELF: ``.eh_frame`` / ``.debug_frame`` bytes -> the same ``Timeline``s.
+"""DWARF CFI: ``.eh_frame`` / ``.debug_frame`` bytes -> FDEs -> the same ``Timeline``s.
 
-``elfread`` reads the ELF container (sections, symbols; ``elfreloc`` the
-relocations of objects; ``elf.compressed`` compressed sections); the CFI bytes are
-decoded here, into the same DWARF operations the assembly frontend produces,
-and replayed by the one interpreter.  (pyelftools' CFI decoder is too slow for
-large libraries and rejects ``DW_CFA_GNU_args_size``; opening a large library
-with it costs 0.5 s, and its errors carry no byte offsets.)
+Container-free, as gimli's and pyelftools' readers are: the caller (``elf.cfi`` for
+ELF) finds, inflates and relocates the section and names the functions, then hands
+over its bytes, its address, the relocation placements, the address size and the
+byte order.  The instructions decode into the same DWARF operations the assembly
+frontend produces, replayed by the one interpreter.  (pyelftools' CFI decoder is too
+slow for large libraries and rejects ``DW_CFA_GNU_args_size``; its errors carry no
+byte offsets.)
 """
 
 from __future__ import annotations
@@ -15,22 +16,11 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
-from ..arch import arch_for_machine
-from ..elf.compressed import DEFAULT_LIMITS, Limits, decompress
-from ..elf.read import (
-    SHF_COMPRESSED,
-    SHN_LORESERVE,
-    SHT_NOBITS,
-    ElfView,
-    is_mapping_symbol,
-    open_elf_file,
-)
-from ..elf.reloc import relocate_view
-from ..errors import Cfi2SframeError, CfiError, DecodeError, located
-from ..files import read_bytes
+from ..errors import CfiError, DecodeError, located
 from ..model import Location, Row, Timeline
 from .frames import entries
 from .interpret import interpret
+from .opcodes import EH_PE, EH_PE_APPLICATION, EH_PE_FORMAT
 from .ops import Op, OpName, decode_ops, read_sleb, read_uleb
 
 # Field offset in the section -> (section the relocation points into, target value).
@@ -40,11 +30,9 @@ Names = dict[tuple[str, int], str]
 # (CIE offset, FDE body) -> what ``_rows`` gave for it.
 RowsCache = dict[tuple[int, bytes], tuple[tuple[Row, ...], str | None, bool]]
 
-DW_EH_PE_OMIT = 0xFF
-
 
 @dataclass(frozen=True)
-class _Cie:
+class Cie:
     code_align: int
     data_align: int
     ra: int
@@ -68,7 +56,7 @@ class Fde(NamedTuple):
     section: str
     start: int
     size: int
-    cie: _Cie
+    cie: Cie
     cie_at: int
     body: bytes
     offset: int
@@ -76,8 +64,9 @@ class Fde(NamedTuple):
 
 
 @dataclass(frozen=True)
-class ElfCfi:
-    """The call-frame information of one ELF file.
+class Cfi:
+    """The call-frame information of one file, with what its container says of it
+    (``machine`` and ``elf_type`` in ELF's terms: ``EM_X86_64``, ``ET_DYN``).
 
     ``fdes`` are decoded eagerly; ``timelines`` (one per FDE) are interpreted
     on first use, each distinct (CIE, instruction bytes) once, so a caller
@@ -118,6 +107,13 @@ class ElfCfi:
                         pauth_b_key=cie.b_key, invalid=invalid)
 
 
+# The fixed-size pointer formats: (bytes, signed).
+_FIXED_POINTERS: dict[int, tuple[int, bool]] = {
+    EH_PE.udata2: (2, False), EH_PE.udata4: (4, False), EH_PE.udata8: (8, False),
+    EH_PE.sdata2: (2, True), EH_PE.sdata4: (4, True), EH_PE.sdata8: (8, True)}
+_PCREL_SDATA4 = EH_PE.pcrel | EH_PE.sdata4  # how nearly every FDE gives its start
+
+
 class _Reader:
     def __init__(self, data: bytes, little: bool, address_size: int, base: int) -> None:
         self.data = data
@@ -135,67 +131,21 @@ class _Reader:
 
     def pointer(self, pos: int, encoding: int) -> tuple[int, int]:
         """Decode an encoded pointer at ``pos``; return (value, next position)."""
-        fmt = encoding & 0x0F
-        if fmt == 0x00:
+        fmt = encoding & EH_PE_FORMAT
+        if fmt == EH_PE.absptr:
             value, end = self.fixed(pos, self.address_size), pos + self.address_size
-        elif fmt == 0x01:
+        elif fmt == EH_PE.uleb128:
             value, end = read_uleb(self.data, pos)
-        elif fmt in (0x02, 0x03, 0x04):
-            size = {2: 2, 3: 4, 4: 8}[fmt]
-            value, end = self.fixed(pos, size), pos + size
-        elif fmt == 0x09:
+        elif fmt == EH_PE.sleb128:
             value, end = read_sleb(self.data, pos)
-        elif fmt in (0x0A, 0x0B, 0x0C):
-            size = {0xA: 2, 0xB: 4, 0xC: 8}[fmt]
-            value, end = self.fixed(pos, size, signed=True), pos + size
+        elif fmt in _FIXED_POINTERS:
+            size, signed = _FIXED_POINTERS[fmt]
+            value, end = self.fixed(pos, size, signed), pos + size
         else:
             raise DecodeError(pos, f"unknown pointer encoding {encoding:#04x}")
-        if encoding & 0x70 == 0x10:
+        if encoding & EH_PE_APPLICATION == EH_PE.pcrel:
             value += self.base + pos
         return value & ((1 << 64) - 1), end
-
-
-def read_elf_cfi(path: str, data: bytes | None = None,
-                 limits: Limits = DEFAULT_LIMITS) -> ElfCfi:
-    """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file;
-    a compressed one is decompressed within ``limits``."""
-    if data is None:
-        data = read_bytes(path)
-    view = open_elf_file(path, data)
-    name = "ELF file"
-    try:
-        arch_for_machine(view.machine, path, not view.little_endian)  # unsupported: fail
-        names = function_names(view)
-        chosen = None
-        for candidate, eh in ((".eh_frame", True), (".debug_frame", False)):
-            found = view.section(candidate)
-            if found is not None and found.kind != SHT_NOBITS:
-                chosen, is_eh = found, eh
-                break
-        if chosen is None:
-            raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
-        # Read with ``elfread`` alone (fast, and errors carry byte offsets).
-        name = chosen.name
-        end = chosen.offset + chosen.size
-        if end > len(data):
-            raise DecodeError(chosen.header_at, f"{name} ends at {end:#x}, past the end "
-                                                "of the file")
-        contents: bytes | bytearray = data[chosen.offset:end]
-        if chosen.flags & SHF_COMPRESSED:
-            contents = decompress(data[chosen.offset:end], view.little_endian, view.is64,
-                                  len(data), limits, chosen.header_at)
-        is_rel = view.elf_type == "ET_REL"
-        placements = {}
-        if is_rel:
-            contents = contents if isinstance(contents, bytearray) else bytearray(contents)
-            placements = relocate_view(view, view.sections.index(chosen), contents, path)
-        reader = _Reader(bytes(contents), view.little_endian, 8 if view.is64 else 4,
-                         0 if is_rel else chosen.addr)
-        fdes = _walk(reader, is_eh, placements, names)
-        return ElfCfi(path, view.machine, view.elf_type, tuple(fdes), name,
-                      not view.little_endian)
-    except DecodeError as exc:
-        raise located(path, exc, name) from None
 
 
 def function_name(names: Names, section: str, address: int) -> str:
@@ -204,35 +154,18 @@ def function_name(names: Names, section: str, address: int) -> str:
     return names.get((section, address)) or f"{section or 'pc'}+{address:#x}"
 
 
-def function_names(view: ElfView) -> Names:
-    """(section or "", address) -> name of every function symbol.
-
-    The symbol table is unpacked with ``elfread`` in one pass: pyelftools'
-    per-symbol objects cost ~10 us each, and libraries have tens of thousands.
-    """
-    is_rel = view.elf_type == "ET_REL"
-    names: dict[tuple[str, int], str] = {}
-    for table in (".symtab", ".dynsym"):
-        symbols = view.symbols(table)
-        # Function symbols first; then untyped ones (hand-written assembly without
-        # .type), which name a function only where no function symbol does.
-        for kinds in ((2,), (0,)):
-            for sym in symbols:
-                if sym.kind not in kinds or not sym.name or not 0 < sym.shndx < SHN_LORESERVE:
-                    continue
-                if sym.shndx >= len(view.sections) or sym.name.startswith(".L") \
-                        or is_mapping_symbol(sym.name):
-                    continue
-                section = view.sections[sym.shndx].name if is_rel else ""
-                names.setdefault((section, sym.value), sym.name)
-        if symbols:
-            break
-    return names
+def parse_cfi(data: bytes, is_eh: bool, address: int, placements: Placements,
+              address_size: int, little: bool, names: Names) -> list[Fde]:
+    """Every FDE of a CFI section (``.eh_frame`` when ``is_eh``, else ``.debug_frame``)
+    whose bytes are ``data``, loaded at ``address`` (0 in a relocatable object, whose
+    ``placements`` say where each relocated field points); ``names`` name the functions.
+    Errors are ``DecodeError`` at an offset in ``data``."""
+    return _walk(_Reader(data, little, address_size, address), is_eh, placements, names)
 
 
 def _walk(reader: _Reader, is_eh: bool, placements: Placements, names: Names) -> list[Fde]:
     data = reader.data
-    cies: dict[int, _Cie] = {}
+    cies: dict[int, Cie] = {}
     out: list[Fde] = []
     for start, end, ident_pos, pos, ident, is_cie in entries(data, is_eh, reader.little):
         if is_cie:
@@ -249,7 +182,7 @@ def _walk(reader: _Reader, is_eh: bool, placements: Placements, names: Names) ->
     return out
 
 
-def _parse_cie_at(reader: _Reader, at: int, is_eh: bool, cies: dict[int, _Cie]) -> _Cie | None:
+def _parse_cie_at(reader: _Reader, at: int, is_eh: bool, cies: dict[int, Cie]) -> Cie | None:
     """The CIE an FDE points at before the walk reached it; None if no entry starts there."""
     entry = next(entries(reader.data, is_eh, reader.little, at), None)
     if entry is None or entry[0] != at:
@@ -258,7 +191,7 @@ def _parse_cie_at(reader: _Reader, at: int, is_eh: bool, cies: dict[int, _Cie]) 
     return cie
 
 
-def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> _Cie:
+def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> Cie:
     data = reader.data
 
     def need(at: int) -> int:
@@ -287,8 +220,8 @@ def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> 
         pos += 1
     else:
         ra, pos = read_uleb(data, need(pos))
-    fde_encoding = 0x00
-    lsda_encoding = DW_EH_PE_OMIT
+    fde_encoding: int = EH_PE.absptr
+    lsda_encoding: int = EH_PE.omit
     signal = b_key = False
     augmented = augmentation.startswith("z")
     if augmented:
@@ -303,7 +236,7 @@ def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> 
                 pos += 1
             elif letter == "P":
                 encoding = data[need(pos + 1) - 1]
-                _, pos = reader.pointer(pos + 1, encoding & 0x7F)
+                _, pos = reader.pointer(pos + 1, encoding & ~EH_PE.indirect)
             elif letter == "S":
                 signal = True
             elif letter == "B":
@@ -312,20 +245,20 @@ def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> 
     elif augmentation not in ("", "eh"):
         raise DecodeError(start, f"unknown CIE augmentation '{augmentation}'")
     need(pos)
-    return _Cie(code_align, data_align, ra, fde_encoding, lsda_encoding, signal, b_key,
+    return Cie(code_align, data_align, ra, fde_encoding, lsda_encoding, signal, b_key,
                 augmented, data[pos:end], address_size)
 
 
-def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int,
+def _parse_fde(reader: _Reader, pos: int, end: int, cie: Cie, cie_at: int,
                placements: Placements, names: Names, start: int) -> Fde:
     field = pos
-    if cie.fde_encoding == 0x1B and pos + 8 <= len(reader.data):  # pcrel | sdata4
+    if cie.fde_encoding == _PCREL_SDATA4 and pos + 8 <= len(reader.data):
         begin, pc_range = reader.pcrel4.unpack_from(reader.data, pos)
         pc_begin = (begin + reader.base + pos) & 0xFFFFFFFFFFFFFFFF
         pos += 8
     else:
         pc_begin, pos = reader.pointer(pos, cie.fde_encoding)
-        pc_range, pos = reader.pointer(pos, cie.fde_encoding & 0x0F)
+        pc_range, pos = reader.pointer(pos, cie.fde_encoding & EH_PE_FORMAT)
     if cie.augmented:
         aug_len, pos = read_uleb(reader.data, pos)
         pos += aug_len
@@ -339,13 +272,13 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: _Cie, cie_at: int,
 
 
 @lru_cache(maxsize=256)
-def _initial_ops(cie: _Cie, big: bool) -> tuple[Op, ...]:
+def _initial_ops(cie: Cie, big: bool) -> tuple[Op, ...]:
     """A CIE's initial instructions as operations (decoded once per CIE)."""
     ops = decode_ops(cie.initial, cie.code_align, cie.data_align, cie.address_size, big)
     return tuple(op for op in ops if op.name not in (OpName.advance, OpName.set_loc))
 
 
-def _rows(cie: _Cie, body: bytes, pc_begin: int,
+def _rows(cie: Cie, body: bytes, pc_begin: int,
           big: bool) -> tuple[tuple[Row, ...], str | None, bool]:
     """(rows for an unbounded range, why invalid, whether the result may be cached)."""
     initial = _initial_ops(cie, big)

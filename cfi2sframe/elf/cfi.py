@@ -1,0 +1,91 @@
+"""DWARF CFI of ELF files: the container's half of reading it.
+
+Finds ``.eh_frame`` (else ``.debug_frame``), inflates a compressed one within the
+limits, relocates an object's with every section at 0, names the functions from the
+symbol tables, and hands the bytes to the container-free parser (``dwarf.cfi``).
+"""
+
+from __future__ import annotations
+
+from ..arch import arch_for_machine
+from ..dwarf.cfi import Cfi, Names, parse_cfi
+from ..errors import Cfi2SframeError, DecodeError, located
+from ..files import read_bytes
+from .compressed import DEFAULT_LIMITS, Limits, decompress
+from .read import (
+    SHF_COMPRESSED,
+    SHN_LORESERVE,
+    SHT_NOBITS,
+    ElfView,
+    is_mapping_symbol,
+    open_elf_file,
+)
+from .reloc import relocate_view
+
+
+def read_elf_cfi(path: str, data: bytes | None = None,
+                 limits: Limits = DEFAULT_LIMITS) -> Cfi:
+    """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file;
+    a compressed one is decompressed within ``limits``."""
+    if data is None:
+        data = read_bytes(path)
+    view = open_elf_file(path, data)
+    name = "ELF file"
+    try:
+        arch_for_machine(view.machine, path, not view.little_endian)  # unsupported: fail
+        names = function_names(view)
+        chosen = None
+        for candidate, eh in ((".eh_frame", True), (".debug_frame", False)):
+            found = view.section(candidate)
+            if found is not None and found.kind != SHT_NOBITS:
+                chosen, is_eh = found, eh
+                break
+        if chosen is None:
+            raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
+        # Read with ``elf.read`` alone (fast, and errors carry byte offsets).
+        name = chosen.name
+        end = chosen.offset + chosen.size
+        if end > len(data):
+            raise DecodeError(chosen.header_at, f"{name} ends at {end:#x}, past the end "
+                                                "of the file")
+        contents: bytes | bytearray = data[chosen.offset:end]
+        if chosen.flags & SHF_COMPRESSED:
+            contents = decompress(data[chosen.offset:end], view.little_endian, view.is64,
+                                  len(data), limits, chosen.header_at)
+        is_rel = view.elf_type == "ET_REL"
+        placements = {}
+        if is_rel:
+            contents = contents if isinstance(contents, bytearray) else bytearray(contents)
+            placements = relocate_view(view, view.sections.index(chosen), contents, path)
+        fdes = parse_cfi(bytes(contents), is_eh, 0 if is_rel else chosen.addr, placements,
+                         8 if view.is64 else 4, view.little_endian, names)
+        return Cfi(path, view.machine, view.elf_type, tuple(fdes), name,
+                   not view.little_endian)
+    except DecodeError as exc:
+        raise located(path, exc, name) from None
+
+
+def function_names(view: ElfView) -> Names:
+    """(section or "", address) -> name of every function symbol.
+
+    The symbol table is unpacked with ``elf.read`` in one pass: pyelftools'
+    per-symbol objects cost ~10 us each, and libraries have tens of thousands.
+    """
+    is_rel = view.elf_type == "ET_REL"
+    names: dict[tuple[str, int], str] = {}
+    for table in (".symtab", ".dynsym"):
+        symbols = view.symbols(table)
+        # Function symbols first; then untyped ones (hand-written assembly without
+        # .type), which name a function only where no function symbol does.
+        for kinds in ((2,), (0,)):
+            for sym in symbols:
+                if sym.kind not in kinds or not sym.name or not 0 < sym.shndx < SHN_LORESERVE:
+                    continue
+                if sym.shndx >= len(view.sections) or sym.name.startswith(".L") \
+                        or is_mapping_symbol(sym.name):
+                    continue
+                section = view.sections[sym.shndx].name if is_rel else ""
+                names.setdefault((section, sym.value), sym.name)
+        if symbols:
+            break
+    return names
