@@ -16,9 +16,9 @@ def cfas(rows):
     return [(row.start, row.cfa) for row in rows]
 
 
-def test_register_or_offset_after_a_cfa_expression_reuse_the_last_register_rule():
+def test_register_after_a_cfa_expression_reuses_the_last_register_and_offset():
     # libgcrypt's hand-written assembly does this; GCC's unwinder and readelf -wF
-    # both continue from the last register rule (rsp+56 -> rax+56, then rsp+56).
+    # both continue from the register and offset fields (rsp+56 -> rax+56, then rsp+56).
     expr = bytes([0x77]) + sleb(536) + bytes([0x06, 0x23, 56])
     program = [(13, Op("def_cfa_offset", 0, 56)), (30, Op("def_cfa_register", 0)),
                (49, Op("def_cfa_expression", expr=expr)), (60, Op("def_cfa_register", 7)),
@@ -28,10 +28,23 @@ def test_register_or_offset_after_a_cfa_expression_reuse_the_last_register_rule(
         (60, CfaReg(7, 56)), (62, CfaReg(7, 48))]
 
 
+def test_an_offset_after_a_cfa_expression_keeps_the_expression():
+    # DW_CFA_def_cfa_offset sets only the offset field: GCC's unwind-dw2.c ("cfa_how
+    # deliberately not set"), gdb's dwarf2/frame.c and readelf -wF (CFA "exp") keep the
+    # expression as the rule; a def_cfa_register after it is register + that offset.
+    expr = b"\x77\x08"
+    program = [(0, Op("def_cfa_expression", expr=expr)), (2, Op("def_cfa_offset", 0, 24)),
+               (4, Op("def_cfa_register", 6))]
+    assert cfas(interpret((), program, 10)) == [(0, CfaExpr(expr)), (4, CfaReg(6, 24))]
+    assert cfas(interpret(CIE, program[:2], 10)) == [(0, CfaExpr(expr))]
+
+
 def test_without_any_register_rule_it_is_invalid():
-    program = [(0, Op("def_cfa_expression", expr=b"\x77\x08")), (2, Op("def_cfa_offset", 0, 8))]
+    program = [(0, Op("def_cfa_expression", expr=b"\x77\x08")), (2, Op("def_cfa_register", 6))]
     with pytest.raises(CfiError, match="without a register-based CFA rule"):
         interpret((), program, 10)
+    with pytest.raises(CfiError, match="without a register-based CFA rule"):
+        interpret((), [(0, Op("def_cfa_offset", 0, 8))], 10)
 
 
 def test_remember_restore_brings_back_rules_and_ra_signing():

@@ -18,19 +18,22 @@ from .ops import Op, OpName
 
 @dataclass
 class _State:
-    """The rules being built.  ``last_reg`` is the last register-based CFA rule:
-    like GCC's unwinder and readelf, a ``def_cfa_register``/``def_cfa_offset``
-    after a CFA expression keeps the register or offset from it."""
+    """The rules being built.  ``cfa_reg``/``cfa_offset`` are the register and offset
+    fields of the CFA rule, kept apart from it as GCC's unwinder (unwind-dw2.c), gdb
+    and readelf keep them: a CFA expression leaves them as they were, a
+    ``def_cfa_offset`` after one sets the offset and keeps the expression, a
+    ``def_cfa_register`` after one makes the rule register + that offset again."""
 
     cfa: CfaRule | None = None
     regs: dict[int, Rule] = field(default_factory=dict)
     ra_signed: bool = False
-    last_reg: CfaReg | None = None
+    cfa_reg: int | None = None
     ra_signed_pc: bool = False
+    cfa_offset: int | None = None
 
     def copy(self) -> _State:
-        return _State(self.cfa, dict(self.regs), self.ra_signed, self.last_reg,
-                      self.ra_signed_pc)
+        return _State(self.cfa, dict(self.regs), self.ra_signed, self.cfa_reg,
+                      self.ra_signed_pc, self.cfa_offset)
 
 
 @dataclass
@@ -40,28 +43,28 @@ class _Machine:
     stack: list[_State] = field(default_factory=list)
 
 
-def _set_cfa(m: _Machine, cfa: CfaReg) -> None:
-    m.state.cfa = m.state.last_reg = cfa
+def _set_cfa(m: _Machine, reg: int, offset: int) -> None:
+    m.state.cfa = CfaReg(reg, offset)
+    m.state.cfa_reg, m.state.cfa_offset = reg, offset
 
 
 def _def_cfa(m: _Machine, op: Op) -> None:
-    _set_cfa(m, CfaReg(op.reg, op.offset))
-
-
-def _register_rule(m: _Machine, op: Op, what: str) -> CfaReg:
-    """The register-based rule a def_cfa_register/offset changes (see ``_State``)."""
-    cfa = m.state.cfa if isinstance(m.state.cfa, CfaReg) else m.state.last_reg
-    if cfa is None:
-        raise CfiError(f"DW_CFA_{what} without a register-based CFA rule", op.line)
-    return cfa
+    _set_cfa(m, op.reg, op.offset)
 
 
 def _def_cfa_register(m: _Machine, op: Op) -> None:
-    _set_cfa(m, CfaReg(op.reg, _register_rule(m, op, "def_cfa_register").offset))
+    if m.state.cfa_offset is None:
+        raise CfiError("DW_CFA_def_cfa_register without a register-based CFA rule", op.line)
+    _set_cfa(m, op.reg, m.state.cfa_offset)
 
 
 def _def_cfa_offset(m: _Machine, op: Op) -> None:
-    _set_cfa(m, CfaReg(_register_rule(m, op, "def_cfa_offset").reg, op.offset))
+    if isinstance(m.state.cfa, CfaExpr):
+        m.state.cfa_offset = op.offset  # the expression stays the rule (see ``_State``)
+        return
+    if m.state.cfa_reg is None:
+        raise CfiError("DW_CFA_def_cfa_offset without a register-based CFA rule", op.line)
+    _set_cfa(m, m.state.cfa_reg, op.offset)
 
 
 def _def_cfa_expression(m: _Machine, op: Op) -> None:
