@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .arch import as_arch, by_sframe_abi
 from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
-from .errors import Cfi2SframeError, DecodeError, located
+from .errors import Cfi2SframeError, DecodeError, decoding
 from .files import read_bytes
 from .frontend.probe import Assembler, ProbeRun
 
@@ -348,17 +348,13 @@ class ElfConversion(Conversion):
             return self.image.to_bytes(address, lambda func: func.start, self.source)
 
         if self.replace:
-            try:
+            with decoding(self.source):
                 done = replace_in_place(self.data, build, self.source)
-            except DecodeError as exc:
-                raise located(self.source, exc) from None
             if done is not None:
                 return done
-        try:
+        with decoding(self.source):
             return add_loadable_sframe(self.data, self.image.size, build, self.source,
                                        self.replace, self.old_kernels, self.append_only)[0]
-        except DecodeError as exc:
-            raise located(self.source, exc) from None
 
 
 def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
@@ -381,10 +377,8 @@ def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
     names: dict[tuple[str, int], str] = {}
     elf_type, address = "ET_REL", 0
     if loaded.is_elf:
-        try:
+        with decoding(path):
             view = open_elf(data, "ELF file")
-        except DecodeError as exc:
-            raise located(path, exc) from None
         names = function_names(view)
         elf_type = loaded.elf_type
         section = view.section(loaded.section_name)
@@ -406,10 +400,8 @@ def default_sframe_address(data: bytes, path: str = "") -> int:
     """Where a new loadable ``.sframe`` goes: after the last PT_LOAD, page aligned."""
     from .elf.read import PT_LOAD, open_elf
 
-    try:
+    with decoding(path):
         segments = open_elf(data, "ELF file").segments()
-    except DecodeError as exc:
-        raise located(path, exc) from None
     end = max((seg.vaddr + seg.memsz for seg in segments if seg.kind == PT_LOAD), default=0)
     page = 0x1000
     return (end + page - 1) // page * page

@@ -57,6 +57,26 @@ def located(where: str, exc: DecodeError, section: str = "", base: int = 0) -> C
     return Cfi2SframeError(where, f"{prefix}at byte {base + exc.offset:#x}: {exc.message}")
 
 
+class decoding:  # noqa: N801 - used as ``with decoding(path):``, like a function
+    """The one adapter from a decoder's ``DecodeError`` to a located input error:
+    ``with decoding(path, section): ...`` raises ``located(path, exc, section, base)``
+    for one raised inside.  ``section`` may be set while the block runs (once the
+    block knows which section it reads)."""
+
+    __slots__ = ("where", "section", "base")
+
+    def __init__(self, where: str, section: str = "", base: int = 0) -> None:
+        self.where, self.section, self.base = where, section, base
+
+    def __enter__(self) -> decoding:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:
+        if isinstance(exc, DecodeError):
+            raise located(self.where, exc, self.section, self.base) from None
+
+
 def raised_in(exc: BaseException, package: str) -> bool:
     """True when the innermost frame that raised ``exc`` belongs to ``package``.
 

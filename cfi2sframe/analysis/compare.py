@@ -18,7 +18,7 @@ from ..elf.cfi import read_elf_cfi
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.layout import Problem, layout_problems
 from ..elf.read import open_elf
-from ..errors import Cfi2SframeError, DecodeError, located
+from ..errors import Cfi2SframeError, decoding
 from ..files import read_bytes
 from ..model import Row, Timeline
 from ..sframe.decode import DecodedFde, DecodedSection
@@ -284,10 +284,8 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     result = verify(loaded.section, cfi.timelines, arch,
                     lambda fde: loaded.section_of(fde.field_offset))
-    try:
+    with decoding(path):
         problems = layout_problems(open_elf(data, path), arch.min_page_size)
-    except DecodeError as exc:
-        raise located(path, exc) from None
     return replace(result, layout=tuple(problems)), loaded.section.abi
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..arch import by_sframe_abi
 from ..elf.read import PT_GNU_SFRAME, open_elf
-from ..errors import DecodeError, located
+from ..errors import decoding
 from ..sframe.decode import DecodedSection
 from ..sframe.format import F_FDE_FUNC_START_PCREL, F_FDE_SORTED
 from ..sframe.load import load_sframe
@@ -126,11 +126,9 @@ def facts_of(path: str, data: bytes) -> Facts:
     loaded = load_sframe(path, data)
     if not loaded.is_elf:
         return Facts(loaded.section, False, None, (0, len(data)))
-    try:
+    with decoding(path):
         view = open_elf(data, "ELF file")
         segments = view.segments()
-    except DecodeError as exc:
-        raise located(path, exc) from None
     section = view.section(loaded.section_name)
     placed = (section.addr, section.size) if section is not None else (0, 0)
     segment = next(((seg.vaddr, seg.memsz) for seg in segments if seg.kind == PT_GNU_SFRAME),

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..elf.read import PT_LOAD, STT_FUNC, ElfView, Symbol, open_elf
-from ..errors import Cfi2SframeError, DecodeError, located
+from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_bytes
 from ..sframe.decode import DecodedSection, decode
 from ..sframe.load import load_sframe
@@ -122,13 +122,11 @@ def load_module(path: str, bias: int, make_section: SectionMaker,
     section, else one ``make_section`` makes from its DWARF."""
     if data is None:
         data = read_bytes(path)
-    try:
+    with decoding(path):
         view = open_elf(data, path)
         loads = [seg for seg in view.segments() if seg.kind == PT_LOAD]
         table = ".symtab" if view.section(".symtab") else ".dynsym"
         symbols = view.symbols(table)
-    except DecodeError as exc:
-        raise located(path, exc) from None
     if not loads:
         raise Cfi2SframeError(path, "not a loadable ELF file (no PT_LOAD)")
     symbols += _debug_file_symbols(data, view)

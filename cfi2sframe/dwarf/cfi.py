@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
-from ..errors import CfiError, DecodeError, located
+from ..errors import CfiError, DecodeError, decoding
 from ..model import Location, Row, Timeline
 from .frames import entries
 from .interpret import interpret
@@ -92,10 +92,8 @@ class Cfi:
         key = (fde.cie_at, fde.body)
         hit = cache.get(key)
         if hit is None:
-            try:
+            with decoding(self.path, self.section_name, fde.body_at):
                 hit = _rows(fde.cie, fde.body, fde.start, self.big_endian)
-            except DecodeError as exc:
-                raise located(self.path, exc, self.section_name, fde.body_at) from None
             if hit[2]:
                 cache[key] = hit
         rows, invalid, _ = hit

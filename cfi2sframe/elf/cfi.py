@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..arch import arch_for_machine
 from ..dwarf.cfi import Cfi, Names, parse_cfi
-from ..errors import Cfi2SframeError, DecodeError, located
+from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_bytes
 from .compressed import DEFAULT_LIMITS, Limits, decompress
 from .read import (
@@ -30,8 +30,7 @@ def read_elf_cfi(path: str, data: bytes | None = None,
     if data is None:
         data = read_bytes(path)
     view = open_elf_file(path, data)
-    name = "ELF file"
-    try:
+    with decoding(path, "ELF file") as where:
         arch_for_machine(view.machine, path, not view.little_endian)  # unsupported: fail
         names = function_names(view)
         chosen = None
@@ -43,7 +42,7 @@ def read_elf_cfi(path: str, data: bytes | None = None,
         if chosen is None:
             raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
         # Read with ``elf.read`` alone (fast, and errors carry byte offsets).
-        name = chosen.name
+        name = where.section = chosen.name
         end = chosen.offset + chosen.size
         if end > len(data):
             raise DecodeError(chosen.header_at, f"{name} ends at {end:#x}, past the end "
@@ -61,8 +60,6 @@ def read_elf_cfi(path: str, data: bytes | None = None,
                          8 if view.is64 else 4, view.little_endian, names)
         return Cfi(path, view.machine, view.elf_type, tuple(fdes), name,
                    not view.little_endian)
-    except DecodeError as exc:
-        raise located(path, exc, name) from None
 
 
 def function_names(view: ElfView) -> Names:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import ARCHES, arch_for_machine
-from ..errors import Cfi2SframeError, DecodeError, located
+from ..errors import Cfi2SframeError, DecodeError, decoding
 
 if TYPE_CHECKING:
     from ..arch.base import Arch
@@ -238,18 +238,14 @@ def open_elf_file(path: str, data: bytes) -> ElfView:
     """``open_elf`` for a named input: not ELF, or malformed, is a located input error."""
     if data[:4] != b"\x7fELF":
         raise Cfi2SframeError(path, "not an ELF file")
-    try:
+    with decoding(path):
         return open_elf(data, "ELF file")
-    except DecodeError as exc:
-        raise located(path, exc) from None
 
 
 def elf_arch(path: str, data: bytes) -> Arch:
     """The target an ELF header names (the header only; no CFI is decoded)."""
-    try:
+    with decoding(path):
         view = open_elf(data, "ELF file")
-    except DecodeError as exc:
-        raise located(path, exc) from None
     return arch_for_machine(view.machine, path, not view.little_endian)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..elf.compressed import DEFAULT_LIMITS, Limits, decompress
 from ..elf.read import SHF_COMPRESSED, SHT_GNU_SFRAME
 from ..elf.reloc import apply_relocations
-from ..errors import Cfi2SframeError, DecodeError, from_pyelftools, located
+from ..errors import Cfi2SframeError, decoding, from_pyelftools
 from ..files import read_bytes
 from .decode import DecodedSection, decode
 
@@ -59,10 +59,8 @@ def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
 
 def _decode(path: str, data: bytes, address: int, name: str,
             v1_pcrel: bool = False) -> DecodedSection:
-    try:
+    with decoding(path, name):
         return decode(data, address, v1_pcrel)
-    except DecodeError as exc:
-        raise located(path, exc, name) from None
 
 
 def _load_elf(path: str, data: bytes, as_readelf: bool, limits: Limits) -> LoadedSFrame:
@@ -106,8 +104,6 @@ def _contents(path: str, data: bytes, elf: ELFFile, section: Section, limits: Li
     start, size = section["sh_offset"], section["sh_size"]
     if start + size > len(data):
         raise Cfi2SframeError(path, f"{section.name}: runs past the end of the file")
-    try:
+    with decoding(path, section.name):
         return bytes(decompress(data[start:start + size], elf.little_endian,
                                 elf.elfclass == 64, len(data), limits))
-    except DecodeError as exc:
-        raise located(path, exc, section.name) from None
