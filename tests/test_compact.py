@@ -8,16 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cfi2sframe import CfaReg, Location, Row, Rule, Timeline
-from cfi2sframe.compact.encoding import (
-    NOT_FUNCTION_START,
-    Code,
-    CompactRules,
-    decode,
-    is_dwarf,
-    permutation,
-    unpermute,
-)
+from cfi2sframe.compact.encoding import decode
 from cfi2sframe.compact.lower import lower_compact, row_rules
+from cfi2sframe.compact.rules import Code, CompactRules
+from cfi2sframe.compact.words import NOT_FUNCTION_START, is_dwarf, permutation, unpermute
 
 
 def test_hand_derived_x86_64_encodings():
@@ -193,7 +187,7 @@ def test_every_compact_row_unwinds_as_the_cfi_at_every_pc_it_covers(case):
 def test_step_walks_a_real_frame_layout():
     """libunwind's step on memory laid out by 'push rbp; mov rsp,rbp; push rbx; push
     r14' called from 0x401234, with the caller's rsp 0x7000 after the return."""
-    from cfi2sframe.compact.encoding import step
+    from cfi2sframe.compact.step import step
 
     memory = {0x6FF8: 0x401234, 0x6FF0: 0xCAFE, 0x6FE8: 0xB0B, 0x6FE0: 0xE14}
     regs = {7: 0x6FE0, 6: 0x6FF0, 3: 1, 14: 2, 16: 0x400100}

@@ -243,7 +243,8 @@ def test_compact_negative_cfa_offset_is_dwarf_mode(tmp_path: Path) -> None:
     """GNU as accepts ``.cfi_def_cfa_offset -16``; no compact encoding means CFA = rsp-16
     (frameless stack sizes are unsigned), so that range is DWARF mode with a reason."""
     require("as")
-    from cfi2sframe.compact.encoding import CompactRules, encode
+    from cfi2sframe.compact.encoding import encode
+    from cfi2sframe.compact.rules import CompactRules
 
     assert encode(CompactRules(7, -16, -8, ()), "x86_64") == (
         "cfa-offset-negative", "CFA = rsp-16 lies below the stack pointer")

@@ -18,8 +18,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import by_sframe_abi
-from ..compact.encoding import HAS_LSDA, NOT_FUNCTION_START, Code, decode, is_dwarf
-from ..compact.encoding import step as compact_step
+from ..compact.encoding import decode
+from ..compact.rules import Code
+from ..compact.step import step as compact_step
+from ..compact.words import HAS_LSDA, NOT_FUNCTION_START, is_dwarf
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
 from .modules import module_for

@@ -42,7 +42,8 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..compact.convert import compact_arch, compact_file
-    from ..compact.encoding import NOT_FUNCTION_START, describe, is_dwarf
+    from ..compact.encoding import describe
+    from ..compact.words import NOT_FUNCTION_START, is_dwarf
 
     arch, functions = compact_file(args.file, read_bytes(args.file), args.arch,
                                    args.assembler, args.ranges)

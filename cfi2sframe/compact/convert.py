@@ -12,8 +12,8 @@ from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
 from ..model import Timeline
-from .encoding import Code
 from .lower import CompactFunction, lower_compact
+from .rules import Code
 
 
 def compact_arch(arch_name: str, where: str) -> str:

@@ -29,16 +29,9 @@ from ..arch import by_compact, compact_flavour
 from ..arch.base import Arch
 from ..model import CfaReg, Row, RuleKind, Timeline
 from ..reasons import COMPACT_REASONS, Unrepresentable
-from .encoding import (
-    ARM64_DWARF,
-    HAS_LSDA,
-    NOT_FUNCTION_START,
-    X86_DWARF,
-    Code,
-    CompactRules,
-    decode,
-    encode,
-)
+from .encoding import decode, encode
+from .rules import Code, CompactRules
+from .words import ARM64_DWARF, HAS_LSDA, NOT_FUNCTION_START, X86_DWARF
 
 # reason code -> meaning
 REASONS = COMPACT_REASONS  # the table lives in reasons.py

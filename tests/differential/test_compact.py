@@ -19,8 +19,10 @@ import pytest
 
 from cfi2sframe.arch import get_arch
 from cfi2sframe.compact.convert import compact_functions
-from cfi2sframe.compact.encoding import Code, decode, is_dwarf
+from cfi2sframe.compact.encoding import decode
 from cfi2sframe.compact.lower import CompactRules, body_row, row_rules
+from cfi2sframe.compact.rules import Code
+from cfi2sframe.compact.words import is_dwarf
 from cfi2sframe.elf.read import open_elf
 from cfi2sframe.frontend.asm import parse_asm
 from cfi2sframe.frontend.probe import Assembler

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe.compact.convert import compact_elf
-from cfi2sframe.compact.encoding import Code, CompactRules, decode
+from cfi2sframe.compact.encoding import decode
+from cfi2sframe.compact.rules import Code, CompactRules
 from cfi2sframe.elf.read import address_reader, open_elf
 from tests.conftest import at_least, require
 from tests.corpus import CSMITH_INCLUDE

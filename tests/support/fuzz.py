@@ -31,7 +31,8 @@ import time
 import atheris
 
 with atheris.instrument_imports():
-    from cfi2sframe.compact.encoding import Code, decode, encode
+    from cfi2sframe.compact.encoding import decode, encode
+    from cfi2sframe.compact.rules import Code
     from cfi2sframe.convert import convert_elf, rewrite_in_place
     from cfi2sframe.elf.compressed import Limits
     from cfi2sframe.errors import Cfi2SframeError, DecodeError

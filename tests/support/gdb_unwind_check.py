@@ -25,13 +25,10 @@ import gdb  # type: ignore[import-not-found]
 sys.path.insert(0, os.environ["CFI2SFRAME_ROOT"])
 
 from cfi2sframe.analysis.unwind import PC, sframe_step  # noqa: E402
-from cfi2sframe.compact.encoding import (  # noqa: E402
-    NOT_FUNCTION_START,
-    Code,
-    decode,
-    is_dwarf,
-    step,
-)
+from cfi2sframe.compact.encoding import decode
+from cfi2sframe.compact.rules import Code
+from cfi2sframe.compact.step import step
+from cfi2sframe.compact.words import NOT_FUNCTION_START, is_dwarf
 from cfi2sframe.sframe.decode import decode as decode_sframe  # noqa: E402
 
 ARCH = os.environ.get("SNAP_ARCH", "x86_64")
