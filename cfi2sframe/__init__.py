@@ -23,8 +23,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Conversion": "convert", "convert_asm": "convert", "encode_sframe": "convert",
-    "lower_all": "convert", "order_functions": "convert", "timelines_from_asm": "convert",
+    "Conversion": "convert", "convert_asm": "convert", "encode_sframe": "sframe.build",
+    "lower_all": "sframe.build", "order_functions": "sframe.build",
+    "timelines_from_asm": "convert",
     "Cfi2SframeError": "errors", "CfiError": "errors", "DecodeError": "errors",
     "CfaExpr": "model", "CfaReg": "model", "Location": "model", "Row": "model",
     "Rule": "model", "Timeline": "model",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -14,7 +14,7 @@ from .errors import Cfi2SframeError, DecodeError, decoding
 from .files import read_bytes
 from .frontend.probe import Assembler, ProbeRun
 
-# The pipeline's modules are imported where used: the command line starts the
+# The pipeline's other modules are imported where used: the command line starts the
 # assembler (convert_file) before they load, and the assembly frontend loads Lark,
 # which ELF input never needs.
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .model import Timeline
     from .sframe.decode import DecodedFde
     from .sframe.encode import SectionImage
-    from .sframe.format import Fre, SFrameFunction
+    from .sframe.format import SFrameFunction
     from .sframe.lower import Skip
 
 
@@ -147,112 +147,6 @@ def _single_sframe(obj: bytes, size: int) -> bool:
     return section is None or section.size == size
 
 
-def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFunction], bool]:
-    """FDE order: by section (first appearance), then start; sorted flag if one section."""
-    sections: dict[str, int] = {}
-    for func in functions:
-        sections.setdefault(func.section, len(sections))
-    ordered = sorted(functions, key=lambda f: (sections[f.section], f.start, f.size))
-    return ordered, len(sections) <= 1
-
-
-def lower_all(timelines: Sequence[Timeline], arch: str | Arch,
-              version: int = 2) -> tuple[list[SFrameFunction], list[Skip]]:
-    """Lower every timeline for SFrame ``version``; split into functions and skips."""
-    from .sframe.lower import LowerMemo, lower
-
-    arch = as_arch(arch)
-
-    functions: list[SFrameFunction] = []
-    skips: list[Skip] = []
-    memo: LowerMemo = {}
-    for timeline in timelines:
-        _add(lower(timeline, arch, memo, version), timeline, arch, version, functions, skips)
-    return functions, skips
-
-
-def _add(result: SFrameFunction | Skip, timeline: Timeline, arch: Arch, version: int,
-         functions: list[SFrameFunction], skips: list[Skip]) -> None:
-    """File one lowering result; a CFA expression gets a second try, evaluated per PC
-    (``sframe.pcmask``: linker PLTs)."""
-    from .sframe.lower import Skip
-
-    if isinstance(result, Skip) and result.reason == "cfa-expression":
-        from .sframe.pcmask import lower_pc_dependent
-
-        retry = lower_pc_dependent(timeline, arch, result, version)
-        if isinstance(retry, Skip):
-            skips.append(retry)
-        else:
-            functions.extend(retry)
-    elif isinstance(result, Skip):
-        skips.append(result)
-    else:
-        functions.append(result)
-
-
-def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunction],
-                                                                   list[Skip]]:
-    """``lower_all`` for an ELF file's FDEs, with the same result.
-
-    Each distinct (CIE, instruction bytes) first tries ``sframe.direct`` (bytes
-    to FREs in one loop); FDEs it declines go through the interpreter and
-    ``lower``, as every timeline of the assembly path does.
-    """
-    from .dwarf.cfi import RowsCache
-    from .sframe.direct import direct_fres
-    from .sframe.format import SFrameFunction, fits
-    from .sframe.lower import LowerMemo, lower
-
-    functions: list[SFrameFunction] = []
-    skips: list[Skip] = []
-    memo: LowerMemo = {}
-    rows_cache: RowsCache = {}
-    direct: dict[tuple[int, bytes], tuple[Fre, ...] | None] = {}
-    big_endian = cfi.big_endian
-    for fde in cfi.fdes:
-        cie = fde.cie
-        fres = None
-        if 0 < fde.size and fits(fde.size, 0, version) and cie.ra == arch.ra:
-            key = (fde.cie_at, fde.body)
-            if key in direct:
-                fres = direct[key]
-            else:
-                fres = direct[key] = direct_fres(cie.initial, fde.body, cie.code_align,
-                                                 cie.data_align, arch, big_endian)
-        if fres is not None and fres[-1].start >= fde.size:
-            fres = tuple(fre for fre in fres if fre.start < fde.size)
-        if fres is None or not fits(fde.size, len(fres), version):
-            timeline = cfi.timeline(fde, rows_cache)
-            _add(lower(timeline, arch, memo, version), timeline, arch, version, functions,
-                 skips)
-            continue
-        functions.append(SFrameFunction(fde.name, fde.section, fde.start, fde.size, fres,
-                                        pauth_b_key=cie.b_key,
-                                        signal=cie.signal and version == 3))
-    return functions, skips
-
-
-def require_sframe_abi(arch: Arch, where: str) -> None:
-    """SFrame defines AMD64, AArch64 and s390x only (i386 is for compact unwind)."""
-    if not arch.sframe_abi:
-        raise Cfi2SframeError(where, f"SFrame has no ABI for {arch.name}; "
-                                     "'cfi2sframe compact' gives compact unwind for it")
-
-
-def encode_sframe(functions: Sequence[SFrameFunction], arch: str | Arch = "x86_64",
-                  version: int = 2) -> SectionImage:
-    """Encode functions as an SFrame section image (FDEs sorted as ``order_functions``)."""
-    from .sframe.encode import build_v2, build_v3
-
-    arch = as_arch(arch)
-    if version not in (2, 3):
-        raise Cfi2SframeError("", f"SFrame version {version} is not supported")
-    ordered, single = order_functions(functions)
-    build = build_v2 if version == 2 else build_v3
-    return build(ordered, arch, sort_flag=single)
-
-
 def convert_asm(
     text: str,
     filename: str = "<input>",
@@ -281,6 +175,8 @@ def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler,
 
 def _lower_and_encode(unit: AsmUnit, messages: str, arch: Arch, runner: Assembler,
                       version: int) -> AsmConversion:
+    from .sframe.build import encode_sframe, lower_all, require_sframe_abi
+
     require_sframe_abi(arch, unit.filename)
     functions, skips = lower_all(unit.timelines, arch, version)
     image = encode_sframe(functions, arch, version)
@@ -388,6 +284,8 @@ def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
     def section_of(fde: DecodedFde) -> str:
         return loaded.section_of(fde.field_offset)
 
+    from .sframe.build import encode_sframe
+
     functions, skips = lower_section(loaded.section, arch, version, path,
                                      fde_names(names, section_of), section_of)
     image = encode_sframe(functions, arch, version)
@@ -426,6 +324,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     """
     from .arch import arch_for_machine
     from .elf.cfi import read_elf_cfi
+    from .sframe.build import encode_sframe, lower_fdes, require_sframe_abi
 
     if data is None:
         data = read_bytes(path)

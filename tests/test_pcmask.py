@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cfi2sframe.arch import get_arch
-from cfi2sframe.convert import encode_sframe, lower_all
 from cfi2sframe.dwarf.expr import NotReducible, Value, evaluate
 from cfi2sframe.model import CfaExpr, CfaReg, Location, Row, Rule, RuleKind, Timeline
+from cfi2sframe.sframe.build import encode_sframe, lower_all
 from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.rules import Loc, rules_at
 

@@ -13,7 +13,7 @@ import pytest
 
 from cfi2sframe import CfaReg, Location, Row, Rule, Skip, Timeline, lower
 from cfi2sframe.arch import get_arch
-from cfi2sframe.convert import encode_sframe
+from cfi2sframe.sframe.build import encode_sframe
 from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.rules import FrameRules, Loc, fre_rules
 

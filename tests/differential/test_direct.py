@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cfi2sframe.arch import arch_for_machine
-from cfi2sframe.convert import lower_all, lower_fdes
 from cfi2sframe.dwarf.cfi import Cfi, Cie, Fde
 from cfi2sframe.dwarf.ops import sleb as _sleb
 from cfi2sframe.dwarf.ops import uleb as _uleb
 from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.errors import Cfi2SframeError
+from cfi2sframe.sframe.build import lower_all, lower_fdes
 from cfi2sframe.sframe.direct import direct_fres
 from tests.conftest import at_least, require, require_path
 from tests.corpus import csmith_asm

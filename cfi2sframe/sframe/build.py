@@ -1,0 +1,114 @@
+"""The SFrame back end as one call: timelines (or an ELF file's CFI) lowered, PC-dependent
+CFAs retried per PC, functions ordered and encoded into a section image.
+
+What the application (``convert``) and the library's callers run for every input:
+it reads no file and prints nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..arch import as_arch
+from ..arch.base import Arch
+from ..dwarf.cfi import Cfi, RowsCache
+from ..errors import Cfi2SframeError
+from ..model import Timeline
+from .direct import direct_fres
+from .encode import SectionImage, build_v2, build_v3
+from .format import Fre, SFrameFunction, fits
+from .lower import LowerMemo, Skip, lower
+from .pcmask import lower_pc_dependent
+
+
+def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFunction], bool]:
+    """FDE order: by section (first appearance), then start; sorted flag if one section."""
+    sections: dict[str, int] = {}
+    for func in functions:
+        sections.setdefault(func.section, len(sections))
+    ordered = sorted(functions, key=lambda f: (sections[f.section], f.start, f.size))
+    return ordered, len(sections) <= 1
+
+
+def lower_all(timelines: Sequence[Timeline], arch: str | Arch,
+              version: int = 2) -> tuple[list[SFrameFunction], list[Skip]]:
+    """Lower every timeline for SFrame ``version``; split into functions and skips."""
+    arch = as_arch(arch)
+
+    functions: list[SFrameFunction] = []
+    skips: list[Skip] = []
+    memo: LowerMemo = {}
+    for timeline in timelines:
+        _add(lower(timeline, arch, memo, version), timeline, arch, version, functions, skips)
+    return functions, skips
+
+
+def _add(result: SFrameFunction | Skip, timeline: Timeline, arch: Arch, version: int,
+         functions: list[SFrameFunction], skips: list[Skip]) -> None:
+    """File one lowering result; a CFA expression gets a second try, evaluated per PC
+    (``sframe.pcmask``: linker PLTs)."""
+    if isinstance(result, Skip) and result.reason == "cfa-expression":
+        retry = lower_pc_dependent(timeline, arch, result, version)
+        if isinstance(retry, Skip):
+            skips.append(retry)
+        else:
+            functions.extend(retry)
+    elif isinstance(result, Skip):
+        skips.append(result)
+    else:
+        functions.append(result)
+
+
+def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunction],
+                                                                   list[Skip]]:
+    """``lower_all`` for an ELF file's FDEs, with the same result.
+
+    Each distinct (CIE, instruction bytes) first tries ``sframe.direct`` (bytes
+    to FREs in one loop); FDEs it declines go through the interpreter and
+    ``lower``, as every timeline of the assembly path does.
+    """
+    functions: list[SFrameFunction] = []
+    skips: list[Skip] = []
+    memo: LowerMemo = {}
+    rows_cache: RowsCache = {}
+    direct: dict[tuple[int, bytes], tuple[Fre, ...] | None] = {}
+    big_endian = cfi.big_endian
+    for fde in cfi.fdes:
+        cie = fde.cie
+        fres = None
+        if 0 < fde.size and fits(fde.size, 0, version) and cie.ra == arch.ra:
+            key = (fde.cie_at, fde.body)
+            if key in direct:
+                fres = direct[key]
+            else:
+                fres = direct[key] = direct_fres(cie.initial, fde.body, cie.code_align,
+                                                 cie.data_align, arch, big_endian)
+        if fres is not None and fres[-1].start >= fde.size:
+            fres = tuple(fre for fre in fres if fre.start < fde.size)
+        if fres is None or not fits(fde.size, len(fres), version):
+            timeline = cfi.timeline(fde, rows_cache)
+            _add(lower(timeline, arch, memo, version), timeline, arch, version, functions,
+                 skips)
+            continue
+        functions.append(SFrameFunction(fde.name, fde.section, fde.start, fde.size, fres,
+                                        pauth_b_key=cie.b_key,
+                                        signal=cie.signal and version == 3))
+    return functions, skips
+
+
+def require_sframe_abi(arch: Arch, where: str) -> None:
+    """SFrame defines AMD64, AArch64 and s390x only (i386 is for compact unwind)."""
+    if not arch.sframe_abi:
+        raise Cfi2SframeError(where, f"SFrame has no ABI for {arch.name}; "
+                                     "'cfi2sframe compact' gives compact unwind for it")
+
+
+def encode_sframe(functions: Sequence[SFrameFunction], arch: str | Arch = "x86_64",
+                  version: int = 2) -> SectionImage:
+    """Encode functions as an SFrame section image (FDEs sorted as ``order_functions``)."""
+    arch = as_arch(arch)
+    if version not in (2, 3):
+        raise Cfi2SframeError("", f"SFrame version {version} is not supported")
+    ordered, single = order_functions(functions)
+    build = build_v2 if version == 2 else build_v3
+    return build(ordered, arch, sort_flag=single)
