@@ -36,7 +36,7 @@ _EXPORTS = {
     "fre_rules": "sframe.rules",
     "Arch": "arch.base", "get_arch": "arch",
     "CompactFunction": "compact.lower", "lower_compact": "compact.lower",
-    "compact_asm": "compact.convert", "compact_elf": "compact.convert",
+    "compact_asm": "compact.inputs", "compact_elf": "compact.inputs",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -20,8 +20,8 @@ from .frontend.probe import Assembler, ProbeRun
 if TYPE_CHECKING:
     from .analysis.assembler import Disagreement
     from .dwarf.cfi import Cfi
-    from .elf.exe import OldKernels
-    from .frontend.asm import AsmUnit
+    from .elf.linked import OldKernels
+    from .frontend.timelines import AsmUnit
     from .model import Timeline
     from .sframe.decode import DecodedFde
     from .sframe.encode import SectionImage
@@ -98,7 +98,7 @@ class AsmConversion(Conversion):
 
     def asm(self) -> str:
         """An assembly fragment to assemble together with the input (``as in.s out.s``)."""
-        from .sframe.asm import anchor_expression, section_asm
+        from .sframe.fragment import anchor_expression, section_asm
 
         missing = [f for f in self.functions if anchor_expression(f) is None]
         if missing:
@@ -112,7 +112,7 @@ class AsmConversion(Conversion):
 
     def obj(self) -> bytes:
         """The input assembled by the real assembler, plus ``.sframe`` and its relocations."""
-        from .sframe.asm import section_asm
+        from .sframe.fragment import section_asm
 
         assert self.unit is not None and self.assembler is not None  # set by the makers
         fragment = section_asm(self.image, lambda func: func.label, self.arch.line_comment)
@@ -157,7 +157,7 @@ def convert_asm(
 ) -> AsmConversion:
     """Assembly text -> SFrame: the whole pipeline of ``cfi2sframe foo.s``."""
     arch = as_arch(arch)
-    from .frontend.asm import parse_asm
+    from .frontend.timelines import parse_asm
 
     runner = Assembler.from_string(assembler or arch.default_assembler)
     unit, messages = parse_asm(text, filename, arch, runner, include_dir)
@@ -167,7 +167,7 @@ def convert_asm(
 def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler,
                   version: int = 2) -> AsmConversion:
     """Finish a conversion whose assembler run was started with ``start_probe``."""
-    from .frontend.asm import finish_asm
+    from .frontend.timelines import finish_asm
 
     unit, messages = finish_asm(run, arch)
     return _lower_and_encode(unit, messages, arch, runner, version)
@@ -189,7 +189,7 @@ def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = 
                        include_dir: str = ".") -> tuple[Timeline, ...]:
     """Parse assembly text into one ``Timeline`` per ``.cfi_startproc`` region."""
     arch = as_arch(arch)
-    from .frontend.asm import parse_asm
+    from .frontend.timelines import parse_asm
 
     unit, _ = parse_asm(text, filename, arch,
                         Assembler.from_string(assembler or arch.default_assembler), include_dir)
@@ -206,8 +206,8 @@ class ElfConversion(Conversion):
     data: bytes = b""
     replace: bool = False  # an .sframe already in the file is replaced, not refused
     from_sframe: bool = False  # made from the file's own .sframe (--source sframe)
-    old_kernels: OldKernels = "keep"  # elf form: see elf.exe.OldKernels
-    append_only: bool = False  # elf form: old bytes never written over (elf.exe.plan)
+    old_kernels: OldKernels = "keep"  # elf form: see elf.linked.OldKernels
+    append_only: bool = False  # elf form: old bytes never written over (elf.linked.plan)
 
     @property
     def linked(self) -> bool:
@@ -235,7 +235,7 @@ class ElfConversion(Conversion):
 
     def elf(self) -> bytes:
         """A copy of the linked input with a loadable ``.sframe`` and ``PT_GNU_SFRAME``."""
-        from .elf.exe import add_loadable_sframe, replace_in_place
+        from .elf.linked import add_loadable_sframe, replace_in_place
 
         if not self.linked:
             return super().elf()

@@ -240,7 +240,7 @@ def _v2_plt_got_section(sframe_address: int, plt_got: int, size: int) -> bytes:
 def test_verify_reports_ld_2_46_plt_got_mismatch(tmp_path):
     """GNU ld 2.46 describes .plt.got (8-byte ``jmp *GOT(%rip)`` stubs) as CFA = SP+16,
     where the code and the CFI say SP+8: verify says exactly that."""
-    from cfi2sframe.elf.exe import replace_in_place
+    from cfi2sframe.elf.linked import replace_in_place
     from cfi2sframe.elf.read import open_elf
     from tests.conftest import gsframe_program
 

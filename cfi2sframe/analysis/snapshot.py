@@ -12,7 +12,7 @@ import json
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
-from ..compact.convert import compact_arch, compact_elf
+from ..compact.inputs import compact_arch, compact_elf
 from ..elf.read import address_reader, open_elf
 from ..errors import Cfi2SframeError
 from ..files import read_bytes

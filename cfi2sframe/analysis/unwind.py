@@ -24,11 +24,11 @@ from ..compact.step import step as compact_step
 from ..compact.words import HAS_LSDA, NOT_FUNCTION_START, is_dwarf
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
-from .modules import module_for
+from .process import module_for
 
 if TYPE_CHECKING:
     from ..compact.lower import CompactFunction
-    from .modules import Module
+    from .process import Module
 
 Read = Callable[[int], int]
 PC = -1  # the key of the program counter in a register dict

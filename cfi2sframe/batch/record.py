@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..elf.compressed import DEFAULT_LIMITS, Limits
-from ..elf.exe import OldKernels
+from ..elf.linked import OldKernels
 from ..errors import Cfi2SframeError, DecodeError
 
 if TYPE_CHECKING:
@@ -64,8 +64,8 @@ def warm_up() -> None:
     from ..analysis import compare  # noqa: F401
     from ..dwarf import cfi  # noqa: F401
     from ..elf import cfi as elf_cfi  # noqa: F401
-    from ..elf import exe, layout, obj, reloc  # noqa: F401
-    from ..sframe import direct, encode, load, lower, pcmask  # noqa: F401
+    from ..elf import layout, linked, obj, reloc  # noqa: F401
+    from ..sframe import encode, fastpath, load, lower, pcmask  # noqa: F401
 
 
 def empty_record(path: str, task: Task) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from ..errors import Cfi2SframeError
 from ..files import write_output
 
 if TYPE_CHECKING:
-    from ..analysis.modules import Module
+    from ..analysis.process import Module
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:  # not subscriptable at run time before Python 3.12
     Subparsers = argparse._SubParsersAction
@@ -62,7 +62,7 @@ def add_module_options(p: argparse.ArgumentParser) -> None:
 
 def modules_of(args: argparse.Namespace) -> list[Module]:
     """The modules ``--maps`` and ``--module`` name, in that order."""
-    from ..analysis.modules import load_module, modules_from_maps, parse_module
+    from ..analysis.process import load_module, modules_from_maps, parse_module
     from ..convert import sframe_from_dwarf
 
     modules = modules_from_maps(args.maps, sframe_from_dwarf) if args.maps else []

@@ -41,8 +41,8 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compact.convert import compact_arch, compact_file
     from ..compact.encoding import describe
+    from ..compact.inputs import compact_arch, compact_file
     from ..compact.words import NOT_FUNCTION_START, is_dwarf
 
     arch, functions = compact_file(args.file, read_bytes(args.file), args.arch,
@@ -56,12 +56,12 @@ def run(args: argparse.Namespace) -> int:
         return describe(encoding & ~NOT_FUNCTION_START, flavour, None, names)
 
     if args.emit == "asm":
-        from ..compact.rows import rows_asm
+        from ..compact.writer import rows_asm
 
         sys.stdout.write(rows_asm(functions, flavour))
         return 0
     if args.emit == "bin":
-        from ..compact.rows import rows_binary
+        from ..compact.writer import rows_binary
 
         sys.stdout.buffer.write(rows_binary(functions, flavour))
         return 0

@@ -288,8 +288,8 @@ def _convert_many(args: argparse.Namespace) -> int:
 def _convert_compact(args: argparse.Namespace, display: str, data: bytes, output: str,
                      emit: str) -> int:
     """``--format compact-unwind``: __LD,__compact_unwind rows as assembly or bytes."""
-    from ..compact.convert import compact_arch, compact_file
-    from ..compact.rows import rows_asm, rows_binary
+    from ..compact.inputs import compact_arch, compact_file
+    from ..compact.writer import rows_asm, rows_binary
 
     if emit not in ("asm", "raw") or args.in_place:
         raise Cfi2SframeError(display, "compact unwind is written as --emit asm (rows for the "

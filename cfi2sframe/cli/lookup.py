@@ -28,7 +28,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.module or args.maps:
-        from ..analysis.modules import module_for
+        from ..analysis.process import module_for
 
         if args.file is not None:  # argparse took the first PC for FILE
             args.pcs.insert(0, args.file)

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_modules(args: argparse.Namespace) -> int:
-    from ..analysis.modules import load_module, module_for
+    from ..analysis.process import load_module, module_for
     from ..analysis.snapshot import load_snapshot, memory_reader, registers
     from ..analysis.unwind import modules_walk
 

@@ -70,7 +70,7 @@ class Cfi:
 
     ``fdes`` are decoded eagerly; ``timelines`` (one per FDE) are interpreted
     on first use, each distinct (CIE, instruction bytes) once, so a caller
-    that has a faster way for most FDEs (``sframe.direct``) can skip them.
+    that has a faster way for most FDEs (``sframe.fastpath``) can skip them.
     """
 
     path: str

@@ -14,8 +14,8 @@ from ..arch.base import Arch
 from ..dwarf.cfi import Cfi, RowsCache
 from ..errors import Cfi2SframeError
 from ..model import Timeline
-from .direct import direct_fres
 from .encode import SectionImage, build_v2, build_v3
+from .fastpath import direct_fres
 from .format import Fre, SFrameFunction, fits
 from .lower import LowerMemo, Skip, lower
 from .pcmask import lower_pc_dependent
@@ -63,7 +63,7 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunct
                                                                    list[Skip]]:
     """``lower_all`` for an ELF file's FDEs, with the same result.
 
-    Each distinct (CIE, instruction bytes) first tries ``sframe.direct`` (bytes
+    Each distinct (CIE, instruction bytes) first tries ``sframe.fastpath`` (bytes
     to FREs in one loop); FDEs it declines go through the interpreter and
     ``lower``, as every timeline of the assembly path does.
     """

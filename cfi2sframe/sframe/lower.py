@@ -291,7 +291,7 @@ def lower_row(row: Row, arch: Arch) -> Fre:
 
 
 # What a default FRE can hold, decided here for both routes to it: ``lower_row`` (from
-# DWARF rules, with a reason for each rule kind) and ``sframe.direct`` (from save slots).
+# DWARF rules, with a reason for each rule kind) and ``sframe.fastpath`` (from save slots).
 
 
 def cfa_problem(cfa_reg: int, ra_signed: bool, arch: Arch) -> Unrepresentable | None:

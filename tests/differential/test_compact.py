@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe.arch import get_arch
-from cfi2sframe.compact.convert import compact_functions
 from cfi2sframe.compact.encoding import decode
+from cfi2sframe.compact.inputs import compact_functions
 from cfi2sframe.compact.lower import CompactRules, body_row, row_rules
 from cfi2sframe.compact.rules import Code
 from cfi2sframe.compact.words import is_dwarf
 from cfi2sframe.elf.read import open_elf
-from cfi2sframe.frontend.asm import parse_asm
 from cfi2sframe.frontend.probe import Assembler
+from cfi2sframe.frontend.timelines import parse_asm
 from tests.conftest import at_least, require
 from tests.corpus import CSMITH_INCLUDE, corpus_dir
 
@@ -479,7 +479,7 @@ def test_assembly_rows_read_back_by_llvm(target: str, tmp_path: Path, report) ->
     without CFI, are read back by llvm-objdump as the same encodings."""
     _, arch_name, assembler = TARGETS[target]
     require(MC, OBJDUMP, assembler.split()[0])
-    from cfi2sframe.compact.rows import rows_asm
+    from cfi2sframe.compact.writer import rows_asm
 
     cases = {"x86_64": HAND, "i386": HAND_I386, "arm64": HAND_ARM64}[target]
     macho = _macho(cases, target)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from cfi2sframe.compact.convert import compact_elf
 from cfi2sframe.compact.encoding import decode
+from cfi2sframe.compact.inputs import compact_elf
 from cfi2sframe.compact.rules import Code, CompactRules
 from cfi2sframe.elf.read import address_reader, open_elf
 from tests.conftest import at_least, require
@@ -179,7 +179,7 @@ def test_frame_pointer_example_gets_the_body_state() -> None:
     (offset 1 << 16), rbx (register 1) in the first slot: 0x01010001.  The state
     after `leave` (frameless, stack 8) covers one byte."""
     require("as")
-    from cfi2sframe.compact.convert import compact_asm
+    from cfi2sframe.compact.inputs import compact_asm
 
     path = Path(__file__).resolve().parents[2] / "examples" / "frame_pointer.s"
     (func,) = compact_asm(path.read_text(), str(path))

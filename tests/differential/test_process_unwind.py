@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cfi2sframe.analysis.modules import module_for, modules_from_maps
+from cfi2sframe.analysis.process import module_for, modules_from_maps
 from cfi2sframe.convert import sframe_from_dwarf
 from tests.conftest import at_least, require
 

@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cfi2sframe.compact.convert import compact_elf
+from cfi2sframe.compact.inputs import compact_elf
 from cfi2sframe.convert import convert_elf
 from cfi2sframe.elf.read import open_elf
 from cfi2sframe.sframe.decode import decode

@@ -52,8 +52,8 @@ def compact_asm(text: str, filename: str = "<input>", arch: str | Arch = "x86_64
                 assembler: str | None = None, ranges: bool = False) -> list[CompactFunction]:
     """Compact rows for every function of an assembly file (``arch``: an ``Arch`` or its
     name): per function ``rows[0].encoding``, or DWARF mode with ``reason``/``detail``."""
-    from ..frontend.asm import parse_asm
     from ..frontend.probe import Assembler
+    from ..frontend.timelines import parse_asm
 
     arch = as_arch(arch)
     flavour = compact_arch(arch.name, filename)

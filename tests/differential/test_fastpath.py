@@ -1,4 +1,4 @@
-"""The direct path (``sframe.direct``) against the general one (interpreter + ``lower``).
+"""The direct path (``sframe.fastpath``) against the general one (interpreter + ``lower``).
 
 ``lower_fdes`` takes the direct path wherever it applies; ``lower_all`` over
 the file's timelines never does.  Both must give the same functions, FREs
@@ -23,7 +23,7 @@ from cfi2sframe.dwarf.ops import uleb as _uleb
 from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.sframe.build import lower_all, lower_fdes
-from cfi2sframe.sframe.direct import direct_fres
+from cfi2sframe.sframe.fastpath import direct_fres
 from tests.conftest import at_least, require, require_path
 from tests.corpus import csmith_asm
 
