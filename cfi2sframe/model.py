@@ -10,9 +10,25 @@ equality here means "unwinds the same".
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
+
+T = TypeVar("T")
+
+
+def in_force(entries: Sequence[T], offset: int, start: Callable[[T], int]) -> T | None:
+    """The entry in force at ``offset``: the last of ``entries`` (sorted by ``start``)
+    that starts at or before it; None before the first.  The one "row at PC" look-up
+    of DWARF rows, SFrame FREs and step lists alike (a binary search)."""
+    index = bisect_right(entries, offset, key=start)
+    return entries[index - 1] if index else None
+
+
+def _start(entry: Row) -> int:
+    return entry.start
 
 
 class CfaReg(NamedTuple):
@@ -139,9 +155,4 @@ class Timeline:
 
     def row_at(self, pc: int) -> Row | None:
         """The row in force at ``pc`` bytes from the start, or None if none covers it."""
-        found = None
-        for row in self.rows:
-            if row.start > pc:
-                break
-            found = row
-        return found
+        return in_force(self.rows, pc, _start)

@@ -50,16 +50,6 @@ def sframe_steps(section: DecodedSection, fde: DecodedFde) -> list[tuple[int, Fr
     return [(fre.start, fre_rules(section, fde, fre)) for fre in fde.fres]
 
 
-def rules_at(steps: Sequence[tuple[int, object]], offset: int) -> object:
-    """The rules in force at ``offset`` in a step list, None before the first step."""
-    found = None
-    for start, rules in steps:
-        if start > offset:
-            break
-        found = rules
-    return found
-
-
 def differing_ranges(a: Sequence[tuple[int, object]], b: Sequence[tuple[int, object]],
                      size: int) -> list[tuple[int, int, object, object]]:
     """[(start, end, rules of a, rules of b)] where the two step lists disagree.

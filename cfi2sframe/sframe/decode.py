@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..arch import by_sframe_abi, is_sframe_abi
 from ..errors import DecodeError
+from ..model import in_force
 from .format import (
     BASE_REG_FP,
     F_FDE_FUNC_START_PCREL,
@@ -61,6 +62,10 @@ class DecodedFre:
         return self.offsets[index] & ((1 << (8 * OFFSET_SIZE[self.offset_size])) - 1)
 
 
+def _fre_start(fre: DecodedFre) -> int:
+    return fre.start
+
+
 @dataclass(frozen=True)
 class DecodedFde:
     """An FDE (V3: index entry plus attribute) with its absolute start address and FREs."""
@@ -104,12 +109,7 @@ class DecodedFde:
             return None
         if self.pc_mask and self.rep_size:
             offset %= self.rep_size
-        found = None
-        for fre in self.fres:
-            if fre.start > offset:
-                break
-            found = fre
-        return found
+        return in_force(self.fres, offset, _fre_start)
 
 
 @dataclass(frozen=True)
