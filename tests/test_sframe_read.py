@@ -15,7 +15,8 @@ from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.dump import dump_text
 from cfi2sframe.sframe.encode import build_v2, functions_from_decoded
 from cfi2sframe.sframe.format import Fre, SFrameFunction
-from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, describe, fre_rules
+from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, fre_rules
+from cfi2sframe.text import describe
 
 X86 = get_arch("x86_64")
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..arch.base import Arch
-from ..model import CfaReg, Row, Rule, RuleKind, Timeline
+from ..model import Row, Timeline
+from ..text import row_words
 from .compare import differing_ranges
 
 
@@ -56,25 +57,3 @@ def assembler_disagreements(timelines: tuple[Timeline, ...], assembled: tuple[Ti
 
 def _row(value: object) -> Row | None:
     return value if isinstance(value, Row) else None
-
-
-def row_words(row: Row | None, arch: Arch) -> str:
-    """A DWARF row in readelf's terms: ``CFA=rsp+40 rbx=c-24 rip=c-8``."""
-    if row is None:
-        return "(no row)"
-    if isinstance(row.cfa, CfaReg):
-        cfa = f"{arch.reg_name(row.cfa.reg)}{row.cfa.offset:+d}"
-    else:
-        cfa = "expression" if row.cfa is not None else "undefined"
-    regs = " ".join(f"{arch.reg_name(reg)}={_rule_words(rule, arch)}" for reg, rule in row.regs)
-    return f"CFA={cfa}" + (f" {regs}" if regs else "")
-
-
-def _rule_words(rule: Rule, arch: Arch) -> str:
-    if rule.kind == RuleKind.offset:
-        return f"c{rule.value:+d}"
-    if rule.kind == RuleKind.val_offset:
-        return f"v{rule.value:+d}"
-    if rule.kind == RuleKind.register:
-        return arch.reg_name(rule.value)
-    return rule.kind.replace("_", " ")

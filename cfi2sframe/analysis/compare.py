@@ -25,14 +25,8 @@ from ..sframe.decode import DecodedFde, DecodedSection
 from ..sframe.load import load_sframe
 from ..sframe.lower import Skip, beyond_sframe, lower
 from ..sframe.pcmask import resolve_pc_expressions
-from ..sframe.rules import (
-    OUTERMOST,
-    FrameRules,
-    describe,
-    dwarf_rules,
-    fre_rules,
-    outermost,
-)
+from ..sframe.rules import OUTERMOST, FrameRules, dwarf_rules, fre_rules, outermost
+from ..text import describe
 
 if TYPE_CHECKING:
     from ..dwarf.cfi import Cfi

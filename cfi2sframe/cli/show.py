@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..sframe.decode import DecodedFde, DecodedSection
-from ..sframe.rules import FrameRules, Loc, Recovery, describe, fre_rules
+from ..sframe.rules import FrameRules, Loc, Recovery, fre_rules
+from ..text import describe
 
 
 def json_rules(rules: object) -> object:

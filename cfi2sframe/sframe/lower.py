@@ -15,6 +15,7 @@ from ..arch import as_arch
 from ..arch.base import Arch
 from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
 from ..reasons import SFRAME_REASONS, Unrepresentable
+from ..text import rule_words
 from .format import MAX_FRES_V3, Fre, SFrameFunction, fits, fre_words, offset_size_for
 from .rules import (
     RA_UNDEFINED,
@@ -219,19 +220,19 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
                                "express", row)
     if isinstance(fp, (DwarfExpr, Undefined)):
         reason = "fp-undefined" if fp == RA_UNDEFINED else "fp-expression"
-        raise _Unrepresentable(reason, f"caller's FP is {_describe(row.rule(arch.fp), arch)}",
+        raise _Unrepresentable(reason, f"caller's FP is {rule_words(row.rule(arch.fp), arch)}",
                                row)
     if isinstance(ra, (DwarfExpr, Undefined)) or (ra is None and not arch.tracks_ra):
         raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
-                               f"{_describe(row.rule(arch.ra), arch)}", row)
+                               f"{rule_words(row.rule(arch.ra), arch)}", row)
     # A FLEX control word of 0 (CFA-based, no dereference) is the padding word,
     # so "FP/RA = the value CFA+N" has no encoding.
     if fp is not None and fp.reg is None and not fp.deref:
         raise _Unrepresentable("fp-val-offset", f"caller's FP is "
-                               f"{_describe(row.rule(arch.fp), arch)}", row)
+                               f"{rule_words(row.rule(arch.fp), arch)}", row)
     if ra is not None and ra.reg is None and not ra.deref:
         raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
-                               f"{_describe(row.rule(arch.ra), arch)}", row)
+                               f"{rule_words(row.rule(arch.ra), arch)}", row)
     if arch.sframe_cfa_encoded:
         _check_s390x_cfa(cfa.offset, arch, row)
     for loc in (cfa, fp, ra):
@@ -337,7 +338,7 @@ def _ra_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int |
     if rule.kind == RuleKind.undefined:
         raise _Unrepresentable("ra-undefined", "return address is undefined", row)
     raise _Unrepresentable("ra-not-at-fixed-offset",
-                           f"return address is {_describe(rule, arch)}", row)
+                           f"return address is {rule_words(rule, arch)}", row)
 
 
 def _default_slot(rule: Rule, arch: Arch) -> tuple[int | None, int | None] | None:
@@ -359,7 +360,7 @@ def _check_ra(rule: Rule | None, arch: Arch, row: Row) -> None:
     if rule is not None and rule.kind == RuleKind.undefined:
         raise _Unrepresentable("ra-undefined", "return address is undefined", row)
     raise _Unrepresentable("ra-not-at-fixed-offset",
-                           f"return address is {_describe(rule, arch)}, not at CFA"
+                           f"return address is {rule_words(rule, arch)}, not at CFA"
                            f"{arch.sframe_fixed_ra_offset:+d}", row)
 
 
@@ -384,7 +385,7 @@ def _check_sp(rule: Rule | None, arch: Arch, row: Row) -> None:
         # ldgr into an FPR in leaf functions): the ABI defines the CFA as that
         # SP + 160, so the copy holds CFA-160, which is what SFrame assumes.
         return
-    raise _Unrepresentable("sp-not-cfa", f"caller's SP is {_describe(rule, arch)}", row)
+    raise _Unrepresentable("sp-not-cfa", f"caller's SP is {rule_words(rule, arch)}", row)
 
 
 def _fp_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int | None]:
@@ -397,18 +398,4 @@ def _fp_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int |
     reason = {RuleKind.register: "fp-in-register", RuleKind.expression: "fp-expression",
               RuleKind.val_expression: "fp-expression", RuleKind.val_offset: "fp-val-offset",
               RuleKind.undefined: "fp-undefined"}[rule.kind]
-    raise _Unrepresentable(reason, f"caller's FP is {_describe(rule, arch)}", row)
-
-
-def _describe(rule: Rule | None, arch: Arch) -> str:
-    if rule is None:
-        return "unspecified"
-    if rule.kind == RuleKind.offset:
-        return f"saved at CFA{rule.value:+d}"
-    if rule.kind == RuleKind.val_offset:
-        return f"the value CFA{rule.value:+d}"
-    if rule.kind == RuleKind.register:
-        return f"in register {arch.reg_name(rule.value)}"
-    if rule.kind in (RuleKind.expression, RuleKind.val_expression):
-        return f"a DWARF {rule.kind.replace('_', ' ')}"
-    return rule.kind.replace("_", " ")
+    raise _Unrepresentable(reason, f"caller's FP is {rule_words(rule, arch)}", row)

@@ -33,7 +33,7 @@ from .words import FLEX_PADDING, flex_control_fields, s390x_word_reg
 # named here too, where readers of SFrame look for them.
 __all__ = ["OUTERMOST", "RA_UNDEFINED", "DwarfExpr", "FrameRules", "Loc", "Recovery",
            "RuleFre", "Undefined", "as_loc", "opt_loc", "outermost", "rules_at",
-           "fre_rules", "describe", "expr_loc", "dwarf_rules"]
+           "fre_rules", "expr_loc", "dwarf_rules"]
 
 
 def outermost(section: DecodedSection, fde: DecodedFde) -> bool:
@@ -101,31 +101,6 @@ def _flex(section: DecodedSection, fre: DecodedFre, arch: Arch) -> FrameRules:
     if ra is None and section.fixed_ra_offset:
         ra = Loc(None, section.fixed_ra_offset, True)
     return FrameRules(cfa, fp, ra)
-
-
-def describe(rules: FrameRules, abi: int) -> str:
-    """Rules in words: ``CFA = rsp+16, RA = [CFA-8], FP = [CFA-16]``."""
-    arch = by_sframe_abi(abi)
-    if rules.cfa is None:
-        return "RA undefined (outermost frame)"
-    parts = [f"CFA = {_loc(rules.cfa, arch)}"]
-    if rules.ra == RA_UNDEFINED:
-        parts.append("RA undefined")
-    elif rules.ra is None:
-        parts.append(f"RA = {arch.reg_name(arch.ra)} (unchanged)")
-    else:
-        parts.append(f"RA = {_loc(rules.ra, arch)}")
-    fp_name = arch.reg_name(arch.fp)
-    parts.append(f"FP = {_loc(rules.fp, arch)}" if rules.fp else f"FP = {fp_name} (unchanged)")
-    return ", ".join(parts)
-
-
-def _loc(loc: Recovery, arch: Arch) -> str:
-    if not isinstance(loc, Loc):
-        return str(loc)
-    base = "CFA" if loc.reg is None else arch.reg_name(loc.reg)
-    text = f"{base}{loc.offset:+d}" if loc.offset or loc.deref else base
-    return f"[{text}]" if loc.deref else text
 
 
 # -- DWARF rows in the same terms ----------------------------------------------------
