@@ -9,7 +9,7 @@ The public API, for test harnesses and tools::
         print(skip.reason, skip.detail)
 
 Functions take an architecture as an ``Arch`` or its name ("x86_64", "aarch64",
-"s390x", "i386"); the README's "Library" section lists the calls.
+"s390x", "i386"); docs/library.md lists the calls.
 
 Names are imported on first use, so that the command line can start the
 assembler before the heavier modules (Lark) are loaded.

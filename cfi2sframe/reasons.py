@@ -1,5 +1,5 @@
 """Why a backend cannot describe a function exactly: one result type and one registry
-of reason codes (kebab-case, stable, listed by ``--list-reasons`` and the README)."""
+of reason codes (kebab-case, stable, listed by ``--list-reasons`` and docs/reasons.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 # Two functions in the shape LLVM writes for Darwin (no epilogue CFI), for
-# `cfi2sframe compact examples/compact.s` (README, "Apple compact unwind").
+# `cfi2sframe compact examples/compact.s` (docs/compact.md).
 	.text
 	.globl	rbpframe
 	.type	rbpframe, @function

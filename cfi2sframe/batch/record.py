@@ -1,8 +1,8 @@
 """One input file of a tree run -> one JSON record (the line ``--jsonl`` writes).
 
 The record is the whole result of a file: a worker returns it, the journal
-stores it, the summary adds records up.  Schema (``SCHEMA``; README, "Whole trees
-and clusters"): a new field may be added within a version; a field changes
+stores it, the summary adds records up.  Schema (``SCHEMA``; docs/trees.md, "Record
+schema"): a new field may be added within a version; a field changes
 meaning or goes away only with a new version.
 """
 

@@ -51,8 +51,7 @@ def add_batch_options(p: argparse.ArgumentParser, quiet: bool = True) -> None:
     ``--dask`` and (unless the command has its own) ``-q``."""
     group = p.add_argument_group(
         "many files", "several inputs, folders (-r) or lists run on every core; one "
-        "file's failure is recorded and the run goes on (README: 'Whole trees and "
-        "clusters')")
+        "file's failure is recorded and the run goes on (docs/trees.md)")
     group.add_argument("-r", "--recursive", action="store_true",
                        help="folders among the inputs: every ELF file under them (symbolic "
                             "links are not followed; other files are skipped silently)")

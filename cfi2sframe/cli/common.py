@@ -87,7 +87,7 @@ def _ratio(text: str) -> int:
 
 def add_limit_options(p: argparse.ArgumentParser) -> None:
     """``--max-section-size`` and ``--max-section-ratio``: how far a compressed section
-    may expand (README, "Limits and safety")."""
+    may expand (docs/safety.md)."""
     default = Limits()
     p.add_argument("--max-section-size", type=_size, default=default.max_bytes, metavar="SIZE",
                    help="refuse a compressed section that expands beyond SIZE bytes "

@@ -31,7 +31,7 @@ def add_parser(sub: Subparsers) -> None:
                    help="ELF file with .sframe, loaded at its own addresses (a -no-pie "
                         "program); else --module or --maps")
     p.add_argument("--snapshot", metavar="JSON",
-                   help="registers and stack memory (see the README: what to capture)")
+                   help="registers and stack memory (see docs/unwind.md: what to capture)")
     p.add_argument("--gdb-script", action="store_true",
                    help="print the path of the gdb script that defines 'snapshot JSON MAPS' "
                         "(for a live process or a core file) and exit")

@@ -3,7 +3,7 @@
 The loader maps segments and ignores sections; strip, objcopy, eu-strip and
 debuggers work from sections and rebuild the segments from them.  A file whose
 two views disagree runs but breaks after the next tool (binutils 2.40 strip
-crashed such programs; see the README, "Linked files").  ``verify`` reports
+crashed such programs; see docs/post-link.md).  ``verify`` reports
 each problem found here, so a file strip would break does not pass.
 
 The rules, from the gABI and what the Linux loader and glibc's ld.so require:

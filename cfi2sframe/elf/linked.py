@@ -5,7 +5,7 @@ the file's contents.  Linked files have no room for more program headers (the
 table is followed at once by ``.interp`` or the notes), so the table is copied to
 the end of the file with its new entries (a ``PT_NULL``, three ``PT_LOAD``s and,
 if it had none, ``PT_GNU_SFRAME``); ``PT_PHDR`` and ``e_phoff`` point at the copy.
-The layout is chosen for the tools that run afterwards (README, "Linked files"):
+The layout is chosen for the tools that run afterwards (docs/post-link.md):
 
 - file order: the rewritten section name table and headers, ``.sframe``, the table
   (the file's last bytes).  Three new read-only ``PT_LOAD``s, on pages of their
