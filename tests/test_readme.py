@@ -1,4 +1,5 @@
-"""The README's and examples' recipes run as written (library example, Makefile, strip first)."""
+"""The README's, docs/' and examples' recipes run as written (library example, Makefile,
+strip first), and their relative links resolve."""
 
 from __future__ import annotations
 
@@ -13,11 +14,25 @@ from tests.conftest import require
 ROOT = Path(__file__).resolve().parent.parent
 
 
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+# Every Markdown file whose relative links must resolve.
+MARKDOWN = [ROOT / "README.md", ROOT / "CHANGES.md", ROOT / "ARCHITECTURE.md",
+            ROOT / "examples" / "README.md", *DOCS]
+
+
 def _blocks(readme: Path = ROOT / "README.md") -> list[tuple[int, str, str]]:
     """(line, language, text) of every fenced code block of a README."""
     text = readme.read_text()
     return [(text[:m.start()].count("\n") + 1, m.group(1), m.group(2))
             for m in re.finditer(r"```(\w*)\n(.*?)```", text, re.S)]
+
+
+def _section(marker: str) -> str:
+    """The text of the README or docs/ page from ``marker`` on (it is in exactly one)."""
+    found = [path.read_text() for path in (ROOT / "README.md", *DOCS)
+             if marker in path.read_text()]
+    assert len(found) == 1, f"{marker!r} is in {len(found)} files"
+    return found[0][found[0].index(marker):]
 
 
 def _workspace(tmp: Path, with_sframe: bool) -> dict[str, str]:
@@ -52,46 +67,104 @@ def _env(home: Path) -> dict[str, str]:
 CI_ONLY = ("pip install . && ", "sh tests/support/install-test-tools.sh")
 
 
-def test_every_readme_code_block_runs(tmp_path: Path) -> None:
+def _run_blocks(tmp_path: Path, pages: list[Path]) -> int:
     """Each ``sh`` block runs with ``sh -e`` (each its own folder, so the files it makes
     are its own), the ``python`` block runs, and the ``text`` blocks are usage
-    synopses, message formats or output, which the last one is checked against."""
+    synopses, message formats or output, which the last one is checked against.
+    Returns the number of blocks run."""
     require("gcc", "as", "objcopy", "strip")
-    blocks = _blocks()
     ran = 0
-    for line, language, body in blocks:
-        if language == "text":
-            continue
-        assert language in ("sh", "python"), f"README.md:{line}: untyped code block"
-        work = tmp_path / f"block{line}"
-        work.mkdir()
-        env = _workspace(work, "--source sframe" in body)
-        if language == "python":
-            proc = subprocess.run([sys.executable, "-c", body], cwd=work, capture_output=True,
-                                  text=True, env=env)
-            assert proc.returncode == 0, f"README.md:{line}: {proc.stderr}"
-            assert "CFA = rbp+16, RA = [CFA-8], FP = [CFA-16]" in proc.stdout
-            assert "with_frame 0x1010001 None" in proc.stdout
-        else:
-            script = "\n".join(
-                cmd.replace(CI_ONLY[0], "") for cmd in body.splitlines()
-                if not cmd.strip().startswith(CI_ONLY[1]))
-            if "cfi2sframe foo.o -o" in script:  # an object as a compiler made it, no .sframe
-                subprocess.run(["as", "foo.s", "-o", "foo.o"], cwd=work, check=True)
-            sleeper = None
-            if " -p PID " in script:  # a live process to attach to: sleep(1) waiting
-                require("gdb")
-                sleeper = subprocess.Popen(["sleep", "60"])
-                script = script.replace(" -p PID ", f" -p {sleeper.pid} ")
-            try:
-                proc = subprocess.run(["sh", "-e", "-c", script], cwd=work,
-                                      capture_output=True, text=True, env=env, timeout=300)
-            finally:
-                if sleeper is not None:
-                    sleeper.kill()
-            assert proc.returncode == 0, f"README.md:{line}: {proc.stdout}{proc.stderr}"
-        ran += 1
-    assert ran >= 6
+    for page in pages:
+        name = page.relative_to(ROOT)
+        for line, language, body in _blocks(page):
+            if language == "text":
+                continue
+            assert language in ("sh", "python"), f"{name}:{line}: untyped code block"
+            work = tmp_path / f"{page.stem}{line}"
+            work.mkdir()
+            env = _workspace(work, "--source sframe" in body)
+            if language == "python":
+                proc = subprocess.run([sys.executable, "-c", body], cwd=work,
+                                      capture_output=True, text=True, env=env)
+                assert proc.returncode == 0, f"{name}:{line}: {proc.stderr}"
+                assert "CFA = rbp+16, RA = [CFA-8], FP = [CFA-16]" in proc.stdout
+                assert "with_frame 0x1010001 None" in proc.stdout
+            else:
+                _run_sh(work, env, f"{name}:{line}", body)
+            ran += 1
+    return ran
+
+
+def _run_sh(work: Path, env: dict[str, str], where: str, body: str) -> None:
+    script = "\n".join(
+        cmd.replace(CI_ONLY[0], "") for cmd in body.splitlines()
+        if not cmd.strip().startswith(CI_ONLY[1]))
+    if re.search(r"cfi2sframe (--in-place )?foo\.o\b", script):
+        # an object as a compiler made it, no .sframe
+        subprocess.run(["as", "foo.s", "-o", "foo.o"], cwd=work, check=True)
+    elif re.search(r"cfi2sframe (dump|lookup|verify) foo\.o\b", script):
+        # the object the README's first task makes, with .sframe
+        subprocess.run(["cfi2sframe", "foo.s", "-o", "foo.o"], cwd=work, env=env,
+                       check=True)
+    sleeper = None
+    if " -p PID " in script:  # a live process to attach to: sleep(1) waiting
+        require("gdb")
+        sleeper = subprocess.Popen(["sleep", "60"])
+        script = script.replace(" -p PID ", f" -p {sleeper.pid} ")
+    try:
+        proc = subprocess.run(["sh", "-e", "-c", script], cwd=work,
+                              capture_output=True, text=True, env=env, timeout=300)
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+    assert proc.returncode == 0, f"{where}: {proc.stdout}{proc.stderr}"
+
+
+def test_every_readme_code_block_runs(tmp_path: Path) -> None:
+    """The README's blocks: the two commands (less what CI itself runs) and one
+    block per task."""
+    assert _run_blocks(tmp_path, [ROOT / "README.md"]) >= 9
+
+
+def test_every_docs_code_block_runs(tmp_path: Path) -> None:
+    """The blocks of every page of docs/, the library example among them."""
+    assert len(DOCS) >= 13
+    assert _run_blocks(tmp_path, DOCS) >= 7
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to
+    hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _prose(text: str) -> str:
+    """Markdown without its fenced code blocks and code spans."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+
+
+def _anchors(page: Path) -> set[str]:
+    return {_slug(m.group(1)) for m in
+            re.finditer(r"^#+ (.*)$", re.sub(r"```.*?```", "", page.read_text(), flags=re.S),
+                        re.M)}
+
+
+def test_every_relative_link_resolves() -> None:
+    """Each relative link of the README, CHANGES, ARCHITECTURE, examples/README and
+    docs/ names a file that exists, and a heading of it when it has an anchor."""
+    checked = 0
+    for page in MARKDOWN:
+        for target in re.findall(r"\]\(([^)\s]+)\)", _prose(page.read_text())):
+            if re.match(r"[a-z]+:", target):
+                continue  # http:, https:, mailto:
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            where = f"{page.relative_to(ROOT)}: {target}"
+            assert linked.exists(), f"{where}: no such file"
+            if anchor:
+                assert anchor in _anchors(linked), f"{where}: no such heading"
+            checked += 1
+    assert checked >= 50
 
 
 def test_every_examples_readme_command_block_runs(tmp_path: Path) -> None:
@@ -115,8 +188,7 @@ def test_every_examples_readme_command_block_runs(tmp_path: Path) -> None:
 
 def test_readme_compact_output_is_what_the_command_prints() -> None:
     require("as")
-    text = (ROOT / "README.md").read_text()
-    shown = text[text.index("`cfi2sframe compact examples/compact.s` prints:"):]
+    shown = _section("`cfi2sframe compact examples/compact.s` prints:")
     shown = re.search(r"```text\n(.*?)```", shown, re.S).group(1)
     printed = subprocess.run([sys.executable, "-m", "cfi2sframe", "compact",
                               "examples/compact.s"], cwd=ROOT, capture_output=True,
@@ -156,11 +228,10 @@ def test_examples_makefile_recipe_builds_a_program_that_runs_and_verifies(tmp_pa
 
 
 def test_strip_first_recipe_runs_as_written(tmp_path: Path) -> None:
-    """The README's "strip first" shell recipe, as written, on a small C program: it
+    """The "strip first" shell recipe (docs/post-link.md), as written, on a small C program: it
     exits 0, and the stripped, converted program runs and verifies clean."""
     require("gcc", "objcopy", "strip")
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Where the step goes: strip first"):]
+    section = _section("# Where the step goes: strip first")
     recipe = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
     assert "strip" in recipe and "cfi2sframe --in-place" in recipe
     (tmp_path / "foo.c").write_text('#include <stdio.h>\nint main(void) { puts("foo"); }\n')
