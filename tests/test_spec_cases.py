@@ -14,9 +14,9 @@ import pytest
 from cfi2sframe import CfaReg, Location, Row, Rule, Skip, Timeline, lower
 from cfi2sframe.arch import get_arch
 from cfi2sframe.compact.lower import lower_compact
-from cfi2sframe.convert import encode_sframe, lower_all
 from cfi2sframe.dwarf.interpret import interpret
 from cfi2sframe.dwarf.ops import Op, decode_ops
+from cfi2sframe.sframe.build import encode_sframe, lower_all
 from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.pcmask import split_repeating
 

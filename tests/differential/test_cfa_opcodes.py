@@ -31,7 +31,7 @@ import pytest
 
 from cfi2sframe import convert_asm, decode_sframe, timelines_from_asm
 from cfi2sframe.convert import convert_elf
-from cfi2sframe.dwarf.ehframe import read_elf_cfi
+from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.model import CfaExpr, RuleKind, Timeline
 from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, rules_at
@@ -546,10 +546,6 @@ X86_OFFSET_AFTER_EXPRESSION = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="bug: dwarf/interpret.py turns DW_CFA_def_cfa_offset "
-                   "after DW_CFA_def_cfa_expression into a register rule (rsp+16), where "
-                   "readelf, libgcc and gdb keep the expression; SFrame then describes the "
-                   "function (CFA rsp+16) instead of leaving it out (cfa-expression)")
 def test_def_cfa_offset_keeps_a_cfa_expression(tmp_path: Path) -> None:
     """At offset 2 readelf shows CFA ``exp``: the expression is kept by def_cfa_offset."""
     require("as", "readelf")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from cfi2sframe import timelines_from_asm
-from cfi2sframe.compact.convert import compact_asm
+from cfi2sframe.compact.inputs import compact_asm
 from cfi2sframe.convert import convert_asm
 from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.rules import Loc, fre_rules
