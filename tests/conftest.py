@@ -120,6 +120,62 @@ def meaning(section, fre) -> tuple:
     return (base, rules.cfa.offset, fp, ra)
 
 
+# The tiers are folders: unit (pure Python, no toolchain), differential (against real
+# tools), system (the command, files, processes and the toolchain end to end), fuzz.
+# Each test gets its folder's marker: ``pytest -m unit`` runs one tier.
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "differential", "system", "fuzz")
+
+# Tests that take 8 s or more on the 2-core machine (pytest --durations, CI=1, -n 2):
+# the quick tier, ``pytest -m "not slow"``, leaves them out; the full run has them all.
+SLOW = frozenset({
+    "differential/test_aarch64.py::test_aarch64_csmith_corpus_matches_gnu_as",
+    "differential/test_aarch64.py::test_big_endian_aarch64_matches_gnu_as",
+    "differential/test_assembler_check.py::test_gnu_as_and_clang_agree_with_us_on_compiler_output",
+    "differential/test_compact.py::test_csmith_through_llc_against_llvm",
+    "differential/test_compact_body.py::test_the_single_row_is_exactly_the_body_state",
+    "differential/test_elf_input.py::test_every_installed_elf_file_converts_or_reports",
+    "differential/test_elf_input.py::test_verify_passes_on_real_libraries",
+    "differential/test_elf_output.py::test_programs_still_run_with_a_loadable_sframe",
+    "differential/test_fastpath.py::test_real_libraries_give_the_same_sframe_both_ways",
+    "differential/test_gas.py::test_csmith_corpus_matches_gnu_as",
+    "differential/test_llvm.py::test_llvm_and_we_mean_the_same_where_llvm_is_right",
+    "differential/test_plt.py::test_installed_files_have_every_plt_byte_covered",
+    "differential/test_process_unwind.py::test_unwind_with_maps_reproduces_gdbs_backtrace",
+    "differential/test_readers.py::test_v3_means_what_v2_means_and_verifies",
+    "differential/test_readers.py::test_verify_passes_on_our_objects_and_diff_agrees_with_gas",
+    "differential/test_real_unwind.py::test_aarch64_real_stacks_under_qemu_like_gdb",
+    "differential/test_real_unwind.py::test_sframe_and_compact_unwind_real_stacks_like_gdb",
+    "differential/test_replace.py::test_linked_programs_from_ld_are_replaced",
+    "differential/test_replace.py::test_objects_from_gas_are_replaced_and_still_link",
+    "differential/test_s390x.py::test_s390x_csmith_corpus_verifies",
+    "differential/test_source_sframe.py::"
+    "test_v1_objects_from_gas_convert_to_v2_with_the_same_meaning",
+    "fuzz/test_fuzz_budget.py::test_fuzz_target_within_budget",
+    "system/test_batch.py::test_j1_j2_and_dask_give_the_same_records",
+    "system/test_batch.py::test_resume_after_sigkill_records_every_file_once",
+    "system/test_hostile.py::test_kill_at_every_write_leaves_old_or_new",
+    "system/test_layout.py::test_no_installed_file_is_reported",
+    "system/test_readme.py::test_every_examples_readme_command_block_runs",
+    "system/test_wheel.py::test_wheel_installs_and_runs_outside_the_tree",
+})
+
+
+def test_id(item: pytest.Item) -> str:
+    """``tier/test_module.py::test_function`` (parameters left out), as SLOW names it."""
+    relative = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
+    return f"{relative}::{getattr(item, 'originalname', item.name)}"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        tier = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
+        if test_id(item) in SLOW:
+            item.add_marker(pytest.mark.slow)
+
+
 _REPORT: list[str] = []
 
 
@@ -129,8 +185,21 @@ def report():
     return _REPORT.append
 
 
+def pytest_sessionfinish(session) -> None:
+    """Under pytest-xdist, a worker hands its figures to the controller."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["cfi2sframe_figures"] = list(_REPORT)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist: collect a finished worker's figures for the summary."""
+    _REPORT.extend(getattr(node, "workeroutput", {}).get("cfi2sframe_figures", []))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     if _REPORT:
         terminalreporter.section("cfi2sframe figures")
-        for line in _REPORT:
+        for line in sorted(_REPORT):
             terminalreporter.write_line(line)

@@ -177,7 +177,7 @@ def test_programs_print_the_same_natively_and_under_qemu(built) -> None:
 
 # What verify says after BFD's strip or objcopy wrote the file: the table lies between
 # two sections, uncovered.  True: the file runs, BFD may run again, but eu-strip
-# zero-fills the table where it has something left to remove (tests/test_layout.py).
+# zero-fills the table where it has something left to remove (tests/system/test_layout.py).
 BFD_PROBLEM = "lies between sections and no section covers it"
 
 

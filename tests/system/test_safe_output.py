@@ -28,7 +28,7 @@ import pytest
 
 from tests.conftest import require, require_path, small_program
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LIBRARY = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
 
 

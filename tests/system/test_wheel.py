@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.conftest import require
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_wheel_installs_and_runs_outside_the_tree(tmp_path):

@@ -22,7 +22,7 @@ import pytest
 from cfi2sframe.elf.read import PT_LOAD, open_elf
 from cfi2sframe.errors import Cfi2SframeError
 from tests.conftest import require, unavailable
-from tests.test_safe_output import run as cli
+from tests.system.test_safe_output import run as cli
 
 BOMB_ZEROS = 300_000_000
 FUNCTION = ("\t.text\n\t.globl f\n\t.type f, @function\nf:\n\t.cfi_startproc\n"
@@ -454,7 +454,7 @@ def test_changed_or_vanished_input_is_not_overwritten(linked: Path) -> None:
 def _patched_example(tmp_path: Path, patch) -> Path:
     require("as")
     obj = tmp_path / "f.o"
-    subprocess.run(["as", str(Path(__file__).parent.parent / "examples" / "frameless.s"),
+    subprocess.run(["as", str(Path(__file__).resolve().parents[2] / "examples" / "frameless.s"),
                     "-o", str(obj)], check=True)
     data = bytearray(obj.read_bytes())
     patch(data, open_elf(bytes(data), "f.o"))

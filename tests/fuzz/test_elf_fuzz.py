@@ -15,7 +15,7 @@ from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.sframe.load import load_sframe
 from tests.conftest import require, small_program
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cfi2sframe.reasons import COMPACT_REASONS, SFRAME_REASONS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # A reason code given in the source: Unrepresentable("code", ...), skip("code", ...),
 # _Unrepresentable("code", ...), result(..., "code", ...), reason = "code".
 _GIVEN = re.compile(r'(?:Unrepresentable\(|skip\(|result\(\[[^\]]*\], |reason = |'

@@ -12,7 +12,7 @@ import pytest
 from cfi2sframe import REASONS, decode_sframe
 from tests.conftest import meaning, require
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run(*args: str, stdin: bytes | None = None, cwd: Path | None = None):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.conftest import require, require_module
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_ruff_clean():

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import gsframe_program, require
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def cfi2sframe(*args: str, cwd: Path) -> subprocess.CompletedProcess:

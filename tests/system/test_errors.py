@@ -26,7 +26,7 @@ from cfi2sframe.cli import main
 from cfi2sframe.errors import EX_SOFTWARE, Cfi2SframeError
 from tests.conftest import gsframe_program, require, small_program
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -174,7 +174,7 @@ def test_cie_parser_bug_fails_the_elf_fuzz_check(inputs: dict[str, Path],
     """With a bug in the CIE parser, the ELF fuzz tests' check must fail: it may not
     accept the bug as a located input error."""
     from cfi2sframe.dwarf import cfi
-    from tests.test_elf_fuzz import _convert
+    from tests.fuzz.test_elf_fuzz import _convert
 
     data = inputs["obj"].read_bytes()
     _convert(data)  # passes without the bug

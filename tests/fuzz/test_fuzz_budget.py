@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import at_least, require, require_module
 from tests.corpus import csmith_asm
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Executions per target in CI (the cheap decoders get more); scale with the variable.
 RUNS = {"sframe": 200000, "compact": 200000, "elf": 20000, "asm": 5000, "rewrite": 30000,
         "compressed": 50000}

@@ -22,7 +22,7 @@ from cfi2sframe import (
 from tests.conftest import at_least, require
 from tests.corpus import csmith_asm, have_tools
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_arch_names_and_objects_give_the_same_answers() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.conftest import require
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))

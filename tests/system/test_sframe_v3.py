@@ -18,7 +18,7 @@ from tests.conftest import require
 X86 = get_arch("x86_64")
 RA = (16, Rule("offset", -8))
 FP16 = (6, Rule("offset", -16))
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def timeline(rows, size=7, signal=False):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.conftest import require
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run(*args: str, cwd: Path | None = None):
