@@ -63,9 +63,16 @@ CORE = [
     "cfi2sframe/sframe/decode.py",
     "cfi2sframe/sframe/format.py",
     "cfi2sframe/sframe/rules.py",
-    "cfi2sframe/sframe/direct.py",
+    "cfi2sframe/sframe/fastpath.py",
+    "cfi2sframe/sframe/words.py",
+    "cfi2sframe/sframe/build.py",
     "cfi2sframe/sframe/pcmask.py",
     "cfi2sframe/compact/encoding.py",
+    "cfi2sframe/compact/words.py",
+    "cfi2sframe/compact/x86.py",
+    "cfi2sframe/compact/arm64.py",
+    "cfi2sframe/compact/step.py",
+    "cfi2sframe/elf/cfi.py",
     "cfi2sframe/compact/lower.py",
     "cfi2sframe/arch/*.py",
 ]
@@ -555,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the mutants and their coverage, run none")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="extra arguments of the baseline pytest run, e.g. "
-                             "'--deselect tests/test_wheel.py'")
+                             "'--deselect tests/system/test_wheel.py'")
     parser.add_argument("--cache", type=Path, metavar="FILE",
                         help="keep the coverage map here and reuse it while the package "
                              "is unchanged (tests added since are not used: delete it)")

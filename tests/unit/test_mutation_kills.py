@@ -6,68 +6,9 @@ readelf) or from the ABI documents, never from our own output.
 
 from __future__ import annotations
 
-import re
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from cfi2sframe.arch import get_arch
-from tests.conftest import require
-
-# Names in our register tables that GNU as 2.40 refuses in `.cfi_offset` ("bad register
-# expression"); their numbers are checked against the ABI documents below instead.
-NOT_IN_GAS = {
-    "x86_64": {"eax", "edx", "ecx", "ebx", "esi", "edi", "ebp", "esp", "eip"},
-    "i386": set(),
-    "aarch64": {f"v{n}" for n in range(32)} | {"ra_sign_state"},
-    "s390x": {f"c{n}" for n in range(16)} | {f"a{n}" for n in range(16)} | {"pswm", "pswa"},
-}
-
-ASSEMBLERS = {
-    "x86_64": (["as"], "%", "readelf"),
-    "i386": (["as", "--32"], "%", "readelf"),
-    "aarch64": (["aarch64-linux-gnu-as"], "", "readelf"),
-    "s390x": (["s390x-linux-gnu-as"], "%", "readelf"),
-}
-
-
-@pytest.mark.oracle
-@pytest.mark.parametrize("arch_name", sorted(ASSEMBLERS))
-def test_register_numbers_are_the_ones_gnu_as_writes(arch_name: str, tmp_path: Path) -> None:
-    """Every register name GNU as accepts maps to the DWARF column gas encodes for it.
-
-    One `.cfi_offset NAME, -8*(i+1)` per name, in table order; readelf's raw dump of the
-    FDE lists the DW_CFA_offset* register numbers in the same order.  Kills the +-1
-    mutants of the register tables (x86_64.py: mm0 41, ds 53, fs.base 58, ...).
-    """
-    assembler, prefix, readelf = ASSEMBLERS[arch_name]
-    require(assembler[0], readelf)
-    regs = get_arch(arch_name).registers
-    names = [name for name in regs if name not in NOT_IN_GAS[arch_name]]
-    body = "".join(f"\t.cfi_offset {prefix}{name}, {-8 * (i + 1)}\n"
-                   for i, name in enumerate(names))
-    source = tmp_path / "r.s"
-    source.write_text(f"\t.text\nf:\n\t.cfi_startproc\n\tnop\n{body}\tnop\n\t.cfi_endproc\n")
-    subprocess.run([*assembler, "-o", str(tmp_path / "r.o"), str(source)], check=True)
-    dump = subprocess.run([readelf, "--debug-dump=frames", str(tmp_path / "r.o")],
-                          check=True, capture_output=True, text=True).stdout
-    fde = dump[dump.index(" FDE "):]
-    written = [int(n) for n in
-               re.findall(r"DW_CFA_offset(?:_extended(?:_sf)?)?: r(\d+)", fde)]
-    if arch_name == "s390x":
-        # GNU as 2.40 numbers %fN as column 16 + N, but the s390x ELF ABI supplement
-        # numbers the FPRs f0 f2 f4 f6 f1 f3 f5 f7 f8 f10 f12 f14 f9 f11 f13 f15 from
-        # 16, and readelf 2.40 names the columns so ("r17 (f2)").  Check the FPRs
-        # against readelf's names of the columns gas wrote.
-        named = dict(re.findall(r"DW_CFA_offset[a-z_]*: r(\d+) \((f\d+)\)", fde))
-        assert len(named) == 16
-        assert {name: regs[name] for name in named.values()} == \
-            {name: int(column) for column, name in named.items()}
-        pairs = [(name, column) for name, column in zip(names, written, strict=True)
-                 if not re.fullmatch(r"f\d+", name)]
-        names, written = [p[0] for p in pairs], [p[1] for p in pairs]
-    assert written == [regs[name] for name in names]
 
 
 def test_register_numbers_gas_does_not_accept_follow_the_abi() -> None:
@@ -118,7 +59,8 @@ def test_arm64_frameless_stack_size_reaches_4095_times_16() -> None:
     size / 16 in UNWIND_ARM64_FRAMELESS_STACK_SIZE_MASK 0x00FFF000 (12 bits): CFA = sp +
     65520 (4095 x 16) is the largest that fits, 0x02000000 | 0xFFF << 12 = 0x02FFF000;
     sp + 65536 does not.  Kills `<= 0xFFF * 16` -> `<` in encode_arm64."""
-    from cfi2sframe.compact.encoding import CompactRules, encode_arm64
+    from cfi2sframe.compact.arm64 import encode_arm64
+    from cfi2sframe.compact.rules import CompactRules
     from cfi2sframe.reasons import Unrepresentable
 
     assert encode_arm64(CompactRules(31, 65520, None, ())) == 0x02FFF000
@@ -146,51 +88,6 @@ def test_ranges_merge_neighbours_with_the_same_encoding() -> None:
     got = lower_compact(timeline, "x86_64", ranges=True).rows
     assert [(r.start, r.length, r.encoding) for r in got] == \
         [(0, 1, 0x02010000), (1, 7, 0x82020000)]
-
-
-@pytest.mark.oracle
-def test_signal_frame_augmentation_from_an_object(tmp_path: Path) -> None:
-    """A CIE with the 'S' augmentation (readelf: "zRS") marks its FDEs' functions as
-    signal frames; a plain CIE ("zR") does not.  Kills `signal = True` -> False in
-    dwarf/ehframe.py."""
-    require("as", "readelf")
-    from cfi2sframe.dwarf.ehframe import read_elf_cfi
-
-    source = tmp_path / "s.s"
-    source.write_text("\t.text\n\t.globl sig\nsig:\n\t.cfi_startproc\n\t.cfi_signal_frame\n"
-                      "\tnop\n\t.cfi_endproc\n\t.globl plain\nplain:\n\t.cfi_startproc\n"
-                      "\tnop\n\t.cfi_endproc\n")
-    obj = tmp_path / "s.o"
-    subprocess.run(["as", "-o", str(obj), str(source)], check=True)
-    dump = subprocess.run(["readelf", "--debug-dump=frames", str(obj)], check=True,
-                          capture_output=True, text=True).stdout
-    assert sorted(re.findall(r'Augmentation:\s+"(\w+)"', dump)) == ["zR", "zRS"]
-    signal = {t.name: t.signal_frame for t in read_elf_cfi(str(obj)).timelines}
-    assert signal == {"sig": True, "plain": False}
-
-
-@pytest.mark.oracle
-def test_debug_frame_fde_ending_at_the_section_end(tmp_path: Path) -> None:
-    """`.cfi_sections .debug_frame` and no CFI instruction: the FDE is 4-byte length,
-    CIE pointer, 8-byte start, 8-byte range (24 bytes, already 8-aligned), so the range
-    is the section's last 8 bytes.  It must be read, not refused as truncated; readelf
-    shows the FDE covering the one-byte function.  Kills `pos + size > len(data)` ->
-    `>=` in ehframe._Reader.fixed."""
-    require("as", "readelf")
-    from cfi2sframe.dwarf.ehframe import read_elf_cfi
-
-    source = tmp_path / "d.s"
-    source.write_text("\t.cfi_sections .debug_frame\n\t.text\n\t.globl f\nf:\n"
-                      "\t.cfi_startproc\n\tnop\n\t.cfi_endproc\n")
-    obj = tmp_path / "d.o"
-    subprocess.run(["as", "-o", str(obj), str(source)], check=True)
-    dump = subprocess.run(["readelf", "--debug-dump=frames", str(obj)], check=True,
-                          capture_output=True, text=True).stdout
-    # The FDE at 0x18 has length 0x14 (20 bytes after the length word), so it ends at
-    # 0x30, the end of the section: nothing follows it in the dump.
-    assert re.search(r"\n00000018 0+14 0+ FDE cie=0+ pc=0+\.\.0+1\n\s*$", dump), dump
-    cfi = read_elf_cfi(str(obj))
-    assert [(t.name, t.start, t.size) for t in cfi.timelines] == [("f", 0, 1)]
 
 
 # DWARF 5 section 2.5.1.4 and table 7.9: DW_OP_lit12 0x3c, DW_OP_lit10 0x3a, DW_OP_lit2
@@ -376,7 +273,7 @@ def test_direct_path_refuses_a_truncated_advance() -> None:
     """An FDE body ending inside DW_CFA_advance_loc2 (0x03 then one byte of its two) is
     malformed: the fast path must hand it to the general path (None), which reports it,
     instead of reading a short delta.  Kills `pos + size > end` -> `pos - size > end`."""
-    from cfi2sframe.sframe.direct import direct_fres
+    from cfi2sframe.sframe.fastpath import direct_fres
 
     x86 = get_arch("x86_64")
     initial = bytes([0x0C, 0x07, 0x08, 0x90, 0x01])  # def_cfa rsp+8; offset r16 at cfa-8
@@ -431,25 +328,40 @@ def test_pauth_b_key_is_bit_5_of_the_fde_info_byte(version: int) -> None:
     assert len(changed) == 1 and changed[0][1] == changed[0][0] | 0x20 != changed[0][0]
 
 
-@pytest.mark.oracle
-def test_cie_lsda_and_fde_pointer_encodings_from_an_object(tmp_path: Path) -> None:
-    """`.cfi_lsda 0x3, sym` gives a "zLR" CIE whose augmentation data is the LSDA
-    encoding then the FDE pointer encoding (readelf: "03 1b"); the reader takes each from
-    its own byte.  Kills `data[need(pos + 1) - 1]` -> `data[need(pos - 1) - 1]` for 'L'
-    in dwarf/ehframe.py."""
-    require("as", "readelf")
-    from cfi2sframe.dwarf.ehframe import read_elf_cfi
+def test_a_pc_mask_body_covers_at_least_two_repetitions() -> None:
+    """pcmask.py: ``split_repeating`` makes a PC-mask FDE only over two repetitions or
+    more.  A PLT-like function at 0x1008 of 36 bytes, whose rules repeat every 16 bytes
+    from 0x1010 (CFA rsp+8 at +0, rsp+16 at +11), has 8 bytes of head and then only 28
+    bytes (1.75 repetitions): it stays one PC-increment FDE with its own 5 FREs."""
+    from cfi2sframe.sframe.format import Fre, SFrameFunction
+    from cfi2sframe.sframe.pcmask import split_repeating
 
-    source = tmp_path / "l.s"
-    source.write_text("\t.text\n\t.globl f\nf:\n\t.cfi_startproc\n\t.cfi_lsda 0x3, .Lx\n"
-                      "\tnop\n\t.cfi_endproc\n\t.section .rodata\n.Lx:\n\t.long 0\n")
-    obj = tmp_path / "l.o"
-    subprocess.run(["as", "-o", str(obj), str(source)], check=True)
-    dump = subprocess.run(["readelf", "--debug-dump=frames", str(obj)], check=True,
-                          capture_output=True, text=True).stdout
-    assert 'Augmentation:          "zLR"' in dump
-    match = re.search(r"Augmentation data:\s+(\w\w) (\w\w)\n", dump)  # the CIE's
-    assert match, dump
-    (fde,) = read_elf_cfi(str(obj)).fdes
-    assert (fde.cie.lsda_encoding, fde.cie.fde_encoding) == \
-        (int(match[1], 16), int(match[2], 16)) == (0x03, 0x1B)
+    fres = (Fre(0, False, 16), Fre(8, False, 8), Fre(19, False, 16), Fre(24, False, 8),
+            Fre(35, False, 16))
+    func = SFrameFunction("plt", "", 0x1008, 36, fres)
+    assert split_repeating(func) == [func]
+    # Two whole repetitions after the head (8 + 32 = 40 bytes) are split: head 8 bytes
+    # with its one FRE, then a PC-mask FDE at 0x1010 of repetition 16 with two FREs.
+    longer = func._replace(size=40)
+    head, body = split_repeating(longer)
+    assert (head.start, head.size, head.fres) == (0x1008, 8, fres[:1])
+    assert (body.start, body.size, body.pc_mask, body.rep_size) == (0x1010, 32, True, 16)
+    assert body.fres == (Fre(0, False, 8), Fre(11, False, 16))
+
+
+def test_encoded_pointers_are_64_bit_addresses() -> None:
+    """dwarf/cfi.py: an FDE start given as DW_EH_PE_sdata8 -16 is the address
+    2^64 - 16 (addresses are unsigned 64-bit; readelf prints pc=fffffffffffffff0)."""
+    from cfi2sframe.dwarf.cfi import parse_cfi
+
+    # CIE: version 1, "zR", code align 1, data align -8 (0x78), RA 16, augmentation
+    # data 1 byte: FDE pointers sdata8 (0x0c); def_cfa rsp+8, rip at cfa-8; padded.
+    cie_body = b"\x00\x00\x00\x00\x01zR\x00\x01\x78\x10\x01\x0c\x0c\x07\x08\x90\x01\x00\x00"
+    cie = len(cie_body).to_bytes(4, "little") + cie_body
+    fde_at = len(cie)
+    # FDE: CIE pointer (back to offset 0), start -16, range 16, no augmentation data.
+    fde_body = ((fde_at + 4).to_bytes(4, "little") + (-16).to_bytes(8, "little", signed=True)
+                + (16).to_bytes(8, "little") + b"\x00\x00\x00\x00")
+    data = cie + len(fde_body).to_bytes(4, "little") + fde_body + bytes(4)
+    (fde,) = parse_cfi(data, True, 0x400000, {}, 8, True, {})
+    assert (fde.start, fde.size) == (2**64 - 16, 16)
