@@ -32,7 +32,7 @@ _EXPORTS = {
     "DecodedSection": "sframe.decode", "decode_sframe": "sframe.decode:decode",
     "Fre": "sframe.format", "SFrameFunction": "sframe.format",
     "REASONS": "sframe.lower", "Skip": "sframe.lower", "lower": "sframe.lower",
-    "FrameRules": "sframe.rules", "RuleFre": "sframe.rules", "describe": "text",
+    "FrameRules": "sframe.rules", "RuleFre": "sframe.rules", "describe": "sframe.text",
     "fre_rules": "sframe.rules",
     "Arch": "arch.base", "get_arch": "arch",
     "CompactFunction": "compact.lower", "lower_compact": "compact.lower",

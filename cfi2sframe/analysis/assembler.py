@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..arch.base import Arch
 from ..model import Row, Timeline
-from ..text import row_words
+from ..sframe.text import row_words
 from .compare import differing_ranges
 
 

@@ -26,7 +26,7 @@ from ..sframe.load import load_sframe
 from ..sframe.lower import Skip, beyond_sframe, lower
 from ..sframe.pcmask import resolve_pc_expressions
 from ..sframe.rules import OUTERMOST, FrameRules, dwarf_rules, fre_rules, outermost
-from ..text import describe
+from ..sframe.text import describe
 
 if TYPE_CHECKING:
     from ..dwarf.cfi import Cfi

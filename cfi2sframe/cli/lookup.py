@@ -10,7 +10,7 @@ from ..errors import Cfi2SframeError
 from ..sframe.decode import DecodedSection
 from ..sframe.load import load_sframe
 from ..sframe.rules import fre_rules, outermost
-from ..text import describe
+from ..sframe.text import describe
 from .common import Subparsers, add_module_options, modules_of, parse_pc
 from .show import json_rules
 from .subcommands import SUBCOMMANDS

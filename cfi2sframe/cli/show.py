@@ -6,7 +6,7 @@ from typing import Any
 
 from ..sframe.decode import DecodedFde, DecodedSection
 from ..sframe.rules import FrameRules, Loc, Recovery, fre_rules
-from ..text import describe
+from ..sframe.text import describe
 
 
 def json_rules(rules: object) -> object:

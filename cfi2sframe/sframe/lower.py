@@ -15,7 +15,6 @@ from ..arch import as_arch
 from ..arch.base import Arch
 from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
 from ..reasons import SFRAME_REASONS, Unrepresentable
-from ..text import rule_words
 from .format import MAX_FRES_V3, Fre, SFrameFunction, fits, fre_words, offset_size_for
 from .rules import (
     RA_UNDEFINED,
@@ -29,6 +28,7 @@ from .rules import (
     dwarf_rules,
     opt_loc,
 )
+from .text import rule_words
 from .words import s390x_word_reg
 
 REASONS = SFRAME_REASONS  # the registry is reasons.py

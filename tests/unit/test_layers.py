@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("files", "arch"),
     ("dwarf",),
     ("elf",),
-    ("frontend", "sframe", "text", "compact.words", "compact.rules", "compact.x86", "compact.arm64",
+    ("frontend", "sframe", "compact.words", "compact.rules", "compact.x86", "compact.arm64",
      "compact.encoding", "compact.step", "compact.lower", "compact.writer"),
     ("compact.inputs",),
     ("analysis",),

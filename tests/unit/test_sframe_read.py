@@ -16,7 +16,7 @@ from cfi2sframe.sframe.dump import dump_text
 from cfi2sframe.sframe.encode import build_v2, functions_from_decoded
 from cfi2sframe.sframe.format import Fre, SFrameFunction
 from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, fre_rules
-from cfi2sframe.text import describe
+from cfi2sframe.sframe.text import describe
 
 X86 = get_arch("x86_64")
 

@@ -3,10 +3,10 @@ into words (for reasons and warnings) or into readelf's cells (for disagreements
 
 from __future__ import annotations
 
-from .arch import by_sframe_abi
-from .arch.base import Arch
-from .model import CfaReg, Row, Rule, RuleKind
-from .sframe.recovery import RA_UNDEFINED, FrameRules, Loc, Recovery
+from ..arch import by_sframe_abi
+from ..arch.base import Arch
+from ..model import CfaReg, Row, Rule, RuleKind
+from .recovery import RA_UNDEFINED, FrameRules, Loc, Recovery
 
 
 def rule_words(rule: Rule | None, arch: Arch) -> str:
