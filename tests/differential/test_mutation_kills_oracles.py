@@ -70,21 +70,28 @@ def test_register_numbers_are_the_ones_gnu_as_writes(arch_name: str, tmp_path: P
     assert written == [regs[name] for name in names]
 
 
+def _assembled(tmp_path: Path, stem: str, text: str) -> tuple[Path, str]:
+    """``text`` assembled by GNU as, and readelf's raw dump of its CFI."""
+    require("as", "readelf")
+    source = tmp_path / f"{stem}.s"
+    source.write_text(text)
+    obj = tmp_path / f"{stem}.o"
+    subprocess.run(["as", "-o", str(obj), str(source)], check=True)
+    dump = subprocess.run(["readelf", "--debug-dump=frames", str(obj)], check=True,
+                          capture_output=True, text=True).stdout
+    return obj, dump
+
+
 def test_signal_frame_augmentation_from_an_object(tmp_path: Path) -> None:
     """A CIE with the 'S' augmentation (readelf: "zRS") marks its FDEs' functions as
     signal frames; a plain CIE ("zR") does not.  Kills `signal = True` -> False in
     dwarf/ehframe.py."""
-    require("as", "readelf")
     from cfi2sframe.elf.cfi import read_elf_cfi
 
-    source = tmp_path / "s.s"
-    source.write_text("\t.text\n\t.globl sig\nsig:\n\t.cfi_startproc\n\t.cfi_signal_frame\n"
-                      "\tnop\n\t.cfi_endproc\n\t.globl plain\nplain:\n\t.cfi_startproc\n"
-                      "\tnop\n\t.cfi_endproc\n")
-    obj = tmp_path / "s.o"
-    subprocess.run(["as", "-o", str(obj), str(source)], check=True)
-    dump = subprocess.run(["readelf", "--debug-dump=frames", str(obj)], check=True,
-                          capture_output=True, text=True).stdout
+    obj, dump = _assembled(tmp_path, "s", (
+        "\t.text\n\t.globl sig\nsig:\n\t.cfi_startproc\n\t.cfi_signal_frame\n"
+        "\tnop\n\t.cfi_endproc\n\t.globl plain\nplain:\n\t.cfi_startproc\n"
+        "\tnop\n\t.cfi_endproc\n"))
     assert sorted(re.findall(r'Augmentation:\s+"(\w+)"', dump)) == ["zR", "zRS"]
     signal = {t.name: t.signal_frame for t in read_elf_cfi(str(obj)).timelines}
     assert signal == {"sig": True, "plain": False}
@@ -96,16 +103,11 @@ def test_debug_frame_fde_ending_at_the_section_end(tmp_path: Path) -> None:
     is the section's last 8 bytes.  It must be read, not refused as truncated; readelf
     shows the FDE covering the one-byte function.  Kills `pos + size > len(data)` ->
     `>=` in ehframe._Reader.fixed."""
-    require("as", "readelf")
     from cfi2sframe.elf.cfi import read_elf_cfi
 
-    source = tmp_path / "d.s"
-    source.write_text("\t.cfi_sections .debug_frame\n\t.text\n\t.globl f\nf:\n"
-                      "\t.cfi_startproc\n\tnop\n\t.cfi_endproc\n")
-    obj = tmp_path / "d.o"
-    subprocess.run(["as", "-o", str(obj), str(source)], check=True)
-    dump = subprocess.run(["readelf", "--debug-dump=frames", str(obj)], check=True,
-                          capture_output=True, text=True).stdout
+    obj, dump = _assembled(tmp_path, "d", (
+        "\t.cfi_sections .debug_frame\n\t.text\n\t.globl f\nf:\n"
+        "\t.cfi_startproc\n\tnop\n\t.cfi_endproc\n"))
     # The FDE at 0x18 has length 0x14 (20 bytes after the length word), so it ends at
     # 0x30, the end of the section: nothing follows it in the dump.
     assert re.search(r"\n00000018 0+14 0+ FDE cie=0+ pc=0+\.\.0+1\n\s*$", dump), dump
@@ -118,16 +120,11 @@ def test_cie_lsda_and_fde_pointer_encodings_from_an_object(tmp_path: Path) -> No
     encoding then the FDE pointer encoding (readelf: "03 1b"); the reader takes each from
     its own byte.  Kills `data[need(pos + 1) - 1]` -> `data[need(pos - 1) - 1]` for 'L'
     in dwarf/ehframe.py."""
-    require("as", "readelf")
     from cfi2sframe.elf.cfi import read_elf_cfi
 
-    source = tmp_path / "l.s"
-    source.write_text("\t.text\n\t.globl f\nf:\n\t.cfi_startproc\n\t.cfi_lsda 0x3, .Lx\n"
-                      "\tnop\n\t.cfi_endproc\n\t.section .rodata\n.Lx:\n\t.long 0\n")
-    obj = tmp_path / "l.o"
-    subprocess.run(["as", "-o", str(obj), str(source)], check=True)
-    dump = subprocess.run(["readelf", "--debug-dump=frames", str(obj)], check=True,
-                          capture_output=True, text=True).stdout
+    obj, dump = _assembled(tmp_path, "l", (
+        "\t.text\n\t.globl f\nf:\n\t.cfi_startproc\n\t.cfi_lsda 0x3, .Lx\n"
+        "\tnop\n\t.cfi_endproc\n\t.section .rodata\n.Lx:\n\t.long 0\n"))
     assert 'Augmentation:          "zLR"' in dump
     match = re.search(r"Augmentation data:\s+(\w\w) (\w\w)\n", dump)  # the CIE's
     assert match, dump
