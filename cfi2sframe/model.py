@@ -22,7 +22,7 @@ T = TypeVar("T")
 def in_force(entries: Sequence[T], offset: int, start: Callable[[T], int]) -> T | None:
     """The entry in force at ``offset``: the last of ``entries`` (sorted by ``start``)
     that starts at or before it; None before the first.  The one "row at PC" look-up
-    of DWARF rows, SFrame FREs and step lists alike (a binary search)."""
+    of DWARF rows and SFrame FREs alike (a binary search)."""
     index = bisect_right(entries, offset, key=start)
     return entries[index - 1] if index else None
 
