@@ -14,21 +14,21 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from operator import attrgetter
 from typing import NamedTuple, TypeVar
 
 T = TypeVar("T")
 
 
-def in_force(entries: Sequence[T], offset: int, start: Callable[[T], int]) -> T | None:
-    """The entry in force at ``offset``: the last of ``entries`` (sorted by ``start``)
-    that starts at or before it; None before the first.  The one "row at PC" look-up
-    of DWARF rows and SFrame FREs alike (a binary search)."""
-    index = bisect_right(entries, offset, key=start)
+_START: Callable[[object], int] = attrgetter("start")
+
+
+def in_force(entries: Sequence[T], offset: int) -> T | None:
+    """The entry in force at ``offset``: the last of ``entries`` (sorted by their
+    ``start``) that starts at or before it; None before the first.  The one "row at PC"
+    look-up of DWARF rows and SFrame FREs alike (a binary search)."""
+    index = bisect_right(entries, offset, key=_START)
     return entries[index - 1] if index else None
-
-
-def _start(entry: Row) -> int:
-    return entry.start
 
 
 class CfaReg(NamedTuple):
@@ -155,4 +155,4 @@ class Timeline:
 
     def row_at(self, pc: int) -> Row | None:
         """The row in force at ``pc`` bytes from the start, or None if none covers it."""
-        return in_force(self.rows, pc, _start)
+        return in_force(self.rows, pc)

@@ -1,8 +1,9 @@
 """The compact unwind word's bit layout: ``compact_unwind_encoding.h`` in Python.
 
 The flags and mode field every target shares, each target's modes, and the register
-permutation frameless x86 encodings store (a Lehmer code).  The encoders, decoders,
-dump and unwinder name bits from here.
+permutation frameless x86 encodings store (a Lehmer code).  The fields inside each
+mode (stack size, register slots) are still read and written by ``x86.py`` and
+``arm64.py`` themselves.
 """
 
 from __future__ import annotations

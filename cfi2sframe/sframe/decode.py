@@ -28,7 +28,10 @@ from .format import (
     header_struct,
 )
 from .words import (
+    FDE_INFO_FRE_TYPE,
+    FDE_INFO_PAUTH_B_KEY,
     FDE_INFO_PC_MASK,
+    FDE_INFO_SIGNAL,
     FDE_INFO_UNUSED,
     FDE_TYPE_FLEX,
     FDE_TYPE_MASK,
@@ -62,10 +65,6 @@ class DecodedFre:
         return self.offsets[index] & ((1 << (8 * OFFSET_SIZE[self.offset_size])) - 1)
 
 
-def _fre_start(fre: DecodedFre) -> int:
-    return fre.start
-
-
 @dataclass(frozen=True)
 class DecodedFde:
     """An FDE (V3: index entry plus attribute) with its absolute start address and FREs."""
@@ -81,22 +80,24 @@ class DecodedFde:
     fres: tuple[DecodedFre, ...]
     field_offset: int
 
+    # The info byte's fields, read with the masks of ``words`` (a property is read per
+    # PC by look-ups: no tuple of all fields is built for one).
     @property
     def fre_type(self) -> int:
-        return fde_info_fields(self.info).fre_type
+        return self.info & FDE_INFO_FRE_TYPE
 
     @property
     def pc_mask(self) -> bool:
-        return fde_info_fields(self.info).pc_mask
+        return bool(self.info & FDE_INFO_PC_MASK)
 
     @property
     def pauth_b_key(self) -> bool:
-        return fde_info_fields(self.info).pauth_b_key
+        return bool(self.info & FDE_INFO_PAUTH_B_KEY)
 
     @property
     def signal(self) -> bool:
         """V3 signal-frame bit (always False before V3: the reader refuses it there)."""
-        return fde_info_fields(self.info).signal
+        return bool(self.info & FDE_INFO_SIGNAL)
 
     @property
     def flex(self) -> bool:
@@ -109,7 +110,7 @@ class DecodedFde:
             return None
         if self.pc_mask and self.rep_size:
             offset %= self.rep_size
-        return in_force(self.fres, offset, _fre_start)
+        return in_force(self.fres, offset)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from ..arch.base import Arch
 from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
 from ..reasons import SFRAME_REASONS, Unrepresentable
 from .format import MAX_FRES_V3, Fre, SFrameFunction, fits, fre_words, offset_size_for
-from .rules import (
+from .recovery import (
     RA_UNDEFINED,
     DwarfExpr,
     FrameRules,
@@ -25,9 +25,9 @@ from .rules import (
     RuleFre,
     Undefined,
     as_loc,
-    dwarf_rules,
     opt_loc,
 )
+from .rules import dwarf_rules
 from .text import rule_words
 from .words import s390x_word_reg
 
