@@ -334,6 +334,18 @@ def record(kind: str, placed, size: int, compared: bool, expected: dict) -> None
         event("has restore_state")
 
 
+def encoded_and_read(result, size: int, version: int):
+    """``result`` (one function at 0x1000) encoded in a section at 0x2000 and read back
+    with the strict reader: the section and its one FDE, at the function's range."""
+    image = encode_sframe([result], X86, version=version)
+    data = image.to_bytes(0x2000, lambda f: f.start)
+    assert image.size == len(data)
+    section = decode_sframe(data, 0x2000)
+    (fde,) = section.fdes
+    assert (fde.start_address, fde.size) == (0x1000, size)
+    return section, fde
+
+
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(programs())
 @with_examples
@@ -346,12 +358,7 @@ def test_sframe_unwinds_as_the_cfi_says_at_every_pc(program):
     if isinstance(result, Skip):
         check_skip(result, size, expected)
         return
-    image = encode_sframe([result], X86)
-    data = image.to_bytes(0x2000, lambda f: f.start)
-    assert image.size == len(data)
-    section = decode_sframe(data, 0x2000)
-    (fde,) = section.fdes
-    assert (fde.start_address, fde.size) == (0x1000, size)
+    section, fde = encoded_and_read(result, size, 2)
     for pc in pcs:
         covering = [fre for fre in fde.fres if fre.start <= pc]
         got = meaning(section, covering[-1]) if covering else None
@@ -370,12 +377,7 @@ def test_sframe_v3_unwinds_as_the_cfi_says_at_every_pc(program):
     if isinstance(result, Skip):
         check_skip(result, size, expected)
         return
-    image = encode_sframe([result], X86, version=3)
-    data = image.to_bytes(0x2000, lambda f: f.start)
-    assert image.size == len(data)
-    section = decode_sframe(data, 0x2000)
-    (fde,) = section.fdes
-    assert (fde.start_address, fde.size) == (0x1000, size)
+    section, fde = encoded_and_read(result, size, 3)
     for pc in pcs:
         got = rules_at(section, fde, 0x1000 + pc)
         assert got == expected[pc], (pc, got, expected[pc])
