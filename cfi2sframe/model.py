@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from operator import attrgetter
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -29,6 +29,39 @@ def in_force(entries: Sequence[T], offset: int) -> T | None:
     look-up of DWARF rows and SFrame FREs alike (a binary search)."""
     index = bisect_right(entries, offset, key=_START)
     return entries[index - 1] if index else None
+
+
+class FunctionSpan(NamedTuple):
+    """Where a function is: its name, its section (relocatable input: ``start`` is an
+    offset in it; linked input: "") and its bytes ``[start, start + size)``.
+
+    Every per-function record opens with these four fields in this order (``Fde``,
+    ``Timeline``, ``SFrameFunction``, ``CompactFunction``, ``Skip``); they stay plain
+    fields, read in the hot loops, and ``span_of`` and ``Record(*span, ...)`` carry
+    them from one record to the next."""
+
+    name: str
+    section: str
+    start: int
+    size: int
+
+
+class Spanned(Protocol):
+    """Any record that says where its function is."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def section(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+
+
+def span_of(record: Spanned) -> FunctionSpan:
+    """The function span of any per-function record."""
+    return FunctionSpan(record.name, record.section, record.start, record.size)
 
 
 class CfaReg(NamedTuple):

@@ -22,6 +22,7 @@ from ..compact.encoding import decode
 from ..compact.rules import Code
 from ..compact.step import step as compact_step
 from ..compact.words import HAS_LSDA, NOT_FUNCTION_START, is_dwarf
+from ..reasons import Unrepresentable
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
 from .process import module_for
@@ -156,8 +157,8 @@ def compact_walk(functions: Sequence[CompactFunction], code_of: Callable[[int, i
             return Step(None, f"DWARF mode at {frame[PC]:#x} "
                               f"({func.reason or 'see the FDE'})")
         rules = decode(encoding, arch, Code(code_of(func.start + crow.start, 260)))
-        if isinstance(rules, str):
-            return Step(None, rules)
+        if isinstance(rules, Unrepresentable):
+            return Step(None, rules.detail)
         if rules.ra_offset is None and depth:
             return Step(None, "RA still in its register below the topmost frame")
         try:

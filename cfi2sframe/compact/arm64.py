@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..arch.aarch64 import AARCH64
-from ..reasons import Unrepresentable
+from ..reasons import CompactReason, Unrepresentable
 from .rules import CompactRules
 from .words import ARM64_DWARF, ARM64_FRAME, ARM64_FRAMELESS, MODE_MASK
 
@@ -12,7 +12,8 @@ ARM64_PAIRS = AARCH64.compact_pairs
 ARM64_SP, ARM64_FP, ARM64_LR = AARCH64.sp, AARCH64.fp, AARCH64.ra
 
 
-def decode_arm64(encoding: int) -> CompactRules | str:
+def decode_arm64(encoding: int) -> CompactRules | Unrepresentable[CompactReason]:
+    """libunwind's rules for an arm64 encoding, or why it has none."""
     mode = encoding & MODE_MASK
     if mode == ARM64_FRAME:
         saved = [(ARM64_FP, -16)]
@@ -24,31 +25,34 @@ def decode_arm64(encoding: int) -> CompactRules | str:
         return CompactRules(ARM64_FP, 16, -8, tuple(sorted(saved)))
     if mode == ARM64_FRAMELESS:
         if encoding & 0xFFF:
-            return "frameless with saved pairs: libunwind reads them one slot off"
+            return Unrepresentable(
+                CompactReason.frameless_with_pairs,
+                "frameless with saved pairs: libunwind reads them one slot off")
         return CompactRules(ARM64_SP, 16 * ((encoding >> 12) & 0xFFF), None, ())
     if mode == ARM64_DWARF:
-        return "DWARF mode"
-    return "unknown mode"
+        return Unrepresentable(CompactReason.dwarf_mode, "DWARF mode")
+    return Unrepresentable(CompactReason.unknown_mode, "unknown mode")
 
 
-def encode_arm64(rules: CompactRules) -> int | Unrepresentable:
+def encode_arm64(rules: CompactRules) -> int | Unrepresentable[CompactReason]:
     by_reg = dict(rules.saved)
     if rules.cfa_reg == ARM64_SP:
         if rules.ra_offset is not None or by_reg:
             return Unrepresentable(
-                "frameless-saves",
+                CompactReason.frameless_saves,
                 ("registers saved without a frame record: the "
                  "frameless form cannot restore them"))
         if rules.cfa_offset % 16 or not 0 <= rules.cfa_offset <= 0xFFF * 16:
             return Unrepresentable(
-                "stack-size",
+                CompactReason.stack_size,
                 f"CFA = sp{rules.cfa_offset:+d} is not 16 x 0..4095")
         return ARM64_FRAMELESS | (rules.cfa_offset // 16) << 12
     if rules.cfa_reg != ARM64_FP:
-        return Unrepresentable("cfa-not-sp-fp", f"CFA is based on DWARF register {rules.cfa_reg}")
+        return Unrepresentable(CompactReason.cfa_not_sp_fp,
+                               f"CFA is based on DWARF register {rules.cfa_reg}")
     if rules.cfa_offset != 16 or rules.ra_offset != -8 or by_reg.pop(ARM64_FP, None) != -16:
         return Unrepresentable(
-            "frame-record",
+            CompactReason.frame_record,
             "not a frame record (CFA = x29+16, LR at CFA-8, FP at CFA-16)")
     encoding = ARM64_FRAME
     at = -24
@@ -56,11 +60,12 @@ def encode_arm64(rules: CompactRules) -> int | Unrepresentable:
         if first in by_reg or second in by_reg:
             if by_reg.pop(first, None) != at or by_reg.pop(second, None) != at - 8:
                 return Unrepresentable(
-                    "saves-not-encodable",
+                    CompactReason.saves_not_encodable,
                     (f"registers {first} and {second} are not a "
                      "contiguous pair in the frame's order"))
             encoding |= bit
             at -= 16
     if by_reg:
-        return Unrepresentable("register-not-encodable", f"DWARF register {min(by_reg)} is saved")
+        return Unrepresentable(CompactReason.register_not_encodable,
+                               f"DWARF register {min(by_reg)} is saved")
     return encoding

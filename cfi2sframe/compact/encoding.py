@@ -8,20 +8,22 @@ bit layout is ``words``, the rules ``rules``, libunwind's step ``step``.
 from __future__ import annotations
 
 from ..arch import by_compact
-from ..reasons import Unrepresentable
+from ..reasons import CompactReason, Unrepresentable
 from .arm64 import decode_arm64, encode_arm64
 from .rules import Code, CompactRules
 from .words import ARM64_FRAME, MODE_MASK, X86_STACK_IND
 from .x86 import decode_x86, encode_x86
 
 
-def decode(encoding: int, arch: str, code: Code | None = None) -> CompactRules | str:
-    """The rules of ``encoding`` for ``arch`` (``x86_64``, ``i386`` or ``arm64``)."""
+def decode(encoding: int, arch: str,
+           code: Code | None = None) -> CompactRules | Unrepresentable[CompactReason]:
+    """The rules of ``encoding`` for ``arch`` (``x86_64``, ``i386`` or ``arm64``), or why
+    libunwind has none (the same result type as ``encode``'s)."""
     return decode_arm64(encoding) if arch == "arm64" else decode_x86(encoding, code, arch)
 
 
 def encode(rules: CompactRules, arch: str, code: Code | None = None,
-           code_offset: int = 0) -> int | Unrepresentable:
+           code_offset: int = 0) -> int | Unrepresentable[CompactReason]:
     """The exact encoding of ``rules`` for ``arch``, or (reason, detail)."""
     if arch == "arm64":
         return encode_arm64(rules)
@@ -36,8 +38,8 @@ def describe(encoding: int, arch: str, code: Code | None = None,
         ind_offset = (encoding >> 16) & 0xFF
         code = Code(bytes(ind_offset + 4))  # the immediate as 0: the rest still decodes
     rules = decode(encoding, arch, code)
-    if isinstance(rules, str):
-        return rules
+    if isinstance(rules, Unrepresentable):
+        return rules.detail
     names = names or {}
 
     def name(reg: int) -> str:

@@ -27,8 +27,8 @@ from typing import NamedTuple
 
 from ..arch import by_compact, compact_flavour
 from ..arch.base import Arch
-from ..model import CfaReg, Row, RuleKind, Timeline
-from ..reasons import COMPACT_REASONS, Unrepresentable
+from ..model import CfaReg, Row, RuleKind, Timeline, span_of
+from ..reasons import COMPACT_REASONS, CompactReason, Unrepresentable
 from .encoding import decode, encode
 from .rules import Code, CompactRules
 from .words import ARM64_DWARF, HAS_LSDA, NOT_FUNCTION_START, X86_DWARF
@@ -54,7 +54,7 @@ class CompactFunction(NamedTuple):
     start: int
     size: int
     rows: tuple[CompactRow, ...]
-    reason: str | None
+    reason: CompactReason | None
     detail: str
     exact_bytes: int
     personality: str | None = None
@@ -72,12 +72,12 @@ class CompactFunction(NamedTuple):
         return not any(a < hi and b > lo for a, b in self.inexact)
 
 
-def row_rules(row: Row, arch: str) -> CompactRules | Unrepresentable:
+def row_rules(row: Row, arch: str) -> CompactRules | Unrepresentable[CompactReason]:
     """A DWARF row in compact terms, or (reason, detail) when it has none."""
     if not isinstance(row.cfa, CfaReg):
-        return Unrepresentable("no-cfa", "the CFA is not a register plus offset")
+        return Unrepresentable(CompactReason.no_cfa, "the CFA is not a register plus offset")
     if row.ra_signed:
-        return Unrepresentable("ra-signed", "the return address is signed")
+        return Unrepresentable(CompactReason.ra_signed, "the return address is signed")
     target = by_compact(arch)
     sp, ra = target.sp, target.ra
     ra_offset = None
@@ -89,19 +89,20 @@ def row_rules(row: Row, arch: str) -> CompactRules | Unrepresentable:
             continue
         if rule.kind != RuleKind.offset:
             return Unrepresentable(
-                "rule-not-encodable",
+                CompactReason.rule_not_encodable,
                 f"DWARF register {reg} is {rule.kind.replace('_', ' ')}")
         if reg == ra:
             ra_offset = rule.value
         else:
             saved.append((reg, rule.value))
     if ra_offset is None and arch != "arm64":
-        return Unrepresentable("ra-not-at-cfa-8", "the return address has no stack slot")
+        return Unrepresentable(CompactReason.ra_not_at_cfa_8,
+                               "the return address has no stack slot")
     return CompactRules(row.cfa.reg, row.cfa.offset, ra_offset, tuple(sorted(saved)))
 
 
 def encode_row(row: Row, arch: str, code: Code | None,
-               code_offset: int = 0) -> int | Unrepresentable:
+               code_offset: int = 0) -> int | Unrepresentable[CompactReason]:
     """The exact encoding of one DWARF row, or (reason, detail)."""
     rules = row_rules(row, arch)
     if not isinstance(rules, CompactRules):
@@ -171,25 +172,26 @@ def lower_compact(timeline: Timeline, arch: str | Arch, code: Code | None = None
     dwarf = ARM64_DWARF if arch == "arm64" else X86_DWARF
     body_index = _body_index(timeline.rows, arch)
 
-    def result(rows: list[CompactRow], reason: str | None, detail: str) -> CompactFunction:
+    def result(rows: list[CompactRow], reason: CompactReason | None,
+               detail: str) -> CompactFunction:
         if timeline.lsda is not None:
             rows = [r._replace(encoding=r.encoding | HAS_LSDA)
                     if r.encoding & 0x0F000000 != dwarf else r for r in rows]
         spans = inexact_spans(timeline, rows, arch, code)
-        return CompactFunction(timeline.name, timeline.section, timeline.start,
-                               timeline.size, tuple(rows), reason, detail,
+        return CompactFunction(*span_of(timeline), tuple(rows), reason, detail,
                                timeline.size - sum(hi - lo for lo, hi in spans),
                                timeline.personality, timeline.lsda,
                                _body_range(timeline.rows, body_index, timeline.size), spans)
 
     if timeline.invalid is not None:
-        return result([CompactRow(0, timeline.size, dwarf)], "invalid-cfi", timeline.invalid)
+        return result([CompactRow(0, timeline.size, dwarf)], CompactReason.invalid_cfi,
+                      timeline.invalid)
     if timeline.size == 0:
-        return result([], "empty-function", "the function has no bytes")
+        return result([], CompactReason.empty_function, "the function has no bytes")
     if ranges:
         return result(_range_rows(timeline, arch, code, dwarf), None, "")
     if body_index is None:
-        return result([CompactRow(0, timeline.size, dwarf)], "no-cfa", "no CFA rule")
+        return result([CompactRow(0, timeline.size, dwarf)], CompactReason.no_cfa, "no CFA rule")
     encoding = encode_row(timeline.rows[body_index], arch, code)
     if isinstance(encoding, Unrepresentable):
         return result([CompactRow(0, timeline.size, dwarf)], *encoding)
@@ -228,7 +230,7 @@ def inexact_spans(timeline: Timeline, rows: list[CompactRow], arch: str,
     for crow in rows:
         sub = Code(code.data[crow.start:]) if code is not None else None
         rules = decode(crow.encoding & ~NOT_FUNCTION_START & ~HAS_LSDA, arch, sub)
-        if isinstance(rules, str):
+        if isinstance(rules, Unrepresentable):
             continue
         end = crow.start + crow.length
         for i, row in enumerate(timeline.rows):

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from ..arch.base import Arch
 from ..arch.i386 import I386
 from ..arch.x86_64 import X86_64
-from ..reasons import Unrepresentable
+from ..reasons import CompactReason, Unrepresentable
 from .rules import Code, CompactRules
 from .words import (
     HAS_LSDA,
@@ -46,8 +46,8 @@ def _x86(arch: Arch) -> X86:
 X86_FLAVOURS = {arch.compact: _x86(arch) for arch in (X86_64, I386) if arch.compact}
 
 
-def decode_x86(encoding: int, code: Code | None = None, arch: str = "x86_64") -> \
-        CompactRules | str:
+def decode_x86(encoding: int, code: Code | None = None,
+               arch: str = "x86_64") -> CompactRules | Unrepresentable[CompactReason]:
     """libunwind's rules for an x86-64 or i386 encoding, or why it has none."""
     f = X86_FLAVOURS[arch]
     mode = encoding & MODE_MASK
@@ -59,7 +59,9 @@ def decode_x86(encoding: int, code: Code | None = None, arch: str = "x86_64") ->
             if reg == 0:
                 continue
             if reg > 5:
-                return "libunwind aborts: the frame pointer or an invalid register in a slot"
+                return Unrepresentable(
+                    CompactReason.frame_register_in_slot,
+                    "libunwind aborts: the frame pointer or an invalid register in a slot")
             # A register named twice: libunwind restores it twice, the later slot wins.
             slots[f.regs[reg - 1]] = -2 * f.slot - f.slot * offset + f.slot * i
         return CompactRules(f.fp, 2 * f.slot, -f.slot, tuple(sorted(slots.items())))
@@ -67,25 +69,28 @@ def decode_x86(encoding: int, code: Code | None = None, arch: str = "x86_64") ->
         count = (encoding >> 10) & 7
         regs = unpermute(count, encoding & 0x3FF) if count <= 6 else None
         if regs is None:
-            return "invalid register permutation"
+            return Unrepresentable(CompactReason.invalid_permutation,
+                                   "invalid register permutation")
         if mode == X86_STACK_IMMD:
             cfa = f.slot * ((encoding >> 16) & 0xFF)
         else:
             imm = code.imm32_at((encoding >> 16) & 0xFF) if code else None
             if imm is None:
-                return "STACK_IND immediate outside the function's code"
+                return Unrepresentable(CompactReason.stack_ind_outside_code,
+                                       "STACK_IND immediate outside the function's code")
             cfa = imm + f.slot * ((encoding >> 13) & 7)
         saved = tuple(sorted((f.regs[r - 1], -f.slot - f.slot * count + f.slot * i)
                              for i, r in enumerate(regs)))
         return CompactRules(f.sp, cfa, -f.slot, saved)
     if mode == X86_DWARF:
-        return "DWARF mode"
-    return "no unwind information" if encoding & ~(HAS_LSDA | PERSONALITY_MASK |
-                                                   NOT_FUNCTION_START) == 0 else "unknown mode"
+        return Unrepresentable(CompactReason.dwarf_mode, "DWARF mode")
+    if encoding & ~(HAS_LSDA | PERSONALITY_MASK | NOT_FUNCTION_START) == 0:
+        return Unrepresentable(CompactReason.no_unwind_info, "no unwind information")
+    return Unrepresentable(CompactReason.unknown_mode, "unknown mode")
 
 
 def encode_x86(rules: CompactRules, code: Code | None, code_offset: int = 0,
-               arch: str = "x86_64") -> int | Unrepresentable:
+               arch: str = "x86_64") -> int | Unrepresentable[CompactReason]:
     """The encoding that decodes to exactly ``rules``, or (reason code, detail).
 
     ``code_offset`` is where the encoded range starts in ``code`` (STACK_IND
@@ -94,27 +99,31 @@ def encode_x86(rules: CompactRules, code: Code | None, code_offset: int = 0,
     f = X86_FLAVOURS[arch]
     if rules.ra_offset != -f.slot:
         where = "in its register" if rules.ra_offset is None else f"at CFA{rules.ra_offset:+d}"
-        return Unrepresentable("ra-not-at-cfa-8", f"return address {where}")
+        return Unrepresentable(CompactReason.ra_not_at_cfa_8, f"return address {where}")
     by_reg = dict(rules.saved)
     unknown = [reg for reg in by_reg if reg not in f.regs]
     if unknown:
-        return Unrepresentable("register-not-encodable", f"DWARF register {unknown[0]} is saved")
+        return Unrepresentable(CompactReason.register_not_encodable,
+                               f"DWARF register {unknown[0]} is saved")
     if rules.cfa_reg == f.fp:
         return _x86_frame(rules, by_reg, f)
     if rules.cfa_reg != f.sp:
-        return Unrepresentable("cfa-not-sp-fp", f"CFA is based on DWARF register {rules.cfa_reg}")
+        return Unrepresentable(CompactReason.cfa_not_sp_fp,
+                               f"CFA is based on DWARF register {rules.cfa_reg}")
     return _x86_frameless(rules, by_reg, code, code_offset, f)
 
 
-def _x86_frame(rules: CompactRules, by_reg: dict[int, int], f: X86) -> int | Unrepresentable:
+def _x86_frame(rules: CompactRules, by_reg: dict[int, int],
+               f: X86) -> int | Unrepresentable[CompactReason]:
     fp, slot = f.names[0], f.slot
     if rules.cfa_offset != 2 * slot:
         return Unrepresentable(
-            "frame-cfa-not-fp-16",
+            CompactReason.frame_cfa_not_fp_16,
             (f"CFA = {fp}{rules.cfa_offset:+d}, not "
              f"{fp}+{2 * slot}"))
     if by_reg.get(f.fp) != -2 * slot:
-        return Unrepresentable("frame-fp-not-at-cfa-16", f"{fp} is not saved at CFA-{2 * slot}")
+        return Unrepresentable(CompactReason.frame_fp_not_at_cfa_16,
+                               f"{fp} is not saved at CFA-{2 * slot}")
     others = {reg: off for reg, off in by_reg.items() if reg != f.fp}
     if not others:
         return X86_RBP_FRAME
@@ -124,7 +133,7 @@ def _x86_frame(rules: CompactRules, by_reg: dict[int, int], f: X86) -> int | Unr
         index, rem = divmod(off + 2 * slot + slot * offset, slot)
         if rem or not 0 <= index <= 4 or off >= -2 * slot or offset > 255:
             return Unrepresentable(
-                "saves-not-encodable",
+                CompactReason.saves_not_encodable,
                 (f"saved registers span more than 5 slots below "
                  f"CFA-{2 * slot}, or are not in whole slots"))
         encoding |= (f.regs.index(reg) + 1) << (3 * index)
@@ -132,35 +141,35 @@ def _x86_frame(rules: CompactRules, by_reg: dict[int, int], f: X86) -> int | Unr
 
 
 def _x86_frameless(rules: CompactRules, by_reg: dict[int, int], code: Code | None,
-                   code_offset: int, f: X86) -> int | Unrepresentable:
+                   code_offset: int, f: X86) -> int | Unrepresentable[CompactReason]:
     count, slot, sp = len(by_reg), f.slot, f.names[1]
     if count > 6:
         return Unrepresentable(
-            "too-many-registers",
+            CompactReason.too_many_registers,
             f"{count} registers saved; compact unwind holds 6")
     order = sorted(by_reg, key=lambda reg: by_reg[reg])  # lowest address first
     if [by_reg[reg] for reg in order] != [-slot - slot * count + slot * i
                                           for i in range(count)]:
         return Unrepresentable(
-            "saves-not-contiguous",
+            CompactReason.saves_not_contiguous,
             ("saved registers are not in consecutive slots "
              "right below the return address"))
     tail = count << 10 | permutation([f.regs.index(reg) + 1 for reg in order])
     if rules.cfa_offset < 0:
         return Unrepresentable(
-            "cfa-offset-negative",
+            CompactReason.cfa_offset_negative,
             (f"CFA = {sp}{rules.cfa_offset:+d} lies below the "
              "stack pointer"))
     if rules.cfa_offset % slot:
         return Unrepresentable(
-            "cfa-offset-unaligned",
+            CompactReason.cfa_offset_unaligned,
             (f"CFA = {sp}{rules.cfa_offset:+d} is not a multiple "
              f"of {slot}"))
     if rules.cfa_offset // slot <= 255:
         return X86_STACK_IMMD | (rules.cfa_offset // slot) << 16 | tail
     if code is None:
         return Unrepresentable(
-            "stack-too-large",
+            CompactReason.stack_too_large,
             f"CFA = {sp}{rules.cfa_offset:+d} and no code to read")
     width = len(f.sub_opcode)
     for adjust in range(8):
@@ -169,7 +178,7 @@ def _x86_frameless(rules: CompactRules, by_reg: dict[int, int], code: Code | Non
             if code.data[at - width:at] == f.sub_opcode and code.imm32_at(at) == wanted:
                 return X86_STACK_IND | (at - code_offset) << 16 | adjust << 13 | tail
     return Unrepresentable(
-        "no-sub-imm32",
+        CompactReason.no_sub_imm32,
         (f"CFA = {sp}{rules.cfa_offset:+d} needs STACK_IND, and no "
          f"'sub $imm32, %{sp}' with that immediate is in the first 255 "
          "bytes"))

@@ -17,11 +17,11 @@ from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from ..errors import CfiError, DecodeError, decoding
-from ..model import Location, Row, Timeline
+from ..model import Location, Row, Timeline, span_of
 from .frames import entries
 from .interpret import interpret
 from .opcodes import EH_PE, EH_PE_APPLICATION, EH_PE_FORMAT
-from .ops import Op, OpName, decode_ops, read_sleb, read_uleb
+from .ops import LOCATIONS, AdvanceLoc, Op, SetLoc, decode_ops, read_sleb, read_uleb
 
 # Field offset in the section -> (section the relocation points into, target value).
 Placements = dict[int, tuple[str, int]]
@@ -100,7 +100,7 @@ class Cfi:
         if rows and rows[-1].start >= fde.size:
             rows = tuple(row for row in rows if row.start < fde.size)
         cie = fde.cie
-        return Timeline(fde.name, fde.section, fde.start, fde.size, rows, cie.ra,
+        return Timeline(*span_of(fde), rows, cie.ra,
                         Location(self.path, 0, fde.offset), signal_frame=cie.signal,
                         pauth_b_key=cie.b_key, invalid=invalid)
 
@@ -273,7 +273,7 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: Cie, cie_at: int,
 def _initial_ops(cie: Cie, big: bool) -> tuple[Op, ...]:
     """A CIE's initial instructions as operations (decoded once per CIE)."""
     ops = decode_ops(cie.initial, cie.code_align, cie.data_align, cie.address_size, big)
-    return tuple(op for op in ops if op.name not in (OpName.advance, OpName.set_loc))
+    return tuple(op for op in ops if not isinstance(op, LOCATIONS))
 
 
 def _rows(cie: Cie, body: bytes, pc_begin: int,
@@ -285,10 +285,10 @@ def _rows(cie: Cie, body: bytes, pc_begin: int,
     at = 0
     cacheable = True
     for op in ops:
-        if op.name == OpName.advance:
-            at += op.offset
-        elif op.name == OpName.set_loc:
-            at = op.offset - pc_begin
+        if type(op) is AdvanceLoc:
+            at += op.delta
+        elif type(op) is SetLoc:
+            at = op.address - pc_begin
             cacheable = False
         else:
             placed_ops.append((at, op))

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from ..errors import CfiError
 from ..model import SAME_VALUE, UNDEFINED, CfaExpr, CfaReg, CfaRule, Row, Rule, RuleKind
-from .ops import Op, OpName
+from . import ops
+from .ops import Op
 
 
 @dataclass
@@ -48,17 +50,17 @@ def _set_cfa(m: _Machine, reg: int, offset: int) -> None:
     m.state.cfa_reg, m.state.cfa_offset = reg, offset
 
 
-def _def_cfa(m: _Machine, op: Op) -> None:
-    _set_cfa(m, op.reg, op.offset)
+def _def_cfa(m: _Machine, op: ops.DefCfa) -> None:
+    _set_cfa(m, op.register, op.offset)
 
 
-def _def_cfa_register(m: _Machine, op: Op) -> None:
+def _def_cfa_register(m: _Machine, op: ops.DefCfaRegister) -> None:
     if m.state.cfa_offset is None:
         raise CfiError("DW_CFA_def_cfa_register without a register-based CFA rule", op.line)
-    _set_cfa(m, op.reg, m.state.cfa_offset)
+    _set_cfa(m, op.register, m.state.cfa_offset)
 
 
-def _def_cfa_offset(m: _Machine, op: Op) -> None:
+def _def_cfa_offset(m: _Machine, op: ops.DefCfaOffset) -> None:
     if isinstance(m.state.cfa, CfaExpr):
         m.state.cfa_offset = op.offset  # the expression stays the rule (see ``_State``)
         return
@@ -67,70 +69,93 @@ def _def_cfa_offset(m: _Machine, op: Op) -> None:
     _set_cfa(m, m.state.cfa_reg, op.offset)
 
 
-def _def_cfa_expression(m: _Machine, op: Op) -> None:
-    m.state.cfa = CfaExpr(op.expr)
+def _def_cfa_expression(m: _Machine, op: ops.DefCfaExpression) -> None:
+    m.state.cfa = CfaExpr(op.expression)
 
 
-def _set_rule(rule_of: Callable[[Op], Rule]) -> Callable[[_Machine, Op], None]:
-    def handler(m: _Machine, op: Op) -> None:
-        m.state.regs[op.reg] = rule_of(op)
-
-    return handler
+def _offset(m: _Machine, op: ops.Offset) -> None:
+    m.state.regs[op.register] = Rule(RuleKind.offset, op.offset)
 
 
-def _restore(m: _Machine, op: Op) -> None:
-    rule = m.initial.regs.get(op.reg)
+def _val_offset(m: _Machine, op: ops.ValOffset) -> None:
+    m.state.regs[op.register] = Rule(RuleKind.val_offset, op.offset)
+
+
+def _register(m: _Machine, op: ops.Register) -> None:
+    m.state.regs[op.register] = Rule(RuleKind.register, op.source)
+
+
+def _expression(m: _Machine, op: ops.Expression) -> None:
+    m.state.regs[op.register] = Rule(RuleKind.expression, expr=op.expression)
+
+
+def _val_expression(m: _Machine, op: ops.ValExpression) -> None:
+    m.state.regs[op.register] = Rule(RuleKind.val_expression, expr=op.expression)
+
+
+def _undefined(m: _Machine, op: ops.Undefined) -> None:
+    m.state.regs[op.register] = UNDEFINED
+
+
+def _same_value(m: _Machine, op: ops.SameValue) -> None:
+    m.state.regs[op.register] = SAME_VALUE
+
+
+def _restore(m: _Machine, op: ops.Restore) -> None:
+    rule = m.initial.regs.get(op.register)
     if rule is None:
-        m.state.regs.pop(op.reg, None)
+        m.state.regs.pop(op.register, None)
     else:
-        m.state.regs[op.reg] = rule
+        m.state.regs[op.register] = rule
 
 
-def _remember(m: _Machine, op: Op) -> None:
+def _remember(m: _Machine, op: ops.RememberState) -> None:
     m.stack.append(m.state.copy())
 
 
-def _restore_state(m: _Machine, op: Op) -> None:
+def _restore_state(m: _Machine, op: ops.RestoreState) -> None:
     if not m.stack:
         raise CfiError(".cfi_restore_state without a matching .cfi_remember_state", op.line)
     m.state = m.stack.pop()
 
 
-def _toggle_ra_signed(m: _Machine, op: Op) -> None:
+def _toggle_ra_signed(m: _Machine, op: ops.NegateRaState) -> None:
     m.state.ra_signed = not m.state.ra_signed
     m.state.ra_signed_pc = m.state.ra_signed_pc and m.state.ra_signed
 
 
-def _toggle_ra_signed_with_pc(m: _Machine, op: Op) -> None:
+def _toggle_ra_signed_with_pc(m: _Machine, op: ops.NegateRaStateWithPc) -> None:
     """DW_CFA_AARCH64_negate_ra_state_with_pc: as negate_ra_state, and while the RA
     stays signed the PC is part of its signature (PAuth_LR)."""
     m.state.ra_signed = not m.state.ra_signed
     m.state.ra_signed_pc = m.state.ra_signed
 
 
-def _ignore(m: _Machine, op: Op) -> None:
+def _ignore(m: _Machine, op: ops.Nop | ops.ArgsSize) -> None:
     """Operations with no effect on recovery rules (nop, args_size)."""
 
 
-HANDLERS: dict[OpName, Callable[[_Machine, Op], None]] = {
-    OpName.def_cfa: _def_cfa,
-    OpName.def_cfa_register: _def_cfa_register,
-    OpName.def_cfa_offset: _def_cfa_offset,
-    OpName.def_cfa_expression: _def_cfa_expression,
-    OpName.offset: _set_rule(lambda op: Rule(RuleKind.offset, op.offset)),
-    OpName.val_offset: _set_rule(lambda op: Rule(RuleKind.val_offset, op.offset)),
-    OpName.register: _set_rule(lambda op: Rule(RuleKind.register, op.offset)),
-    OpName.expression: _set_rule(lambda op: Rule(RuleKind.expression, expr=op.expr)),
-    OpName.val_expression: _set_rule(lambda op: Rule(RuleKind.val_expression, expr=op.expr)),
-    OpName.undefined: _set_rule(lambda op: UNDEFINED),
-    OpName.same_value: _set_rule(lambda op: SAME_VALUE),
-    OpName.restore: _restore,
-    OpName.remember_state: _remember,
-    OpName.restore_state: _restore_state,
-    OpName.window_save: _toggle_ra_signed,
-    OpName.negate_ra_state_with_pc: _toggle_ra_signed_with_pc,
-    OpName.nop: _ignore,
-    OpName.args_size: _ignore,
+# Operation type -> its semantics.  Each handler is typed for its operation; the table
+# is keyed by the exact type, so the values can only be called with matching ops.
+HANDLERS: dict[type[Op], Callable[[_Machine, Any], None]] = {
+    ops.DefCfa: _def_cfa,
+    ops.DefCfaRegister: _def_cfa_register,
+    ops.DefCfaOffset: _def_cfa_offset,
+    ops.DefCfaExpression: _def_cfa_expression,
+    ops.Offset: _offset,
+    ops.ValOffset: _val_offset,
+    ops.Register: _register,
+    ops.Expression: _expression,
+    ops.ValExpression: _val_expression,
+    ops.Undefined: _undefined,
+    ops.SameValue: _same_value,
+    ops.Restore: _restore,
+    ops.RememberState: _remember,
+    ops.RestoreState: _restore_state,
+    ops.NegateRaState: _toggle_ra_signed,
+    ops.NegateRaStateWithPc: _toggle_ra_signed_with_pc,
+    ops.Nop: _ignore,
+    ops.ArgsSize: _ignore,
 }
 
 
@@ -148,10 +173,15 @@ def initial_state(cie_ops: Iterable[Op]) -> _State:
 
 
 def _apply(machine: _Machine, op: Op) -> None:
-    handler = HANDLERS.get(op.name)
+    handler = HANDLERS.get(type(op))
     if handler is None:
-        raise CfiError(f"CFI operation '{op.name}' has no defined unwinding rule", op.line)
+        raise CfiError(f"CFI operation '{_name(op)}' has no defined unwinding rule", op.line)
     handler(machine, op)
+
+
+def _name(op: Op) -> str:
+    """An operation's type as DWARF calls it: ``DefCfaOffset`` -> ``def_cfa_offset``."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in type(op).__name__)[1:]
 
 
 def interpret(
@@ -179,11 +209,12 @@ def interpret(
                 regs, stale = tuple(sorted(state.regs.items())), False
             _push(rows, Row(at, state.cfa, regs, state.ra_signed, state.ra_signed_pc))
             at = pc
-        handler = handlers.get(op.name)
+        kind = type(op)
+        handler = handlers.get(kind)
         if handler is None:
-            raise CfiError(f"CFI operation '{op.name}' has no defined unwinding rule", op.line)
+            raise CfiError(f"CFI operation '{_name(op)}' has no defined unwinding rule", op.line)
         handler(machine, op)
-        stale = stale or op.name not in _CFA_ONLY
+        stale = stale or kind not in _CFA_ONLY
     state = machine.state
     _push(rows, Row(at, state.cfa, tuple(sorted(state.regs.items())), state.ra_signed,
                     state.ra_signed_pc))
@@ -191,10 +222,9 @@ def interpret(
 
 
 # Operations that change no register rule (the sorted rules can be reused).
-_CFA_ONLY = frozenset({OpName.def_cfa, OpName.def_cfa_register, OpName.def_cfa_offset,
-                       OpName.def_cfa_expression, OpName.window_save,
-                       OpName.negate_ra_state_with_pc, OpName.nop, OpName.args_size,
-                       OpName.remember_state})
+_CFA_ONLY: frozenset[type[Op]] = frozenset({
+    ops.DefCfa, ops.DefCfaRegister, ops.DefCfaOffset, ops.DefCfaExpression,
+    ops.NegateRaState, ops.NegateRaStateWithPc, ops.Nop, ops.ArgsSize, ops.RememberState})
 
 
 def _push(rows: list[Row], row: Row) -> None:

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..arch.base import Arch, ByteOrder
+from ..dwarf import ops
 from ..dwarf.interpret import interpret
-from ..dwarf.ops import Op, OpName, decode_ops, sleb, uleb
+from ..dwarf.ops import CIE_OPS, LOCATIONS, Op, decode_ops, sleb, uleb
 from ..elf.read import (
     SHN_LORESERVE,
     SHN_UNDEF,
@@ -168,7 +169,7 @@ class _Builder:
         self.offset = 0  # of the statement being lowered, for symbol look-ups
         self._assignments: dict[str, list[tuple[int, str]]] | None = None
         self.by_place = _symbols_by_place(symbols)
-        self.cie_ops = tuple(Op(OpName(name), a, b) for name, a, b in arch.cie_ops)
+        self.cie_ops = tuple(CIE_OPS[name](reg, value) for name, reg, value in arch.cie_ops)
 
     def where(self, line: int) -> str:
         return f"{self.filename}:{line}"
@@ -345,45 +346,45 @@ class _Builder:
         """Turn one directive into DWARF operations, as the assembler encodes it."""
         name, args = d.name, d.args
 
-        def add(op_name: OpName, reg: int = 0, offset: int = 0, expr: bytes = b"") -> None:
-            func.ops.append((pc, Op(op_name, reg, offset, expr, line)))
+        def add(op: Op) -> None:
+            func.ops.append((pc, op))
 
         if name == "def_cfa":
             func.cfa_offset = self._value(args[1], line)
-            add(OpName.def_cfa, self._reg(args[0], line), func.cfa_offset)
+            add(ops.DefCfa(self._reg(args[0], line), func.cfa_offset, line))
         elif name == "def_cfa_register":
-            add(OpName.def_cfa_register, self._reg(args[0], line))
-        elif name == "def_cfa_offset":
-            func.cfa_offset = self._value(args[0], line)
-            add(OpName.def_cfa_offset, offset=func.cfa_offset)
-        elif name == "adjust_cfa_offset":
-            func.cfa_offset += self._value(args[0], line)
-            add(OpName.def_cfa_offset, offset=func.cfa_offset)
-        elif name in ("offset", "val_offset"):
-            add(OpName(name), self._reg(args[0], line), self._value(args[1], line))
+            add(ops.DefCfaRegister(self._reg(args[0], line), line))
+        elif name in ("def_cfa_offset", "adjust_cfa_offset"):
+            value = self._value(args[0], line)
+            func.cfa_offset = value if name == "def_cfa_offset" else func.cfa_offset + value
+            add(ops.DefCfaOffset(func.cfa_offset, line))
+        elif name == "offset":
+            add(ops.Offset(self._reg(args[0], line), self._value(args[1], line), line))
+        elif name == "val_offset":
+            add(ops.ValOffset(self._reg(args[0], line), self._value(args[1], line), line))
         elif name == "rel_offset":
-            add(OpName.offset, self._reg(args[0], line),
-                self._value(args[1], line) - func.cfa_offset)
+            add(ops.Offset(self._reg(args[0], line),
+                           self._value(args[1], line) - func.cfa_offset, line))
         elif name == "register":
-            add(OpName.register, self._reg(args[0], line), self._reg(args[1], line))
-        elif name in ("restore", "undefined", "same_value"):
+            add(ops.Register(self._reg(args[0], line), self._reg(args[1], line), line))
+        elif name in _REGISTER_LISTS:
             for reg in args:
-                add(OpName(name), self._reg(reg, line))
+                add(_REGISTER_LISTS[name](self._reg(reg, line), line))
         elif name == "remember_state":
             func.cfa_stack.append(func.cfa_offset)
-            add(OpName.remember_state)
+            add(ops.RememberState(line))
         elif name == "restore_state":
             if func.cfa_stack:
                 func.cfa_offset = func.cfa_stack.pop()
-            add(OpName.restore_state)
+            add(ops.RestoreState(line))
         elif name == "return_column":
             func.ra_column = self._reg(args[0], line)
         elif name == "signal_frame":
             func.signal_frame = True
         elif name in ("window_save", "negate_ra_state"):
-            add(OpName.window_save)
+            add(ops.NegateRaState(line))
         elif name == "negate_ra_state_with_pc":
-            add(OpName.negate_ra_state_with_pc)
+            add(ops.NegateRaStateWithPc(line))
         elif name == "b_key_frame":
             func.pauth_b_key = True
         elif name == "escape":
@@ -393,7 +394,7 @@ class _Builder:
         elif name == "lsda":
             func.lsda = render(args[1]) if args[1] is not None else None
         elif name == "val_encoded_addr":
-            add(OpName.val_expression, self._reg(args[0], line), expr=render(args[2]).encode())
+            add(ops.ValExpression(self._reg(args[0], line), render(args[2]).encode(), line))
         # sections, mte_tagged_frame, personality_id, inline_lsda, fde_data and
         # label describe data beside the rules; they change no recovery rule.
 
@@ -415,18 +416,23 @@ class _Builder:
                 size = int(kind[4:])
                 data += (value & ((1 << (8 * size)) - 1)).to_bytes(size, order)
         try:
-            ops = decode_ops(bytes(data), self.arch.code_alignment, self.arch.data_alignment,
+            escaped = decode_ops(bytes(data), self.arch.code_alignment, self.arch.data_alignment,
                              self.arch.address_size, self.arch.big_endian, line)
         except DecodeError as exc:
             # Assemblers copy the bytes blindly; only this function's CFI is meaningless.
             if func.error is None:
                 func.error = f"line {line}: .cfi_escape: {exc.message}"
             return
-        for op in ops:
-            if op.name in (OpName.advance, OpName.set_loc):
+        for op in escaped:
+            if isinstance(op, LOCATIONS):
                 raise Cfi2SframeError(self.where(line),
                                       ".cfi_escape with a location advance is not supported")
             func.ops.append((pc, op))
+
+
+# Directives that take a list of registers, one operation each.
+_REGISTER_LISTS: dict[str, type[ops.Restore | ops.Undefined | ops.SameValue]] = {
+    "restore": ops.Restore, "undefined": ops.Undefined, "same_value": ops.SameValue}
 
 
 def _symbols_by_place(symbols: Sequence[Symbol]) -> dict[int, list[tuple[int, int, str]]]:

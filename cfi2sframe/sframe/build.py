@@ -14,6 +14,7 @@ from ..arch.base import Arch
 from ..dwarf.cfi import Cfi, RowsCache
 from ..errors import Cfi2SframeError
 from ..model import Timeline
+from ..reasons import SframeReason
 from .encode import SectionImage, build_v2, build_v3
 from .fastpath import direct_fres
 from .format import Fre, SFrameFunction, fits
@@ -47,7 +48,7 @@ def _add(result: SFrameFunction | Skip, timeline: Timeline, arch: Arch, version:
          functions: list[SFrameFunction], skips: list[Skip]) -> None:
     """File one lowering result; a CFA expression gets a second try, evaluated per PC
     (``sframe.pcmask``: linker PLTs)."""
-    if isinstance(result, Skip) and result.reason == "cfa-expression":
+    if isinstance(result, Skip) and result.reason == SframeReason.cfa_expression:
         retry = lower_pc_dependent(timeline, arch, result, version)
         if isinstance(retry, Skip):
             skips.append(retry)
@@ -90,6 +91,7 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunct
             _add(lower(timeline, arch, memo, version), timeline, arch, version, functions,
                  skips)
             continue
+        # The span's four fields spelled out (not ``span_of``): this runs once per FDE.
         functions.append(SFrameFunction(fde.name, fde.section, fde.start, fde.size, fres,
                                         pauth_b_key=cie.b_key,
                                         signal=cie.signal and version == 3))

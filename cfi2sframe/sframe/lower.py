@@ -13,8 +13,19 @@ from functools import lru_cache
 
 from ..arch import as_arch
 from ..arch.base import Arch
-from ..model import SAME_VALUE, CfaExpr, CfaReg, CfaRule, Location, Row, Rule, RuleKind, Timeline
-from ..reasons import SFRAME_REASONS, Unrepresentable
+from ..model import (
+    SAME_VALUE,
+    CfaExpr,
+    CfaReg,
+    CfaRule,
+    Location,
+    Row,
+    Rule,
+    RuleKind,
+    Timeline,
+    span_of,
+)
+from ..reasons import SFRAME_REASONS, SframeReason, Unrepresentable
 from .format import MAX_FRES_V3, Fre, SFrameFunction, fits, fre_words, offset_size_for
 from .recovery import (
     RA_UNDEFINED,
@@ -39,11 +50,12 @@ class Skip:
     """A function left out of the section, with a reason code and details."""
 
     name: str
+    section: str
+    start: int
+    size: int
     location: Location
-    reason: str
+    reason: SframeReason
     detail: str
-    section: str = ""
-    start: int = 0
 
     def message(self) -> str:
         return f"no SFrame FDE for '{self.name}': {self.detail} [{self.reason}]"
@@ -52,7 +64,7 @@ class Skip:
 class _Unrepresentable(Exception):
     """Raised inside the lowering of one row; returned as a ``reasons.Unrepresentable``."""
 
-    def __init__(self, reason: str, detail: str, row: Row | None) -> None:
+    def __init__(self, reason: SframeReason, detail: str, row: Row | None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.detail = detail
@@ -60,7 +72,7 @@ class _Unrepresentable(Exception):
 
 
 # What lowering a function's rows gives: its FREs, or why it has none.
-_Lowered = tuple[Fre, ...] | tuple[Fre | RuleFre, ...] | Unrepresentable
+_Lowered = tuple[Fre, ...] | tuple[Fre | RuleFre, ...] | Unrepresentable[SframeReason]
 # ``lower``'s memo: id of a rows tuple -> (that tuple, what lowering it gave).
 LowerMemo = dict[int, tuple[tuple[Row, ...], _Lowered]]
 
@@ -76,18 +88,17 @@ def lower(timeline: Timeline, arch: str | Arch,
     rows, so fewer functions are left out.  ``arch``: an ``Arch`` or its name.
     """
     arch = as_arch(arch)
-    def skip(reason: str, detail: str) -> Skip:
-        return Skip(timeline.name, timeline.location, reason, detail, timeline.section,
-                    timeline.start)
+    def skip(reason: SframeReason, detail: str) -> Skip:
+        return Skip(*span_of(timeline), timeline.location, reason, detail)
 
     if timeline.invalid is not None:
-        return skip("invalid-cfi", timeline.invalid)
+        return skip(SframeReason.invalid_cfi, timeline.invalid)
     if timeline.size == 0:
-        return skip("empty-function", "the function is empty")
+        return skip(SframeReason.empty_function, "the function is empty")
     if not fits(timeline.size, 0, version):
-        return skip("function-size", f"the function is {timeline.size:#x} bytes long")
+        return skip(SframeReason.function_size, f"the function is {timeline.size:#x} bytes long")
     if timeline.ra_column != arch.ra:
-        return skip("ra-column",
+        return skip(SframeReason.ra_column,
                     f"return address column {timeline.ra_column} is not "
                     f"{arch.reg_name(arch.ra)} ({arch.ra})")
     rows = timeline.rows
@@ -110,22 +121,21 @@ def lower(timeline: Timeline, arch: str | Arch,
         fres = ()  # V3: a default FDE without FREs is an outermost frame
         flex = False
     if not fits(timeline.size, len(fres), version):
-        return skip("too-many-fres", f"{len(fres)} FREs; SFrame V3 holds at most "
-                                     f"{MAX_FRES_V3}")
-    return SFrameFunction(timeline.name, timeline.section, timeline.start, timeline.size,
-                          fres, pauth_b_key=timeline.pauth_b_key,
+        return skip(SframeReason.too_many_fres,
+                    f"{len(fres)} FREs; SFrame V3 holds at most {MAX_FRES_V3}")
+    return SFrameFunction(*span_of(timeline), fres, pauth_b_key=timeline.pauth_b_key,
                           anchor=timeline.anchor, label=timeline.label, flex=flex,
                           signal=timeline.signal_frame and version == 3)
 
 
 def _lower_rows(rows: tuple[Row, ...], arch: Arch,
-                version: int = 2) -> tuple[Fre, ...] | Unrepresentable:
+                version: int = 2) -> tuple[Fre, ...] | Unrepresentable[SframeReason]:
     """The default FREs for a function's rows (V3 adds RA-undefined rows)."""
     first = 0
     while first < len(rows) and rows[first].cfa is None:
         first += 1  # before any CFA rule (.cfi_startproc simple): no unwind info there
     if first == len(rows):
-        return Unrepresentable("cfa-undefined", "no CFA rule anywhere")
+        return Unrepresentable(SframeReason.cfa_undefined, "no CFA rule anywhere")
     fres: list[Fre] = []
     for row in rows[first:]:
         fre = _SIGNED_WITH_PC if row.ra_signed_pc else _lower_rules(row.cfa, row.regs,
@@ -147,7 +157,7 @@ def _lower_rows_v3(rows: tuple[Row, ...], arch: Arch) -> _Lowered:
     while first < len(rows) and rows[first].cfa is None:
         first += 1
     if first == len(rows):
-        return Unrepresentable("cfa-undefined", "no CFA rule anywhere")
+        return Unrepresentable(SframeReason.cfa_undefined, "no CFA rule anywhere")
     wanted: list[tuple[int, FrameRules, bool]] = []
     for row in rows[first:]:
         try:
@@ -193,11 +203,12 @@ def _fits_default(rules: FrameRules, arch: Arch, fixed_ra: Loc | None) -> bool:
             and ra_ok and slot_or_none(rules.fp))
 
 
-_SIGNED_WITH_PC = Unrepresentable("ra-signed-with-pc", "the return address is signed with "
+_SIGNED_WITH_PC = Unrepresentable(SframeReason.ra_signed_with_pc,
+                                  "the return address is signed with "
                                   "the PC as a diversifier")
 
 
-def _at(row: Row, why: Unrepresentable) -> Unrepresentable:
+def _at(row: Row, why: Unrepresentable[SframeReason]) -> Unrepresentable[SframeReason]:
     """``why`` with the offset of the row it is about."""
     return Unrepresentable(why.reason, f"{why.detail} at offset {row.start:#x}")
 
@@ -207,37 +218,39 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
     if row.ra_signed_pc:
         raise _Unrepresentable(*_SIGNED_WITH_PC, row)
     if row.ra_signed:
-        raise _Unrepresentable("ra-signed", "return address signing on x86-64", row)
+        raise _Unrepresentable(SframeReason.ra_signed, "return address signing on x86-64", row)
     rules = dwarf_rules(row, arch, arch.ra)
     if rules is None:
-        raise _Unrepresentable("cfa-undefined", "no CFA rule", row)
+        raise _Unrepresentable(SframeReason.cfa_undefined, "no CFA rule", row)
     if rules.ra == RA_UNDEFINED:
         return FrameRules(None, None, RA_UNDEFINED)
     _check_sp(row.rule(arch.sp), arch, row)
     cfa, fp, ra = rules.cfa, rules.fp, rules.ra
     if not isinstance(cfa, Loc):  # a DWARF expression (None comes only with RA undefined)
-        raise _Unrepresentable("cfa-expression", "CFA is a DWARF expression SFrame V3 cannot "
+        raise _Unrepresentable(SframeReason.cfa_expression,
+                               "CFA is a DWARF expression SFrame V3 cannot "
                                "express", row)
     if isinstance(fp, (DwarfExpr, Undefined)):
-        reason = "fp-undefined" if fp == RA_UNDEFINED else "fp-expression"
+        reason = SframeReason.fp_undefined if fp == RA_UNDEFINED else SframeReason.fp_expression
         raise _Unrepresentable(reason, f"caller's FP is {rule_words(row.rule(arch.fp), arch)}",
                                row)
     if isinstance(ra, (DwarfExpr, Undefined)) or (ra is None and not arch.tracks_ra):
-        raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
+        raise _Unrepresentable(SframeReason.ra_not_at_fixed_offset, f"return address is "
                                f"{rule_words(row.rule(arch.ra), arch)}", row)
     # A FLEX control word of 0 (CFA-based, no dereference) is the padding word,
     # so "FP/RA = the value CFA+N" has no encoding.
     if fp is not None and fp.reg is None and not fp.deref:
-        raise _Unrepresentable("fp-val-offset", f"caller's FP is "
+        raise _Unrepresentable(SframeReason.fp_val_offset, f"caller's FP is "
                                f"{rule_words(row.rule(arch.fp), arch)}", row)
     if ra is not None and ra.reg is None and not ra.deref:
-        raise _Unrepresentable("ra-not-at-fixed-offset", f"return address is "
+        raise _Unrepresentable(SframeReason.ra_not_at_fixed_offset, f"return address is "
                                f"{rule_words(row.rule(arch.ra), arch)}", row)
     if arch.sframe_cfa_encoded:
         _check_s390x_cfa(cfa.offset, arch, row)
     for loc in (cfa, fp, ra):
         if loc is not None and not -(1 << 31) <= loc.offset < (1 << 31):
-            raise _Unrepresentable("offset-range", f"offset {loc.offset} needs more than "
+            raise _Unrepresentable(SframeReason.offset_range,
+                                   f"offset {loc.offset} needs more than "
                                    "32 bits", row)
     return rules
 
@@ -245,7 +258,7 @@ def _v3_rules(row: Row, arch: Arch) -> FrameRules:
 @lru_cache(maxsize=65536)
 def _lower_rules(cfa: CfaRule | None, regs: tuple[tuple[int, Rule], ...], ra_signed: bool,
                  arch: Arch,
-                 version: int = 2) -> Fre | Unrepresentable:
+                 version: int = 2) -> Fre | Unrepresentable[SframeReason]:
     """``lower_row`` for a row at offset 0, memoised: rows repeat across functions."""
     row = Row(0, cfa, regs, ra_signed)
     if version == 3 and (row.rule(arch.ra) or SAME_VALUE).kind == RuleKind.undefined:
@@ -266,9 +279,9 @@ def lower_row(row: Row, arch: Arch) -> Fre:
     """
     cfa = row.cfa
     if cfa is None:
-        raise _Unrepresentable("cfa-undefined", "no CFA rule", row)
+        raise _Unrepresentable(SframeReason.cfa_undefined, "no CFA rule", row)
     if isinstance(cfa, CfaExpr):
-        raise _Unrepresentable("cfa-expression", "CFA is a DWARF expression", row)
+        raise _Unrepresentable(SframeReason.cfa_expression, "CFA is a DWARF expression", row)
     assert isinstance(cfa, CfaReg)
     problem = cfa_problem(cfa.reg, row.ra_signed, arch)
     if problem is not None:
@@ -283,7 +296,8 @@ def lower_row(row: Row, arch: Arch) -> Fre:
     if arch.sframe_register_words:
         for what, slot in (("RA", ra_offset), ("FP", fp_offset)):
             if slot is not None and s390x_word_reg(slot) is not None:  # a register in V2
-                raise _Unrepresentable("s390x-unaligned", f"{what} slot offset {slot} is odd",
+                raise _Unrepresentable(SframeReason.s390x_unaligned,
+                                       f"{what} slot offset {slot} is odd",
                                        row)
     problem = words_problem(fre, arch)
     if problem is not None:
@@ -295,31 +309,32 @@ def lower_row(row: Row, arch: Arch) -> Fre:
 # DWARF rules, with a reason for each rule kind) and ``sframe.fastpath`` (from save slots).
 
 
-def cfa_problem(cfa_reg: int, ra_signed: bool, arch: Arch) -> Unrepresentable | None:
+def cfa_problem(cfa_reg: int, ra_signed: bool, arch: Arch) -> Unrepresentable[SframeReason] | None:
     """Why no default FRE has this CFA base and RA signing, or None."""
     if cfa_reg not in (arch.sp, arch.fp):
-        return Unrepresentable("cfa-not-sp-fp", f"CFA is based on {arch.reg_name(cfa_reg)}")
+        return Unrepresentable(SframeReason.cfa_not_sp_fp,
+                               f"CFA is based on {arch.reg_name(cfa_reg)}")
     if ra_signed and not arch.tracks_ra:
-        return Unrepresentable("ra-signed", "return address signing on x86-64")
+        return Unrepresentable(SframeReason.ra_signed, "return address signing on x86-64")
     return None
 
 
-def words_problem(fre: Fre, arch: Arch) -> Unrepresentable | None:
+def words_problem(fre: Fre, arch: Arch) -> Unrepresentable[SframeReason] | None:
     """Why ``fre`` has no default encoding (an FP slot without an RA slot where the RA
     is tracked, outside s390x; a word past 32 bits), or None."""
     if fre.fp_offset is not None and arch.tracks_ra and fre.ra_offset is None \
             and fre.ra_reg is None and not arch.sframe_ra_padding:
-        return Unrepresentable("fp-without-ra", "FP is saved but RA is not on the stack")
+        return Unrepresentable(SframeReason.fp_without_ra, "FP is saved but RA is not on the stack")
     words = fre_words(fre, arch)
     if offset_size_for(words) is None:
-        return Unrepresentable("offset-range",
+        return Unrepresentable(SframeReason.offset_range,
                                f"offset {max(words, key=abs)} needs more than 32 bits")
     return None
 
 
 def _check_s390x_cfa(offset: int, arch: Arch, row: Row) -> None:
     if (offset - arch.cfa_adjustment) % arch.cfa_alignment:
-        raise _Unrepresentable("s390x-unaligned", f"CFA offset {offset} is not "
+        raise _Unrepresentable(SframeReason.s390x_unaligned, f"CFA offset {offset} is not "
                                f"{arch.cfa_adjustment} + a multiple of {arch.cfa_alignment}",
                                row)
 
@@ -336,8 +351,8 @@ def _ra_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int |
     if slot is not None:
         return slot
     if rule.kind == RuleKind.undefined:
-        raise _Unrepresentable("ra-undefined", "return address is undefined", row)
-    raise _Unrepresentable("ra-not-at-fixed-offset",
+        raise _Unrepresentable(SframeReason.ra_undefined, "return address is undefined", row)
+    raise _Unrepresentable(SframeReason.ra_not_at_fixed_offset,
                            f"return address is {rule_words(rule, arch)}", row)
 
 
@@ -358,8 +373,8 @@ def _check_ra(rule: Rule | None, arch: Arch, row: Row) -> None:
             and rule.value == arch.sframe_fixed_ra_offset:
         return
     if rule is not None and rule.kind == RuleKind.undefined:
-        raise _Unrepresentable("ra-undefined", "return address is undefined", row)
-    raise _Unrepresentable("ra-not-at-fixed-offset",
+        raise _Unrepresentable(SframeReason.ra_undefined, "return address is undefined", row)
+    raise _Unrepresentable(SframeReason.ra_not_at_fixed_offset,
                            f"return address is {rule_words(rule, arch)}, not at CFA"
                            f"{arch.sframe_fixed_ra_offset:+d}", row)
 
@@ -385,7 +400,7 @@ def _check_sp(rule: Rule | None, arch: Arch, row: Row) -> None:
         # ldgr into an FPR in leaf functions): the ABI defines the CFA as that
         # SP + 160, so the copy holds CFA-160, which is what SFrame assumes.
         return
-    raise _Unrepresentable("sp-not-cfa", f"caller's SP is {rule_words(rule, arch)}", row)
+    raise _Unrepresentable(SframeReason.sp_not_cfa, f"caller's SP is {rule_words(rule, arch)}", row)
 
 
 def _fp_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int | None]:
@@ -395,7 +410,9 @@ def _fp_slot(rule: Rule | None, arch: Arch, row: Row) -> tuple[int | None, int |
     slot = _default_slot(rule, arch)
     if slot is not None:
         return slot
-    reason = {RuleKind.register: "fp-in-register", RuleKind.expression: "fp-expression",
-              RuleKind.val_expression: "fp-expression", RuleKind.val_offset: "fp-val-offset",
-              RuleKind.undefined: "fp-undefined"}[rule.kind]
+    reason = {RuleKind.register: SframeReason.fp_in_register,
+              RuleKind.expression: SframeReason.fp_expression,
+              RuleKind.val_expression: SframeReason.fp_expression,
+              RuleKind.val_offset: SframeReason.fp_val_offset,
+              RuleKind.undefined: SframeReason.fp_undefined}[rule.kind]
     raise _Unrepresentable(reason, f"caller's FP is {rule_words(rule, arch)}", row)

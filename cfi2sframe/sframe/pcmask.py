@@ -169,7 +169,7 @@ def lower_pc_dependent(timeline: Timeline, arch: Arch, skip: Skip,
     if resolved is timeline:
         return skip  # nothing to evaluate: the expression is a location
     if isinstance(resolved, str):
-        return Skip(skip.name, skip.location, skip.reason, resolved, skip.section, skip.start)
+        return replace(skip, detail=resolved)
     result = lower(resolved, arch, None, version)
     if isinstance(result, Skip):
         return result

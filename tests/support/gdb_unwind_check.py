@@ -26,7 +26,7 @@ sys.path.insert(0, os.environ["CFI2SFRAME_ROOT"])
 
 from cfi2sframe.analysis.unwind import PC, sframe_step  # noqa: E402
 from cfi2sframe.compact.encoding import decode
-from cfi2sframe.compact.rules import Code
+from cfi2sframe.compact.rules import Code, CompactRules
 from cfi2sframe.compact.step import step
 from cfi2sframe.compact.words import NOT_FUNCTION_START, is_dwarf
 from cfi2sframe.sframe.decode import decode as decode_sframe  # noqa: E402
@@ -109,8 +109,8 @@ def _snapshot(section, compact) -> dict:
                 break
             code = Code(inferior.read_memory(start + row_start, 260).tobytes())
             rules = decode(encoding, FLAVOUR, code)
-            if isinstance(rules, str):
-                record["compact"] = rules
+            if not isinstance(rules, CompactRules):  # why libunwind has no rules
+                record["compact"] = rules.detail
                 break
             try:
                 caller = step(rules, regs, read, sp=SP, ra_reg=RA)

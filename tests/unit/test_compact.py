@@ -12,6 +12,7 @@ from cfi2sframe.compact.encoding import decode
 from cfi2sframe.compact.lower import lower_compact, row_rules
 from cfi2sframe.compact.rules import Code, CompactRules
 from cfi2sframe.compact.words import NOT_FUNCTION_START, is_dwarf, permutation, unpermute
+from cfi2sframe.reasons import CompactReason
 
 
 def test_hand_derived_x86_64_encodings():
@@ -24,7 +25,17 @@ def test_hand_derived_x86_64_encodings():
     # IND: imm32 at +4 (5000) + 2 slots; rbx at CFA-16.
     code = Code(b"\x53\x48\x81\xec" + (5000).to_bytes(4, "little"))
     assert decode(0x03044400, "x86_64", code) == CompactRules(7, 5016, -8, ((3, -16),))
-    assert isinstance(decode(0x01000006, "x86_64"), str)  # RBP in a frame slot: abort
+    # RBP (6) named in a frame slot: libunwind aborts.
+    assert decode(0x01000006, "x86_64").reason == CompactReason.frame_register_in_slot
+    # Frameless IMMD, 2 registers (bits 10-12), permutation 0x3ff: two registers number
+    # their orders 0..29 (6 * 5 choices), so 1023 names none.
+    assert decode(0x02000BFF, "x86_64").reason == CompactReason.invalid_permutation
+    assert decode(0x04000000, "x86_64").reason == CompactReason.dwarf_mode
+    assert decode(0x00000000, "x86_64").reason == CompactReason.no_unwind_info
+    assert decode(0x05000000, "x86_64").reason == CompactReason.unknown_mode
+    # STACK_IND with its immediate 8 bytes past a 4-byte body.
+    assert (decode(0x03080400, "x86_64", Code(bytes(4))).reason
+            == CompactReason.stack_ind_outside_code)
 
 
 def test_hand_derived_i386_encodings():
@@ -41,7 +52,9 @@ def test_hand_derived_arm64_encodings():
     assert decode(0x04000101, "arm64") == CompactRules(
         29, 16, -8, ((19, -24), (20, -32), (29, -16), (72, -40), (73, -48)))
     assert decode(0x02003000, "arm64") == CompactRules(31, 48, None, ())
-    assert isinstance(decode(0x02001001, "arm64"), str)  # frameless with pairs
+    assert decode(0x02001001, "arm64").reason == CompactReason.frameless_with_pairs
+    assert decode(0x03000000, "arm64").reason == CompactReason.dwarf_mode
+    assert decode(0x01000000, "arm64").reason == CompactReason.unknown_mode
 
 
 def test_permutation_round_trip_for_every_ordered_subset():

@@ -262,11 +262,9 @@ def test_dw_cfa_offset_extended_is_opcode_5() -> None:
     from cfi2sframe.dwarf.opcodes import CFA
 
     assert (CFA.offset_extended, CFA.restore_extended) == (0x05, 0x06)
-    from cfi2sframe.dwarf.ops import OpName, decode_ops
+    from cfi2sframe.dwarf.ops import Offset, decode_ops
 
-    ops = decode_ops(bytes([0x05, 0x43, 0x02]), 1, -8, 8, False)
-    assert [(op.name, op.reg) for op in ops] == [(OpName.offset, 67)]
-    assert ops[0].offset == -16
+    assert decode_ops(bytes([0x05, 0x43, 0x02]), 1, -8, 8, False) == [Offset(67, -16)]
 
 
 def test_direct_path_refuses_a_truncated_advance() -> None:

@@ -24,15 +24,15 @@ from hypothesis import strategies as st
 
 from cfi2sframe import Skip, decode_sframe, encode_sframe, lower
 from cfi2sframe.arch import get_arch
+from cfi2sframe.dwarf import ops
 from cfi2sframe.dwarf.interpret import interpret
-from cfi2sframe.dwarf.ops import Op
 from cfi2sframe.model import Location, Timeline
 from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, rules_at
 from tests.conftest import meaning
 
 X86 = get_arch("x86_64")
 SP, FP, RA = 7, 6, 16  # DWARF numbers of rsp, rbp and the return address column
-CIE = (Op("def_cfa", SP, 8), Op("offset", RA, -8))
+CIE = (ops.DefCfa(SP, 8), ops.Offset(RA, -8))
 OTHER = (3, 12)  # rbx, r12: callee-saved, not described by SFrame
 ANY_REG = st.sampled_from([SP, FP, RA, 10, *OTHER])
 EXAMPLES = 400
@@ -70,42 +70,42 @@ def clean_ops(beyond: bool):
     cfa_offsets = offsets(st.integers(1, 32).map(lambda n: n * 8), beyond)
     fp_offsets = offsets(st.integers(-32, -1).map(lambda n: n * 8), beyond)
     return weighted(
-        (5, st.builds(lambda o: Op("def_cfa_offset", 0, o), cfa_offsets)),
-        (2, st.builds(lambda r, o: Op("def_cfa", r, o), st.sampled_from([SP, FP]),
+        (5, st.builds(lambda o: ops.DefCfaOffset(o), cfa_offsets)),
+        (2, st.builds(lambda r, o: ops.DefCfa(r, o), st.sampled_from([SP, FP]),
                       cfa_offsets)),
-        (2, st.builds(lambda r: Op("def_cfa_register", r), st.sampled_from([SP, FP]))),
-        (4, st.builds(lambda o: Op("offset", FP, o), fp_offsets)),
-        (2, st.just(Op("restore", FP))),
-        (1, st.just(Op("same_value", FP))),
-        (1, st.just(Op("offset", RA, -8))),
-        (1, st.just(Op("restore", RA))),
-        (1, st.just(Op("val_offset", SP, 0))),
-        (1, st.just(Op("restore", SP))),
-        (1, st.builds(lambda r, o: Op("offset", r, o), st.sampled_from(OTHER), fp_offsets)),
-        (1, st.builds(lambda r, o: Op("val_offset", r, o), st.sampled_from(OTHER),
+        (2, st.builds(lambda r: ops.DefCfaRegister(r), st.sampled_from([SP, FP]))),
+        (4, st.builds(lambda o: ops.Offset(FP, o), fp_offsets)),
+        (2, st.just(ops.Restore(FP))),
+        (1, st.just(ops.SameValue(FP))),
+        (1, st.just(ops.Offset(RA, -8))),
+        (1, st.just(ops.Restore(RA))),
+        (1, st.just(ops.ValOffset(SP, 0))),
+        (1, st.just(ops.Restore(SP))),
+        (1, st.builds(lambda r, o: ops.Offset(r, o), st.sampled_from(OTHER), fp_offsets)),
+        (1, st.builds(lambda r, o: ops.ValOffset(r, o), st.sampled_from(OTHER),
                       st.sampled_from([0, -16]))),
-        (1, st.builds(lambda r, r2: Op("register", r, r2), st.sampled_from(OTHER), ANY_REG)),
-        (1, st.builds(lambda r: Op("undefined", r), st.sampled_from(OTHER))),
-        (1, st.builds(lambda r: Op("same_value", r), st.sampled_from(OTHER))),
-        (1, st.builds(lambda r: Op("restore", r), st.sampled_from(OTHER))),
-        (1, st.just(Op("nop"))),
+        (1, st.builds(lambda r, r2: ops.Register(r, r2), st.sampled_from(OTHER), ANY_REG)),
+        (1, st.builds(lambda r: ops.Undefined(r), st.sampled_from(OTHER))),
+        (1, st.builds(lambda r: ops.SameValue(r), st.sampled_from(OTHER))),
+        (1, st.builds(lambda r: ops.Restore(r), st.sampled_from(OTHER))),
+        (1, st.just(ops.Nop())),
     )
 
 
 # Operations SFrame V2 cannot describe (V3 can some: RA undefined or in a register,
 # FP in a register, a CFA on another register).
 NOISE = st.one_of(
-    st.builds(lambda o: Op("def_cfa", 10, o), st.integers(1, 32).map(lambda n: n * 8)),
-    st.builds(lambda o: Op("offset", RA, o), st.sampled_from([-16, 8, -136])),
-    st.just(Op("undefined", RA)),
-    st.just(Op("same_value", RA)),
-    st.builds(lambda r: Op("register", RA, r), st.sampled_from([3, 10])),
-    st.just(Op("val_offset", RA, -8)),
-    st.builds(lambda r: Op("register", FP, r), st.sampled_from([3, 10])),
-    st.builds(lambda o: Op("val_offset", FP, o), st.sampled_from([0, -16])),
-    st.just(Op("undefined", FP)),
-    st.builds(lambda o: Op("offset", SP, o), st.sampled_from([-16, 0])),
-    st.builds(lambda o: Op("val_offset", SP, o), st.sampled_from([8, -8])),
+    st.builds(lambda o: ops.DefCfa(10, o), st.integers(1, 32).map(lambda n: n * 8)),
+    st.builds(lambda o: ops.Offset(RA, o), st.sampled_from([-16, 8, -136])),
+    st.just(ops.Undefined(RA)),
+    st.just(ops.SameValue(RA)),
+    st.builds(lambda r: ops.Register(RA, r), st.sampled_from([3, 10])),
+    st.just(ops.ValOffset(RA, -8)),
+    st.builds(lambda r: ops.Register(FP, r), st.sampled_from([3, 10])),
+    st.builds(lambda o: ops.ValOffset(FP, o), st.sampled_from([0, -16])),
+    st.just(ops.Undefined(FP)),
+    st.builds(lambda o: ops.Offset(SP, o), st.sampled_from([-16, 0])),
+    st.builds(lambda o: ops.ValOffset(SP, o), st.sampled_from([8, -8])),
 )
 CLEAN, CLEAN_BEYOND = clean_ops(False), clean_ops(True)
 # Bytes between operations: 0 (several operations at one PC), small steps, and jumps
@@ -115,18 +115,18 @@ ADVANCES = weighted((2, st.just(0)), (6, st.integers(1, 8)), (2, st.integers(9, 
 
 
 @st.composite
-def block(draw, ops, depth: int = 0) -> list[Op]:
+def block(draw, choices, depth: int = 0) -> list[ops.Op]:
     """A run of operations, some of them nested remember_state ... restore_state blocks
     whose insides change the rules (and, now and then, a block left open)."""
-    out: list[Op] = []
+    out: list[ops.Op] = []
     for _ in range(draw(st.integers(0, 6 if depth else 8))):
         if depth < 2 and draw(st.integers(0, 3)) == 0:
-            out.append(Op("remember_state"))
-            out += draw(block(ops, depth + 1))
+            out.append(ops.RememberState())
+            out += draw(block(choices, depth + 1))
             if draw(st.integers(0, 7)):  # most blocks are closed
-                out.append(Op("restore_state"))
+                out.append(ops.RestoreState())
         else:
-            out.append(draw(ops))
+            out.append(draw(choices))
     return out
 
 
@@ -136,10 +136,10 @@ def programs(draw):
     SFrame can describe, one of them also offsets past 32 bits, and two mix in
     operations it cannot describe."""
     mode = draw(st.integers(0, 9))
-    ops = (CLEAN if mode < 7 else CLEAN_BEYOND if mode == 7
-           else weighted((4, CLEAN_BEYOND), (1, NOISE)))
+    choices = (CLEAN if mode < 7 else CLEAN_BEYOND if mode == 7
+               else weighted((4, CLEAN_BEYOND), (1, NOISE)))
     placed, pc = [], 0
-    for op in draw(block(ops)):
+    for op in draw(block(choices)):
         pc += draw(ADVANCES)
         placed.append((pc, op))
     size = draw(weighted((6, st.integers(pc, pc + 50)),
@@ -148,32 +148,38 @@ def programs(draw):
     return placed, size
 
 
-def state_after(ops) -> tuple[tuple[int, int], dict]:
-    """(CFA register and offset, register rules) after ``ops``, from the x86-64 CIE
+def state_after(program) -> tuple[tuple[int, int], dict]:
+    """(CFA register and offset, register rules) after ``program``, from the x86-64 CIE
     rules: the straight reading of DWARF 5 section 6.4.2, every operation replayed."""
     initial = {RA: ("offset", -8)}
     cfa, regs, stack = (SP, 8), dict(initial), []
-    for op in ops:
-        n = op.name
-        if n == "def_cfa":
-            cfa = (op.reg, op.offset)
-        elif n == "def_cfa_offset":
-            cfa = (cfa[0], op.offset)
-        elif n == "def_cfa_register":
-            cfa = (op.reg, cfa[1])
-        elif n in ("offset", "val_offset", "register"):
-            regs[op.reg] = (n, op.offset)
-        elif n in ("same_value", "undefined"):
-            regs[op.reg] = (n, 0)
-        elif n == "restore":
-            if op.reg in initial:
-                regs[op.reg] = initial[op.reg]
-            else:
-                regs.pop(op.reg, None)
-        elif n == "remember_state":
-            stack.append((cfa, dict(regs)))
-        elif n == "restore_state":
-            cfa, regs = stack.pop()
+    for op in program:
+        match op:
+            case ops.DefCfa(register, offset):
+                cfa = (register, offset)
+            case ops.DefCfaOffset(offset):
+                cfa = (cfa[0], offset)
+            case ops.DefCfaRegister(register):
+                cfa = (register, cfa[1])
+            case ops.Offset(register, offset):
+                regs[register] = ("offset", offset)
+            case ops.ValOffset(register, offset):
+                regs[register] = ("val_offset", offset)
+            case ops.Register(register, source):
+                regs[register] = ("register", source)
+            case ops.SameValue(register):
+                regs[register] = ("same_value", 0)
+            case ops.Undefined(register):
+                regs[register] = ("undefined", 0)
+            case ops.Restore(register):
+                if register in initial:
+                    regs[register] = initial[register]
+                else:
+                    regs.pop(register, None)
+            case ops.RememberState():
+                stack.append((cfa, dict(regs)))
+            case ops.RestoreState():
+                cfa, regs = stack.pop()
     return cfa, regs
 
 
@@ -274,15 +280,15 @@ def check_skip(result: Skip, size: int, expected: dict) -> None:
 # Always run as well: the 32-bit edge on each side for the CFA and FP offsets (kept, or
 # left out with "offset-range"), and the frame-pointer epilogue inside remember/restore
 # (rbp's save rule must come back after restore_state).
-PUSH_RBP = [(1, Op("def_cfa_offset", 0, 16)), (1, Op("offset", FP, -16)),
-            (4, Op("def_cfa_register", FP))]
+PUSH_RBP = [(1, ops.DefCfaOffset(16)), (1, ops.Offset(FP, -16)),
+            (4, ops.DefCfaRegister(FP))]
 EXAMPLE_PROGRAMS = [
-    ([(1, Op("def_cfa_offset", 0, (1 << 31) - 1))], 4),
-    ([(1, Op("def_cfa_offset", 0, 1 << 31))], 4),
-    ([(1, Op("offset", FP, -(1 << 31)))], 4),
-    ([(1, Op("offset", FP, -(1 << 31) - 1))], 4),
-    (PUSH_RBP + [(8, Op("remember_state")), (8, Op("def_cfa", SP, 8)), (8, Op("restore", FP)),
-                 (9, Op("restore_state")), (9, Op("offset", 3, -24)), (12, Op("nop"))], 16),
+    ([(1, ops.DefCfaOffset((1 << 31) - 1))], 4),
+    ([(1, ops.DefCfaOffset(1 << 31))], 4),
+    ([(1, ops.Offset(FP, -(1 << 31)))], 4),
+    ([(1, ops.Offset(FP, -(1 << 31) - 1))], 4),
+    (PUSH_RBP + [(8, ops.RememberState()), (8, ops.DefCfa(SP, 8)), (8, ops.Restore(FP)),
+                 (9, ops.RestoreState()), (9, ops.Offset(3, -24)), (12, ops.Nop())], 16),
 ]
 
 
@@ -300,12 +306,12 @@ STATS: dict[str, Counter] = {"v2": Counter(), "v3": Counter()}
 def effective_restores(placed, size) -> tuple[int, int]:
     """(restore_state operations inside the function, those among them that bring back
     different register rules than the ones in force just before)."""
-    ops = [op for _, op in placed]
+    program = [op for _, op in placed]
     total = changed = 0
     for i, (at, op) in enumerate(placed):
-        if op.name == "restore_state" and at < size:
+        if isinstance(op, ops.RestoreState) and at < size:
             total += 1
-            changed += state_after(ops[:i])[1] != state_after(ops[:i + 1])[1]
+            changed += state_after(program[:i])[1] != state_after(program[:i + 1])[1]
     return total, changed
 
 

@@ -14,8 +14,9 @@ import pytest
 from cfi2sframe import CfaReg, Location, Row, Rule, Skip, Timeline, lower
 from cfi2sframe.arch import get_arch
 from cfi2sframe.compact.lower import lower_compact
+from cfi2sframe.dwarf import ops
 from cfi2sframe.dwarf.interpret import interpret
-from cfi2sframe.dwarf.ops import Op, decode_ops
+from cfi2sframe.dwarf.ops import decode_ops
 from cfi2sframe.sframe.build import encode_sframe, lower_all
 from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.pcmask import split_repeating
@@ -24,7 +25,7 @@ X86 = get_arch("x86_64")
 RA = (16, Rule("offset", -8))
 FP16 = (6, Rule("offset", -16))
 # The x86-64 CIE as GNU as writes it: DW_CFA_def_cfa rsp 8, DW_CFA_offset rip at cfa-8.
-CIE = (Op("def_cfa", 7, 8), Op("offset", 16, -8))
+CIE = (ops.DefCfa(7, 8), ops.Offset(16, -8))
 HEADER = 28  # SFrame header size (V2 and V3 alike)
 
 
@@ -47,8 +48,8 @@ def placed(data: bytes, code_align=1, data_align=-8):
     """Decode a CFI byte program and place each op at its code offset."""
     at, out = 0, []
     for op in decode_ops(data, code_align, data_align):
-        if op.name == "advance":
-            at += op.offset
+        if isinstance(op, ops.AdvanceLoc):
+            at += op.delta
         else:
             out.append((at, op))
     return out
@@ -60,26 +61,25 @@ def placed(data: bytes, code_align=1, data_align=-8):
 @pytest.mark.parametrize(("program", "want"), [
     # DW_CFA_def_cfa_offset_sf (0x13), SLEB128 0x7e = -2; DWARF 5 6.4.2.2: offset =
     # -2 * data_alignment_factor (-8) = +16.  readelf -wF says rsp+16 for the same bytes.
-    (b"\x13\x7e", ("def_cfa_offset", 0, 16)),
+    (b"\x13\x7e", ops.DefCfaOffset(16)),
     # SLEB128 0x02 = +2: 2 * -8 = -16 (a positive factored value, a negative offset).
-    (b"\x13\x02", ("def_cfa_offset", 0, -16)),
+    (b"\x13\x02", ops.DefCfaOffset(-16)),
     # SLEB128 0x80 0x7f: 0x00 | 0x7f << 7 = 16256, sign bit of the last byte set:
     # 16256 - 2**14 = -128; * -8 = +1024.
-    (b"\x13\x80\x7f", ("def_cfa_offset", 0, 1024)),
+    (b"\x13\x80\x7f", ops.DefCfaOffset(1024)),
     # DW_CFA_def_cfa_sf (0x12) r6, -2: CFA = rbp + (-2 * -8) = rbp+16.
-    (b"\x12\x06\x7e", ("def_cfa", 6, 16)),
+    (b"\x12\x06\x7e", ops.DefCfa(6, 16)),
     # DW_CFA_def_cfa_sf r7, +1: rsp + (1 * -8) = rsp-8.
-    (b"\x12\x07\x01", ("def_cfa", 7, -8)),
+    (b"\x12\x07\x01", ops.DefCfa(7, -8)),
     # DW_CFA_val_offset_sf (0x15) r6, -2: rbp's value is CFA + (-2 * -8) = CFA+16.
-    (b"\x15\x06\x7e", ("val_offset", 6, 16)),
+    (b"\x15\x06\x7e", ops.ValOffset(6, 16)),
     # DW_CFA_val_offset_sf r6, +3: CFA + (3 * -8) = CFA-24.
-    (b"\x15\x06\x03", ("val_offset", 6, -24)),
+    (b"\x15\x06\x03", ops.ValOffset(6, -24)),
 ])
 def test_sf_opcodes_multiply_the_signed_operand_by_the_data_alignment(program, want):
     """The _sf forms take a signed LEB128 operand that is factored by the data alignment
     (DWARF 5 6.4.2.2, 6.4.2.3): on x86-64 (-8) a negative operand is a positive offset."""
-    (op,) = decode_ops(program, 1, -8)
-    assert (op.name, op.reg, op.offset) == want
+    assert decode_ops(program, 1, -8) == [want]
 
 
 def test_sf_opcodes_through_the_interpreter_and_into_sframe():
@@ -227,12 +227,12 @@ def test_restore_state_brings_back_the_register_rules_of_remember_state():
     rule).  rbx saved and rbp restored after remember_state are back to their earlier
     rules (unspecified, cfa-16) in the row from restore_state on."""
     program = [
-        (1, Op("def_cfa_offset", 0, 16)), (1, Op("offset", 6, -16)),  # push rbp
-        (4, Op("remember_state")),
-        (4, Op("def_cfa_offset", 0, 24)), (4, Op("offset", 3, -24)),   # push rbx
-        (6, Op("restore", 6)),                                          # rbp: CIE rule
-        (8, Op("restore_state")),
-        (10, Op("def_cfa_offset", 0, 8)), (10, Op("restore", 6)),       # pop rbp
+        (1, ops.DefCfaOffset(16)), (1, ops.Offset(6, -16)),  # push rbp
+        (4, ops.RememberState()),
+        (4, ops.DefCfaOffset(24)), (4, ops.Offset(3, -24)),   # push rbx
+        (6, ops.Restore(6)),                                          # rbp: CIE rule
+        (8, ops.RestoreState()),
+        (10, ops.DefCfaOffset(8)), (10, ops.Restore(6)),       # pop rbp
     ]
     rows = interpret(CIE, program, 12)
     r16 = (16, Rule("offset", -8))
@@ -254,8 +254,8 @@ def test_restore_state_brings_back_the_register_rules_of_remember_state():
 
 def test_restore_state_as_the_last_operation_restores_registers_too():
     """The same with restore_state the last op (the final row is built apart)."""
-    program = [(1, Op("remember_state")), (1, Op("offset", 6, -16)),
-               (1, Op("def_cfa_offset", 0, 16)), (3, Op("restore_state"))]
+    program = [(1, ops.RememberState()), (1, ops.Offset(6, -16)),
+               (1, ops.DefCfaOffset(16)), (3, ops.RestoreState())]
     rows = interpret(CIE, program, 5)
     assert rows[-1].start == 3
     assert rows[-1].cfa == CfaReg(7, 8) and rows[-1].regs == (RA,)
