@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -75,34 +74,3 @@ class decoding:  # noqa: N801 - used as ``with decoding(path):``, like a functio
                  tb: object) -> None:
         if isinstance(exc, DecodeError):
             raise located(self.where, exc, self.section, self.base) from None
-
-
-def raised_in(exc: BaseException, package: str) -> bool:
-    """True when the innermost frame that raised ``exc`` belongs to ``package``.
-
-    pyelftools reports a malformed file with whatever its parser hits
-    (``ELFError``, ``struct.error``, ``KeyError``, ``ValueError``, ...).  Such an
-    exception means bad input only when pyelftools itself raised it; the same
-    type raised by our code is a bug and must not be reported as the user's.
-    """
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    module = tb.tb_frame.f_globals.get("__name__", "")
-    return isinstance(module, str) and (module == package or module.startswith(package + "."))
-
-
-def from_pyelftools(path: str, call: Callable[[], T]) -> T:
-    """``call()``, with exceptions raised inside pyelftools turned into a located
-    input error ("malformed ELF file"); everything else propagates unchanged."""
-    try:
-        return call()
-    except Cfi2SframeError:
-        raise
-    except Exception as exc:
-        if not raised_in(exc, "elftools"):
-            raise
-        raise Cfi2SframeError(path, f"malformed ELF file: {type(exc).__name__}: {exc}") \
-            from None

@@ -11,7 +11,15 @@ from typing import Generic, NamedTuple, TypeVar
 from .model import Name
 
 
-class SframeReason(Name):
+class _Code(Name):
+    """A reason code: its repr is the code's (``'ra-undefined'``), so a table of
+    counts prints as it did when codes were strings."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class SframeReason(_Code):
     """Why a function has no SFrame FDE (docs/reasons.md)."""
 
     invalid_cfi = "invalid-cfi"
@@ -36,7 +44,7 @@ class SframeReason(Name):
     fp_without_ra = "fp-without-ra"
 
 
-class CompactReason(Name):
+class CompactReason(_Code):
     """Why a function gets DWARF mode (docs/compact.md), and (the last seven) why
     ``decode`` gives no rules for an encoding word."""
 

@@ -21,7 +21,7 @@ from ..elf.read import open_elf
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_bytes
 from ..model import Row, Timeline
-from ..sframe.decode import DecodedFde, DecodedSection
+from ..sframe.decode import DecodedFde, DecodedFre, DecodedSection
 from ..sframe.load import load_sframe
 from ..sframe.lower import Skip, beyond_sframe, lower
 from ..sframe.pcmask import resolve_pc_expressions
@@ -51,6 +51,8 @@ def differing_ranges(a: Sequence[tuple[int, object]], b: Sequence[tuple[int, obj
     Both lists are sorted by start; one sweep, so a PLT of thousands of
     repetitions costs linear time.
     """
+    if _below(a, size) == _below(b, size):
+        return []  # the same steps inside the range: nothing differs (the common case)
     bounds = sorted(x for x in {0, *(s for s, _ in a), *(s for s, _ in b)} if 0 <= x < size)
     out: list[tuple[int, int, object, object]] = []
     ia = ib = 0
@@ -70,6 +72,14 @@ def differing_ranges(a: Sequence[tuple[int, object]], b: Sequence[tuple[int, obj
             else:
                 out.append((start, end, ra, rb))
     return out
+
+
+def _below(steps: Sequence[tuple[int, object]], size: int) -> Sequence[tuple[int, object]]:
+    """``steps`` without those at or past ``size`` (they are sorted by start)."""
+    end = len(steps)
+    while end and steps[end - 1][0] >= size:
+        end -= 1
+    return steps if end == len(steps) else steps[:end]
 
 
 @dataclass(frozen=True)
@@ -165,8 +175,38 @@ class VerifyResult:
         return not self.mismatches and not self.layout
 
 
-def covering_steps(section: DecodedSection, fdes: Sequence[DecodedFde],
-                   start: int) -> list[tuple[int, object]]:
+FreRules = Callable[[DecodedSection, DecodedFde, DecodedFre], FrameRules]
+
+
+class _RulesMemo:
+    """``fre_rules`` and ``_dwarf_side`` remembered for one section: libraries repeat a
+    few shapes (libLLVM-14: 861k FREs and rows, a few thousand distinct), and each
+    answer depends only on the key below, never on where the FRE or row starts."""
+
+    def __init__(self, arch: Arch) -> None:
+        self.arch = arch
+        self.fres: dict[tuple[bool, bool, int, tuple[int, ...]], FrameRules] = {}
+        self.rows: dict[tuple[object, ...], object] = {}
+
+    def fre(self, section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> FrameRules:
+        # What fre_rules reads besides the section's header: FLEX, base register,
+        # word size (for FLEX control words), the words.
+        key = (fde.flex, fre.base_fp, fre.offset_size, fre.offsets)
+        rules = self.fres.get(key)
+        if rules is None:
+            rules = self.fres[key] = fre_rules(section, fde, fre)
+        return rules
+
+    def row(self, row: Row, ra_column: int) -> object:
+        key = (ra_column, row.cfa, row.regs, row.ra_signed, row.ra_signed_pc)
+        side = self.rows.get(key, self)
+        if side is self:
+            side = self.rows[key] = _dwarf_side(row, self.arch, ra_column)
+        return side
+
+
+def covering_steps(section: DecodedSection, fdes: Sequence[DecodedFde], start: int,
+                   rules_of: FreRules = fre_rules) -> list[tuple[int, object]]:
     """The SFrame rules over consecutive FDEs as steps from ``start`` on: PC-mask FDEs
     expanded into every repetition, None where no FDE covers a PC."""
     steps: list[tuple[int, object]] = []
@@ -175,14 +215,16 @@ def covering_steps(section: DecodedSection, fdes: Sequence[DecodedFde],
         if steps and steps[-1][0] > base:
             steps = [step for step in steps if step[0] < base]
         if fde.pc_mask and fde.rep_size:
-            block = [(fre.start, fre_rules(section, fde, fre)) for fre in fde.fres
+            block = [(fre.start, rules_of(section, fde, fre)) for fre in fde.fres
                      if fre.start < fde.rep_size]
             steps.extend((base + at + offset, rules)
                          for at in range(0, fde.size, fde.rep_size)
                          for offset, rules in block if at + offset < fde.size)
+        elif outermost(section, fde):
+            steps.append((base, OUTERMOST))
         else:
-            steps.extend((base + offset, rules) for offset, rules in sframe_steps(section, fde)
-                         if offset < fde.size)
+            steps.extend((base + fre.start, rules_of(section, fde, fre)) for fre in fde.fres
+                         if fre.start < fde.size)
         steps.append((base + fde.size, None))
     return steps
 
@@ -214,6 +256,7 @@ def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
         fdes.sort(key=lambda fde: (fde.start_address, fde.size))
         starts[name] = [fde.start_address for fde in fdes]
     used: set[int] = set()
+    memo = _RulesMemo(arch)
     checked = 0
     mismatches = []
     missing = []
@@ -226,7 +269,8 @@ def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
                 > timeline.start:
             first -= 1
         covering = []
-        for fde in fdes[first:]:
+        for index in range(first, len(fdes)):  # not fdes[first:]: a copy per function
+            fde = fdes[index]
             if fde.start_address >= end and timeline.size:
                 break
             if fde.start_address + fde.size > timeline.start or (
@@ -238,14 +282,14 @@ def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
             missing.append((timeline, why))
             continue
         used.update(fde.index for fde in covering)
-        have = covering_steps(section, covering, timeline.start)
+        have = covering_steps(section, covering, timeline.start, memo.fre)
         resolved = resolve_pc_expressions(timeline, arch)
         if isinstance(resolved, str):
             unevaluated.append((timeline, resolved, tuple(have)))
             continue
         checked += 1
-        want = [(row.start, _dwarf_side(row, arch, resolved.ra_column))
-                for row in resolved.rows]
+        ra_column = resolved.ra_column
+        want = [(row.start, memo.row(row, ra_column)) for row in resolved.rows]
         ranges = differing_ranges(have, want, timeline.size)
         if ranges:
             mismatches.append((timeline, tuple(ranges)))

@@ -58,8 +58,6 @@ def warm_up() -> None:
     """Import what ``file_record`` uses, so that the children forked for each file
     inherit it: importing it again in every child cost 0.13 s a file (more than the
     work on a small one)."""
-    import elftools.elf.elffile  # noqa: F401 - the .sframe loader's reader
-
     from .. import convert, files  # noqa: F401
     from ..analysis import compare  # noqa: F401
     from ..dwarf import cfi  # noqa: F401

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from ..arch import arch_for_machine
 from ..dwarf.cfi import Cfi, Names, parse_cfi
-from ..errors import Cfi2SframeError, DecodeError, decoding
+from ..errors import Cfi2SframeError, decoding
 from ..files import read_bytes
-from .compressed import DEFAULT_LIMITS, Limits, decompress
+from .compressed import DEFAULT_LIMITS, Limits, section_contents
 from .read import (
-    SHF_COMPRESSED,
     SHN_LORESERVE,
     SHT_NOBITS,
     ElfView,
@@ -43,14 +42,7 @@ def read_elf_cfi(path: str, data: bytes | None = None,
             raise Cfi2SframeError(path, "no .eh_frame or .debug_frame section")
         # Read with ``elf.read`` alone (fast, and errors carry byte offsets).
         name = where.section = chosen.name
-        end = chosen.offset + chosen.size
-        if end > len(data):
-            raise DecodeError(chosen.header_at, f"{name} ends at {end:#x}, past the end "
-                                                "of the file")
-        contents: bytes | bytearray = data[chosen.offset:end]
-        if chosen.flags & SHF_COMPRESSED:
-            contents = decompress(data[chosen.offset:end], view.little_endian, view.is64,
-                                  len(data), limits, chosen.header_at)
+        contents = section_contents(view, chosen, limits)
         is_rel = view.elf_type == "ET_REL"
         placements = {}
         if is_rel:

@@ -14,6 +14,7 @@ import zlib
 from dataclasses import dataclass
 
 from ..errors import DecodeError
+from .read import SHF_COMPRESSED, ElfView, Section
 
 ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 1, 2
 _STEP = 1 << 20  # bytes inflated per step: the most the loop holds beyond the output
@@ -75,3 +76,19 @@ def decompress(raw: bytes, little: bool, is64: bool, file_size: int,
         raise DecodeError(header_at, f"compressed section gives {grew} bytes than "
                                      f"the {size} it claims")
     return out  # mutable, for the relocations of an object: no copy of a large section
+
+
+def section_contents(view: ElfView, section: Section,
+                     limits: Limits = DEFAULT_LIMITS) -> bytes | bytearray:
+    """A section's bytes as a reader sees them: checked against the file's end, and
+    decompressed within ``limits`` when ``SHF_COMPRESSED`` (``DecodeError`` at the
+    section header otherwise)."""
+    end = section.offset + section.size
+    if end > len(view.data):
+        raise DecodeError(section.header_at, f"{section.name} ends at {end:#x}, past the "
+                                             "end of the file")
+    raw = view.data[section.offset:end]
+    if section.flags & SHF_COMPRESSED:
+        return decompress(raw, view.little_endian, view.is64, len(view.data), limits,
+                          section.header_at)
+    return raw

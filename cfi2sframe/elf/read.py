@@ -1,11 +1,9 @@
 """A minimal ELF reader: header, section headers, program headers, symbols.
 
-Used for the assembler's probe object (every ``.s`` input) and for linked
-ELF inputs.  Reading these with ``struct`` takes milliseconds; importing
-pyelftools alone takes ~50 ms, and building its section objects for a large
-library (hash tables, dynamic segment) takes ~0.5 s.  pyelftools stays for
-what needs more than this: relocations of relocatable objects, and the
-``.sframe`` loader.
+The package's only ELF reader (the assembler's probe object, CFI, ``.sframe``,
+relocations, rewriting).  Reading these with ``struct`` takes milliseconds;
+importing pyelftools alone took ~50 ms, and building its section objects for a
+large library (hash tables, dynamic segment) ~0.5 s.  pyelftools is a test oracle.
 """
 
 from __future__ import annotations

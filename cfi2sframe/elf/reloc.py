@@ -15,9 +15,6 @@ from ..errors import Cfi2SframeError
 from .read import SHN_LORESERVE
 
 if TYPE_CHECKING:
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import Section
-
     from .read import ElfView, Symbol
 
 # (e_machine, relocation type) -> size in bytes, for the address relocations CFI and
@@ -27,57 +24,15 @@ RELOC_SIZES = {(arch.elf_machine, kind): size for arch in ARCHES.values()
 PC_RELATIVE = {(arch.elf_machine, kind) for arch in ARCHES.values()
                for kind, (_, pcrel) in arch.elf_relocations.items() if pcrel}
 
-
-def apply_relocations(elf: ELFFile, section: Section, contents: bytearray,
-                      where: str) -> dict[int, tuple[str, int]]:
-    """Relocate ``contents`` (the data of ``section``) in place, sections at address 0.
-
-    Returns field offset -> (name of the section the relocation points into, or
-    the special index such as ``SHN_ABS``; target value S + A).
-    """
-    from elftools.elf.relocation import RelocationSection
-    from elftools.elf.sections import SymbolTableSection
-
-    machine = elf["e_machine"]
-    order: ByteOrder = "little" if elf.little_endian else "big"
-    index = elf.get_section_index(section.name)
-    placed: dict[int, tuple[str, int]] = {}
-    for rel in elf.iter_sections():
-        if not isinstance(rel, RelocationSection) or rel["sh_info"] != index:
-            continue
-        symtab = elf.get_section(rel["sh_link"])
-        if not isinstance(symtab, SymbolTableSection):
-            raise Cfi2SframeError(where, f"{rel.name} links to section {rel['sh_link']}, "
-                                         "which is not a symbol table")
-        for reloc in rel.iter_relocations():
-            key = (machine, reloc["r_info_type"])
-            size = RELOC_SIZES.get(key)
-            if size is None:
-                continue
-            offset = reloc["r_offset"]
-            if offset + size > len(contents):
-                raise Cfi2SframeError(where, f"relocation at {offset:#x} is outside "
-                                             f"{section.name}")
-            symbol = symtab.get_symbol(reloc["r_info_sym"])
-            shndx = symbol["st_shndx"]
-            target = elf.get_section(shndx).name if isinstance(shndx, int) else str(shndx)
-            value = 0 if symbol["st_info"]["type"] == "STT_SECTION" else symbol["st_value"]
-            addend = reloc["r_addend"] if reloc.is_RELA() else int.from_bytes(
-                contents[offset : offset + size], order, signed=True)
-            placed[offset] = (target, value + addend)
-            stored = value + addend - offset if key in PC_RELATIVE else value + addend
-            contents[offset : offset + size] = (stored & ((1 << (8 * size)) - 1)).to_bytes(
-                size, order)
-    return placed
-
-
 SPECIAL_SECTIONS = {0: "SHN_UNDEF", 0xFFF1: "SHN_ABS", 0xFFF2: "SHN_COMMON"}
 
 
 def relocate_view(view: ElfView, index: int, contents: bytearray,
                   where: str) -> dict[int, tuple[str, int]]:
-    """``apply_relocations`` for an ``elfread.ElfView``: section ``index``'s relocations
-    applied to ``contents``.  Errors name the file offset of the bad entry."""
+    """Relocate ``contents`` (the data of section ``index``) in place, every section at
+    address 0.  Returns field offset -> (name of the section the relocation points
+    into, or a special index such as ``SHN_ABS``; target value S + A).  Errors name
+    the file offset of the bad entry."""
     import struct
 
     def bad(at: int, message: str) -> Cfi2SframeError:

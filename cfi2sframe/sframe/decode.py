@@ -8,7 +8,10 @@ that do not add up, unknown version, ABI, flags or types) raises
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 from ..arch import by_sframe_abi, is_sframe_abi
 from ..errors import DecodeError
@@ -47,11 +50,15 @@ VALID_FLAGS = {
 }
 FDE_ENTRY_SIZE = {VERSION_1: 17, VERSION_2: 20, VERSION_3: 16}
 V3_ATTR_SIZE = 5
+# Every FRE info byte's fields, decoded once (``words.fre_info_fields``).
+_FRE_INFO = tuple(fre_info_fields(info) for info in range(256))
 
 
-@dataclass(frozen=True)
-class DecodedFre:
-    """An FRE as stored: start offset, CFA base bit, signed data words, RA-mangled bit."""
+class DecodedFre(NamedTuple):
+    """An FRE as stored: start offset, CFA base bit, signed data words, RA-mangled bit.
+
+    A named tuple: a large library has near a million FREs, and a frozen dataclass
+    costs three times as much to build."""
 
     start: int
     base_fp: bool
@@ -132,8 +139,25 @@ class DecodedSection:
     section_address: int = 0
     size: int = 0
 
+    @cached_property
+    def _disjoint_starts(self) -> list[int] | None:
+        """The FDEs' start addresses when the FDEs follow one another without overlap
+        (a linked file's sorted table; in an object every section is at 0)."""
+        fdes = self.fdes
+        for before, after in zip(fdes, fdes[1:], strict=False):
+            if before.start_address + before.size > after.start_address:
+                return None
+        return [fde.start_address for fde in fdes]
+
     def find_fde(self, pc: int) -> DecodedFde | None:
-        """The FDE whose range holds ``pc``."""
+        """The first FDE in table order whose range holds ``pc``; where the FDEs follow
+        one another, found as the spec's look-up does (a binary search for the last
+        FDE starting at or before ``pc``)."""
+        starts = self._disjoint_starts
+        if starts is not None:
+            index = bisect_right(starts, pc) - 1
+            fde = self.fdes[index] if index >= 0 else None
+            return fde if fde is not None and pc < fde.start_address + fde.size else None
         for fde in self.fdes:
             if fde.start_address <= pc < fde.start_address + fde.size:
                 return fde
@@ -192,6 +216,12 @@ def decode(data: bytes, section_address: int = 0, v1_pcrel: bool = False) -> Dec
     return DecodedSection(version, flags, abi, fixed_fp, fixed_ra, auxhdr_len, num_fres,
                           fre_len, fdeoff, freoff, big, tuple(fdes), section_address,
                           len(data))
+
+
+@lru_cache(maxsize=64)
+def _data_words(order: str, width: int, count: int) -> struct.Struct:
+    """The layout of ``count`` signed data words of ``width`` bytes."""
+    return struct.Struct(order + {1: "b", 2: "h", 4: "i"}[width] * count)
 
 
 class _Reader:
@@ -257,14 +287,15 @@ class _Reader:
              flex: bool) -> tuple[DecodedFre, ...]:
         data, end = self.data, self.fre_end
         addr_size = FRE_ADDR_SIZE[fre_type]
-        start_fmt = self.order + {1: "B", 2: "H", 4: "I"}[addr_size]
+        start_field = struct.Struct(self.order + {1: "B", 2: "H", 4: "I"}[addr_size])
+        order = self.order
         out = []
         for _ in range(count):
             if pos + addr_size + 1 > end:
                 raise DecodeError(pos, f"FDE {index}: FRE runs past the FRE sub-section")
-            (start,) = struct.unpack_from(start_fmt, data, pos)
+            (start,) = start_field.unpack_from(data, pos)
             info = data[pos + addr_size]
-            base_reg, n, size_code, mangled_ra = fre_info_fields(info)
+            base_reg, n, size_code, mangled_ra = _FRE_INFO[info]
             if size_code not in OFFSET_SIZE:
                 raise DecodeError(pos + addr_size, f"FDE {index}: invalid data word size code 3")
             if flex and base_reg:
@@ -275,9 +306,8 @@ class _Reader:
             if body + n * width > end:
                 raise DecodeError(pos, f"FDE {index}: FRE data words run past the FRE "
                                        "sub-section")
-            words = struct.unpack_from(self.order + {1: "b", 2: "h", 4: "i"}[width] * n, data,
-                                       body)
-            out.append(DecodedFre(start, base_reg == BASE_REG_FP, tuple(words), mangled_ra,
+            words = _data_words(order, width, n).unpack_from(data, body)
+            out.append(DecodedFre(start, base_reg == BASE_REG_FP, words, mangled_ra,
                                   size_code, info))
             pos = body + n * width
         return tuple(out)

@@ -23,7 +23,7 @@ import pytest
 
 import cfi2sframe
 from cfi2sframe.cli import main
-from cfi2sframe.errors import EX_SOFTWARE, Cfi2SframeError
+from cfi2sframe.errors import EX_SOFTWARE
 from tests.conftest import gsframe_program, require, small_program
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -185,26 +185,6 @@ def test_cie_parser_bug_fails_the_elf_fuzz_check(inputs: dict[str, Path],
     monkeypatch.setattr(cfi, "_parse_cie", broken)
     with pytest.raises(AttributeError):
         _convert(data)
-
-
-def test_pyelftools_errors_are_input_errors_and_ours_are_not() -> None:
-    """Only an exception raised inside pyelftools means a malformed file."""
-    from cfi2sframe.errors import from_pyelftools
-
-    def in_pyelftools() -> None:
-        import io
-
-        from elftools.elf.elffile import ELFFile
-        ELFFile(io.BytesIO(b"\x7fELF" + b"\xff" * 60))
-
-    with pytest.raises(Cfi2SframeError, match="malformed ELF file"):
-        from_pyelftools("x.o", in_pyelftools)
-
-    def ours() -> None:
-        raise KeyError("ours")
-
-    with pytest.raises(KeyError):
-        from_pyelftools("x.o", ours)
 
 
 def test_unknown_arch_is_a_usage_error(tmp_path: Path) -> None:

@@ -239,3 +239,34 @@ def test_wrong_byte_order_for_the_abi_is_an_error():
         assert "byte order" in exc.message
     else:
         raise AssertionError("decoded a little-endian s390x section")
+
+
+@st.composite
+def fde_tables(draw):
+    """FDE (start, size) tables: back to back or with gaps (a linked file), or
+    overlapping and out of order (an object's sections all at 0)."""
+    spans = draw(st.lists(st.tuples(st.integers(0, 400), st.integers(0, 40)), max_size=30))
+    if draw(st.booleans()):  # laid out one after another
+        at, laid = 0, []
+        for gap, size in spans:
+            at += gap % 8
+            laid.append((at, size))
+            at += size
+        spans = laid
+    return spans
+
+
+@settings(max_examples=300, deadline=None)
+@given(fde_tables(), st.lists(st.integers(-1, 500), max_size=20))
+def test_find_fde_is_the_first_fde_in_table_order_that_holds_the_pc(spans, pcs):
+    """The binary search (FDEs one after another) and the scan (anything else) both
+    answer what a scan of the table in order does."""
+    from cfi2sframe.sframe.decode import DecodedFde, DecodedSection
+
+    fdes = tuple(DecodedFde(i, start, start, size, 0, 0, 0, 0, (), 0)
+                 for i, (start, size) in enumerate(spans))
+    section = DecodedSection(2, 1, 3, 0, -8, 0, 0, 0, 0, 0, False, fdes)
+    for pc in pcs:
+        first = next((f for f in fdes if f.start_address <= pc < f.start_address + f.size),
+                     None)
+        assert section.find_fde(pc) is first
