@@ -7,6 +7,7 @@ address fields (to know each FDE's section and offset).
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 from ..arch import ARCHES
@@ -33,7 +34,6 @@ def relocate_view(view: ElfView, index: int, contents: bytearray,
     address 0.  Returns field offset -> (name of the section the relocation points
     into, or a special index such as ``SHN_ABS``; target value S + A).  Errors name
     the file offset of the bad entry."""
-    import struct
 
     def bad(at: int, message: str) -> Cfi2SframeError:
         return Cfi2SframeError(where, f"at byte {at:#x}: {message}")
