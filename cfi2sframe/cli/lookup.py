@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
         raise Cfi2SframeError("", "lookup needs FILE, --module or --maps (see --help)")
     else:
         modules = []
-        default = load_sframe(args.file).section
+        # Only the FDEs that cover the PCs asked for are decoded (the spec's look-up).
+        default = load_sframe(args.file, pcs=[parse_pc(text) for text in args.pcs]).section
     status = 0
     results: list[dict[str, object]] = []
     for text in args.pcs:

@@ -133,6 +133,20 @@ class ElfView:
                 return self.data[section.offset : section.offset + section.size]
         return b""
 
+    def symbol_entries(self, index: int) -> list[tuple[int, int, int]]:
+        """(value, STT type, section index) of every entry of the symbol table at
+        section ``index``, without names (what relocating needs, in one pass)."""
+        if not 0 < index < len(self.sections):
+            return []
+        table = self.sections[index]
+        raw = self.data[table.offset : table.offset + table.size]
+        order = "<" if self.little_endian else ">"
+        if self.is64:
+            return [(value, info & 0xF, shndx) for _, info, _, shndx, value, _ in
+                    struct.iter_unpack(order + "IBBHQQ", raw[: len(raw) // 24 * 24])]
+        return [(value, info & 0xF, shndx) for _, value, _, info, _, shndx in
+                struct.iter_unpack(order + "IIIBBH", raw[: len(raw) // 16 * 16])]
+
     def symbols(self, name: str | int = "") -> list[Symbol]:
         """Every entry of a symbol table (index 0 included), in table order.
 

@@ -8,15 +8,16 @@ address fields (to know each FDE's section and offset).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..arch import ARCHES
 from ..arch.base import ByteOrder
 from ..errors import Cfi2SframeError
-from .read import SHN_LORESERVE
+from .read import SHN_LORESERVE, STT_SECTION
 
 if TYPE_CHECKING:
-    from .read import ElfView, Symbol
+    from .read import ElfView
 
 # (e_machine, relocation type) -> size in bytes, for the address relocations CFI and
 # SFrame sections use, and those that are PC-relative: from the target registry.
@@ -26,6 +27,36 @@ PC_RELATIVE = {(arch.elf_machine, kind) for arch in ARCHES.values()
                for kind, (_, pcrel) in arch.elf_relocations.items() if pcrel}
 
 SPECIAL_SECTIONS = {0: "SHN_UNDEF", 0xFFF1: "SHN_ABS", 0xFFF2: "SHN_COMMON"}
+
+
+def _symbol_targets(view: ElfView, link: int) -> Callable[[int], tuple[str, int] | str]:
+    """Symbol index -> (the section it is in, or its special index; its value as a
+    relocation uses it: 0 for a section symbol), or why the entry is unusable.
+
+    Only the entries relocations name are read, and each once: an object's symbol
+    table can hold a hundred thousand names that relocating never needs."""
+    symbols = view.symbol_entries(link)
+    found: dict[int, tuple[str, int] | str] = {}
+
+    def target(sym: int) -> tuple[str, int] | str:
+        known = found.get(sym)
+        if known is not None:
+            return known
+        if sym >= len(symbols):
+            answer: tuple[str, int] | str = f"relocation names symbol {sym} of {len(symbols)}"
+        else:
+            value, kind, shndx = symbols[sym]
+            if shndx in SPECIAL_SECTIONS or shndx >= SHN_LORESERVE:
+                answer = (SPECIAL_SECTIONS.get(shndx, f"SHN_{shndx:#x}"),
+                          0 if kind == STT_SECTION else value)
+            elif shndx < len(view.sections):
+                answer = (view.sections[shndx].name, 0 if kind == STT_SECTION else value)
+            else:
+                answer = f"relocation symbol in missing section {shndx}"
+        found[sym] = answer
+        return answer
+
+    return target
 
 
 def relocate_view(view: ElfView, index: int, contents: bytearray,
@@ -41,7 +72,6 @@ def relocate_view(view: ElfView, index: int, contents: bytearray,
     order = "<" if view.little_endian else ">"
     endian: ByteOrder = "little" if view.little_endian else "big"
     placed: dict[int, tuple[str, int]] = {}
-    tables: dict[int, list[Symbol]] = {}  # many relocation sections may share one table
     for rel in view.sections:
         if rel.kind not in (4, 9) or rel.info != index:  # SHT_RELA, SHT_REL
             continue
@@ -53,11 +83,10 @@ def relocate_view(view: ElfView, index: int, contents: bytearray,
         if rel.offset + rel.size > len(view.data):
             raise bad(rel.header_at, f"relocation section {rel.name} runs past the end of "
                                      "the file")
-        if rel.link not in tables:
-            tables[rel.link] = view.symbols(rel.link)
-        symbols = tables[rel.link]
-        for at in range(rel.offset, rel.offset + rel.size - entry + 1, entry):
-            fields = struct.unpack_from(fmt, view.data, at)
+        target_of = _symbol_targets(view, rel.link)
+        count = rel.size // entry
+        rows = struct.iter_unpack(fmt, view.data[rel.offset:rel.offset + count * entry])
+        for number, fields in enumerate(rows):
             offset, info = fields[0], fields[1]
             sym, kind = (info >> 32, info & 0xFFFFFFFF) if view.is64 else (info >> 8,
                                                                              info & 0xFF)
@@ -65,18 +94,13 @@ def relocate_view(view: ElfView, index: int, contents: bytearray,
             size = RELOC_SIZES.get(key)
             if size is None:
                 continue
+            at = rel.offset + number * entry
             if offset + size > len(contents):
                 raise bad(at, f"relocation at {offset:#x} is outside its section")
-            if sym >= len(symbols):
-                raise bad(at, f"relocation names symbol {sym} of {len(symbols)}")
-            symbol = symbols[sym]
-            if symbol.shndx in SPECIAL_SECTIONS or symbol.shndx >= SHN_LORESERVE:
-                target = SPECIAL_SECTIONS.get(symbol.shndx, f"SHN_{symbol.shndx:#x}")
-            elif symbol.shndx < len(view.sections):
-                target = view.sections[symbol.shndx].name
-            else:
-                raise bad(at, f"relocation symbol in missing section {symbol.shndx}")
-            value = 0 if symbol.kind == 3 else symbol.value  # STT_SECTION
+            found = target_of(sym)
+            if isinstance(found, str):
+                raise bad(at, found)
+            target, value = found
             addend = fields[2] if rela else int.from_bytes(contents[offset:offset + size],
                                                            endian, signed=True)
             placed[offset] = (target, value + addend)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
@@ -140,28 +141,36 @@ class DecodedSection:
     size: int = 0
 
     @cached_property
-    def _disjoint_starts(self) -> list[int] | None:
-        """The FDEs' start addresses when the FDEs follow one another without overlap
-        (a linked file's sorted table; in an object every section is at 0)."""
-        fdes = self.fdes
-        for before, after in zip(fdes, fdes[1:], strict=False):
-            if before.start_address + before.size > after.start_address:
-                return None
-        return [fde.start_address for fde in fdes]
+    def _find(self) -> Callable[[int], int | None]:
+        return DecodedSection.of_ranges([(fde.start_address, fde.size) for fde in self.fdes])
 
     def find_fde(self, pc: int) -> DecodedFde | None:
         """The first FDE in table order whose range holds ``pc``; where the FDEs follow
         one another, found as the spec's look-up does (a binary search for the last
         FDE starting at or before ``pc``)."""
-        starts = self._disjoint_starts
-        if starts is not None:
-            index = bisect_right(starts, pc) - 1
-            fde = self.fdes[index] if index >= 0 else None
-            return fde if fde is not None and pc < fde.start_address + fde.size else None
-        for fde in self.fdes:
-            if fde.start_address <= pc < fde.start_address + fde.size:
-                return fde
-        return None
+        index = self._find(pc)
+        return self.fdes[index] if index is not None else None
+
+    @staticmethod
+    def of_ranges(ranges: list[tuple[int, int]]) -> Callable[[int], int | None]:
+        """PC -> index of the first (start, size) range in order that holds it."""
+        disjoint = all(a + size <= b for (a, size), (b, _) in zip(ranges, ranges[1:],
+                                                                  strict=False))
+        if disjoint:
+            starts = [start for start, _ in ranges]
+
+            def search(pc: int) -> int | None:
+                index = bisect_right(starts, pc) - 1
+                return index if index >= 0 and pc < ranges[index][0] + ranges[index][1] \
+                    else None
+
+            return search
+
+        def scan(pc: int) -> int | None:
+            return next((i for i, (start, size) in enumerate(ranges)
+                         if start <= pc < start + size), None)
+
+        return scan
 
 
 def _need(data: bytes, pos: int, size: int, what: str) -> None:
@@ -176,46 +185,85 @@ def decode(data: bytes, section_address: int = 0, v1_pcrel: bool = False) -> Dec
     ``v1_pcrel``: read V1 start fields as relative to the field itself, as they
     are in a relocatable object once its PC32 relocations are applied.
     """
-    _need(data, 0, HEADER_SIZE, "SFrame header")
-    if int.from_bytes(data[:2], "little") == MAGIC:
-        big = False
-    elif int.from_bytes(data[:2], "big") == MAGIC:
-        big = True
-    else:
-        raise DecodeError(0, f"bad magic {data[0]:02x}{data[1]:02x} (not an SFrame section)")
-    (_, version, flags, abi, fixed_fp, fixed_ra, auxhdr_len, num_fdes, num_fres, fre_len,
-     fdeoff, freoff) = header_struct(big).unpack_from(data, 0)
-    if version not in VALID_FLAGS:
-        raise DecodeError(2, f"unsupported SFrame version {version}")
-    if flags & ~VALID_FLAGS[version]:
-        raise DecodeError(3, f"unknown flags {flags & ~VALID_FLAGS[version]:#x} for "
-                             f"version {version}")
-    if not is_sframe_abi(abi):
-        raise DecodeError(4, f"unknown ABI/arch identifier {abi}")
-    if by_sframe_abi(abi).big_endian != big:
-        raise DecodeError(0, f"byte order does not match the ABI "
-                             f"({by_sframe_abi(abi).sframe_abi_name})")
-    base = HEADER_SIZE + auxhdr_len
-    _need(data, HEADER_SIZE, auxhdr_len, "auxiliary header")
-    entry = FDE_ENTRY_SIZE[version]
-    fde_start = base + fdeoff
-    fre_start = base + freoff
-    _need(data, fde_start, num_fdes * entry, f"FDE table ({num_fdes} FDEs)")
-    _need(data, fre_start, fre_len, f"FRE sub-section ({fre_len} bytes)")
-    reader = _Reader(data, ">" if big else "<", fre_start, fre_len, version, abi)
-    fdes = []
-    total = 0
-    for index in range(num_fdes):
-        pos = fde_start + index * entry
-        pcrel = bool(flags & F_FDE_FUNC_START_PCREL) or (v1_pcrel and version == VERSION_1)
-        fde = reader.fde(index, pos, section_address, pcrel)
-        total += len(fde.fres)
-        fdes.append(fde)
-    if total != num_fres:
-        raise DecodeError(12, f"header says {num_fres} FREs but the FDEs hold {total}")
-    return DecodedSection(version, flags, abi, fixed_fp, fixed_ra, auxhdr_len, num_fres,
-                          fre_len, fdeoff, freoff, big, tuple(fdes), section_address,
-                          len(data))
+    table = _Table(data, section_address, v1_pcrel)
+    fdes = [table.fde(index) for index in range(table.count)]
+    total = sum(len(fde.fres) for fde in fdes)
+    if total != table.num_fres:
+        raise DecodeError(12, f"header says {table.num_fres} FREs but the FDEs hold {total}")
+    return table.section(fdes)
+
+
+def decode_covering(data: bytes, pcs: Iterable[int], section_address: int = 0,
+                    v1_pcrel: bool = False) -> DecodedSection:
+    """The section with only the FDEs that cover ``pcs``, each with its FREs: what a
+    look-up reads (the spec's algorithm: search the FDE index, decode one FDE).
+
+    ``find_fde`` answers on it as on the whole section: the index's start and size
+    fields are read for every FDE (in one pass, no objects), the FDE chosen as
+    ``DecodedSection.find_fde`` chooses.  Only the counts that need every FDE
+    decoded (the header's FRE total) are left unchecked."""
+    table = _Table(data, section_address, v1_pcrel)
+    found = DecodedSection.of_ranges(table.ranges())
+    wanted = sorted({index for index in map(found, pcs) if index is not None})
+    return table.section([table.fde(index) for index in wanted])
+
+
+class _Table:
+    """A section's header, checked, and its FDE index."""
+
+    def __init__(self, data: bytes, section_address: int, v1_pcrel: bool) -> None:
+        _need(data, 0, HEADER_SIZE, "SFrame header")
+        if int.from_bytes(data[:2], "little") == MAGIC:
+            big = False
+        elif int.from_bytes(data[:2], "big") == MAGIC:
+            big = True
+        else:
+            raise DecodeError(0, f"bad magic {data[0]:02x}{data[1]:02x} (not an SFrame "
+                                 "section)")
+        (_, version, flags, abi, fixed_fp, fixed_ra, auxhdr_len, num_fdes, num_fres, fre_len,
+         fdeoff, freoff) = header_struct(big).unpack_from(data, 0)
+        if version not in VALID_FLAGS:
+            raise DecodeError(2, f"unsupported SFrame version {version}")
+        if flags & ~VALID_FLAGS[version]:
+            raise DecodeError(3, f"unknown flags {flags & ~VALID_FLAGS[version]:#x} for "
+                                 f"version {version}")
+        if not is_sframe_abi(abi):
+            raise DecodeError(4, f"unknown ABI/arch identifier {abi}")
+        if by_sframe_abi(abi).big_endian != big:
+            raise DecodeError(0, f"byte order does not match the ABI "
+                                 f"({by_sframe_abi(abi).sframe_abi_name})")
+        base = HEADER_SIZE + auxhdr_len
+        _need(data, HEADER_SIZE, auxhdr_len, "auxiliary header")
+        self.entry = FDE_ENTRY_SIZE[version]
+        self.fde_start = base + fdeoff
+        fre_start = base + freoff
+        _need(data, self.fde_start, num_fdes * self.entry, f"FDE table ({num_fdes} FDEs)")
+        _need(data, fre_start, fre_len, f"FRE sub-section ({fre_len} bytes)")
+        self.reader = _Reader(data, ">" if big else "<", fre_start, fre_len, version, abi)
+        self.header = (version, flags, abi, fixed_fp, fixed_ra, auxhdr_len, num_fres,
+                       fre_len, fdeoff, freoff, big)
+        self.data, self.count, self.num_fres = data, num_fdes, num_fres
+        self.address = section_address
+        self.pcrel = bool(flags & F_FDE_FUNC_START_PCREL) or (v1_pcrel and
+                                                              version == VERSION_1)
+
+    def fde(self, index: int) -> DecodedFde:
+        return self.reader.fde(index, self.fde_start + index * self.entry, self.address,
+                               self.pcrel)
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """(start address, size) of every FDE, from the index alone."""
+        layout = {VERSION_3: "qI4x", VERSION_2: "iI12x", VERSION_1: "iI9x"}[self.header[0]]
+        rows = struct.iter_unpack(self.reader.order + layout,
+                                  self.data[self.fde_start:self.fde_start
+                                            + self.count * self.entry])
+        base, entry = self.address + (self.fde_start if self.pcrel else 0), self.entry
+        step = entry if self.pcrel else 0
+        return [(base + raw + index * step, size)
+                for index, (raw, size) in enumerate(rows)]
+
+    def section(self, fdes: list[DecodedFde]) -> DecodedSection:
+        return DecodedSection(*self.header, tuple(fdes), self.address, len(self.data))
 
 
 @lru_cache(maxsize=64)

@@ -25,8 +25,11 @@ def dump_text(section: DecodedSection, name: str = ".sframe") -> str:
     """The whole ``readelf --sframe`` text for one section."""
     out = [f"Contents of the SFrame section {name}:", _header(section),
            "\n  Function Index :\n"]
+    # An FRE's columns depend on its words and bits, not on where it starts: libraries
+    # repeat a few thousand shapes over a million FREs, so each is written once.
+    columns: dict[tuple[bool, bool, bool, int, tuple[int, ...]], str] = {}
     for fde in section.fdes:
-        out.append(_function(section, fde))
+        out.append(_function(section, fde, columns))
     return "".join(out)
 
 
@@ -68,7 +71,8 @@ def _flags(section: DecodedSection) -> str:
     return "".join(lines)
 
 
-def _function(section: DecodedSection, fde: DecodedFde) -> str:
+def _function(section: DecodedSection, fde: DecodedFde,
+              columns: dict[tuple[bool, bool, bool, int, tuple[int, ...]], str]) -> str:
     head = f"\n    func idx [{fde.index}]: pc = {fde.start_address:#x}, size = {fde.size} bytes"
     if section.version >= 3:
         attr = ("S" if fde.signal else "") + ("F" if fde.flex else "")
@@ -78,17 +82,24 @@ def _function(section: DecodedSection, fde: DecodedFde) -> str:
         head += ", pauth = B key"
     marker = "[m]" if fde.pc_mask else "   "
     lines = [head, f"\n    {'STARTPC':<7}{marker:<8} {'CFA':<10}{'FP':<10}{'RA':<13}"]
+    base = 0 if fde.pc_mask else fde.start_address
     for fre in fde.fres:
-        address = fre.start if fde.pc_mask else fde.start_address + fre.start
-        line = f"\n    {address & 0xFFFFFFFFFFFFFFFF:016x}"
-        if not fre.offsets and section.version != VERSION_1:
-            lines.append(line + "  RA undefined")
-            continue
-        cfa, fp, ra = (_flex_cells if fde.flex else _default_cells)(section, fre)
-        ra += "[s]" if fre.mangled_ra else "   "
-        lines.append(f"{line}  {cfa:<10}{fp:<10}{ra:<13}")
+        key = (fde.flex, fre.base_fp, fre.mangled_ra, fre.offset_size, fre.offsets)
+        text = columns.get(key)
+        if text is None:
+            text = columns[key] = _columns(section, fde, fre)
+        lines.append(f"\n    {(base + fre.start) & 0xFFFFFFFFFFFFFFFF:016x}  {text}")
     lines.append("\n")
     return "".join(lines)
+
+
+def _columns(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> str:
+    """The CFA, FP and RA columns of one FRE."""
+    if not fre.offsets and section.version != VERSION_1:
+        return "RA undefined"
+    cfa, fp, ra = (_flex_cells if fde.flex else _default_cells)(section, fre)
+    ra += "[s]" if fre.mangled_ra else "   "
+    return f"{cfa:<10}{fp:<10}{ra:<13}"
 
 
 def _default_cells(section: DecodedSection, fre: DecodedFre) -> tuple[str, str, str]:

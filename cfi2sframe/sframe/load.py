@@ -8,6 +8,7 @@ unrelocated, as readelf of binutils 2.40 (the last V1 reader) shows them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..elf.compressed import DEFAULT_LIMITS, Limits, section_contents
@@ -15,7 +16,7 @@ from ..elf.read import SHT_GNU_SFRAME, open_elf_file
 from ..elf.reloc import relocate_view
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_bytes
-from .decode import DecodedSection, decode
+from .decode import DecodedSection, decode, decode_covering
 
 
 @dataclass(frozen=True)
@@ -35,29 +36,34 @@ class LoadedSFrame:
 
 
 def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
-                raw_address: int = 0, limits: Limits = DEFAULT_LIMITS) -> LoadedSFrame:
+                raw_address: int = 0, limits: Limits = DEFAULT_LIMITS,
+                pcs: Sequence[int] | None = None) -> LoadedSFrame:
     """Read ``path`` (raw section or ELF) and decode its SFrame section.
 
     Relocatable objects get their start fields relocated, so every function
     has its offset in its own section.  ``as_readelf`` keeps V1 sections
     unrelocated, as binutils 2.40's readelf shows them.  A raw section is
-    placed at ``raw_address`` (an ELF file says where its section is).
+    placed at ``raw_address`` (an ELF file says where its section is).  ``pcs``:
+    decode only the FDEs that cover these addresses (``decode.decode_covering``).
     """
     if data is None:
         data = read_bytes(path)
     if data[:4] != b"\x7fELF":
-        return LoadedSFrame(path, ".sframe", _decode(path, data, raw_address, ".sframe"),
-                            False)
-    return _load_elf(path, data, as_readelf, limits)
+        return LoadedSFrame(path, ".sframe", _decode(path, data, raw_address, ".sframe",
+                                                     False, pcs), False)
+    return _load_elf(path, data, as_readelf, limits, pcs)
 
 
-def _decode(path: str, data: bytes, address: int, name: str,
-            v1_pcrel: bool = False) -> DecodedSection:
+def _decode(path: str, data: bytes, address: int, name: str, v1_pcrel: bool,
+            pcs: Sequence[int] | None) -> DecodedSection:
     with decoding(path, name):
+        if pcs is not None:
+            return decode_covering(data, pcs, address, v1_pcrel)
         return decode(data, address, v1_pcrel)
 
 
-def _load_elf(path: str, data: bytes, as_readelf: bool, limits: Limits) -> LoadedSFrame:
+def _load_elf(path: str, data: bytes, as_readelf: bool, limits: Limits,
+              pcs: Sequence[int] | None) -> LoadedSFrame:
     view = open_elf_file(path, data)
     # The section called .sframe; else the first of type SHT_GNU_SFRAME.
     section = view.section(".sframe") or next(
@@ -74,5 +80,5 @@ def _load_elf(path: str, data: bytes, as_readelf: bool, limits: Limits) -> Loade
         targets = {offset: name for offset, (name, _) in placed.items()
                    if not name.startswith("SHN_")}
     decoded = _decode(path, bytes(contents), section.addr, section.name,
-                      relocate and version == 1)
+                      relocate and version == 1, pcs)
     return LoadedSFrame(path, section.name, decoded, True, view.elf_type, targets)
