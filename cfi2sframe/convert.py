@@ -13,6 +13,7 @@ from .elf.compressed import DEFAULT_LIMITS, Limits
 from .errors import Cfi2SframeError, DecodeError, decoding
 from .files import read_bytes
 from .frontend.probe import Assembler, ProbeRun
+from .kinds import Kind, refuse_unreadable
 
 # The pipeline's other modules are imported where used: the command line starts the
 # assembler (convert_file) before they load, and the assembly frontend loads Lark,
@@ -44,12 +45,26 @@ class Conversion:
     image: SectionImage
     assembler_messages: str = ""
 
+    @property
+    def empty(self) -> bool:
+        """Nothing to describe: no function has SFrame.  No output form then holds a
+        section: an ``.sframe`` with no FDE makes GNU ld refuse to merge the sections
+        of every later link (``error in Scrt1.o(.sframe)``); gas writes none either."""
+        return not self.functions
+
     def output(self, emit: str) -> bytes | str:
-        """The output form ``emit`` (``raw``, ``asm``, ``obj`` or ``elf``)."""
+        """The output form ``emit`` (``raw``, ``asm``, ``obj`` or ``elf``), as a file
+        holds it: with nothing to describe, ``raw`` is empty and ``asm`` a comment (the
+        bare section stays available as ``raw()``), ``obj`` and ``elf`` have no
+        section."""
         forms: dict[str, Callable[[], bytes | str]] = {
             "raw": self.raw, "asm": self.asm, "obj": self.obj, "elf": self.elf}
         if emit not in forms:
             raise Cfi2SframeError(self.source, f"unknown output form '{emit}'")
+        if self.empty and emit == "raw":
+            return b""
+        if self.empty and emit == "asm":
+            return f"{self.arch.line_comment} cfi2sframe: no function has SFrame; no section\n"
         return forms[emit]()
 
     def raw(self) -> bytes:
@@ -115,6 +130,8 @@ class AsmConversion(Conversion):
         from .sframe.fragment import section_asm
 
         assert self.unit is not None and self.assembler is not None  # set by the makers
+        if self.empty:  # the object as the assembler writes it, without a section
+            return self.assembler.run(self.unit.text_with_anchors(), self.source, ".")[0]
         fragment = section_asm(self.image, lambda func: func.label, self.arch.line_comment)
         source = self.unit.text_with_anchors()
         if not source.endswith("\n"):
@@ -231,6 +248,8 @@ class ElfConversion(Conversion):
         """A copy of the relocatable input with ``.sframe`` and ``.rela.sframe`` added."""
         if self.linked:
             return super().obj()
+        if self.empty and not self.replace:
+            return self.data  # nothing to describe: the object as it was
         return _object_with(self.data, self.image, self.source, self.replace)
 
     def elf(self) -> bytes:
@@ -239,6 +258,8 @@ class ElfConversion(Conversion):
 
         if not self.linked:
             return super().elf()
+        if self.empty and not self.replace:
+            return self.data  # nothing to describe: the file as it was
 
         def build(address: int) -> bytes:
             return self.image.to_bytes(address, lambda func: func.start, self.source)
@@ -359,12 +380,15 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
                  assembler: str | None = None, include_dir: str = ".", version: int = 2,
                  sframe_address: int | None = None, replace: bool = False,
                  source_kind: str = "auto", limits: Limits = DEFAULT_LIMITS) -> Conversion:
-    """Any input -> SFrame: an ELF file (by its magic; ``arch`` is its own) or assembly.
+    """Any input -> SFrame: an ELF file (``arch`` is its own), a raw SFrame section, or
+    assembly, told from the bytes (``kinds``); other kinds are refused in one line.
 
     For assembly the assembler is started before the directive parser (Lark) is
     loaded, so the two overlap.  ``source`` names the input in messages.
     """
-    if source_kind == "sframe" or (source_kind == "auto" and _only_sframe(data)):
+    kind = refuse_unreadable(source, data)
+    if source_kind == "sframe" or (source_kind == "auto" and (
+            kind == Kind.sframe or _only_sframe(data))):
         return convert_sframe(source, data, version, sframe_address, limits)
     if data[:4] == b"\x7fELF":
         return convert_elf(source, data, version, sframe_address, replace, limits)
@@ -391,6 +415,8 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
     from .analysis.compare import check_rewritten
     from .files import rewrite
 
+    if conversion.empty and not conversion.replace:
+        return data  # nothing to describe: the file is left as it is
     if read_stat.st_nlink > 1:
         conversion = replace(conversion, append_only=True)
     payload = conversion.output(conversion.rewrite_form)

@@ -27,19 +27,24 @@ SCHEMA = 1
 
 Command = Literal["stats", "verify", "convert"]
 
-# Every status a record can have; the first four are not failures.
+# Every status a record can have; those in GOOD_STATUSES are not failures.
 STATUSES = {
     "ok": "done",
     "no-cfi": "an ELF file without .eh_frame, .debug_frame or .sframe",
     "no-sframe": "(verify) an ELF file without .sframe: nothing to check",
     "has-sframe": "(conversion) kept as it is: it has .sframe (--replace regenerates it)",
+    "object-kept": "(conversion) a relocatable object, kept as it is (--objects converts "
+                   "objects too)",
+    "nothing-to-describe": "(conversion) kept as it is: no function has SFrame, and a "
+                           "section with no FDE breaks later links",
     "mismatch": "(verify) SFrame and the DWARF CFI disagree, or the layout is wrong",
     "error": "bad input: the file cannot be read or converted (the error says why)",
     "timeout": "the worker ran out of --timeout and was stopped",
     "crash": "the worker died (a signal) before it returned a record",
     "internal-error": "a bug of ours (please report it with the file)",
 }
-GOOD_STATUSES = ("ok", "no-cfi", "no-sframe", "has-sframe")
+GOOD_STATUSES = ("ok", "no-cfi", "no-sframe", "has-sframe", "object-kept",
+                 "nothing-to-describe")
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class Task:
     old_kernels: OldKernels = "keep"  # convert: where the moved header table goes
     limits: Limits = DEFAULT_LIMITS  # how far a compressed section may expand
     preserve_dates: bool = False  # convert: keep the access and modification times
+    objects: bool = False  # convert: rewrite relocatable objects too (crt1.o, archives' .o)
 
 
 def warm_up() -> None:
@@ -137,6 +143,10 @@ def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None
     if task.command == "convert":
         if ".sframe" in names and not task.replace:
             record["status"] = "has-sframe"
+        elif view.elf_type == "ET_REL" and not task.objects:
+            # A toolchain's objects (crt1.o, Scrt1.o) end up in every later link:
+            # rewriting them is a choice, not a side effect of converting a tree.
+            record["status"] = "object-kept"
         else:
             _convert(record, path, read_path, data, read_stat, task)
         return
@@ -204,3 +214,5 @@ def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
     record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
                   emitted=len(conversion.functions), skipped=_reasons(conversion.skips))
     record[f"sframe_v{task.sframe_version}_bytes"] = conversion.image.size
+    if conversion.empty and not task.replace:
+        record["status"] = "nothing-to-describe"  # rewrite_in_place left the file alone

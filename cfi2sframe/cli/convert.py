@@ -128,6 +128,10 @@ def parser() -> argparse.ArgumentParser:
                         help="--in-place: keep the file's access and modification times "
                              "(as strip -p); owner, group, mode and extended attributes are "
                              "always kept")
+    parser.add_argument("--objects", action="store_true",
+                        help="--in-place over many files or trees: rewrite relocatable "
+                             "objects too (by default they are kept: a toolchain's crt1.o "
+                             "or an archive's members end up in every later link)")
     parser.add_argument("-w", "--no-warnings", action="store_true",
                         help="do not print warnings for functions left out")
     parser.add_argument("--strict-assembler", action="store_true",
@@ -234,6 +238,10 @@ def run(args: argparse.Namespace) -> int:
     if args.fatal_warnings and conversion.skips:
         raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
                                        "--fatal-warnings is set")
+    if conversion.empty and not args.no_warnings:
+        left = f" ({len(conversion.skips)} left out)" if conversion.skips else ""
+        print(f"{display}: warning: no function has SFrame{left}; no .sframe section "
+              "written", file=sys.stderr)
     if isinstance(conversion, ElfConversion):
         conversion = replace(conversion, old_kernels=args.old_kernels)
     if read_stat is not None:
@@ -263,6 +271,10 @@ def converted_line(record: dict[str, Any]) -> str:
         return f"{path}: kept: it has .sframe (--replace regenerates it)"
     if status == "no-cfi":
         return f"{path}: kept: no CFI (no .eh_frame or .debug_frame)"
+    if status == "object-kept":
+        return f"{path}: kept: a relocatable object (--objects converts objects too)"
+    if status == "nothing-to-describe":
+        return f"{path}: kept: no function has SFrame; no .sframe section written"
     version = record["sframe_version"]
     skipped = ", ".join(f"{k}={v}" for k, v in record["skipped"].items()) or "none"
     return (f"{path}: rewritten: {record['emitted']} of {record['fdes']} FDEs in .sframe "
@@ -279,7 +291,7 @@ def _convert_many(args: argparse.Namespace) -> int:
     if args.output or args.emit or args.format != "sframe" or "-" in args.inputs:
         usage_error("", "--in-place over many files takes no -o, --emit, --format or -")
     task = Task("convert", args.sframe_version, args.replace, args.old_kernels,
-                limits_of(args), args.preserve_dates)
+                limits_of(args), args.preserve_dates, args.objects)
     records, status = run_batch(args, args.inputs, task, converted_line)
     print_summary(records, args.json)
     return status

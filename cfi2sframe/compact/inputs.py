@@ -11,6 +11,7 @@ from ..arch import as_arch, get_arch
 from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
+from ..kinds import Kind, refuse_unreadable
 from ..model import Timeline
 from .lower import CompactFunction, lower_compact
 from .rules import Code
@@ -78,7 +79,10 @@ def compact_file(source: str, data: bytes, arch_name: str = "x86_64",
                  assembler: str | None = None,
                  ranges: bool = False) -> tuple[Arch, list[CompactFunction]]:
     """Any input -> compact rows and its target: an ELF file (by its magic; its target is
-    its own) or assembly for ``arch_name``."""
+    its own) or assembly for ``arch_name``; other kinds are refused in one line."""
+    if refuse_unreadable(source, data) == Kind.sframe:
+        raise Cfi2SframeError(source, "a raw SFrame section: compact unwind is computed "
+                                      "from DWARF CFI (assembly or an ELF file)")
     if data[:4] == b"\x7fELF":
         functions = compact_elf(source, data, ranges)
         return elf_arch(source, data), functions

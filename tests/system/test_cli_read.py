@@ -76,7 +76,12 @@ def test_verify_on_our_object(tmp_path):
 
 def test_verify_lists_functions_sframe_lacks_with_reasons(tmp_path):
     require("as")
-    obj = _obj(tmp_path, "realigned.s")
+    both = tmp_path / "both.s"  # one function SFrame describes, one it cannot
+    both.write_text((EXAMPLES / "frame_pointer.s").read_text() + (
+        EXAMPLES / "realigned.s").read_text().replace(".LFB0", ".LFB9").replace(".LFE0",
+                                                                                ".LFE9"))
+    obj = tmp_path / "both.o"
+    assert run(str(both), "-w", "-o", str(obj)).returncode == 0
     proc = run("verify", str(obj))
     assert proc.returncode == 0
     assert f"{obj}: no SFrame FDE for 'realigned' [cfa-not-sp-fp]" in proc.stdout

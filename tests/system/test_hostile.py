@@ -422,7 +422,7 @@ def test_read_only_target_leaves_everything_as_it_was(linked: Path) -> None:
         proc = _in_read_only_folder(linked, *args)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1, (args, proc.stderr)
         assert "Read-only file system" in proc.stderr, proc.stderr
-    proc = _in_read_only_folder(linked, "--in-place", "-r", ".", "-q", "-j", "1")
+    proc = _in_read_only_folder(linked, "--in-place", "-r", "--objects", ".", "-q", "-j", "1")
     assert proc.returncode == 1
     # f.o, the library and the program under both its names (f.c is not ELF).
     assert proc.stderr.count("cannot write output: Read-only file system") == 4

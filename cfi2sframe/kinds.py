@@ -1,0 +1,96 @@
+"""What an input is, told from its bytes before anything runs on it.
+
+A file's name says nothing (``libfoo.a`` may be text, ``x.s`` an object): the kind
+comes from magic numbers, and text is what an assembler can read.  Binary input that
+is none of the kinds we read never reaches an assembler, which would print an error
+for every line of it.
+"""
+
+from __future__ import annotations
+
+from .arch.base import ByteOrder
+from .errors import Cfi2SframeError
+from .model import Name
+
+
+class Kind(Name):
+    """An input's kind."""
+
+    elf = "ELF"
+    archive = "ar archive"
+    thin_archive = "thin ar archive"
+    macho = "Mach-O"
+    fat_macho = "universal Mach-O"
+    sframe = "SFrame section"
+    text = "text"
+    binary = "binary"
+
+
+# Mach-O magic numbers as the file's first four bytes, both byte orders.
+_MACHO = (b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf")
+_FAT = (b"\xca\xfe\xba\xbe", b"\xca\xfe\xba\xbf")
+_SFRAME_MAGIC = 0xDEE2
+# Control characters other than whitespace; text has none but by accident.
+_CONTROL = bytes(c for c in range(32) if chr(c) not in "\t\n\v\f\r") + b"\x7f"
+_SAMPLE = 65536
+
+
+def input_kind(data: bytes) -> Kind:
+    """The kind of an input from its bytes."""
+    head = data[:8]
+    if head[:4] == b"\x7fELF":
+        return Kind.elf
+    if head == b"!<arch>\n":
+        return Kind.archive
+    if head == b"!<thin>\n":
+        return Kind.thin_archive
+    if head[:4] in _MACHO:
+        return Kind.macho
+    # A Java class file starts with 0xcafebabe too; its next word holds the class
+    # version (45 and up), above the few slices a universal binary holds (file(1)
+    # draws the line at 20 as well).
+    if head[:4] in _FAT and 0 < int.from_bytes(head[4:8], "big") < 20:
+        return Kind.fat_macho
+    if len(head) >= 4 and head[2] in (1, 2, 3) and _SFRAME_MAGIC in (
+            int.from_bytes(head[:2], "little"), int.from_bytes(head[:2], "big")):
+        return Kind.sframe
+    sample = data[:_SAMPLE]
+    if b"\0" in sample:
+        return Kind.binary
+    control = sum(sample.count(c) for c in _CONTROL)
+    return Kind.binary if control * 20 > len(sample) else Kind.text
+
+
+_MACHO_CPUS = {7: "i386", 0x01000007: "x86-64", 12: "arm", 0x0100000C: "arm64"}
+_MACHO_TYPES = {1: "object", 2: "executable", 6: "dynamic library", 8: "bundle"}
+
+
+def _macho_words(data: bytes) -> str:
+    """A thin Mach-O file's CPU and file type, as in ``file`` (``x86-64 object``)."""
+    order: ByteOrder = "little" if data[:1] in (b"\xce", b"\xcf") else "big"
+    cpu = int.from_bytes(data[4:8], order) if len(data) >= 8 else -1
+    kind = int.from_bytes(data[12:16], order) if len(data) >= 16 else -1
+    return (f"{_MACHO_CPUS.get(cpu, f'CPU type {cpu:#x}')} "
+            f"{_MACHO_TYPES.get(kind, f'file type {kind}')}")
+
+
+def refuse_unreadable(path: str, data: bytes) -> Kind:
+    """The input's kind; a located one-line error for kinds no command reads yet
+    (archives, Mach-O) and for binary data that is none of the kinds we read."""
+    kind = input_kind(data)
+    if kind in (Kind.archive, Kind.thin_archive):
+        raise Cfi2SframeError(path, f"a static library ({kind}): archives are not read "
+                                    "yet; extract the members (ar x) and convert each "
+                                    "object")
+    if kind == Kind.macho:
+        raise Cfi2SframeError(path, f"a Mach-O {_macho_words(data)}: cfi2sframe reads ELF "
+                                    "files, assembly and raw SFrame sections (Mach-O "
+                                    "input is not supported yet)")
+    if kind == Kind.fat_macho:
+        raise Cfi2SframeError(path, "a universal (fat) Mach-O file: cfi2sframe reads ELF "
+                                    "files, assembly and raw SFrame sections (Mach-O "
+                                    "input is not supported yet)")
+    if kind == Kind.binary:
+        raise Cfi2SframeError(path, "not assembly, ELF, an archive or SFrame (starts with "
+                                    f"{data[:8].hex(' ')})")
+    return kind
