@@ -270,3 +270,22 @@ def test_find_fde_is_the_first_fde_in_table_order_that_holds_the_pc(spans, pcs):
         first = next((f for f in fdes if f.start_address <= pc < f.start_address + f.size),
                      None)
         assert section.find_fde(pc) is first
+
+
+@settings(max_examples=150, deadline=None)
+@given(sections(), st.integers(0, 1 << 40), st.lists(st.integers(-16, 1 << 17), max_size=12),
+       st.booleans())
+def test_decode_covering_finds_what_the_whole_decode_finds(functions, address, pcs, sort):
+    """lookup's partial read (the index's fields, then only the FDEs asked for) gives,
+    for every PC, the FDE and FREs the whole decode gives; V2 and the V3 worked
+    example, sorted and unsorted tables, with and without a section address."""
+    from cfi2sframe.sframe.decode import decode_covering
+
+    for data, base in ((encode(functions, sort, address), address),
+                       (v3_x86_worked_example(), 0)):
+        whole = decode(data, base)
+        wanted = [base + pc for pc in pcs] + [fde.start_address for fde in whole.fdes[:3]]
+        partial = decode_covering(data, wanted, base)
+        assert len(partial.fdes) <= len(wanted)
+        for pc in wanted:
+            assert partial.find_fde(pc) == whole.find_fde(pc), hex(pc)
