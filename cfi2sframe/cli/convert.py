@@ -16,6 +16,7 @@ from ..errors import Cfi2SframeError
 from ..files import read_bytes, read_for_rewrite, refuse_output_naming_input
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import add_limit_options, address, arch_name, limits_of, write
+from .diagnostics import WARNING_HELP, WarningPolicy, warning_policy
 
 if TYPE_CHECKING:
     from ..convert import AsmConversion
@@ -133,14 +134,17 @@ def parser() -> argparse.ArgumentParser:
                              "objects too (by default they are kept: a toolchain's crt1.o "
                              "or an archive's members end up in every later link)")
     parser.add_argument("-w", "--no-warnings", action="store_true",
-                        help="do not print warnings for functions left out")
+                        help="do not print warnings or notes for functions left out")
+    parser.add_argument("-W", dest="warning_options", action="append", default=[],
+                        metavar="no-REASON|error=REASON|error", help=WARNING_HELP)
     parser.add_argument("--strict-assembler", action="store_true",
                         help="assembly input: an assembler whose own CFI (in the object it "
                              "wrote) differs from the directives is an error, not a warning")
     parser.add_argument("--fatal-warnings", action="store_true",
-                        help="treat warnings as errors (exit 1, no output)")
+                        help="treat warnings as errors (exit 1, no output); as -Werror")
     parser.add_argument("--list-reasons", action="store_true",
-                        help="print the reason codes for left-out functions and exit")
+                        help="print the reason codes for left-out functions (SFrame, then "
+                             "compact unwind) and exit")
     parser.add_argument("--version", action="version", version=f"cfi2sframe {__version__}")
     parser.add_argument("--json", action="store_true",
                         help="many files: print every record and the totals as one JSON "
@@ -171,19 +175,36 @@ def _default_output(input_path: str, emit: str | None, fmt: str = "sframe") -> s
 
 
 def _print_reasons() -> None:
-    from ..reasons import SFRAME_REASONS
+    from ..reasons import COMPACT_REASONS, SFRAME_REASONS
 
-    width = max(len(code) for code in SFRAME_REASONS)
+    width = max(len(code) for code in [*SFRAME_REASONS, *COMPACT_REASONS])
     for code, (meaning, gas) in SFRAME_REASONS.items():
         print(f"{code:<{width}}  {meaning}  (GNU as: {gas})")
+    print("\ncompact unwind (--format compact-unwind, compact): the function gets DWARF "
+          "mode")
+    for compact_code, compact_meaning in COMPACT_REASONS.items():
+        print(f"{compact_code:<{width}}  {compact_meaning}")
 
 
-def _report_skips(skips: tuple[Skip, ...], args: argparse.Namespace) -> None:
-    if args.no_warnings and not args.fatal_warnings:
-        return
-    kind = "error" if args.fatal_warnings else "warning"
+def _report_skips(display: str, skips: tuple[Skip, ...], args: argparse.Namespace) -> None:
+    """Each function left out, as its reason's policy says; an error when one is."""
+    from ..reasons import SframeReason
+
+    policy = warning_policy(args, (code.value for code in SframeReason))
+    errors = 0
     for skip in skips:
-        print(f"{skip.location}: {kind}: {skip.message()}", file=sys.stderr)
+        severity = policy.severity(skip.reason, skip.outermost)
+        if severity is not None:
+            print(f"{skip.location}: {severity}: {skip.message()}", file=sys.stderr)
+        errors += severity == "error"
+    if errors:
+        raise Cfi2SframeError(display, f"{errors} function(s) left out and "
+                                       f"{_which_errors(policy)} is set")
+
+
+def _which_errors(policy: WarningPolicy) -> str:
+    return "--fatal-warnings" if policy.all_errors else ", ".join(
+        f"-Werror={code}" for code in sorted(policy.errors))
 
 
 def _report_disagreements(conversion: AsmConversion, strict: bool) -> None:
@@ -232,12 +253,9 @@ def run(args: argparse.Namespace) -> int:
                               args.source, limits_of(args))
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
-    _report_skips(conversion.skips, args)
+    _report_skips(display, conversion.skips, args)
     if isinstance(conversion, AsmConversion):
         _report_disagreements(conversion, args.strict_assembler)
-    if args.fatal_warnings and conversion.skips:
-        raise Cfi2SframeError(display, f"{len(conversion.skips)} function(s) left out and "
-                                       "--fatal-warnings is set")
     if conversion.empty and not args.no_warnings:
         left = f" ({len(conversion.skips)} left out)" if conversion.skips else ""
         print(f"{display}: warning: no function has SFrame{left}; no .sframe section "
@@ -308,14 +326,19 @@ def _convert_compact(args: argparse.Namespace, display: str, data: bytes, output
                                        "assembler) or --emit raw (32-byte rows)")
     arch, functions = compact_file(display, data, args.arch, args.assembler)
     flavour = compact_arch(arch.name, display)
-    if not args.no_warnings or args.fatal_warnings:
-        kind = "error" if args.fatal_warnings else "warning"
-        for func in functions:
-            if func.reason is not None:
-                print(f"{display}: {kind}: '{func.name}' gets DWARF mode: {func.detail} "
-                      f"[{func.reason}]", file=sys.stderr)
-    if args.fatal_warnings and any(f.reason for f in functions):
-        raise Cfi2SframeError(display, "function(s) need DWARF mode and --fatal-warnings is set")
+    from ..reasons import CompactReason
+
+    policy = warning_policy(args, (code.value for code in CompactReason))
+    errors = 0
+    for func in functions:
+        severity = policy.severity(func.reason) if func.reason is not None else None
+        if severity is not None:
+            print(f"{display}: {severity}: '{func.name}' gets DWARF mode: {func.detail} "
+                  f"[{func.reason}]", file=sys.stderr)
+        errors += severity == "error"
+    if errors:
+        raise Cfi2SframeError(display, f"function(s) need DWARF mode and "
+                                       f"{_which_errors(policy)} is set")
     payload = rows_asm(functions, flavour) if emit == "asm" else rows_binary(functions,
                                                                                flavour)
     write(output, payload)

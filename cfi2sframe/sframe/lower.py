@@ -8,7 +8,7 @@ cannot be represented exactly, and is skipped with a stable reason code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..arch import as_arch
@@ -56,9 +56,14 @@ class Skip:
     location: Location
     reason: SframeReason
     detail: str
+    # The return address is undefined from the function's first instruction on:
+    # an outermost frame (_start, a thread's entry), where a walk is meant to end.
+    # SFrame V2 has no such row, so leaving it out is the expected result.
+    outermost: bool = False
 
     def message(self) -> str:
-        return f"no SFrame FDE for '{self.name}': {self.detail} [{self.reason}]"
+        kind = " (an outermost frame)" if self.outermost else ""
+        return f"no SFrame FDE for '{self.name}'{kind}: {self.detail} [{self.reason}]"
 
 
 class _Unrepresentable(Exception):
@@ -115,7 +120,10 @@ def lower(timeline: Timeline, arch: str | Arch,
         if memo is not None:
             memo[id(rows)] = (rows, fres)  # the tuple is kept, so its id stays unique
     if isinstance(fres, Unrepresentable):
-        return skip(fres.reason, fres.detail)
+        left_out = skip(fres.reason, fres.detail)
+        if fres.reason == SframeReason.ra_undefined and _outermost_frame(rows, arch):
+            return replace(left_out, outermost=True)
+        return left_out
     flex = bool(fres) and isinstance(fres[0], RuleFre)
     if version == 3 and fres and all(_outermost(fre) for fre in fres):
         fres = ()  # V3: a default FDE without FREs is an outermost frame
@@ -126,6 +134,13 @@ def lower(timeline: Timeline, arch: str | Arch,
     return SFrameFunction(*span_of(timeline), fres, pauth_b_key=timeline.pauth_b_key,
                           anchor=timeline.anchor, label=timeline.label, flex=flex,
                           signal=timeline.signal_frame and version == 3)
+
+
+def _outermost_frame(rows: tuple[Row, ...], arch: Arch) -> bool:
+    """The return address is undefined in the first row that has a CFA."""
+    first = next((row for row in rows if row.cfa is not None), None)
+    rule = first.rule(arch.ra) if first is not None else None
+    return rule is not None and rule.kind == RuleKind.undefined
 
 
 def _lower_rows(rows: tuple[Row, ...], arch: Arch,

@@ -121,8 +121,10 @@ TOOLS = {"x86_64": ("gcc", "readelf", "nm"),
                      "aarch64-linux-gnu-nm")}
 OUTERMOST = ("outermost",)
 AMD64_RA = ("at", None, -8)  # AMD64 psABI: the call pushed the RA just below the CFA
-WARNING = re.compile(r"^.*:0x([0-9a-f]+): warning: no SFrame FDE for '.*': .+ "
-                     r"\[([a-z0-9-]+)\]$")
+# A left-out function: a warning, or a note for an outermost frame (RA undefined from
+# the first instruction on, as _start's), which only ra-undefined can be.
+WARNING = re.compile(r"^.*:0x([0-9a-f]+): (?:warning: no SFrame FDE for '.*'|note: no SFrame "
+                     r"FDE for '.*' \(an outermost frame\)): .+ \[([a-z0-9-]+)\]$")
 _SECTION = re.compile(r"\]\s+\.sframe\s+\S+\s+([0-9a-f]+) ([0-9a-f]+) ([0-9a-f]+) ")
 
 
@@ -183,6 +185,7 @@ def _convert(program: Path, version: int, out: Path) -> tuple[dict[int, str], Pa
     for line in proc.stderr.splitlines():
         match = WARNING.match(line)
         assert match, line  # nothing but left-out functions, each with a reason
+        assert ": note: " not in line or match.group(2) == "ra-undefined", line
         skips[int(match.group(1), 16)] = match.group(2)
     return skips, out
 

@@ -273,7 +273,7 @@ def test_find_fde_is_the_first_fde_in_table_order_that_holds_the_pc(spans, pcs):
 
 
 @settings(max_examples=150, deadline=None)
-@given(sections(), st.integers(0, 1 << 40), st.lists(st.integers(-16, 1 << 17), max_size=12),
+@given(sections(), st.integers(0, 1 << 30), st.lists(st.integers(-16, 1 << 17), max_size=12),
        st.booleans())
 def test_decode_covering_finds_what_the_whole_decode_finds(functions, address, pcs, sort):
     """lookup's partial read (the index's fields, then only the FDEs asked for) gives,
