@@ -23,7 +23,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Conversion": "convert", "convert_asm": "convert", "encode_sframe": "sframe.build",
+    "Conversion": "convert", "convert_asm": "convert", "convert_archive": "convert",
+    "encode_sframe": "sframe.build",
     "lower_all": "sframe.build", "order_functions": "sframe.build",
     "timelines_from_asm": "convert",
     "Cfi2SframeError": "errors", "CfiError": "errors", "DecodeError": "errors",

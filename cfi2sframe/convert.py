@@ -363,6 +363,62 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                          len(cfi.fdes), address, data, replace)
 
 
+@dataclass(frozen=True)
+class ArchiveConversion:
+    """A static library converted member by member: the archive written back
+    (``payload``), the conversions of the members that got a section, and the names of
+    those kept as they were (not an object, no CFI, a section of their own, or nothing
+    to describe)."""
+
+    source: str
+    converted: tuple[ElfConversion, ...]
+    kept: tuple[str, ...]
+    payload: bytes
+
+    @property
+    def skips(self) -> tuple[Skip, ...]:
+        return tuple(skip for conversion in self.converted for skip in conversion.skips)
+
+
+def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = False,
+                    limits: Limits = DEFAULT_LIMITS) -> ArchiveConversion:
+    """A static library with SFrame added to each relocatable object in it that has
+    something to describe; every rewritten member verifies before the archive is built
+    (``elf.archive``: names, order, dates and modes kept; the symbol index re-pointed).
+
+    A member that already has ``.sframe`` is kept unless ``replace``; members are
+    named ``LIB(MEMBER)`` in messages, as ld names them."""
+    from .analysis.compare import check_rewritten
+    from .elf.archive import read_archive, write_archive
+    from .elf.read import open_elf
+
+    with decoding(source, "ar archive"):
+        members = read_archive(data)
+    contents: list[bytes] = []
+    converted: list[ElfConversion] = []
+    kept: list[str] = []
+    for member in members:
+        where = f"{source}({member.name})"
+        payload = member.data
+        if not member.special and payload[:4] == b"\x7fELF":
+            with decoding(where):
+                view = open_elf(payload, "ELF file")
+            names = set(view.section_names)
+            if view.elf_type == "ET_REL" and (".eh_frame" in names or ".debug_frame" in names) \
+                    and (replace or ".sframe" not in names):
+                conversion = convert_elf(where, payload, version, None, replace, limits)
+                payload = conversion.obj()
+                if payload is not member.data:
+                    check_rewritten(where, payload, limits)
+                    converted.append(conversion)
+        if payload is member.data and not member.special:
+            kept.append(member.name)
+        contents.append(payload)
+    with decoding(source, "ar archive"):
+        archive = write_archive(members, contents)
+    return ArchiveConversion(source, tuple(converted), tuple(kept), archive)
+
+
 def _only_sframe(data: bytes) -> bool:
     """An ELF file whose only unwind information is ``.sframe`` (no DWARF CFI)."""
     from .elf.read import open_elf

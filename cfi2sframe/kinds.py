@@ -78,10 +78,13 @@ def refuse_unreadable(path: str, data: bytes) -> Kind:
     """The input's kind; a located one-line error for kinds no command reads yet
     (archives, Mach-O) and for binary data that is none of the kinds we read."""
     kind = input_kind(data)
-    if kind in (Kind.archive, Kind.thin_archive):
-        raise Cfi2SframeError(path, f"a static library ({kind}): archives are not read "
-                                    "yet; extract the members (ar x) and convert each "
-                                    "object")
+    if kind == Kind.archive:
+        raise Cfi2SframeError(path, f"a static library ({kind}): conversion with --in-place "
+                                    "or -o FILE.a converts its members (convert_archive); "
+                                    "other commands do not read archives yet")
+    if kind == Kind.thin_archive:
+        raise Cfi2SframeError(path, f"a static library ({kind}): its members are files of "
+                                    "their own; convert those")
     if kind == Kind.macho:
         raise Cfi2SframeError(path, f"a Mach-O {_macho_words(data)}: cfi2sframe reads ELF "
                                     "files, assembly and raw SFrame sections (Mach-O "

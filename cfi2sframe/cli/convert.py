@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..arch import ARCHES
+from ..elf.archive import AR_MAGIC
 from ..errors import Cfi2SframeError
 from ..files import read_bytes, read_for_rewrite, refuse_output_naming_input
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
@@ -245,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
     display = "<stdin>" if args.input == "-" else args.input
     if args.format == "compact-unwind":
         return _convert_compact(args, display, data, output, emit)
+    if data[:8] == AR_MAGIC:
+        return _convert_archive(args, display, data, read_stat)
     from ..convert import AsmConversion, ElfConversion, convert_file
 
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
@@ -313,6 +316,27 @@ def _convert_many(args: argparse.Namespace) -> int:
     records, status = run_batch(args, args.inputs, task, converted_line)
     print_summary(records, args.json)
     return status
+
+
+def _convert_archive(args: argparse.Namespace, display: str, data: bytes,
+                     read_stat: os.stat_result | None) -> int:
+    """A static library: each object member given SFrame, the archive written back
+    (in place, or to -o) with its names, order, dates, modes and symbol index."""
+    from ..convert import convert_archive
+    from ..files import rewrite
+
+    if args.emit not in (None, "obj") or (read_stat is None and not (
+            args.output or "").endswith(".a")):
+        raise Cfi2SframeError(display, "a static library (ar archive) converts to a static "
+                                       "library: --in-place, or -o FILE.a")
+    archive = convert_archive(display, data, args.sframe_version, args.replace,
+                              limits_of(args))
+    _report_skips(display, archive.skips, args)
+    if read_stat is not None:
+        rewrite(args.input, data, read_stat, archive.payload, args.preserve_dates)
+    else:
+        write(args.output, archive.payload, args.input if args.input != "-" else None)
+    return 0
 
 
 def _convert_compact(args: argparse.Namespace, display: str, data: bytes, output: str,
