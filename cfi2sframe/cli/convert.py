@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..arch import ARCHES
+from ..core import name as core_name
 from ..elf.archive import AR_MAGIC
 from ..errors import Cfi2SframeError
 from ..files import read_bytes, read_for_rewrite, refuse_output_naming_input
@@ -146,7 +147,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--list-reasons", action="store_true",
                         help="print the reason codes for left-out functions (SFrame, then "
                              "compact unwind) and exit")
-    parser.add_argument("--version", action="version", version=f"cfi2sframe {__version__}")
+    parser.add_argument("--version", action="version",
+                        version=f"cfi2sframe {__version__} ({core_name()})")
     parser.add_argument("--json", action="store_true",
                         help="many files: print every record and the totals as one JSON "
                              "object")

@@ -18,8 +18,10 @@ every distinct FDE body of real libraries.
 from __future__ import annotations
 
 from functools import lru_cache
+from types import ModuleType
 
 from ..arch.base import Arch, ByteOrder
+from ..core import compiled as compiled_core
 from ..dwarf.leb128 import read_sleb, read_uleb
 from ..dwarf.opcodes import ADVANCE_SIZES, CFA, HIGH_MASK, LOW_MASK
 from ..errors import DecodeError
@@ -28,6 +30,7 @@ from .lower import cfa_problem, words_problem
 
 _NO_CFA = -1
 _new_tuple = tuple.__new__
+_COMPILED = compiled_core()
 
 # The opcode table's numbers as plain ints for the loop below (see dwarf.opcodes).
 _ADVANCE_LOC, _OFFSET, _RESTORE = int(CFA.advance_loc), int(CFA.offset), int(CFA.restore)
@@ -51,17 +54,37 @@ class _Fallback(Exception):
 
 
 def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
-                arch: Arch, big_endian: bool) -> tuple[Fre, ...] | None:
+                arch: Arch, big_endian: bool,
+                compiled: ModuleType | None = _COMPILED) -> tuple[Fre, ...] | None:
     """Default FREs of a CIE's initial instructions followed by an FDE body.
 
     Rows are unbounded: the caller drops FREs that start at or past the
-    function's size.  ``None``: use the general path.
+    function's size.  ``None``: use the general path.  ``compiled``: the compiled
+    core's loop (``core.compiled()``, the default where it is built), or None for
+    the pure-Python loop below, its reference.
     """
     if arch.sframe_cfa_encoded or arch.sframe_ra_padding or arch.sframe_register_words:
         return None  # encoded CFA offsets, RA padding, register words: the general path
     start = _initial_state(initial, code_align, data_align, arch, big_endian)
     if start is None:
         return None
+    rows: list[tuple[int, _State]] | None = []
+    if compiled is not None:
+        try:
+            rows = compiled.fast_rows(body, start, code_align, data_align, arch.sp, arch.fp,
+                                      arch.ra, arch.tracks_ra, big_endian)
+        except OverflowError:  # an alignment or CIE value past 64 bits: the loop below
+            compiled = None
+    if compiled is not None:
+        if rows is None:
+            return None
+        out = []
+        for at, key in rows:  # the states where they change, as _run emits them
+            shape = _state_shape(key, arch)
+            if shape is None:
+                return None
+            out.append(_new_tuple(Fre, (at, *shape)))
+        return tuple(out)
     try:
         fres, _ = _run(body, start, start, code_align, data_align, arch, big_endian, True)
     except (_Fallback, DecodeError, IndexError):

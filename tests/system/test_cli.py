@@ -35,7 +35,8 @@ def test_help_and_version():
 
     for name in SUBCOMMANDS:
         assert re.search(rf"^  {name} +\S", out, re.M), name
-    assert re.fullmatch(r"cfi2sframe \d+\.\d+\.\d+\n", run("--version").stdout.decode())
+    assert re.fullmatch(r"cfi2sframe \d+\.\d+\.\d+ \((compiled C|pure-Python) core\)\n",
+                        run("--version").stdout.decode())
 
 
 def test_list_reasons_names_every_code():

@@ -1,0 +1,8 @@
+"""The compiled core (cfi2sframe/_core.c) as an optional extension: where no C compiler
+or Python headers are found, the build goes on without it and the pure-Python core
+runs (``cfi2sframe --version`` says which).  Everything else is in pyproject.toml."""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("cfi2sframe._core", ["cfi2sframe/_core.c"], optional=True,
+                             extra_compile_args=["-O2"])])
