@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..errors import Cfi2SframeError
+from ..files import read_bytes
 from ..sframe.decode import DecodedSection
 from ..sframe.load import load_sframe
 from ..sframe.rules import fre_rules, outermost
@@ -22,7 +23,8 @@ def add_parser(sub: Subparsers) -> None:
                        "CFA/RA/FP recovery rules in words. Exit 1 if a PC is not covered.")
     p.add_argument("file", nargs="?", help="ELF file or raw section (omit with --module or "
                    "--maps: then every PC is a runtime address of the process)")
-    p.add_argument("pcs", nargs="+", metavar="PC", help="address (0x... or decimal)")
+    p.add_argument("pcs", nargs="+", metavar="PC", help="address (0x... or decimal), or "
+                   "with FILE a function symbol, SYMBOL or SYMBOL+OFFSET (main+0x10)")
     add_module_options(p)
     p.add_argument("--json", action="store_true")
 
@@ -34,18 +36,28 @@ def run(args: argparse.Namespace) -> int:
         if args.file is not None:  # argparse took the first PC for FILE
             args.pcs.insert(0, args.file)
         modules = modules_of(args)
+        pcs = [parse_pc(text) for text in args.pcs]
     elif args.file is None:
         raise Cfi2SframeError("", "lookup needs FILE, --module or --maps (see --help)")
     else:
         modules = []
+        data = read_bytes(args.file)
+        names = _function_names(args.file, data)
+        pcs = [_address(text, names, args.file) for text in args.pcs]
         # Only the FDEs that cover the PCs asked for are decoded (the spec's look-up).
-        default = load_sframe(args.file, pcs=[parse_pc(text) for text in args.pcs]).section
+        loaded = load_sframe(args.file, data, pcs=pcs)
+        default = loaded.section
     status = 0
     results: list[dict[str, object]] = []
-    for text in args.pcs:
-        pc = parse_pc(text)
+    for pc in pcs:
         if not modules:
-            status |= _one(default, pc, 0, "", args.json, results)
+            fde = default.find_fde(pc)
+            name = names.get((loaded.section_of(fde.field_offset), fde.start_address)) \
+                if fde is not None else None
+            where = f" {name}+{pc - fde.start_address:#x}:" if name and fde else ""
+            status |= _one(default, pc, 0, where, args.json, results)
+            if name and fde:
+                results[-1].update(symbol=name, offset=pc - fde.start_address)
         else:
             module = module_for(modules, pc)
             if module is None:
@@ -59,6 +71,31 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results, indent=1))
     return status
+
+
+def _function_names(path: str, data: bytes) -> dict[tuple[str, int], str]:
+    """(section or "", start) -> function symbol of an ELF file; none for a raw section."""
+    if data[:4] != b"\x7fELF":
+        return {}
+    from ..elf.cfi import function_names
+    from ..elf.read import open_elf_file
+
+    return function_names(open_elf_file(path, data))
+
+
+def _address(text: str, names: dict[tuple[str, int], str], path: str) -> int:
+    """A PC given as a number, a function symbol or SYMBOL+OFFSET (in an object: the
+    offset in the symbol's section, as every address of an object is)."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        pass
+    symbol, _, offset = text.partition("+")
+    starts = {name: start for (_, start), name in sorted(names.items(), reverse=True)}
+    if symbol not in starts:
+        raise Cfi2SframeError(path, f"'{text}' is neither an address (0x... or decimal) nor "
+                                    "a function symbol of the file")
+    return starts[symbol] + (parse_pc(offset) if offset else 0)
 
 
 def _one(section: DecodedSection, runtime_pc: int, bias: int, where: str, as_json: bool,

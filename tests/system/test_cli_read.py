@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import require
+from tests.conftest import require, small_program
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -266,3 +266,32 @@ def test_verify_reports_ld_2_46_plt_got_mismatch(tmp_path):
         f"  [{plt_got.addr:#x}, {plt_got.addr + 8:#x}): SFrame: CFA = rsp+16, RA = [CFA-8], "
         "FP = rbp (unchanged) | DWARF: CFA = rsp+8, RA = [CFA-8], FP = rbp (unchanged)"]
     assert lines[2].startswith(f"{program}: 1 functions checked at every PC, 1 mismatches,")
+
+
+def test_lookup_names_functions_and_takes_their_names(tmp_path):
+    """Single-file lookup prints FUNCTION+OFFSET as --module does, takes SYMBOL and
+    SYMBOL+OFFSET for a PC (addresses from nm, the oracle), and says both in JSON."""
+    require("gcc", "nm")
+    program = small_program(tmp_path)
+    converted = tmp_path / "prog.sf"
+    assert run(str(program), "-w", "--emit", "elf", "-o", str(converted)).returncode == 0
+    symbols = {line.split()[2]: int(line.split()[0], 16) for line in subprocess.run(
+        ["nm", str(program)], capture_output=True, text=True, check=True).stdout.splitlines()
+        if len(line.split()) == 3 and line.split()[1] in "Tt"}
+    work = symbols["work"]
+    proc = run("lookup", str(converted), "work", "work+0x2", hex(work + 1))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split(": func idx")[0] for line in lines] == [
+        f"{work:#x}: work+0x0", f"{work + 2:#x}: work+0x2", f"{work + 1:#x}: work+0x1"]
+    assert all(f"pc = {work:#x}" in line for line in lines)
+    proc = run("lookup", "--json", str(converted), "work+1")
+    (record,) = json.loads(proc.stdout)
+    assert (record["pc"], record["symbol"], record["offset"], record["function"]) == (
+        work + 1, "work", 1, work)
+    proc = run("lookup", str(converted), "no_such_function")
+    assert proc.returncode == 1 and "neither an address" in proc.stderr
+    # An object: the symbol's offset in its own section, as every address there is.
+    obj = _obj(tmp_path)
+    proc = run("lookup", str(obj), "with_frame+1")
+    assert proc.returncode == 0 and proc.stdout.startswith("0x1: with_frame+0x1: func idx")
