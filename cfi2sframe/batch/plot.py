@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import Cfi2SframeError
 from ..files import write_output
+from .record import described
 
 
 def plot_records(records: Sequence[dict[str, Any]], output: str, top: int = 12) -> Any:
@@ -30,7 +31,7 @@ def plot_records(records: Sequence[dict[str, Any]], output: str, top: int = 12) 
                                   "'cfi2sframe[plot]'") from None
     rows = [r for r in records if r.get("fdes") and r.get("sframe_v2_bytes")]
     eh = [r["eh_frame_bytes"] + r["eh_frame_hdr_bytes"] for r in rows]
-    coverage = [100 * r["emitted"] / r["fdes"] for r in rows]
+    coverage = [100 * described(r) / r["fdes"] for r in rows]
     figure, (sizes, reasons) = plt.subplots(1, 2, figsize=(13, 5.5))
     for version, marker in ((2, "o"), (3, "^")):
         dots = sizes.scatter(eh, [r[f"sframe_v{version}_bytes"] for r in rows], c=coverage,

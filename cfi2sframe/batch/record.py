@@ -60,6 +60,13 @@ class Task:
     objects: bool = False  # convert: rewrite relocatable objects too (crt1.o, archives' .o)
 
 
+def described(record: dict[str, Any]) -> int:
+    """The DWARF FDEs SFrame describes.  Not ``emitted``, the SFrame FDEs: a linker's
+    PLT is one DWARF FDE and two SFrame FDEs, which read as "135 of 134".  Records
+    written before the field (schema 1 allows adding it) count ``emitted``."""
+    return int(record.get("described", record.get("emitted")) or 0)
+
+
 def warm_up() -> None:
     """Import what ``file_record`` uses, so that the children forked for each file
     inherit it: importing it again in every child cost 0.13 s a file (more than the
@@ -179,7 +186,8 @@ def _coverage(record: dict[str, Any], path: str, data: bytes, version: int,
         else convert_sframe(path, data, version, limits=limits)
     if version == record["sframe_version"]:
         record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
-                      emitted=len(conversion.functions), skipped=_reasons(conversion.skips))
+                      emitted=len(conversion.functions), skipped=_reasons(conversion.skips),
+                      described=conversion.fde_count - len(conversion.skips))
     return len(conversion.raw())
 
 
@@ -212,7 +220,8 @@ def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
     rewrite_in_place(read_path, conversion, data, read_stat, task.limits,
                      task.preserve_dates)
     record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
-                  emitted=len(conversion.functions), skipped=_reasons(conversion.skips))
+                  emitted=len(conversion.functions), skipped=_reasons(conversion.skips),
+                  described=conversion.fde_count - len(conversion.skips))
     record[f"sframe_v{task.sframe_version}_bytes"] = conversion.image.size
     if conversion.empty and not task.replace:
         record["status"] = "nothing-to-describe"  # rewrite_in_place left the file alone

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from .record import GOOD_STATUSES
+from .record import GOOD_STATUSES, described
 
 SIZE_KEYS = ("fdes", "emitted", "eh_frame_bytes", "eh_frame_hdr_bytes", "sframe_v2_bytes",
              "sframe_v3_bytes", "sframe_bytes_in_file")
@@ -25,6 +25,7 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         statuses[record["status"]] += 1
         for key in SIZE_KEYS:
             totals[key] += record.get(key) or 0
+        totals["described"] += described(record)
         reasons.update(record.get("skipped") or {})
         check = record.get("verify")
         if check:
@@ -36,7 +37,7 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         versions.add(int(record.get("sframe_version") or 0))
     return {"files": sum(statuses.values()), "statuses": dict(statuses.most_common()),
             "failed": sum(n for s, n in statuses.items() if s not in GOOD_STATUSES),
-            **{key: totals[key] for key in SIZE_KEYS},
+            **{key: totals[key] for key in SIZE_KEYS}, "described": totals["described"],
             "sframe_version": min(versions) if len(versions) == 1 else None,
             "skipped": dict(reasons.most_common()), "verified": dict(verified),
             "seconds": round(seconds, 2), "max_rss_kib": peak}
@@ -55,9 +56,12 @@ def summary_table(summary: dict[str, Any], top: int = 8) -> str:
     more = len(summary["skipped"]) - top
     rows = [("files", f"{summary['files']} ({statuses})")]
     if summary["fdes"]:
-        rows.append(("FDEs", f"{summary['fdes']}, {summary['emitted']} in SFrame"
+        split = summary["emitted"] - summary["described"]
+        rows.append(("FDEs", f"{summary['fdes']}, {summary['described']} in SFrame"
                              + (f" V{version}" if version else "")
-                             + f" ({_share(summary['emitted'], summary['fdes'])})"))
+                             + f" ({_share(summary['described'], summary['fdes'])})"
+                             + (f"; {summary['emitted']} SFrame FDEs (a PLT's one DWARF "
+                                "FDE is two)" if split > 0 else "")))
     rows.append((".eh_frame+_hdr", f"{eh} bytes"))
     for v in (2, 3):
         size = summary[f"sframe_v{v}_bytes"]

@@ -289,6 +289,8 @@ def run(args: argparse.Namespace) -> int:
 
 def converted_line(record: dict[str, Any]) -> str:
     """One file of an in-place run over many: what happened to it."""
+    from ..batch.record import described
+
     path, status = record["path"], record["status"]
     if status == "has-sframe":
         return f"{path}: kept: it has .sframe (--replace regenerates it)"
@@ -300,7 +302,7 @@ def converted_line(record: dict[str, Any]) -> str:
         return f"{path}: kept: no function has SFrame; no .sframe section written"
     version = record["sframe_version"]
     skipped = ", ".join(f"{k}={v}" for k, v in record["skipped"].items()) or "none"
-    return (f"{path}: rewritten: {record['emitted']} of {record['fdes']} FDEs in .sframe "
+    return (f"{path}: rewritten: {described(record)} of {record['fdes']} FDEs in .sframe "
             f"V{version} ({record[f'sframe_v{version}_bytes']} bytes); left out: {skipped}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..batch.record import Task
+from ..batch.record import Task, described
 from .batch import add_batch_options, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of
 from .subcommands import SUBCOMMANDS
@@ -37,14 +37,16 @@ def stats_line(record: dict[str, Any]) -> str:
     """One file: FDEs, emitted share, DWARF and SFrame bytes, reasons."""
     if record["status"] == "no-cfi":
         return f"{record['path']}: no CFI (no .eh_frame, .debug_frame or .sframe)"
-    fdes, emitted = record["fdes"] or 0, record["emitted"] or 0
+    fdes, emitted, covered = record["fdes"] or 0, record["emitted"] or 0, described(record)
     eh = record["eh_frame_bytes"] + record["eh_frame_hdr_bytes"]
     version = record["sframe_version"]
     size = record[f"sframe_v{version}_bytes"] or 0
-    share = f"{100 * emitted / fdes:.1f}%" if fdes else "-"
+    share = f"{100 * covered / fdes:.1f}%" if fdes else "-"
+    if emitted > covered:  # a PLT: one DWARF FDE, two SFrame FDEs
+        share += f"; as {emitted} SFrame FDEs"
     ratio = f"{100 * size / eh:.0f}%" if eh else "-"
     skipped = ", ".join(f"{k}={v}" for k, v in record["skipped"].items()) or "none"
-    line = (f"{record['path']}: {fdes} FDEs, {emitted} emitted ({share}); .eh_frame+"
+    line = (f"{record['path']}: {fdes} FDEs, {covered} in SFrame ({share}); .eh_frame+"
             f".eh_frame_hdr {eh} bytes, .sframe {size} bytes ({ratio}); left out: {skipped}")
     if record["verify"] is not None:
         line += "; its .sframe " + ("verifies" if record["verify"]["ok"] else

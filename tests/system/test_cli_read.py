@@ -131,7 +131,7 @@ def test_elf_input_to_raw_and_stats(tmp_path):
     assert data["total"]["fdes"] == 1 and data["total"]["emitted"] == 1
     proc = run("stats", str(obj), str(tmp_path / "missing"))
     assert proc.returncode == 1
-    assert "1 FDEs, 1 emitted (100.0%)" in proc.stdout
+    assert "1 FDEs, 1 in SFrame (100.0%)" in proc.stdout
     assert "cannot read" in proc.stderr
 
 
@@ -295,3 +295,28 @@ def test_lookup_names_functions_and_takes_their_names(tmp_path):
     obj = _obj(tmp_path)
     proc = run("lookup", str(obj), "with_frame+1")
     assert proc.returncode == 0 and proc.stdout.startswith("0x1: with_frame+0x1: func idx")
+
+
+def test_counts_say_dwarf_fdes_described_not_sframe_fdes(tmp_path):
+    """A gcc program with a PLT: its one DWARF FDE for .plt is two SFrame FDEs, and
+    _start (RA undefined) is left out.  The line and the table count DWARF FDEs
+    described against DWARF FDEs (readelf's count), and name the SFrame count apart;
+    they had said '4 emitted (100.0%)' for a file where one function is left out."""
+    require("gcc", "readelf")
+    (tmp_path / "h.c").write_text('#include <stdio.h>\n#include <stdlib.h>\n'
+                                  'int main(int c, char **v) { printf("%d\\n", atoi(v[0]) '
+                                  '+ c); puts("x"); return 0; }\n')
+    subprocess.run(["gcc", "-O1", "h.c", "-o", "h"], cwd=tmp_path, check=True)
+    frames = subprocess.run(["readelf", "--debug-dump=frames", "h"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stdout
+    fdes = frames.count(" FDE cie=")
+    proc = run("stats", "--json", str(tmp_path / "h"))
+    record = json.loads(proc.stdout)["files"][0]
+    assert record["fdes"] == fdes
+    assert record["described"] == fdes - sum(record["skipped"].values())
+    assert record["emitted"] == record["described"] + 1  # the PLT: two SFrame FDEs
+    proc = run("stats", str(tmp_path / "h"))
+    share = f"{100 * record['described'] / fdes:.1f}%"
+    assert (f"{fdes} FDEs, {record['described']} in SFrame ({share}; as "
+            f"{record['emitted']} SFrame FDEs)") in proc.stdout
+    assert f"{record['emitted']} SFrame FDEs (a PLT's one DWARF FDE is two)" in proc.stdout
