@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..arch import get_arch
 from ..elf.compressed import Limits
-from ..errors import Cfi2SframeError
+from ..errors import Cfi2SframeError, decoding
 from ..files import write_output
 
 if TYPE_CHECKING:
     from ..analysis.process import Module
+    from ..sframe.load import LoadedSFrame
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:  # not subscriptable at run time before Python 3.12
     Subparsers = argparse._SubParsersAction
@@ -99,3 +102,28 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
 
 def limits_of(args: argparse.Namespace) -> Limits:
     return Limits(args.max_section_size, args.max_section_ratio)
+
+
+def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
+                   pcs: Sequence[int] | None = None) -> LoadedSFrame:
+    """The file's ``.sframe``; for an ELF file without one but with DWARF CFI, the
+    section cfi2sframe makes of it, in memory (V3, as ``--module`` walks such files),
+    with a note saying so on standard error."""
+    from ..elf.read import open_elf_file
+    from ..sframe.load import LoadedSFrame, load_sframe
+
+    if data[:4] == b"\x7fELF":
+        names = set(open_elf_file(path, data).section_names)
+        cfi = next((n for n in (".eh_frame", ".debug_frame") if n in names), None)
+        if ".sframe" not in names and cfi is not None:
+            from ..convert import sframe_from_dwarf
+            from ..sframe.decode import decode
+
+            raw, address = sframe_from_dwarf(path, data)
+            print(f"{path}: note: no .sframe section; this is the SFrame V3 cfi2sframe "
+                  f"makes from its {cfi} (in memory)", file=sys.stderr)
+            with decoding(path, ".sframe (made)"):
+                section = decode(raw, address)
+            return LoadedSFrame(path, ".sframe", section, True,
+                                open_elf_file(path, data).elf_type)
+    return load_sframe(path, data, as_readelf, pcs=pcs)

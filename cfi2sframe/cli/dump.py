@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from ..sframe.load import load_sframe
-from .common import Subparsers
+from ..files import read_bytes
+from .common import Subparsers, sframe_or_made
 from .show import section_json
 from .subcommands import SUBCOMMANDS
 
@@ -24,7 +24,7 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..sframe.dump import dump_text
 
-    loaded = load_sframe(args.file, as_readelf=not args.json)
+    loaded = sframe_or_made(args.file, read_bytes(args.file), as_readelf=not args.json)
     if args.json:
         print(json.dumps(section_json(loaded.section), indent=1))
     else:

@@ -9,10 +9,9 @@ import sys
 from ..errors import Cfi2SframeError
 from ..files import read_bytes
 from ..sframe.decode import DecodedSection
-from ..sframe.load import load_sframe
 from ..sframe.rules import fre_rules, outermost
 from ..sframe.text import describe
-from .common import Subparsers, add_module_options, modules_of, parse_pc
+from .common import Subparsers, add_module_options, modules_of, parse_pc, sframe_or_made
 from .show import json_rules
 from .subcommands import SUBCOMMANDS
 
@@ -45,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         names = _function_names(args.file, data)
         pcs = [_address(text, names, args.file) for text in args.pcs]
         # Only the FDEs that cover the PCs asked for are decoded (the spec's look-up).
-        loaded = load_sframe(args.file, data, pcs=pcs)
+        loaded = sframe_or_made(args.file, data, pcs=pcs)
         default = loaded.section
     status = 0
     results: list[dict[str, object]] = []

@@ -320,3 +320,27 @@ def test_counts_say_dwarf_fdes_described_not_sframe_fdes(tmp_path):
     assert (f"{fdes} FDEs, {record['described']} in SFrame ({share}; as "
             f"{record['emitted']} SFrame FDEs)") in proc.stdout
     assert f"{record['emitted']} SFrame FDEs (a PLT's one DWARF FDE is two)" in proc.stdout
+
+
+def test_files_without_sframe_dump_lookup_and_verify_alike(tmp_path):
+    """dump and lookup on an ELF file with DWARF CFI and no .sframe use the section
+    cfi2sframe makes of it, in memory, and say so (as --module does): the same text as
+    for the file converted to V3. verify says "not checked" and exits 0 for one file as
+    for several (a run over many counts it no-sframe, not a failure)."""
+    require("gcc")
+    program = small_program(tmp_path)
+    converted = tmp_path / "prog.v3"
+    assert run(str(program), "-w", "--sframe-version", "3", "--emit", "elf", "-o",
+               str(converted)).returncode == 0
+    for command in (["dump"], ["lookup", "--json"]):
+        extra = ["main", "work+1"] if command[0] == "lookup" else []
+        made = run(*command, str(program), *extra)
+        real = run(*command, str(converted), *extra)
+        assert made.returncode == real.returncode == 0, made.stderr
+        assert made.stdout == real.stdout
+        assert made.stderr == (f"{program}: note: no .sframe section; this is the SFrame V3 "
+                               "cfi2sframe makes from its .eh_frame (in memory)\n")
+    one = run("verify", str(program))
+    many = run("verify", str(program), str(program), "-q")
+    assert one.returncode == many.returncode == 0, (one.stdout, many.stdout)
+    assert one.stdout == f"{program}: not checked: no .sframe\n"
