@@ -105,7 +105,7 @@ def limits_of(args: argparse.Namespace) -> Limits:
 
 
 def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
-                   pcs: Sequence[int] | None = None) -> LoadedSFrame:
+                   pcs: Sequence[int] | None = None, raw_address: int = 0) -> LoadedSFrame:
     """The file's ``.sframe``; for an ELF file without one but with DWARF CFI, the
     section cfi2sframe makes of it, in memory (V3, as ``--module`` walks such files),
     with a note saying so on standard error."""
@@ -126,4 +126,14 @@ def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
                 section = decode(raw, address)
             return LoadedSFrame(path, ".sframe", section, True,
                                 open_elf_file(path, data).elf_type)
-    return load_sframe(path, data, as_readelf, pcs=pcs)
+    return load_sframe(path, data, as_readelf, raw_address, pcs=pcs)
+
+
+def function_names_of(path: str, data: bytes) -> dict[tuple[str, int], str]:
+    """(section or "", start) -> function symbol of an ELF file; none for a raw section."""
+    if data[:4] != b"\x7fELF":
+        return {}
+    from ..elf.cfi import function_names
+    from ..elf.read import open_elf_file
+
+    return function_names(open_elf_file(path, data))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..files import read_bytes
 from ..sframe.load import load_sframe
-from .common import Subparsers, address
+from .common import Subparsers, address, function_names_of
 from .show import describe_fde, json_rules, words
 from .subcommands import SUBCOMMANDS
 
@@ -28,8 +29,14 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.compare import diff_sections
 
-    a = load_sframe(args.a, raw_address=args.address)
-    b = load_sframe(args.b, raw_address=args.address)
+    data_a, data_b = read_bytes(args.a), read_bytes(args.b)
+    a = load_sframe(args.a, data_a, raw_address=args.address)
+    b = load_sframe(args.b, data_b, raw_address=args.address)
+    # Names of linked files' functions (an object's are per section, which a
+    # difference does not carry), A's first.
+    names = {address: name for (section, address), name in
+             [*function_names_of(args.b, data_b).items(),
+              *function_names_of(args.a, data_a).items()] if not section}
     if a.fde_sections and b.fde_sections:  # two relocatable objects: match by section too
         result = diff_sections(a.section, b.section,
                                lambda fde: (a.section_of(fde.field_offset), fde.start_address),
@@ -40,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "equivalent": result.equivalent, "same": result.same,
-            "differing": [{"pc": d.address, "size_a": d.size_a, "size_b": d.size_b,
+            "differing": [{"pc": d.address, "name": names.get(d.address),
+                           "size_a": d.size_a, "size_b": d.size_b,
                            "ranges": [{"start": d.address + s, "end": d.address + e,
                                        "a": json_rules(ra), "b": json_rules(rb)}
                                       for s, e, ra, rb in d.ranges]}
@@ -50,14 +58,15 @@ def run(args: argparse.Namespace) -> int:
         return 0 if result.equivalent else 1
     for d in result.differing:
         sizes = f"size {d.size_a}" if d.size_a == d.size_b else f"size {d.size_a} vs {d.size_b}"
-        print(f"function at {d.address:#x} ({sizes}) differs:")
+        name = f"'{names[d.address]}'" if d.address in names else "function"
+        print(f"{name} at {d.address:#x} ({sizes}) differs:")
         for start, end, ra, rb in d.ranges:
             print(f"  [{d.address + start:#x}, {d.address + end:#x}): "
                   f"{args.a}: {words(ra, abi)} | {args.b}: {words(rb, abi)}")
-    for fde in result.only_a:
-        print(f"only in {args.a}: {describe_fde(fde)}")
-    for fde in result.only_b:
-        print(f"only in {args.b}: {describe_fde(fde)}")
+    for path, only in ((args.a, result.only_a), (args.b, result.only_b)):
+        for fde in only:
+            name = f"'{names[fde.start_address]}' " if fde.start_address in names else ""
+            print(f"only in {path}: {name}{describe_fde(fde)}")
     print(f"{result.same} functions the same, {len(result.differing)} differ, "
           f"{len(result.only_a)} only in {args.a}, {len(result.only_b)} only in {args.b}")
     return 0 if result.equivalent else 1

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..files import read_bytes
-from .common import Subparsers, sframe_or_made
+from .common import Subparsers, address, sframe_or_made
 from .show import section_json
 from .subcommands import SUBCOMMANDS
 
@@ -19,12 +19,17 @@ def add_parser(sub: Subparsers) -> None:
                        "(binutils 2.40 for V1).")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--address", type=address, default=0, metavar="ADDR",
+                   help="a raw section file: the address it is loaded at (the "
+                        "--sframe-address it was made for; an ELF file says its own). "
+                        "Default 0")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..sframe.dump import dump_text
 
-    loaded = sframe_or_made(args.file, read_bytes(args.file), as_readelf=not args.json)
+    loaded = sframe_or_made(args.file, read_bytes(args.file), as_readelf=not args.json,
+                            raw_address=args.address)
     if args.json:
         print(json.dumps(section_json(loaded.section), indent=1))
     else:

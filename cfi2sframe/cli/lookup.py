@@ -11,7 +11,15 @@ from ..files import read_bytes
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import fre_rules, outermost
 from ..sframe.text import describe
-from .common import Subparsers, add_module_options, modules_of, parse_pc, sframe_or_made
+from .common import (
+    Subparsers,
+    add_module_options,
+    address,
+    function_names_of,
+    modules_of,
+    parse_pc,
+    sframe_or_made,
+)
 from .show import json_rules
 from .subcommands import SUBCOMMANDS
 
@@ -26,6 +34,10 @@ def add_parser(sub: Subparsers) -> None:
                    "with FILE a function symbol, SYMBOL or SYMBOL+OFFSET (main+0x10)")
     add_module_options(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--address", type=address, default=0, metavar="ADDR",
+                   help="a raw section file: the address it is loaded at (the "
+                        "--sframe-address it was made for; an ELF file says its own). "
+                        "Default 0")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         modules = []
         data = read_bytes(args.file)
-        names = _function_names(args.file, data)
+        names = function_names_of(args.file, data)
         pcs = [_address(text, names, args.file) for text in args.pcs]
         # Only the FDEs that cover the PCs asked for are decoded (the spec's look-up).
-        loaded = sframe_or_made(args.file, data, pcs=pcs)
+        loaded = sframe_or_made(args.file, data, pcs=pcs, raw_address=args.address)
         default = loaded.section
     status = 0
     results: list[dict[str, object]] = []
@@ -70,16 +82,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results, indent=1))
     return status
-
-
-def _function_names(path: str, data: bytes) -> dict[tuple[str, int], str]:
-    """(section or "", start) -> function symbol of an ELF file; none for a raw section."""
-    if data[:4] != b"\x7fELF":
-        return {}
-    from ..elf.cfi import function_names
-    from ..elf.read import open_elf_file
-
-    return function_names(open_elf_file(path, data))
 
 
 def _address(text: str, names: dict[tuple[str, int], str], path: str) -> int:

@@ -344,3 +344,38 @@ def test_files_without_sframe_dump_lookup_and_verify_alike(tmp_path):
     many = run("verify", str(program), str(program), "-q")
     assert one.returncode == many.returncode == 0, (one.stdout, many.stdout)
     assert one.stdout == f"{program}: not checked: no .sframe\n"
+
+
+def test_address_places_a_raw_section_for_dump_and_lookup(tmp_path):
+    """A raw section made for --sframe-address ADDR, read with --address ADDR, names the
+    functions at the addresses nm gives (without it, PCs come out relative to 0)."""
+    require("gcc", "nm")
+    program = small_program(tmp_path)
+    raw = tmp_path / "prog.sframe"
+    assert run(str(program), "-w", "--sframe-address", "0x5000", "-o",
+               str(raw)).returncode == 0
+    work = next(int(line.split()[0], 16) for line in subprocess.run(
+        ["nm", str(program)], capture_output=True, text=True, check=True).stdout.splitlines()
+        if line.endswith(" work"))
+    dumped = run("dump", "--address", "0x5000", str(raw)).stdout
+    assert f"pc = {work:#x}, size = " in dumped
+    assert "pc = -0x" in run("dump", str(raw)).stdout
+    proc = run("lookup", "--address", "0x5000", str(raw), hex(work + 1))
+    assert proc.returncode == 0 and f"pc = {work:#x}" in proc.stdout
+    assert run("lookup", str(raw), hex(work + 1)).returncode == 1
+
+
+def test_diff_names_functions(tmp_path):
+    """V3 describes _start (an outermost frame) and V2 leaves it out: diff names it, at
+    the address nm gives."""
+    require("gcc", "nm")
+    program = small_program(tmp_path)
+    for version in ("2", "3"):
+        assert run(str(program), "-w", "--sframe-version", version, "--emit", "elf", "-o",
+                   str(tmp_path / f"v{version}")).returncode == 0
+    start = next(int(line.split()[0], 16) for line in subprocess.run(
+        ["nm", str(program)], capture_output=True, text=True, check=True).stdout.splitlines()
+        if line.endswith(" _start"))
+    proc = run("diff", str(tmp_path / "v3"), str(tmp_path / "v2"))
+    assert proc.returncode == 1
+    assert f"only in {tmp_path / 'v3'}: '_start' function at {start:#x}" in proc.stdout
