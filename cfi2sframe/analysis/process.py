@@ -53,15 +53,22 @@ class Module:
     def name(self) -> str:
         return os.path.basename(self.path)
 
+    def place(self, pc: int) -> tuple[str | None, int, str]:
+        """(function symbol, offset in it, module) of a runtime address; with no symbol
+        holding it, (None, the file address, module)."""
+        names = self.names_at(pc)
+        if not names:
+            return None, pc - self.bias, self.name
+        start, name = names[0]
+        return name, pc - self.bias - start, self.name
+
     def symbolize(self, pc: int) -> str:
         """``function+0xOFF (module)`` for a runtime address, ``0xADDR (module)`` when
         no function symbol holds it."""
-        names = self.names_at(pc)
-        if not names:
-            return f"{pc - self.bias:#x} ({self.name})"
-        start, name = names[0]
-        offset = pc - self.bias - start
-        return f"{name}+{offset:#x} ({self.name})" if offset else f"{name} ({self.name})"
+        name, offset, module = self.place(pc)
+        if name is None:
+            return f"{offset:#x} ({module})"
+        return f"{name}+{offset:#x} ({module})" if offset else f"{name} ({module})"
 
     def names_at(self, pc: int) -> list[tuple[int, str]]:
         """(start, name) of every function symbol holding a runtime address (aliases

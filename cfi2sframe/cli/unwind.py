@@ -15,6 +15,7 @@ from .common import Subparsers, add_module_options, modules_of
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
+    from ..analysis.process import Module
     from ..arch.base import Arch
 
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.file is None:
         raise Cfi2SframeError("", "unwind needs FILE, --module or --maps (see --help)")
     arch, frames, why = walk_snapshot(args.file, args.snapshot, args.compact, args.max_frames)
-    _print(arch, frames, why, args.json, lambda pc, depth: "")
+    _print(arch, frames, why, args.json, None)
     return 0 if why.startswith(OUTERMOST_REACHED) else 1
 
 
@@ -78,29 +79,38 @@ def _run_modules(args: argparse.Namespace) -> int:
     regs = registers(names, arch, args.snapshot)
     frames, why = modules_walk(modules, regs, memory_reader(memory, arch), args.max_frames)
 
-    def name(pc: int, depth: int) -> str:
-        module = module_for(modules, pc if depth == 0 else pc - 1)
-        return module.symbolize(pc) if module else "?"
+    def name(pc: int, depth: int) -> Module | None:
+        return module_for(modules, pc if depth == 0 else pc - 1)
 
     _print(arch, frames, why, args.json, name)
     return 0 if why.startswith(OUTERMOST_REACHED) else 1
 
 
 def _print(arch: Arch, frames: list[dict[int, int]], why: str, as_json: bool,
-           named: Callable[[int, int], str]) -> None:
-    """Frames (PC, SP, FP, and ``named(pc, depth)``: function+offset (module)), then why
-    the walk stopped."""
+           module_of: Callable[[int, int], Module | None] | None) -> None:
+    """Frames (PC, SP, FP, and, walking a process's modules, where ``module_of(pc,
+    depth)`` places the PC: function+offset (module)), then why the walk stopped.  In
+    JSON, ``function`` is that text and ``symbol``, ``offset`` and ``module`` its parts."""
     def fp(frame: dict[int, int]) -> str:
         return f"{frame[arch.fp]:#018x}" if arch.fp in frame else "unknown".ljust(18)
 
+    def where(pc: int, depth: int) -> dict[str, object]:
+        if module_of is None:
+            return {"function": None}
+        module = module_of(pc, depth)
+        if module is None:
+            return {"function": "?", "symbol": None, "offset": None, "module": None}
+        symbol, offset, name = module.place(pc)
+        return {"function": module.symbolize(pc), "symbol": symbol, "offset": offset,
+                "module": name}
+
     if as_json:
         print(json.dumps({"frames": [{"pc": f[PC], "sp": f[arch.sp], "fp": f.get(arch.fp),
-                                      "function": named(f[PC], i) or None}
-                                     for i, f in enumerate(frames)], "stopped": why},
-                         indent=1))
+                                      **where(f[PC], i)} for i, f in enumerate(frames)],
+                          "stopped": why}, indent=1))
         return
     for depth, frame in enumerate(frames):
-        label = named(frame[PC], depth)
+        label = str(where(frame[PC], depth)["function"] or "")
         print(f"#{depth:<3} pc {frame[PC]:#018x}  sp {frame[arch.sp]:#018x}  fp {fp(frame)}"
               + (f"  {label}" if label else ""))
     print(f"stopped: {why}")
