@@ -6,6 +6,7 @@ import importlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
@@ -57,6 +58,15 @@ def at_least(what: str, measured: int, floor: int) -> None:
     said where it is set: a loop whose inputs vanish, or whose comparison stops
     matching anything, fails instead of passing on nothing."""
     assert measured >= floor, f"{what}: {measured} compared, below the floor {floor}"
+
+
+def cfi2sframe(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The command run as a user runs it, output as text; never a traceback or an
+    internal error (each of those is a bug of ours, whatever the test checks)."""
+    proc = subprocess.run([sys.executable, "-m", "cfi2sframe", *args], cwd=cwd,
+                          capture_output=True, text=True, check=False)
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    return proc
 
 
 def small_program(folder: Path) -> Path:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from cfi2sframe.elf.archive import read_archive, write_archive
-from tests.conftest import require, require_path
+from tests.conftest import cfi2sframe, require, require_path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LIBZ = Path("/usr/lib/x86_64-linux-gnu/libz.a")
@@ -23,11 +22,6 @@ ZLIB_USER = ("#include <zlib.h>\n#include <stdio.h>\n"
              "  printf(\"%lu\\n\", n); return 0; }\n")
 
 
-def cfi2sframe(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "cfi2sframe", *args], cwd=cwd,
-                          capture_output=True, text=True, check=False)
-    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
-    return proc
 
 
 def _out(*cmd: str, cwd: Path) -> str:

@@ -14,20 +14,14 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import gsframe_program, require
+from tests.conftest import cfi2sframe, gsframe_program, require
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LIBDIR = Path("/usr/lib/x86_64-linux-gnu")
 
 
-def cfi2sframe(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "cfi2sframe", *args], cwd=cwd,
-                          capture_output=True, text=True, check=False)
-    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def _marking_assembler(folder: Path) -> tuple[Path, Path]:

@@ -9,21 +9,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import gsframe_program, require
+from tests.conftest import cfi2sframe, gsframe_program, require
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def cfi2sframe(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "cfi2sframe", *args], cwd=cwd,
-                          capture_output=True, text=True, check=False)
-    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def _inputs(folder: Path) -> dict[str, Path]:
