@@ -113,7 +113,8 @@ def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
     from ..sframe.load import LoadedSFrame, load_sframe
 
     if data[:4] == b"\x7fELF":
-        names = set(open_elf_file(path, data).section_names)
+        view = open_elf_file(path, data)
+        names = set(view.section_names)
         cfi = next((n for n in (".eh_frame", ".debug_frame") if n in names), None)
         if ".sframe" not in names and cfi is not None:
             from ..convert import sframe_from_dwarf
@@ -124,8 +125,7 @@ def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
                   f"makes from its {cfi} (in memory)", file=sys.stderr)
             with decoding(path, ".sframe (made)"):
                 section = decode(raw, address)
-            return LoadedSFrame(path, ".sframe", section, True,
-                                open_elf_file(path, data).elf_type)
+            return LoadedSFrame(path, ".sframe", section, True, view.elf_type)
     return load_sframe(path, data, as_readelf, raw_address, pcs=pcs)
 
 
