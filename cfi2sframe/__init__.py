@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Conversion": "convert", "convert_asm": "convert", "convert_archive": "convert",
+    "sframe_from_eh_frame": "convert",
     "encode_sframe": "sframe.build",
     "lower_all": "sframe.build", "order_functions": "sframe.build",
     "timelines_from_asm": "convert",

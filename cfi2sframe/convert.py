@@ -326,6 +326,29 @@ def default_sframe_address(data: bytes, path: str = "") -> int:
     return (end + page - 1) // page * page
 
 
+def sframe_from_eh_frame(data: bytes, address: int, sframe_address: int,
+                         arch: str | Arch = "x86_64", version: int = 2,
+                         debug_frame: bool = False) -> tuple[bytes, tuple[Skip, ...]]:
+    """A raw ``.eh_frame`` blob loaded at ``address`` (what a JIT hands to
+    ``__register_frame``; ``debug_frame``: a ``.debug_frame`` blob) as the SFrame
+    section that will live at ``sframe_address`` (its function starts are relative to
+    it), with the functions left out and why.  Bad CFI is a located error ("<eh_frame>:
+    at byte N: ...")."""
+    from .dwarf.cfi import Cfi, parse_cfi
+    from .sframe.build import encode_sframe, lower_fdes, require_sframe_abi
+
+    target = as_arch(arch)
+    require_sframe_abi(target, "<eh_frame>")
+    with decoding("<eh_frame>", ".debug_frame" if debug_frame else ".eh_frame"):
+        fdes = parse_cfi(data, not debug_frame, address, {}, target.address_size,
+                         not target.big_endian, {})
+    cfi = Cfi("<eh_frame>", target.elf_machine, "ET_DYN", tuple(fdes),
+              ".debug_frame" if debug_frame else ".eh_frame", target.big_endian)
+    functions, skips = lower_fdes(cfi, target, version)
+    image = encode_sframe(functions, target, version)
+    return image.to_bytes(sframe_address, lambda func: func.start, "<eh_frame>"), tuple(skips)
+
+
 def sframe_from_dwarf(path: str, data: bytes) -> tuple[bytes, int]:
     """A V3 section made from an ELF file's DWARF CFI, in memory, and its address: what
     a process's file without ``.sframe`` is walked with (V3 keeps outermost frames)."""
