@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         modules = []
         data = read_bytes(args.file)
         names = function_names_of(args.file, data)
-        pcs = [_address(text, names, args.file) for text in args.pcs]
+        starts = {name: start for (_, start), name in sorted(names.items(), reverse=True)}
+        pcs = [_address(text, starts, args.file) for text in args.pcs]
         # Only the FDEs that cover the PCs asked for are decoded (the spec's look-up).
         loaded = sframe_or_made(args.file, data, pcs=pcs, raw_address=args.address)
         default = loaded.section
@@ -84,15 +85,15 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def _address(text: str, names: dict[tuple[str, int], str], path: str) -> int:
-    """A PC given as a number, a function symbol or SYMBOL+OFFSET (in an object: the
-    offset in the symbol's section, as every address of an object is)."""
+def _address(text: str, starts: dict[str, int], path: str) -> int:
+    """A PC given as a number, a function symbol or SYMBOL+OFFSET (``starts``: each
+    symbol's start; in an object the offset in the symbol's section, as every address
+    of an object is)."""
     try:
         return int(text, 0)
     except ValueError:
         pass
     symbol, _, offset = text.partition("+")
-    starts = {name: start for (_, start), name in sorted(names.items(), reverse=True)}
     if symbol not in starts:
         raise Cfi2SframeError(path, f"'{text}' is neither an address (0x... or decimal) nor "
                                     "a function symbol of the file")

@@ -68,28 +68,32 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
     start = _initial_state(initial, code_align, data_align, arch, big_endian)
     if start is None:
         return None
-    rows: list[tuple[int, _State]] | None = []
     if compiled is not None:
         try:
-            rows = compiled.fast_rows(body, start, code_align, data_align, arch.sp, arch.fp,
-                                      arch.ra, arch.tracks_ra, big_endian)
-        except OverflowError:  # an alignment or CIE value past 64 bits: the loop below
-            compiled = None
-    if compiled is not None:
-        if rows is None:
-            return None
-        out = []
-        for at, key in rows:  # the states where they change, as _run emits them
-            shape = _state_shape(key, arch)
-            if shape is None:
-                return None
-            out.append(_new_tuple(Fre, (at, *shape)))
-        return tuple(out)
+            return _fres_of_rows(compiled.fast_rows(
+                body, start, code_align, data_align, arch.sp, arch.fp, arch.ra,
+                arch.tracks_ra, big_endian), arch)
+        except OverflowError:
+            pass  # an alignment or CIE value past 64 bits: the Python loop below
     try:
         fres, _ = _run(body, start, start, code_align, data_align, arch, big_endian, True)
     except (_Fallback, DecodeError, IndexError):
         return None
     return fres
+
+
+def _fres_of_rows(rows: list[tuple[int, _State]] | None,
+                  arch: Arch) -> tuple[Fre, ...] | None:
+    """The compiled loop's states (where they change, as ``_run`` emits them) as FREs."""
+    if rows is None:
+        return None
+    out = []
+    for at, key in rows:
+        shape = _state_shape(key, arch)
+        if shape is None:
+            return None
+        out.append(_new_tuple(Fre, (at, *shape)))
+    return tuple(out)
 
 
 @lru_cache(maxsize=256)
