@@ -1,10 +1,14 @@
-/* The compiled core: the ELF fast path's loop over one FDE's DWARF CFI bytes.
+/* The compiled core: the ELF fast path's loop over one FDE's DWARF CFI bytes, and
+ * the FRE encoder's loop.
  *
- * The same loop as ``sframe/fastpath.py``'s ``_run`` (its reference and fallback):
- * it tracks only what a default SFrame FRE holds (CFA register and offset, FP and
- * RA save slots, the signed-RA bit) and returns the state in force at each row
+ * ``fast_fres`` is the same loop as ``sframe/fastpath.py``'s ``_run`` (its reference
+ * and fallback): it tracks only what a default SFrame FRE holds (CFA register and
+ * offset, FP and RA save slots, the signed-RA bit) and gives an FRE at each row
  * start where the state changes, or None when the CFI leaves that subset (the
- * caller then takes the general path).  Python maps each state to an FRE.
+ * caller then takes the general path).  Which FRE a state gives is Python's answer
+ * (``_state_shape``), asked once per distinct state.  ``fres_bytes`` is
+ * ``sframe/encode.py``'s ``_fres_bytes``: starts packed here, each FRE's info byte
+ * and words asked of Python once per distinct FRE.
  * tests/differential/test_core.py holds the two equal on every distinct FDE body
  * of installed libraries and on random bytes; tests/unit/test_core.py holds the
  * opcode numbers below equal to dwarf/opcodes.py, their one home.
@@ -122,25 +126,25 @@ static void set(int64_t *field, int *huge, int bit, Num value) {
 
 #define STACK_MAX 64
 
-/* fast_rows(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian)
- * -> [(row start, state)] where the state changes, or None (use the general path).
- * Numbers given that do not fit 64 bits raise OverflowError (the caller then runs
- * the Python loop). */
-static PyObject *fast_rows(PyObject *Py_UNUSED(self), PyObject *args) {
-    Py_buffer body;
-    PyObject *start;
+/* What the loop needs of the target, and where each changed row goes. */
+typedef struct {
     long long code_align, data_align, sp, fp, ra;
     int tracks_ra, big_endian;
-    if (!PyArg_ParseTuple(args, "y*OLLLLLpp", &body, &start, &code_align, &data_align, &sp,
-                          &fp, &ra, &tracks_ra, &big_endian))
-        return NULL;
-    State s, initial, last = {0, 0, 0, 0, 0, 0, 0, 0}, stack[STACK_MAX];
+} Params;
+
+/* emit(ctx, row start, state): 1 taken, 0 the row has no default FRE (fall back),
+ * -1 a Python error is set. */
+typedef int (*Emit)(void *ctx, int64_t at, const State *s);
+
+/* Replay one FDE body from ``s`` and emit the state at each row start where it
+ * changes.  1: done; 0: the CFI left the subset (use the general path); -1: error. */
+static int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p,
+                  Emit emit, void *ctx) {
+    State initial = s, last = {0, 0, 0, 0, 0, 0, 0, 0}, stack[STACK_MAX];
     int depth = 0, have_last = 0;
-    if (!read_state(start, &s)) { PyBuffer_Release(&body); return NULL; }
-    initial = s;
-    Reader r = {(const uint8_t *)body.buf, 0, body.len, 0};
-    PyObject *rows = PyList_New(0);
-    if (!rows) { PyBuffer_Release(&body); return NULL; }
+    Reader r = {data, 0, len, 0};
+    const long long code_align = p->code_align, data_align = p->data_align;
+    const long long sp = p->sp, fp = p->fp, ra = p->ra;
     int64_t at = 0;
     int at_huge = 0;  /* the row start is past 64 bits (a huge 8-byte advance) */
     for (;;) {
@@ -221,7 +225,7 @@ static PyObject *fast_rows(PyObject *Py_UNUSED(self), PyObject *args) {
                 if (r.pos + size > r.end) { r.failed = 1; break; }
                 uint64_t value = 0;
                 for (int i = 0; i < size; i++) {
-                    int shift = big_endian ? 8 * (size - 1 - i) : 8 * i;
+                    int shift = p->big_endian ? 8 * (size - 1 - i) : 8 * i;
                     value |= (uint64_t)r.data[r.pos + i] << shift;
                 }
                 r.pos += size;
@@ -256,7 +260,7 @@ static PyObject *fast_rows(PyObject *Py_UNUSED(self), PyObject *args) {
                     break;
                 }
                 continue;
-            } else if (op == OP_AARCH64_NEGATE_RA_STATE && tracks_ra) {
+            } else if (op == OP_AARCH64_NEGATE_RA_STATE && p->tracks_ra) {
                 s.signed_ra = !s.signed_ra;
                 continue;
             } else {
@@ -271,15 +275,8 @@ static PyObject *fast_rows(PyObject *Py_UNUSED(self), PyObject *args) {
          * Python loop does when it finds no FRE shape for it. */
         if (!have_last || !same(&s, &last) || s.huge) {
             if (s.huge || at_huge) { r.failed = 1; break; }
-            PyObject *key = state_key(&s);
-            PyObject *row = key ? Py_BuildValue("(LN)", (long long)at, key) : NULL;
-            if (!row || PyList_Append(rows, row) < 0) {
-                Py_XDECREF(row);
-                Py_DECREF(rows);
-                PyBuffer_Release(&body);
-                return NULL;
-            }
-            Py_DECREF(row);
+            int taken = emit(ctx, at, &s);
+            if (taken <= 0) return taken;
             last = s;
             have_last = 1;
         }
@@ -288,18 +285,171 @@ static PyObject *fast_rows(PyObject *Py_UNUSED(self), PyObject *args) {
          * left to it (only an emitted one: an unchanged state adds no row). */
         if (delta.huge || __builtin_add_overflow(at, delta.v, &at)) at_huge = 1;
     }
+    return r.failed ? 0 : 1;
+}
+
+/* Each changed state as an FRE (a ``Fre`` named tuple), its fields after
+ * ``start`` found by state key in ``shapes``, or asked of ``shape_of`` (whose answer,
+ * None included, is kept there).  The rules that map a state to an FRE stay in
+ * Python (``fastpath._state_shape``, from ``arch/``): this file holds no target fact. */
+typedef struct {
+    PyObject *fres, *shapes, *shape_of;
+    PyTypeObject *fre_type;
+} FreCtx;
+
+static int emit_fre(void *raw, int64_t at, const State *s) {
+    FreCtx *ctx = raw;
+    PyObject *key = state_key(s);
+    if (!key) return -1;
+    PyObject *shape = PyDict_GetItemWithError(ctx->shapes, key);  /* borrowed */
+    if (!shape) {
+        if (PyErr_Occurred()) { Py_DECREF(key); return -1; }
+        PyObject *made = PyObject_CallOneArg(ctx->shape_of, key);
+        if (!made || PyDict_SetItem(ctx->shapes, key, made) < 0) {
+            Py_XDECREF(made);
+            Py_DECREF(key);
+            return -1;
+        }
+        Py_DECREF(made);  /* the dict holds it */
+        shape = PyDict_GetItemWithError(ctx->shapes, key);
+        if (!shape) { Py_DECREF(key); return -1; }
+    }
+    Py_DECREF(key);
+    if (shape == Py_None) return 0;
+    if (!PyTuple_Check(shape)) {
+        PyErr_SetString(PyExc_TypeError, "shape_of must give a tuple or None");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(shape);
+    PyObject *fre = ctx->fre_type->tp_alloc(ctx->fre_type, n + 1);
+    if (!fre) return -1;
+    PyObject *start = PyLong_FromLongLong((long long)at);
+    if (!start) { Py_DECREF(fre); return -1; }
+    PyTuple_SET_ITEM(fre, 0, start);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(shape, i);
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(fre, i + 1, item);
+    }
+    int failed = PyList_Append(ctx->fres, fre) < 0;
+    Py_DECREF(fre);
+    return failed ? -1 : 1;
+}
+
+/* fast_fres(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian,
+ *           fre_type, shapes, shape_of) -> tuple of FREs, or None (general path). */
+static PyObject *fast_fres(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer body;
+    PyObject *start, *fre_type;
+    Params p;
+    State s;
+    FreCtx ctx;
+    if (!PyArg_ParseTuple(args, "y*OLLLLLppO!O!O", &body, &start, &p.code_align,
+                          &p.data_align, &p.sp, &p.fp, &p.ra, &p.tracks_ra, &p.big_endian,
+                          &PyType_Type, &fre_type, &PyDict_Type, &ctx.shapes, &ctx.shape_of))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)fre_type, &PyTuple_Type)) {
+        PyBuffer_Release(&body);
+        PyErr_SetString(PyExc_TypeError, "fre_type must be a tuple type");
+        return NULL;
+    }
+    ctx.fre_type = (PyTypeObject *)fre_type;
+    if (!read_state(start, &s)) { PyBuffer_Release(&body); return NULL; }
+    ctx.fres = PyList_New(0);
+    if (!ctx.fres) { PyBuffer_Release(&body); return NULL; }
+    int done = replay((const uint8_t *)body.buf, body.len, s, &p, emit_fre, &ctx);
     PyBuffer_Release(&body);
-    if (r.failed) {
-        Py_DECREF(rows);
+    if (done <= 0) {
+        Py_DECREF(ctx.fres);
+        if (done < 0) return NULL;
         Py_RETURN_NONE;
     }
-    return rows;
+    PyObject *out = PyList_AsTuple(ctx.fres);
+    Py_DECREF(ctx.fres);
+    return out;
+}
+
+/* fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> bytes: each FRE's start
+ * in ``addr_size`` bytes, then its info byte and data words, which are found by the
+ * FRE's fields after ``start`` in ``tails`` or asked of ``tail_of`` (kept there): the
+ * word layouts stay in Python (``encode._fre_bytes``). */
+static PyObject *fres_bytes(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *fres, *tails, *tail_of;
+    int addr_size, big_endian;
+    if (!PyArg_ParseTuple(args, "O!ipO!O", &PyTuple_Type, &fres, &addr_size, &big_endian,
+                          &PyDict_Type, &tails, &tail_of))
+        return NULL;
+    if (addr_size != 1 && addr_size != 2 && addr_size != 4) {
+        PyErr_SetString(PyExc_ValueError, "addr_size must be 1, 2 or 4");
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(fres);
+    PyObject **found = PyMem_New(PyObject *, count > 0 ? count : 1);
+    if (!found) return PyErr_NoMemory();
+    PyObject *out = NULL;
+    Py_ssize_t total = 0, kept = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *fre = PyTuple_GET_ITEM(fres, i);
+        if (!PyTuple_Check(fre) || PyTuple_GET_SIZE(fre) < 1) {
+            PyErr_SetString(PyExc_TypeError, "an FRE must be a tuple");
+            goto done;
+        }
+        PyObject *shape = PyTuple_GetSlice(fre, 1, PyTuple_GET_SIZE(fre));
+        if (!shape) goto done;
+        PyObject *tail = PyDict_GetItemWithError(tails, shape);
+        if (!tail) {
+            if (PyErr_Occurred()) { Py_DECREF(shape); goto done; }
+            PyObject *made = PyObject_CallOneArg(tail_of, shape);
+            if (!made || PyDict_SetItem(tails, shape, made) < 0) {
+                Py_XDECREF(made);
+                Py_DECREF(shape);
+                goto done;
+            }
+            Py_DECREF(made);
+            tail = PyDict_GetItemWithError(tails, shape);
+            if (!tail) { Py_DECREF(shape); goto done; }
+        }
+        Py_DECREF(shape);
+        if (!PyBytes_Check(tail)) {
+            PyErr_SetString(PyExc_TypeError, "tail_of must give bytes");
+            goto done;
+        }
+        Py_INCREF(tail);
+        found[i] = tail;
+        kept = i + 1;
+        total += addr_size + PyBytes_GET_SIZE(tail);
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (!out) goto done;
+    char *to = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        unsigned long long start = PyLong_AsUnsignedLongLong(
+            PyTuple_GET_ITEM(PyTuple_GET_ITEM(fres, i), 0));
+        if (PyErr_Occurred() || (addr_size < 8 && start >> (8 * addr_size))) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_OverflowError, "an FRE start does not fit addr_size");
+            Py_CLEAR(out);
+            goto done;
+        }
+        for (int b = 0; b < addr_size; b++)
+            to[big_endian ? addr_size - 1 - b : b] = (char)((start >> (8 * b)) & 0xff);
+        to += addr_size;
+        Py_ssize_t n = PyBytes_GET_SIZE(found[i]);
+        memcpy(to, PyBytes_AS_STRING(found[i]), (size_t)n);
+        to += n;
+    }
+done:
+    for (Py_ssize_t i = 0; i < kept; i++) Py_DECREF(found[i]);
+    PyMem_Free(found);
+    return out;
 }
 
 static PyMethodDef methods[] = {
-    {"fast_rows", fast_rows, METH_VARARGS,
-     "fast_rows(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian)\n"
-     "-> [(row start, state)] where the state changes, or None (use the general path)."},
+    {"fast_fres", fast_fres, METH_VARARGS,
+     "fast_fres(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian,\n"
+     "          fre_type, shapes, shape_of) -> tuple of FREs, or None (general path)."},
+    {"fres_bytes", fres_bytes, METH_VARARGS,
+     "fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> the FREs' bytes."},
     {NULL, NULL, 0, NULL},
 };
 

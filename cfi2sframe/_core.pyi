@@ -1,8 +1,18 @@
-# The compiled core (_core.c); sframe/fastpath.py holds the reference of each function.
+# The compiled core (_core.c); sframe/fastpath.py and sframe/encode.py hold the
+# reference of each function.
+
+from collections.abc import Callable
 
 OPCODES: dict[str, int]
 
-def fast_rows(body: bytes, start: tuple[int, int, int | None, int | None, bool],
-              code_align: int, data_align: int, sp: int, fp: int, ra: int, tracks_ra: bool,
-              big_endian: bool
-              ) -> list[tuple[int, tuple[int, int, int | None, int | None, bool]]] | None: ...
+_State = tuple[int, int, int | None, int | None, bool]
+
+def fast_fres(body: bytes, start: _State, code_align: int, data_align: int, sp: int, fp: int,
+              ra: int, tracks_ra: bool, big_endian: bool, fre_type: type,
+              shapes: dict[_State, tuple[object, ...] | None],
+              shape_of: Callable[[_State], tuple[object, ...] | None]
+              ) -> tuple[object, ...] | None: ...
+
+def fres_bytes(fres: tuple[tuple[object, ...], ...], addr_size: int, big_endian: bool,
+               tails: dict[tuple[object, ...], bytes],
+               tail_of: Callable[[tuple[object, ...]], bytes]) -> bytes: ...

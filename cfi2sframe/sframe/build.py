@@ -16,7 +16,7 @@ from ..errors import Cfi2SframeError
 from ..model import Timeline
 from ..reasons import SframeReason
 from .encode import SectionImage, build_v2, build_v3
-from .fastpath import direct_fres
+from .fastpath import ShapeMemo, direct_fres
 from .format import Fre, SFrameFunction, fits
 from .lower import LowerMemo, Skip, lower
 from .pcmask import lower_pc_dependent
@@ -73,6 +73,7 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunct
     memo: LowerMemo = {}
     rows_cache: RowsCache = {}
     direct: dict[tuple[int, bytes], tuple[Fre, ...] | None] = {}
+    shapes: ShapeMemo = {}
     big_endian = cfi.big_endian
     for fde in cfi.fdes:
         cie = fde.cie
@@ -83,7 +84,8 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunct
                 fres = direct[key]
             else:
                 fres = direct[key] = direct_fres(cie.initial, fde.body, cie.code_align,
-                                                 cie.data_align, arch, big_endian)
+                                                 cie.data_align, arch, big_endian,
+                                                 shapes=shapes)
         if fres is not None and fres[-1].start >= fde.size:
             fres = tuple(fre for fre in fres if fre.start < fde.size)
         if fres is None or not fits(fde.size, len(fres), version):

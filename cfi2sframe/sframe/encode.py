@@ -13,10 +13,13 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter
+from types import ModuleType
 from typing import cast
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch, ByteOrder
+from ..core import compiled as compiled_core
 from ..errors import Cfi2SframeError
 from .decode import DecodedSection
 from .format import (
@@ -43,6 +46,9 @@ from .format import (
 )
 from .rules import RA_UNDEFINED, Loc, RuleFre, as_loc, fre_rules, opt_loc
 from .words import FLEX_PADDING, fde_info, flex_control, fre_info
+
+_COMPILED = compiled_core()
+_START = itemgetter(0)  # an FRE's start (Fre and RuleFre both open with it)
 
 
 @dataclass(frozen=True)
@@ -82,17 +88,26 @@ class SectionImage:
                  where: str = "") -> bytes:
         """The section placed at ``section_address``, with each start made PC-relative;
         ``where`` names the input in the error for a start out of range."""
-        order = ">" if self.big_endian else "<"
-        out = bytearray(self.header)
-        for index, (func, tail) in enumerate(zip(self.functions, self.fde_tails, strict=False)):
-            delta = address_of(func) - (section_address + self.start_field_offset(index))
-            bits = 8 * self.start_size
-            if not -(1 << (bits - 1)) <= delta < (1 << (bits - 1)):
+        bits = 8 * self.start_size
+        low, high = -(1 << (bits - 1)), 1 << (bits - 1)
+        field = section_address + len(self.header)
+        deltas = []
+        for func in self.functions:
+            delta = address_of(func) - field
+            if not low <= delta < high:
                 raise Cfi2SframeError(
                     where, f"function '{func.name}' is {delta:#x} bytes from its FDE: out of "
                     f"range for a {bits}-bit PC-relative start")
-            out += struct.pack(order + ("i" if bits == 32 else "q"), delta) + tail
-        return bytes(out + self.fres + self.padding)
+            deltas.append(delta)
+            field += self.fde_size
+        # Every start field in one pack, then each interleaved with its FDE's tail.
+        order = ">" if self.big_endian else "<"
+        starts = struct.pack(f"{order}{len(deltas)}{'i' if bits == 32 else 'q'}", *deltas)
+        size = self.start_size
+        fields = [starts[i:i + size] for i in range(0, len(starts), size)]
+        return b"".join((self.header, *(part for pair in zip(fields, self.fde_tails,
+                                                               strict=True)
+                                         for part in pair), self.fres, self.padding))
 
     def unplaced_bytes(self) -> bytes:
         """The section with every start field 0: for an object, whose relocations
@@ -103,22 +118,35 @@ class SectionImage:
 
 
 def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, arch: Arch,
-                tails: dict[FreShape, bytes]) -> bytes:
+                tails: dict[FreShape, bytes],
+                compiled: ModuleType | None = _COMPILED) -> bytes:
     """The FREs of one function: each start, then its info and data words.
 
     ``tails`` memoises those words by FRE shape (the caller's, one per section):
     a few hundred distinct shapes cover the ~500k FREs of a large library.
+    ``compiled``: the compiled core's loop (the default where it is built), or None
+    for the loop below, its reference.
     """
+    if compiled is not None:
+        encoded: bytes = compiled.fres_bytes(fres, addr_size, arch.big_endian, tails,
+                                             _tail_of(arch))
+        return encoded
     endian: ByteOrder = "big" if arch.big_endian else "little"
     out = bytearray()
     for fre in fres:
         shape = fre[1:]
         tail = tails.get(shape)
         if tail is None:
-            tail = tails[shape] = _fre_bytes(Fre(0, *shape), 1, arch)[1:]
+            tail = tails[shape] = _tail_of(arch)(shape)
         out += fre.start.to_bytes(addr_size, endian)
         out += tail
     return bytes(out)
+
+
+@lru_cache(maxsize=16)
+def _tail_of(arch: Arch) -> Callable[[FreShape], bytes]:
+    """An FRE's bytes after its start, by its fields after ``start``."""
+    return lambda shape: _fre_bytes(Fre(0, *shape), 1, arch)[1:]
 
 
 def _fre_bytes(fre: Fre, addr_size: int, arch: Arch) -> bytes:
@@ -161,7 +189,7 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
         hit = memo.get(id(fres))
         if hit is None or hit[0] is not fres:
             # Functions made from identical CFI share one FRE tuple: encode it once.
-            fre_type = fre_type_for(max((f.start for f in fres), default=0))
+            fre_type = fre_type_for(max(map(_START, fres), default=0))
             hit = memo[id(fres)] = (fres, fre_type,
                                     _fres_bytes(fres, FRE_ADDR_SIZE[fre_type], arch, shape_bytes))
         _, fre_type, encoded = hit
@@ -241,7 +269,7 @@ def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
     fre_blob = bytearray()
     num_fres = 0
     for func in functions:
-        fre_type = fre_type_for(max((f.start for f in func.fres), default=0))
+        fre_type = fre_type_for(max(map(_START, func.fres), default=0))
         addr_size = FRE_ADDR_SIZE[fre_type]
         tails.append(struct.pack(order + "II", func.size, len(fre_blob)))
         info = fde_info(fre_type, func.pc_mask, func.pauth_b_key, func.signal)

@@ -17,6 +17,7 @@ every distinct FDE body of real libraries.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from types import ModuleType
 
@@ -53,15 +54,22 @@ class _Fallback(Exception):
     """The CFI leaves the subset this module handles."""
 
 
+ShapeMemo = dict[_State, "FreShape | None"]
+"""A caller's memo of state -> FRE fields (``_state_shape``), one per target."""
+
+
 def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
                 arch: Arch, big_endian: bool,
-                compiled: ModuleType | None = _COMPILED) -> tuple[Fre, ...] | None:
+                compiled: ModuleType | None = _COMPILED,
+                shapes: ShapeMemo | None = None) -> tuple[Fre, ...] | None:
     """Default FREs of a CIE's initial instructions followed by an FDE body.
 
     Rows are unbounded: the caller drops FREs that start at or past the
     function's size.  ``None``: use the general path.  ``compiled``: the compiled
     core's loop (``core.compiled()``, the default where it is built), or None for
-    the pure-Python loop below, its reference.
+    the pure-Python loop below, its reference.  ``shapes``: the caller's memo of
+    state -> FRE fields for ``arch``, kept across calls (the compiled loop builds
+    each FRE from it without returning to Python).
     """
     if arch.sframe_cfa_encoded or arch.sframe_ra_padding or arch.sframe_register_words:
         return None  # encoded CFA offsets, RA padding, register words: the general path
@@ -70,9 +78,11 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
         return None
     if compiled is not None:
         try:
-            return _fres_of_rows(compiled.fast_rows(
+            fres: tuple[Fre, ...] | None = compiled.fast_fres(
                 body, start, code_align, data_align, arch.sp, arch.fp, arch.ra,
-                arch.tracks_ra, big_endian), arch)
+                arch.tracks_ra, big_endian, Fre, {} if shapes is None else shapes,
+                _shape_of(arch))
+            return fres
         except OverflowError:
             pass  # an alignment or CIE value past 64 bits: the Python loop below
     try:
@@ -82,18 +92,10 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
     return fres
 
 
-def _fres_of_rows(rows: list[tuple[int, _State]] | None,
-                  arch: Arch) -> tuple[Fre, ...] | None:
-    """The compiled loop's states (where they change, as ``_run`` emits them) as FREs."""
-    if rows is None:
-        return None
-    out = []
-    for at, key in rows:
-        shape = _state_shape(key, arch)
-        if shape is None:
-            return None
-        out.append(_new_tuple(Fre, (at, *shape)))
-    return tuple(out)
+@lru_cache(maxsize=16)
+def _shape_of(arch: Arch) -> Callable[[_State], FreShape | None]:
+    """``_state_shape`` for one target, as the compiled loop calls it."""
+    return lambda state: _state_shape(state, arch)
 
 
 @lru_cache(maxsize=256)

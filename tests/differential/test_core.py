@@ -1,14 +1,15 @@
 """The compiled core (``_core.c``) against the pure-Python loop it was written from.
 
 The fast path's loop over one FDE's CFI bytes exists twice: ``fastpath._run`` (the
-reference, and what runs without a C compiler) and ``_core.fast_rows``.  Both must
+reference, and what runs without a C compiler) and ``_core.fast_fres``.  Both must
 give the same FREs for every distinct FDE body of real libraries (x86-64 and, where
 the cross toolchain is installed, AArch64) and for random programs that aim at every
 way out of the subset, truncated ones included.  Where the two differ at all, the
 compiled loop may only give up (None: the general path then decides) on rows that
 start past 2**63 or on remember_state nested past 64 levels; the SFrame written is
-the same either way (``test_fastpath.py`` holds every path equal to the general one, with whichever
-core is built).
+the same either way (``test_fastpath.py`` holds every path equal to the general one,
+with whichever core is built).  The FRE encoder exists twice too
+(``encode._fres_bytes``, ``_core.fres_bytes``).
 """
 
 from __future__ import annotations
@@ -121,3 +122,58 @@ def test_the_compiled_opcodes_are_dwarfs() -> None:
 
     for name, number in _core().OPCODES.items():
         assert CFA[name] == number, name
+
+
+def _fres_bytes_both(fres, addr_size: int, arch) -> tuple[bytes, bytes]:
+    return _fres_bytes_in(None, fres, addr_size, arch), _fres_bytes_in(_core(), fres,
+                                                                        addr_size, arch)
+
+
+def _fres_bytes_in(core, fres, addr_size: int, arch) -> bytes:
+    from cfi2sframe.sframe.encode import _fres_bytes
+
+    return _fres_bytes(fres, addr_size, arch, {}, compiled=core)
+
+
+@pytest.mark.parametrize("path", LIBRARIES[:1])
+def test_the_fre_encoder_on_a_real_library(path: str) -> None:
+    """Every function's FREs of a real library: the compiled encoder's bytes are the
+    Python encoder's (the words of each FRE come from Python in both)."""
+    from cfi2sframe.sframe.build import lower_fdes
+    from cfi2sframe.sframe.format import FRE_ADDR_SIZE, fre_type_for
+
+    require_path(path)
+    cfi = read_elf_cfi(path)
+    arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
+    functions, _ = lower_fdes(cfi, arch)
+    assert len(functions) > 1000
+    for func in functions:
+        size = FRE_ADDR_SIZE[fre_type_for(max((f.start for f in func.fres), default=0))]
+        python, c = _fres_bytes_both(func.fres, size, arch)
+        assert c == python, func.name
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 0xFFFF_FFFF), st.booleans(),
+                          st.integers(-(1 << 31), (1 << 31) - 1),
+                          st.none() | st.integers(-(1 << 15), 1 << 15),
+                          st.none() | st.integers(-300, 300), st.booleans()), max_size=12),
+       st.sampled_from(["EM_X86_64", "EM_AARCH64"]))
+def test_the_fre_encoder_on_random_fres(rows, machine: str) -> None:
+    """Random FREs of any start and offset size, each start in the smallest field that
+    holds it or any wider one; a start too wide for its field is an error in both."""
+    from cfi2sframe.sframe.format import Fre
+
+    arch = arch_for_machine(machine, "t.o")
+    fres = tuple(Fre(start, fp, cfa, fp_off, ra if arch.tracks_ra else None, mangled and
+                     arch.tracks_ra) for start, fp, cfa, fp_off, ra, mangled in rows)
+    for size in (1, 2, 4):
+        try:
+            python = _fres_bytes_in(None, fres, size, arch)
+        except Exception as exc:  # noqa: BLE001 - C must fail the same way
+            # a start too wide for its field (OverflowError), words past 32 bits (the
+            # Python word layout's own error, raised in C from its callback)
+            with pytest.raises(type(exc)):
+                _fres_bytes_in(_core(), fres, size, arch)
+            continue
+        assert _fres_bytes_in(_core(), fres, size, arch) == python
