@@ -19,7 +19,7 @@ from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.layout import Problem, layout_problems
 from ..elf.read import open_elf
 from ..errors import Cfi2SframeError, decoding
-from ..files import read_bytes
+from ..files import read_input
 from ..model import Row, Timeline
 from ..sframe.decode import DecodedFde, DecodedFre, DecodedSection
 from ..sframe.load import load_sframe
@@ -303,7 +303,7 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
     ``.debug_frame``; ``cfi`` when the caller has read it); also the section's ABI
     id, for describing rules."""
     if data is None:
-        data = read_bytes(path)
+        data = read_input(path)
     loaded = load_sframe(path, data, limits=limits)
     if not loaded.is_elf:
         raise Cfi2SframeError(path, "verify needs an ELF file with .sframe and .eh_frame")

@@ -15,7 +15,7 @@ from ..arch import ARCHES
 from ..core import name as core_name
 from ..elf.archive import AR_MAGIC
 from ..errors import Cfi2SframeError
-from ..files import read_bytes, read_for_rewrite, refuse_output_naming_input
+from ..files import read_for_rewrite, read_input, refuse_output_naming_input
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import add_limit_options, address, arch_name, limits_of, write
 from .diagnostics import WARNING_HELP, WarningPolicy, warning_policy
@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
     if args.in_place:
         data, read_stat = read_for_rewrite(args.input)
     else:
-        data = read_bytes(args.input)
+        data = read_input(args.input)
     display = "<stdin>" if args.input == "-" else args.input
     if args.format == "compact-unwind":
         return _convert_compact(args, display, data, output, emit)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..files import read_bytes
+from ..files import read_input
 from .common import Subparsers, address, sframe_or_made
 from .show import section_json
 from .subcommands import SUBCOMMANDS
@@ -26,12 +26,14 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sframe.dump import dump_text
+    from ..sframe.dump import dump_chunks
 
-    loaded = sframe_or_made(args.file, read_bytes(args.file), as_readelf=not args.json,
+    loaded = sframe_or_made(args.file, read_input(args.file), as_readelf=not args.json,
                             raw_address=args.address)
     if args.json:
         print(json.dumps(section_json(loaded.section), indent=1))
     else:
-        sys.stdout.write(dump_text(loaded.section, loaded.section_name))
+        write = sys.stdout.write
+        for chunk in dump_chunks(loaded.section, loaded.section_name):
+            write(chunk)
     return 0

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..errors import Cfi2SframeError
-from ..files import read_bytes
+from ..files import read_input
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import fre_rules, outermost
 from ..sframe.text import describe
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         raise Cfi2SframeError("", "lookup needs FILE, --module or --maps (see --help)")
     else:
         modules = []
-        data = read_bytes(args.file)
+        data = read_input(args.file)
         names = function_names_of(args.file, data)
         starts = {name: start for (_, start), name in sorted(names.items(), reverse=True)}
         pcs = [_address(text, starts, args.file) for text in args.pcs]

@@ -8,7 +8,7 @@ from typing import Any
 from ..analysis.compare import verify_elf
 from ..batch.record import Task
 from ..elf.read import open_elf_file
-from ..files import read_bytes
+from ..files import read_input
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of
 from .show import describe_fde, words
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     args.file = args.files[0]
     if args.consumer:
         return _consumer(args.file, args.consumer)
-    data = read_bytes(args.file)
+    data = read_input(args.file)
     if data[:4] == b"\x7fELF" and ".sframe" not in open_elf_file(args.file,
                                                                    data).section_names:
         # As a run over many files says it (status no-sframe, not a failure): the
@@ -108,10 +108,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _consumer(path: str, consumer: str) -> int:
     from ..analysis.consumers import CONSUMERS, check_consumer, facts_of
-    from ..files import read_bytes
+    from ..files import read_input
 
     reader = CONSUMERS[consumer][0]
-    results = check_consumer(consumer, facts_of(path, read_bytes(path)))
+    results = check_consumer(consumer, facts_of(path, read_input(path)))
     failed = [(req, found) for req, found in results if found is not None]
     for req, found in results:
         mark = "ok  " if found is None else "FAIL"

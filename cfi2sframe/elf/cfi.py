@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..arch import arch_for_machine
 from ..dwarf.cfi import Cfi, Names, parse_cfi
 from ..errors import Cfi2SframeError, decoding
-from ..files import read_bytes
+from ..files import read_input
 from .compressed import DEFAULT_LIMITS, Limits, section_contents
 from .read import (
     SHN_LORESERVE,
@@ -27,7 +27,7 @@ def read_elf_cfi(path: str, data: bytes | None = None,
     """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file;
     a compressed one is decompressed within ``limits``."""
     if data is None:
-        data = read_bytes(path)
+        data = read_input(path)
     view = open_elf_file(path, data)
     with decoding(path, "ELF file") as where:
         arch_for_machine(view.machine, path, not view.little_endian)  # unsupported: fail

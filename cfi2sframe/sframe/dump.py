@@ -8,6 +8,8 @@ part of the format.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ..arch import by_sframe_abi
 from .decode import DecodedFde, DecodedFre, DecodedSection
 from .format import (
@@ -23,14 +25,19 @@ from .words import FLEX_PADDING, flex_control_fields, s390x_word_reg
 
 def dump_text(section: DecodedSection, name: str = ".sframe") -> str:
     """The whole ``readelf --sframe`` text for one section."""
-    out = [f"Contents of the SFrame section {name}:", _header(section),
-           "\n  Function Index :\n"]
+    return "".join(dump_chunks(section, name))
+
+
+def dump_chunks(section: DecodedSection, name: str = ".sframe") -> Iterator[str]:
+    """``dump_text`` a function at a time, for writing as it is made: a large
+    library's dump is some 100 MB of text, never held whole."""
+    yield f"Contents of the SFrame section {name}:" + _header(section) + \
+        "\n  Function Index :\n"
     # An FRE's columns depend on its words and bits, not on where it starts: libraries
     # repeat a few thousand shapes over a million FREs, so each is written once.
     columns: dict[tuple[bool, bool, bool, int, tuple[int, ...]], str] = {}
     for fde in section.fdes:
-        out.append(_function(section, fde, columns))
-    return "".join(out)
+        yield _function(section, fde, columns)
 
 
 def _header(section: DecodedSection) -> str:
