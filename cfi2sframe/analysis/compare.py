@@ -8,7 +8,7 @@ either side; rules are constant inside such a stretch.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -238,7 +238,7 @@ def _dwarf_side(row: Row, arch: Arch, ra_column: int) -> object:
     return f"{describe(rules, arch.sframe_abi)}; but {beyond}"
 
 
-def verify(section: DecodedSection, timelines: Sequence[Timeline], arch: Arch,
+def verify(section: DecodedSection, timelines: Iterable[Timeline], arch: Arch,
            section_of: Callable[[DecodedFde], str] = lambda fde: "") -> VerifyResult:
     """Check at every PC of every function that SFrame recovers CFA, FP and RA as DWARF does.
 
@@ -310,7 +310,7 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
     if cfi is None:
         cfi = read_elf_cfi(path, data, limits)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
-    result = verify(loaded.section, cfi.timelines, arch,
+    result = verify(loaded.section, cfi.each_timeline(), arch,
                     lambda fde: loaded.section_of(fde.field_offset))
     with decoding(path):
         problems = layout_problems(open_elf(data, path), arch.min_page_size)

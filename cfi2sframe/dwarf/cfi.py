@@ -12,6 +12,7 @@ byte offsets.)
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
@@ -82,8 +83,13 @@ class Cfi:
 
     @cached_property
     def timelines(self) -> tuple[Timeline, ...]:
+        return tuple(self.each_timeline())
+
+    def each_timeline(self) -> Iterator[Timeline]:
+        """``timelines`` one at a time, none kept: for one pass over a large file."""
         cache: RowsCache = {}
-        return tuple(self.timeline(fde, cache) for fde in self.fdes)
+        for fde in self.fdes:
+            yield self.timeline(fde, cache)
 
     def timeline(self, fde: Fde, cache: RowsCache) -> Timeline:
         """The ``Timeline`` of one FDE; ``cache`` (the caller's) shares equal bodies."""
