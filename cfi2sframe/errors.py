@@ -28,6 +28,7 @@ class Cfi2SframeError(Exception):
         super().__init__(f"{where}: error: {message}" if where else f"error: {message}")
         self.where = where
         self.message = message
+        self.summary: str = self.args[0]  # the one line (``str()`` may say more)
 
 
 class CfiError(Exception):

@@ -109,7 +109,7 @@ def file_record(path: str, task: Task, read_as: str | None = None) -> dict[str, 
     try:
         _fill(record, path, read_as or path, task)
     except Cfi2SframeError as exc:
-        record.update(status="error", error=str(exc))
+        record.update(status="error", error=exc.summary)
     except DecodeError as exc:
         record.update(status="error", error=f"{path}: error: {exc}")
     except Exception as exc:  # a bug of ours: recorded as such, never as bad input

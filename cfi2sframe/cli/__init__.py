@@ -44,10 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(argv)
     except AssemblerFailed as exc:
         sys.stderr.write(exc.messages)
-        print(f"{exc}", file=sys.stderr)
+        print(exc.summary, file=sys.stderr)
         return 1
     except Cfi2SframeError as exc:
-        print(f"cfi2sframe: {exc}" if not exc.where else str(exc), file=sys.stderr)
+        print(f"cfi2sframe: {exc.summary}" if not exc.where else exc.summary,
+              file=sys.stderr)
         return 1
     except DecodeError as exc:
         print(f"cfi2sframe: error: {exc}", file=sys.stderr)

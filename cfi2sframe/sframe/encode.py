@@ -84,10 +84,17 @@ class SectionImage:
         """Offset in the section of FDE ``index``'s start field."""
         return len(self.header) + index * self.fde_size
 
-    def to_bytes(self, section_address: int, address_of: Callable[[SFrameFunction], int],
+    def to_bytes(self, section_address: int = 0,
+                 address_of: Callable[[SFrameFunction], int] | None = None,
                  where: str = "") -> bytes:
-        """The section placed at ``section_address``, with each start made PC-relative;
-        ``where`` names the input in the error for a start out of range."""
+        """The section placed at ``section_address``, with each start made PC-relative.
+
+        ``address_of`` gives each function's address; by default its ``start`` (the
+        address itself for functions of a linked image; the offset in its section
+        for relocatable input, which then places every section at 0).  ``where``
+        names the input in the error for a start out of range."""
+        if address_of is None:
+            address_of = _start_of
         bits = 8 * self.start_size
         low, high = -(1 << (bits - 1)), 1 << (bits - 1)
         field = section_address + len(self.header)
@@ -108,6 +115,10 @@ class SectionImage:
         return b"".join((self.header, *(part for pair in zip(fields, self.fde_tails,
                                                                strict=True)
                                          for part in pair), self.fres, self.padding))
+
+    def __bytes__(self) -> bytes:
+        """``to_bytes()``: the section at address 0, each function at its ``start``."""
+        return self.to_bytes()
 
     def unplaced_bytes(self) -> bytes:
         """The section with every start field 0: for an object, whose relocations
@@ -141,6 +152,10 @@ def _fres_bytes(fres: tuple[Fre, ...], addr_size: int, arch: Arch,
         out += fre.start.to_bytes(addr_size, endian)
         out += tail
     return bytes(out)
+
+
+def _start_of(func: SFrameFunction) -> int:
+    return func.start
 
 
 @lru_cache(maxsize=16)

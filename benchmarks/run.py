@@ -1,0 +1,181 @@
+"""The one benchmark table: every path a user runs, timed against the nearest C tool in
+the same run, on dense and sparse real input, with peak memory and a linearity check.
+
+Usage: python benchmarks/run.py [--sizes 10000,30000,100000] [--runs 3]
+                                [--library LIB] [--tree DIR] [--quick]
+
+Input, per the performance issue:
+  dense    ``make_dense_asm.py``: gcc -O0 style functions (push/mov/pop CFI) of each size
+  sparse   ``make_big_asm.py``: csmith programs compiled by gcc -O0/-O2, concatenated
+  library  libLLVM-14.so.1 (Debian's llvm-14), 95k FDEs
+  tree     a folder of installed libraries, ``stats -r`` with -j 1 and -j 2
+
+Prints a markdown table (medians of ``--runs``; peak RSS is the largest of the runs,
+from ``os.wait4``) and, per path, the time per function at the largest dense size
+over that at the smallest: 1.3 or less is linear cost.  ``--quick``: sizes 2000 and
+6000, one run, no library or tree (a smoke run of this script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LIBRARY = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1"
+TREE = "/usr/lib/x86_64-linux-gnu/gconv"
+
+Timing = tuple[float, float]  # median wall seconds, peak RSS MiB
+
+
+def timed(cmd: list[str], runs: int) -> Timing:
+    """Median wall seconds over ``runs``, and the largest peak RSS (MiB) of those runs."""
+    walls, peak = [], 0.0
+    for _ in range(runs):
+        start = time.perf_counter()
+        # Exit statuses are not checked: readelf exits 1 on warnings after printing.
+        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, _, usage = os.wait4(child.pid, 0)
+        walls.append(time.perf_counter() - start)
+        child.returncode = 0  # reaped above
+        peak = max(peak, usage.ru_maxrss / 1024)
+    return statistics.median(walls), peak
+
+
+class Table:
+    """Rows of the markdown table, printed as they are measured."""
+
+    def __init__(self) -> None:
+        self.per_function: dict[str, dict[int, float]] = {}
+        print("| path | input | cfi2sframe | peak | µs per function | C tool | ratio |")
+        print("|---|---|---|---|---|---|---|", flush=True)
+
+    def row(self, path: str, what: str, ours: Timing, theirs: Timing | None, tool: str,
+            functions: int = 0) -> None:
+        per = ""
+        if functions:
+            per = f"{ours[0] / functions * 1e6:.1f}"
+            self.per_function.setdefault(path, {})[functions] = ours[0] / functions
+        against = f"{tool} {theirs[0]:.3f} s" if theirs else tool
+        ratio = f"{ours[0] / theirs[0]:.1f}x" if theirs else ""
+        print(f"| {path} | {what} | {ours[0]:.3f} s | {ours[1]:.0f} MiB | {per} | {against} "
+              f"| {ratio} |", flush=True)
+
+    def linearity(self) -> None:
+        print("\nLinearity (time per function, largest dense size over smallest; <= 1.3 "
+              "is linear):")
+        for path, per in self.per_function.items():
+            if len(per) > 1:
+                low, high = min(per), max(per)
+                growth = per[high] / per[low]
+                verdict = "linear" if growth <= 1.3 else "NOT linear"
+                print(f"- {path}: {growth:.2f} ({low} -> {high} functions): {verdict}")
+
+
+def dense(table: Table, ours: str, tmp: str, sizes: list[int], runs: int) -> None:
+    for n in sizes:
+        src, gas_o, our_o = (str(Path(tmp) / f"{n}{ext}") for ext in (".s", ".gas.o", ".o"))
+        subprocess.run([sys.executable, str(HERE / "make_dense_asm.py"), src, str(n)],
+                       check=True)
+        what = f"dense, {n} functions"
+        gas = timed(["as", "--gsframe", src, "-o", gas_o], runs)
+        table.row(".s -> object", what, timed([ours, src, "--emit", "obj", "-o", our_o],
+                                              runs), gas, "as --gsframe", n)
+        readelf = timed(["readelf", "--sframe", gas_o], runs)
+        table.row("dump", what, timed([ours, "dump", our_o], runs), readelf,
+                  "readelf --sframe (gas's object)", n)
+        table.row("lookup one PC", what, timed([ours, "lookup", our_o, "0x100"], runs),
+                  readelf, "readelf --sframe (gas's object)", n)
+        frames = timed(["readelf", "--debug-dump=frames-interp", our_o], runs)
+        table.row("verify", what, timed([ours, "verify", our_o], runs), frames,
+                  "readelf -wF", n)
+
+
+def sparse(table: Table, ours: str, tmp: str, runs: int, lines: int) -> None:
+    big = str(Path(tmp) / "csmith.s")
+    subprocess.run([sys.executable, str(HERE / "make_big_asm.py"), big, str(lines)],
+                   check=True, stdout=subprocess.DEVNULL)
+    functions = Path(big).read_text().count(".cfi_startproc")
+    gas = timed(["as", "--gsframe", big, "-o", str(Path(tmp) / "csmith.gas.o")], runs)
+    table.row(".s -> object", f"csmith corpus, {functions} functions",
+              timed([ours, big, "--emit", "obj", "-o", str(Path(tmp) / "csmith.o")], runs),
+              gas, "as --gsframe")
+
+
+def library(table: Table, ours: str, tmp: str, runs: int, path: str) -> None:
+    if not os.path.exists(path):
+        print(f"| (library) | {path} not found (apt-get install llvm-14) | | | | | |")
+        return
+    what = Path(path).name
+    converted = str(Path(tmp) / "lib.so")
+    frames = timed(["readelf", "--debug-dump=frames-interp", path], runs)
+    tool = "readelf -wF"
+    table.row("ELF -> SFrame", what, timed([ours, "-w", path, "-o", os.devnull], runs),
+              frames, tool)
+    table.row("--emit elf", what, timed([ours, "-w", path, "--emit", "elf", "-o", converted],
+                                        runs), timed(["strip", path, "-o",
+                                                      str(Path(tmp) / "s.so")], runs),
+              "strip")
+    table.row("verify", what + " converted", timed([ours, "verify", converted], runs), frames,
+              tool)
+    table.row("dump", what + " converted", timed([ours, "dump", converted], runs),
+              timed(["readelf", "--debug-dump=frames", path], runs), "readelf -wf")
+    table.row("lookup one PC", what + " converted",
+              timed([ours, "lookup", converted, "0x1000000"], runs), frames, tool)
+    copy = str(Path(tmp) / "inplace.so")
+    walls, peak = [], 0.0
+    for _ in range(runs):
+        shutil.copy(path, copy)
+        wall, rss = timed([ours, "-w", "--in-place", copy], 1)
+        walls.append(wall)
+        peak = max(peak, rss)
+    table.row("--in-place", what, (statistics.median(walls), peak), frames, tool)
+
+
+def tree(table: Table, ours: str, runs: int, folder: str) -> None:
+    if not os.path.isdir(folder):
+        print(f"| (tree) | {folder} not found | | | | | |")
+        return
+    files = [str(p) for p in Path(folder).rglob("*") if p.is_file()]
+    what = f"{folder}, {len(files)} files"
+    frames = timed(["readelf", "--debug-dump=frames-interp", *files], runs)
+    one = timed([ours, "stats", "-q", "-r", folder, "-j", "1"], runs)
+    table.row("stats -r -j 1", what, one, frames, "readelf -wF (all files)")
+    two = timed([ours, "stats", "-q", "-r", folder, "-j", "2"], runs)
+    table.row("stats -r -j 2", what, two, frames, "readelf -wF (all files)")
+    print(f"\n-j 2 speed-up over -j 1: {one[0] / two[0]:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,30000,100000")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--library", default=LIBRARY)
+    parser.add_argument("--tree", default=TREE)
+    parser.add_argument("--csmith-lines", type=int, default=200_000)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    sizes = [2000, 6000] if args.quick else [int(x) for x in args.sizes.split(",")]
+    runs = 1 if args.quick else args.runs
+    ours = shutil.which("cfi2sframe") or sys.exit("cfi2sframe is not installed")
+    core = subprocess.run([ours, "--version"], capture_output=True, text=True).stdout.strip()
+    print(f"{core}; {os.cpu_count()} cores; medians of {runs}\n")
+    table = Table()
+    with tempfile.TemporaryDirectory() as tmp:
+        dense(table, ours, tmp, sizes, runs)
+        sparse(table, ours, tmp, runs, 20_000 if args.quick else args.csmith_lines)
+        if not args.quick:
+            library(table, ours, tmp, runs, args.library)
+            tree(table, ours, runs, args.tree)
+    table.linearity()
+
+
+if __name__ == "__main__":
+    main()
