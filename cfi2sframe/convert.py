@@ -171,31 +171,33 @@ def convert_asm(
     assembler: str | None = None,
     include_dir: str = ".",
     version: int = 2,
+    flex: bool = True,
 ) -> AsmConversion:
-    """Assembly text -> SFrame: the whole pipeline of ``cfi2sframe foo.s``."""
+    """Assembly text -> SFrame: the whole pipeline of ``cfi2sframe foo.s``.  ``flex``
+    False: V3 without FLEX FDEs (``sframe.lower.lower``)."""
     arch = as_arch(arch)
     from .frontend.timelines import parse_asm
 
     runner = Assembler.from_string(assembler or arch.default_assembler)
     unit, messages = parse_asm(text, filename, arch, runner, include_dir)
-    return _lower_and_encode(unit, messages, arch, runner, version)
+    return _lower_and_encode(unit, messages, arch, runner, version, flex)
 
 
 def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler,
-                  version: int = 2) -> AsmConversion:
+                  version: int = 2, flex: bool = True) -> AsmConversion:
     """Finish a conversion whose assembler run was started with ``start_probe``."""
     from .frontend.timelines import finish_asm
 
     unit, messages = finish_asm(run, arch)
-    return _lower_and_encode(unit, messages, arch, runner, version)
+    return _lower_and_encode(unit, messages, arch, runner, version, flex)
 
 
 def _lower_and_encode(unit: AsmUnit, messages: str, arch: Arch, runner: Assembler,
-                      version: int) -> AsmConversion:
+                      version: int, flex: bool = True) -> AsmConversion:
     from .sframe.build import encode_sframe, lower_all, require_sframe_abi
 
     require_sframe_abi(arch, unit.filename)
-    functions, skips = lower_all(unit.timelines, arch, version)
+    functions, skips = lower_all(unit.timelines, arch, version, flex)
     image = encode_sframe(functions, arch, version)
     return AsmConversion(arch, unit.filename, image.functions, tuple(skips), image, messages,
                          unit, runner)
@@ -276,7 +278,7 @@ class ElfConversion(Conversion):
 
 def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
                    sframe_address: int | None = None,
-                   limits: Limits = DEFAULT_LIMITS) -> ElfConversion:
+                   limits: Limits = DEFAULT_LIMITS, flex: bool = True) -> ElfConversion:
     """An existing SFrame section (ELF file or raw section) -> SFrame ``version``.
 
     For files whose only unwind information is ``.sframe``; V1, V2 or V3 in.
@@ -308,7 +310,7 @@ def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
     from .sframe.build import encode_sframe
 
     functions, skips = lower_section(loaded.section, arch, version, path,
-                                     fde_names(names, section_of), section_of)
+                                     fde_names(names, section_of), section_of, flex)
     image = encode_sframe(functions, arch, version)
     return ElfConversion(arch, path, image.functions, tuple(skips), image, "", elf_type,
                          len(loaded.section.fdes), address, data if loaded.is_elf else b"",
@@ -359,7 +361,8 @@ def sframe_from_dwarf(path: str, data: bytes) -> tuple[bytes, int]:
 
 def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                 sframe_address: int | None = None, replace: bool = False,
-                limits: Limits = DEFAULT_LIMITS, cfi: Cfi | None = None) -> ElfConversion:
+                limits: Limits = DEFAULT_LIMITS, cfi: Cfi | None = None,
+                flex: bool = True) -> ElfConversion:
     """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``).
 
     ``replace``: the obj and elf outputs replace an ``.sframe`` the file has;
@@ -376,7 +379,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
         cfi = read_elf_cfi(path, data, limits)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     require_sframe_abi(arch, path)
-    functions, skips = lower_fdes(cfi, arch, version)
+    functions, skips = lower_fdes(cfi, arch, version, flex)
     image = encode_sframe(functions, arch, version)
     address = 0
     if cfi.elf_type != "ET_REL":
@@ -404,7 +407,7 @@ class ArchiveConversion:
 
 
 def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = False,
-                    limits: Limits = DEFAULT_LIMITS) -> ArchiveConversion:
+                    limits: Limits = DEFAULT_LIMITS, flex: bool = True) -> ArchiveConversion:
     """A static library with SFrame added to each relocatable object in it that has
     something to describe; every rewritten member verifies before the archive is built
     (``elf.archive``: names, order, dates and modes kept; the symbol index re-pointed).
@@ -429,7 +432,8 @@ def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = 
             names = set(view.section_names)
             if view.elf_type == "ET_REL" and (".eh_frame" in names or ".debug_frame" in names) \
                     and (replace or ".sframe" not in names):
-                conversion = convert_elf(where, payload, version, None, replace, limits)
+                conversion = convert_elf(where, payload, version, None, replace, limits,
+                                         flex=flex)
                 payload = conversion.obj()
                 if payload is not member.data:
                     check_rewritten(where, payload, limits)
@@ -458,26 +462,28 @@ def _only_sframe(data: bytes) -> bool:
 def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
                  assembler: str | None = None, include_dir: str = ".", version: int = 2,
                  sframe_address: int | None = None, replace: bool = False,
-                 source_kind: str = "auto", limits: Limits = DEFAULT_LIMITS) -> Conversion:
+                 source_kind: str = "auto", limits: Limits = DEFAULT_LIMITS,
+                 flex: bool = True) -> Conversion:
     """Any input -> SFrame: an ELF file (``arch`` is its own), a raw SFrame section, or
     assembly, told from the bytes (``kinds``); other kinds are refused in one line.
 
     For assembly the assembler is started before the directive parser (Lark) is
-    loaded, so the two overlap.  ``source`` names the input in messages.
+    loaded, so the two overlap.  ``source`` names the input in messages; ``flex``
+    False: V3 without FLEX FDEs (``sframe.lower.lower``).
     """
     kind = refuse_unreadable(source, data)
     if source_kind == "sframe" or (source_kind == "auto" and (
             kind == Kind.sframe or _only_sframe(data))):
-        return convert_sframe(source, data, version, sframe_address, limits)
+        return convert_sframe(source, data, version, sframe_address, limits, flex)
     if data[:4] == b"\x7fELF":
-        return convert_elf(source, data, version, sframe_address, replace, limits)
+        return convert_elf(source, data, version, sframe_address, replace, limits, flex=flex)
     from .frontend.probe import start_probe
 
     target = as_arch(arch)
     runner = Assembler.from_string(assembler or target.default_assembler)
     run = start_probe(data.decode("utf-8", "surrogateescape"), source, target.comment_chars,
                       runner, include_dir)
-    return convert_probe(run, target, runner, version)
+    return convert_probe(run, target, runner, version, flex)
 
 
 def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,

@@ -42,6 +42,7 @@ class SframeReason(_Code):
     too_many_fres = "too-many-fres"
     s390x_unaligned = "s390x-unaligned"
     fp_without_ra = "fp-without-ra"
+    flex_needed = "flex-needed"
 
 
 class CompactReason(_Code):
@@ -128,6 +129,9 @@ SFRAME_REASONS: dict[SframeReason, tuple[str, str]] = {
     SframeReason.s390x_unaligned: ("s390x: a CFA offset that is not 160 + a multiple of 8, or (V2) "
                                    "an odd FP/RA slot offset: SFrame cannot store it exactly",
                                    "(truncates silently)"),
+    SframeReason.flex_needed: ("V3 with --no-flex: the function needs a FLEX FDE (a rule "
+                               "in a register or through one) and the chosen readers read "
+                               "none", "(gas 2.46 writes FLEX)"),
     SframeReason.fp_without_ra: ("AArch64: FP saved while RA is still in its register (SFrame "
                                  "orders the words CFA, RA, FP)", "FP without RA on stack"),
 }

@@ -90,6 +90,14 @@ def _counts(f: Facts) -> str | None:
     return None
 
 
+def _no_flex(f: Facts) -> str | None:
+    flex = [fde for fde in f.section.fdes if fde.flex]
+    if not flex:
+        return None
+    return (f"{len(flex)} FLEX FDE{'s' if len(flex) > 1 else ''} (first: func idx "
+            f"[{flex[0].index}] at {flex[0].start_address:#x}); convert with --no-flex")
+
+
 GLIBC = "glibc 2.42 sysdeps/generic/sframe-read.c"
 KERNEL = "kernel unwind_deferred sframe v13 (kernel/unwind/sframe.c)"
 CONSUMERS: dict[str, tuple[str, tuple[Requirement, ...]]] = {
@@ -109,6 +117,8 @@ CONSUMERS: dict[str, tuple[str, tuple[Requirement, ...]]] = {
         Requirement("no auxiliary header", KERNEL, _no_aux),
         Requirement("FDEs sorted by address, SFRAME_F_FDE_SORTED set", KERNEL, _sorted),
         Requirement("non-zero FDE and FRE counts", KERNEL, _counts),
+        Requirement("default FDEs only: no FLEX FDE (the series up to v13 reads none)",
+                    KERNEL, _no_flex),
         Requirement("a PT_GNU_SFRAME program header for the section", KERNEL, _segment),
         Requirement("ABI AMD64, AArch64 or s390x", KERNEL,
                     _abi(("x86_64", "aarch64", "aarch64_be", "s390x"))),

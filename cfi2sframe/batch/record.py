@@ -58,6 +58,7 @@ class Task:
     limits: Limits = DEFAULT_LIMITS  # how far a compressed section may expand
     preserve_dates: bool = False  # convert: keep the access and modification times
     objects: bool = False  # convert: rewrite relocatable objects too (crt1.o, archives' .o)
+    flex: bool = True  # V3: FLEX FDEs allowed (False: --no-flex)
 
 
 def described(record: dict[str, Any]) -> int:
@@ -213,7 +214,7 @@ def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
     from ..convert import ElfConversion, convert_file, rewrite_in_place
 
     conversion = convert_file(path, data, version=task.sframe_version, replace=task.replace,
-                              limits=task.limits)
+                              limits=task.limits, flex=task.flex)
     if not isinstance(conversion, ElfConversion):  # an ELF file always converts as one
         raise TypeError(f"{path}: converted as {type(conversion).__name__}")
     conversion = replace(conversion, old_kernels=task.old_kernels)

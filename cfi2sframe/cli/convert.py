@@ -101,6 +101,11 @@ def parser() -> argparse.ArgumentParser:
                         help="SFrame format version to write (default: 2; 3 adds FLEX FDEs, "
                              "RA-undefined rows and signal frames; binutils 2.46's ld reads "
                              "only 3)")
+    parser.add_argument("--no-flex", dest="flex", action="store_false",
+                        help="with --sframe-version 3: write default FDEs only, for readers "
+                             "that read no FLEX FDE (the kernel series up to v13, glibc's "
+                             "proposed V3 reader, wild); a function that needs one is left "
+                             "out as flex-needed")
     parser.add_argument("--sframe-address", type=address, metavar="ADDR",
                         help="for a linked ELF input with --emit raw: the address the "
                              "section will have (default: after the last PT_LOAD segment, "
@@ -226,6 +231,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list_reasons:
         _print_reasons()
         return 0
+    if not args.flex and args.sframe_version != 3:
+        usage_error("", "--no-flex applies to --sframe-version 3 (V2 has no FLEX FDE)")
     if many_files(args, args.inputs):
         return _convert_many(args)
     if not args.inputs:
@@ -255,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
                               args.sframe_version, args.sframe_address, args.replace,
-                              args.source, limits_of(args))
+                              args.source, limits_of(args), args.flex)
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
     _report_skips(display, conversion.skips, args)
@@ -316,7 +323,7 @@ def _convert_many(args: argparse.Namespace) -> int:
     if args.output or args.emit or args.format != "sframe" or "-" in args.inputs:
         usage_error("", "--in-place over many files takes no -o, --emit, --format or -")
     task = Task("convert", args.sframe_version, args.replace, args.old_kernels,
-                limits_of(args), args.preserve_dates, args.objects)
+                limits_of(args), args.preserve_dates, args.objects, args.flex)
     records, status = run_batch(args, args.inputs, task, converted_line)
     print_summary(records, args.json)
     return status
@@ -334,7 +341,7 @@ def _convert_archive(args: argparse.Namespace, display: str, data: bytes,
         raise Cfi2SframeError(display, "a static library (ar archive) converts to a static "
                                        "library: --in-place, or -o FILE.a")
     archive = convert_archive(display, data, args.sframe_version, args.replace,
-                              limits_of(args))
+                              limits_of(args), args.flex)
     _report_skips(display, archive.skips, args)
     if read_stat is not None:
         rewrite(args.input, data, read_stat, archive.payload, args.preserve_dates)

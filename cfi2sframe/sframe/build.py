@@ -32,24 +32,26 @@ def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFun
 
 
 def lower_all(timelines: Sequence[Timeline], arch: str | Arch,
-              version: int = 2) -> tuple[list[SFrameFunction], list[Skip]]:
-    """Lower every timeline for SFrame ``version``; split into functions and skips."""
+              version: int = 2, flex: bool = True) -> tuple[list[SFrameFunction], list[Skip]]:
+    """Lower every timeline for SFrame ``version``; split into functions and skips.
+    ``flex`` False: V3 without FLEX FDEs (``lower``)."""
     arch = as_arch(arch)
 
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
     memo: LowerMemo = {}
     for timeline in timelines:
-        _add(lower(timeline, arch, memo, version), timeline, arch, version, functions, skips)
+        _add(lower(timeline, arch, memo, version, flex), timeline, arch, version, functions,
+             skips, flex)
     return functions, skips
 
 
 def _add(result: SFrameFunction | Skip, timeline: Timeline, arch: Arch, version: int,
-         functions: list[SFrameFunction], skips: list[Skip]) -> None:
+         functions: list[SFrameFunction], skips: list[Skip], flex: bool = True) -> None:
     """File one lowering result; a CFA expression gets a second try, evaluated per PC
     (``sframe.pcmask``: linker PLTs)."""
     if isinstance(result, Skip) and result.reason == SframeReason.cfa_expression:
-        retry = lower_pc_dependent(timeline, arch, result, version)
+        retry = lower_pc_dependent(timeline, arch, result, version, flex)
         if isinstance(retry, Skip):
             skips.append(retry)
         else:
@@ -60,13 +62,14 @@ def _add(result: SFrameFunction | Skip, timeline: Timeline, arch: Arch, version:
         functions.append(result)
 
 
-def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunction],
-                                                                   list[Skip]]:
+def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2,
+               flex: bool = True) -> tuple[list[SFrameFunction], list[Skip]]:
     """``lower_all`` for an ELF file's FDEs, with the same result.
 
     Each distinct (CIE, instruction bytes) first tries ``sframe.fastpath`` (bytes
     to FREs in one loop); FDEs it declines go through the interpreter and
-    ``lower``, as every timeline of the assembly path does.
+    ``lower``, as every timeline of the assembly path does (the fast path gives
+    default FREs only, so ``flex`` concerns the general path alone).
     """
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
@@ -90,8 +93,8 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2) -> tuple[list[SFrameFunct
             fres = tuple(fre for fre in fres if fre.start < fde.size)
         if fres is None or not fits(fde.size, len(fres), version):
             timeline = cfi.timeline(fde, rows_cache)
-            _add(lower(timeline, arch, memo, version), timeline, arch, version, functions,
-                 skips)
+            _add(lower(timeline, arch, memo, version, flex), timeline, arch, version,
+                 functions, skips, flex)
             continue
         # The span's four fields spelled out (not ``span_of``): this runs once per FDE.
         functions.append(SFrameFunction(fde.name, fde.section, fde.start, fde.size, fres,

@@ -39,7 +39,7 @@ from .recovery import (
     opt_loc,
 )
 from .rules import dwarf_rules
-from .text import rule_words
+from .text import describe, rule_words
 from .words import s390x_word_reg
 
 REASONS = SFRAME_REASONS  # the registry is reasons.py
@@ -84,13 +84,15 @@ LowerMemo = dict[int, tuple[tuple[Row, ...], _Lowered]]
 
 def lower(timeline: Timeline, arch: str | Arch,
           memo: LowerMemo | None = None,
-          version: int = 2) -> SFrameFunction | Skip:
+          version: int = 2, flex: bool = True) -> SFrameFunction | Skip:
     """The SFrame function for ``timeline``, or why it cannot be one.
 
     ``memo`` (a dict the caller owns) shares the work between timelines whose
     rows are the same tuple object, as the ELF frontend hands out for FDEs
     with identical CFI bytes.  ``version`` 3 allows FLEX FDEs and RA-undefined
-    rows, so fewer functions are left out.  ``arch``: an ``Arch`` or its name.
+    rows, so fewer functions are left out; ``flex`` False keeps V3 to default FDEs
+    (for readers without FLEX: a function that needs one is left out as
+    ``flex-needed``).  ``arch``: an ``Arch`` or its name.
     """
     arch = as_arch(arch)
     def skip(reason: SframeReason, detail: str) -> Skip:
@@ -124,16 +126,28 @@ def lower(timeline: Timeline, arch: str | Arch,
         if fres.reason == SframeReason.ra_undefined and _outermost_frame(rows, arch):
             return replace(left_out, outermost=True)
         return left_out
-    flex = bool(fres) and isinstance(fres[0], RuleFre)
+    is_flex = bool(fres) and isinstance(fres[0], RuleFre)
+    if is_flex and not flex:
+        return skip(SframeReason.flex_needed, _flex_detail(fres, arch))
     if version == 3 and fres and all(_outermost(fre) for fre in fres):
         fres = ()  # V3: a default FDE without FREs is an outermost frame
-        flex = False
+        is_flex = False
     if not fits(timeline.size, len(fres), version):
         return skip(SframeReason.too_many_fres,
                     f"{len(fres)} FREs; SFrame V3 holds at most {MAX_FRES_V3}")
     return SFrameFunction(*span_of(timeline), fres, pauth_b_key=timeline.pauth_b_key,
-                          anchor=timeline.anchor, label=timeline.label, flex=flex,
+                          anchor=timeline.anchor, label=timeline.label, flex=is_flex,
                           signal=timeline.signal_frame and version == 3)
+
+
+def _flex_detail(fres: tuple[Fre | RuleFre, ...], arch: Arch) -> str:
+    """Where a FLEX function first has rules no default FRE holds, in words."""
+    fixed_ra = None if arch.tracks_ra else Loc(None, arch.sframe_fixed_ra_offset, True)
+    for fre in fres:
+        if isinstance(fre, RuleFre) and not _fits_default(fre.rules, arch, fixed_ra):
+            return (f"at offset {fre.start:#x} {describe(fre.rules, arch.sframe_abi)}: "
+                    "only a FLEX FDE holds that")
+    return "only a FLEX FDE holds its rules"
 
 
 def _outermost_frame(rows: tuple[Row, ...], arch: Arch) -> bool:

@@ -162,7 +162,7 @@ def _same_changes(expected: Sequence[tuple[int, object]],
 
 
 def lower_pc_dependent(timeline: Timeline, arch: Arch, skip: Skip,
-                       version: int = 2) -> list[SFrameFunction] | Skip:
+                       version: int = 2, flex: bool = True) -> list[SFrameFunction] | Skip:
     """The functions for a timeline ``lower`` left out as ``cfa-expression``: its
     expressions evaluated per PC, then split into head and repeating body."""
     resolved = resolve_pc_expressions(timeline, arch)
@@ -170,7 +170,7 @@ def lower_pc_dependent(timeline: Timeline, arch: Arch, skip: Skip,
         return skip  # nothing to evaluate: the expression is a location
     if isinstance(resolved, str):
         return replace(skip, detail=resolved)
-    result = lower(resolved, arch, None, version)
+    result = lower(resolved, arch, None, version, flex)
     if isinstance(result, Skip):
         return result
     return split_repeating(result)

@@ -94,14 +94,15 @@ def timeline_of(section: DecodedSection, fde: DecodedFde, name: str, where: str,
 def lower_section(section: DecodedSection, arch: Arch, version: int, where: str,
                   name_of: Callable[[DecodedFde], str],
                   section_of: Callable[[DecodedFde], str] = lambda fde: "",
-                  ) -> tuple[list[SFrameFunction], list[Skip]]:
-    """Every FDE of ``section`` lowered for ``version``: functions and what is left out."""
+                  flex: bool = True) -> tuple[list[SFrameFunction], list[Skip]]:
+    """Every FDE of ``section`` lowered for ``version`` (``flex``: see ``lower``):
+    functions and what is left out."""
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
     memo: LowerMemo = {}
     for fde in section.fdes:
         timeline = timeline_of(section, fde, name_of(fde), where, section_of(fde))
-        result = lower(timeline, arch, memo, version)
+        result = lower(timeline, arch, memo, version, flex)
         if isinstance(result, Skip):
             skips.append(result)
         elif fde.pc_mask and fde.rep_size:
