@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from operator import attrgetter
 from typing import NamedTuple, Protocol, TypeVar
@@ -185,6 +185,19 @@ class Timeline:
     invalid: str | None = None
     anchor: tuple[str, int] | None = None
     label: str | None = None
+    # (offset, source line) of each CFI directive in program order (assembly input):
+    # where a problem in the row at an offset was written.
+    directive_lines: tuple[tuple[int, int], ...] = ()
+
+    def location_at(self, offset: int) -> Location:
+        """Where the rules in force at ``offset`` were last set: the line of the last
+        directive at or before it (assembly input), else the function's location."""
+        line = 0
+        for at, directive_line in self.directive_lines:
+            if at > offset:
+                break
+            line = directive_line
+        return replace(self.location, line=line) if line else self.location
 
     def row_at(self, pc: int) -> Row | None:
         """The row in force at ``pc`` bytes from the start, or None if none covers it."""

@@ -87,6 +87,7 @@ class Unrepresentable(NamedTuple, Generic[Reason]):
 
     reason: Reason
     detail: str
+    at: int | None = None  # the offset in the function of the row it is about, if one
 
 
 # SFrame: reason -> (what it means, GNU as 2.46 wording for the same case).

@@ -194,7 +194,7 @@ def lower_compact(timeline: Timeline, arch: str | Arch, code: Code | None = None
         return result([CompactRow(0, timeline.size, dwarf)], CompactReason.no_cfa, "no CFA rule")
     encoding = encode_row(timeline.rows[body_index], arch, code)
     if isinstance(encoding, Unrepresentable):
-        return result([CompactRow(0, timeline.size, dwarf)], *encoding)
+        return result([CompactRow(0, timeline.size, dwarf)], encoding.reason, encoding.detail)
     return result([CompactRow(0, timeline.size, encoding)], None, "")
 
 

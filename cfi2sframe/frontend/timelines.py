@@ -264,6 +264,7 @@ class _Builder:
             invalid=invalid,
             anchor=anchor,
             label=label,
+            directive_lines=tuple((pc, op.line) for pc, op in func.ops if op.line),
         )
 
     def _name(self, place: tuple[int, int],

@@ -95,8 +95,9 @@ def lower(timeline: Timeline, arch: str | Arch,
     ``flex-needed``).  ``arch``: an ``Arch`` or its name.
     """
     arch = as_arch(arch)
-    def skip(reason: SframeReason, detail: str) -> Skip:
-        return Skip(*span_of(timeline), timeline.location, reason, detail)
+    def skip(reason: SframeReason, detail: str, at: int | None = None) -> Skip:
+        location = timeline.location if at is None else timeline.location_at(at)
+        return Skip(*span_of(timeline), location, reason, detail)
 
     if timeline.invalid is not None:
         return skip(SframeReason.invalid_cfi, timeline.invalid)
@@ -122,13 +123,13 @@ def lower(timeline: Timeline, arch: str | Arch,
         if memo is not None:
             memo[id(rows)] = (rows, fres)  # the tuple is kept, so its id stays unique
     if isinstance(fres, Unrepresentable):
-        left_out = skip(fres.reason, fres.detail)
+        left_out = skip(fres.reason, fres.detail, fres.at)
         if fres.reason == SframeReason.ra_undefined and _outermost_frame(rows, arch):
             return replace(left_out, outermost=True)
         return left_out
     is_flex = bool(fres) and isinstance(fres[0], RuleFre)
     if is_flex and not flex:
-        return skip(SframeReason.flex_needed, _flex_detail(fres, arch))
+        return skip(SframeReason.flex_needed, *_flex_detail(fres, arch))
     if version == 3 and fres and all(_outermost(fre) for fre in fres):
         fres = ()  # V3: a default FDE without FREs is an outermost frame
         is_flex = False
@@ -140,14 +141,15 @@ def lower(timeline: Timeline, arch: str | Arch,
                           signal=timeline.signal_frame and version == 3)
 
 
-def _flex_detail(fres: tuple[Fre | RuleFre, ...], arch: Arch) -> str:
-    """Where a FLEX function first has rules no default FRE holds, in words."""
+def _flex_detail(fres: tuple[Fre | RuleFre, ...], arch: Arch) -> tuple[str, int | None]:
+    """Where a FLEX function first has rules no default FRE holds: in words, and the
+    offset."""
     fixed_ra = None if arch.tracks_ra else Loc(None, arch.sframe_fixed_ra_offset, True)
     for fre in fres:
         if isinstance(fre, RuleFre) and not _fits_default(fre.rules, arch, fixed_ra):
             return (f"at offset {fre.start:#x} {describe(fre.rules, arch.sframe_abi)}: "
-                    "only a FLEX FDE holds that")
-    return "only a FLEX FDE holds its rules"
+                    "only a FLEX FDE holds that", fre.start)
+    return "only a FLEX FDE holds its rules", None
 
 
 def _outermost_frame(rows: tuple[Row, ...], arch: Arch) -> bool:
@@ -239,13 +241,13 @@ _SIGNED_WITH_PC = Unrepresentable(SframeReason.ra_signed_with_pc,
 
 def _at(row: Row, why: Unrepresentable[SframeReason]) -> Unrepresentable[SframeReason]:
     """``why`` with the offset of the row it is about."""
-    return Unrepresentable(why.reason, f"{why.detail} at offset {row.start:#x}")
+    return Unrepresentable(why.reason, f"{why.detail} at offset {row.start:#x}", row.start)
 
 
 def _v3_rules(row: Row, arch: Arch) -> FrameRules:
     """A row as V3 rules, or ``_Unrepresentable`` with the reason."""
     if row.ra_signed_pc:
-        raise _Unrepresentable(*_SIGNED_WITH_PC, row)
+        raise _Unrepresentable(_SIGNED_WITH_PC.reason, _SIGNED_WITH_PC.detail, row)
     if row.ra_signed:
         raise _Unrepresentable(SframeReason.ra_signed, "return address signing on x86-64", row)
     rules = dwarf_rules(row, arch, arch.ra)
@@ -314,7 +316,7 @@ def lower_row(row: Row, arch: Arch) -> Fre:
     assert isinstance(cfa, CfaReg)
     problem = cfa_problem(cfa.reg, row.ra_signed, arch)
     if problem is not None:
-        raise _Unrepresentable(*problem, row)
+        raise _Unrepresentable(problem.reason, problem.detail, row)
     ra_offset, ra_reg = _ra_slot(row.rule(arch.ra), arch, row)
     _check_sp(row.rule(arch.sp), arch, row)
     fp_offset, fp_reg = _fp_slot(row.rule(arch.fp), arch, row)
@@ -330,7 +332,7 @@ def lower_row(row: Row, arch: Arch) -> Fre:
                                        row)
     problem = words_problem(fre, arch)
     if problem is not None:
-        raise _Unrepresentable(*problem, row)
+        raise _Unrepresentable(problem.reason, problem.detail, row)
     return fre
 
 

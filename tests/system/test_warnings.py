@@ -94,3 +94,24 @@ def test_list_reasons_lists_both_formats(tmp_path):
     codes = [line.split()[0] for line in proc.stdout.splitlines()
              if line and not line.startswith("compact unwind")]
     assert codes == [*map(str, SFRAME_REASONS), *map(str, COMPACT_REASONS)]
+
+
+def test_a_skip_is_located_at_the_directive_that_caused_it(tmp_path):
+    """Not at .cfi_startproc: at the directive whose rule SFrame cannot hold (the
+    line is found in the file by its text, so the test does not count lines)."""
+    require("as")
+    source = tmp_path / "drap.s"
+    source.write_text("\t.text\n\t.globl f\n\t.type f, @function\nf:\n\t.cfi_startproc\n"
+                      "\tpushq %rbp\n\t.cfi_def_cfa_offset 16\n\t.cfi_offset 6, -16\n"
+                      "\tleaq 16(%rsp), %r10\n\t.cfi_def_cfa 10, 0\n\tnop\n\tpopq %rbp\n"
+                      "\t.cfi_def_cfa 7, 8\n\tret\n\t.cfi_endproc\n\t.size f, .-f\n")
+    line = source.read_text().splitlines().index("\t.cfi_def_cfa 10, 0") + 1
+    proc = run(str(source), "-o", str(tmp_path / "f.sframe"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"drap.s:{line}: warning: no SFrame FDE for 'f': CFA is based on r10 at offset " \
+           f"0x6 [cfa-not-sp-fp]" in proc.stderr  # push (1 byte), leaq (5)
+    # V3 holds it as FLEX; without FLEX it is left out at the same directive.
+    proc = run(str(source), "--sframe-version", "3", "--no-flex", "-o",
+               str(tmp_path / "g.sframe"), cwd=tmp_path)
+    assert f"drap.s:{line}: warning: no SFrame FDE for 'f': at offset 0x6 " in proc.stderr
+    assert "[flex-needed]" in proc.stderr
