@@ -325,5 +325,21 @@ def check_rewritten(display: str, payload: bytes | str,
         raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
     result, _ = verify_elf(display, payload, limits)
     if not result.ok or result.extra:
-        raise Cfi2SframeError(display, "the rewritten file does not verify; input left "
-                                       "untouched")
+        raise Cfi2SframeError(display, "the rewritten file does not verify "
+                                       f"({_first_failure(result)}); input left untouched")
+
+
+def _first_failure(result: VerifyResult) -> str:
+    """The first rule a rewritten file breaks, in words (for the one-line error)."""
+    more = len(result.layout) + len(result.mismatches) + len(result.extra) - 1
+    also = f"; {more} more problem{'s' if more > 1 else ''}" if more > 0 else ""
+    if result.layout:
+        problem = result.layout[0]
+        return f"bad layout: {problem.text} (header at {problem.at:#x}){also}"
+    if result.mismatches:
+        timeline, ranges = result.mismatches[0]
+        start, end = ranges[0][:2]
+        return (f"SFrame and DWARF differ in '{timeline.name}' over "
+                f"[{timeline.start + start:#x}, {timeline.start + end:#x}){also}")
+    fde = result.extra[0]
+    return f"an SFrame FDE at {fde.start_address:#x} has no DWARF FDE{also}"

@@ -67,7 +67,8 @@ examples:
   cfi2sframe foo.s -o foo.sframe
   cfi2sframe foo.s -o foo.o
   cfi2sframe libfoo.so --emit elf -o libfoo.sframe.so
-  cfi2sframe --in-place -r debian/pkg/usr --jsonl sframe.jsonl   # a package tree
+  cfi2sframe --in-place -r debian/pkg/usr --jsonl sframe.jsonl   # a package tree,
+                                                    # after stripping (dh_strip)
   gcc -S -o - foo.c | cfi2sframe - --emit asm -o - > foo.sframe.s
   cfi2sframe --assembler 'clang -c -x assembler' foo.s -o foo.o
   cfi2sframe verify libfoo.sframe.so"""

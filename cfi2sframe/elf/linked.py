@@ -39,9 +39,11 @@ from ..errors import Cfi2SframeError
 from .read import (
     PT_GNU_SFRAME,
     PT_LOAD,
+    PT_NULL,
     PT_PHDR,
     SHF_ALLOC,
     SHT_GNU_SFRAME,
+    SHT_NOBITS,
     SHT_PROGBITS,
     ElfView,
     Segment,
@@ -94,6 +96,41 @@ class Placement:
         return self.phdrs_at + NULL_PREFIX
 
 
+@dataclass(frozen=True)
+class Previous:
+    """What an earlier conversion of ours added, found again (also after BFD's strip or
+    objcopy moved it): the sections ``.sframe`` and ``.phdrs`` (indices) and the
+    program header entries of the leading ``PT_NULL`` and the three ``PT_LOAD``s A, B
+    and C.  A new conversion places these again instead of adding more: the file
+    keeps its number of sections and program headers, and the bytes they held are
+    written over where they are the file's tail."""
+
+    sframe: int
+    phdrs: int
+    entries: frozenset[int]
+
+
+def previous_conversion(view: ElfView, segments: list[Segment]) -> Previous | None:
+    """Our earlier additions in ``view`` (a 64-bit linked file), or None."""
+    index = {section.name: i for i, section in enumerate(view.sections)}
+    if ".sframe" not in index or ".phdrs" not in index or not segments:
+        return None
+    sframe, phdrs = view.sections[index[".sframe"]], view.sections[index[".phdrs"]]
+    if phdrs.kind != SHT_PROGBITS or not phdrs.flags & SHF_ALLOC or segments[0].kind != PT_NULL:
+        return None
+    phoff, _, count = view.program_table()
+    loads = {i: seg for i, seg in enumerate(segments) if seg.kind == PT_LOAD}
+    table = next((i for i, seg in loads.items()
+                  if seg.offset == phoff and seg.filesz == count * PHDR_SIZE), None)
+    cover = next((i for i, seg in loads.items()
+                  if seg.vaddr == phdrs.addr and seg.filesz == phdrs.size), None)
+    data = next((i for i, seg in loads.items()
+                 if seg.vaddr == sframe.addr and seg.filesz == sframe.size), None)
+    if table is None or cover is None or data is None or len({table, cover, data}) < 3:
+        return None
+    return Previous(index[".sframe"], index[".phdrs"], frozenset({0, table, cover, data}))
+
+
 def _up(value: int, align: int) -> int:
     return -(-value // align) * align
 
@@ -104,13 +141,15 @@ def _congruent(at_least: int, to: int, page: int) -> int:
 
 
 def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phnum: int,
-         where: str, old_kernels: OldKernels = "keep", append_only: bool = False
-         ) -> Placement:
+         where: str, old_kernels: OldKernels = "keep", append_only: bool = False,
+         previous: Previous | None = None) -> Placement:
     """The placement of a ``size``-byte ``.sframe`` and a ``phnum``-entry table.
 
     ``append_only``: every old byte stays (the section names and headers are not
     written over), so the new file differs from the old one in its ELF header and
     its new end only: what a same-inode rewrite needs (``files.rewrite_inode``).
+    ``previous``: our earlier additions, placed again (``segments`` are the file's
+    own, without them).
     """
     loads = [seg for seg in segments if seg.kind == PT_LOAD]
     if not loads:
@@ -128,9 +167,10 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     contents_end = max(seg.offset + seg.filesz for seg in loads)
     memory_end = _up(max(seg.vaddr + seg.memsz for seg in loads), page)
     table = phnum * PHDR_SIZE
-    cut = len(view.data) if append_only else _tail_start(view, segments)
+    cut = len(view.data) if append_only else _tail_start(view, segments, previous)
     shdrs_at = _up(cut + names_size, 8)
-    sframe_at = shdrs_at + (len(view.sections) + 2) * SHDR_SIZE
+    shnum = len(view.sections) + (0 if previous is not None else 2)
+    sframe_at = shdrs_at + shnum * SHDR_SIZE
     phdrs_at = _congruent(sframe_at + size, contents_end, page)
     phdrs_address = phdrs_at + delta
     if phdrs_address < memory_end:
@@ -163,18 +203,30 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
                      cover_address, phdrs_at + table, page)
 
 
-def _tail_start(view: ElfView, segments: list[Segment]) -> int:
+def _tail_start(view: ElfView, segments: list[Segment],
+                previous: Previous | None = None) -> int:
     """Where the old file can be cut: before its section name table and section
-    headers when those two are its last bytes (both are written again), else its end."""
+    headers when those two are its last bytes (both are written again), else its end.
+
+    With ``previous`` (our earlier additions; ``segments`` without them), what those
+    hold does not count: the old tail of ours is written again, so a file converted
+    again grows by the difference of the two sections, not by the new one."""
     data = view.data
     shoff, shstrndx = view.shoff, view.shstrndx
     names = view.sections[shstrndx]
     table_end = shoff + len(view.sections) * SHDR_SIZE
-    others = [s.offset + s.size for i, s in enumerate(view.sections) if i != shstrndx]
-    others += [seg.offset + seg.filesz for seg in segments]
-    others.append(view.program_table()[0] + len(segments) * PHDR_SIZE)
+    ours = {previous.sframe, previous.phdrs} if previous is not None else set()
+    others = [s.offset + (0 if s.kind == SHT_NOBITS else s.size)
+              for i, s in enumerate(view.sections) if i != shstrndx and i not in ours]
+    if previous is None:
+        others += [seg.offset + seg.filesz for seg in segments]
+        others.append(view.program_table()[0] + len(segments) * PHDR_SIZE)
+    else:  # PT_PHDR and PT_GNU_SFRAME describe our old table and section: rewritten
+        others += [seg.offset + seg.filesz for seg in segments
+                   if seg.kind not in (PT_PHDR, PT_GNU_SFRAME)]
     tail = min(names.offset, shoff)
-    if (table_end == len(data) and names.offset + names.size <= shoff
+    if ((table_end == len(data) or previous is not None)
+            and names.offset + names.size <= shoff
             and shoff - (names.offset + names.size) < 8 and max(others) <= tail):
         return tail
     return len(data)
@@ -203,22 +255,33 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
                                      "regenerates it from the DWARF CFI")
     order = "<" if view.little_endian else ">"
     segments = view.segments()
-    has_sframe_segment = any(seg.kind == PT_GNU_SFRAME for seg in segments)
-    phnum = len(segments) + 4 + (0 if has_sframe_segment else 1)
+    previous = previous_conversion(view, segments)
+    if previous is not None:  # placed again: the same entries, not new ones
+        phnum = len(segments)
+        segments = [seg for i, seg in enumerate(segments) if i not in previous.entries]
+    else:
+        has_sframe_segment = any(seg.kind == PT_GNU_SFRAME for seg in segments)
+        phnum = len(segments) + 4 + (0 if has_sframe_segment else 1)
     if phnum >= PN_XNUM or len(view.sections) + 2 >= SHN_LORESERVE:
         raise Cfi2SframeError(where, "the file has too many program or section headers "
                                      "to add one")
     shstrndx = view.shstrndx
     names_hdr = view.sections[shstrndx]
     names = data[names_hdr.offset : names_hdr.offset + names_hdr.size]
-    name_new = len(names)
-    names += b".sframe\0"
-    name_phdrs = len(names)
-    names += b".phdrs\0"
+    if previous is not None:
+        name_new, name_phdrs = (struct.unpack_from(order + "I", data, view.sections[i].header_at)[0]
+                                for i in (previous.sframe, previous.phdrs))
+        old = None  # ours: written again, not kept as .sframe.old
+    else:
+        name_new = len(names)
+        names += b".sframe\0"
+        name_phdrs = len(names)
+        names += b".phdrs\0"
     name_old = len(names)
     if old is not None:
         names += b".sframe.old\0"
-    place = plan(view, segments, size, len(names), phnum, where, old_kernels, append_only)
+    place = plan(view, segments, size, len(names), phnum, where, old_kernels, append_only,
+                 previous)
     sframe = build(place.sframe_address)
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
@@ -231,12 +294,16 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     if old is not None:
         index = view.sections.index(old)
         struct.pack_into(order + "II", headers[index], 0, name_old, SHT_PROGBITS)
-    headers.append(bytearray(struct.pack(order + "IIQQQQIIQQ", name_new, SHT_GNU_SFRAME,
-                                         SHF_ALLOC, place.sframe_address, place.sframe_at,
-                                         size, 0, 0, 8, 0)))
-    headers.append(bytearray(struct.pack(order + "IIQQQQIIQQ", name_phdrs, SHT_PROGBITS,
-                                         SHF_ALLOC, place.cover_address, place.cover_at,
-                                         place.end - place.cover_at, 0, 0, 8, 0)))
+    new_sframe = bytearray(struct.pack(order + "IIQQQQIIQQ", name_new, SHT_GNU_SFRAME,
+                                       SHF_ALLOC, place.sframe_address, place.sframe_at,
+                                       size, 0, 0, 8, 0))
+    new_phdrs = bytearray(struct.pack(order + "IIQQQQIIQQ", name_phdrs, SHT_PROGBITS,
+                                      SHF_ALLOC, place.cover_address, place.cover_at,
+                                      place.end - place.cover_at, 0, 0, 8, 0))
+    if previous is not None:
+        headers[previous.sframe], headers[previous.phdrs] = new_sframe, new_phdrs
+    else:
+        headers += [new_sframe, new_phdrs]
     out[place.shdrs_at : place.shdrs_at + len(headers) * SHDR_SIZE] = b"".join(headers)
     out[place.sframe_at : place.sframe_at + size] = sframe
     out[place.phdrs_at : place.end] = _program_headers(view, segments, place, size, phnum)
@@ -284,7 +351,8 @@ def _program_headers(view: ElfView, segments: list[Segment], place: Placement, s
 
 def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> bytes | None:
     """``data`` with its ``.sframe`` contents replaced where they are, or None when the
-    new section is larger than the old one or no ``PT_GNU_SFRAME`` describes it.
+    new section is larger than the old one, no ``PT_GNU_SFRAME`` describes it, or an
+    earlier conversion of ours added it (``add_loadable_sframe`` places that again).
 
     ``build(address)`` gives the new section placed at ``address``.  Nothing
     moves: the bytes past the new end are zeroed, and the section header and
@@ -292,8 +360,8 @@ def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> 
     """
     view = open_elf(data, "ELF file")
     old = view.section(".sframe")
-    if old is None or not view.is64:
-        return None
+    if old is None or not view.is64 or previous_conversion(view, view.segments()):
+        return None  # ours is placed again whole: a strip since may have moved it
     segment_at = next((seg.header_at for seg in view.segments()
                        if seg.kind == PT_GNU_SFRAME and seg.vaddr == old.addr), None)
     if segment_at is None:

@@ -26,7 +26,7 @@ SHF_ALLOC, SHF_INFO_LINK, SHF_COMPRESSED = 0x2, 0x40, 0x800
 STT_FUNC, STT_SECTION, STT_FILE = 2, 3, 4
 SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
 SHT_PROGBITS = 1
-PT_LOAD, PT_NOTE, PT_PHDR, PT_GNU_SFRAME = 1, 4, 6, 0x6474E554
+PT_NULL, PT_LOAD, PT_NOTE, PT_PHDR, PT_GNU_SFRAME = 0, 1, 4, 6, 0x6474E554
 
 # e_machine and e_type names as pyelftools spells them: the targets' own (registry) and
 # others we name in messages.

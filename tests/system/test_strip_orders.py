@@ -1,0 +1,145 @@
+"""Both strip orders end in a good file, and converting a converted file again reuses
+the space the first conversion added.
+
+Convert, then strip as debhelper's dh_strip does (``objcopy --only-keep-debug``,
+``strip --strip-unneeded``, ``objcopy --add-gnu-debuglink``), then BFD ``strip``
+again: BFD moves the program header table so that Linux before 5.18 and qemu-user no
+longer find it (qemu segfaults on the static program, ld.so asserts on the dynamic
+one).  ``--in-place --replace`` places the table and section again.  Every outcome
+is checked by running the file natively and under qemu-user and by ``verify``;
+sizes are bounded by the SFrame section sizes plus one page (the file's segment
+alignment, 4 KiB here).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cfi2sframe.analysis.compare import check_rewritten
+from cfi2sframe.errors import Cfi2SframeError
+from cfi2sframe.sframe.load import load_sframe
+from tests.conftest import cfi2sframe, require, require_path
+
+PAGE = 0x1000  # the PT_LOAD alignment gcc's ld gives x86-64 programs here
+PROGRAM = ('#include <stdio.h>\n#include <zlib.h>\n'
+           'int main(int c, char **v) { (void)v; printf("%s %d\\n", zlibVersion(), c);'
+           ' return c == 1 ? 0 : 3; }\n')
+STATIC = ('#include <stdio.h>\nint main(int c, char **v) { (void)v; printf("%d\\n", c);'
+          ' return c == 1 ? 0 : 3; }\n')
+
+
+def _build(folder: Path) -> dict[str, Path]:
+    """A dynamic program using a copy of libz, the library itself, and a static one."""
+    require("gcc", "strip", "objcopy", "eu-strip", "qemu-x86_64")
+    require_path("/usr/include/zlib.h")
+    (folder / "p.c").write_text(PROGRAM)
+    (folder / "s.c").write_text(STATIC)
+    lib = folder / "libz.so.1"
+    shutil.copy(Path("/usr/lib/x86_64-linux-gnu/libz.so.1").resolve(), lib)
+    subprocess.run(["gcc", "-O2", "-g", str(folder / "p.c"), "-o", str(folder / "prog"),
+                    "-lz"], check=True)
+    subprocess.run(["gcc", "-O2", "-g", "-static", str(folder / "s.c"), "-o",
+                    str(folder / "static")], check=True)
+    return {"prog": folder / "prog", "static": folder / "static", "lib": lib}
+
+
+def _runs(path: Path, folder: Path) -> None:
+    """The program (or, for the library, the program using it) runs natively and under
+    qemu-user with exit status 0."""
+    program = folder / "prog" if path.name.startswith("libz") else path
+    env = {"LD_LIBRARY_PATH": str(folder), "PATH": "/usr/bin:/bin"}
+    for runner in ([], ["qemu-x86_64"]):
+        proc = subprocess.run([*runner, str(program)], capture_output=True, text=True,
+                              env=env, check=False)
+        assert proc.returncode == 0, (runner, path, proc.stderr)
+
+
+def _verifies(path: Path) -> None:
+    proc = cfi2sframe("verify", str(path), cwd=path.parent)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "layout problems" not in proc.stdout
+
+
+def _convert(path: Path, *args: str) -> None:
+    proc = cfi2sframe("-w", "--in-place", *args, str(path), cwd=path.parent)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _dh_strip(path: Path) -> None:
+    """debhelper's dh_strip steps (Debian's compat 13), then BFD strip once more."""
+    debug = path.with_name(path.name + ".debug")
+    subprocess.run(["objcopy", "--only-keep-debug", "--compress-debug-sections", str(path),
+                    str(debug)], check=True, capture_output=True)
+    subprocess.run(["strip", "--remove-section=.comment", "--remove-section=.note",
+                    "--strip-unneeded", str(path)], check=True)
+    subprocess.run(["objcopy", f"--add-gnu-debuglink={debug}", str(path)], check=True,
+                   cwd=path.parent)
+    subprocess.run(["strip", str(path)], check=True)
+
+
+def _section_size(path: Path) -> int:
+    return load_sframe(str(path), path.read_bytes()).section.size
+
+
+@pytest.mark.slow
+def test_convert_then_strip_is_repaired_by_replace(tmp_path: Path) -> None:
+    files = _build(tmp_path)
+    for name, path in files.items():
+        _convert(path)
+        _dh_strip(path)
+        damaged = path.read_bytes()
+        # The damage, named: BFD put the table where no section covers it and where
+        # Linux before 5.18 does not look.
+        with pytest.raises(Cfi2SframeError, match=r"does not verify \(bad layout: "):
+            check_rewritten(name, damaged)
+        proc = cfi2sframe("-q", "--in-place", "--replace", str(path), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        _runs(path, tmp_path)
+        _verifies(path)
+
+
+@pytest.mark.slow
+def test_eu_strip_after_conversion_and_strip_before_it(tmp_path: Path) -> None:
+    files = _build(tmp_path)
+    for path in files.values():
+        _convert(path)
+        subprocess.run(["eu-strip", str(path)], check=True)
+        _runs(path, tmp_path)
+        _verifies(path)
+    again = tmp_path / "again"
+    again.mkdir()
+    for path in _build(again).values():
+        subprocess.run(["strip", str(path)], check=True)
+        _convert(path)
+        _runs(path, path.parent)
+        _verifies(path)
+
+
+@pytest.mark.slow
+def test_v2_v3_v2_reuses_the_space_added_before(tmp_path: Path) -> None:
+    """V2 -> V3 -> V2 in place, from the DWARF CFI and from the file's own SFrame: no
+    --old-kernels needed, each step grows the file by at most the growth of the
+    section plus a page, and the last file is the first one again."""
+    files = _build(tmp_path)
+    for path in files.values():
+        before = path.stat().st_size
+        _convert(path)
+        v2 = path.read_bytes()
+        v2_section = _section_size(path)
+        # The first conversion: at most the section plus a page.
+        assert len(v2) - before <= v2_section + PAGE, path
+        _convert(path, "--replace", "--sframe-version", "3")
+        v3_section = _section_size(path)
+        assert path.stat().st_size - len(v2) <= max(v3_section - v2_section, 0) + PAGE
+        _runs(path, tmp_path)
+        _verifies(path)
+        _convert(path, "--replace")
+        assert path.read_bytes() == v2
+        _convert(path, "--source", "sframe", "--sframe-version", "3")
+        assert path.stat().st_size - len(v2) <= max(v3_section - v2_section, 0) + PAGE
+        _runs(path, tmp_path)
+        _verifies(path)
