@@ -26,6 +26,9 @@ class Kind(Name):
     binary = "binary"
 
 
+ELF_MAGIC = b"\x7fELF"
+AR_MAGIC = b"!<arch>\n"  # a static library (System V / GNU ar)
+THIN_AR_MAGIC = b"!<thin>\n"
 # Mach-O magic numbers as the file's first four bytes, both byte orders.
 _MACHO = (b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf")
 _FAT = (b"\xca\xfe\xba\xbe", b"\xca\xfe\xba\xbf")
@@ -38,11 +41,11 @@ _SAMPLE = 65536
 def input_kind(data: bytes) -> Kind:
     """The kind of an input from its bytes."""
     head = data[:8]
-    if head[:4] == b"\x7fELF":
+    if head[:4] == ELF_MAGIC:
         return Kind.elf
-    if head == b"!<arch>\n":
+    if head == AR_MAGIC:
         return Kind.archive
-    if head == b"!<thin>\n":
+    if head == THIN_AR_MAGIC:
         return Kind.thin_archive
     if head[:4] in _MACHO:
         return Kind.macho
@@ -81,7 +84,7 @@ def refuse_unreadable(path: str, data: bytes) -> Kind:
     if kind == Kind.archive:
         raise Cfi2SframeError(path, f"a static library ({kind}): conversion with --in-place "
                                     "or -o FILE.a converts its members (convert_archive); "
-                                    "other commands do not read archives yet")
+                                    "dump, stats and verify read them")
     if kind == Kind.thin_archive:
         raise Cfi2SframeError(path, f"a static library ({kind}): its members are files of "
                                     "their own; convert those")

@@ -8,23 +8,24 @@ import sys
 from collections.abc import Iterable
 
 from ..errors import Cfi2SframeError
-
-ELF_MAGIC = b"\x7fELF"
+from ..kinds import AR_MAGIC, ELF_MAGIC
 
 
 def is_elf(path: str) -> bool:
-    """True when ``path`` is a regular file that starts with the ELF magic."""
+    """True when ``path`` is a regular file that starts with the ELF magic, or is a
+    static library (an ar archive of objects): the files a run takes."""
     try:
         with open(path, "rb") as handle:
-            return handle.read(4) == ELF_MAGIC
+            head = handle.read(8)
     except OSError:
         return False
+    return head[:4] == ELF_MAGIC or head == AR_MAGIC
 
 
 def walk_tree(root: str) -> list[str]:
-    """The ELF files under ``root``, sorted; symbolic links are not followed (a link
-    names a file the walk finds under its own name, or one outside the tree), and
-    other files are skipped silently."""
+    """The ELF files and static libraries under ``root``, sorted; symbolic links are
+    not followed (a link names a file the walk finds under its own name, or one
+    outside the tree), and other files are skipped silently."""
     found: list[str] = []
 
     def failed(exc: OSError) -> None:

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.linked import OldKernels
 from ..errors import Cfi2SframeError, DecodeError
+from ..kinds import AR_MAGIC, ELF_MAGIC
 
 if TYPE_CHECKING:
     from ..dwarf.cfi import Cfi
+    from ..elf.read import ElfView
     from ..sframe.lower import Skip
 
 SCHEMA = 1
@@ -131,19 +133,26 @@ def _stamp(record: dict[str, Any], path: str) -> None:
 
 
 def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None:
-    from ..elf.cfi import read_elf_cfi
-    from ..elf.read import open_elf_file
     from ..files import read_for_rewrite
 
     data, read_stat = read_for_rewrite(read_path)  # the status: for --in-place
+    if data[:8] == AR_MAGIC:
+        _fill_archive(record, path, read_path, data, read_stat, task)
+        return
+    _fill_data(record, path, data, task, read_path, read_stat)
+
+
+def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
+               read_path: str = "", read_stat: os.stat_result | None = None) -> None:
+    """``_fill`` for a file's bytes (also an archive member's: ``read_stat`` None, and
+    conversion is the archive's)."""
+    from ..elf.cfi import read_elf_cfi
+    from ..elf.read import open_elf_file
+
     view = open_elf_file(path, data)
     names = set(view.section_names)
     dwarf = ".eh_frame" in names or ".debug_frame" in names
-    for name, key in ((".eh_frame", "eh_frame_bytes"), (".eh_frame_hdr", "eh_frame_hdr_bytes"),
-                      (".sframe", "sframe_bytes_in_file")):
-        section = view.section(name)
-        record[key] = section.size if section is not None else (None if key.startswith(
-            "sframe") else 0)
+    _section_sizes(record, view)
     record["elf_type"] = view.elf_type
     if not dwarf and ".sframe" not in names:
         record["status"] = "no-cfi"
@@ -155,7 +164,7 @@ def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None
             # A toolchain's objects (crt1.o, Scrt1.o) end up in every later link:
             # rewriting them is a choice, not a side effect of converting a tree.
             record["status"] = "object-kept"
-        else:
+        elif read_stat is not None:
             _convert(record, path, read_path, data, read_stat, task)
         return
     # The CFI is read once, for both versions and the check (stats) or the check alone.
@@ -170,6 +179,92 @@ def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None
         _verify(record, path, data, task.limits, cfi)
     elif task.command == "verify" and ".sframe" not in names:
         record["status"] = "no-sframe"
+
+
+def _section_sizes(record: dict[str, Any], view: ElfView) -> None:
+    """The sizes of the file's unwind sections (``.sframe``: None when it has none)."""
+    for name, key in ((".eh_frame", "eh_frame_bytes"), (".eh_frame_hdr", "eh_frame_hdr_bytes"),
+                      (".sframe", "sframe_bytes_in_file")):
+        section = view.section(name)
+        record[key] = section.size if section is not None else (None if key.startswith(
+            "sframe") else 0)
+
+
+# What a static library's record adds up over its members (each a relocatable object).
+_SUMMED = ("eh_frame_bytes", "eh_frame_hdr_bytes", "sframe_bytes_in_file", "fdes", "emitted",
+           "described", "sframe_v2_bytes", "sframe_v3_bytes")
+
+
+def _fill_archive(record: dict[str, Any], path: str, read_path: str, data: bytes,
+                  read_stat: os.stat_result, task: Task) -> None:
+    """A static library: its object members, each as ``_fill`` does a file, added up in
+    the library's record (``members``: how many objects).  Conversion rewrites the
+    library (``convert.convert_archive``) only with ``--objects``: its members are
+    relocatable objects, which every later link takes in."""
+    from ..elf.archive import read_archive
+    from ..elf.read import open_elf_file
+    from ..errors import decoding
+
+    with decoding(path, "ar archive"):
+        members = [m for m in read_archive(data) if not m.special and m.data[:4] == ELF_MAGIC]
+    record.update(elf_type="archive", members=len(members))
+    for member in members:
+        part = empty_record(path, task)
+        _section_sizes(part, open_elf_file(f"{path}({member.name})", member.data))
+        for key in ("eh_frame_bytes", "eh_frame_hdr_bytes", "sframe_bytes_in_file"):
+            if part[key] is not None:
+                record[key] = (record[key] or 0) + part[key]
+    if task.command == "convert":
+        if not task.objects:
+            record["status"] = "object-kept"
+        else:
+            _convert_archive(record, path, read_path, data, read_stat, task)
+        return
+    if not members:
+        record["status"] = "no-cfi"
+        return
+    statuses = []
+    verify: dict[str, Any] = {}
+    skipped: Counter[str] = Counter()
+    for member in members:
+        part = empty_record(f"{path}({member.name})", task)
+        _fill_data(part, f"{path}({member.name})", member.data, task)
+        statuses.append(part["status"])
+        for key in _SUMMED[3:]:  # the section sizes are added up above
+            if part.get(key) is not None:
+                record[key] = (record.get(key) or 0) + part[key]
+        skipped.update(part["skipped"])
+        record["arch"] = record["arch"] or part["arch"]
+        for key, value in (part["verify"] or {}).items():
+            verify[key] = (verify[key] and value) if key == "ok" and key in verify else (
+                value if key == "ok" else verify.get(key, 0) + value)
+    record["skipped"] = dict(skipped.most_common())
+    record["verify"] = verify or None
+    if "mismatch" in statuses:
+        record["status"] = "mismatch"
+    elif all(status == "no-cfi" for status in statuses):
+        record["status"] = "no-cfi"
+    elif task.command == "verify" and not verify:
+        record["status"] = "no-sframe"
+
+
+def _convert_archive(record: dict[str, Any], path: str, read_path: str, data: bytes,
+                     read_stat: os.stat_result, task: Task) -> None:
+    from ..convert import convert_archive
+    from ..files import rewrite
+
+    archive = convert_archive(path, data, task.sframe_version, task.replace, task.limits,
+                              task.flex)
+    if archive.converted:
+        rewrite(read_path, data, read_stat, archive.payload, task.preserve_dates)
+    else:
+        record["status"] = "nothing-to-describe"
+    fdes = sum(c.fde_count for c in archive.converted)
+    record.update(arch=archive.converted[0].arch.name if archive.converted else None,
+                  fdes=fdes, emitted=sum(len(c.functions) for c in archive.converted),
+                  skipped=_reasons(archive.skips), described=fdes - len(archive.skips))
+    record[f"sframe_v{task.sframe_version}_bytes"] = sum(c.image.size
+                                                          for c in archive.converted)
 
 
 def _reasons(skips: Sequence[Skip]) -> dict[str, int]:

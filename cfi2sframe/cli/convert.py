@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..arch import ARCHES
 from ..core import name as core_name
-from ..elf.archive import AR_MAGIC
 from ..errors import Cfi2SframeError
 from ..files import read_for_rewrite, read_input, refuse_output_naming_input
+from ..kinds import AR_MAGIC
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import add_limit_options, address, arch_name, limits_of, write
 from .diagnostics import WARNING_HELP, WarningPolicy, warning_policy
@@ -304,6 +304,8 @@ def converted_line(record: dict[str, Any]) -> str:
         return f"{path}: kept: it has .sframe (--replace regenerates it)"
     if status == "no-cfi":
         return f"{path}: kept: no CFI (no .eh_frame or .debug_frame)"
+    if status == "object-kept" and record.get("elf_type") == "archive":
+        return f"{path}: kept: a static library (--objects converts its members)"
     if status == "object-kept":
         return f"{path}: kept: a relocatable object (--objects converts objects too)"
     if status == "nothing-to-describe":

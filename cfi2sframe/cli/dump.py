@@ -6,7 +6,10 @@ import argparse
 import json
 import sys
 
+from ..errors import decoding
 from ..files import read_input
+from ..kinds import AR_MAGIC, ELF_MAGIC
+from ..sframe.load import LoadedSFrame
 from .common import Subparsers, address, sframe_or_made
 from .show import section_json
 from .subcommands import SUBCOMMANDS
@@ -26,14 +29,42 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    data = read_input(args.file)
+    if data[:8] == AR_MAGIC:
+        return _dump_archive(args, data)
+    _dump(sframe_or_made(args.file, data, as_readelf=not args.json,
+                         raw_address=args.address), args.json)
+    return 0
+
+
+def _dump(loaded: LoadedSFrame, as_json: bool) -> None:
     from ..sframe.dump import dump_chunks
 
-    loaded = sframe_or_made(args.file, read_input(args.file), as_readelf=not args.json,
-                            raw_address=args.address)
-    if args.json:
+    if as_json:
         print(json.dumps(section_json(loaded.section), indent=1))
     else:
         write = sys.stdout.write
         for chunk in dump_chunks(loaded.section, loaded.section_name):
             write(chunk)
+
+
+def _dump_archive(args: argparse.Namespace, data: bytes) -> int:
+    """A static library: each object member's section after a ``File: LIB(MEMBER)``
+    line, as readelf prints archives; members with no unwind information are named
+    with a note."""
+    from ..elf.archive import read_archive
+    from ..elf.read import open_elf_file
+
+    with decoding(args.file, "ar archive"):
+        members = [m for m in read_archive(data) if not m.special]
+    for member in members:
+        where = f"{args.file}({member.name})"
+        names = set(open_elf_file(where, member.data).section_names) \
+            if member.data[:4] == ELF_MAGIC else set()
+        if not names & {".sframe", ".eh_frame", ".debug_frame"}:
+            print(f"{where}: note: no .sframe and no DWARF CFI", file=sys.stderr)
+            continue
+        if not args.json:
+            print(f"File: {where}")
+        _dump(sframe_or_made(where, member.data, as_readelf=not args.json), args.json)
     return 0

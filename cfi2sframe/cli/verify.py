@@ -56,10 +56,21 @@ def verify_line(record: dict[str, Any]) -> str:
             f"{check['layout']} layout problems")
 
 
+def _is_archive(path: str) -> bool:
+    """A static library: checked member by member, as a run over many files does."""
+    from ..kinds import AR_MAGIC
+
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(8) == AR_MAGIC
+    except OSError:
+        return False  # the run below says why it cannot be read
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.files and not args.files_from:
         usage_error("verify", "no input files (FILE..., -r FOLDER or --files-from)")
-    if many_files(args, args.files) or not args.files:
+    if many_files(args, args.files) or not args.files or _is_archive(args.files[0]):
         if args.consumer:
             usage_error("verify", "--consumer checks one file at a time")
         task = Task("verify", limits=limits_of(args))

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import DecodeError
+from ..kinds import AR_MAGIC
 
-AR_MAGIC = b"!<arch>\n"
 THIN_MAGIC = b"!<thin>\n"
 HEADER_SIZE = 60
 _INDEXES = {"/": 4, "/SYM64/": 8}  # the symbol index and its word size

@@ -6,6 +6,7 @@ byte for byte, and a program linked against the library runs."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -106,3 +107,45 @@ def test_every_kind_of_member(tmp_path):
     # Without --in-place or -o there is no archive to write to.
     proc = cfi2sframe(str(lib), cwd=tmp_path)
     assert proc.returncode == 1 and "--in-place, or -o FILE.a" in proc.stderr
+
+
+def test_stats_verify_dump_and_trees_read_archives(tmp_path):
+    """The read commands on a static library: ``stats`` and ``verify`` add the members
+    up (each object's FDE count from readelf's own reading of its .eh_frame), ``dump``
+    prints each member after a ``File: LIB(MEMBER)`` line; a tree run keeps the
+    library unless ``--objects``, then converts it."""
+    require("ar", "readelf")
+    require_path(LIBZ)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    lib = tree / "libz.a"
+    shutil.copy(LIBZ, lib)
+    members = tmp_path / "members"
+    members.mkdir()
+    subprocess.run(["ar", "x", str(lib)], cwd=members, check=True)
+    objects = sorted(p.name for p in members.glob("*.o"))
+    fdes = sum(_out("readelf", "--debug-dump=frames", str(members / name),
+                    cwd=members).count(" FDE cie=") for name in objects)
+    proc = cfi2sframe("stats", str(lib), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (record,) = json.loads(proc.stdout)["files"]
+    assert (record["elf_type"], record["members"], record["fdes"]) == (
+        "archive", len(objects), fdes)
+    kept = cfi2sframe("--in-place", "-r", str(tree), cwd=tmp_path)
+    assert kept.returncode == 0 and lib.read_bytes() == LIBZ.read_bytes()
+    assert f"{lib}: kept: a static library (--objects converts its members)" in kept.stdout
+    done = cfi2sframe("--in-place", "-r", str(tree), "--objects", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{lib}: rewritten: {fdes} of {fdes} FDEs" in done.stdout
+    for args in (["verify", str(lib)], ["verify", "-r", str(tree)], ["stats", "-r", str(tree)]):
+        proc = cfi2sframe(*args, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{lib}: ok: {fdes} functions checked at every PC, 0 mismatches" in cfi2sframe(
+        "verify", str(lib), cwd=tmp_path).stdout
+    dump = cfi2sframe("dump", str(lib), cwd=tmp_path).stdout
+    assert [line[len(f"File: {lib}("):-1] for line in dump.splitlines()
+            if line.startswith("File: ")] == [
+        name for name in _out("ar", "t", str(lib), cwd=tmp_path).split() if name in objects]
+    lookup = cfi2sframe("lookup", str(lib), "0x10", cwd=tmp_path)
+    assert lookup.returncode == 1 and lookup.stderr.count("\n") == 1
+    assert "a static library (ar archive): this command reads one file" in lookup.stderr
