@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.linked import OldKernels
 from ..errors import Cfi2SframeError, DecodeError
-from ..kinds import AR_MAGIC, ELF_MAGIC
+from ..kinds import AR_MAGIC, ELF_MAGIC, Kind, input_kind, refuse_unreadable
 
 if TYPE_CHECKING:
     from ..dwarf.cfi import Cfi
@@ -136,6 +136,13 @@ def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None
     from ..files import read_for_rewrite
 
     data, read_stat = read_for_rewrite(read_path)  # the status: for --in-place
+    kind = input_kind(data)
+    if kind not in (Kind.elf, Kind.archive):
+        refuse_unreadable(path, data)  # Mach-O, thin archives, binary data: one line
+        what = ("a raw SFrame section ('dump' and 'lookup' read it)" if kind == Kind.sframe
+                else "text (assembly converts with 'cfi2sframe FILE -o FILE.o')")
+        raise Cfi2SframeError(path, f"{what}: {task.command} reads ELF files and static "
+                                    "libraries")
     if data[:8] == AR_MAGIC:
         _fill_archive(record, path, read_path, data, read_stat, task)
         return

@@ -11,7 +11,6 @@ from ..arch import get_arch
 from ..elf.compressed import Limits
 from ..errors import Cfi2SframeError, decoding
 from ..files import write_output
-from ..kinds import Kind, input_kind, refuse_unreadable
 
 if TYPE_CHECKING:
     from ..analysis.process import Module
@@ -127,12 +126,6 @@ def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
             with decoding(path, ".sframe (made)"):
                 section = decode(raw, address)
             return LoadedSFrame(path, ".sframe", section, True, view.elf_type)
-    elif input_kind(data) == Kind.archive:
-        raise Cfi2SframeError(path, "a static library (ar archive): this command reads one "
-                                    "file; 'dump', 'stats' and 'verify' read every member, "
-                                    "or extract one (ar x)")
-    elif input_kind(data) != Kind.sframe:
-        refuse_unreadable(path, data)  # Mach-O, thin archives, other binary data
     return load_sframe(path, data, as_readelf, raw_address, pcs=pcs)
 
 

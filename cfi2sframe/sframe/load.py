@@ -16,6 +16,7 @@ from ..elf.read import SHT_GNU_SFRAME, open_elf_file
 from ..elf.reloc import relocate_view
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_bytes
+from ..kinds import ELF_MAGIC, Kind, input_kind, refuse_unreadable
 from .decode import DecodedSection, decode, decode_covering
 
 
@@ -48,7 +49,14 @@ def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
     """
     if data is None:
         data = read_bytes(path)
-    if data[:4] != b"\x7fELF":
+    if data[:4] != ELF_MAGIC:
+        kind = input_kind(data)
+        if kind == Kind.archive:
+            raise Cfi2SframeError(path, "a static library (ar archive): this command reads "
+                                        "one file; 'dump', 'stats' and 'verify' read every "
+                                        "member, or extract one (ar x)")
+        if kind != Kind.sframe:
+            refuse_unreadable(path, data)  # Mach-O, thin archives, other binary data
         return LoadedSFrame(path, ".sframe", _decode(path, data, raw_address, ".sframe",
                                                      False, pcs), False)
     return _load_elf(path, data, as_readelf, limits, pcs)

@@ -173,3 +173,34 @@ def test_tree_runs_keep_objects_unless_asked(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert ".sframe" in _sections(obj)
     assert os.access(program, os.X_OK)
+
+
+def test_every_command_names_every_kind_in_one_line(tmp_path):
+    """The read commands on the binary kinds we refuse: one located error line (for a
+    run over files, the file's line before the summary), exit 1, nothing assembled.
+    A static library is read by dump, stats and verify; lookup and diff say they read
+    one file."""
+    assembler, mark = _marking_assembler(tmp_path)
+    inputs = _inputs(tmp_path)
+    commands = {"dump": ["dump", "{}"], "lookup": ["lookup", "{}", "0x10"],
+                "diff": ["diff", "{}", "{}"], "verify": ["verify", "{}"],
+                "stats": ["stats", "{}"],
+                "unwind": ["unwind", "{}", "--snapshot", str(tmp_path / "snap.json")]}
+    (tmp_path / "snap.json").write_text('{"regs": {"rip": 16, "rsp": 4096, "rbp": 0}, '
+                                        '"memory": []}')
+    for kind, (path, says) in inputs.items():
+        for name, template in commands.items():
+            if kind == "ar archive" and name in ("dump", "verify", "stats"):
+                continue  # they read archives (tests/differential/test_archives.py)
+            proc = cfi2sframe(*(str(path) if arg == "{}" else arg for arg in template),
+                              cwd=tmp_path)
+            assert proc.returncode == 1, (kind, name, proc.stdout, proc.stderr)
+            errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+            assert len(errors) == 1 and errors[0].startswith(f"{path}: error: "), (
+                kind, name, proc.stderr)
+            expected = ("a static library (ar archive): this command reads one file"
+                        if kind == "ar archive" else says)
+            assert expected in errors[0], (kind, name, errors[0])
+            if name not in ("verify", "stats"):  # a run over files adds its summary
+                assert proc.stderr.count("\n") == 1, (kind, name, proc.stderr)
+            assert not mark.exists()
