@@ -132,6 +132,11 @@ class AsmConversion(Conversion):
         assert self.unit is not None and self.assembler is not None  # set by the makers
         if self.empty:  # the object as the assembler writes it, without a section
             return self.assembler.run(self.unit.text_with_anchors(), self.source, ".")[0]
+        if any(func.label is None for func in self.functions):
+            # No label to place at each start (CFI read from the assembler's object):
+            # the plain input assembled, with the section and its relocations added.
+            obj, _ = self.assembler.run(self.unit.text, self.source, ".")
+            return _object_with(obj, self.image, self.source, replace=False)
         fragment = section_asm(self.image, lambda func: func.label, self.arch.line_comment)
         source = self.unit.text_with_anchors()
         if not source.endswith("\n"):

@@ -43,9 +43,12 @@ class Assignment:
 
 @dataclass(frozen=True)
 class ScanResult:
-    """The CFI statements of a file, in file order."""
+    """The CFI statements of a file, in file order; ``in_bodies``: those inside
+    ``.macro``, ``.rept`` or ``.irp``/``.irpc`` bodies, which the assembler repeats or
+    places where the body is used (not where it is written)."""
 
     items: tuple[Statement, ...]
+    in_bodies: tuple[Statement, ...] = ()
 
 
 def _split(
@@ -150,15 +153,31 @@ def _strip_labels(stmt: str) -> int:
     return labels.end() if labels else 0
 
 
+# Directives that open and close a body the assembler expands elsewhere or repeatedly.
+_BODY_OPEN = frozenset({".macro", ".rept", ".irp", ".irpc"})
+_BODY_CLOSE = frozenset({".endm", ".endr"})
+
+
 def scan(text: str, filename: str, comment_chars: str) -> ScanResult:
     """Collect the CFI statements of ``text`` with their lines and offsets."""
-    items = []
-    for line_start, line_no, stmt, cols in _statements(text, comment_chars, (".cfi_",)):
+    items: list[Statement] = []
+    in_bodies: list[Statement] = []
+    bodies = any(needle in text for needle in (".macro", ".rept", ".irp"))
+    needles = (".cfi_", ".macro", ".endm", ".rept", ".irp", ".endr") if bodies else (".cfi_",)
+    depth = 0
+    for line_start, line_no, stmt, cols in _statements(text, comment_chars, needles):
         skip = _strip_labels(stmt)
         body = stmt[skip:]
         if body[:5].lower() == ".cfi_":
-            items.append(Statement(body, line_no, line_start + cols[skip]))
-    return ScanResult(tuple(items))
+            found = Statement(body, line_no, line_start + cols[skip])
+            (in_bodies if depth else items).append(found)
+        elif bodies:
+            word = body.split(None, 1)[0].lower() if body else ""
+            if word in _BODY_OPEN:
+                depth += 1
+            elif word in _BODY_CLOSE and depth:
+                depth -= 1
+    return ScanResult(tuple(items), tuple(in_bodies))
 
 
 _LABEL_DEFS = re.compile(r"^[ \t]*((?:[A-Za-z_.$][\w.$]*[ \t]*:(?!:)[ \t]*)+)", re.M)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..arch.base import Arch, ByteOrder
 from ..dwarf import ops
 from ..dwarf.interpret import interpret
 from ..dwarf.ops import CIE_OPS, LOCATIONS, Op, decode_ops, sleb, uleb
+from ..elf.cfi import read_elf_cfi
 from ..elf.read import (
     SHN_LORESERVE,
     SHN_UNDEF,
@@ -123,6 +124,8 @@ def finish_asm(run: ProbeRun, arch: Arch) -> tuple[AsmUnit, str]:
     """Parse the directives while the assembler runs, then build the timelines."""
     filename, statements = run.filename, run.statements
     items = run.scanned.items
+    if run.scanned.in_bodies:
+        return _from_assembler(run)
     with run.job as job:
         parsed = [_parse(stmt, filename) for stmt in statements]
         try:
@@ -141,6 +144,26 @@ def finish_asm(run: ProbeRun, arch: Arch) -> tuple[AsmUnit, str]:
     timelines, anchors = builder.build()
     check_fde_count(view, len(timelines), filename)
     return AsmUnit(filename, run.text, tuple(timelines), tuple(anchors), obj), messages
+
+
+def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
+    """The timelines of a file with CFI directives inside ``.macro``, ``.rept`` or
+    ``.irp`` bodies: read from the assembler's own ``.eh_frame``, which holds them as
+    the assembler expanded them (a body's directives run where the body is used, once
+    per repetition), and said so in a note.  Functions are named by the object's
+    symbols and located by their FDE's offset there."""
+    with run.job as job:
+        obj, messages = job.finish()
+    first = run.scanned.in_bodies[0]
+    note = (f"{run.filename}:{first.line}: note: CFI directives inside .macro, .rept or "
+            ".irp bodies: every function's CFI is read from the assembler's .eh_frame\n")
+    cfi = read_elf_cfi(run.filename, obj)
+    # A function named by a symbol at its start is anchored to it (--emit asm).
+    timelines = tuple(replace(timeline, location=Location(run.filename), anchor=None if
+                              timeline.name.startswith(f"{timeline.section}+") else
+                              (timeline.name, 0))
+                      for timeline in cfi.timelines)
+    return AsmUnit(run.filename, run.text, timelines, (), obj), messages + note
 
 
 def _parse(stmt: Statement, filename: str) -> Directive:
