@@ -102,8 +102,9 @@ class AssemblerJob:
             if duplicate:
                 raise Cfi2SframeError(
                     f"{duplicate.group(1)}:{duplicate.group(2)}",
-                    "CFI directive inside .macro, .rept or .irp is not supported "
-                    "(expand it first)")
+                    "a CFI directive the assembler expands more than once, in a repeating "
+                    "block cfi2sframe does not recognise (.macro, .rept, .irp and .irpc "
+                    "are read): expand it first")
             raise AssemblerFailed(self.display_name, self.exe, self.proc.returncode, messages)
         with open(self.obj, "rb") as handle:
             return handle.read(), messages
