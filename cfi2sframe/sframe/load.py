@@ -55,6 +55,13 @@ def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
             raise Cfi2SframeError(path, "a static library (ar archive): this command reads "
                                         "one file; 'dump', 'stats' and 'verify' read every "
                                         "member, or extract one (ar x)")
+        if not data:
+            raise Cfi2SframeError(path, "an empty file: this command reads ELF files and raw "
+                                        "SFrame sections")
+        if kind == Kind.text:
+            raise Cfi2SframeError(path, "text (assembly converts with 'cfi2sframe FILE -o "
+                                        "FILE.o'): this command reads ELF files and raw "
+                                        "SFrame sections")
         if kind != Kind.sframe:
             refuse_unreadable(path, data)  # Mach-O, thin archives, other binary data
         return LoadedSFrame(path, ".sframe", _decode(path, data, raw_address, ".sframe",
