@@ -22,6 +22,7 @@ from .read import (
     SHF_INFO_LINK,
     SHN_LORESERVE,
     SHT_GNU_SFRAME,
+    SHT_NOBITS,
     SHT_REL,
     SHT_RELA,
     SHT_SYMTAB,
@@ -135,8 +136,25 @@ def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_s
                                          f"{start.addend:#x} in its section: no relocation "
                                          "addend holds that")
         relocs += struct.pack(order + "QQq", start.offset, info, start.addend)
+    if reuse is not None:
+        del out[_reusable_tail(headers, reuse, shoff, shnum, len(out)):]
     return _append(out, headers, symtab_index, bytes(symbols), sframe, bytes(relocs),
                    shstrndx, order, reuse)
+
+
+def _reusable_tail(headers: Sequence[_Header], reuse: tuple[int, int | None], shoff: int,
+                   shnum: int, end: int) -> int:
+    """Where the old ``.sframe``, its relocations and the section header table start
+    when they are the object's last bytes (as an earlier conversion left them): those
+    are written again, so converting again (V2 to V3 and back) does not grow the file
+    by a whole section each time.  Else the end of the file."""
+    ours = [i for i in reuse if i is not None]
+    cut = min([headers[i].offset for i in ours] + [shoff])
+    others = [h.offset + h.size for i, h in enumerate(headers)
+              if i not in ours and h.kind != SHT_NOBITS]
+    if max(others, default=0) > cut or shoff + shnum * 64 != end:
+        return end
+    return cut
 
 
 def _existing_sframe(headers: Sequence[_Header], names: Sequence[str],

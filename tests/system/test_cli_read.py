@@ -98,7 +98,9 @@ def test_corrupt_input_is_one_error_line_with_a_byte_offset(tmp_path):
         assert "at byte 0x" in proc.stderr
     (tmp_path / "empty").write_bytes(b"")
     proc = run("dump", str(tmp_path / "empty"))
-    assert proc.returncode == 1 and "at byte 0x0" in proc.stderr
+    assert proc.returncode == 1 and proc.stderr == (
+        f"{tmp_path / 'empty'}: error: an empty file: this command reads ELF files and raw "
+        "SFrame sections\n")
     proc = run("dump", str(tmp_path / "missing"))
     assert proc.returncode == 1 and "cannot read" in proc.stderr
 
