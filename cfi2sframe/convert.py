@@ -151,6 +151,23 @@ class AsmConversion(Conversion):
         return _object_with(obj, self.image, self.source, replace=True)
 
 
+def _without_sframe(obj: bytes, where: str) -> bytes:
+    """The object without the ``.sframe`` an earlier conversion gave it (nothing is left
+    to describe), or a one-line error where that section cannot be taken out here."""
+    from .elf.obj import remove_sframe
+    from .elf.read import open_elf
+
+    with decoding(where):
+        if open_elf(obj, "object").section(".sframe") is None:
+            return obj
+    removed = remove_sframe(obj)
+    if removed is None:
+        raise Cfi2SframeError(where, "no function has SFrame, and the object's .sframe is "
+                                     "not its last section: remove it with objcopy "
+                                     "--remove-section=.sframe --remove-section=.rela.sframe")
+    return removed
+
+
 def _object_with(obj: bytes, image: SectionImage, where: str, replace: bool) -> bytes:
     """The relocatable object ``obj`` with ``image`` added as ``.sframe`` and each FDE's
     start relocated to its function."""
@@ -257,6 +274,8 @@ class ElfConversion(Conversion):
             return super().obj()
         if self.empty and not self.replace:
             return self.data  # nothing to describe: the object as it was
+        if self.empty:  # --replace: no section with no FDE, so the old one goes
+            return _without_sframe(self.data, self.source)
         return _object_with(self.data, self.image, self.source, self.replace)
 
     def elf(self) -> bytes:
@@ -510,7 +529,13 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
     if read_stat.st_nlink > 1:
         conversion = replace(conversion, append_only=True)
     payload = conversion.output(conversion.rewrite_form)
-    check_rewritten(path, payload, limits)
+    if conversion.empty:  # --replace took the old section out: nothing left to verify
+        from .elf.read import open_elf
+
+        with decoding(path):
+            open_elf(payload if isinstance(payload, bytes) else b"", "rewritten file")
+    else:
+        check_rewritten(path, payload, limits)
     if not isinstance(payload, bytes):  # check_rewritten refuses anything else
         raise TypeError("an ELF rewrite is bytes")
     rewrite(path, data, read_stat, payload, preserve_dates)

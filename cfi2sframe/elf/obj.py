@@ -142,6 +142,44 @@ def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_s
                    shstrndx, order, reuse)
 
 
+def remove_sframe(data: bytes) -> bytes | None:
+    """The ELF64 relocatable object ``data`` without its ``.sframe`` and ``.rela.sframe``
+    (what a conversion finds nothing to describe in, with ``--replace``: a section with
+    no FDE makes GNU ld refuse every later link's ``.sframe``), or None when those are
+    not the last section headers or a symbol refers to them (removing them would
+    renumber the others)."""
+    order = "<" if data[5] == 1 else ">"
+    (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
+    _, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
+    headers = [_Header(*struct.unpack_from(order + "IIQQQQIIQQ", data, shoff + 64 * i))
+               for i in range(shnum)]
+    names = data[headers[shstrndx].offset : headers[shstrndx].offset + headers[shstrndx].size]
+
+    def name_of(h: _Header) -> bytes:
+        return names[h.name : names.find(b"\0", h.name)]
+
+    ours = [i for i, h in enumerate(headers) if name_of(h) in (b".sframe", b".rela.sframe")]
+    if not ours or sorted(ours) != list(range(shnum - len(ours), shnum)) or shstrndx in ours:
+        return None
+    for h in headers:
+        if h.kind == SHT_SYMTAB:
+            for at in range(h.offset, h.offset + h.size - 23, 24):
+                (shndx,) = struct.unpack_from(order + "H", data, at + 6)
+                if shndx in ours:
+                    return None
+    out = bytearray(data)
+    struct.pack_into(order + "H", out, 0x3C, shnum - len(ours))
+    reuse = (ours[0], ours[1] if len(ours) > 1 else None)
+    cut = _reusable_tail(headers, reuse, shoff, shnum, len(data))
+    if cut < len(data):  # ours were the tail: write the header table again where they were
+        del out[cut:]
+        new_shoff = _align(len(out), 8)
+        out.extend(bytes(new_shoff - len(out)))
+        out += data[shoff : shoff + 64 * (shnum - len(ours))]
+        struct.pack_into(order + "Q", out, 0x28, new_shoff)
+    return bytes(out)
+
+
 def _reusable_tail(headers: Sequence[_Header], reuse: tuple[int, int | None], shoff: int,
                    shnum: int, end: int) -> int:
     """Where the old ``.sframe``, its relocations and the section header table start

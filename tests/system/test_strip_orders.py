@@ -172,3 +172,27 @@ def test_objects_and_archives_convert_again_in_their_space(tmp_path: Path) -> No
     subprocess.run(["gcc", str(tmp_path / "main.c"), str(obj), "-o", str(program)],
                    check=True)
     assert subprocess.run([str(program)], check=False).returncode == 0
+
+
+def test_nothing_left_to_describe_takes_the_old_section_out(tmp_path: Path) -> None:
+    """Scrt1.o: V3 describes its _start (an outermost frame), V2 cannot.  Converted to V3
+    and then to V2 with --replace, it must not keep a section with no FDE (GNU ld
+    refuses the .sframe of every later link against such an object): the section and
+    its relocations are taken out, and a program links against it."""
+    require("gcc", "readelf")
+    require_path("/usr/lib/x86_64-linux-gnu/Scrt1.o")
+    obj = tmp_path / "Scrt1.o"
+    shutil.copy("/usr/lib/x86_64-linux-gnu/Scrt1.o", obj)
+    _convert(obj, "--objects", "--sframe-version", "3")
+    assert " .sframe " in subprocess.run(["readelf", "-SW", str(obj)], capture_output=True,
+                                         text=True).stdout.replace("[ ", "[")
+    _convert(obj, "--objects", "--replace")
+    sections = subprocess.run(["readelf", "-SW", str(obj)], capture_output=True, text=True,
+                              check=True).stdout
+    assert ".sframe" not in sections
+    (tmp_path / "m.c").write_text("int main(void) { return 0; }\n")
+    proc = subprocess.run(["gcc", "-nostartfiles", "-Wa,--gsframe",
+                           "/usr/lib/x86_64-linux-gnu/crti.o", str(obj),
+                           str(tmp_path / "m.c"), "/usr/lib/x86_64-linux-gnu/crtn.o", "-o",
+                           str(tmp_path / "m")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and ".sframe" not in proc.stderr, proc.stderr
