@@ -444,10 +444,100 @@ done:
     return out;
 }
 
+/* decode_fres(data, pos, end, count, addr_size, big_endian, flex, fre_type, table)
+ * -> (tuple of FREs, position after them), or None where anything is out of order
+ * (the Python loop, ``decode._Reader.fres``, then raises the located error).  ``table``
+ * holds per info byte (base_fp, word count, word width or 0 when invalid, mangled_ra,
+ * size code): the bit layouts stay in Python (``sframe/words.py``).  Each FRE is a
+ * ``fre_type`` (``DecodedFre``): start, base_fp, words, mangled_ra, size code, info. */
+static PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t pos, end, count;
+    int addr_size, big_endian, flex;
+    PyObject *fre_type, *table;
+    if (!PyArg_ParseTuple(args, "y*nnnippO!O!", &data, &pos, &end, &count, &addr_size,
+                          &big_endian, &flex, &PyType_Type, &fre_type, &PyTuple_Type, &table))
+        return NULL;
+    PyTypeObject *type = (PyTypeObject *)fre_type;
+    if (PyTuple_GET_SIZE(table) != 256 || end > data.len || pos < 0 || count < 0 ||
+        (addr_size != 1 && addr_size != 2 && addr_size != 4) ||
+        !PyType_IsSubtype(type, &PyTuple_Type)) {
+        PyBuffer_Release(&data);
+        Py_RETURN_NONE;
+    }
+    const uint8_t *bytes = data.buf;
+    PyObject *fres = PyTuple_New(count);
+    if (!fres) { PyBuffer_Release(&data); return NULL; }
+    for (Py_ssize_t n = 0; n < count; n++) {
+        if (pos + addr_size + 1 > end) goto fallback;
+        uint64_t start = 0;
+        for (int b = 0; b < addr_size; b++) {
+            int shift = big_endian ? 8 * (addr_size - 1 - b) : 8 * b;
+            start |= (uint64_t)bytes[pos + b] << shift;
+        }
+        uint8_t info = bytes[pos + addr_size];
+        PyObject *entry = PyTuple_GET_ITEM(table, info);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 5) goto fallback;
+        PyObject *base_fp = PyTuple_GET_ITEM(entry, 0);
+        long words = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
+        long width = PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
+        if (PyErr_Occurred()) { Py_DECREF(fres); PyBuffer_Release(&data); return NULL; }
+        if (width == 0 || (flex && base_fp == Py_True)) goto fallback;
+        Py_ssize_t body = pos + addr_size + 1;
+        if (body + words * width > end) goto fallback;
+        PyObject *offsets = PyTuple_New(words);
+        if (!offsets) { Py_DECREF(fres); PyBuffer_Release(&data); return NULL; }
+        for (long w = 0; w < words; w++) {
+            const uint8_t *at = bytes + body + w * width;
+            uint32_t raw = 0;
+            for (int b = 0; b < width; b++) {
+                int shift = big_endian ? 8 * (width - 1 - b) : 8 * b;
+                raw |= (uint32_t)at[b] << shift;
+            }
+            int64_t value = width == 1 ? (int8_t)raw : width == 2 ? (int16_t)raw :
+                (int32_t)raw;
+            PyObject *number = PyLong_FromLongLong(value);
+            if (!number) {
+                Py_DECREF(offsets); Py_DECREF(fres); PyBuffer_Release(&data);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(offsets, w, number);
+        }
+        PyObject *fre = type->tp_alloc(type, 6);
+        PyObject *start_obj = PyLong_FromUnsignedLongLong(start);
+        PyObject *info_obj = PyLong_FromLong(info);
+        if (!fre || !start_obj || !info_obj) {
+            Py_XDECREF(fre); Py_XDECREF(start_obj); Py_XDECREF(info_obj);
+            Py_DECREF(offsets); Py_DECREF(fres); PyBuffer_Release(&data);
+            return NULL;
+        }
+        PyObject *mangled = PyTuple_GET_ITEM(entry, 3);
+        PyObject *size_code = PyTuple_GET_ITEM(entry, 4);
+        Py_INCREF(base_fp); Py_INCREF(mangled); Py_INCREF(size_code);
+        PyTuple_SET_ITEM(fre, 0, start_obj);
+        PyTuple_SET_ITEM(fre, 1, base_fp);
+        PyTuple_SET_ITEM(fre, 2, offsets);
+        PyTuple_SET_ITEM(fre, 3, mangled);
+        PyTuple_SET_ITEM(fre, 4, size_code);
+        PyTuple_SET_ITEM(fre, 5, info_obj);
+        PyTuple_SET_ITEM(fres, n, fre);
+        pos = body + words * width;
+    }
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(Nn)", fres, pos);
+fallback:
+    Py_DECREF(fres);
+    PyBuffer_Release(&data);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"fast_fres", fast_fres, METH_VARARGS,
      "fast_fres(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian,\n"
      "          fre_type, shapes, shape_of) -> tuple of FREs, or None (general path)."},
+    {"decode_fres", decode_fres, METH_VARARGS,
+     "decode_fres(data, pos, end, count, addr_size, big_endian, flex, fre_type, table)\n"
+     "-> (FREs, position after them), or None (the Python loop reports the error)."},
     {"fres_bytes", fres_bytes, METH_VARARGS,
      "fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> the FREs' bytes."},
     {NULL, NULL, 0, NULL},

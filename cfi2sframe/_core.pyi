@@ -16,3 +16,8 @@ def fast_fres(body: bytes, start: _State, code_align: int, data_align: int, sp: 
 def fres_bytes(fres: tuple[tuple[object, ...], ...], addr_size: int, big_endian: bool,
                tails: dict[tuple[object, ...], bytes],
                tail_of: Callable[[tuple[object, ...]], bytes]) -> bytes: ...
+
+def decode_fres(data: bytes, pos: int, end: int, count: int, addr_size: int,
+                big_endian: bool, flex: bool, fre_type: type,
+                table: tuple[tuple[bool, int, int, bool, int], ...]
+                ) -> tuple[tuple[object, ...], int] | None: ...

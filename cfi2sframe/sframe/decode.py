@@ -12,9 +12,11 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from types import ModuleType
 from typing import NamedTuple
 
 from ..arch import by_sframe_abi, is_sframe_abi
+from ..core import compiled as compiled_core
 from ..errors import DecodeError
 from ..model import in_force
 from .format import (
@@ -53,6 +55,11 @@ FDE_ENTRY_SIZE = {VERSION_1: 17, VERSION_2: 20, VERSION_3: 16}
 V3_ATTR_SIZE = 5
 # Every FRE info byte's fields, decoded once (``words.fre_info_fields``).
 _FRE_INFO = tuple(fre_info_fields(info) for info in range(256))
+_COMPILED = compiled_core()
+# The info byte's fields as the compiled loop takes them: (base_fp, word count, word
+# width or 0 where the size code is invalid, mangled_ra, size code).
+_FRE_TABLE = tuple((base_reg == BASE_REG_FP, n, OFFSET_SIZE.get(size_code, 0), mangled,
+                    size_code) for base_reg, n, size_code, mangled in _FRE_INFO)
 
 
 class DecodedFre(NamedTuple):
@@ -332,9 +339,17 @@ class _Reader:
                           fres, pos)
 
     def fres(self, pos: int, count: int, fre_type: int, index: int,
-             flex: bool) -> tuple[DecodedFre, ...]:
+             flex: bool, compiled: ModuleType | None = _COMPILED) -> tuple[DecodedFre, ...]:
+        """``count`` FREs from ``pos``; ``compiled``: the compiled core's loop (the default
+        where it is built), which gives None where the loop below reports an error."""
         data, end = self.data, self.fre_end
         addr_size = FRE_ADDR_SIZE[fre_type]
+        if compiled is not None:
+            done = compiled.decode_fres(data, pos, end, count, addr_size, self.order == ">",
+                                        flex, DecodedFre, _FRE_TABLE)
+            if done is not None:
+                fres: tuple[DecodedFre, ...] = done[0]
+                return fres
         start_field = struct.Struct(self.order + {1: "B", 2: "H", 4: "I"}[addr_size])
         order = self.order
         out = []

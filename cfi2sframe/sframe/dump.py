@@ -22,6 +22,9 @@ from .format import (
 )
 from .words import FLEX_PADDING, flex_control_fields, s390x_word_reg
 
+# (FLEX FDE, FRE info byte, data words) -> the CFA, FP and RA columns.
+_Columns = dict[tuple[bool, int, tuple[int, ...]], str]
+
 
 def dump_text(section: DecodedSection, name: str = ".sframe") -> str:
     """The whole ``readelf --sframe`` text for one section."""
@@ -35,9 +38,10 @@ def dump_chunks(section: DecodedSection, name: str = ".sframe") -> Iterator[str]
         "\n  Function Index :\n"
     # An FRE's columns depend on its words and bits, not on where it starts: libraries
     # repeat a few thousand shapes over a million FREs, so each is written once.
-    columns: dict[tuple[bool, bool, bool, int, tuple[int, ...]], str] = {}
+    columns: _Columns = {}
+    aarch64 = by_sframe_abi(section.abi).name.startswith("aarch64")
     for fde in section.fdes:
-        yield _function(section, fde, columns)
+        yield _function(section, fde, columns, aarch64)
 
 
 def _header(section: DecodedSection) -> str:
@@ -78,21 +82,25 @@ def _flags(section: DecodedSection) -> str:
     return "".join(lines)
 
 
-def _function(section: DecodedSection, fde: DecodedFde,
-              columns: dict[tuple[bool, bool, bool, int, tuple[int, ...]], str]) -> str:
+def _function(section: DecodedSection, fde: DecodedFde, columns: _Columns,
+              aarch64: bool) -> str:
     head = f"\n    func idx [{fde.index}]: pc = {fde.start_address:#x}, size = {fde.size} bytes"
+    flex = fde.flex
     if section.version >= 3:
-        attr = ("S" if fde.signal else "") + ("F" if fde.flex else "")
+        attr = ("S" if fde.signal else "") + ("F" if flex else "")
         if attr:
             head += f', attr = "{attr}"'
-    if by_sframe_abi(section.abi).name.startswith("aarch64") and fde.pauth_b_key:
+    if aarch64 and fde.pauth_b_key:
         head += ", pauth = B key"
     marker = "[m]" if fde.pc_mask else "   "
     lines = [head, f"\n    {'STARTPC':<7}{marker:<8} {'CFA':<10}{'FP':<10}{'RA':<13}"]
     base = 0 if fde.pc_mask else fde.start_address
+    get = columns.get
     for fre in fde.fres:
-        key = (fde.flex, fre.base_fp, fre.mangled_ra, fre.offset_size, fre.offsets)
-        text = columns.get(key)
+        # The info byte holds the base register bit, the RA-mangled bit and the word
+        # size: with the words and the FDE type it decides the columns.
+        key = (flex, fre.info, fre.offsets)
+        text = get(key)
         if text is None:
             text = columns[key] = _columns(section, fde, fre)
         lines.append(f"\n    {(base + fre.start) & 0xFFFFFFFFFFFFFFFF:016x}  {text}")

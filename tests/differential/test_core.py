@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.dwarf.cfi import Cie
 from cfi2sframe.elf.cfi import read_elf_cfi
+from cfi2sframe.errors import DecodeError
 from cfi2sframe.sframe.fastpath import direct_fres
 from tests.conftest import at_least, in_ci, require_path, unavailable
 
@@ -177,3 +178,54 @@ def test_the_fre_encoder_on_random_fres(rows, machine: str) -> None:
                 _fres_bytes_in(_core(), fres, size, arch)
             continue
         assert _fres_bytes_in(_core(), fres, size, arch) == python
+
+
+def _decoded_both(data: bytes) -> tuple[object, object]:
+    """A section decoded with each core's FRE loop (an error is the result too)."""
+    from cfi2sframe.sframe import decode as decoding_module
+
+    results = []
+    for core in (None, _core()):
+        original = decoding_module._Reader.fres.__defaults__
+        decoding_module._Reader.fres.__defaults__ = (core,)
+        try:
+            results.append(decoding_module.decode(data))
+        except DecodeError as exc:
+            results.append((type(exc), str(exc)))
+        finally:
+            decoding_module._Reader.fres.__defaults__ = original
+    return results[0], results[1]
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_the_fre_decoder_on_real_sections(version: int) -> None:
+    """Sections made from real libraries (V2 and V3, FLEX included) and GNU ld's own V1
+    sections: the compiled FRE loop reads what the Python loop reads."""
+    from cfi2sframe.convert import convert_elf
+
+    for path in [p for p in LIBRARIES if "LLVM" not in p]:  # libLLVM: a minute more
+        require_path(path)
+        conversion = convert_elf(path, version=version)
+        python, c = _decoded_both(conversion.raw())
+        assert c == python, path
+        assert sum(len(fde.fres) for fde in c.fdes) > 1000
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(min_size=1, max_size=48), st.integers(0, 2), st.sampled_from([2, 3]))
+def test_the_fre_decoder_on_damaged_sections(noise: bytes, where: int, version: int) -> None:
+    """A real small section with bytes overwritten in its FRE area: both cores decode
+    the same, or fail with the same located error (the compiled loop hands every
+    error to the Python loop)."""
+    from cfi2sframe.convert import convert_asm
+
+    base = _SMALL_SECTIONS.setdefault(version, convert_asm(
+        (Path(__file__).resolve().parents[2] / "examples" / "frame_pointer.s").read_text(),
+        "fp.s", version=version).raw())
+    start = len(base) - 1 - (where * len(base)) // 8
+    damaged = base[:start] + noise + base[start + len(noise):]
+    python, c = _decoded_both(damaged[:len(base)])
+    assert c == python
+
+
+_SMALL_SECTIONS: dict[int, bytes] = {}
