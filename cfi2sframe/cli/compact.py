@@ -8,11 +8,13 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..files import read_bytes
+from ..kinds import Kind, input_kind
 from .common import Subparsers, arch_name
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
     from ..compact.lower import CompactFunction
+    from ..macho.unwind import ObjectRow
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -23,9 +25,10 @@ def add_parser(sub: Subparsers) -> None:
                        "Every encoding is checked against the CFI; the summary gives the "
                        "bytes at which the rows unwind exactly as the CFI says.")
     p.add_argument("file", help="assembly (.s) or ELF object/binary")
-    p.add_argument("--arch", default="x86_64", type=arch_name,
+    p.add_argument("--arch", type=arch_name,
                    help="architecture of assembly input (x86_64, i386, aarch64; default "
-                        "x86_64; ELF input says its own)")
+                        "x86_64; ELF and Mach-O input say their own), or the slice of a "
+                        "universal Mach-O file")
     p.add_argument("--assembler", metavar="CMD", help="assembler command (see cfi2sframe -h)")
     p.add_argument("--ranges", action="store_true",
                    help="one row per CFI state compact unwind can express (later rows "
@@ -41,12 +44,22 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.arch_given = args.arch is not None
+    args.arch = args.arch or "x86_64"
     from ..compact.encoding import describe
     from ..compact.inputs import compact_arch, compact_file
     from ..compact.words import NOT_FUNCTION_START, is_dwarf
 
-    arch, functions = compact_file(args.file, read_bytes(args.file), args.arch,
-                                   args.assembler, args.ranges)
+    data = read_bytes(args.file)
+    object_rows = None
+    if input_kind(data) in (Kind.macho, Kind.fat_macho):
+        from ..compact.inputs import compact_macho
+
+        arch, functions, object_rows = compact_macho(
+            args.file, data, args.arch if args.arch_given else None, args.ranges)
+    else:
+        arch, functions = compact_file(args.file, data, args.arch, args.assembler,
+                                       args.ranges)
     flavour = compact_arch(arch.name, args.file)
     names = {num: name for name, num in reversed(list(arch.registers.items()))}
 
@@ -97,7 +110,37 @@ def run(args: argparse.Namespace) -> int:
         print(f"check: {needs_ranges} compact functions are not exact at every byte and "
               f"need --ranges for asynchronous unwinding; {body_inexact} of them also "
               "inside the body")
+    if object_rows is not None:
+        _print_object_rows(object_rows, functions, flavour, names)
     return 0
+
+
+def _print_object_rows(rows: list[ObjectRow], functions: list[CompactFunction],
+                       flavour: str, names: dict[int, str]) -> None:
+    """A Mach-O object's own ``__compact_unwind`` rows, each against the one computed here
+    from its DWARF CFI (the personality and LSDA bits set aside: they come from the
+    object's relocations, not from the CFI)."""
+    from ..compact.encoding import describe
+    from ..compact.words import HAS_LSDA, PERSONALITY_MASK
+
+    ours = {func.start: func.rows[0].encoding for func in functions if func.rows}
+    print(f"the file's own __compact_unwind: {len(rows)} rows")
+    agree = differ = 0
+    for row in rows:
+        extra = "".join((f" personality {row.personality}" if row.personality else "",
+                         f" LSDA {row.lsda:#x}" if row.lsda else ""))
+        mine = ours.get(row.start)
+        if mine is None:
+            verdict = "no DWARF CFI here to compute it from"
+        elif (mine ^ row.encoding) & ~(HAS_LSDA | PERSONALITY_MASK) == 0:
+            verdict, agree = "= ours", agree + 1
+        else:
+            verdict, differ = f"DIFFERS: ours {mine:#010x}", differ + 1
+        print(f"{row.name:<24} {row.start:#8x} {row.length:#6x}  {row.encoding:#010x}  "
+              f"{describe(row.encoding & ~(HAS_LSDA | PERSONALITY_MASK), flavour, None, names)}"
+              f"{extra}; {verdict}")
+    print(f"{agree} rows as computed here, {differ} differ, {len(rows) - agree - differ} "
+          "not computed (no FDE)")
 
 
 def _check_words(func: CompactFunction) -> str:

@@ -12,6 +12,7 @@ from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
 from ..kinds import Kind, refuse_unreadable
+from ..macho.unwind import ObjectRow
 from ..model import Timeline
 from .lower import CompactFunction, lower_compact
 from .rules import Code
@@ -73,6 +74,33 @@ def compact_elf(path: str, data: bytes, ranges: bool = False) -> list[CompactFun
     flavour = compact_arch(arch.name, path)
     return compact_functions(cfi.timelines, data, flavour, ranges,
                              linked=cfi.elf_type != "ET_REL")
+
+
+def compact_macho(path: str, data: bytes, arch_name: str | None = None,
+                  ranges: bool = False) -> tuple[Arch, list[CompactFunction],
+                                                 list[ObjectRow]]:
+    """Compact rows computed from a Mach-O file's ``__eh_frame`` (x86-64 objects have an
+    FDE per function; arm64 objects from clang have none), and the rows the file's own
+    ``__LD,__compact_unwind`` holds, as its compiler wrote them.  ``arch_name`` picks
+    the slice of a universal file (``x86_64`` or ``aarch64``/``arm64``)."""
+    from ..errors import decoding
+    from ..macho.read import open_macho
+    from ..macho.unwind import code_at, compact_unwind_rows, eh_frame
+
+    slice_arch = None if arch_name is None else ("arm64" if arch_name in ("aarch64", "arm64")
+                                                 else arch_name)
+    with decoding(path, "Mach-O file"):
+        view = open_macho(data, slice_arch)
+        rows = compact_unwind_rows(view)
+        cfi = eh_frame(view, path)
+    arch = get_arch("x86_64" if view.arch == "x86_64" else "aarch64")
+    flavour = compact_arch(arch.name, path)
+    functions = []
+    for timeline in (cfi.timelines if cfi is not None else ()):
+        found = code_at(view, timeline.start, timeline.size)
+        functions.append(lower_compact(timeline, flavour,
+                                       Code(found) if found is not None else None, ranges))
+    return arch, functions, rows
 
 
 def compact_file(source: str, data: bytes, arch_name: str = "x86_64",

@@ -75,9 +75,11 @@ def test_binary_inputs_get_one_line_and_never_reach_the_assembler(tmp_path):
     inputs = _inputs(tmp_path)
     for kind, (path, says) in inputs.items():
         before = path.read_bytes()
+        # compact reads Mach-O (tests/differential/test_macho.py)
+        compact = [] if "Mach-O" in kind else [["compact"]]
         for command in (["-o", str(tmp_path / "out.sframe")], ["--emit", "obj", "-o",
                                                                str(tmp_path / "out.o")],
-                        ["compact"]):
+                        *compact):
             args = ([command[0], "--assembler", str(assembler), str(path)] if command ==
                     ["compact"] else [str(path), "--assembler", str(assembler), *command])
             proc = cfi2sframe(*args, cwd=tmp_path)

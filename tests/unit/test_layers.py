@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "model", "reasons"),
     ("files", "arch", "kinds", "core"),
     ("dwarf",),
-    ("elf",),
+    ("elf", "macho"),
     ("frontend", "sframe", "compact.words", "compact.rules", "compact.x86", "compact.arm64",
      "compact.encoding", "compact.step", "compact.lower", "compact.writer"),
     ("compact.inputs",),

@@ -1,0 +1,194 @@
+"""Mach-O, the second container: headers, sections, symbols and relocations of 64-bit
+x86-64 and arm64 objects and images, and the slices of a universal (fat) file.
+
+Written from Apple's <mach-o/loader.h>, <mach-o/nlist.h>, <mach-o/reloc.h> and
+<mach-o/fat.h> layouts (all fields little-endian on these targets; the fat header
+big-endian).  Errors are ``DecodeError`` at the offset of the field that is wrong.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ..errors import DecodeError
+
+MH_MAGIC_64 = 0xFEEDFACF
+FAT_MAGIC, FAT_MAGIC_64 = 0xCAFEBABE, 0xCAFEBABF
+LC_SEGMENT_64, LC_SYMTAB = 0x19, 0x2
+CPU_TYPE_X86_64, CPU_TYPE_ARM64 = 0x01000007, 0x0100000C
+MH_OBJECT, MH_EXECUTE, MH_DYLIB, MH_BUNDLE = 1, 2, 6, 8
+N_TYPE, N_SECT, N_STAB = 0x0E, 0x0E, 0xE0
+# The compact unwind flavour (compact/) of each CPU type.
+CPU_ARCH = {CPU_TYPE_X86_64: "x86_64", CPU_TYPE_ARM64: "arm64"}
+FILE_TYPES = {MH_OBJECT: "object", MH_EXECUTE: "executable", MH_DYLIB: "dynamic library",
+              MH_BUNDLE: "bundle"}
+
+
+class Section(NamedTuple):
+    """A section of a segment: ``number`` is 1-based, as symbols' ``n_sect`` count."""
+
+    number: int
+    segment: str
+    name: str
+    addr: int
+    size: int
+    offset: int
+    reloff: int
+    nreloc: int
+    flags: int
+
+
+class Symbol(NamedTuple):
+    """An ``nlist_64`` entry: name, type byte, section (1-based, 0 for none), value."""
+
+    name: str
+    kind: int
+    sect: int
+    desc: int
+    value: int
+
+    @property
+    def defined_in_section(self) -> bool:
+        return not self.kind & N_STAB and self.kind & N_TYPE == N_SECT
+
+
+class Reloc(NamedTuple):
+    """A ``relocation_info``: where (section offset), the symbol or section number it
+    names (``extern``: a symbol index, else a 1-based section), and its kind."""
+
+    address: int
+    number: int
+    pcrel: bool
+    length: int
+    extern: bool
+    kind: int
+
+
+@dataclass(frozen=True)
+class MachoView:
+    """One thin 64-bit Mach-O file (a slice of a universal one: ``data`` is the slice)."""
+
+    data: bytes
+    cputype: int
+    filetype: int
+    sections: tuple[Section, ...]
+    symbols: tuple[Symbol, ...]
+
+    @property
+    def arch(self) -> str:
+        return CPU_ARCH[self.cputype]
+
+    def section(self, segment: str, name: str) -> Section | None:
+        return next((s for s in self.sections if s.segment == segment and s.name == name),
+                    None)
+
+    def section_data(self, section: Section) -> bytes:
+        return self.data[section.offset:section.offset + section.size]
+
+    def relocations(self, section: Section) -> list[Reloc]:
+        """The section's relocations in file order (objects only have them)."""
+        out = []
+        for i in range(section.nreloc):
+            at = section.reloff + 8 * i
+            _need(self.data, at, 8, f"relocation {i} of {section.segment},{section.name}")
+            address, info = struct.unpack_from("<iI", self.data, at)
+            out.append(Reloc(address, info & 0xFFFFFF, bool(info >> 24 & 1), info >> 25 & 3,
+                             bool(info >> 27 & 1), info >> 28))
+        return out
+
+    def function_names(self) -> dict[int, str]:
+        """Address -> the name of a symbol defined there (a global one first)."""
+        names: dict[int, str] = {}
+        for symbol in sorted(self.symbols, key=lambda s: not s.kind & 1):  # N_EXT first
+            if symbol.defined_in_section and symbol.name:
+                names.setdefault(symbol.value, symbol.name)
+        return names
+
+
+def _need(data: bytes, at: int, size: int, what: str) -> None:
+    if at < 0 or at + size > len(data):
+        raise DecodeError(at, f"{what} runs past the end of the file ({len(data)} bytes)")
+
+
+def _cstr(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def fat_slices(data: bytes) -> list[tuple[int, int, int]]:
+    """(cputype, offset, size) of each slice of a universal file."""
+    magic, count = struct.unpack_from(">II", data, 0)
+    wide = magic == FAT_MAGIC_64
+    entry = 32 if wide else 20
+    out = []
+    for i in range(count):
+        at = 8 + entry * i
+        _need(data, at, entry, f"fat_arch {i}")
+        if wide:
+            cputype, _, offset, size = struct.unpack_from(">iiQQ", data, at)
+        else:
+            cputype, _, offset, size = struct.unpack_from(">iiII", data, at)
+        _need(data, offset, size, f"slice {i}")
+        out.append((cputype & 0xFFFFFFFF, offset, size))
+    return out
+
+
+def open_macho(data: bytes, arch: str | None = None) -> MachoView:
+    """The thin file, or the slice of a universal file for ``arch`` (``x86_64`` or
+    ``arm64``; required when it has more than one slice we read)."""
+    if len(data) >= 8 and struct.unpack_from(">I", data, 0)[0] in (FAT_MAGIC, FAT_MAGIC_64):
+        slices = [(CPU_ARCH[cpu], offset, size) for cpu, offset, size in fat_slices(data)
+                  if cpu in CPU_ARCH]
+        chosen = [s for s in slices if arch is None or s[0] == arch]
+        if not chosen:
+            have = ", ".join(s[0] for s in slices) or "none we read"
+            raise DecodeError(0, f"the universal file has no {arch or 'x86_64 or arm64'} "
+                                 f"slice (it has {have})")
+        if len(chosen) > 1:
+            raise DecodeError(0, "the universal file has slices for "
+                                 f"{', '.join(s[0] for s in chosen)}: pick one with --arch")
+        _, offset, size = chosen[0]
+        return open_macho(data[offset:offset + size])
+    _need(data, 0, 32, "the Mach-O header")
+    magic, cputype, _, filetype, ncmds, sizeofcmds = struct.unpack_from("<IiiIII", data, 0)
+    if magic != MH_MAGIC_64:
+        raise DecodeError(0, f"not a 64-bit little-endian Mach-O file (magic {magic:#x})")
+    cputype &= 0xFFFFFFFF
+    if cputype not in CPU_ARCH:
+        raise DecodeError(4, f"CPU type {cputype:#x} is not x86-64 or arm64")
+    if arch is not None and CPU_ARCH[cputype] != arch:
+        raise DecodeError(4, f"a {CPU_ARCH[cputype]} file, not {arch}")
+    _need(data, 32, sizeofcmds, f"the {ncmds} load commands")
+    sections: list[Section] = []
+    symbols: list[Symbol] = []
+    at = 32
+    for i in range(ncmds):
+        _need(data, at, 8, f"load command {i}")
+        cmd, size = struct.unpack_from("<II", data, at)
+        if size < 8 or at + size > 32 + sizeofcmds:
+            raise DecodeError(at + 4, f"load command {i} has a size of {size}")
+        if cmd == LC_SEGMENT_64:
+            _need(data, at, 72, f"segment command {i}")
+            nsects = struct.unpack_from("<I", data, at + 64)[0]
+            if 72 + 80 * nsects > size:
+                raise DecodeError(at + 64, f"segment command {i}: {nsects} sections do not "
+                                           f"fit in {size} bytes")
+            for j in range(nsects):
+                s = at + 72 + 80 * j
+                (sectname, segname, addr, sect_size, offset, _, reloff, nreloc,
+                 flags) = struct.unpack_from("<16s16sQQIIIII", data, s)
+                sections.append(Section(len(sections) + 1, _cstr(segname), _cstr(sectname),
+                                        addr, sect_size, offset, reloff, nreloc, flags))
+        elif cmd == LC_SYMTAB:
+            symoff, nsyms, stroff, strsize = struct.unpack_from("<IIII", data, at + 8)
+            _need(data, symoff, 16 * nsyms, "the symbol table")
+            _need(data, stroff, strsize, "the string table")
+            strings = data[stroff:stroff + strsize]
+            for k in range(nsyms):
+                strx, kind, sect, desc, value = struct.unpack_from("<IBBhQ", data,
+                                                                   symoff + 16 * k)
+                name = _cstr(strings[strx:]) if strx < strsize else ""
+                symbols.append(Symbol(name, kind, sect, desc, value))
+        at += size
+    return MachoView(data, cputype, filetype, tuple(sections), tuple(symbols))

@@ -1,0 +1,92 @@
+"""The unwind sections of a Mach-O object: its ``__LD,__compact_unwind`` rows (as the
+compiler's assembler wrote them) and its ``__TEXT,__eh_frame`` read by the
+container-free DWARF reader (``dwarf/cfi.py``), and the code bytes at an address.
+
+A row is 32 bytes on 64-bit targets: function start (8), length (4), encoding (4),
+personality (8), LSDA (8); the start, personality and LSDA fields are relocated
+(``X86_64_RELOC_UNSIGNED``/``ARM64_RELOC_UNSIGNED``): a section relocation leaves the
+target's address in the field, a symbol relocation names the symbol (whose value,
+for an undefined personality routine, is 0).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from ..dwarf.cfi import Cfi, parse_cfi
+from ..errors import DecodeError
+from .read import MachoView, Reloc
+
+ROW_SIZE = 32
+
+
+class ObjectRow(NamedTuple):
+    """One ``__compact_unwind`` row: the function's address and name, its length, the
+    encoding, and the personality routine's name and LSDA address when present."""
+
+    start: int
+    name: str
+    length: int
+    encoding: int
+    personality: str | None
+    lsda: int | None
+
+
+def compact_unwind_rows(view: MachoView) -> list[ObjectRow]:
+    """The object's ``__LD,__compact_unwind`` rows in file order (none without one)."""
+    section = view.section("__LD", "__compact_unwind")
+    if section is None:
+        return []
+    data = view.section_data(section)
+    if len(data) % ROW_SIZE:
+        raise DecodeError(section.offset, f"__compact_unwind is {len(data)} bytes, not a "
+                                          f"multiple of {ROW_SIZE}")
+    relocs = {reloc.address: reloc for reloc in view.relocations(section)}
+    names = view.function_names()
+    rows = []
+    for at in range(0, len(data), ROW_SIZE):
+        start, length, encoding, personality, lsda = struct.unpack_from("<QIIQQ", data, at)
+        start_value, start_name = _field(view, relocs.get(at), start)
+        person_value, person_name = _field(view, relocs.get(at + 16), personality)
+        lsda_value, _ = _field(view, relocs.get(at + 24), lsda)
+        rows.append(ObjectRow(start_value, start_name or names.get(start_value, "") or
+                              f"pc+{start_value:#x}", length, encoding,
+                              person_name or (f"{person_value:#x}" if person_value else None),
+                              lsda_value or None))
+    return rows
+
+
+def _field(view: MachoView, reloc: Reloc | None, stored: int) -> tuple[int, str | None]:
+    """A relocated pointer field: its value, and the symbol it names (extern only)."""
+    if reloc is None or not reloc.extern:
+        return stored, None  # no relocation, or to a section: the address is stored
+    if reloc.number >= len(view.symbols):
+        raise DecodeError(0, f"a relocation names symbol {reloc.number} of "
+                             f"{len(view.symbols)}")
+    symbol = view.symbols[reloc.number]
+    return symbol.value + stored, symbol.name
+
+
+def eh_frame(view: MachoView, path: str) -> Cfi | None:
+    """The ``__TEXT,__eh_frame`` FDEs (None without the section), placed at the section's
+    address: in an object the assembler resolved each FDE's PC-relative start within
+    the object's one address space; functions named by the symbols there."""
+    section = view.section("__TEXT", "__eh_frame")
+    if section is None:
+        return None
+    names = {("", address): name for address, name in view.function_names().items()}
+    fdes = parse_cfi(view.section_data(section), True, section.addr, {}, 8, True, names)
+    machine = {"x86_64": "EM_X86_64", "arm64": "EM_AARCH64"}[view.arch]
+    kind = "ET_REL" if view.filetype == 1 else "ET_DYN"
+    return Cfi(path, machine, kind, tuple(fdes), "__eh_frame")
+
+
+def code_at(view: MachoView, address: int, size: int) -> bytes | None:
+    """The file bytes of ``size`` bytes of code at ``address`` (a section holding them)."""
+    for section in view.sections:
+        if section.addr <= address and address + size <= section.addr + section.size \
+                and section.offset:
+            at = section.offset + address - section.addr
+            return view.data[at:at + size]
+    return None
