@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING
 
 from ..files import read_bytes
 from ..kinds import Kind, input_kind
+from ..macho.read import MH_OBJECT
 from .common import Subparsers, arch_name
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
     from ..compact.lower import CompactFunction
     from ..macho.unwind import ObjectRow
+    from ..macho.unwind_info import UnwindInfo
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -55,8 +57,20 @@ def run(args: argparse.Namespace) -> int:
     if input_kind(data) in (Kind.macho, Kind.fat_macho):
         from ..compact.inputs import compact_macho
 
-        arch, functions, object_rows = compact_macho(
+        arch, functions, object_rows, view = compact_macho(
             args.file, data, args.arch if args.arch_given else None, args.ranges)
+        if view.filetype != MH_OBJECT:  # an image: its table, as libunwind reads it
+            from ..compact.inputs import unwind_table
+
+            flavour = compact_arch(arch.name, args.file)
+            table = unwind_table(args.file, view)
+            if table is None:
+                print(f"{args.file}: no __unwind_info section")
+                return 0
+            _print_unwind_info(table, view.image_base, view.function_names(), flavour,
+                               {num: name for name, num in reversed(list(
+                                   arch.registers.items()))})
+            return 0
     else:
         arch, functions = compact_file(args.file, data, args.arch, args.assembler,
                                        args.ranges)
@@ -113,6 +127,30 @@ def run(args: argparse.Namespace) -> int:
     if object_rows is not None:
         _print_object_rows(object_rows, functions, flavour, names)
     return 0
+
+
+def _print_unwind_info(table: UnwindInfo, base: int, symbols: dict[int, str], flavour: str,
+                       names: dict[int, str]) -> None:
+    """An image's ``__unwind_info``: each function's row as libunwind finds it."""
+    from ..compact.encoding import describe
+    from ..compact.words import HAS_LSDA, PERSONALITY_MASK
+
+    pages = ", ".join(f"{kind} ({count} entries)" for kind, count in table.pages)
+    print(f"the file's __unwind_info: {len(table.entries)} entries; {len(table.common)} "
+          f"common encodings, {len(table.personalities)} personality routine(s); "
+          f"{len(table.pages)} page(s): {pages}; the index ends at "
+          f"{base + table.sentinel:#x}")
+    for entry in table.entries:
+        address = base + entry.offset
+        name = symbols.get(address, f"pc+{address:#x}")
+        extra = "".join((f" personality at {base + entry.personality:#x}"
+                         if entry.personality is not None else "",
+                         f" LSDA {base + entry.lsda:#x}" if entry.lsda is not None else ""))
+        meaning = describe(entry.encoding & ~(HAS_LSDA | PERSONALITY_MASK), flavour, None,
+                           names) if entry.encoding else "no unwind information"
+        print(f"{name:<24} {address:#10x}  {entry.encoding:#010x}  {meaning}{extra}")
+    for problem in table.problems:
+        print(f"problem: {problem}")
 
 
 def _print_object_rows(rows: list[ObjectRow], functions: list[CompactFunction],

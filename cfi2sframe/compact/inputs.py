@@ -12,7 +12,9 @@ from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
 from ..kinds import Kind, refuse_unreadable
+from ..macho.read import MachoView
 from ..macho.unwind import ObjectRow
+from ..macho.unwind_info import UnwindInfo
 from ..model import Timeline
 from .lower import CompactFunction, lower_compact
 from .rules import Code
@@ -78,7 +80,7 @@ def compact_elf(path: str, data: bytes, ranges: bool = False) -> list[CompactFun
 
 def compact_macho(path: str, data: bytes, arch_name: str | None = None,
                   ranges: bool = False) -> tuple[Arch, list[CompactFunction],
-                                                 list[ObjectRow]]:
+                                                 list[ObjectRow], MachoView]:
     """Compact rows computed from a Mach-O file's ``__eh_frame`` (x86-64 objects have an
     FDE per function; arm64 objects from clang have none), and the rows the file's own
     ``__LD,__compact_unwind`` holds, as its compiler wrote them.  ``arch_name`` picks
@@ -92,7 +94,9 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
     with decoding(path, "Mach-O file"):
         view = open_macho(data, slice_arch)
         rows = compact_unwind_rows(view)
-        cfi = eh_frame(view, path)
+        # An image's __eh_frame is not read: ld64.lld 14 copies it unrelocated, so its FDE
+        # starts are wrong there; an image's table is __unwind_info (``unwind_table``).
+        cfi = eh_frame(view, path) if view.filetype == 1 else None
     arch = get_arch("x86_64" if view.arch == "x86_64" else "aarch64")
     flavour = compact_arch(arch.name, path)
     functions = []
@@ -100,7 +104,19 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
         found = code_at(view, timeline.start, timeline.size)
         functions.append(lower_compact(timeline, flavour,
                                        Code(found) if found is not None else None, ranges))
-    return arch, functions, rows
+    return arch, functions, rows, view
+
+
+def unwind_table(path: str, view: MachoView) -> UnwindInfo | None:
+    """An image's ``__TEXT,__unwind_info``, decoded (None without one)."""
+    from ..errors import decoding
+    from ..macho.unwind_info import read_unwind_info
+
+    section = view.section("__TEXT", "__unwind_info")
+    if section is None:
+        return None
+    with decoding(path, "__unwind_info"):
+        return read_unwind_info(view.section_data(section))
 
 
 def compact_file(source: str, data: bytes, arch_name: str = "x86_64",

@@ -40,6 +40,16 @@ class Section(NamedTuple):
     flags: int
 
 
+class Segment(NamedTuple):
+    """An ``LC_SEGMENT_64``: name, address and size in memory, offset and size in file."""
+
+    name: str
+    vmaddr: int
+    vmsize: int
+    fileoff: int
+    filesize: int
+
+
 class Symbol(NamedTuple):
     """An ``nlist_64`` entry: name, type byte, section (1-based, 0 for none), value."""
 
@@ -75,10 +85,17 @@ class MachoView:
     filetype: int
     sections: tuple[Section, ...]
     symbols: tuple[Symbol, ...]
+    segments: tuple[Segment, ...] = ()
 
     @property
     def arch(self) -> str:
         return CPU_ARCH[self.cputype]
+
+    @property
+    def image_base(self) -> int:
+        """The address ``__unwind_info``'s offsets count from: the ``__TEXT`` segment's
+        (0 for an object, which has one unnamed segment)."""
+        return next((seg.vmaddr for seg in self.segments if seg.name == "__TEXT"), 0)
 
     def section(self, segment: str, name: str) -> Section | None:
         return next((s for s in self.sections if s.segment == segment and s.name == name),
@@ -162,6 +179,7 @@ def open_macho(data: bytes, arch: str | None = None) -> MachoView:
     _need(data, 32, sizeofcmds, f"the {ncmds} load commands")
     sections: list[Section] = []
     symbols: list[Symbol] = []
+    segments: list[Segment] = []
     at = 32
     for i in range(ncmds):
         _need(data, at, 8, f"load command {i}")
@@ -170,6 +188,9 @@ def open_macho(data: bytes, arch: str | None = None) -> MachoView:
             raise DecodeError(at + 4, f"load command {i} has a size of {size}")
         if cmd == LC_SEGMENT_64:
             _need(data, at, 72, f"segment command {i}")
+            segname, vmaddr, vmsize, fileoff, filesize = struct.unpack_from("<16sQQQQ", data,
+                                                                            at + 8)
+            segments.append(Segment(_cstr(segname), vmaddr, vmsize, fileoff, filesize))
             nsects = struct.unpack_from("<I", data, at + 64)[0]
             if 72 + 80 * nsects > size:
                 raise DecodeError(at + 64, f"segment command {i}: {nsects} sections do not "
@@ -191,4 +212,5 @@ def open_macho(data: bytes, arch: str | None = None) -> MachoView:
                 name = _cstr(strings[strx:]) if strx < strsize else ""
                 symbols.append(Symbol(name, kind, sect, desc, value))
         at += size
-    return MachoView(data, cputype, filetype, tuple(sections), tuple(symbols))
+    return MachoView(data, cputype, filetype, tuple(sections), tuple(symbols),
+                     tuple(segments))

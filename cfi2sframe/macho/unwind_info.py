@@ -1,0 +1,146 @@
+"""``__TEXT,__unwind_info``, the table a linker builds from compact unwind rows, read
+strictly (layouts from ``compact_unwind_encoding.h``): header, common encodings,
+personality routines, first-level index with its sentinel, LSDA index, regular and
+compressed second-level pages.
+
+Every offset and count is checked against the section before it is followed, and
+each entry becomes one ``UnwindEntry`` with the function's image offset, the encoding
+(a compressed page's index resolved), the personality routine's GOT slot and the LSDA,
+as libunwind's look-up would find them.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from ..errors import DecodeError
+
+VERSION = 1
+REGULAR, COMPRESSED = 2, 3
+HEADER = struct.Struct("<7I")
+PERSONALITY_SHIFT, PERSONALITY_MASK, HAS_LSDA = 28, 0x30000000, 0x40000000
+
+
+class UnwindEntry(NamedTuple):
+    """One function's row: its image offset, encoding, personality GOT slot (an image
+    offset; None without one) and LSDA (an image offset; None without one)."""
+
+    offset: int
+    encoding: int
+    personality: int | None
+    lsda: int | None
+
+
+class UnwindInfo(NamedTuple):
+    """A decoded table: its rows in address order, the first-level index's sentinel (the
+    end of the last function it covers), the common encodings and personalities."""
+
+    entries: tuple[UnwindEntry, ...]
+    sentinel: int
+    common: tuple[int, ...]
+    personalities: tuple[int, ...]
+    pages: tuple[tuple[str, int], ...]  # (regular/compressed, entries) per page
+    # Where libunwind's look-up would not find what the table holds (a page entry
+    # outside its index range, a sentinel before the last function, entries out of
+    # order), in words: readable, but wrong.
+    problems: tuple[str, ...] = ()
+
+
+def _need(data: bytes, at: int, size: int, what: str) -> None:
+    if at < 0 or size < 0 or at + size > len(data):
+        raise DecodeError(at, f"{what} runs past the end of __unwind_info ({len(data)} bytes)")
+
+
+def read_unwind_info(data: bytes) -> UnwindInfo:
+    """Decode an ``__unwind_info`` section; ``DecodeError`` at the offset that is wrong."""
+    _need(data, 0, HEADER.size, "the header")
+    (version, common_at, common_count, person_at, person_count, index_at,
+     index_count) = HEADER.unpack_from(data, 0)
+    if version != VERSION:
+        raise DecodeError(0, f"unknown __unwind_info version {version}")
+    _need(data, common_at, 4 * common_count, f"{common_count} common encodings")
+    _need(data, person_at, 4 * person_count, f"{person_count} personality routines")
+    _need(data, index_at, 12 * index_count, f"{index_count} first-level index entries")
+    if index_count == 0:
+        raise DecodeError(index_at, "the first-level index is empty (it needs its sentinel)")
+    common = struct.unpack_from(f"<{common_count}I", data, common_at)
+    personalities = struct.unpack_from(f"<{person_count}I", data, person_at)
+    index = [struct.unpack_from("<3I", data, index_at + 12 * i) for i in range(index_count)]
+    lsdas: dict[int, int] = {}
+    first_lsda, end_lsda = index[0][2], index[-1][2]
+    if end_lsda < first_lsda or (end_lsda - first_lsda) % 8:
+        raise DecodeError(index_at + 8, f"LSDA index [{first_lsda:#x}, {end_lsda:#x}) is not "
+                                        "a whole number of 8-byte entries")
+    _need(data, first_lsda, end_lsda - first_lsda, "the LSDA index")
+    for at in range(first_lsda, end_lsda, 8):
+        function, lsda = struct.unpack_from("<II", data, at)
+        lsdas[function] = lsda
+    entries: list[UnwindEntry] = []
+    pages: list[tuple[str, int]] = []
+    problems: list[str] = []
+    for i, (function, page_at, _) in enumerate(index[:-1]):
+        next_function = index[i + 1][0]
+        if next_function < function:
+            problems.append(f"first-level index entry {i + 1} ({next_function:#x}) comes "
+                            f"before entry {i} ({function:#x})")
+        page = _page(data, page_at, function, common, i)
+        for offset, encoding in page:
+            if not function <= offset < next_function:
+                last = i == len(index) - 2
+                problems.append(
+                    f"page {i}: the function at offset {offset:#x} lies outside the page's "
+                    f"index range [{function:#x}, {next_function:#x}): libunwind's look-up "
+                    "does not find its row" + (" (the index's end, its sentinel, is not "
+                                               "past the last function)" if last else ""))
+            if entries and offset < entries[-1].offset:
+                problems.append(f"page {i}: the entry at {offset:#x} comes before the one at "
+                                f"{entries[-1].offset:#x}")
+            slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
+            if slot > len(personalities):
+                raise DecodeError(page_at, f"page {i}: function {offset:#x} names personality "
+                                           f"{slot} of {len(personalities)}")
+            lsda = lsdas.get(offset) if encoding & HAS_LSDA else None
+            if encoding & HAS_LSDA and lsda is None:
+                raise DecodeError(first_lsda, f"function {offset:#x} has HAS_LSDA but no "
+                                              "LSDA index entry")
+            entries.append(UnwindEntry(offset, encoding, personalities[slot - 1] if slot
+                                       else None, lsda))
+        pages.append((_kind_name(data, page_at), len(page)))
+    return UnwindInfo(tuple(entries), index[-1][0], tuple(common), tuple(personalities),
+                      tuple(pages), tuple(problems))
+
+
+def _kind_name(data: bytes, at: int) -> str:
+    return "regular" if struct.unpack_from("<I", data, at)[0] == REGULAR else "compressed"
+
+
+def _page(data: bytes, at: int, base: int, common: tuple[int, ...],
+          number: int) -> list[tuple[int, int]]:
+    """(image offset, encoding) of each entry of a second-level page."""
+    _need(data, at, 8, f"page {number}'s header")
+    kind, entry_at, count = struct.unpack_from("<IHH", data, at)
+    if kind == REGULAR:
+        _need(data, at + entry_at, 8 * count, f"page {number}'s {count} entries")
+        return [struct.unpack_from("<II", data, at + entry_at + 8 * i) for i in range(count)]
+    if kind != COMPRESSED:
+        raise DecodeError(at, f"page {number} is of unknown kind {kind}")
+    _need(data, at, 12, f"page {number}'s header")
+    encodings_at, encodings_count = struct.unpack_from("<HH", data, at + 8)
+    _need(data, at + entry_at, 4 * count, f"page {number}'s {count} entries")
+    _need(data, at + encodings_at, 4 * encodings_count, f"page {number}'s encodings")
+    local = struct.unpack_from(f"<{encodings_count}I", data, at + encodings_at)
+    out = []
+    for i in range(count):
+        (word,) = struct.unpack_from("<I", data, at + entry_at + 4 * i)
+        which = word >> 24
+        if which < len(common):
+            encoding = common[which]
+        elif which - len(common) < len(local):
+            encoding = local[which - len(common)]
+        else:
+            raise DecodeError(at + entry_at + 4 * i, f"page {number}: encoding index {which} "
+                                                     f"past {len(common)} common and "
+                                                     f"{len(local)} page encodings")
+        out.append((base + (word & 0xFFFFFF), encoding))
+    return out
