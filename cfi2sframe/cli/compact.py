@@ -15,8 +15,8 @@ from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
     from ..compact.lower import CompactFunction
+    from ..compact.table import UnwindInfo
     from ..macho.unwind import ObjectRow
-    from ..macho.unwind_info import UnwindInfo
 
 
 def add_parser(sub: Subparsers) -> None:

@@ -14,10 +14,10 @@ from ..errors import Cfi2SframeError
 from ..kinds import Kind, refuse_unreadable
 from ..macho.read import MachoView
 from ..macho.unwind import ObjectRow
-from ..macho.unwind_info import UnwindInfo
 from ..model import Timeline
 from .lower import CompactFunction, lower_compact
 from .rules import Code
+from .table import UnwindInfo
 
 
 def compact_arch(arch_name: str, where: str) -> str:
@@ -110,7 +110,7 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
 def unwind_table(path: str, view: MachoView) -> UnwindInfo | None:
     """An image's ``__TEXT,__unwind_info``, decoded (None without one)."""
     from ..errors import decoding
-    from ..macho.unwind_info import read_unwind_info
+    from .table import read_unwind_info
 
     section = view.section("__TEXT", "__unwind_info")
     if section is None:

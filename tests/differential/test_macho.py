@@ -179,7 +179,7 @@ def test_unwind_info_of_images_as_llvm_objdump_reads_it(tmp_path: Path) -> None:
     LSDA) and executables of 3000 functions with few or 1000 distinct encodings (three
     compressed pages; regular pages of 511 entries)."""
     require("ld64.lld-14", "llvm-mc")
-    from cfi2sframe.macho.unwind_info import read_unwind_info
+    from cfi2sframe.compact.table import read_unwind_info
 
     objects = _objects(tmp_path)
     images = []
@@ -227,8 +227,8 @@ def test_the_lld_14_sentinel_bug_is_named(tmp_path: Path) -> None:
 
 
 def test_a_damaged_unwind_info_is_one_located_error(tmp_path: Path) -> None:
+    from cfi2sframe.compact.table import read_unwind_info
     from cfi2sframe.errors import DecodeError
-    from cfi2sframe.macho.unwind_info import read_unwind_info
 
     objects = _objects(tmp_path)
     dylib = tmp_path / "x.dylib"

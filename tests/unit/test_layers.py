@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dwarf",),
     ("elf", "macho"),
     ("frontend", "sframe", "compact.words", "compact.rules", "compact.x86", "compact.arm64",
-     "compact.encoding", "compact.step", "compact.lower", "compact.writer"),
+     "compact.encoding", "compact.step", "compact.lower", "compact.writer", "compact.table"),
     ("compact.inputs",),
     ("analysis",),
     ("convert",),

@@ -1,5 +1,6 @@
-"""``__TEXT,__unwind_info``, the table a linker builds from compact unwind rows, read
-strictly (layouts from ``compact_unwind_encoding.h``): header, common encodings,
+"""``__TEXT,__unwind_info``, the table a linker (or a JIT) builds from compact unwind
+rows, read strictly (layouts from ``compact_unwind_encoding.h``; no container: a Mach-O
+image's section bytes, or a JIT's in memory): header, common encodings,
 personality routines, first-level index with its sentinel, LSDA index, regular and
 compressed second-level pages.
 
@@ -15,11 +16,11 @@ import struct
 from typing import NamedTuple
 
 from ..errors import DecodeError
+from .words import HAS_LSDA, PERSONALITY_MASK, PERSONALITY_SHIFT
 
 VERSION = 1
 REGULAR, COMPRESSED = 2, 3
 HEADER = struct.Struct("<7I")
-PERSONALITY_SHIFT, PERSONALITY_MASK, HAS_LSDA = 28, 0x30000000, 0x40000000
 
 
 class UnwindEntry(NamedTuple):
