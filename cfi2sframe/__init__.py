@@ -42,6 +42,8 @@ _EXPORTS = {
     "Arch": "arch.base", "get_arch": "arch",
     "CompactFunction": "compact.lower", "lower_compact": "compact.lower",
     "compact_asm": "compact.inputs", "compact_elf": "compact.inputs",
+    "build_unwind_info": "compact.table_writer", "TableFunction": "compact.table_writer",
+    "read_unwind_info": "compact.table", "lookup_unwind_info": "compact.table:lookup",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -7,15 +7,17 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from ..errors import Cfi2SframeError
 from ..files import read_bytes
 from ..kinds import Kind, input_kind
 from ..macho.read import MH_OBJECT
-from .common import Subparsers, arch_name
+from .common import Subparsers, arch_name, write
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
     from ..compact.lower import CompactFunction
     from ..compact.table import UnwindInfo
+    from ..macho.read import MachoView
     from ..macho.unwind import ObjectRow
 
 
@@ -39,9 +41,13 @@ def add_parser(sub: Subparsers) -> None:
                    help="also list the compact functions whose rows are not exact at every "
                         "byte: where (prologue/epilogue, or inside the body), so which need "
                         "--ranges")
-    p.add_argument("--emit", choices=["text", "asm", "bin"], default="text",
+    p.add_argument("--emit", choices=["text", "asm", "bin", "unwind-info"], default="text",
                    help="text (default), __LD,__compact_unwind rows as assembly, or as "
-                   "binary rows (32 bytes; 20 on i386) on standard output")
+                   "binary rows (32 bytes; 20 on i386) on standard output; unwind-info "
+                   "(a Mach-O image): its __TEXT,__unwind_info built again by our writer, "
+                   "looked up at every function before it is written")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="where --emit bin or unwind-info writes (default: standard output)")
     p.add_argument("--json", action="store_true")
 
 
@@ -59,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
 
         arch, functions, object_rows, view = compact_macho(
             args.file, data, args.arch if args.arch_given else None, args.ranges)
+        if view.filetype == MH_OBJECT and args.emit == "unwind-info":
+            raise Cfi2SframeError(args.file, "--emit unwind-info builds a Mach-O image's "
+                                             "__unwind_info again; this is an object "
+                                             "(a linker builds the image's table)")
         if view.filetype != MH_OBJECT:  # an image: its table, as libunwind reads it
             from ..compact.inputs import unwind_table
 
@@ -67,11 +77,17 @@ def run(args: argparse.Namespace) -> int:
             if table is None:
                 print(f"{args.file}: no __unwind_info section")
                 return 0
+            if args.emit == "unwind-info":
+                return _write_unwind_info(args, view, table)
             _print_unwind_info(table, view.image_base, view.function_names(), flavour,
                                {num: name for name, num in reversed(list(
                                    arch.registers.items()))})
             return 0
     else:
+        if args.emit == "unwind-info":
+            raise Cfi2SframeError(args.file, "--emit unwind-info builds a Mach-O image's "
+                                             "__unwind_info again; this is not a Mach-O "
+                                             "image")
         arch, functions = compact_file(args.file, data, args.arch, args.assembler,
                                        args.ranges)
     flavour = compact_arch(arch.name, args.file)
@@ -90,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if args.emit == "bin":
         from ..compact.writer import rows_binary
 
-        sys.stdout.buffer.write(rows_binary(functions, flavour))
+        write(args.output or "-", rows_binary(functions, flavour))
         return 0
     if args.json:
         print(json.dumps([{
@@ -126,6 +142,19 @@ def run(args: argparse.Namespace) -> int:
               "inside the body")
     if object_rows is not None:
         _print_object_rows(object_rows, functions, flavour, names)
+    return 0
+
+
+def _write_unwind_info(args: argparse.Namespace, view: MachoView, table: UnwindInfo) -> int:
+    """The image's table built again by our writer (every function looked up before it
+    is written), to -o or standard output; what changed is said on standard error."""
+    from ..compact.inputs import image_functions
+    from ..compact.table_writer import build_unwind_info
+
+    built = build_unwind_info(image_functions(view, table), view.arch, args.file)
+    for note in built.notes:
+        print(f"{args.file}: note: {note}", file=sys.stderr)
+    write(args.output or "-", built.data)
     return 0
 
 

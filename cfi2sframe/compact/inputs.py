@@ -18,6 +18,7 @@ from ..model import Timeline
 from .lower import CompactFunction, lower_compact
 from .rules import Code
 from .table import UnwindInfo
+from .table_writer import TableFunction
 
 
 def compact_arch(arch_name: str, where: str) -> str:
@@ -117,6 +118,31 @@ def unwind_table(path: str, view: MachoView) -> UnwindInfo | None:
         return None
     with decoding(path, "__unwind_info"):
         return read_unwind_info(view.section_data(section))
+
+
+def image_functions(view: MachoView, table: UnwindInfo) -> list[TableFunction]:
+    """An image's functions as its ``__unwind_info`` gives them, each running to the next
+    entry (the last to the end of the code section holding it: a linker's sentinel may
+    stop short of it), with the FDE offset a DWARF-mode encoding holds."""
+    from .words import ARM64_DWARF, MODE_MASK, X86_DWARF
+
+    dwarf = ARM64_DWARF if view.arch == "arm64" else X86_DWARF
+    base = view.image_base
+    out = []
+    for i, entry in enumerate(table.entries):
+        if i + 1 < len(table.entries):
+            end = table.entries[i + 1].offset
+        else:
+            address = base + entry.offset
+            holder = next((s for s in view.sections if s.addr <= address < s.addr + s.size),
+                          None)
+            end = max(table.sentinel, holder.addr + holder.size - base if holder else 0,
+                      entry.offset)
+        out.append(TableFunction(entry.offset, end - entry.offset, entry.encoding,
+                                 entry.personality, entry.lsda,
+                                 entry.encoding & 0xFFFFFF if entry.encoding & MODE_MASK ==
+                                 dwarf else None))
+    return out
 
 
 def compact_file(source: str, data: bytes, arch_name: str = "x86_64",

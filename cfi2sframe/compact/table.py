@@ -13,6 +13,7 @@ as libunwind's look-up would find them.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from typing import NamedTuple
 
 from ..errors import DecodeError
@@ -145,3 +146,64 @@ def _page(data: bytes, at: int, base: int, common: tuple[int, ...],
                                                      f"{len(local)} page encodings")
         out.append((base + (word & 0xFFFFFF), encoding))
     return out
+
+
+class Found(NamedTuple):
+    """What a look-up finds for a PC: the row's function start (an image offset), its
+    encoding, personality slot (an image offset) and LSDA."""
+
+    start: int
+    encoding: int
+    personality: int | None
+    lsda: int | None
+
+
+def lookup(data: bytes, offset: int) -> Found | None:
+    """The row libunwind's look-up finds for the image offset ``offset``: the
+    first-level entry whose range [its start, the next entry's start) holds it (none at
+    or past the sentinel), then the last page entry at or before it; None where there
+    is none or its encoding is 0 (no unwind information).  Malformed tables raise
+    ``DecodeError`` (``read_unwind_info`` says where)."""
+    (_, common_at, common_count, person_at, person_count, index_at,
+     index_count) = HEADER.unpack_from(data, 0)
+    starts = [struct.unpack_from("<I", data, index_at + 12 * i)[0]
+              for i in range(index_count)]
+    e = bisect_right(starts, offset) - 1
+    if e < 0 or e >= index_count - 1:
+        return None  # before the first function, or at/after the sentinel
+    _, page_at, lsda_at = struct.unpack_from("<3I", data, index_at + 12 * e)
+    lsda_end = struct.unpack_from("<3I", data, index_at + 12 * (e + 1))[2]
+    common = struct.unpack_from(f"<{common_count}I", data, common_at)
+    kind, entry_at, count = struct.unpack_from("<IHH", data, page_at)
+    if kind == REGULAR:
+        offsets = [struct.unpack_from("<I", data, page_at + entry_at + 8 * i)[0]
+                   for i in range(count)]
+        i = bisect_right(offsets, offset) - 1
+        if i < 0:
+            return None
+        start, encoding = struct.unpack_from("<II", data, page_at + entry_at + 8 * i)
+    elif kind == COMPRESSED:
+        encodings_at, _ = struct.unpack_from("<HH", data, page_at + 8)
+        words = struct.unpack_from(f"<{count}I", data, page_at + entry_at)
+        base = starts[e]
+        i = bisect_right([base + (w & 0xFFFFFF) for w in words], offset) - 1
+        if i < 0:
+            return None
+        start, which = base + (words[i] & 0xFFFFFF), words[i] >> 24
+        encoding = common[which] if which < common_count else struct.unpack_from(
+            "<I", data, page_at + encodings_at + 4 * (which - common_count))[0]
+    else:
+        raise DecodeError(page_at, f"page {e} is of unknown kind {kind}")
+    if encoding == 0:
+        return None
+    slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
+    personality = struct.unpack_from("<I", data, person_at + 4 * (slot - 1))[0] \
+        if 0 < slot <= person_count else None
+    lsda = None
+    if encoding & HAS_LSDA:
+        for at in range(lsda_at, lsda_end, 8):
+            function, value = struct.unpack_from("<II", data, at)
+            if function == start:
+                lsda = value
+                break
+    return Found(start, encoding, personality, lsda)

@@ -243,3 +243,49 @@ def test_a_damaged_unwind_info_is_one_located_error(tmp_path: Path) -> None:
         damaged = data[:at] + value.to_bytes(4, "little") + data[at + 4:]
         with pytest.raises(DecodeError):
             read_unwind_info(damaged)
+
+
+def test_unwind_info_built_again_reads_in_llvm_objdump(tmp_path: Path) -> None:
+    """Each ld64.lld-14 image's table built again by our writer (``compact --emit
+    unwind-info``) and put in place of lld's (llvm-objcopy --update-section): llvm-objdump
+    reads every entry we wrote; libunwind's look-up gives every function the row lld's
+    table gives it, and also the last function, which lld's sentinel left out."""
+    require("ld64.lld-14", "llvm-mc", "llvm-objcopy-14")
+    from cfi2sframe.compact.table import lookup, read_unwind_info
+
+    images = [_many_functions(tmp_path, 3000, False), _many_functions(tmp_path, 3000, True)]
+    for arch in ("x86_64", "arm64"):
+        obj = _objects(tmp_path)[arch]
+        dylib = tmp_path / f"{arch}.dylib"
+        version = "10.15" if arch == "x86_64" else "11.0"
+        subprocess.run(["ld64.lld-14", "-arch", arch, "-platform_version", "macos", version,
+                        version, "-dylib", "-undefined", "dynamic_lookup", "-o", str(dylib),
+                        str(obj)], check=True)
+        images.append(dylib)
+    for image in images:
+        built = tmp_path / f"{image.name}.unwind"
+        proc = cfi2sframe("compact", str(image), "--emit", "unwind-info", "-o", str(built),
+                          cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        ours = built.read_bytes()
+        patched = tmp_path / f"{image.name}.ours"
+        subprocess.run(["llvm-objcopy-14", "--update-section",
+                        f"__TEXT,__unwind_info={built}", str(image), str(patched)],
+                       check=True)
+        table = read_unwind_info(ours)
+        assert table.problems == ()
+        entries, sentinel, lsdas = _objdump_table(patched)
+        assert entries == [(e.offset, e.encoding) for e in table.entries]
+        assert sentinel == table.sentinel
+        assert lsdas == [(e.offset, e.lsda) for e in table.entries if e.lsda is not None]
+        view = open_macho(image.read_bytes())
+        theirs = view.section_data(view.section("__TEXT", "__unwind_info"))
+        for entry in read_unwind_info(theirs).entries:
+            got = lookup(ours, entry.offset)
+            if entry.encoding == 0:  # no unwind information, in either table
+                assert got is None
+                continue
+            assert got is not None and (got.encoding, got.personality, got.lsda) == (
+                entry.encoding, entry.personality, entry.lsda), hex(entry.offset)
+            if lookup(theirs, entry.offset) is None:  # lld's sentinel stops before it
+                assert entry.offset >= read_unwind_info(theirs).sentinel
