@@ -289,3 +289,25 @@ def test_unwind_info_built_again_reads_in_llvm_objdump(tmp_path: Path) -> None:
                 entry.encoding, entry.personality, entry.lsda), hex(entry.offset)
             if lookup(theirs, entry.offset) is None:  # lld's sentinel stops before it
                 assert entry.offset >= read_unwind_info(theirs).sentinel
+
+
+def test_damaged_mach_o_is_one_located_line(tmp_path: Path) -> None:
+    """A clang object cut short or with bytes changed in its headers and load commands:
+    ``compact`` reads it or says in one line what is wrong, never a traceback."""
+    import random
+
+    data = _objects(tmp_path)["x86_64"].read_bytes()
+    rng = random.Random(5)
+    for trial in range(90):
+        damaged = bytearray(data)
+        if trial % 3 == 0:
+            damaged = damaged[:rng.randrange(8, len(damaged))]
+        else:
+            for _ in range(rng.randrange(1, 8)):
+                damaged[rng.randrange(16, min(len(damaged), 1200))] = rng.randrange(256)
+        path = tmp_path / "bad.o"
+        path.write_bytes(bytes(damaged))
+        proc = cfi2sframe("compact", str(path), cwd=tmp_path)  # no traceback, no bug
+        assert proc.returncode == 0 or (proc.returncode == 1 and proc.stderr.count("\n") == 1
+                                        and proc.stderr.startswith(f"{path}: error: ")), (
+            trial, proc.stderr)
