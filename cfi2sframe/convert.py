@@ -501,11 +501,17 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
         return convert_sframe(source, data, version, sframe_address, limits, flex)
     if data[:4] == b"\x7fELF":
         return convert_elf(source, data, version, sframe_address, replace, limits, flex=flex)
+    from .frontend.macho_probe import darwin_text
     from .frontend.probe import start_probe
 
+    text = data.decode("utf-8", "surrogateescape")
+    if darwin_text(text) and assembler is None:
+        raise Cfi2SframeError(source, "assembly for an Apple target (Mach-O sections): SFrame "
+                                      "is for ELF; 'cfi2sframe compact' gives its compact "
+                                      "unwind")
     target = as_arch(arch)
     runner = Assembler.from_string(assembler or target.default_assembler)
-    run = start_probe(data.decode("utf-8", "surrogateescape"), source, target.comment_chars,
+    run = start_probe(text, source, target.comment_chars,
                       runner, include_dir)
     return convert_probe(run, target, runner, version, flex)
 

@@ -41,6 +41,7 @@ AARCH64 = Arch(
     sframe_abi_name="AARCH64 little-endian",
     default_assembler="aarch64-linux-gnu-as",
     compact="arm64",
+    darwin_assembler="llvm-mc -triple arm64-apple-macosx11 -filetype=obj",
     # x19/x20 ... x27/x28 (bits 0-4), then d8/d9 ... d14/d15 (bits 8-11).
     compact_pairs=((0x1, 19, 20), (0x2, 21, 22), (0x4, 23, 24), (0x8, 25, 26), (0x10, 27, 28),
                    (0x100, 72, 73), (0x200, 74, 75), (0x400, 76, 77), (0x800, 78, 79)),
@@ -50,4 +51,5 @@ AARCH64 = Arch(
 # Compact unwind is defined for little-endian arm64 only.
 AARCH64_BE = replace(AARCH64, name="aarch64_be", big_endian=True, sframe_abi=1,
                      sframe_abi_name="AARCH64 big-endian",
-                     default_assembler="aarch64-linux-gnu-as -EB", compact=None)
+                     default_assembler="aarch64-linux-gnu-as -EB", compact=None,
+                     darwin_assembler=None)

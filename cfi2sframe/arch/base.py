@@ -34,6 +34,9 @@ class Arch:
     sframe_fixed_ra_offset: int
     elf_machine: str
     default_assembler: str = "as"
+    # An assembler that writes Mach-O for assembly written for Apple targets (clang's
+    # and LLVM's macOS output); None where compact unwind has no such target here.
+    darwin_assembler: str | None = None
     # The smallest page the target's kernels use: every PT_LOAD is aligned to it.
     min_page_size: int = 4096
     # DWARF number of the program counter, as DWARF expressions read it (linkers'

@@ -53,6 +53,7 @@ X86_64 = Arch(
     sframe_v1_pcmask_rep=16,
     flex=True,
     compact="x86_64",
+    darwin_assembler="llvm-mc -triple x86_64-apple-macosx10.15 -filetype=obj",
     compact_regs=(3, 12, 13, 14, 15, 6),  # rbx r12 r13 r14 r15 rbp
     compact_sub_opcode=b"\x48\x81\xec",  # sub $imm32, %rsp
 )

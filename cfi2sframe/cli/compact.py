@@ -88,8 +88,17 @@ def run(args: argparse.Namespace) -> int:
             raise Cfi2SframeError(args.file, "--emit unwind-info builds a Mach-O image's "
                                              "__unwind_info again; this is not a Mach-O "
                                              "image")
-        arch, functions = compact_file(args.file, data, args.arch, args.assembler,
-                                       args.ranges)
+        if input_kind(data) == Kind.text:  # assembly: Mach-O when written for Apple
+            from ..arch import get_arch
+            from ..compact.inputs import compact_asm_rows
+
+            arch = get_arch(args.arch)
+            functions, object_rows = compact_asm_rows(
+                data.decode("utf-8", "surrogateescape"), args.file, arch, args.assembler,
+                args.ranges)
+        else:
+            arch, functions = compact_file(args.file, data, args.arch, args.assembler,
+                                           args.ranges)
     flavour = compact_arch(arch.name, args.file)
     names = {num: name for name, num in reversed(list(arch.registers.items()))}
 
@@ -191,7 +200,7 @@ def _print_object_rows(rows: list[ObjectRow], functions: list[CompactFunction],
     from ..compact.words import HAS_LSDA, PERSONALITY_MASK
 
     ours = {func.start: func.rows[0].encoding for func in functions if func.rows}
-    print(f"the file's own __compact_unwind: {len(rows)} rows")
+    print(f"the object's own __compact_unwind (its compiler's or assembler's): {len(rows)} rows")
     agree = differ = 0
     for row in rows:
         extra = "".join((f" personality {row.personality}" if row.personality else "",
@@ -207,7 +216,7 @@ def _print_object_rows(rows: list[ObjectRow], functions: list[CompactFunction],
               f"{describe(row.encoding & ~(HAS_LSDA | PERSONALITY_MASK), flavour, None, names)}"
               f"{extra}; {verdict}")
     print(f"{agree} rows as computed here, {differ} differ, {len(rows) - agree - differ} "
-          "not computed (no FDE)")
+          "not computed (no CFI here for them)")
 
 
 def _check_words(func: CompactFunction) -> str:

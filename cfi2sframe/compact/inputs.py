@@ -12,7 +12,7 @@ from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
 from ..kinds import Kind, refuse_unreadable
-from ..macho.read import MachoView
+from ..macho.read import MH_MAGIC_64, MachoView
 from ..macho.unwind import ObjectRow
 from ..model import Timeline
 from .lower import CompactFunction, lower_compact
@@ -56,15 +56,61 @@ def compact_functions(timelines: tuple[Timeline, ...], obj: bytes, arch: str,
 def compact_asm(text: str, filename: str = "<input>", arch: str | Arch = "x86_64",
                 assembler: str | None = None, ranges: bool = False) -> list[CompactFunction]:
     """Compact rows for every function of an assembly file (``arch``: an ``Arch`` or its
-    name): per function ``rows[0].encoding``, or DWARF mode with ``reason``/``detail``."""
+    name): per function ``rows[0].encoding``, or DWARF mode with ``reason``/``detail``.
+    Assembly for an Apple target is assembled as Mach-O (``darwin_assembler``)."""
+    return compact_asm_rows(text, filename, arch, assembler, ranges)[0]
+
+
+def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x86_64",
+                     assembler: str | None = None, ranges: bool = False
+                     ) -> tuple[list[CompactFunction], list[ObjectRow] | None]:
+    """``compact_asm``, and for assembly the assembler wrote as Mach-O, the rows of its
+    own ``__LD,__compact_unwind`` (LLVM's encoder: what the rows here are compared
+    with); None for ELF."""
+    import shutil
+
+    from ..frontend.macho_probe import darwin_text
     from ..frontend.probe import Assembler
     from ..frontend.timelines import parse_asm
 
     arch = as_arch(arch)
     flavour = compact_arch(arch.name, filename)
-    unit, _ = parse_asm(text, filename, arch,
-                        Assembler.from_string(assembler or arch.default_assembler))
-    return compact_functions(unit.timelines, unit.obj, flavour, ranges)
+    command = assembler or arch.default_assembler
+    if assembler is None and darwin_text(text):
+        if arch.darwin_assembler is None:
+            raise Cfi2SframeError(filename, f"assembly for an Apple target: no Mach-O "
+                                            f"assembler is known for {arch.name}")
+        command = arch.darwin_assembler
+        if shutil.which(command.split()[0]) is None:
+            raise Cfi2SframeError(filename, "assembly for an Apple target needs an assembler "
+                                            "that writes Mach-O: install LLVM (apt-get "
+                                            "install llvm) for llvm-mc, or name one with "
+                                            "--assembler (e.g. 'clang -c -x assembler "
+                                            "-target x86_64-apple-macosx10.15')")
+    unit, _ = parse_asm(text, filename, arch, Assembler.from_string(command))
+    if int.from_bytes(unit.obj[:4], "little") != MH_MAGIC_64:
+        return compact_functions(unit.timelines, unit.obj, flavour, ranges), None
+    from ..errors import decoding
+    from ..macho.read import open_macho
+    from ..macho.unwind import code_at, compact_unwind_rows
+
+    with decoding(filename, "assembler output"):
+        view = open_macho(unit.obj)
+        rows = compact_unwind_rows(view)
+    addresses = {f"{s.segment},{s.name}": s.addr for s in view.sections}
+    functions = []
+    for timeline in unit.timelines:
+        found = code_at(view, addresses.get(timeline.section, 0) + timeline.start,
+                        timeline.size)
+        functions.append(lower_compact(timeline, flavour,
+                                       Code(found) if found is not None else None, ranges))
+    # The rows give object addresses, the functions here offsets in their sections.
+    def in_section(address: int) -> int:
+        holder = next((sec for sec in view.sections
+                       if sec.addr <= address < sec.addr + max(sec.size, 1)), None)
+        return address - holder.addr if holder is not None else address
+
+    return functions, [row._replace(start=in_section(row.start)) for row in rows]
 
 
 def compact_elf(path: str, data: bytes, ranges: bool = False) -> list[CompactFunction]:

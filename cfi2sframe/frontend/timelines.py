@@ -26,7 +26,8 @@ from ..elf.read import (
     is_mapping_symbol,
     open_elf,
 )
-from ..errors import Cfi2SframeError, CfiError, DecodeError
+from ..errors import Cfi2SframeError, CfiError, DecodeError, decoding
+from ..macho.read import MH_MAGIC_64, open_macho
 from ..model import Location, Row, Timeline
 from .directives import (
     EXPRESSIONS,
@@ -41,6 +42,7 @@ from .directives import (
     parse_statement,
     render,
 )
+from .macho_probe import elf_like_symbols, section_names
 from .probe import (
     PROBE,
     Assembler,
@@ -136,13 +138,20 @@ def finish_asm(run: ProbeRun, arch: Arch) -> tuple[AsmUnit, str]:
             _Builder(run.text, filename, arch, items, parsed, [(1, 0)] * len(statements),
                      ("", ""), ()).build()
             raise
-    view = open_elf(obj, "assembler output")
-    symbols = view.symbols()
+    if int.from_bytes(obj[:4], "little") == MH_MAGIC_64:  # assembled for an Apple target
+        with decoding(filename, "assembler output"):
+            macho = open_macho(obj)
+        symbols = elf_like_symbols(macho)
+        names: Sequence[str] = section_names(macho)
+        view = None
+    else:
+        view = open_elf(obj, "assembler output")
+        symbols, names = view.symbols(), view.section_names
     places = probe_places(symbols, len(statements))
-    builder = _Builder(run.text, filename, arch, items, parsed, places, view.section_names,
-                       symbols)
+    builder = _Builder(run.text, filename, arch, items, parsed, places, names, symbols)
     timelines, anchors = builder.build()
-    check_fde_count(view, len(timelines), filename)
+    if view is not None:  # (LLVM writes Mach-O FDEs only for functions in DWARF mode)
+        check_fde_count(view, len(timelines), filename)
     return AsmUnit(filename, run.text, tuple(timelines), tuple(anchors), obj), messages
 
 
