@@ -15,6 +15,7 @@ from .common import Subparsers, arch_name, write
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
+    from ..arch.base import Arch
     from ..compact.lower import CompactFunction
     from ..compact.table import UnwindInfo
     from ..macho.read import MachoView
@@ -41,13 +42,17 @@ def add_parser(sub: Subparsers) -> None:
                    help="also list the compact functions whose rows are not exact at every "
                         "byte: where (prologue/epilogue, or inside the body), so which need "
                         "--ranges")
-    p.add_argument("--emit", choices=["text", "asm", "bin", "unwind-info"], default="text",
+    p.add_argument("--emit", choices=["text", "asm", "bin", "obj", "unwind-info"],
+                   default="text",
                    help="text (default), __LD,__compact_unwind rows as assembly, or as "
-                   "binary rows (32 bytes; 20 on i386) on standard output; unwind-info "
+                   "binary rows (32 bytes; 20 on i386) on standard output; obj (assembly "
+                   "for an Apple target): its Mach-O object with these encodings in "
+                   "__LD,__compact_unwind, to -o; unwind-info "
                    "(a Mach-O image): its __TEXT,__unwind_info built again by our writer, "
                    "looked up at every function before it is written")
     p.add_argument("-o", "--output", metavar="FILE",
-                   help="where --emit bin or unwind-info writes (default: standard output)")
+                   help="where --emit bin, obj or unwind-info writes (default: standard "
+                        "output)")
     p.add_argument("--json", action="store_true")
 
 
@@ -93,9 +98,11 @@ def run(args: argparse.Namespace) -> int:
             from ..compact.inputs import compact_asm_rows
 
             arch = get_arch(args.arch)
-            functions, object_rows = compact_asm_rows(
-                data.decode("utf-8", "surrogateescape"), args.file, arch, args.assembler,
-                args.ranges)
+            text = data.decode("utf-8", "surrogateescape")
+            functions, object_rows = compact_asm_rows(text, args.file, arch, args.assembler,
+                                                      args.ranges)
+            if args.emit == "obj":
+                return _write_darwin_object(args, text, arch, functions, object_rows)
         else:
             arch, functions = compact_file(args.file, data, args.arch, args.assembler,
                                            args.ranges)
@@ -151,6 +158,25 @@ def run(args: argparse.Namespace) -> int:
               "inside the body")
     if object_rows is not None:
         _print_object_rows(object_rows, functions, flavour, names)
+    return 0
+
+
+def _write_darwin_object(args: argparse.Namespace, text: str, arch: Arch,
+                         functions: list[CompactFunction],
+                         object_rows: list[ObjectRow] | None) -> int:
+    from ..compact.inputs import darwin_object
+
+    if object_rows is None:
+        raise Cfi2SframeError(args.file, "--emit obj writes a Mach-O object: this is not "
+                                         "assembly for an Apple target (the main command "
+                                         "writes ELF objects)")
+    if args.ranges:
+        raise Cfi2SframeError(args.file, "--emit obj replaces each function's one row; "
+                                         "--ranges rows are written with --emit asm")
+    obj, notes = darwin_object(text, args.file, arch, args.assembler, functions)
+    for note in notes:
+        print(f"{args.file}: note: {note}", file=sys.stderr)
+    write(args.output or "-", obj)
     return 0
 
 

@@ -191,6 +191,50 @@ def image_functions(view: MachoView, table: UnwindInfo) -> list[TableFunction]:
     return out
 
 
+def darwin_object(text: str, filename: str, arch: Arch, assembler: str | None,
+                  functions: list[CompactFunction]) -> tuple[bytes, list[str]]:
+    """The Mach-O object of assembly for an Apple target with the encodings computed here
+    in its ``__LD,__compact_unwind`` rows (the assembler's own personality and LSDA bits
+    kept), and what was changed, in words.  A function computed here in DWARF mode needs
+    an FDE in the object's ``__eh_frame``, which LLVM writes only for its own DWARF-mode
+    functions: without one it is a one-line error."""
+    from ..errors import decoding
+    from ..frontend.probe import Assembler
+    from ..macho.read import open_macho
+    from ..macho.unwind import compact_unwind_rows, eh_frame, with_encodings
+    from .words import HAS_LSDA, PERSONALITY_MASK, is_dwarf
+
+    assert arch.darwin_assembler is not None
+    obj, _ = Assembler.from_string(assembler or arch.darwin_assembler).run(text, filename,
+                                                                           ".")
+    with decoding(filename, "assembler output"):
+        view = open_macho(obj)
+        rows = compact_unwind_rows(view)
+        cfi = eh_frame(view, filename)
+    text_at = next((s.addr for s in view.sections if (s.segment, s.name) ==
+                    ("__TEXT", "__text")), 0)
+    ours = {text_at + f.start: f for f in functions if f.section == "__TEXT,__text"}
+    fdes = {fde.start for fde in cfi.fdes} if cfi is not None else set()
+    flavour = compact_arch(arch.name, filename)
+    changed: dict[int, int] = {}
+    notes = []
+    for row in rows:
+        func = ours.get(row.start)
+        if func is None or len(func.rows) != 1:
+            continue
+        mine = func.rows[0].encoding
+        if is_dwarf(mine, flavour) and not is_dwarf(row.encoding, flavour) \
+                and row.start not in fdes:
+            raise Cfi2SframeError(filename, f"'{row.name}' needs DWARF mode ({func.reason}), "
+                                            "but the assembler wrote no FDE for it")
+        new = (mine & ~(HAS_LSDA | PERSONALITY_MASK)) | (row.encoding & (HAS_LSDA |
+                                                                        PERSONALITY_MASK))
+        if new != row.encoding:
+            changed[row.start] = new
+            notes.append(f"'{row.name}': {new:#010x} for the assembler's {row.encoding:#010x}")
+    return with_encodings(view, changed), notes
+
+
 def compact_file(source: str, data: bytes, arch_name: str = "x86_64",
                  assembler: str | None = None,
                  ranges: bool = False) -> tuple[Arch, list[CompactFunction]]:

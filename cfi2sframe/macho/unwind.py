@@ -90,3 +90,18 @@ def code_at(view: MachoView, address: int, size: int) -> bytes | None:
             at = section.offset + address - section.addr
             return view.data[at:at + size]
     return None
+
+
+def with_encodings(view: MachoView, encodings: dict[int, int]) -> bytes:
+    """The object with the encoding of each ``__compact_unwind`` row whose function
+    starts at an address in ``encodings`` replaced (its start, length, personality and
+    LSDA fields and their relocations stay as the assembler wrote them)."""
+    section = view.section("__LD", "__compact_unwind")
+    out = bytearray(view.data)
+    if section is None:
+        return bytes(out)
+    for at, row in zip(range(0, section.size, ROW_SIZE), compact_unwind_rows(view),
+                       strict=True):
+        if row.start in encodings:
+            struct.pack_into("<I", out, section.offset + at + 12, encodings[row.start])
+    return bytes(out)

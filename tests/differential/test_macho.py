@@ -376,3 +376,49 @@ def test_darwin_assembly_agrees_with_llvm_mc_on_csmith(tmp_path: Path) -> None:
                 assert found and found.group(2) == "0" and found.group(3) == "0", out
                 agree += int(found.group(1))
     assert agree >= 150, agree
+
+
+def _frame_saving_five(order: list[tuple[str, int]]) -> str:
+    """An x86-64 RBP frame saving r15, r14, r13, r12 and rbx, its .cfi_offset lines in
+    the order given (the same code either way)."""
+    lines = ["\t.section __TEXT,__text,regular,pure_instructions", "\t.globl _f", "_f:",
+             "\t.cfi_startproc", "\tpushq %rbp", "\t.cfi_def_cfa_offset 16",
+             "\t.cfi_offset %rbp, -16", "\tmovq %rsp, %rbp", "\t.cfi_def_cfa_register %rbp",
+             *(f"\tpushq %{reg}" for reg in ("r15", "r14", "r13", "r12", "rbx")),
+             *(f"\t.cfi_offset %{reg}, {offset}" for reg, offset in order), "\tnop",
+             *(f"\tpopq %{reg}" for reg in ("rbx", "r12", "r13", "r14", "r15")),
+             "\tpopq %rbp", "\tretq", "\t.cfi_endproc", "\t.subsections_via_symbols", ""]
+    return "\n".join(lines)
+
+
+def test_llvm_mc_swaps_registers_we_do_not_and_emit_obj_fixes_the_row(tmp_path: Path) -> None:
+    """compact-unwind-notes §4.7: with its .cfi_offset lines in descending address order,
+    llvm-mc encodes an RBP frame with every saved register swapped.  The right encoding
+    is llvm-mc's own for the same frame written in ascending order; ours is that for
+    both.  --emit obj writes it into the object, and ld64.lld-14 carries it into the
+    image's __unwind_info."""
+    require("llvm-mc", "ld64.lld-14", "llvm-objdump-14")
+    saves = [("r15", -24), ("r14", -32), ("r13", -40), ("r12", -48), ("rbx", -56)]
+    ascending, descending = tmp_path / "asc.s", tmp_path / "desc.s"
+    ascending.write_text(_frame_saving_five(list(reversed(saves))))
+    descending.write_text(_frame_saving_five(saves))
+    encodings = {}
+    for path in (ascending, descending):
+        obj = path.with_suffix(".llvm.o")
+        subprocess.run(["llvm-mc", "-triple", TARGETS["x86_64"], "-filetype=obj", str(path),
+                        "-o", str(obj)], check=True)
+        encodings[path.name] = _objdump_rows(obj)[0][2]
+    right = encodings["asc.s"]
+    assert encodings["desc.s"] != right  # llvm-mc's wrong row, the premise
+    proc = cfi2sframe("compact", str(descending), cwd=tmp_path)
+    assert f"DIFFERS: ours {right:#010x}" in proc.stdout, proc.stdout
+    fixed = tmp_path / "fixed.o"
+    proc = cfi2sframe("compact", str(descending), "--emit", "obj", "-o", str(fixed),
+                      cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{right:#010x} for the assembler's {encodings['desc.s']:#010x}" in proc.stderr
+    assert _objdump_rows(fixed)[0][2] == right
+    dylib = tmp_path / "fixed.dylib"
+    subprocess.run(["ld64.lld-14", "-arch", "x86_64", "-platform_version", "macos", "10.15",
+                    "10.15", "-dylib", "-o", str(dylib), str(fixed)], check=True)
+    assert [encoding for _, encoding in _objdump_table(dylib)[0]] == [right]
