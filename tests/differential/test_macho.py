@@ -92,6 +92,18 @@ def test_compact_reads_mach_o_and_agrees_with_llvm(tmp_path: Path) -> None:
         assert "'cfi2sframe compact' reads Mach-O files" in proc.stderr
 
 
+def _csmith_preprocessed(folder: Path, seed: int) -> Path:
+    """A csmith program preprocessed for Linux by clang-14 (the macOS targets have no
+    headers here; the preprocessed C compiles for them)."""
+    source = folder / f"s{seed}.c"
+    source.write_text(subprocess.run(["csmith", "--seed", str(seed), "--max-funcs", "12"],
+                                     capture_output=True, text=True, check=True).stdout)
+    pre = folder / f"s{seed}.i"
+    subprocess.run(["clang-14", "-E", "-P", "-I/usr/include/csmith", str(source), "-o",
+                    str(pre)], check=True, capture_output=True)
+    return pre
+
+
 @pytest.mark.slow
 def test_encodings_from_eh_frame_agree_with_llvm_on_csmith(tmp_path: Path) -> None:
     """csmith programs (preprocessed for Linux by clang, compiled for macOS x86-64 at
@@ -100,12 +112,7 @@ def test_encodings_from_eh_frame_agree_with_llvm_on_csmith(tmp_path: Path) -> No
     require("csmith", "clang-14")
     agree = 0
     for seed in range(1, 9):
-        source = tmp_path / f"s{seed}.c"
-        source.write_text(subprocess.run(["csmith", "--seed", str(seed), "--max-funcs", "12"],
-                                         capture_output=True, text=True, check=True).stdout)
-        pre = tmp_path / f"s{seed}.i"
-        subprocess.run(["clang-14", "-E", "-P", "-I/usr/include/csmith", str(source), "-o",
-                        str(pre)], check=True, capture_output=True)
+        pre = _csmith_preprocessed(tmp_path, seed)
         for level in ("-O0", "-O1", "-O2", "-Os"):
             obj = tmp_path / f"s{seed}{level}.o"
             subprocess.run(["clang-14", "-target", TARGETS["x86_64"], level, "-w", "-c",
@@ -359,12 +366,7 @@ def test_darwin_assembly_agrees_with_llvm_mc_on_csmith(tmp_path: Path) -> None:
     require("csmith", "clang-14", "llvm-mc")
     agree = 0
     for seed in range(1, 7):
-        source = tmp_path / f"s{seed}.c"
-        source.write_text(subprocess.run(["csmith", "--seed", str(seed), "--max-funcs", "12"],
-                                         capture_output=True, text=True, check=True).stdout)
-        pre = tmp_path / f"s{seed}.i"
-        subprocess.run(["clang-14", "-E", "-P", "-I/usr/include/csmith", str(source), "-o",
-                        str(pre)], check=True, capture_output=True)
+        pre = _csmith_preprocessed(tmp_path, seed)
         for arch, target in (("x86_64", TARGETS["x86_64"]), ("aarch64", TARGETS["arm64"])):
             for flags in (["-O0"], ["-O2"], ["-O2", "-fomit-frame-pointer"]):
                 asm = tmp_path / f"s{seed}{arch}{''.join(flags)}.s"
