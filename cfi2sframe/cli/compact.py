@@ -50,6 +50,10 @@ def add_parser(sub: Subparsers) -> None:
                    "__LD,__compact_unwind, to -o; unwind-info "
                    "(a Mach-O image): its __TEXT,__unwind_info built again by our writer, "
                    "looked up at every function before it is written")
+    p.add_argument("--in-place", action="store_true",
+                   help="a Mach-O object: rewrite its __LD,__compact_unwind rows with the "
+                        "encodings computed here from its __eh_frame (relocations, "
+                        "personality and LSDA kept); each changed row is named")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="where --emit bin, obj or unwind-info writes (default: standard "
                         "output)")
@@ -65,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
 
     data = read_bytes(args.file)
     object_rows = None
+    if args.in_place:
+        return _rewrite_macho_object(args, data)
     if input_kind(data) in (Kind.macho, Kind.fat_macho):
         from ..compact.inputs import compact_macho
 
@@ -158,6 +164,27 @@ def run(args: argparse.Namespace) -> int:
               "inside the body")
     if object_rows is not None:
         _print_object_rows(object_rows, functions, flavour, names)
+    return 0
+
+
+def _rewrite_macho_object(args: argparse.Namespace, data: bytes) -> int:
+    """``--in-place`` on a Mach-O object: its rows with our encodings, written only when
+    complete (``files.rewrite``), and the rows read back before."""
+    from ..compact.inputs import macho_object_with_ours
+    from ..files import read_for_rewrite, rewrite
+    from ..macho.read import open_macho
+    from ..macho.unwind import compact_unwind_rows
+
+    if input_kind(data) != Kind.macho:
+        raise Cfi2SframeError(args.file, "compact --in-place rewrites a thin Mach-O object "
+                                         "(a universal file's slices: take one with lipo)")
+    data, read_stat = read_for_rewrite(args.file)
+    new, notes = macho_object_with_ours(args.file, data)
+    compact_unwind_rows(open_macho(new))  # still reads, row for row
+    for note in notes:
+        print(f"{args.file}: note: {note}", file=sys.stderr)
+    if new != data:
+        rewrite(args.file, data, read_stat, new, False)
     return 0
 
 

@@ -191,6 +191,57 @@ def image_functions(view: MachoView, table: UnwindInfo) -> list[TableFunction]:
     return out
 
 
+def macho_object_with_ours(path: str, data: bytes,
+                           arch_name: str | None = None) -> tuple[bytes, list[str]]:
+    """A Mach-O object (``--in-place``) with the encodings computed here from its own
+    ``__eh_frame`` in its ``__LD,__compact_unwind`` rows; what changed, in words."""
+    from ..errors import decoding
+
+    arch, functions, rows, view = compact_macho(path, data, arch_name)
+    if view.filetype != 1:
+        raise Cfi2SframeError(path, "--in-place rewrites a Mach-O object's __compact_unwind "
+                                    "rows; an image's table is its linker's")
+    if not rows:
+        raise Cfi2SframeError(path, "the object has no __LD,__compact_unwind rows to rewrite")
+    if not functions:
+        raise Cfi2SframeError(path, "the object has no __eh_frame: no DWARF CFI to compute "
+                                    "its encodings from (clang writes none for arm64)")
+    with decoding(path, "Mach-O file"):
+        return _with_ours(view, rows, functions, arch, path)
+
+
+def _with_ours(view: MachoView, rows: list[ObjectRow], functions: list[CompactFunction],
+               arch: Arch, where: str) -> tuple[bytes, list[str]]:
+    """``view`` with the encodings of ``functions`` (by object address) in its rows, the
+    rows' own personality and LSDA bits kept; a function in DWARF mode here needs an
+    FDE in the object."""
+    from ..macho.unwind import eh_frame, with_encodings
+    from .words import HAS_LSDA, PERSONALITY_MASK, is_dwarf
+
+    cfi = eh_frame(view, where)
+    fdes = {fde.start for fde in cfi.fdes} if cfi is not None else set()
+    addresses = {f"{s.segment},{s.name}": s.addr for s in view.sections}
+    ours = {addresses.get(f.section, 0) + f.start: f for f in functions}
+    flavour = compact_arch(arch.name, where)
+    changed: dict[int, int] = {}
+    notes = []
+    for row in rows:
+        func = ours.get(row.start)
+        if func is None or len(func.rows) != 1:
+            continue
+        mine = func.rows[0].encoding
+        if is_dwarf(mine, flavour) and not is_dwarf(row.encoding, flavour) \
+                and row.start not in fdes:
+            raise Cfi2SframeError(where, f"'{row.name}' needs DWARF mode ({func.reason}), "
+                                         "but the object has no FDE for it")
+        new = (mine & ~(HAS_LSDA | PERSONALITY_MASK)) | (row.encoding & (HAS_LSDA |
+                                                                        PERSONALITY_MASK))
+        if new != row.encoding:
+            changed[row.start] = new
+            notes.append(f"'{row.name}': {new:#010x} for the object's {row.encoding:#010x}")
+    return with_encodings(view, changed), notes
+
+
 def darwin_object(text: str, filename: str, arch: Arch, assembler: str | None,
                   functions: list[CompactFunction]) -> tuple[bytes, list[str]]:
     """The Mach-O object of assembly for an Apple target with the encodings computed here
@@ -201,8 +252,7 @@ def darwin_object(text: str, filename: str, arch: Arch, assembler: str | None,
     from ..errors import decoding
     from ..frontend.probe import Assembler
     from ..macho.read import open_macho
-    from ..macho.unwind import compact_unwind_rows, eh_frame, with_encodings
-    from .words import HAS_LSDA, PERSONALITY_MASK, is_dwarf
+    from ..macho.unwind import compact_unwind_rows
 
     assert arch.darwin_assembler is not None
     obj, _ = Assembler.from_string(assembler or arch.darwin_assembler).run(text, filename,
@@ -210,29 +260,7 @@ def darwin_object(text: str, filename: str, arch: Arch, assembler: str | None,
     with decoding(filename, "assembler output"):
         view = open_macho(obj)
         rows = compact_unwind_rows(view)
-        cfi = eh_frame(view, filename)
-    text_at = next((s.addr for s in view.sections if (s.segment, s.name) ==
-                    ("__TEXT", "__text")), 0)
-    ours = {text_at + f.start: f for f in functions if f.section == "__TEXT,__text"}
-    fdes = {fde.start for fde in cfi.fdes} if cfi is not None else set()
-    flavour = compact_arch(arch.name, filename)
-    changed: dict[int, int] = {}
-    notes = []
-    for row in rows:
-        func = ours.get(row.start)
-        if func is None or len(func.rows) != 1:
-            continue
-        mine = func.rows[0].encoding
-        if is_dwarf(mine, flavour) and not is_dwarf(row.encoding, flavour) \
-                and row.start not in fdes:
-            raise Cfi2SframeError(filename, f"'{row.name}' needs DWARF mode ({func.reason}), "
-                                            "but the assembler wrote no FDE for it")
-        new = (mine & ~(HAS_LSDA | PERSONALITY_MASK)) | (row.encoding & (HAS_LSDA |
-                                                                        PERSONALITY_MASK))
-        if new != row.encoding:
-            changed[row.start] = new
-            notes.append(f"'{row.name}': {new:#010x} for the assembler's {row.encoding:#010x}")
-    return with_encodings(view, changed), notes
+        return _with_ours(view, rows, functions, arch, filename)
 
 
 def compact_file(source: str, data: bytes, arch_name: str = "x86_64",

@@ -418,9 +418,41 @@ def test_llvm_mc_swaps_registers_we_do_not_and_emit_obj_fixes_the_row(tmp_path: 
     proc = cfi2sframe("compact", str(descending), "--emit", "obj", "-o", str(fixed),
                       cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert f"{right:#010x} for the assembler's {encodings['desc.s']:#010x}" in proc.stderr
+    assert f"{right:#010x} for the object's {encodings['desc.s']:#010x}" in proc.stderr
     assert _objdump_rows(fixed)[0][2] == right
     dylib = tmp_path / "fixed.dylib"
     subprocess.run(["ld64.lld-14", "-arch", "x86_64", "-platform_version", "macos", "10.15",
                     "10.15", "-dylib", "-o", str(dylib), str(fixed)], check=True)
     assert [encoding for _, encoding in _objdump_table(dylib)[0]] == [right]
+
+
+def test_in_place_on_a_mach_o_object(tmp_path: Path) -> None:
+    """compact --in-place on llvm-mc's object of the descending-order frame: its row gets
+    the right encoding (llvm-mc's own for the ascending order), nothing else changes; an
+    object whose rows are right is left byte for byte; arm64 objects (no __eh_frame) and
+    images are refused in one line, untouched."""
+    require("llvm-mc", "llvm-objdump-14")
+    saves = [("r15", -24), ("r14", -32), ("r13", -40), ("r12", -48), ("rbx", -56)]
+    rows = {}
+    for name, order in (("asc", list(reversed(saves))), ("desc", saves)):
+        source = tmp_path / f"{name}.s"
+        source.write_text(_frame_saving_five(order))
+        subprocess.run(["llvm-mc", "-triple", TARGETS["x86_64"], "-filetype=obj",
+                        str(source), "-o", str(tmp_path / f"{name}.o")], check=True)
+        rows[name] = _objdump_rows(tmp_path / f"{name}.o")[0]
+    before = (tmp_path / "desc.o").read_bytes()
+    proc = cfi2sframe("compact", "--in-place", str(tmp_path / "desc.o"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    after = (tmp_path / "desc.o").read_bytes()
+    assert _objdump_rows(tmp_path / "desc.o")[0] == (*rows["desc"][:2], rows["asc"][2],
+                                                     *rows["desc"][3:])
+    assert sum(a != b for a, b in zip(before, after, strict=True)) <= 4  # one word
+    right = (tmp_path / "asc.o").read_bytes()
+    assert cfi2sframe("compact", "--in-place", str(tmp_path / "asc.o"),
+                      cwd=tmp_path).returncode == 0
+    assert (tmp_path / "asc.o").read_bytes() == right
+    objects = _objects(tmp_path)
+    arm = objects["arm64"].read_bytes()
+    proc = cfi2sframe("compact", "--in-place", str(objects["arm64"]), cwd=tmp_path)
+    assert proc.returncode == 1 and "no __eh_frame" in proc.stderr
+    assert objects["arm64"].read_bytes() == arm
