@@ -459,9 +459,11 @@ static PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
                           &big_endian, &flex, &PyType_Type, &fre_type, &PyTuple_Type, &table))
         return NULL;
     PyTypeObject *type = (PyTypeObject *)fre_type;
+    /* Each FRE takes at least its start and info byte: a count the bytes cannot hold is
+     * the Python loop's error to report (and never a tuple of that size to allocate). */
     if (PyTuple_GET_SIZE(table) != 256 || end > data.len || pos < 0 || count < 0 ||
-        (addr_size != 1 && addr_size != 2 && addr_size != 4) ||
-        !PyType_IsSubtype(type, &PyTuple_Type)) {
+        (addr_size != 1 && addr_size != 2 && addr_size != 4) || pos > end ||
+        count > (end - pos) / (addr_size + 1) || !PyType_IsSubtype(type, &PyTuple_Type)) {
         PyBuffer_Release(&data);
         Py_RETURN_NONE;
     }

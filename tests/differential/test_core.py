@@ -229,3 +229,17 @@ def test_the_fre_decoder_on_damaged_sections(noise: bytes, where: int, version: 
 
 
 _SMALL_SECTIONS: dict[int, bytes] = {}
+
+
+def test_a_count_past_the_bytes_is_the_python_loops_error() -> None:
+    """Found by the fuzzer (tests/support/fuzz.py sframe): an FDE claiming 2**32-ish
+    FREs in a 100-byte section.  The compiled loop allocated a tuple of that many FREs
+    (8 GB) before reading one; it now leaves the count to the Python loop, which reports
+    the first FRE that does not fit, and both cores give that error."""
+    import base64
+
+    data = base64.b64decode(
+        "4t4CBQMA+AACAAAABgAAABQAAAAAAAAAKAAAAOT///8WAAAAAAAAAAMAAEAAAAAA5v///xIIAAALAAAAAw"
+        "AAAAAAAAAAAwj6+u8PBAQQ8AADCAEB8AAAABA=")
+    python, c = _decoded_both(data)
+    assert c == python and python[0] is DecodeError
