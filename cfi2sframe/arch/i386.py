@@ -30,6 +30,7 @@ I386 = Arch(
     elf_machine_number=3,
     default_assembler="as --32",
     compact="i386",
+    darwin_assembler="llvm-mc -triple i386-apple-macosx10.15 -filetype=obj",
     compact_regs=(3, 1, 2, 7, 6, 5),  # ebx ecx edx edi esi ebp
     compact_sub_opcode=b"\x81\xec",  # sub $imm32, %esp
 )

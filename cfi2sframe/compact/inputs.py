@@ -12,7 +12,7 @@ from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
 from ..kinds import Kind, refuse_unreadable
-from ..macho.read import MH_MAGIC_64, MachoView
+from ..macho.read import MH_MAGIC, MH_MAGIC_64, MachoView
 from ..macho.unwind import ObjectRow
 from ..model import Timeline
 from .lower import CompactFunction, lower_compact
@@ -88,7 +88,7 @@ def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x
                                             "--assembler (e.g. 'clang -c -x assembler "
                                             "-target x86_64-apple-macosx10.15')")
     unit, _ = parse_asm(text, filename, arch, Assembler.from_string(command))
-    if int.from_bytes(unit.obj[:4], "little") != MH_MAGIC_64:
+    if int.from_bytes(unit.obj[:4], "little") not in (MH_MAGIC, MH_MAGIC_64):
         return compact_functions(unit.timelines, unit.obj, flavour, ranges), None
     from ..errors import decoding
     from ..macho.read import open_macho
@@ -137,14 +137,16 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
     from ..macho.unwind import code_at, compact_unwind_rows, eh_frame
 
     slice_arch = None if arch_name is None else ("arm64" if arch_name in ("aarch64", "arm64")
-                                                 else arch_name)
+                                                 else arch_name)  # i386, x86_64
     with decoding(path, "Mach-O file"):
         view = open_macho(data, slice_arch)
         rows = compact_unwind_rows(view)
         # An image's __eh_frame is not read: ld64.lld 14 copies it unrelocated, so its FDE
         # starts are wrong there; an image's table is __unwind_info (``unwind_table``).
-        cfi = eh_frame(view, path) if view.filetype == 1 else None
-    arch = get_arch("x86_64" if view.arch == "x86_64" else "aarch64")
+        # i386 Darwin numbers esp and ebp the other way round in __eh_frame (5 and 4):
+        # not read here yet, so i386 objects' rows are read and decoded only.
+        cfi = eh_frame(view, path) if view.filetype == 1 and view.arch != "i386" else None
+    arch = get_arch({"x86_64": "x86_64", "arm64": "aarch64", "i386": "i386"}[view.arch])
     flavour = compact_arch(arch.name, path)
     functions = []
     for timeline in (cfi.timelines if cfi is not None else ()):

@@ -126,6 +126,7 @@ class _Reader:
         self.address_size = address_size
         self.base = base
         self.pcrel4 = struct.Struct(self.order + "iI")  # the usual FDE: pcrel|sdata4 begin
+        self.address_mask = (1 << (8 * address_size)) - 1
 
     def fixed(self, pos: int, size: int, signed: bool = False) -> int:
         if pos + size > len(self.data):
@@ -149,7 +150,7 @@ class _Reader:
             raise DecodeError(pos, f"unknown pointer encoding {encoding:#04x}")
         if encoding & EH_PE_APPLICATION == EH_PE.pcrel:
             value += self.base + pos
-        return value & ((1 << 64) - 1), end
+        return value & self.address_mask, end  # addresses wrap at the target's width
 
 
 def function_name(names: Names, section: str, address: int) -> str:
@@ -258,7 +259,7 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: Cie, cie_at: int,
     field = pos
     if cie.fde_encoding == _PCREL_SDATA4 and pos + 8 <= len(reader.data):
         begin, pc_range = reader.pcrel4.unpack_from(reader.data, pos)
-        pc_begin = (begin + reader.base + pos) & 0xFFFFFFFFFFFFFFFF
+        pc_begin = (begin + reader.base + pos) & reader.address_mask
         pos += 8
     else:
         pc_begin, pos = reader.pointer(pos, cie.fde_encoding)

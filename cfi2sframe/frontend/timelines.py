@@ -27,7 +27,7 @@ from ..elf.read import (
     open_elf,
 )
 from ..errors import Cfi2SframeError, CfiError, DecodeError, decoding
-from ..macho.read import MH_MAGIC_64, open_macho
+from ..macho.read import MH_MAGIC, MH_MAGIC_64, open_macho
 from ..model import Location, Row, Timeline
 from .directives import (
     EXPRESSIONS,
@@ -138,7 +138,7 @@ def finish_asm(run: ProbeRun, arch: Arch) -> tuple[AsmUnit, str]:
             _Builder(run.text, filename, arch, items, parsed, [(1, 0)] * len(statements),
                      ("", ""), ()).build()
             raise
-    if int.from_bytes(obj[:4], "little") == MH_MAGIC_64:  # assembled for an Apple target
+    if int.from_bytes(obj[:4], "little") in (MH_MAGIC, MH_MAGIC_64):  # for an Apple target
         with decoding(filename, "assembler output"):
             macho = open_macho(obj)
         symbols = elf_like_symbols(macho)

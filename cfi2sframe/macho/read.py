@@ -1,5 +1,6 @@
 """Mach-O, the second container: headers, sections, symbols and relocations of 64-bit
-x86-64 and arm64 objects and images, and the slices of a universal (fat) file.
+x86-64 and arm64 and 32-bit i386 objects and images, and the slices of a universal (fat)
+file.
 
 Written from Apple's <mach-o/loader.h>, <mach-o/nlist.h>, <mach-o/reloc.h> and
 <mach-o/fat.h> layouts (all fields little-endian on these targets; the fat header
@@ -14,14 +15,15 @@ from typing import NamedTuple
 
 from ..errors import DecodeError
 
-MH_MAGIC_64 = 0xFEEDFACF
+MH_MAGIC, MH_MAGIC_64 = 0xFEEDFACE, 0xFEEDFACF
 FAT_MAGIC, FAT_MAGIC_64 = 0xCAFEBABE, 0xCAFEBABF
-LC_SEGMENT_64, LC_SYMTAB = 0x19, 0x2
-CPU_TYPE_X86_64, CPU_TYPE_ARM64 = 0x01000007, 0x0100000C
+LC_SEGMENT, LC_SEGMENT_64, LC_SYMTAB = 0x1, 0x19, 0x2
+CPU_TYPE_I386, CPU_TYPE_X86_64, CPU_TYPE_ARM64 = 7, 0x01000007, 0x0100000C
+R_SCATTERED = 0x80000000  # a scattered relocation_info (32-bit files): the target's address
 MH_OBJECT, MH_EXECUTE, MH_DYLIB, MH_BUNDLE = 1, 2, 6, 8
 N_TYPE, N_SECT, N_STAB = 0x0E, 0x0E, 0xE0
 # The compact unwind flavour (compact/) of each CPU type.
-CPU_ARCH = {CPU_TYPE_X86_64: "x86_64", CPU_TYPE_ARM64: "arm64"}
+CPU_ARCH = {CPU_TYPE_X86_64: "x86_64", CPU_TYPE_ARM64: "arm64", CPU_TYPE_I386: "i386"}
 FILE_TYPES = {MH_OBJECT: "object", MH_EXECUTE: "executable", MH_DYLIB: "dynamic library",
               MH_BUNDLE: "bundle"}
 
@@ -78,7 +80,8 @@ class Reloc(NamedTuple):
 
 @dataclass(frozen=True)
 class MachoView:
-    """One thin 64-bit Mach-O file (a slice of a universal one: ``data`` is the slice)."""
+    """One thin Mach-O file, 64-bit or (i386) 32-bit (a slice of a universal one:
+    ``data`` is the slice)."""
 
     data: bytes
     cputype: int
@@ -86,6 +89,7 @@ class MachoView:
     sections: tuple[Section, ...]
     symbols: tuple[Symbol, ...]
     segments: tuple[Segment, ...] = ()
+    pointer_size: int = 8
 
     @property
     def arch(self) -> str:
@@ -110,7 +114,12 @@ class MachoView:
         for i in range(section.nreloc):
             at = section.reloff + 8 * i
             _need(self.data, at, 8, f"relocation {i} of {section.segment},{section.name}")
-            address, info = struct.unpack_from("<iI", self.data, at)
+            address, info = struct.unpack_from("<II", self.data, at)
+            if address & R_SCATTERED:  # the field holds the target's address, as a
+                # section relocation's does
+                out.append(Reloc(address & 0xFFFFFF, 0, bool(address >> 30 & 1),
+                                 address >> 28 & 3, False, address >> 24 & 0xF))
+                continue
             out.append(Reloc(address, info & 0xFFFFFF, bool(info >> 24 & 1), info >> 25 & 3,
                              bool(info >> 27 & 1), info >> 28))
         return out
@@ -167,50 +176,57 @@ def open_macho(data: bytes, arch: str | None = None) -> MachoView:
                                  f"{', '.join(s[0] for s in chosen)}: pick one with --arch")
         _, offset, size = chosen[0]
         return open_macho(data[offset:offset + size])
-    _need(data, 0, 32, "the Mach-O header")
+    _need(data, 0, 28, "the Mach-O header")
     magic, cputype, _, filetype, ncmds, sizeofcmds = struct.unpack_from("<IiiIII", data, 0)
-    if magic != MH_MAGIC_64:
-        raise DecodeError(0, f"not a 64-bit little-endian Mach-O file (magic {magic:#x})")
+    if magic not in (MH_MAGIC, MH_MAGIC_64):
+        raise DecodeError(0, f"not a little-endian Mach-O file (magic {magic:#x})")
+    wide = magic == MH_MAGIC_64
+    header = 32 if wide else 28
     cputype &= 0xFFFFFFFF
     if cputype not in CPU_ARCH:
         raise DecodeError(4, f"CPU type {cputype:#x} is not x86-64 or arm64")
     if arch is not None and CPU_ARCH[cputype] != arch:
         raise DecodeError(4, f"a {CPU_ARCH[cputype]} file, not {arch}")
-    _need(data, 32, sizeofcmds, f"the {ncmds} load commands")
+    _need(data, header, sizeofcmds, f"the {ncmds} load commands")
     sections: list[Section] = []
     symbols: list[Symbol] = []
     segments: list[Segment] = []
-    at = 32
+    # 64-bit: LC_SEGMENT_64 (72 bytes) and 80-byte sections; 32-bit: 56 and 68 bytes.
+    segment_cmd, seg_fmt, sect_fmt = ((LC_SEGMENT_64, "<16sQQQQ", "<16s16sQQIIIII") if wide
+                                      else (LC_SEGMENT, "<16sIIII", "<16s16sIIIIIII"))
+    seg_size, sect_size_of = (72, 80) if wide else (56, 68)
+    at = header
     for i in range(ncmds):
         _need(data, at, 8, f"load command {i}")
         cmd, size = struct.unpack_from("<II", data, at)
-        if size < 8 or at + size > 32 + sizeofcmds:
+        if size < 8 or at + size > header + sizeofcmds:
             raise DecodeError(at + 4, f"load command {i} has a size of {size}")
-        if cmd == LC_SEGMENT_64:
-            _need(data, at, 72, f"segment command {i}")
-            segname, vmaddr, vmsize, fileoff, filesize = struct.unpack_from("<16sQQQQ", data,
+        if cmd == segment_cmd:
+            _need(data, at, seg_size, f"segment command {i}")
+            segname, vmaddr, vmsize, fileoff, filesize = struct.unpack_from(seg_fmt, data,
                                                                             at + 8)
             segments.append(Segment(_cstr(segname), vmaddr, vmsize, fileoff, filesize))
-            nsects = struct.unpack_from("<I", data, at + 64)[0]
-            if 72 + 80 * nsects > size:
-                raise DecodeError(at + 64, f"segment command {i}: {nsects} sections do not "
-                                           f"fit in {size} bytes")
+            nsects = struct.unpack_from("<I", data, at + seg_size - 8)[0]
+            if seg_size + sect_size_of * nsects > size:
+                raise DecodeError(at + seg_size - 8, f"segment command {i}: {nsects} sections "
+                                                     f"do not fit in {size} bytes")
             for j in range(nsects):
-                s = at + 72 + 80 * j
+                s = at + seg_size + sect_size_of * j
                 (sectname, segname, addr, sect_size, offset, _, reloff, nreloc,
-                 flags) = struct.unpack_from("<16s16sQQIIIII", data, s)
+                 flags) = struct.unpack_from(sect_fmt, data, s)
                 sections.append(Section(len(sections) + 1, _cstr(segname), _cstr(sectname),
                                         addr, sect_size, offset, reloff, nreloc, flags))
         elif cmd == LC_SYMTAB:
             symoff, nsyms, stroff, strsize = struct.unpack_from("<IIII", data, at + 8)
-            _need(data, symoff, 16 * nsyms, "the symbol table")
+            entry, nlist = (16, "<IBBhQ") if wide else (12, "<IBBhI")
+            _need(data, symoff, entry * nsyms, "the symbol table")
             _need(data, stroff, strsize, "the string table")
             strings = data[stroff:stroff + strsize]
             for k in range(nsyms):
-                strx, kind, sect, desc, value = struct.unpack_from("<IBBhQ", data,
-                                                                   symoff + 16 * k)
+                strx, kind, sect, desc, value = struct.unpack_from(nlist, data,
+                                                                   symoff + entry * k)
                 name = _cstr(strings[strx:]) if strx < strsize else ""
                 symbols.append(Symbol(name, kind, sect, desc, value))
         at += size
     return MachoView(data, cputype, filetype, tuple(sections), tuple(symbols),
-                     tuple(segments))
+                     tuple(segments), 8 if wide else 4)

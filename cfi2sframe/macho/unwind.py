@@ -3,8 +3,9 @@ compiler's assembler wrote them) and its ``__TEXT,__eh_frame`` read by the
 container-free DWARF reader (``dwarf/cfi.py``), and the code bytes at an address.
 
 A row is 32 bytes on 64-bit targets: function start (8), length (4), encoding (4),
-personality (8), LSDA (8); the start, personality and LSDA fields are relocated
-(``X86_64_RELOC_UNSIGNED``/``ARM64_RELOC_UNSIGNED``): a section relocation leaves the
+personality (8), LSDA (8); 20 bytes on i386, pointers of 4.  The start, personality
+and LSDA fields are relocated (``X86_64_RELOC_UNSIGNED``/``ARM64_RELOC_UNSIGNED``, a
+scattered relocation on i386): a section relocation leaves the
 target's address in the field, a symbol relocation names the symbol (whose value,
 for an undefined personality routine, is 0).
 """
@@ -39,22 +40,29 @@ def compact_unwind_rows(view: MachoView) -> list[ObjectRow]:
     if section is None:
         return []
     data = view.section_data(section)
-    if len(data) % ROW_SIZE:
+    size, layout = row_layout(view)
+    if len(data) % size:
         raise DecodeError(section.offset, f"__compact_unwind is {len(data)} bytes, not a "
-                                          f"multiple of {ROW_SIZE}")
+                                          f"multiple of {size}")
     relocs = {reloc.address: reloc for reloc in view.relocations(section)}
     names = view.function_names()
+    pointer = view.pointer_size
     rows = []
-    for at in range(0, len(data), ROW_SIZE):
-        start, length, encoding, personality, lsda = struct.unpack_from("<QIIQQ", data, at)
+    for at in range(0, len(data), size):
+        start, length, encoding, personality, lsda = struct.unpack_from(layout, data, at)
         start_value, start_name = _field(view, relocs.get(at), start)
-        person_value, person_name = _field(view, relocs.get(at + 16), personality)
-        lsda_value, _ = _field(view, relocs.get(at + 24), lsda)
+        person_value, person_name = _field(view, relocs.get(at + pointer + 8), personality)
+        lsda_value, _ = _field(view, relocs.get(at + 2 * pointer + 8), lsda)
         rows.append(ObjectRow(start_value, start_name or names.get(start_value, "") or
                               f"pc+{start_value:#x}", length, encoding,
                               person_name or (f"{person_value:#x}" if person_value else None),
                               lsda_value or None))
     return rows
+
+
+def row_layout(view: MachoView) -> tuple[int, str]:
+    """A row's size and layout: pointers of the file's size around two 32-bit words."""
+    return (ROW_SIZE, "<QIIQQ") if view.pointer_size == 8 else (20, "<IIIII")
 
 
 def _field(view: MachoView, reloc: Reloc | None, stored: int) -> tuple[int, str | None]:
@@ -76,8 +84,9 @@ def eh_frame(view: MachoView, path: str) -> Cfi | None:
     if section is None:
         return None
     names = {("", address): name for address, name in view.function_names().items()}
-    fdes = parse_cfi(view.section_data(section), True, section.addr, {}, 8, True, names)
-    machine = {"x86_64": "EM_X86_64", "arm64": "EM_AARCH64"}[view.arch]
+    fdes = parse_cfi(view.section_data(section), True, section.addr, {}, view.pointer_size,
+                     True, names)
+    machine = {"x86_64": "EM_X86_64", "arm64": "EM_AARCH64", "i386": "EM_386"}[view.arch]
     kind = "ET_REL" if view.filetype == 1 else "ET_DYN"
     return Cfi(path, machine, kind, tuple(fdes), "__eh_frame")
 
@@ -100,8 +109,9 @@ def with_encodings(view: MachoView, encodings: dict[int, int]) -> bytes:
     out = bytearray(view.data)
     if section is None:
         return bytes(out)
-    for at, row in zip(range(0, section.size, ROW_SIZE), compact_unwind_rows(view),
-                       strict=True):
-        if row.start in encodings:
-            struct.pack_into("<I", out, section.offset + at + 12, encodings[row.start])
+    size, _ = row_layout(view)
+    for at, row in zip(range(0, section.size, size), compact_unwind_rows(view), strict=True):
+        if row.start in encodings:  # the encoding follows the start pointer and length
+            struct.pack_into("<I", out, section.offset + at + view.pointer_size + 4,
+                             encodings[row.start])
     return bytes(out)

@@ -456,3 +456,24 @@ def test_in_place_on_a_mach_o_object(tmp_path: Path) -> None:
     proc = cfi2sframe("compact", "--in-place", str(objects["arm64"]), cwd=tmp_path)
     assert proc.returncode == 1 and "no __eh_frame" in proc.stderr
     assert objects["arm64"].read_bytes() == arm
+
+
+def test_i386_objects_and_darwin_assembly(tmp_path: Path) -> None:
+    """32-bit Mach-O (i386): rows of 20 bytes read as llvm-objdump reads them, and
+    clang-14's i386 macOS assembly computed here as llvm-mc encodes it.  The object's
+    __eh_frame is not read (i386 Darwin swaps esp and ebp's DWARF numbers there)."""
+    require("clang-14", "llvm-mc", "llvm-objdump-14")
+    source = tmp_path / "i.c"
+    source.write_text("int g(int); int f(int x) { return g(x) + 1; }\n"
+                      "int leaf(int x) { return x * 3; }\n")
+    obj, asm = tmp_path / "i.o", tmp_path / "i.s"
+    for kind, out in (("-c", obj), ("-S", asm)):
+        subprocess.run(["clang-14", "-target", "i386-apple-macosx10.15", "-O2", kind,
+                        str(source), "-o", str(out)], check=True, capture_output=True)
+    ours = [(r.start, r.length, r.encoding, r.personality, r.lsda)
+            for r in compact_unwind_rows(open_macho(obj.read_bytes()))]
+    assert ours == _objdump_rows(obj) and len(ours) == 2
+    proc = cfi2sframe("compact", str(obj), cwd=tmp_path)
+    assert proc.returncode == 0 and "2 not computed" in proc.stdout, proc.stdout
+    proc = cfi2sframe("compact", str(asm), "--arch", "i386", cwd=tmp_path)
+    assert "2 rows as computed here, 0 differ, 0 not computed" in proc.stdout, proc.stdout
