@@ -163,47 +163,72 @@ def lookup(data: bytes, offset: int) -> Found | None:
     first-level entry whose range [its start, the next entry's start) holds it (none at
     or past the sentinel), then the last page entry at or before it; None where there
     is none or its encoding is 0 (no unwind information).  Malformed tables raise
-    ``DecodeError`` (``read_unwind_info`` says where)."""
-    (_, common_at, common_count, person_at, person_count, index_at,
-     index_count) = HEADER.unpack_from(data, 0)
-    starts = [struct.unpack_from("<I", data, index_at + 12 * i)[0]
-              for i in range(index_count)]
-    e = bisect_right(starts, offset) - 1
-    if e < 0 or e >= index_count - 1:
-        return None  # before the first function, or at/after the sentinel
-    _, page_at, lsda_at = struct.unpack_from("<3I", data, index_at + 12 * e)
-    lsda_end = struct.unpack_from("<3I", data, index_at + 12 * (e + 1))[2]
-    common = struct.unpack_from(f"<{common_count}I", data, common_at)
-    kind, entry_at, count = struct.unpack_from("<IHH", data, page_at)
-    if kind == REGULAR:
-        offsets = [struct.unpack_from("<I", data, page_at + entry_at + 8 * i)[0]
-                   for i in range(count)]
+    ``DecodeError`` (``read_unwind_info`` says where).  For many look-ups in one table,
+    ``Lookup(data).find`` reads each part once."""
+    return Lookup(data).find(offset)
+
+
+class Lookup:
+    """Look-ups in one table: the header and index read once, each second-level page
+    when first needed (its entries' function offsets and encodings)."""
+
+    def __init__(self, data: bytes) -> None:
+        (_, common_at, common_count, self.person_at, self.person_count, index_at,
+         index_count) = HEADER.unpack_from(data, 0)
+        self.data = data
+        self.common = struct.unpack_from(f"<{common_count}I", data, common_at)
+        self.index = [struct.unpack_from("<3I", data, index_at + 12 * i)
+                      for i in range(index_count)]
+        self.starts = [entry[0] for entry in self.index]
+        self.pages: dict[int, tuple[list[int], list[int]]] = {}
+
+    def _page(self, e: int) -> tuple[list[int], list[int]]:
+        """Page ``e``'s (function offsets, encodings), in its order."""
+        found = self.pages.get(e)
+        if found is not None:
+            return found
+        data, page_at = self.data, self.index[e][1]
+        kind, entry_at, count = struct.unpack_from("<IHH", data, page_at)
+        if kind == REGULAR:
+            pairs = [struct.unpack_from("<II", data, page_at + entry_at + 8 * i)
+                     for i in range(count)]
+            found = [p[0] for p in pairs], [p[1] for p in pairs]
+        elif kind == COMPRESSED:
+            encodings_at, local_count = struct.unpack_from("<HH", data, page_at + 8)
+            local = struct.unpack_from(f"<{local_count}I", data, page_at + encodings_at)
+            table = (*self.common, *local)
+            words = struct.unpack_from(f"<{count}I", data, page_at + entry_at)
+            base = self.starts[e]
+            if words and max(words) >> 24 >= len(table):
+                raise DecodeError(page_at, f"page {e}: an encoding index past the "
+                                           f"{len(table)} encodings")
+            found = [base + (w & 0xFFFFFF) for w in words], [table[w >> 24] for w in words]
+        else:
+            raise DecodeError(page_at, f"page {e} is of unknown kind {kind}")
+        self.pages[e] = found
+        return found
+
+    def find(self, offset: int) -> Found | None:
+        """``lookup`` of ``offset`` in this table."""
+        e = bisect_right(self.starts, offset) - 1
+        if e < 0 or e >= len(self.index) - 1:
+            return None  # before the first function, or at/after the sentinel
+        offsets, encodings = self._page(e)
         i = bisect_right(offsets, offset) - 1
         if i < 0:
             return None
-        start, encoding = struct.unpack_from("<II", data, page_at + entry_at + 8 * i)
-    elif kind == COMPRESSED:
-        encodings_at, _ = struct.unpack_from("<HH", data, page_at + 8)
-        words = struct.unpack_from(f"<{count}I", data, page_at + entry_at)
-        base = starts[e]
-        i = bisect_right([base + (w & 0xFFFFFF) for w in words], offset) - 1
-        if i < 0:
+        start, encoding = offsets[i], encodings[i]
+        if encoding == 0:
             return None
-        start, which = base + (words[i] & 0xFFFFFF), words[i] >> 24
-        encoding = common[which] if which < common_count else struct.unpack_from(
-            "<I", data, page_at + encodings_at + 4 * (which - common_count))[0]
-    else:
-        raise DecodeError(page_at, f"page {e} is of unknown kind {kind}")
-    if encoding == 0:
-        return None
-    slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
-    personality = struct.unpack_from("<I", data, person_at + 4 * (slot - 1))[0] \
-        if 0 < slot <= person_count else None
-    lsda = None
-    if encoding & HAS_LSDA:
-        for at in range(lsda_at, lsda_end, 8):
-            function, value = struct.unpack_from("<II", data, at)
-            if function == start:
-                lsda = value
-                break
-    return Found(start, encoding, personality, lsda)
+        data = self.data
+        slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
+        personality = struct.unpack_from("<I", data, self.person_at + 4 * (slot - 1))[0] \
+            if 0 < slot <= self.person_count else None
+        lsda = None
+        if encoding & HAS_LSDA:
+            for at in range(self.index[e][2], self.index[e + 1][2], 8):
+                function, value = struct.unpack_from("<II", data, at)
+                if function == start:
+                    lsda = value
+                    break
+        return Found(start, encoding, personality, lsda)

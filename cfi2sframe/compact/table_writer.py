@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..errors import Cfi2SframeError
-from .table import COMPRESSED, HEADER, REGULAR, VERSION, lookup
+from .table import COMPRESSED, HEADER, REGULAR, VERSION, Lookup
 from .words import (
     ARM64_DWARF,
     HAS_LSDA,
@@ -235,13 +235,14 @@ def _check(data: bytes, functions: list[TableFunction], final: list[int],
            personalities: list[int], where: str) -> None:
     """Every function found, with its encoding, personality and LSDA, at its first and
     its last byte, by libunwind's look-up: a table that fails is a bug of ours."""
+    table = Lookup(data)
     for func, encoding in zip(functions, final, strict=True):
         slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
         want = None if encoding == 0 else (  # 0: no unwind information, as libunwind reads it
             encoding, personalities[slot - 1] if slot else None,
             func.lsda if encoding & HAS_LSDA else None)
         for pc in {func.offset, func.offset + max(func.length - 1, 0)}:
-            found = lookup(data, pc)
+            found = table.find(pc)
             got = None if found is None else (found.encoding, found.personality, found.lsda)
             if got != want:
                 raise AssertionError(f"{where}: the table gives {got} at {pc:#x}, not "
