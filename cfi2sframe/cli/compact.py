@@ -67,10 +67,10 @@ def run(args: argparse.Namespace) -> int:
     from ..compact.inputs import compact_arch, compact_file
     from ..compact.words import NOT_FUNCTION_START, is_dwarf
 
+    if args.in_place:
+        return _rewrite_macho_object(args)
     data = read_bytes(args.file)
     object_rows = None
-    if args.in_place:
-        return _rewrite_macho_object(args, data)
     if input_kind(data) in (Kind.macho, Kind.fat_macho):
         from ..compact.inputs import compact_macho
 
@@ -91,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
             if args.emit == "unwind-info":
                 return _write_unwind_info(args, view, table)
             _print_unwind_info(table, view.image_base, view.function_names(), flavour,
-                               {num: name for name, num in reversed(list(
-                                   arch.registers.items()))})
+                               _register_names(arch))
             return 0
     else:
         if args.emit == "unwind-info":
@@ -113,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             arch, functions = compact_file(args.file, data, args.arch, args.assembler,
                                            args.ranges)
     flavour = compact_arch(arch.name, args.file)
-    names = {num: name for name, num in reversed(list(arch.registers.items()))}
+    names = _register_names(arch)
 
     def meaning(func: CompactFunction, encoding: int) -> str:
         if is_dwarf(encoding, flavour):
@@ -167,7 +166,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rewrite_macho_object(args: argparse.Namespace, data: bytes) -> int:
+def _register_names(arch: Arch) -> dict[int, str]:
+    """DWARF number -> the target's first name for it (as encodings are described)."""
+    return {num: name for name, num in reversed(list(arch.registers.items()))}
+
+
+def _rewrite_macho_object(args: argparse.Namespace) -> int:
     """``--in-place`` on a Mach-O object: its rows with our encodings, written only when
     complete (``files.rewrite``), and the rows read back before."""
     from ..compact.inputs import macho_object_with_ours
@@ -175,10 +179,10 @@ def _rewrite_macho_object(args: argparse.Namespace, data: bytes) -> int:
     from ..macho.read import open_macho
     from ..macho.unwind import compact_unwind_rows
 
+    data, read_stat = read_for_rewrite(args.file)
     if input_kind(data) != Kind.macho:
         raise Cfi2SframeError(args.file, "compact --in-place rewrites a thin Mach-O object "
                                          "(a universal file's slices: take one with lipo)")
-    data, read_stat = read_for_rewrite(args.file)
     new, notes = macho_object_with_ours(args.file, data)
     compact_unwind_rows(open_macho(new))  # still reads, row for row
     for note in notes:

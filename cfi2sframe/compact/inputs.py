@@ -12,7 +12,7 @@ from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
 from ..kinds import Kind, refuse_unreadable
-from ..macho.read import MH_MAGIC, MH_MAGIC_64, MachoView
+from ..macho.read import MH_MAGIC, MH_MAGIC_64, MH_OBJECT, MachoView
 from ..macho.unwind import ObjectRow
 from ..model import Timeline
 from .lower import CompactFunction, lower_compact
@@ -145,7 +145,8 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
         # starts are wrong there; an image's table is __unwind_info (``unwind_table``).
         # i386 Darwin numbers esp and ebp the other way round in __eh_frame (5 and 4):
         # not read here yet, so i386 objects' rows are read and decoded only.
-        cfi = eh_frame(view, path) if view.filetype == 1 and view.arch != "i386" else None
+        cfi = eh_frame(view, path) if view.filetype == MH_OBJECT and view.arch != "i386" \
+            else None
     arch = get_arch({"x86_64": "x86_64", "arm64": "aarch64", "i386": "i386"}[view.arch])
     flavour = compact_arch(arch.name, path)
     functions = []
@@ -200,7 +201,7 @@ def macho_object_with_ours(path: str, data: bytes,
     from ..errors import decoding
 
     arch, functions, rows, view = compact_macho(path, data, arch_name)
-    if view.filetype != 1:
+    if view.filetype != MH_OBJECT:
         raise Cfi2SframeError(path, "--in-place rewrites a Mach-O object's __compact_unwind "
                                     "rows; an image's table is its linker's")
     if not rows:
@@ -209,19 +210,21 @@ def macho_object_with_ours(path: str, data: bytes,
         raise Cfi2SframeError(path, "the object has no __eh_frame: no DWARF CFI to compute "
                                     "its encodings from (clang writes none for arm64)")
     with decoding(path, "Mach-O file"):
-        return _with_ours(view, rows, functions, arch, path)
+        # Each function here was read from an FDE of the object, at its address.
+        return _with_ours(view, rows, functions, arch, path, {f.start for f in functions})
 
 
 def _with_ours(view: MachoView, rows: list[ObjectRow], functions: list[CompactFunction],
-               arch: Arch, where: str) -> tuple[bytes, list[str]]:
+               arch: Arch, where: str, fdes: set[int] | None = None) -> tuple[bytes, list[str]]:
     """``view`` with the encodings of ``functions`` (by object address) in its rows, the
     rows' own personality and LSDA bits kept; a function in DWARF mode here needs an
-    FDE in the object."""
+    FDE in the object (``fdes``: their starts, when the caller has read them)."""
     from ..macho.unwind import eh_frame, with_encodings
     from .words import HAS_LSDA, PERSONALITY_MASK, is_dwarf
 
-    cfi = eh_frame(view, where)
-    fdes = {fde.start for fde in cfi.fdes} if cfi is not None else set()
+    if fdes is None:
+        cfi = eh_frame(view, where)
+        fdes = {fde.start for fde in cfi.fdes} if cfi is not None else set()
     addresses = {f"{s.segment},{s.name}": s.addr for s in view.sections}
     ours = {addresses.get(f.section, 0) + f.start: f for f in functions}
     flavour = compact_arch(arch.name, where)

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from ..dwarf.cfi import Cfi, parse_cfi
 from ..errors import DecodeError
-from .read import MachoView, Reloc
+from .read import MH_OBJECT, MachoView, Reloc
 
 ROW_SIZE = 32
 
@@ -87,7 +87,7 @@ def eh_frame(view: MachoView, path: str) -> Cfi | None:
     fdes = parse_cfi(view.section_data(section), True, section.addr, {}, view.pointer_size,
                      True, names)
     machine = {"x86_64": "EM_X86_64", "arm64": "EM_AARCH64", "i386": "EM_386"}[view.arch]
-    kind = "ET_REL" if view.filetype == 1 else "ET_DYN"
+    kind = "ET_REL" if view.filetype == MH_OBJECT else "ET_DYN"
     return Cfi(path, machine, kind, tuple(fdes), "__eh_frame")
 
 

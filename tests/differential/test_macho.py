@@ -152,6 +152,17 @@ def _objdump_table(path: Path) -> tuple[list[tuple[int, int]], int, list[tuple[i
     return entries, int(top[-1], 16), lsdas
 
 
+def _dylib(objects: dict[str, Path], arch: str) -> Path:
+    """The object of ``arch`` linked by ld64.lld-14 into a dylib (no SDK: undefined
+    symbols looked up at run time)."""
+    dylib = objects[arch].with_suffix(".dylib")
+    version = "10.15" if arch == "x86_64" else "11.0"
+    subprocess.run(["ld64.lld-14", "-arch", arch, "-platform_version", "macos", version,
+                    version, "-dylib", "-undefined", "dynamic_lookup", "-o", str(dylib),
+                    str(objects[arch])], check=True)
+    return dylib
+
+
 def _many_functions(tmp_path: Path, count: int, distinct: bool) -> Path:
     """``count`` small x86-64 functions (frameless, stack sizes distinct or a few) plus
     _main, assembled by llvm-mc and linked by ld64.lld-14 into an executable."""
@@ -189,14 +200,7 @@ def test_unwind_info_of_images_as_llvm_objdump_reads_it(tmp_path: Path) -> None:
     from cfi2sframe.compact.table import read_unwind_info
 
     objects = _objects(tmp_path)
-    images = []
-    for arch, obj in (("x86_64", objects["x86_64"]), ("arm64", objects["arm64"])):
-        dylib = tmp_path / f"{arch}.dylib"
-        version = "10.15" if arch == "x86_64" else "11.0"
-        subprocess.run(["ld64.lld-14", "-arch", arch, "-platform_version", "macos", version,
-                        version, "-dylib", "-undefined", "dynamic_lookup", "-o", str(dylib),
-                        str(obj)], check=True)
-        images.append(dylib)
+    images = [_dylib(objects, arch) for arch in ("x86_64", "arm64")]
     images += [_many_functions(tmp_path, 3000, False), _many_functions(tmp_path, 3000, True)]
     kinds = set()
     for image in images:
@@ -237,12 +241,8 @@ def test_a_damaged_unwind_info_is_one_located_error(tmp_path: Path) -> None:
     from cfi2sframe.compact.table import read_unwind_info
     from cfi2sframe.errors import DecodeError
 
-    objects = _objects(tmp_path)
-    dylib = tmp_path / "x.dylib"
     require("ld64.lld-14")
-    subprocess.run(["ld64.lld-14", "-arch", "x86_64", "-platform_version", "macos", "10.15",
-                    "10.15", "-dylib", "-undefined", "dynamic_lookup", "-o", str(dylib),
-                    str(objects["x86_64"])], check=True)
+    dylib = _dylib(_objects(tmp_path), "x86_64")
     view = open_macho(dylib.read_bytes())
     section = view.section("__TEXT", "__unwind_info")
     data = view.section_data(section)
@@ -260,15 +260,9 @@ def test_unwind_info_built_again_reads_in_llvm_objdump(tmp_path: Path) -> None:
     require("ld64.lld-14", "llvm-mc", "llvm-objcopy-14")
     from cfi2sframe.compact.table import lookup, read_unwind_info
 
-    images = [_many_functions(tmp_path, 3000, False), _many_functions(tmp_path, 3000, True)]
-    for arch in ("x86_64", "arm64"):
-        obj = _objects(tmp_path)[arch]
-        dylib = tmp_path / f"{arch}.dylib"
-        version = "10.15" if arch == "x86_64" else "11.0"
-        subprocess.run(["ld64.lld-14", "-arch", arch, "-platform_version", "macos", version,
-                        version, "-dylib", "-undefined", "dynamic_lookup", "-o", str(dylib),
-                        str(obj)], check=True)
-        images.append(dylib)
+    objects = _objects(tmp_path)
+    images = [_many_functions(tmp_path, 3000, False), _many_functions(tmp_path, 3000, True),
+              *(_dylib(objects, arch) for arch in ("x86_64", "arm64"))]
     for image in images:
         built = tmp_path / f"{image.name}.unwind"
         proc = cfi2sframe("compact", str(image), "--emit", "unwind-info", "-o", str(built),
