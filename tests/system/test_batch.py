@@ -84,7 +84,7 @@ def test_j1_j2_and_dask_give_the_same_records(tree: Path, tmp_path: Path) -> Non
     outputs = {}
     for name, extra in (("j1", ["-j", "1"]), ("j2", ["-j", "2"])):
         jsonl = tmp_path / f"{name}.jsonl"
-        proc = cli("stats", "-r", str(tree), "--files-from", str(listing), "--timeout", "3",
+        proc = cli("stats", "-r", str(tree), "--files-from", str(listing), "--timeout", "1.5",
                    "--jsonl", str(jsonl), *extra, cwd=tmp_path)
         assert proc.returncode == 1, proc.stderr  # the truncated file and the timeout
         runs[name] = stable(journal(jsonl))
@@ -94,7 +94,7 @@ def test_j1_j2_and_dask_give_the_same_records(tree: Path, tmp_path: Path) -> Non
     with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
                       dashboard_address=None, processes=True) as cluster:
         jsonl = tmp_path / "dask.jsonl"
-        proc = cli("stats", "-r", str(tree), "--files-from", str(listing), "--timeout", "3",
+        proc = cli("stats", "-r", str(tree), "--files-from", str(listing), "--timeout", "1.5",
                    "--jsonl", str(jsonl), "--dask", cluster.scheduler_address, cwd=tmp_path)
         assert proc.returncode == 1, proc.stderr
         runs["dask"] = stable(journal(jsonl))
