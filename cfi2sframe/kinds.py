@@ -89,12 +89,14 @@ def refuse_unreadable(path: str, data: bytes) -> Kind:
         raise Cfi2SframeError(path, f"a static library ({kind}): its members are files of "
                                     "their own; convert those")
     if kind == Kind.macho:
-        raise Cfi2SframeError(path, f"a Mach-O {_macho_words(data)}: 'cfi2sframe compact' "
-                                    "reads Mach-O files; this command reads ELF files, "
+        raise Cfi2SframeError(path, f"a Mach-O {_macho_words(data)}: 'compact', 'dump', "
+                                    "'lookup', 'verify' and 'stats' read Mach-O files "
+                                    "(compact unwind); this command reads ELF files, "
                                     "assembly and raw SFrame sections")
     if kind == Kind.fat_macho:
-        raise Cfi2SframeError(path, "a universal (fat) Mach-O file: 'cfi2sframe compact' "
-                                    "reads Mach-O files; this command reads ELF files, "
+        raise Cfi2SframeError(path, "a universal (fat) Mach-O file: 'compact', 'dump', "
+                                    "'lookup', 'verify' and 'stats' read Mach-O files "
+                                    "(compact unwind); this command reads ELF files, "
                                     "assembly and raw SFrame sections")
     if kind == Kind.binary:
         raise Cfi2SframeError(path, "not assembly, ELF, an archive or SFrame (starts with "

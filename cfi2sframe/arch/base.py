@@ -97,6 +97,11 @@ class Arch:
         """SFrame stores the RA per row (no fixed RA offset in the header)."""
         return self.sframe_fixed_ra_offset == 0
 
+    @property
+    def register_names(self) -> dict[int, str]:
+        """DWARF number -> the register's preferred (first) name."""
+        return {num: name for name, num in reversed(list(self.registers.items()))}
+
     def reg_name(self, number: int) -> str:
         """Preferred name of a DWARF register, or ``rN`` when it has none."""
         for name, num in self.registers.items():

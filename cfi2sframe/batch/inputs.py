@@ -8,22 +8,25 @@ import sys
 from collections.abc import Iterable
 
 from ..errors import Cfi2SframeError
-from ..kinds import AR_MAGIC, ELF_MAGIC
+from ..kinds import AR_MAGIC, ELF_MAGIC, Kind, input_kind
 
 
 def is_elf(path: str) -> bool:
-    """True when ``path`` is a regular file that starts with the ELF magic, or is a
-    static library (an ar archive of objects): the files a run takes."""
+    """True when ``path`` is a regular file that starts with the ELF magic, is a
+    static library (an ar archive of objects) or a Mach-O file (``stats`` and
+    ``verify`` read its compact unwind; a conversion keeps it): the files a run
+    takes."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(8)
     except OSError:
         return False
-    return head[:4] == ELF_MAGIC or head == AR_MAGIC
+    return head[:4] == ELF_MAGIC or head == AR_MAGIC or input_kind(head) in (
+        Kind.macho, Kind.fat_macho)
 
 
 def walk_tree(root: str) -> list[str]:
-    """The ELF files and static libraries under ``root``, sorted; symbolic links are
+    """The ELF files, static libraries and Mach-O files under ``root``, sorted; symbolic links are
     not followed (a link names a file the walk finds under its own name, or one
     outside the tree), and other files are skipped silently."""
     found: list[str] = []

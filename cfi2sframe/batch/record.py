@@ -23,6 +23,7 @@ from ..kinds import AR_MAGIC, ELF_MAGIC, Kind, input_kind, refuse_unreadable
 if TYPE_CHECKING:
     from ..dwarf.cfi import Cfi
     from ..elf.read import ElfView
+    from ..macho.read import MachoView
     from ..sframe.lower import Skip
 
 SCHEMA = 1
@@ -39,6 +40,8 @@ STATUSES = {
                    "objects too)",
     "nothing-to-describe": "(conversion) kept as it is: no function has SFrame, and a "
                            "section with no FDE breaks later links",
+    "macho-kept": "(conversion) a Mach-O file, kept as it is: SFrame is for ELF ('stats', "
+                  "'verify', 'dump' and 'compact' read its compact unwind)",
     "mismatch": "(verify) SFrame and the DWARF CFI disagree, or the layout is wrong",
     "error": "bad input: the file cannot be read or converted (the error says why)",
     "timeout": "the worker ran out of --timeout and was stopped",
@@ -46,7 +49,7 @@ STATUSES = {
     "internal-error": "a bug of ours (please report it with the file)",
 }
 GOOD_STATUSES = ("ok", "no-cfi", "no-sframe", "has-sframe", "object-kept",
-                 "nothing-to-describe")
+                 "nothing-to-describe", "macho-kept")
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,9 @@ def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None
 
     data, read_stat = read_for_rewrite(read_path)  # the status: for --in-place
     kind = input_kind(data)
+    if kind in (Kind.macho, Kind.fat_macho):
+        _fill_macho(record, path, data, task)
+        return
     if kind not in (Kind.elf, Kind.archive):
         refuse_unreadable(path, data)  # Mach-O, thin archives, binary data: one line
         what = ("a raw SFrame section ('dump' and 'lookup' read it)" if kind == Kind.sframe
@@ -186,6 +192,57 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
         _verify(record, path, data, task.limits, cfi)
     elif task.command == "verify" and ".sframe" not in names:
         record["status"] = "no-sframe"
+
+
+def _fill_macho(record: dict[str, Any], path: str, data: bytes, task: Task) -> None:
+    """A Mach-O file (each slice of a universal one): its compact unwind coverage
+    (``macho``) for stats, and its check (``verify``) for both commands; a
+    conversion keeps it."""
+    if task.command == "convert":
+        record["status"] = "macho-kept"
+        return
+    from ..compact.check import check_macho, macho_coverage
+    from ..errors import decoding
+    from ..macho.read import CPU_ARCH, fat_slices, open_macho
+
+    with decoding(path, "Mach-O file"):
+        if input_kind(data) == Kind.fat_macho:
+            views = [open_macho(data, CPU_ARCH[cpu]) for cpu, _, _ in fat_slices(data)
+                     if cpu in CPU_ARCH]
+        else:
+            views = [open_macho(data)]
+        record["arch"] = "+".join(view.arch for view in views)
+        slices = [macho_coverage(path, view) for view in views]
+        checks = [check_macho(path, view) for view in views if _has_unwind(view)]
+    total: dict[str, Any] = {}
+    for part in slices:
+        for key, value in part.items():
+            if isinstance(value, int):
+                total[key] = total.get(key, 0) + value
+            elif isinstance(value, dict):
+                merged = total.setdefault(key, {})
+                for reason, count in value.items():
+                    merged[reason] = merged.get(reason, 0) + count
+            else:
+                total[key] = value if key not in total or total[key] == value else "mixed"
+    record["macho"] = total
+    record["fdes"] = total["fdes"]
+    record["skipped"] = total["dwarf_reasons"]
+    if not total["functions"]:
+        record["status"] = "no-cfi"
+        return
+    record["verify"] = {"ok": all(c.ok for c in checks),
+                        "checked": sum(c.checked for c in checks),
+                        "mismatches": sum(len(c.problems) for c in checks), "missing": 0,
+                        "extra": 0, "unevaluated": 0, "layout": 0,
+                        "problems": [p for c in checks for p in c.problems]}
+    if not record["verify"]["ok"]:
+        record["status"] = "mismatch"
+
+
+def _has_unwind(view: MachoView) -> bool:
+    return view.section("__TEXT", "__unwind_info") is not None or \
+        view.section("__LD", "__compact_unwind") is not None
 
 
 def _section_sizes(record: dict[str, Any], view: ElfView) -> None:

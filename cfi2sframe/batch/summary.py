@@ -21,8 +21,15 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     verified: Counter[str] = Counter()
     seconds, peak = 0.0, 0
     versions: set[int] = set()
+    macho: Counter[str] = Counter()
+    macho_reasons: Counter[str] = Counter()
     for record in records:
         statuses[record["status"]] += 1
+        seconds += record.get("seconds") or 0.0
+        peak = max(peak, record.get("max_rss_kib") or 0)
+        if record.get("macho") is not None:  # compact unwind: its own totals
+            _add_macho(record, macho, macho_reasons)
+            continue
         for key in SIZE_KEYS:
             totals[key] += record.get(key) or 0
         totals["described"] += described(record)
@@ -32,15 +39,29 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             verified["files"] += 1
             verified["ok" if check["ok"] else "failed"] += 1
             verified["functions"] += check["checked"]
-        seconds += record.get("seconds") or 0.0
-        peak = max(peak, record.get("max_rss_kib") or 0)
         versions.add(int(record.get("sframe_version") or 0))
     return {"files": sum(statuses.values()), "statuses": dict(statuses.most_common()),
             "failed": sum(n for s, n in statuses.items() if s not in GOOD_STATUSES),
             **{key: totals[key] for key in SIZE_KEYS}, "described": totals["described"],
             "sframe_version": min(versions) if len(versions) == 1 else None,
             "skipped": dict(reasons.most_common()), "verified": dict(verified),
+            "macho": {**macho, "dwarf_reasons": dict(macho_reasons.most_common())}
+            if macho else None,
             "seconds": round(seconds, 2), "max_rss_kib": peak}
+
+
+def _add_macho(record: dict[str, Any], totals: Counter[str], reasons: Counter[str]) -> None:
+    """A Mach-O file's compact unwind coverage and check, added to the run's."""
+    part = record["macho"]
+    totals["files"] += 1
+    for key in ("functions", "compact", "dwarf", "none", "unwind_info_bytes",
+                "compact_unwind_bytes"):
+        totals[key] += part.get(key) or 0
+    reasons.update(part.get("dwarf_reasons") or {})
+    check = record.get("verify")
+    if check:
+        totals["ok" if check["ok"] else "failed"] += 1
+        totals["checked"] += check["checked"]
 
 
 def _share(part: int, whole: int) -> str:
@@ -62,7 +83,8 @@ def summary_table(summary: dict[str, Any], top: int = 8) -> str:
                              + f" ({_share(summary['described'], summary['fdes'])})"
                              + (f"; {summary['emitted']} SFrame FDEs (a PLT's one DWARF "
                                 "FDE is two)" if split > 0 else "")))
-    rows.append((".eh_frame+_hdr", f"{eh} bytes"))
+    if eh or not summary.get("macho"):
+        rows.append((".eh_frame+_hdr", f"{eh} bytes"))
     for v in (2, 3):
         size = summary[f"sframe_v{v}_bytes"]
         if size:
@@ -79,6 +101,19 @@ def summary_table(summary: dict[str, Any], top: int = 8) -> str:
                                  f"{checked.get('ok', 0)} correct, "
                                  f"{checked.get('failed', 0)} not; "
                                  f"{checked.get('functions', 0)} functions checked"))
+    macho = summary.get("macho")
+    if macho:
+        why = ", ".join(f"{r} {n}" for r, n in list(macho["dwarf_reasons"].items())[:top])
+        rows.append(("Mach-O", f"{macho['files']} files, {macho.get('functions', 0)} "
+                               f"functions: {macho.get('compact', 0)} compact "
+                               f"({_share(macho.get('compact', 0), macho.get('functions', 0))}"
+                               f"), {macho.get('dwarf', 0)} DWARF mode"
+                               + (f" ({why})" if why else "")
+                               + f", {macho.get('none', 0)} without unwind information"))
+        rows.append(("Mach-O checked", f"{macho.get('ok', 0)} correct, "
+                                       f"{macho.get('failed', 0)} not; "
+                                       f"{macho.get('checked', 0)} functions checked "
+                                       "against their DWARF CFI"))
     rows.append(("work", f"{summary['seconds']:.1f} s over all files; largest worker "
                          f"{summary['max_rss_kib'] // 1024} MiB"))
     width = max(len(label) for label, _ in rows)

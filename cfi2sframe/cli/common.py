@@ -137,3 +137,18 @@ def function_names_of(path: str, data: bytes) -> dict[tuple[str, int], str]:
     from ..elf.read import open_elf_file
 
     return function_names(open_elf_file(path, data))
+
+
+def address_of(text: str, starts: dict[str, int], path: str) -> int:
+    """A PC given as a number, a function symbol or SYMBOL+OFFSET (``starts``: each
+    symbol's start; in an object the offset in the symbol's section, as every address
+    of an object is)."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        pass
+    symbol, _, offset = text.partition("+")
+    if symbol not in starts:
+        raise Cfi2SframeError(path, f"'{text}' is neither an address (0x... or decimal) nor "
+                                    "a function symbol of the file")
+    return starts[symbol] + (parse_pc(offset) if offset else 0)

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             if args.emit == "unwind-info":
                 return _write_unwind_info(args, view, table)
             _print_unwind_info(table, view.image_base, view.function_names(), flavour,
-                               _register_names(arch))
+                               arch.register_names)
             return 0
     else:
         if args.emit == "unwind-info":
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             arch, functions = compact_file(args.file, data, args.arch, args.assembler,
                                            args.ranges)
     flavour = compact_arch(arch.name, args.file)
-    names = _register_names(arch)
+    names = arch.register_names
 
     def meaning(func: CompactFunction, encoding: int) -> str:
         if is_dwarf(encoding, flavour):
@@ -164,11 +164,6 @@ def run(args: argparse.Namespace) -> int:
     if object_rows is not None:
         _print_object_rows(object_rows, functions, flavour, names)
     return 0
-
-
-def _register_names(arch: Arch) -> dict[int, str]:
-    """DWARF number -> the target's first name for it (as encodings are described)."""
-    return {num: name for name, num in reversed(list(arch.registers.items()))}
 
 
 def _rewrite_macho_object(args: argparse.Namespace) -> int:

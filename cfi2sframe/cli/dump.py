@@ -10,7 +10,9 @@ from ..errors import decoding
 from ..files import read_input
 from ..kinds import AR_MAGIC, ELF_MAGIC
 from ..sframe.load import LoadedSFrame
+from . import macho
 from .common import Subparsers, address, sframe_or_made
+from .macho import add_slice_option, is_macho
 from .show import section_json
 from .subcommands import SUBCOMMANDS
 
@@ -19,9 +21,12 @@ def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("dump", help=SUBCOMMANDS["dump"][1],
                        description="Print the SFrame section of FILE (raw section or ELF) "
                        "exactly as readelf --sframe of binutils 2.46 prints V2/V3 sections "
-                       "(binutils 2.40 for V1).")
+                       "(binutils 2.40 for V1). For a Mach-O image, its __unwind_info, and "
+                       "for a Mach-O object, its __compact_unwind rows, as llvm-objdump "
+                       "--unwind-info prints them, each row with its function and meaning.")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_slice_option(p)
     p.add_argument("--address", type=address, default=0, metavar="ADDR",
                    help="a raw section file: the address it is loaded at (the "
                         "--sframe-address it was made for; an ELF file says its own). "
@@ -30,6 +35,8 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     data = read_input(args.file)
+    if is_macho(data):
+        return macho.dump(args, data)
     if data[:8] == AR_MAGIC:
         return _dump_archive(args, data)
     _dump(sframe_or_made(args.file, data, as_readelf=not args.json,

@@ -11,15 +11,18 @@ from ..files import read_input
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import fre_rules, outermost
 from ..sframe.text import describe
+from . import macho
 from .common import (
     Subparsers,
     add_module_options,
     address,
+    address_of,
     function_names_of,
     modules_of,
     parse_pc,
     sframe_or_made,
 )
+from .macho import add_slice_option, is_macho
 from .show import json_rules
 from .subcommands import SUBCOMMANDS
 
@@ -29,11 +32,14 @@ def add_parser(sub: Subparsers) -> None:
                        description="For each PC, the FDE and FRE that cover it and the "
                        "CFA/RA/FP recovery rules in words. Exit 1 if a PC is not covered.")
     p.add_argument("file", nargs="?", help="ELF file or raw section (omit with --module or "
-                   "--maps: then every PC is a runtime address of the process)")
+                   "--maps: then every PC is a runtime address of the process); a Mach-O "
+                   "image (its __unwind_info, as libunwind looks it up) or object (its "
+                   "__compact_unwind rows)")
     p.add_argument("pcs", nargs="+", metavar="PC", help="address (0x... or decimal), or "
                    "with FILE a function symbol, SYMBOL or SYMBOL+OFFSET (main+0x10)")
     add_module_options(p)
     p.add_argument("--json", action="store_true")
+    add_slice_option(p)
     p.add_argument("--address", type=address, default=0, metavar="ADDR",
                    help="a raw section file: the address it is loaded at (the "
                         "--sframe-address it was made for; an ELF file says its own). "
@@ -53,9 +59,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         modules = []
         data = read_input(args.file)
+        if is_macho(data):
+            return macho.lookup(args, data)
         names = function_names_of(args.file, data)
         starts = {name: start for (_, start), name in sorted(names.items(), reverse=True)}
-        pcs = [_address(text, starts, args.file) for text in args.pcs]
+        pcs = [address_of(text, starts, args.file) for text in args.pcs]
         # Only the FDEs that cover the PCs asked for are decoded (the spec's look-up).
         loaded = sframe_or_made(args.file, data, pcs=pcs, raw_address=args.address)
         default = loaded.section
@@ -83,21 +91,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results, indent=1))
     return status
-
-
-def _address(text: str, starts: dict[str, int], path: str) -> int:
-    """A PC given as a number, a function symbol or SYMBOL+OFFSET (``starts``: each
-    symbol's start; in an object the offset in the symbol's section, as every address
-    of an object is)."""
-    try:
-        return int(text, 0)
-    except ValueError:
-        pass
-    symbol, _, offset = text.partition("+")
-    if symbol not in starts:
-        raise Cfi2SframeError(path, f"'{text}' is neither an address (0x... or decimal) nor "
-                                    "a function symbol of the file")
-    return starts[symbol] + (parse_pc(offset) if offset else 0)
 
 
 def _one(section: DecodedSection, runtime_pc: int, bias: int, where: str, as_json: bool,

@@ -35,6 +35,8 @@ def add_parser(sub: Subparsers) -> None:
 
 def stats_line(record: dict[str, Any]) -> str:
     """One file: FDEs, emitted share, DWARF and SFrame bytes, reasons."""
+    if record.get("macho") is not None:
+        return macho_line(record)
     if record["status"] == "no-cfi":
         return f"{record['path']}: no CFI (no .eh_frame, .debug_frame or .sframe)"
     fdes, emitted, covered = record["fdes"] or 0, record["emitted"] or 0, described(record)
@@ -51,6 +53,27 @@ def stats_line(record: dict[str, Any]) -> str:
     if record["verify"] is not None:
         line += "; its .sframe " + ("verifies" if record["verify"]["ok"] else
                                     "does NOT verify (see 'cfi2sframe verify')")
+    return line
+
+
+def macho_line(record: dict[str, Any]) -> str:
+    """A Mach-O file: its functions by compact unwind mode, why the DWARF-mode ones are,
+    the unwind sections' sizes, and its check."""
+    m = record["macho"]
+    if record["status"] == "no-cfi":
+        return f"{record['path']}: Mach-O {m['filetype']}: no compact unwind"
+    functions = m["functions"]
+    share = f"{100 * m['compact'] / functions:.1f}%" if functions else "-"
+    reasons = ", ".join(f"{k}={v}" for k, v in m["dwarf_reasons"].items()) or "none"
+    table = (f"__unwind_info {m['unwind_info_bytes']} bytes" if m["unwind_info_bytes"]
+             else f"__compact_unwind {m['compact_unwind_bytes']} bytes")
+    line = (f"{record['path']}: Mach-O {record['arch']} {m['filetype']}: {functions} "
+            f"functions, {m['compact']} compact ({share}), {m['dwarf']} DWARF mode, "
+            f"{m['none']} without unwind information; {table}, __eh_frame "
+            f"{m['eh_frame_bytes']} bytes ({m['fdes']} FDEs); DWARF mode because: {reasons}")
+    if record["verify"] is not None:
+        line += "; it " + ("verifies" if record["verify"]["ok"] else
+                           "does NOT verify (see 'cfi2sframe verify')")
     return line
 
 

@@ -9,8 +9,10 @@ from ..analysis.compare import verify_elf
 from ..batch.record import Task
 from ..elf.read import open_elf_file
 from ..files import read_input
+from . import macho
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of
+from .macho import add_slice_option, is_macho
 from .show import describe_fde, words
 from .subcommands import SUBCOMMANDS
 
@@ -23,8 +25,10 @@ def add_parser(sub: Subparsers) -> None:
                        "SFrame lacks with the reason our encoder gives. For a linked file, "
                        "also check that every allocated section lies in a PT_LOAD at matching "
                        "offset and address, PT_LOADs are page-aligned, ascending and apart, "
-                       "PT_PHDR and PT_GNU_SFRAME are mapped, and no sections overlap. Exit 1 "
-                       "on a mismatch or a layout problem.")
+                       "PT_PHDR and PT_GNU_SFRAME are mapped, and no sections overlap. For a "
+                       "Mach-O image: its __unwind_info as libunwind reads it, against its "
+                       "__eh_frame and code (for an object: its __compact_unwind rows). "
+                       "Exit 1 on a mismatch or a layout problem.")
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="an ELF file; several, or folders with -r, give one line per file "
                         "and a summary (the details: verify that file alone)")
@@ -37,6 +41,7 @@ def add_parser(sub: Subparsers) -> None:
                         "backtrace(): V2, sorted, PT_GNU_SFRAME; the kernel's deferred "
                         "unwinder: V3, PC-relative starts, no auxiliary header, sorted, "
                         "non-zero counts, PT_GNU_SFRAME); each failed one is cited")
+    add_slice_option(p)
     add_limit_options(p)
     add_batch_options(p, quiet=False)
 
@@ -44,6 +49,10 @@ def add_parser(sub: Subparsers) -> None:
 def verify_line(record: dict[str, Any]) -> str:
     """One file of a run over many: its outcome in a line."""
     check = record["verify"]
+    if record.get("macho") is not None and check is not None:
+        return (f"{record['path']}: {'ok' if check['ok'] else 'FAILED'}: Mach-O, "
+                f"{record['macho']['functions']} functions, {check['checked']} checked "
+                f"against their DWARF CFI, {check['mismatches']} problems")
     if record["status"] == "no-cfi":
         return f"{record['path']}: no CFI to check against"
     if check is None:
@@ -81,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.consumer:
         return _consumer(args.file, args.consumer)
     data = read_input(args.file)
+    if is_macho(data):
+        return macho.verify(args.file, data, args.arch, args.quiet)
     if data[:4] == b"\x7fELF" and ".sframe" not in open_elf_file(args.file,
                                                                    data).section_names:
         # As a run over many files says it (status no-sframe, not a failure): the

@@ -34,6 +34,28 @@ class UnwindEntry(NamedTuple):
     lsda: int | None
 
 
+class PageEntry(NamedTuple):
+    """One second-level entry: the function's image offset, the index of its encoding
+    (common encodings first, then the page's own; None on a regular page, which holds
+    the encoding itself) and the encoding."""
+
+    offset: int
+    encoding_index: int | None
+    encoding: int
+
+
+class Page(NamedTuple):
+    """A second-level page as stored: its kind, offset in the section, the first-level
+    entry's function offset (a compressed page's base), its own encodings, its
+    entries."""
+
+    kind: str
+    at: int
+    base: int
+    encodings: tuple[int, ...]
+    entries: tuple[PageEntry, ...]
+
+
 class UnwindInfo(NamedTuple):
     """A decoded table: its rows in address order, the first-level index's sentinel (the
     end of the last function it covers), the common encodings and personalities."""
@@ -47,6 +69,13 @@ class UnwindInfo(NamedTuple):
     # outside its index range, a sentinel before the last function, entries out of
     # order), in words: readable, but wrong.
     problems: tuple[str, ...] = ()
+    # The table as stored, for dumps: the seven header words, the first-level index
+    # (function offset, page offset, LSDA-index offset), the LSDA index (function
+    # offset, LSDA offset) and the pages.
+    header: tuple[int, ...] = ()
+    first_level: tuple[tuple[int, int, int], ...] = ()
+    lsda_index: tuple[tuple[int, int], ...] = ()
+    page_details: tuple[Page, ...] = ()
 
 
 def _need(data: bytes, at: int, size: int, what: str) -> None:
@@ -70,6 +99,7 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
     personalities = struct.unpack_from(f"<{person_count}I", data, person_at)
     index = [struct.unpack_from("<3I", data, index_at + 12 * i) for i in range(index_count)]
     lsdas: dict[int, int] = {}
+    lsda_index = []
     first_lsda, end_lsda = index[0][2], index[-1][2]
     if end_lsda < first_lsda or (end_lsda - first_lsda) % 8:
         raise DecodeError(index_at + 8, f"LSDA index [{first_lsda:#x}, {end_lsda:#x}) is not "
@@ -78,8 +108,10 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
     for at in range(first_lsda, end_lsda, 8):
         function, lsda = struct.unpack_from("<II", data, at)
         lsdas[function] = lsda
+        lsda_index.append((function, lsda))
     entries: list[UnwindEntry] = []
     pages: list[tuple[str, int]] = []
+    details: list[Page] = []
     problems: list[str] = []
     for i, (function, page_at, _) in enumerate(index[:-1]):
         next_function = index[i + 1][0]
@@ -87,7 +119,8 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
             problems.append(f"first-level index entry {i + 1} ({next_function:#x}) comes "
                             f"before entry {i} ({function:#x})")
         page = _page(data, page_at, function, common, i)
-        for offset, encoding in page:
+        details.append(page)
+        for offset, _, encoding in page.entries:
             if not function <= offset < next_function:
                 last = i == len(index) - 2
                 problems.append(
@@ -108,23 +141,25 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
                                               "LSDA index entry")
             entries.append(UnwindEntry(offset, encoding, personalities[slot - 1] if slot
                                        else None, lsda))
-        pages.append((_kind_name(data, page_at), len(page)))
+        pages.append((page.kind, len(page.entries)))
     return UnwindInfo(tuple(entries), index[-1][0], tuple(common), tuple(personalities),
-                      tuple(pages), tuple(problems))
-
-
-def _kind_name(data: bytes, at: int) -> str:
-    return "regular" if struct.unpack_from("<I", data, at)[0] == REGULAR else "compressed"
+                      tuple(pages), tuple(problems), (version, common_at, common_count,
+                                                      person_at, person_count, index_at,
+                                                      index_count),
+                      tuple((a, b, c) for a, b, c in index), tuple(lsda_index),
+                      tuple(details))
 
 
 def _page(data: bytes, at: int, base: int, common: tuple[int, ...],
-          number: int) -> list[tuple[int, int]]:
-    """(image offset, encoding) of each entry of a second-level page."""
+          number: int) -> Page:
+    """A second-level page, each entry's encoding resolved."""
     _need(data, at, 8, f"page {number}'s header")
     kind, entry_at, count = struct.unpack_from("<IHH", data, at)
     if kind == REGULAR:
         _need(data, at + entry_at, 8 * count, f"page {number}'s {count} entries")
-        return [struct.unpack_from("<II", data, at + entry_at + 8 * i) for i in range(count)]
+        pairs = (struct.unpack_from("<II", data, at + entry_at + 8 * i) for i in range(count))
+        return Page("regular", at, base, (),
+                    tuple(PageEntry(offset, None, encoding) for offset, encoding in pairs))
     if kind != COMPRESSED:
         raise DecodeError(at, f"page {number} is of unknown kind {kind}")
     _need(data, at, 12, f"page {number}'s header")
@@ -144,8 +179,8 @@ def _page(data: bytes, at: int, base: int, common: tuple[int, ...],
             raise DecodeError(at + entry_at + 4 * i, f"page {number}: encoding index {which} "
                                                      f"past {len(common)} common and "
                                                      f"{len(local)} page encodings")
-        out.append((base + (word & 0xFFFFFF), encoding))
-    return out
+        out.append(PageEntry(base + (word & 0xFFFFFF), which, encoding))
+    return Page("compressed", at, base, tuple(local), tuple(out))
 
 
 class Found(NamedTuple):

@@ -44,6 +44,9 @@ class Cie:
     augmented: bool
     initial: bytes
     address_size: int
+    # The personality routine's pointer as stored ("P"; an indirect one is the address
+    # of the slot holding the routine's address), None without one.
+    personality: int | None = None
 
 
 class Fde(NamedTuple):
@@ -62,6 +65,7 @@ class Fde(NamedTuple):
     body: bytes
     offset: int
     body_at: int
+    lsda: int | None = None  # the LSDA's address (the CIE's "L"), None without one
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,7 @@ def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> 
     fde_encoding: int = EH_PE.absptr
     lsda_encoding: int = EH_PE.omit
     signal = b_key = False
+    personality = None
     augmented = augmentation.startswith("z")
     if augmented:
         aug_len, pos = read_uleb(data, need(pos))
@@ -241,7 +246,7 @@ def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> 
                 pos += 1
             elif letter == "P":
                 encoding = data[need(pos + 1) - 1]
-                _, pos = reader.pointer(pos + 1, encoding & ~EH_PE.indirect)
+                personality, pos = reader.pointer(pos + 1, encoding & ~EH_PE.indirect)
             elif letter == "S":
                 signal = True
             elif letter == "B":
@@ -251,7 +256,7 @@ def _parse_cie(reader: _Reader, pos: int, end: int, is_eh: bool, start: int) -> 
         raise DecodeError(start, f"unknown CIE augmentation '{augmentation}'")
     need(pos)
     return Cie(code_align, data_align, ra, fde_encoding, lsda_encoding, signal, b_key,
-                augmented, data[pos:end], address_size)
+                augmented, data[pos:end], address_size, personality)
 
 
 def _parse_fde(reader: _Reader, pos: int, end: int, cie: Cie, cie_at: int,
@@ -264,8 +269,14 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: Cie, cie_at: int,
     else:
         pc_begin, pos = reader.pointer(pos, cie.fde_encoding)
         pc_range, pos = reader.pointer(pos, cie.fde_encoding & EH_PE_FORMAT)
+    lsda = None
     if cie.augmented:
         aug_len, pos = read_uleb(reader.data, pos)
+        if aug_len and cie.lsda_encoding != EH_PE.omit:
+            try:  # only Mach-O checks read it: an odd encoding costs nothing else
+                lsda = reader.pointer(pos, cie.lsda_encoding & ~EH_PE.indirect)[0] or None
+            except DecodeError:
+                lsda = None
         pos += aug_len
     placed = placements.get(field)
     section = ""
@@ -273,7 +284,7 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: Cie, cie_at: int,
         section, pc_begin = placed
     name = function_name(names, section, pc_begin)
     return Fde(name, section, pc_begin, pc_range, cie, cie_at, reader.data[pos:end], start,
-               pos)
+               pos, lsda)
 
 
 @lru_cache(maxsize=256)

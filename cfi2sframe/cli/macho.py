@@ -1,0 +1,138 @@
+"""``dump``, ``lookup`` and ``verify`` of a Mach-O file: its compact unwind (an image's
+``__unwind_info``, an object's ``__compact_unwind`` rows) instead of SFrame."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import Cfi2SframeError, decoding
+from ..kinds import Kind, input_kind
+from ..macho.read import MH_OBJECT, MachoView
+
+
+def add_slice_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--arch", metavar="NAME",
+                   help="the slice of a universal Mach-O file to read (x86_64, arm64, i386)")
+
+
+def is_macho(data: bytes) -> bool:
+    return input_kind(data) in (Kind.macho, Kind.fat_macho)
+
+
+def open_view(path: str, data: bytes, arch: str | None) -> MachoView:
+    """The file (or its ``--arch`` slice), malformed ones refused in one located line."""
+    from ..macho.read import open_macho
+
+    slice_arch = {"aarch64": "arm64"}.get(arch, arch) if arch else None
+    with decoding(path, "Mach-O file"):
+        return open_macho(data, slice_arch)
+
+
+def dump(args: argparse.Namespace, data: bytes) -> int:
+    from ..compact.inputs import unwind_table
+    from ..compact.listing import (
+        object_rows_json,
+        object_rows_lines,
+        unwind_info_json,
+        unwind_info_lines,
+    )
+    from ..macho.unwind import compact_unwind_rows
+
+    view = open_view(args.file, data, args.arch)
+    if view.filetype == MH_OBJECT:
+        with decoding(args.file, "__compact_unwind"):
+            rows = compact_unwind_rows(view)
+        if not rows:
+            raise Cfi2SframeError(args.file, "no __LD,__compact_unwind rows to dump")
+        if args.json:
+            print(json.dumps(object_rows_json(rows, view), indent=1))
+        else:
+            print("\n".join(object_rows_lines(rows, view)))
+        return 0
+    table = unwind_table(args.file, view)
+    if table is None:
+        raise Cfi2SframeError(args.file, "no __TEXT,__unwind_info section to dump")
+    if args.json:
+        print(json.dumps(unwind_info_json(table, view), indent=1))
+    else:
+        sys.stdout.write("".join(line + "\n" for line in unwind_info_lines(table, view)))
+    return 0
+
+
+def lookup(args: argparse.Namespace, data: bytes) -> int:
+    """Each PC (an address, or SYMBOL[+OFFSET]) in the image's ``__unwind_info`` as
+    libunwind looks it up, or in the object's ``__compact_unwind`` rows."""
+    from ..compact.inputs import unwind_table
+    from ..compact.listing import meaning
+    from ..compact.table import Lookup
+    from ..macho.unwind import compact_unwind_rows
+    from .common import address_of
+
+    view = open_view(args.file, data, args.arch)
+    names = view.function_names()
+    starts = {name: address for address, name in sorted(names.items(), reverse=True)}
+    pcs = [address_of(text, starts, args.file) for text in args.pcs]
+    base = view.image_base
+    results: list[dict[str, object]] = []
+    status = 0
+    if view.filetype == MH_OBJECT:
+        with decoding(args.file, "__compact_unwind"):
+            rows = compact_unwind_rows(view)
+        found = [next(((r.start, r.encoding, r.personality, r.lsda) for r in rows
+                       if r.start <= pc < r.start + r.length), None) for pc in pcs]
+    else:
+        section = view.section("__TEXT", "__unwind_info")
+        if section is None:
+            raise Cfi2SframeError(args.file, "no __TEXT,__unwind_info section to look up in")
+        unwind_table(args.file, view)  # malformed tables: one located line, first
+        table = Lookup(view.section_data(section))
+        found = []
+        for pc in pcs:
+            row = table.find(pc - base)
+            found.append(None if row is None else (
+                base + row.start, row.encoding,
+                None if row.personality is None else f"{base + row.personality:#x}",
+                None if row.lsda is None else base + row.lsda))
+    for pc, hit in zip(pcs, found, strict=True):
+        if hit is None:
+            status = 1
+            why = "no row covers this PC (or its row says no unwind information)"
+            results.append({"pc": pc, "error": why})
+            if not args.json:
+                print(f"{pc:#x}: error: {why}", file=sys.stderr)
+            continue
+        start, encoding, personality, lsda = hit
+        name = names.get(start, f"pc+{start:#x}")
+        words = meaning(encoding, view, start)
+        results.append({"pc": pc, "function": start, "symbol": names.get(start),
+                        "offset": pc - start, "encoding": encoding, "meaning": words,
+                        "personality": personality, "lsda": lsda})
+        if not args.json:
+            extra = "".join((f"; personality {personality}" if personality else "",
+                             f"; LSDA {lsda:#x}" if lsda else ""))
+            print(f"{pc:#x}: {name}+{pc - start:#x}: row at {start:#x}, encoding "
+                  f"{encoding:#010x}: {words}{extra}")
+    if args.json:
+        print(json.dumps(results, indent=1))
+    return status
+
+
+def verify(path: str, data: bytes, arch: str | None, quiet: bool) -> int:
+    """An image's ``__unwind_info`` or an object's ``__compact_unwind`` against its
+    ``__eh_frame`` and code (``compact.check``); exit 1 on a problem."""
+    from ..compact.check import check_macho
+
+    view = open_view(path, data, arch)
+    with decoding(path, "Mach-O file"):
+        result = check_macho(path, view)
+    for problem in result.problems:
+        print(f"{path}: problem: {problem}")
+    if not quiet:
+        for note in result.notes:
+            print(f"{path}: note: {note}")
+    what = "__compact_unwind rows" if view.filetype == MH_OBJECT else "__unwind_info entries"
+    print(f"{path}: {result.rows} {what}, {result.checked} checked against their DWARF CFI, "
+          f"{len(result.problems)} problems")
+    return 0 if result.ok else 1

@@ -1,0 +1,294 @@
+"""``verify`` for Mach-O: a file's compact unwind against its own DWARF CFI and code.
+
+An image's ``__TEXT,__unwind_info`` is checked as libunwind reads it (``table``):
+its structure (the sentinel past the last function, pages inside their index
+ranges), every DWARF-mode entry's offset at the FDE of its own function, every
+compact entry against that function's CFI where ``__eh_frame`` has an FDE for it
+(the rules the encoding decodes to are those of the CFI's body state, as
+``lower`` defines it; the personality slot and LSDA are the FDE's), a STACK_IND
+immediate present in the code, and every function with CFI found by the
+look-up at its first and last byte.  An ``__eh_frame`` whose FDEs lie outside
+every code section was copied without being relocated (ld64.lld 14 does so).
+
+An object's ``__LD,__compact_unwind`` rows are checked against its
+``__eh_frame`` the same way; there the FDEs are the object's own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, NamedTuple
+
+from ..arch import by_compact
+from ..dwarf.cfi import Cfi, Fde
+from ..errors import Cfi2SframeError
+from ..macho.read import FILE_TYPES, MH_OBJECT, MachoView
+from ..macho.unwind import code_at, compact_unwind_rows, eh_frame
+from ..model import Timeline
+from ..reasons import Unrepresentable
+from .encoding import decode, describe
+from .inputs import image_functions, unwind_table
+from .lower import body_row, lower_compact, row_rules
+from .rules import Code
+from .table import Lookup
+from .words import HAS_LSDA, MODE_MASK, NOT_FUNCTION_START, PERSONALITY_MASK, is_dwarf
+
+S_ATTR_PURE_INSTRUCTIONS, S_ATTR_SOME_INSTRUCTIONS = 0x80000000, 0x400
+FLAGS = HAS_LSDA | PERSONALITY_MASK | NOT_FUNCTION_START
+
+
+class MachoCheck(NamedTuple):
+    """What ``verify`` found: rows read, rows checked against CFI, and each problem
+    (a failure) or note (not checked, and why) in words."""
+
+    rows: int
+    checked: int
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def flavour_of(view: MachoView) -> str:
+    """The compact flavour of a Mach-O file's CPU (``x86_64``, ``i386``, ``arm64``)."""
+    return view.arch
+
+
+def check_macho(path: str, view: MachoView) -> MachoCheck:
+    """An image's ``__unwind_info`` or an object's ``__compact_unwind`` rows."""
+    cfi = eh_frame(view, path) if view.arch != "i386" else None
+    if view.filetype == MH_OBJECT:
+        return _check_object(path, view, cfi)
+    return _check_image(path, view, cfi)
+
+
+def _code_sections(view: MachoView) -> list[tuple[int, int]]:
+    return [(s.addr, s.addr + s.size) for s in view.sections
+            if s.flags & (S_ATTR_PURE_INSTRUCTIONS | S_ATTR_SOME_INSTRUCTIONS)]
+
+
+def _in_code(fde: Fde, code: list[tuple[int, int]]) -> bool:
+    return any(lo <= fde.start and fde.start + fde.size <= hi for lo, hi in code)
+
+
+def rules_problem(encoding: int, timeline: Timeline, flavour: str,
+                  code: bytes | None, names: dict[int, str]) -> str | None:
+    """Why ``encoding`` does not unwind ``timeline``'s body state as its CFI says;
+    None when it does (or when the CFI has no body state to compare with)."""
+    want_row = body_row(timeline.rows, flavour)
+    if timeline.invalid is not None or want_row is None:
+        return None
+    bare = encoding & ~FLAGS
+    got = decode(bare, flavour, Code(code) if code is not None else None)
+    if isinstance(got, Unrepresentable):
+        return f"its encoding {encoding:#010x} does not decode: {got.detail}"
+    want = row_rules(want_row, flavour)
+    ours = lower_compact(timeline, flavour, Code(code) if code is not None else None)
+    if isinstance(want, Unrepresentable):
+        return (f"its encoding {encoding:#010x} ({describe(bare, flavour, None, names)}) "
+                f"cannot describe the CFI, which needs DWARF mode: {want.detail}")
+    if got != want:
+        return (f"its encoding {encoding:#010x} ({describe(bare, flavour, None, names)}) "
+                "unwinds differently from the CFI, which says "
+                f"{ours.rows[0].encoding:#010x} "
+                f"({describe(ours.rows[0].encoding & ~FLAGS, flavour, None, names)})")
+    return None
+
+
+def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
+    table = unwind_table(path, view)
+    if table is None:
+        raise Cfi2SframeError(path, "no __TEXT,__unwind_info section: nothing to verify")
+    section = view.section("__TEXT", "__unwind_info")
+    assert section is not None
+    flavour = flavour_of(view)
+    names = by_compact(flavour).register_names
+    symbols = view.function_names()
+    base = view.image_base
+    problems = list(table.problems)
+    notes: list[str] = []
+    code = _code_sections(view)
+    by_start: dict[int, Fde] = {}
+    by_offset: dict[int, Fde] = {}
+    timelines: dict[int, Timeline] = {}
+    relocated = True
+    if cfi is not None:
+        eh = view.section("__TEXT", "__eh_frame")
+        assert eh is not None
+        stray = [fde for fde in cfi.fdes if not _in_code(fde, code)]
+        if stray:
+            first = stray[0]
+            problems.append(
+                f"__eh_frame: {len(stray)} of {len(cfi.fdes)} FDEs lie outside every code "
+                f"section (the first, at __eh_frame+{first.offset:#x}, covers "
+                f"[{first.start:#x}, {first.start + first.size:#x})): the section was "
+                "copied without being relocated (ld64.lld 14 does so), and libunwind's "
+                "DWARF look-ups find no function there")
+            relocated = len(stray) < len(cfi.fdes)
+        for fde, timeline in zip(cfi.fdes, cfi.timelines, strict=True):
+            by_offset[fde.offset] = fde
+            if _in_code(fde, code):
+                by_start[fde.start] = fde
+                timelines[fde.start] = timeline
+    if cfi is None or not cfi.fdes:
+        notes.append("no FDE in __eh_frame: compact encodings checked against the code "
+                     "only")
+    lookup = Lookup(view.section_data(section))
+    checked = 0
+    for func in image_functions(view, table):
+        address = base + func.offset
+        name = symbols.get(address, f"pc+{address:#x}")
+        where = f"'{name}' at {address:#x}"
+        encoding = func.encoding
+        if encoding == 0:
+            if address in by_start:
+                problems.append(f"{where}: its entry says no unwind information, but "
+                                "__eh_frame has an FDE for it")
+            continue
+        if is_dwarf(encoding, flavour):
+            target = by_offset.get(encoding & 0xFFFFFF)
+            if target is None:
+                problems.append(f"{where}: DWARF mode at __eh_frame+"
+                                f"{encoding & 0xFFFFFF:#x}, where no FDE starts")
+            elif relocated and target.start != address:
+                problems.append(f"{where}: DWARF mode at __eh_frame+{target.offset:#x}, the "
+                                f"FDE of [{target.start:#x}, {target.start + target.size:#x})")
+            else:
+                checked += 1
+            continue
+        lines = timelines.get(address)
+        own = by_start.get(address)
+        if lines is None or own is None:
+            ind = flavour != "arm64" and encoding & MODE_MASK == 0x03000000
+            body = code_at(view, address, ((encoding >> 16) & 0xFF) + 4) if ind else None
+            got = decode(encoding & ~FLAGS, flavour, Code(body) if body is not None else None)
+            if isinstance(got, Unrepresentable):
+                problems.append(f"{where}: its encoding {encoding:#010x} does not decode: "
+                                f"{got.detail}")
+            continue
+        found = rules_problem(encoding, lines, flavour, code_at(view, address, lines.size),
+                              names)
+        if found is not None:
+            problems.append(f"{where}: {found}")
+        personality = own.cie.personality - base if own.cie.personality else None
+        if personality != func.personality:
+            problems.append(f"{where}: personality slot {_offset(func.personality, base)}, "
+                            f"its FDE's {_offset(personality, base)}")
+        lsda = own.lsda - base if own.lsda else None
+        if lsda != func.lsda:
+            problems.append(f"{where}: LSDA {_offset(func.lsda, base)}, its FDE's "
+                            f"{_offset(lsda, base)}")
+        checked += 1
+    for start, fde in sorted(by_start.items()):
+        for pc in (start, start + max(fde.size, 1) - 1):
+            hit = lookup.find(pc - base)
+            if hit is None or hit.start != start - base:
+                name = symbols.get(start, f"pc+{start:#x}")
+                row = "no row" if hit is None else \
+                    f"the row of {symbols.get(base + hit.start, f'pc+{base + hit.start:#x}')}"
+                problems.append(f"'{name}' at {start:#x} has an FDE, but libunwind's "
+                                f"look-up at {pc:#x} finds {row}")
+                break
+    return MachoCheck(len(table.entries), checked, tuple(problems), tuple(notes))
+
+
+def _offset(value: int | None, base: int) -> str:
+    return "none" if value is None else f"{base + value:#x}"
+
+
+def _check_object(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
+    rows = compact_unwind_rows(view)
+    if not rows:
+        raise Cfi2SframeError(path, "no __LD,__compact_unwind rows: nothing to verify")
+    flavour = flavour_of(view)
+    names = by_compact(flavour).register_names
+    problems: list[str] = []
+    notes: list[str] = []
+    fdes: dict[int, tuple[Fde, Timeline]] = {}
+    if cfi is None:
+        notes.append("no __eh_frame (clang writes none for arm64): the rows are checked "
+                     "against the code only")
+    else:
+        fdes = {fde.start: (fde, timeline)
+                for fde, timeline in zip(cfi.fdes, cfi.timelines, strict=True)}
+    checked = 0
+    for row in rows:
+        where = f"'{row.name}' at {row.start:#x}"
+        found = fdes.get(row.start)
+        if is_dwarf(row.encoding, flavour):
+            if cfi is not None and found is None:
+                problems.append(f"{where}: DWARF mode, but __eh_frame has no FDE for it")
+            else:
+                checked += found is not None
+            continue
+        if found is None:
+            continue
+        fde, timeline = found
+        problem = rules_problem(row.encoding, timeline, flavour,
+                                code_at(view, row.start, timeline.size), names)
+        if problem is not None:
+            problems.append(f"{where}: {problem}")
+        if (row.lsda or None) != fde.lsda and fde.lsda is not None:
+            problems.append(f"{where}: LSDA {_offset(row.lsda, 0)}, its FDE's "
+                            f"{fde.lsda:#x}")
+        checked += 1
+    starts = {row.start for row in rows}
+    missing = [fde for fde, _ in fdes.values() if fde.start not in starts]
+    if missing:
+        notes.append(f"{len(missing)} FDEs have no __compact_unwind row (the linker takes "
+                     f"their DWARF CFI): {', '.join(f.name for f in missing[:5])}"
+                     + (", ..." if len(missing) > 5 else ""))
+    return MachoCheck(len(rows), checked, tuple(problems), tuple(notes))
+
+
+def macho_coverage(path: str, view: MachoView) -> dict[str, Any]:
+    """What ``stats`` reports of a Mach-O file: its functions (an image's
+    ``__unwind_info`` entries, an object's ``__compact_unwind`` rows) in compact
+    mode, in DWARF mode and without unwind information; for each DWARF-mode one
+    with an FDE, why compact unwind cannot describe it (our encoder's reason, or
+    ``compact-possible`` where it can and the file's toolchain chose DWARF); and the
+    sizes of the unwind sections."""
+    flavour = flavour_of(view)
+    cfi = eh_frame(view, path) if view.arch != "i386" else None
+    timelines: dict[int, Timeline] = {}
+    if cfi is not None:
+        code = _code_sections(view)
+        timelines = {fde.start: timeline for fde, timeline
+                     in zip(cfi.fdes, cfi.timelines, strict=True) if _in_code(fde, code)
+                     or view.filetype == MH_OBJECT}
+    if view.filetype == MH_OBJECT:
+        functions = [(row.start, row.encoding) for row in compact_unwind_rows(view)]
+    else:
+        table = unwind_table(path, view)
+        functions = [] if table is None else [(view.image_base + f.offset, f.encoding)
+                                              for f in image_functions(view, table)]
+    counts = {"compact": 0, "dwarf": 0, "none": 0}
+    reasons: Counter[str] = Counter()
+    for start, encoding in functions:
+        if encoding & ~FLAGS == 0:
+            counts["none"] += 1
+        elif is_dwarf(encoding, flavour):
+            counts["dwarf"] += 1
+            timeline = timelines.get(start)
+            if timeline is not None:
+                ours = lower_compact(timeline, flavour,
+                                     _code(view, start, timeline.size))
+                reasons[ours.reason.value if ours.reason else "compact-possible"] += 1
+        else:
+            counts["compact"] += 1
+    sizes = {}
+    for segment, name in (("__TEXT", "__unwind_info"), ("__LD", "__compact_unwind"),
+                          ("__TEXT", "__eh_frame")):
+        section = view.section(segment, name)
+        sizes[f"{name.strip('_')}_bytes"] = section.size if section is not None else 0
+    return {"filetype": FILE_TYPES.get(view.filetype, str(view.filetype)),
+            "functions": len(functions), **counts,
+            "dwarf_reasons": dict(reasons.most_common()),
+            "fdes": len(cfi.fdes) if cfi is not None else 0, **sizes}
+
+
+def _code(view: MachoView, address: int, size: int) -> Code | None:
+    found = code_at(view, address, size)
+    return Code(found) if found is not None else None
