@@ -9,6 +9,7 @@ Input, per the performance issue:
   sparse   ``make_big_asm.py``: csmith programs compiled by gcc -O0/-O2, concatenated
   library  libLLVM-14.so.1 (Debian's llvm-14), 95k FDEs
   tree     a folder of installed libraries, ``stats -r`` with -j 1 and -j 2
+  Mach-O   x86-64 macOS images of each dense size (llvm-mc, ld64.lld-14)
 
 Prints a markdown table (medians of ``--runs``; peak RSS is the largest of the runs,
 from ``os.wait4``) and, per path, the time per function at the largest dense size
@@ -139,6 +140,54 @@ def library(table: Table, ours: str, tmp: str, runs: int, path: str) -> None:
     table.row("--in-place", what, (statistics.median(walls), peak), frames, tool)
 
 
+def macho_image(path: Path, count: int) -> bool:
+    """An x86-64 macOS executable of ``count`` small frameless functions (250 stack
+    sizes, half with a saved rbx: regular and compressed pages), assembled by llvm-mc
+    and linked by ld64.lld-14; False when those tools are missing."""
+    if not (shutil.which("llvm-mc") and shutil.which("ld64.lld-14")):
+        return False
+    lines = ["\t.section __TEXT,__text,regular,pure_instructions"]
+    for i in range(count):
+        size, push = 8 * (i % 250 + 1), i % 500 >= 250
+        lines += [f"\t.globl _f{i}", f"_f{i}:", "\t.cfi_startproc"]
+        if push:
+            lines += ["\tpushq %rbx", "\t.cfi_def_cfa_offset 16", "\t.cfi_offset %rbx, -16"]
+        lines += [f"\tsubq ${size}, %rsp", f"\t.cfi_def_cfa_offset {size + 8 + 8 * push}",
+                  f"\taddq ${size}, %rsp", *(["\tpopq %rbx"] if push else []), "\tretq",
+                  "\t.cfi_endproc"]
+    lines += ["\t.globl _main", "_main:", "\tretq", "\t.subsections_via_symbols", ""]
+    source = path.with_suffix(".s")
+    source.write_text("\n".join(lines))
+    subprocess.run(["llvm-mc", "-triple", "x86_64-apple-macosx10.15", "-filetype=obj",
+                    str(source), "-o", str(path.with_suffix(".o"))], check=True)
+    subprocess.run(["ld64.lld-14", "-arch", "x86_64", "-platform_version", "macos", "10.15",
+                    "10.15", "-execute", "-e", "_main", "-o", str(path),
+                    str(path.with_suffix(".o"))], check=True)
+    return True
+
+
+def macho(table: Table, ours: str, tmp: str, sizes: list[int], runs: int) -> None:
+    """Mach-O images: dump, verify, one look-up and __unwind_info built again, against
+    llvm-objdump --unwind-info on the same image."""
+    for n in sizes:
+        image = Path(tmp) / f"macho{n}"
+        if not macho_image(image, n):
+            print("| (Mach-O) | llvm-mc or ld64.lld-14 not found | | | | | |")
+            return
+        what = f"Mach-O image (ld64.lld-14), {n} functions"
+        objdump = timed(["llvm-objdump-14", "--unwind-info", str(image)], runs)
+        tool = "llvm-objdump --unwind-info"
+        table.row("Mach-O dump", what, timed([ours, "dump", str(image)], runs), objdump,
+                  tool, n)
+        table.row("Mach-O verify", what, timed([ours, "verify", str(image)], runs), objdump,
+                  tool, n)
+        table.row("Mach-O lookup one PC", what, timed([ours, "lookup", str(image), "_f100"],
+                                                      runs), objdump, tool, n)
+        table.row("__unwind_info built", what,
+                  timed([ours, "compact", str(image), "--emit", "unwind-info", "-o",
+                         str(image.with_suffix(".bin"))], runs), objdump, tool, n)
+
+
 def tree(table: Table, ours: str, runs: int, folder: str) -> None:
     if not os.path.isdir(folder):
         print(f"| (tree) | {folder} not found | | | | | |")
@@ -171,6 +220,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         dense(table, ours, tmp, sizes, runs)
         sparse(table, ours, tmp, runs, 20_000 if args.quick else args.csmith_lines)
+        macho(table, ours, tmp, sizes, runs)
         if not args.quick:
             library(table, ours, tmp, runs, args.library)
             tree(table, ours, runs, args.tree)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 # The byte order names int.from_bytes / int.to_bytes take.
@@ -97,7 +98,7 @@ class Arch:
         """SFrame stores the RA per row (no fixed RA offset in the header)."""
         return self.sframe_fixed_ra_offset == 0
 
-    @property
+    @cached_property
     def register_names(self) -> dict[int, str]:
         """DWARF number -> the register's preferred (first) name."""
         return {num: name for name, num in reversed(list(self.registers.items()))}

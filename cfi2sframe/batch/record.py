@@ -201,7 +201,7 @@ def _fill_macho(record: dict[str, Any], path: str, data: bytes, task: Task) -> N
     if task.command == "convert":
         record["status"] = "macho-kept"
         return
-    from ..compact.check import check_macho, macho_coverage
+    from ..compact.check import check_macho, macho_cfi, macho_coverage
     from ..errors import decoding
     from ..macho.read import CPU_ARCH, fat_slices, open_macho
 
@@ -212,8 +212,11 @@ def _fill_macho(record: dict[str, Any], path: str, data: bytes, task: Task) -> N
         else:
             views = [open_macho(data)]
         record["arch"] = "+".join(view.arch for view in views)
-        slices = [macho_coverage(path, view) for view in views]
-        checks = [check_macho(path, view) for view in views if _has_unwind(view)]
+        cfis = [macho_cfi(path, view) for view in views]
+        slices = [macho_coverage(path, view, cfi) for view, cfi in zip(views, cfis,
+                                                                        strict=True)]
+        checks = [check_macho(path, view, cfi) for view, cfi in zip(views, cfis, strict=True)
+                  if _has_unwind(view)]
     total: dict[str, Any] = {}
     for part in slices:
         for key, value in part.items():

@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from ..arch import by_compact
-from ..dwarf.cfi import Cfi, Fde
+from ..dwarf.cfi import Cfi, Fde, RowsCache
 from ..errors import Cfi2SframeError
 from ..macho.read import FILE_TYPES, MH_OBJECT, MachoView
 from ..macho.unwind import code_at, compact_unwind_rows, eh_frame
@@ -56,9 +56,16 @@ def flavour_of(view: MachoView) -> str:
     return view.arch
 
 
-def check_macho(path: str, view: MachoView) -> MachoCheck:
-    """An image's ``__unwind_info`` or an object's ``__compact_unwind`` rows."""
-    cfi = eh_frame(view, path) if view.arch != "i386" else None
+def macho_cfi(path: str, view: MachoView) -> Cfi | None:
+    """The file's ``__eh_frame`` (None without one, and for i386, whose Darwin register
+    numbers for esp and ebp are not read yet)."""
+    return eh_frame(view, path) if view.arch != "i386" else None
+
+
+def check_macho(path: str, view: MachoView, cfi: Cfi | None = None) -> MachoCheck:
+    """An image's ``__unwind_info`` or an object's ``__compact_unwind`` rows (``cfi``:
+    ``macho_cfi`` of the file, when the caller has read it)."""
+    cfi = cfi if cfi is not None else macho_cfi(path, view)
     if view.filetype == MH_OBJECT:
         return _check_object(path, view, cfi)
     return _check_image(path, view, cfi)
@@ -127,15 +134,17 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
                 "copied without being relocated (ld64.lld 14 does so), and libunwind's "
                 "DWARF look-ups find no function there")
             relocated = len(stray) < len(cfi.fdes)
-        for fde, timeline in zip(cfi.fdes, cfi.timelines, strict=True):
+        cache: RowsCache = {}
+        for fde in cfi.fdes:
             by_offset[fde.offset] = fde
-            if _in_code(fde, code):
+            if _in_code(fde, code):  # interpreted only where they describe code
                 by_start[fde.start] = fde
-                timelines[fde.start] = timeline
+                timelines[fde.start] = cfi.timeline(fde, cache)
     if cfi is None or not cfi.fdes:
         notes.append("no FDE in __eh_frame: compact encodings checked against the code "
                      "only")
     lookup = Lookup(view.section_data(section))
+    decodable: dict[int, bool] = {}  # encoding -> it decodes (not kept for STACK_IND)
     checked = 0
     for func in image_functions(view, table):
         address = base + func.offset
@@ -162,8 +171,12 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
         own = by_start.get(address)
         if lines is None or own is None:
             ind = flavour != "arm64" and encoding & MODE_MASK == 0x03000000
+            if not ind and decodable.get(encoding, False):
+                continue
             body = code_at(view, address, ((encoding >> 16) & 0xFF) + 4) if ind else None
             got = decode(encoding & ~FLAGS, flavour, Code(body) if body is not None else None)
+            if not ind:
+                decodable[encoding] = not isinstance(got, Unrepresentable)
             if isinstance(got, Unrepresentable):
                 problems.append(f"{where}: its encoding {encoding:#010x} does not decode: "
                                 f"{got.detail}")
@@ -243,7 +256,7 @@ def _check_object(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
     return MachoCheck(len(rows), checked, tuple(problems), tuple(notes))
 
 
-def macho_coverage(path: str, view: MachoView) -> dict[str, Any]:
+def macho_coverage(path: str, view: MachoView, cfi: Cfi | None = None) -> dict[str, Any]:
     """What ``stats`` reports of a Mach-O file: its functions (an image's
     ``__unwind_info`` entries, an object's ``__compact_unwind`` rows) in compact
     mode, in DWARF mode and without unwind information; for each DWARF-mode one
@@ -251,13 +264,13 @@ def macho_coverage(path: str, view: MachoView) -> dict[str, Any]:
     ``compact-possible`` where it can and the file's toolchain chose DWARF); and the
     sizes of the unwind sections."""
     flavour = flavour_of(view)
-    cfi = eh_frame(view, path) if view.arch != "i386" else None
-    timelines: dict[int, Timeline] = {}
+    cfi = cfi if cfi is not None else macho_cfi(path, view)
+    fdes: dict[int, Fde] = {}
     if cfi is not None:
         code = _code_sections(view)
-        timelines = {fde.start: timeline for fde, timeline
-                     in zip(cfi.fdes, cfi.timelines, strict=True) if _in_code(fde, code)
-                     or view.filetype == MH_OBJECT}
+        fdes = {fde.start: fde for fde in cfi.fdes
+                if view.filetype == MH_OBJECT or _in_code(fde, code)}
+    cache: RowsCache = {}
     if view.filetype == MH_OBJECT:
         functions = [(row.start, row.encoding) for row in compact_unwind_rows(view)]
     else:
@@ -271,10 +284,10 @@ def macho_coverage(path: str, view: MachoView) -> dict[str, Any]:
             counts["none"] += 1
         elif is_dwarf(encoding, flavour):
             counts["dwarf"] += 1
-            timeline = timelines.get(start)
-            if timeline is not None:
-                ours = lower_compact(timeline, flavour,
-                                     _code(view, start, timeline.size))
+            fde = fdes.get(start)
+            if fde is not None and cfi is not None:
+                ours = lower_compact(cfi.timeline(fde, cache), flavour,
+                                     _code(view, start, fde.size))
                 reasons[ours.reason.value if ours.reason else "compact-possible"] += 1
         else:
             counts["compact"] += 1

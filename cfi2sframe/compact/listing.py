@@ -5,7 +5,7 @@ the function's name and the encoding's meaning; and the same as JSON."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..arch import by_compact
@@ -17,6 +17,23 @@ from .table import UnwindInfo
 from .words import HAS_LSDA, MODE_MASK, NOT_FUNCTION_START, PERSONALITY_MASK, X86_STACK_IND
 
 FLAGS = HAS_LSDA | PERSONALITY_MASK | NOT_FUNCTION_START
+
+
+def meanings(view: MachoView) -> Callable[[int, int], str]:
+    """``meaning`` for one file, each encoding described once (a STACK_IND's words
+    depend on its function's code, so those are not kept)."""
+    cache: dict[int, str] = {}
+    ind = X86_STACK_IND if view.arch != "arm64" else -1
+
+    def of(encoding: int, address: int) -> str:
+        if encoding & MODE_MASK == ind:
+            return meaning(encoding, view, address)
+        found = cache.get(encoding)
+        if found is None:
+            found = cache[encoding] = meaning(encoding, view, address)
+        return found
+
+    return of
 
 
 def meaning(encoding: int, view: MachoView, address: int) -> str:
@@ -46,6 +63,7 @@ def unwind_info_lines(table: UnwindInfo, view: MachoView) -> Iterator[str]:
     """``__unwind_info`` as llvm-objdump prints it, with names and meanings."""
     base = view.image_base
     names = view.function_names()
+    words = meanings(view)
     (version, common_at, common_count, person_at, person_count, index_at,
      index_count) = table.header
     yield "Contents of __unwind_info section:"
@@ -83,7 +101,7 @@ def unwind_info_lines(table: UnwindInfo, view: MachoView) -> Iterator[str]:
             address = base + entry.offset
             yield (f"      [{i}]: function offset={entry.offset:#010x}, encoding{which}="
                    f"{entry.encoding:#010x}  {names.get(address, f'pc+{address:#x}')}: "
-                   f"{meaning(entry.encoding, view, address)}")
+                   f"{words(entry.encoding, address)}")
     for problem in table.problems:
         yield f"  problem: {problem}"
 
@@ -93,6 +111,7 @@ def unwind_info_json(table: UnwindInfo, view: MachoView) -> dict[str, Any]:
     (addresses, not image offsets)."""
     base = view.image_base
     names = view.function_names()
+    words = meanings(view)
     header = dict(zip(("version", "common_encodings_offset", "common_encodings_count",
                        "personalities_offset", "personalities_count", "index_offset",
                        "index_count"), table.header, strict=True))
@@ -108,7 +127,7 @@ def unwind_info_json(table: UnwindInfo, view: MachoView) -> dict[str, Any]:
         "functions": [{"address": base + e.offset,
                        "name": names.get(base + e.offset),
                        "encoding": e.encoding,
-                       "meaning": meaning(e.encoding, view, base + e.offset),
+                       "meaning": words(e.encoding, base + e.offset),
                        "personality": None if e.personality is None else base + e.personality,
                        "lsda": None if e.lsda is None else base + e.lsda}
                       for e in table.entries],

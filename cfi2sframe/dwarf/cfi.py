@@ -130,6 +130,7 @@ class _Reader:
         self.address_size = address_size
         self.base = base
         self.pcrel4 = struct.Struct(self.order + "iI")  # the usual FDE: pcrel|sdata4 begin
+        self.pcrel8 = struct.Struct(self.order + "QQ")  # Mach-O's 64-bit FDE: pcrel|absptr
         self.address_mask = (1 << (8 * address_size)) - 1
 
     def fixed(self, pos: int, size: int, signed: bool = False) -> int:
@@ -266,6 +267,11 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: Cie, cie_at: int,
         begin, pc_range = reader.pcrel4.unpack_from(reader.data, pos)
         pc_begin = (begin + reader.base + pos) & reader.address_mask
         pos += 8
+    elif cie.fde_encoding == EH_PE.pcrel and reader.address_size == 8 and \
+            pos + 16 <= len(reader.data):
+        begin, pc_range = reader.pcrel8.unpack_from(reader.data, pos)
+        pc_begin = (begin + reader.base + pos) & reader.address_mask
+        pos += 16
     else:
         pc_begin, pos = reader.pointer(pos, cie.fde_encoding)
         pc_range, pos = reader.pointer(pos, cie.fde_encoding & EH_PE_FORMAT)

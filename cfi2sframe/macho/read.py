@@ -222,10 +222,16 @@ def open_macho(data: bytes, arch: str | None = None) -> MachoView:
             _need(data, symoff, entry * nsyms, "the symbol table")
             _need(data, stroff, strsize, "the string table")
             strings = data[stroff:stroff + strsize]
-            for k in range(nsyms):
-                strx, kind, sect, desc, value = struct.unpack_from(nlist, data,
-                                                                   symoff + entry * k)
-                name = _cstr(strings[strx:]) if strx < strsize else ""
+            # Each name is read up to its NUL (slicing the rest of the table for every
+            # symbol made reading 100k symbols quadratic: 9 s).
+            for strx, kind, sect, desc, value in struct.iter_unpack(
+                    nlist, data[symoff:symoff + entry * nsyms]):
+                if strx < strsize:
+                    end = strings.find(b"\0", strx)
+                    name = strings[strx:end if end >= 0 else strsize].decode("utf-8",
+                                                                             "replace")
+                else:
+                    name = ""
                 symbols.append(Symbol(name, kind, sect, desc, value))
         at += size
     return MachoView(data, cputype, filetype, tuple(sections), tuple(symbols),
