@@ -120,7 +120,10 @@ def _final_encodings(functions: list[TableFunction], arch: str,
             encoding = dwarf | _fde_offset(func, where)
         if slot:
             encoding |= slot << PERSONALITY_SHIFT
-        if func.lsda is not None and not encoding & MODE_MASK == dwarf:
+        # Also in DWARF mode, where libunwind takes the LSDA from the FDE: readers of
+        # the table alone (profilers, llvm-objdump) see it, as zig's and Apple's
+        # linkers write it.
+        if func.lsda is not None:
             encoding |= HAS_LSDA
         out.append(encoding)
     return out, personalities, notes

@@ -312,3 +312,34 @@ def test_stats_verify_and_tree_runs_read_mach_o(zig_images: dict[str, Path],
     proc = cfi2sframe("--in-place", "-r", str(tree), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert {p.name: p.read_bytes() for p in tree.iterdir()} == before
+
+
+def test_unwind_info_built_again_for_zigs_images_means_the_same(
+        zig_images: dict[str, Path], tmp_path: Path) -> None:
+    """zig's tables (C++: a personality routine, LSDAs, DWARF-mode functions on arm64)
+    built again by our writer: libunwind's look-up finds the same row (encoding,
+    personality, LSDA) at every function's first byte; the built table verifies in the
+    image in place of zig's."""
+    require("llvm-objcopy-14")
+    from cfi2sframe.compact.table import Lookup
+
+    for arch, image in zig_images.items():
+        built = tmp_path / f"{arch}.unwind_info"
+        proc = cfi2sframe("compact", str(image), "--emit", "unwind-info", "-o", str(built),
+                          cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        view = open_macho(image.read_bytes())
+        section = view.section("__TEXT", "__unwind_info")
+        assert section is not None
+        theirs, ours = view.section_data(section), built.read_bytes()
+        assert len(ours) <= section.size  # fits where zig's table is
+        entries, _, lsdas = _objdump_table(image)
+        assert lsdas, "the C++ program has LSDAs"
+        mine, zigs = Lookup(ours), Lookup(theirs)
+        assert all(mine.find(offset) == zigs.find(offset) for offset, _ in entries), arch
+        swapped = tmp_path / f"{arch}-ours"
+        subprocess.run(["llvm-objcopy-14", "--update-section",
+                        f"__TEXT,__unwind_info={built}", str(image), str(swapped)],
+                       check=True)
+        proc = cfi2sframe("verify", str(swapped), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout
