@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from cfi2sframe.macho.read import open_macho
 from cfi2sframe.macho.unwind import compact_unwind_rows
-from tests.conftest import cfi2sframe, require
+from tests.conftest import cfi2sframe, require, require_module
 
 CXX = """int g(int);
 struct S { ~S(); };
@@ -417,6 +418,19 @@ def test_llvm_mc_swaps_registers_we_do_not_and_emit_obj_fixes_the_row(tmp_path: 
     subprocess.run(["ld64.lld-14", "-arch", "x86_64", "-platform_version", "macos", "10.15",
                     "10.15", "-dylib", "-o", str(dylib), str(fixed)], check=True)
     assert [encoding for _, encoding in _objdump_table(dylib)[0]] == [right]
+    # zig's Mach-O linker carries it too
+    require_module("ziglang")
+    zig = tmp_path / "fixed-zig.dylib"
+    subprocess.run([sys.executable, "-m", "ziglang", "cc", "-target", "x86_64-macos",
+                    "-dynamiclib", str(fixed), "-o", str(zig)], check=True, cwd=tmp_path)
+    assert [encoding for _, encoding in _objdump_table(zig)[0]] == [right]
+    # verify names llvm-mc's row as unwinding differently from the CFI, and passes ours
+    proc = cfi2sframe("verify", str(descending.with_suffix(".llvm.o")), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert (f"its encoding {encodings['desc.s']:#010x} (RBP frame; saved rbx at [rbp-8]"
+            in proc.stdout and f"unwinds differently from the CFI, which says {right:#010x}"
+            in proc.stdout), proc.stdout
+    assert cfi2sframe("verify", str(fixed), cwd=tmp_path).returncode == 0
 
 
 def test_in_place_on_a_mach_o_object(tmp_path: Path) -> None:
