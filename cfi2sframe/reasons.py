@@ -46,7 +46,8 @@ class SframeReason(_Code):
 
 
 class CompactReason(_Code):
-    """Why a function gets DWARF mode (docs/compact.md), and (the last seven) why
+    """Why a function gets DWARF mode (docs/compact.md; compact-possible: why a Mach-O
+    file's does though it need not), and (the last seven) why
     ``decode`` gives no rules for an encoding word."""
 
     no_cfa = "no-cfa"
@@ -69,6 +70,7 @@ class CompactReason(_Code):
     ra_signed = "ra-signed"
     invalid_cfi = "invalid-cfi"
     empty_function = "empty-function"
+    compact_possible = "compact-possible"
     no_unwind_info = "no-unwind-info"
     dwarf_mode = "dwarf-mode"
     unknown_mode = "unknown-mode"
@@ -167,6 +169,8 @@ COMPACT_REASONS: dict[CompactReason, str] = {
         "arm64: the return address is signed (arm64e's FRAME_PAUTH_LR is not written)",
     CompactReason.invalid_cfi: "the CFI has no DWARF meaning",
     CompactReason.empty_function: "the function has no bytes",
+    CompactReason.compact_possible: "stats of a Mach-O file: its toolchain chose DWARF mode, "
+                                    "though compact unwind describes the body state exactly",
     CompactReason.no_unwind_info: "decode: the word says the function has no unwind information",
     CompactReason.dwarf_mode: "decode: the word sends the unwinder to the function's DWARF FDE",
     CompactReason.unknown_mode: "decode: the mode bits name no mode of this target",

@@ -25,7 +25,7 @@ from ..errors import Cfi2SframeError
 from ..macho.read import FILE_TYPES, MH_OBJECT, MachoView
 from ..macho.unwind import code_at, compact_unwind_rows, eh_frame
 from ..model import Timeline
-from ..reasons import Unrepresentable
+from ..reasons import CompactReason, Unrepresentable
 from .encoding import decode, describe
 from .inputs import image_functions, unwind_table
 from .lower import body_row, lower_compact, row_rules
@@ -288,7 +288,7 @@ def macho_coverage(path: str, view: MachoView, cfi: Cfi | None = None) -> dict[s
             if fde is not None and cfi is not None:
                 ours = lower_compact(cfi.timeline(fde, cache), flavour,
                                      _code(view, start, fde.size))
-                reasons[ours.reason.value if ours.reason else "compact-possible"] += 1
+                reasons[(ours.reason or CompactReason.compact_possible).value] += 1
         else:
             counts["compact"] += 1
     sizes = {}
