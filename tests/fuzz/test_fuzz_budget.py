@@ -24,10 +24,10 @@ from tests.corpus import csmith_asm
 ROOT = Path(__file__).resolve().parents[2]
 # Executions per target in CI (the cheap decoders get more); scale with the variable.
 RUNS = {"sframe": 200000, "compact": 200000, "elf": 20000, "asm": 5000, "rewrite": 30000,
-        "compressed": 50000}
+        "compressed": 50000, "macho": 20000, "unwind_info": 50000}
 SCALE = float(os.environ.get("CFI2SFRAME_FUZZ_SCALE", "1"))
 SEED_FLOORS = {"sframe": 8, "elf": 4, "compact": 6, "asm": 9, "rewrite": 12,
-               "compressed": 5}
+               "compressed": 5, "macho": 6, "unwind_info": 3}
 
 
 def _seeds(target: str, folder: Path) -> None:
@@ -37,6 +37,9 @@ def _seeds(target: str, folder: Path) -> None:
     if target == "asm":
         for path in examples + corpus:
             shutil.copy(path, folder / path.name)
+        return
+    if target in ("macho", "unwind_info"):
+        _macho_seeds(target, folder)
         return
     objects = []
     for path in examples:
@@ -73,6 +76,30 @@ def _seeds(target: str, folder: Path) -> None:
                                            + code)
 
 
+def _macho_seeds(target: str, folder: Path) -> None:
+    """Mach-O files clang-14, llvm-lipo and ld64.lld-14 write (test_macho's C++ with a
+    personality and an LSDA, and an executable of 1200 functions in regular and
+    compressed pages): the files themselves, or their __unwind_info sections."""
+    require("clang-14", "llvm-mc", "llvm-lipo-14", "ld64.lld-14")
+    from cfi2sframe.macho.read import open_macho
+    from tests.differential.test_macho import _dylib, _many_functions, _objects
+
+    work = folder.parent / "macho"
+    work.mkdir()
+    objects = _objects(work)
+    images = [_dylib(objects, "x86_64"), _dylib(objects, "arm64"),
+              _many_functions(work, 1200, True), _many_functions(work, 300, False)]
+    if target == "macho":
+        for path in [*objects.values(), *images]:
+            shutil.copy(path, folder / path.name)
+        return
+    for image in images:
+        view = open_macho(image.read_bytes())
+        section = view.section("__TEXT", "__unwind_info")
+        assert section is not None
+        (folder / image.name).write_bytes(view.section_data(section))
+
+
 def compress(source: Path, out: Path) -> None:
     """Assemble ``source`` and compress its debug sections with objcopy (zlib)."""
     plain = out.with_suffix(".plain.o")
@@ -94,7 +121,7 @@ def make_bomb(folder: Path, zeros: int) -> Path:
 
 
 @pytest.mark.parametrize("target", ["sframe", "elf", "compact", "asm", "rewrite",
-                                    "compressed"])
+                                    "compressed", "macho", "unwind_info"])
 def test_fuzz_target_within_budget(target: str, tmp_path: Path, report) -> None:
     require("as", "ld", "objcopy", "gcc", "csmith")
     require_module("atheris")

@@ -13,6 +13,10 @@ Targets:
   compressed  SHF_COMPRESSED CFI sections (zlib): the claimed size against the
            limits, the bounded inflater, and the reader after it (seeded with a
            decompression bomb)
+  macho    the Mach-O reader (thin and universal), an object's __compact_unwind rows,
+           __eh_frame, and what dump, verify and stats do with an image or object
+  unwind_info  a raw __unwind_info: the strict reader, libunwind's look-up at every
+           function, and the writer building the table again from what was read
 
 Seeds are real inputs: our own SFrame sections, installed ELF objects and
 libraries' first bytes, csmith assembly. The only allowed exceptions are the
@@ -31,14 +35,20 @@ import time
 import atheris
 
 with atheris.instrument_imports():
+    from cfi2sframe.compact.check import check_macho, macho_coverage
     from cfi2sframe.compact.encoding import decode, encode
+    from cfi2sframe.compact.listing import object_rows_lines, unwind_info_lines
+    from cfi2sframe.compact.table import Lookup, read_unwind_info
+    from cfi2sframe.compact.table_writer import TableFunction, build_unwind_info
     from cfi2sframe.compact.rules import Code, CompactRules
     from cfi2sframe.convert import convert_elf, rewrite_in_place
     from cfi2sframe.elf.compressed import Limits
-    from cfi2sframe.errors import Cfi2SframeError, DecodeError
+    from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
     from cfi2sframe.files import read_for_rewrite
     from cfi2sframe.frontend.directives import SyntaxProblem, parse_statement
     from cfi2sframe.frontend.scan import scan
+    from cfi2sframe.macho.read import MH_OBJECT, open_macho
+    from cfi2sframe.macho.unwind import compact_unwind_rows
     from cfi2sframe.sframe.decode import decode as decode_sframe
     from cfi2sframe.sframe.dump import dump_text
 
@@ -98,6 +108,44 @@ def _compact(data: bytes) -> None:
         assert decode(again, arch, code) == rules, (hex(encoding), hex(again))
 
 
+def _macho(data: bytes) -> None:
+    from cfi2sframe.compact.inputs import unwind_table
+
+    with decoding("fuzz.o", "Mach-O file"):
+        view = open_macho(data, "x86_64" if data[:4] in (b"\xca\xfe\xba\xbe",
+                                                         b"\xca\xfe\xba\xbf") else None)
+        if view.filetype == MH_OBJECT:
+            rows = compact_unwind_rows(view)
+            list(object_rows_lines(rows, view))
+        else:
+            table = unwind_table("fuzz.o", view)
+            if table is not None:
+                list(unwind_info_lines(table, view))
+        macho_coverage("fuzz.o", view)
+        try:
+            check_macho("fuzz.o", view)
+        except Cfi2SframeError as exc:  # nothing to verify: said in one located line
+            _require_located("macho", exc)
+
+
+def _unwind_info(data: bytes) -> None:
+    table = read_unwind_info(data)
+    look = Lookup(data)
+    for entry in table.entries[:200]:
+        look.find(entry.offset)
+    functions = []
+    for i, entry in enumerate(table.entries[:500]):
+        end = table.entries[i + 1].offset if i + 1 < len(table.entries) else \
+            max(table.sentinel, entry.offset + 1)
+        if end > entry.offset:
+            functions.append(TableFunction(entry.offset, end - entry.offset,
+                                           entry.encoding, entry.personality, entry.lsda,
+                                           entry.encoding & 0xFFFFFF))
+    if functions:
+        built = build_unwind_info(functions, "x86_64", "fuzz.o")  # checks itself
+        read_unwind_info(built.data)
+
+
 def _asm(data: bytes) -> None:
     text = data.decode("utf-8", "replace")
     result = scan(text, "fuzz.s", "#")
@@ -112,7 +160,7 @@ def _require_located(target: str, exc: Exception) -> None:
     """Accept an error only as a located input error: the ELF reader names the file,
     the decoders give a byte offset. Anything else is a finding."""
     where = REWRITTEN if target == "rewrite" else "fuzz.o"
-    readers = ("elf", "rewrite", "compressed")
+    readers = ("elf", "rewrite", "compressed", "macho")
     if isinstance(exc, Cfi2SframeError) and target in readers and exc.where != where:
         raise AssertionError(f"unlocated input error: {exc}") from exc
     if "\n" in str(exc):
@@ -120,7 +168,8 @@ def _require_located(target: str, exc: Exception) -> None:
 
 
 TARGETS = {"sframe": _sframe, "elf": _elf, "compact": _compact, "asm": _asm,
-           "rewrite": _rewrite, "compressed": _compressed}
+           "rewrite": _rewrite, "compressed": _compressed, "macho": _macho,
+           "unwind_info": _unwind_info}
 
 
 def main() -> None:
