@@ -38,9 +38,9 @@ with atheris.instrument_imports():
     from cfi2sframe.compact.check import check_macho, macho_coverage
     from cfi2sframe.compact.encoding import decode, encode
     from cfi2sframe.compact.listing import object_rows_lines, unwind_info_lines
+    from cfi2sframe.compact.rules import Code, CompactRules
     from cfi2sframe.compact.table import Lookup, read_unwind_info
     from cfi2sframe.compact.table_writer import TableFunction, build_unwind_info
-    from cfi2sframe.compact.rules import Code, CompactRules
     from cfi2sframe.convert import convert_elf, rewrite_in_place
     from cfi2sframe.elf.compressed import Limits
     from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
