@@ -23,7 +23,7 @@ from ..arch import by_compact
 from ..dwarf.cfi import Cfi, Fde, RowsCache
 from ..errors import Cfi2SframeError
 from ..macho.read import FILE_TYPES, MH_OBJECT, MachoView
-from ..macho.unwind import code_at, compact_unwind_rows, eh_frame
+from ..macho.unwind import code_at, compact_unwind_rows, eh_frame, native_numbers
 from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
 from .encoding import decode, describe
@@ -57,9 +57,9 @@ def flavour_of(view: MachoView) -> str:
 
 
 def macho_cfi(path: str, view: MachoView) -> Cfi | None:
-    """The file's ``__eh_frame`` (None without one, and for i386, whose Darwin register
-    numbers for esp and ebp are not read yet)."""
-    return eh_frame(view, path) if view.arch != "i386" else None
+    """The file's ``__eh_frame`` (None without one); its timelines go through
+    ``native_numbers`` (i386 Darwin's esp and ebp)."""
+    return eh_frame(view, path)
 
 
 def check_macho(path: str, view: MachoView, cfi: Cfi | None = None) -> MachoCheck:
@@ -139,7 +139,7 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
             by_offset[fde.offset] = fde
             if _in_code(fde, code):  # interpreted only where they describe code
                 by_start[fde.start] = fde
-                timelines[fde.start] = cfi.timeline(fde, cache)
+                timelines[fde.start] = native_numbers(cfi.timeline(fde, cache), view.arch)
     if cfi is None or not cfi.fdes:
         notes.append("no FDE in __eh_frame: compact encodings checked against the code "
                      "only")
@@ -224,7 +224,7 @@ def _check_object(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
         notes.append("no __eh_frame (clang writes none for arm64): the rows are checked "
                      "against the code only")
     else:
-        fdes = {fde.start: (fde, timeline)
+        fdes = {fde.start: (fde, native_numbers(timeline, view.arch))
                 for fde, timeline in zip(cfi.fdes, cfi.timelines, strict=True)}
     checked = 0
     for row in rows:
@@ -286,7 +286,8 @@ def macho_coverage(path: str, view: MachoView, cfi: Cfi | None = None) -> dict[s
             counts["dwarf"] += 1
             fde = fdes.get(start)
             if fde is not None and cfi is not None:
-                ours = lower_compact(cfi.timeline(fde, cache), flavour,
+                ours = lower_compact(native_numbers(cfi.timeline(fde, cache), view.arch),
+                                     flavour,
                                      _code(view, start, fde.size))
                 reasons[(ours.reason or CompactReason.compact_possible).value] += 1
         else:

@@ -134,7 +134,7 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
     the slice of a universal file (``x86_64`` or ``aarch64``/``arm64``)."""
     from ..errors import decoding
     from ..macho.read import open_macho
-    from ..macho.unwind import code_at, compact_unwind_rows, eh_frame
+    from ..macho.unwind import code_at, compact_unwind_rows, eh_frame, native_numbers
 
     slice_arch = None if arch_name is None else ("arm64" if arch_name in ("aarch64", "arm64")
                                                  else arch_name)  # i386, x86_64
@@ -143,14 +143,12 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
         rows = compact_unwind_rows(view)
         # An image's __eh_frame is not read: ld64.lld 14 copies it unrelocated, so its FDE
         # starts are wrong there; an image's table is __unwind_info (``unwind_table``).
-        # i386 Darwin numbers esp and ebp the other way round in __eh_frame (5 and 4):
-        # not read here yet, so i386 objects' rows are read and decoded only.
-        cfi = eh_frame(view, path) if view.filetype == MH_OBJECT and view.arch != "i386" \
-            else None
+        cfi = eh_frame(view, path) if view.filetype == MH_OBJECT else None
     arch = get_arch({"x86_64": "x86_64", "arm64": "aarch64", "i386": "i386"}[view.arch])
     flavour = compact_arch(arch.name, path)
     functions = []
-    for timeline in (cfi.timelines if cfi is not None else ()):
+    for darwin in (cfi.timelines if cfi is not None else ()):
+        timeline = native_numbers(darwin, view.arch)  # i386: esp and ebp swapped back
         found = code_at(view, timeline.start, timeline.size)
         functions.append(lower_compact(timeline, flavour,
                                        Code(found) if found is not None else None, ranges))

@@ -13,10 +13,12 @@ for an undefined personality routine, is 0).
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from typing import NamedTuple
 
 from ..dwarf.cfi import Cfi, parse_cfi
 from ..errors import DecodeError
+from ..model import CfaReg, RuleKind, Timeline
 from .read import MH_OBJECT, MachoView, Reloc
 
 ROW_SIZE = 32
@@ -89,6 +91,31 @@ def eh_frame(view: MachoView, path: str) -> Cfi | None:
     machine = {"x86_64": "EM_X86_64", "arm64": "EM_AARCH64", "i386": "EM_386"}[view.arch]
     kind = "ET_REL" if view.filetype == MH_OBJECT else "ET_DYN"
     return Cfi(path, machine, kind, tuple(fdes), "__eh_frame")
+
+
+# i386 Darwin numbers esp 5 and ebp 4 in __eh_frame, the other way round from the
+# System V numbers (esp 4, ebp 5) the i386 target description uses.
+_DARWIN_I386 = {4: 5, 5: 4}
+
+
+def native_numbers(timeline: Timeline, arch: str) -> Timeline:
+    """``timeline`` in the target description's register numbers: i386's esp and ebp
+    swapped back (in the CFA rule, the rules' registers and a rule naming a register;
+    a DWARF expression is left as it is); other targets' as they are."""
+    if arch != "i386":
+        return timeline
+
+    def num(reg: int) -> int:
+        return _DARWIN_I386.get(reg, reg)
+
+    rows = tuple(row._replace(
+        cfa=CfaReg(num(row.cfa.reg), row.cfa.offset) if isinstance(row.cfa, CfaReg)
+        else row.cfa,
+        regs=tuple(sorted((num(reg), rule._replace(value=num(rule.value))
+                           if rule.kind == RuleKind.register else rule)
+                          for reg, rule in row.regs)))
+        for row in timeline.rows)
+    return replace(timeline, rows=rows)
 
 
 def code_at(view: MachoView, address: int, size: int) -> bytes | None:

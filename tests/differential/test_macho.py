@@ -106,22 +106,27 @@ def _csmith_preprocessed(folder: Path, seed: int) -> Path:
 
 @pytest.mark.slow
 def test_encodings_from_eh_frame_agree_with_llvm_on_csmith(tmp_path: Path) -> None:
-    """csmith programs (preprocessed for Linux by clang, compiled for macOS x86-64 at
-    four levels): every function's encoding computed here from the object's DWARF CFI is
-    LLVM's own row, personality and LSDA bits aside."""
+    """csmith programs (preprocessed for Linux by clang, compiled for macOS x86-64 and
+    i386 at four levels): every function's encoding computed here from the object's
+    DWARF CFI is LLVM's own row, personality and LSDA bits aside (i386: the esp and ebp
+    numbers Darwin swaps in __eh_frame read as such), and verify passes each object."""
     require("csmith", "clang-14")
-    agree = 0
+    agree = {"x86_64": 0, "i386": 0}
     for seed in range(1, 9):
         pre = _csmith_preprocessed(tmp_path, seed)
-        for level in ("-O0", "-O1", "-O2", "-Os"):
-            obj = tmp_path / f"s{seed}{level}.o"
-            subprocess.run(["clang-14", "-target", TARGETS["x86_64"], level, "-w", "-c",
-                            str(pre), "-o", str(obj)], check=True, capture_output=True)
-            out = cfi2sframe("compact", str(obj), cwd=tmp_path).stdout
-            found = re.search(r"(\d+) rows as computed here, (\d+) differ, (\d+) not", out)
-            assert found and found.group(2) == "0" and found.group(3) == "0", out
-            agree += int(found.group(1))
-    assert agree >= 150, agree
+        for arch, target in (("x86_64", TARGETS["x86_64"]), ("i386", "i386-apple-macosx10.15")):
+            for level in ("-O0", "-O1", "-O2", "-Os"):
+                obj = tmp_path / f"s{seed}{level}{arch}.o"
+                subprocess.run(["clang-14", "-target", target, level, "-w", "-c",
+                                str(pre), "-o", str(obj)], check=True, capture_output=True)
+                out = cfi2sframe("compact", str(obj), cwd=tmp_path).stdout
+                found = re.search(r"(\d+) rows as computed here, (\d+) differ, (\d+) not",
+                                  out)
+                assert found and found.group(2) == "0" and found.group(3) == "0", out
+                agree[arch] += int(found.group(1))
+                proc = cfi2sframe("verify", str(obj), cwd=tmp_path)
+                assert proc.returncode == 0, proc.stdout
+    assert agree["x86_64"] >= 150 and agree["i386"] >= 150, agree
 
 
 def _objdump_table(path: Path) -> tuple[list[tuple[int, int]], int, list[tuple[int, int]]]:
@@ -467,8 +472,8 @@ def test_in_place_on_a_mach_o_object(tmp_path: Path) -> None:
 
 def test_i386_objects_and_darwin_assembly(tmp_path: Path) -> None:
     """32-bit Mach-O (i386): rows of 20 bytes read as llvm-objdump reads them, and
-    clang-14's i386 macOS assembly computed here as llvm-mc encodes it.  The object's
-    __eh_frame is not read (i386 Darwin swaps esp and ebp's DWARF numbers there)."""
+    clang-14's i386 macOS assembly and object computed here as llvm-mc encodes them
+    (the object's __eh_frame read with Darwin's swapped esp and ebp numbers)."""
     require("clang-14", "llvm-mc", "llvm-objdump-14")
     source = tmp_path / "i.c"
     source.write_text("int g(int); int f(int x) { return g(x) + 1; }\n"
@@ -481,6 +486,7 @@ def test_i386_objects_and_darwin_assembly(tmp_path: Path) -> None:
             for r in compact_unwind_rows(open_macho(obj.read_bytes()))]
     assert ours == _objdump_rows(obj) and len(ours) == 2
     proc = cfi2sframe("compact", str(obj), cwd=tmp_path)
-    assert proc.returncode == 0 and "2 not computed" in proc.stdout, proc.stdout
+    assert proc.returncode == 0 and "2 rows as computed here, 0 differ" in proc.stdout, \
+        proc.stdout
     proc = cfi2sframe("compact", str(asm), "--arch", "i386", cwd=tmp_path)
     assert "2 rows as computed here, 0 differ, 0 not computed" in proc.stdout, proc.stdout
