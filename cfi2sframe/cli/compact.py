@@ -53,7 +53,9 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--in-place", action="store_true",
                    help="a Mach-O object: rewrite its __LD,__compact_unwind rows with the "
                         "encodings computed here from its __eh_frame (relocations, "
-                        "personality and LSDA kept); each changed row is named")
+                        "personality and LSDA kept; each changed row is named); an object "
+                        "without the section gets it, and with --ranges one row per "
+                        "state replaces each function's")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="where --emit bin, obj or unwind-info writes (default: standard "
                         "output)")
@@ -178,7 +180,7 @@ def _rewrite_macho_object(args: argparse.Namespace) -> int:
     if input_kind(data) != Kind.macho:
         raise Cfi2SframeError(args.file, "compact --in-place rewrites a thin Mach-O object "
                                          "(a universal file's slices: take one with lipo)")
-    new, notes = macho_object_with_ours(args.file, data)
+    new, notes = macho_object_with_ours(args.file, data, ranges=args.ranges)
     compact_unwind_rows(open_macho(new))  # still reads, row for row
     for note in notes:
         print(f"{args.file}: note: {note}", file=sys.stderr)
@@ -196,10 +198,7 @@ def _write_darwin_object(args: argparse.Namespace, text: str, arch: Arch,
         raise Cfi2SframeError(args.file, "--emit obj writes a Mach-O object: this is not "
                                          "assembly for an Apple target (the main command "
                                          "writes ELF objects)")
-    if args.ranges:
-        raise Cfi2SframeError(args.file, "--emit obj replaces each function's one row; "
-                                         "--ranges rows are written with --emit asm")
-    obj, notes = darwin_object(text, args.file, arch, args.assembler, functions)
+    obj, notes = darwin_object(text, args.file, arch, args.assembler, functions, args.ranges)
     for note in notes:
         print(f"{args.file}: note: {note}", file=sys.stderr)
     write(args.output or "-", obj)

@@ -16,6 +16,7 @@ An object's ``__LD,__compact_unwind`` rows are checked against its
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from typing import Any, NamedTuple
 
@@ -28,7 +29,7 @@ from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
 from .encoding import decode, describe
 from .inputs import image_functions, unwind_table
-from .lower import body_row, lower_compact, row_rules
+from .lower import CompactRow, body_row, inexact_spans, lower_compact, row_rules
 from .rules import Code
 from .table import Lookup
 from .words import HAS_LSDA, MODE_MASK, NOT_FUNCTION_START, PERSONALITY_MASK, is_dwarf
@@ -227,9 +228,12 @@ def _check_object(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
         fdes = {fde.start: (fde, native_numbers(timeline, view.arch))
                 for fde, timeline in zip(cfi.fdes, cfi.timelines, strict=True)}
     checked = 0
+    starts = sorted(fdes)
+    per_function = Counter(_holder(starts, fdes, row.start) for row in rows)
     for row in rows:
         where = f"'{row.name}' at {row.start:#x}"
-        found = fdes.get(row.start)
+        holder = _holder(starts, fdes, row.start)
+        found = fdes.get(holder) if holder is not None else None
         if is_dwarf(row.encoding, flavour):
             if cfi is not None and found is None:
                 problems.append(f"{where}: DWARF mode, but __eh_frame has no FDE for it")
@@ -239,21 +243,51 @@ def _check_object(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
         if found is None:
             continue
         fde, timeline = found
-        problem = rules_problem(row.encoding, timeline, flavour,
-                                code_at(view, row.start, timeline.size), names)
+        code = code_at(view, fde.start, timeline.size)
+        if per_function[holder] > 1:  # one row per state (--ranges): each exact
+            problem = _range_problem(row.start - fde.start, row.length, row.encoding,
+                                     timeline, flavour, code, names)
+        else:  # the one row: the body state
+            problem = rules_problem(row.encoding, timeline, flavour, code, names)
         if problem is not None:
             problems.append(f"{where}: {problem}")
         if (row.lsda or None) != fde.lsda and fde.lsda is not None:
             problems.append(f"{where}: LSDA {_offset(row.lsda, 0)}, its FDE's "
                             f"{fde.lsda:#x}")
         checked += 1
-    starts = {row.start for row in rows}
-    missing = [fde for fde, _ in fdes.values() if fde.start not in starts]
+    row_starts = {row.start for row in rows}
+    missing = [fde for fde, _ in fdes.values() if fde.start not in row_starts]
     if missing:
         notes.append(f"{len(missing)} FDEs have no __compact_unwind row (the linker takes "
                      f"their DWARF CFI): {', '.join(f.name for f in missing[:5])}"
                      + (", ..." if len(missing) > 5 else ""))
     return MachoCheck(len(rows), checked, tuple(problems), tuple(notes))
+
+
+def _holder(starts: list[int], fdes: dict[int, tuple[Fde, Timeline]],
+            address: int) -> int | None:
+    """The start of the FDE whose function holds ``address``, if one does."""
+    i = bisect_right(starts, address) - 1
+    if i < 0:
+        return None
+    fde = fdes[starts[i]][0]
+    return fde.start if address < fde.start + max(fde.size, 1) else None
+
+
+def _range_problem(offset: int, length: int, encoding: int, timeline: Timeline,
+                   flavour: str, code: bytes | None, names: dict[int, str]) -> str | None:
+    """Why one of a function's rows per state does not unwind as the CFI at every byte
+    of [offset, offset + length) of the function; None when it does."""
+    row = CompactRow(offset, length, encoding)
+    spans = inexact_spans(timeline, [row], flavour, Code(code) if code is not None else None)
+    wrong = [(lo, hi) for lo, hi in spans if lo < offset + length and hi > offset]
+    if not wrong:
+        return None
+    lo, hi = wrong[0]
+    bare = encoding & ~FLAGS
+    return (f"its encoding {encoding:#010x} ({describe(bare, flavour, None, names)}) "
+            f"unwinds differently from the CFI at [{timeline.start + max(lo, offset):#x}, "
+            f"{timeline.start + min(hi, offset + length):#x})")
 
 
 def macho_coverage(path: str, view: MachoView, cfi: Cfi | None = None) -> dict[str, Any]:

@@ -192,24 +192,79 @@ def image_functions(view: MachoView, table: UnwindInfo) -> list[TableFunction]:
     return out
 
 
-def macho_object_with_ours(path: str, data: bytes,
-                           arch_name: str | None = None) -> tuple[bytes, list[str]]:
+def macho_object_with_ours(path: str, data: bytes, arch_name: str | None = None,
+                           ranges: bool = False) -> tuple[bytes, list[str]]:
     """A Mach-O object (``--in-place``) with the encodings computed here from its own
-    ``__eh_frame`` in its ``__LD,__compact_unwind`` rows; what changed, in words."""
+    ``__eh_frame`` in its ``__LD,__compact_unwind`` rows; what changed, in words.  An
+    object without rows gets the section (``macho.write``); with ``ranges``, one row
+    per CFI state replaces each function's row."""
     from ..errors import decoding
 
-    arch, functions, rows, view = compact_macho(path, data, arch_name)
+    arch, functions, rows, view = compact_macho(path, data, arch_name, ranges)
     if view.filetype != MH_OBJECT:
         raise Cfi2SframeError(path, "--in-place rewrites a Mach-O object's __compact_unwind "
                                     "rows; an image's table is its linker's")
-    if not rows:
-        raise Cfi2SframeError(path, "the object has no __LD,__compact_unwind rows to rewrite")
     if not functions:
         raise Cfi2SframeError(path, "the object has no __eh_frame: no DWARF CFI to compute "
                                     "its encodings from (clang writes none for arm64)")
     with decoding(path, "Mach-O file"):
-        # Each function here was read from an FDE of the object, at its address.
-        return _with_ours(view, rows, functions, arch, path, {f.start for f in functions})
+        if rows and not ranges:
+            # Each function here was read from an FDE of the object, at its address.
+            return _with_ours(view, rows, functions, arch, path, {f.start for f in functions})
+        return _with_new_rows(view, rows, functions, arch, path)
+
+
+def _with_new_rows(view: MachoView, rows: list[ObjectRow], functions: list[CompactFunction],
+                   arch: Arch, where: str) -> tuple[bytes, list[str]]:
+    """``view`` laid out again with a ``__compact_unwind`` of our rows (every row of each
+    function: one, or one per state with ``--ranges``), each function's personality and
+    LSDA from the object's own row for it, else the LSDA from its FDE.  A function in
+    DWARF mode as a whole gets no row, as LLVM writes none: the linker takes its FDE; a
+    function with a personality routine and no row of the object's own gets its
+    routine from the relocation of its CIE's personality field."""
+    from ..macho.unwind import cie_personalities, eh_frame
+    from ..macho.write import NewRow, with_compact_unwind
+    from .words import HAS_LSDA, is_dwarf
+
+    flavour = compact_arch(arch.name, where)
+    cfi = eh_frame(view, where)
+    fde_lsda = {fde.start: fde.lsda for fde in cfi.fdes} if cfi is not None else {}
+    fdes = {fde.start: fde for fde in cfi.fdes} if cfi is not None else {}
+    routines = cie_personalities(view, {fde.cie_at for fde in fdes.values()})
+    own = {row.start: row for row in rows}
+    symbol_index: dict[str, int] = {}
+    for i, symbol in enumerate(view.symbols):
+        symbol_index.setdefault(symbol.name, i)
+    new: list[NewRow] = []
+    notes: list[str] = []
+    for func in functions:
+        mine = own.get(func.start)
+        if not func.rows or (len(func.rows) == 1 and is_dwarf(func.rows[0].encoding, flavour)):
+            notes.append(f"'{func.name}': no row (DWARF mode: the linker takes its FDE)")
+            continue
+        personality = None
+        lsda = fde_lsda.get(func.start)
+        if mine is not None:
+            lsda = mine.lsda
+            if mine.personality is not None:
+                personality = symbol_index.get(mine.personality)
+                if personality is None:
+                    raise Cfi2SframeError(where, f"'{func.name}': its personality "
+                                                 f"'{mine.personality}' is no symbol of "
+                                                 "the object")
+        elif func.start in fdes and fdes[func.start].cie.personality:
+            personality = routines.get(fdes[func.start].cie_at)
+            if personality is None:
+                notes.append(f"'{func.name}': no row (no relocation names its personality "
+                             "routine: the linker takes its FDE)")
+                continue
+        for row in func.rows:
+            encoding = row.encoding | (HAS_LSDA if lsda else 0)
+            new.append(NewRow(func.start + row.start, row.length, encoding, personality,
+                              lsda))
+    notes.insert(0, f"__compact_unwind written with {len(new)} rows for "
+                    f"{len(functions)} functions (the object had {len(rows)})")
+    return with_compact_unwind(view, sorted(new)), notes  # in address order, as LLVM
 
 
 def _with_ours(view: MachoView, rows: list[ObjectRow], functions: list[CompactFunction],
@@ -246,7 +301,8 @@ def _with_ours(view: MachoView, rows: list[ObjectRow], functions: list[CompactFu
 
 
 def darwin_object(text: str, filename: str, arch: Arch, assembler: str | None,
-                  functions: list[CompactFunction]) -> tuple[bytes, list[str]]:
+                  functions: list[CompactFunction],
+                  ranges: bool = False) -> tuple[bytes, list[str]]:
     """The Mach-O object of assembly for an Apple target with the encodings computed here
     in its ``__LD,__compact_unwind`` rows (the assembler's own personality and LSDA bits
     kept), and what was changed, in words.  A function computed here in DWARF mode needs
@@ -263,7 +319,12 @@ def darwin_object(text: str, filename: str, arch: Arch, assembler: str | None,
     with decoding(filename, "assembler output"):
         view = open_macho(obj)
         rows = compact_unwind_rows(view)
-        return _with_ours(view, rows, functions, arch, filename)
+        if rows and not ranges:
+            return _with_ours(view, rows, functions, arch, filename)
+        # The functions here are offsets in their sections; the rows' are addresses.
+        addresses = {f"{s.segment},{s.name}": s.addr for s in view.sections}
+        placed = [f._replace(start=addresses.get(f.section, 0) + f.start) for f in functions]
+        return _with_new_rows(view, rows, placed, arch, filename)
 
 
 def compact_file(source: str, data: bytes, arch_name: str = "x86_64",

@@ -118,6 +118,29 @@ def native_numbers(timeline: Timeline, arch: str) -> Timeline:
     return replace(timeline, rows=rows)
 
 
+def cie_personalities(view: MachoView, cie_offsets: set[int]) -> dict[int, int]:
+    """CIE offset in ``__eh_frame`` -> the symbol index of its personality routine: in
+    an object the CIE's personality field has the only symbol relocation inside the
+    CIE (X86_64_RELOC_GOT, ARM64_RELOC_POINTER_TO_GOT), the field itself being a
+    pointer to a GOT slot the linker makes."""
+    section = view.section("__TEXT", "__eh_frame")
+    if section is None:
+        return {}
+    data = view.section_data(section)
+    ends = {}
+    for at in cie_offsets:
+        if at + 4 <= len(data):
+            ends[at] = at + 4 + struct.unpack_from("<I", data, at)[0]
+    out: dict[int, int] = {}
+    for reloc in view.relocations(section):
+        if not reloc.extern:
+            continue
+        for at, end in ends.items():
+            if at <= reloc.address < end:
+                out.setdefault(at, reloc.number)
+    return out
+
+
 def code_at(view: MachoView, address: int, size: int) -> bytes | None:
     """The file bytes of ``size`` bytes of code at ``address`` (a section holding them)."""
     for section in view.sections:
