@@ -44,9 +44,10 @@ _BINARY: dict[int, Callable[[int, int], int]] = {
     OP.and_: lambda a, b: a & b,
     OP.mul: lambda a, b: a * b,
     OP.or_: lambda a, b: a | b,
-    OP.shl: lambda a, b: a << b if b < 64 else 0,
-    OP.shr: lambda a, b: (a & MASK64) >> b if b < 64 else 0,
-    OP.shra: lambda a, b: _signed(a) >> min(b, 63),
+    # The shift count is unsigned: a negative one is a huge count (was a ValueError).
+    OP.shl: lambda a, b: a << (b & MASK64) if b & MASK64 < 64 else 0,
+    OP.shr: lambda a, b: (a & MASK64) >> (b & MASK64) if b & MASK64 < 64 else 0,
+    OP.shra: lambda a, b: _signed(a) >> min(b & MASK64, 63),
     OP.xor: lambda a, b: a ^ b,
     OP.eq: lambda a, b: int(_signed(a) == _signed(b)),
     OP.ge: lambda a, b: int(_signed(a) >= _signed(b)),
@@ -172,3 +173,112 @@ def _top(stack: list[Value], depth: int) -> Value:
     if depth >= len(stack):
         raise NotReducible("stack underflow")
     return stack[-1 - depth]
+
+
+# How a value depends on the PC, for ``pc_period``: a period m >= 1 (a function of
+# PC mod m; 1: not of the PC at all), AFFINE (PC plus a constant) or ANY.
+AFFINE, ANY = 0, -1
+MAX_PERIOD = 1 << 16
+
+
+def _combine(a: int, b: int) -> int:
+    """The dependence of a pure function of two values of dependences ``a`` and ``b``
+    (AFFINE counts as ANY: only a mask reduces it)."""
+    if a <= 0 or b <= 0:
+        return ANY
+    period = a * b // _gcd(a, b)
+    return period if period <= MAX_PERIOD else ANY
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
+
+
+def pc_period(expr: bytes, pc_reg: int | None, little: bool = True) -> int | None:
+    """A period P with ``evaluate(expr, pc) == evaluate(expr, pc + P)`` for every pc,
+    shown by following how each value depends on the PC; None where that is not shown.
+
+    The PC may be read, a constant added to it, and the result masked by ``and`` with
+    a constant (PLT expressions: ``(pc & 15) >= 11``): the masked value depends on the
+    PC modulo the power of two above the mask, and any function of such values on
+    their least common multiple.  A branch, a register or memory read mixed with the
+    PC, or the PC reaching the result unmasked, shows nothing (None).  1: the value
+    does not depend on the PC.  So a caller evaluates P PCs, not every byte.
+    """
+    # Each entry: (dependence, the constant's value when it is a known constant).
+    stack: list[tuple[int, int | None]] = []
+    pos = 0
+    order: ByteOrder = "little" if little else "big"
+    try:
+        while pos < len(expr):
+            op = expr[pos]
+            pos += 1
+            if OP.lit0 <= op <= OP.lit31:
+                stack.append((1, op - OP.lit0))
+            elif OP.breg0 <= op <= OP.breg31 or op == OP.bregx:
+                reg = op - OP.breg0
+                if op == OP.bregx:
+                    reg, pos = read_uleb(expr, pos)
+                _, pos = read_sleb(expr, pos)
+                stack.append((AFFINE, None) if reg == pc_reg else (1, None))
+            elif op in _CONSTS:
+                size, signed = _CONSTS[op]
+                if pos + size > len(expr):
+                    return None
+                stack.append((1, int.from_bytes(expr[pos:pos + size], order, signed=signed)))
+                pos += size
+            elif op in (OP.constu, OP.consts):
+                number, pos = (read_uleb if op == OP.constu else read_sleb)(expr, pos)
+                stack.append((1, number))
+            elif op == OP.plus_uconst:
+                number, pos = read_uleb(expr, pos)
+                dep, value = stack.pop()
+                stack.append((dep, value + number if value is not None else None))
+            elif op in (OP.plus, OP.minus):
+                (b, bv), (a, av) = stack.pop(), stack.pop()
+                if (a == AFFINE and b == 1) or (b == AFFINE and a == 1 and op == OP.plus):
+                    stack.append((AFFINE, None))
+                else:
+                    both = av is not None and bv is not None
+                    stack.append((_combine(a, b), (av + bv if op == OP.plus else av - bv)
+                                  if both and av is not None and bv is not None else None))
+            elif op == OP.and_ and len(stack) >= 2 and AFFINE in (stack[-1][0], stack[-2][0]):
+                (b, bv), (a, av) = stack.pop(), stack.pop()
+                mask = bv if a == AFFINE else av
+                if (b if a == AFFINE else a) != 1 or mask is None or mask < 0:
+                    return None
+                period = 1 << mask.bit_length()
+                stack.append((period if period <= MAX_PERIOD else ANY, None))
+            elif op in _BINARY:
+                (b, bv), (a, av) = stack.pop(), stack.pop()
+                value = _signed(_BINARY[op](av, bv)) if av is not None and bv is not None \
+                    else None
+                stack.append((_combine(a, b), value))
+            elif op in (OP.neg, OP.not_):
+                dep, value = stack.pop()
+                stack.append((_combine(dep, 1), None if value is None else
+                              (-value if op == OP.neg else _signed(~value))))
+            elif op == OP.dup:
+                stack.append(stack[-1])
+            elif op == OP.drop:
+                stack.pop()
+            elif op == OP.over:
+                stack.append(stack[-2])
+            elif op == OP.pick:
+                if pos >= len(expr) or expr[pos] >= len(stack):
+                    return None
+                stack.append(stack[-1 - expr[pos]])
+                pos += 1
+            elif op == OP.swap:
+                stack[-1], stack[-2] = stack[-2], stack[-1]
+            elif op == OP.nop:
+                pass
+            else:  # branches, memory, anything else: not shown
+                return None
+    except (IndexError, DecodeError):
+        return None
+    if not stack or stack[-1][0] < 1:
+        return None
+    return stack[-1][0]

@@ -11,19 +11,23 @@ rows stay one PC-increment FDE.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from itertools import chain, zip_longest
 
 from ..arch.base import Arch
-from ..dwarf.expr import NotReducible, evaluate
+from ..dwarf.expr import NotReducible, Value, evaluate, pc_period
 from ..model import CfaExpr, CfaReg, Row, Timeline
 from .format import Fre, SFrameFunction
 from .lower import Skip, lower
 from .rules import RuleFre, expr_loc
 
-# Largest code range whose CFA expression is evaluated byte by byte (a PLT of
-# 65,536 entries); a longer one is left out as ``cfa-expression``.
+# Largest code range whose CFA expression is described (a PLT of 65,536 entries), and
+# the largest evaluated byte by byte where the expression is not shown periodic in the
+# PC (``pc_period``: a PLT's is, and is evaluated once per residue); a longer one is
+# left out as ``cfa-expression``.  The largest PLT installed here is 29 KB.
 MAX_EVALUATED = 1 << 20
+MAX_EACH_BYTE = 1 << 16
 # Repetition sizes tried for PC-mask FDEs (``sfde_func_rep_size`` is 8 bits); the
 # PLT entries of x86-64 are 16 bytes, of s390x 32.
 REP_SIZES = (8, 16, 32, 64, 128)
@@ -50,18 +54,30 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
         if not isinstance(cfa, CfaExpr) or not _evaluated(row):
             _append(rows, row)
             continue
+        period = pc_period(cfa.expr, pc_reg, not arch.big_endian) \
+            if pc_reg is not None else None
         evaluated += max(0, end - row.start)
-        if evaluated > MAX_EVALUATED:
-            return f"the CFA expression covers more than {MAX_EVALUATED} bytes"
+        limit = MAX_EVALUATED if period is not None else MAX_EACH_BYTE
+        if evaluated > limit:
+            return f"the CFA expression covers more than {limit} bytes"
+        by_residue: dict[int, Value] = {}
+        last = None
         for offset in range(row.start, end):
-            try:
-                value = evaluate(cfa.expr, timeline.start + offset, pc_reg,
-                                 not arch.big_endian)
-            except NotReducible as exc:
-                return _why_not(cfa.expr, pc_reg, arch, exc)
-            if value.reg is None:
-                return "the CFA expression gives a constant address"
-            _append(rows, row._replace(start=offset, cfa=CfaReg(value.reg, value.offset)))
+            pc = timeline.start + offset
+            value = by_residue.get(pc % period) if period is not None else None
+            if value is None:
+                try:
+                    value = evaluate(cfa.expr, pc, pc_reg, not arch.big_endian)
+                except NotReducible as exc:
+                    return _why_not(cfa.expr, pc_reg, arch, exc)
+                if value.reg is None:
+                    return "the CFA expression gives a constant address"
+                if period is not None:
+                    by_residue[pc % period] = value
+            if value != last:
+                assert value.reg is not None  # a constant address returned above
+                _append(rows, row._replace(start=offset, cfa=CfaReg(value.reg, value.offset)))
+                last = value
     return replace(timeline, rows=tuple(rows))
 
 
@@ -141,24 +157,29 @@ def _repeating_body(fres: Sequence[FreLike], head: int, rep: int,
             break
         pattern.append(fre._replace(start=fre.start - head))
     # Every change point must be where the pattern says, with its rules.
-    expected = [(block + entry.start, entry[1:])
+    expected = ((block + entry.start, entry[1:])
                 for block in range(head, size, rep) for entry in pattern
-                if block + entry.start < size]
-    actual = [(head, in_force[1:])] + [(fre.start, fre[1:]) for fre in changes]
+                if block + entry.start < size)
+    actual = chain([(head, in_force[1:])], ((fre.start, fre[1:]) for fre in changes))
     return pattern if _same_changes(expected, actual) else None
 
 
-def _same_changes(expected: Sequence[tuple[int, object]],
-                  actual: Sequence[tuple[int, object]]) -> bool:
-    """Equal as step functions: ignore entries that repeat the rules before them."""
-    def squeeze(steps: Sequence[tuple[int, object]]) -> list[tuple[int, object]]:
-        out: list[tuple[int, object]] = []
+def _same_changes(expected: Iterable[tuple[int, object]],
+                  actual: Iterable[tuple[int, object]]) -> bool:
+    """Equal as step functions: ignore entries that repeat the rules before them.
+    Compared step by step, so that a wrong repetition size stops at its first
+    difference (a long PLT is tried with every size)."""
+    def squeeze(steps: Iterable[tuple[int, object]]) -> Iterator[tuple[int, object]]:
+        last: object = _NOTHING
         for start, rules in steps:
-            if not out or out[-1][1] != rules:
-                out.append((start, rules))
-        return out
+            if rules != last:
+                yield start, rules
+                last = rules
 
-    return squeeze(expected) == squeeze(actual)
+    return all(a == b for a, b in zip_longest(squeeze(expected), squeeze(actual)))
+
+
+_NOTHING = object()
 
 
 def lower_pc_dependent(timeline: Timeline, arch: Arch, skip: Skip,

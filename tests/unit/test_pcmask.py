@@ -116,3 +116,66 @@ def test_split_is_exact_at_every_pc(head, block, rep, blocks, start) -> None:
         assert rules.cfa == Loc(7, want.cfa.offset, False), (hex(pc), split)
         if fde.pc_mask:
             assert fde.start_address % fde.rep_size == 0  # libsframe's PC % size agrees
+
+
+def test_pc_period_of_the_plt_expression_and_of_others() -> None:
+    """By hand: GNU ld's PLT expression reads the PC through ``& 15``, so it repeats
+    every 16 bytes; an expression without the PC repeats every byte; the PC unmasked,
+    or through a branch, shows no period."""
+    from cfi2sframe.dwarf.expr import pc_period
+
+    assert pc_period(LD_PLT, X86.pc) == 16
+    assert pc_period(bytes([0x77, 8]), X86.pc) == 1  # rsp + 8
+    assert pc_period(bytes([0x80, 0]), X86.pc) is None  # the PC itself
+    assert pc_period(bytes([0x80, 0, 0x3F, 0x1A, 0x28, 0, 0]), X86.pc) is None  # bra
+    # (pc & 63) >= 40, plus (pc & 15): every 64 bytes
+    assert pc_period(bytes([0x77, 8, 0x80, 0, 0x08, 63, 0x1A, 0x08, 40, 0x2A, 0x22,
+                            0x80, 0, 0x3F, 0x1A, 0x22]), X86.pc) == 64
+
+
+# Operators pc_period follows, with what they take from the stack (hypothesis builds
+# expressions from them; evaluate is the reference).
+_OPS = [bytes([0x80, 0]), bytes([0x80, 5]), bytes([0x77, 8]), bytes([0x3F]),
+        bytes([0x08, 7]), bytes([0x08, 40]), bytes([0x1A]), bytes([0x22]), bytes([0x1C]),
+        bytes([0x2A]), bytes([0x24]), bytes([0x27]), bytes([0x12]), bytes([0x16]),
+        bytes([0x23, 3]), bytes([0x1F]), bytes([0x20])]
+
+
+@settings(max_examples=400, deadline=None)
+@given(ops=st.lists(st.sampled_from(_OPS), min_size=1, max_size=10),
+       pc=st.integers(0x1000, 0x100000))
+def test_a_period_shown_is_a_period(ops, pc) -> None:
+    """Wherever pc_period shows a period P, the expression gives the same value at pc
+    and at pc + P, pc + 2P (or is not reducible at either)."""
+    from cfi2sframe.dwarf.expr import pc_period
+
+    expr = b"".join(ops)
+    period = pc_period(expr, X86.pc)
+    if period is None:
+        return
+
+    def value(at: int) -> Value | None:
+        try:
+            return evaluate(expr, at, X86.pc)
+        except NotReducible:
+            return None
+
+    assert value(pc) == value(pc + period) == value(pc + 2 * period), (expr.hex(), period)
+
+
+def test_a_long_plt_expression_is_evaluated_once_per_residue() -> None:
+    """A fuzzer's finding: a 256 KiB range under the PLT expression took 4 s byte by
+    byte; evaluated once per residue of its period it lowers as fast as a short one,
+    and the same: the rules at sampled PCs are the expression's."""
+    import time
+
+    timeline = _plt_timeline(0x1020, 16384)
+    started = time.perf_counter()
+    functions, skips = lower_all([timeline], X86)
+    assert time.perf_counter() - started < 1.0 and not skips
+    section = decode(encode_sframe(functions, X86).to_bytes(0, lambda f: f.start, "t"))
+    for pc in range(0x1030, 0x1020 + timeline.size, 4093):
+        fde = next(f for f in section.fdes if f.start_address <= pc < f.start_address + f.size)
+        rules = rules_at(section, fde, pc)
+        assert rules is not None and rules.cfa == Loc(7, evaluate(LD_PLT, pc, X86.pc).offset,
+                                                      False), hex(pc)
