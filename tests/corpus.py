@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
@@ -49,11 +50,24 @@ class Failed(NamedTuple):
     stderr: str
 
 
+def csmith_run(command: list[str], check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    """csmith in a folder of its own: it writes and reads ``platform.info`` in its
+    working folder, and parallel runs in one folder race on it (a CI run lost a
+    program that way, with no message)."""
+    with tempfile.TemporaryDirectory(prefix="csmith-") as folder:
+        return subprocess.run(command, capture_output=True, check=check, cwd=folder)
+
+
+def csmith_source(seed: int | str, *extra: str) -> bytes:
+    """The program csmith writes for ``seed`` (``extra``: more options)."""
+    return csmith_run(["csmith", "--seed", str(seed), *extra]).stdout
+
+
 def _csmith(seed: int, out: Path) -> Path | Failed:
     c_file = out / f"p{seed}.c"
     if not c_file.exists():
         command = ["csmith", "--seed", str(seed), "--max-funcs", "8"]
-        proc = subprocess.run(command, capture_output=True, check=False)
+        proc = csmith_run(command, check=False)
         if proc.returncode != 0:
             return Failed(command, proc.stderr.decode(errors="replace"))
         tmp = c_file.with_suffix(f".c.{os.getpid()}.tmp")  # runs in parallel

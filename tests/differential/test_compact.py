@@ -27,7 +27,7 @@ from cfi2sframe.elf.read import open_elf
 from cfi2sframe.frontend.probe import Assembler
 from cfi2sframe.frontend.timelines import parse_asm
 from tests.conftest import at_least, require
-from tests.corpus import CSMITH_INCLUDE, corpus_dir
+from tests.corpus import CSMITH_INCLUDE, corpus_dir, csmith_source
 
 MC, OBJDUMP, CLANG, LLC = "llvm-mc-14", "llvm-objdump-14", "clang-14", "llc-14"
 # target -> (LLVM triple, our architecture, our assembler)
@@ -444,9 +444,7 @@ def test_csmith_through_llc_against_llvm(target: str, opt: str, llc_opt: str,
     for seed in range(1, 35):
         c_file = folder / f"p{seed}.c"
         if not c_file.exists():
-            c_file.write_text(subprocess.run(["csmith", "--seed", str(seed)],
-                                             capture_output=True, text=True,
-                                             check=True).stdout)
+            c_file.write_bytes(csmith_source(seed))
         ll = tmp_path / "t.ll"
         subprocess.run([CLANG, *opt.split(), "-S", "-emit-llvm", "-w", f"-I{CSMITH_INCLUDE}",
                         str(c_file), "-o", str(ll)], check=True)

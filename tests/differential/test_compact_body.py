@@ -28,7 +28,7 @@ from cfi2sframe.compact.inputs import compact_elf
 from cfi2sframe.compact.rules import Code, CompactRules
 from cfi2sframe.elf.read import address_reader, open_elf
 from tests.conftest import at_least, require
-from tests.corpus import CSMITH_INCLUDE
+from tests.corpus import CSMITH_INCLUDE, csmith_source
 
 REGS = {"rax": 0, "rdx": 1, "rcx": 2, "rbx": 3, "rsi": 4, "rdi": 5, "rbp": 6, "rsp": 7,
         **{f"r{n}": n for n in range(8, 16)}, "ra": 16}
@@ -120,8 +120,7 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     out = []
     for seed in range(1, 9):
         source = tmp / f"p{seed}.c"
-        source.write_bytes(subprocess.run(["csmith", "--seed", str(seed), "--max-funcs", "8"],
-                                          check=True, capture_output=True).stdout)
+        source.write_bytes(csmith_source(seed, "--max-funcs", "8"))
         for name, flags in FLAGS.items():
             program = tmp / f"p{seed}-{name}"
             subprocess.run(["gcc", *flags, "-w", f"-I{CSMITH_INCLUDE}", str(source), "-o",

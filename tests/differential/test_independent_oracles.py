@@ -31,7 +31,7 @@ import pytest
 
 from cfi2sframe.sframe.decode import decode
 from tests.conftest import require, require_path
-from tests.corpus import CSMITH_INCLUDE
+from tests.corpus import CSMITH_INCLUDE, csmith_source
 
 from .readelf_frames import (
     EITHER,
@@ -139,9 +139,7 @@ def _build(folder: Path, arch: str, name: str, flags: list[str], seeds: list[int
     for source, extra in [(shapes, []), *[(folder / f"cs{seed}.c", [f"-Dmain=cs{seed}_main"])
                                            for seed in seeds]]:
         if not source.exists():
-            source.write_bytes(subprocess.run(["csmith", "--seed", source.stem[2:],
-                                               "--max-funcs", "8"],
-                                              check=True, capture_output=True).stdout)
+            source.write_bytes(csmith_source(source.stem[2:], "--max-funcs", "8"))
         obj = folder / f"{arch}-{name}-{source.stem}.o"
         subprocess.run([compiler, *flags, "-w", f"-I{CSMITH_INCLUDE}", *extra, "-c",
                         str(source), "-o", str(obj)], check=True, capture_output=True)

@@ -16,6 +16,7 @@ import pytest
 from cfi2sframe.macho.read import open_macho
 from cfi2sframe.macho.unwind import compact_unwind_rows
 from tests.conftest import cfi2sframe, require, require_module
+from tests.corpus import csmith_source
 
 CXX = """int g(int);
 struct S { ~S(); };
@@ -96,8 +97,7 @@ def _csmith_preprocessed(folder: Path, seed: int) -> Path:
     """A csmith program preprocessed for Linux by clang-14 (the macOS targets have no
     headers here; the preprocessed C compiles for them)."""
     source = folder / f"s{seed}.c"
-    source.write_text(subprocess.run(["csmith", "--seed", str(seed), "--max-funcs", "12"],
-                                     capture_output=True, text=True, check=True).stdout)
+    source.write_bytes(csmith_source(seed, "--max-funcs", "12"))
     pre = folder / f"s{seed}.i"
     subprocess.run(["clang-14", "-E", "-P", "-I/usr/include/csmith", str(source), "-o",
                     str(pre)], check=True, capture_output=True)

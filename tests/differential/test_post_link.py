@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require, require_path
+from tests.corpus import csmith_source
 
 HELLO = r"""
 #include <stdio.h>
@@ -87,8 +88,7 @@ def _build(tmp: Path) -> dict[str, Path]:
     cmds["zuser"] = ["gcc", "-O2", "-g", "zuser.c", "./libz.so.1", "-Wl,-rpath,$ORIGIN",
                      "-o", "zuser"]
     for name, (seed, flags) in CSMITH.items():
-        source = subprocess.run(["csmith", "--seed", seed, "--max-funcs", "8"],
-                                check=True, capture_output=True).stdout
+        source = csmith_source(seed, "--max-funcs", "8")
         (tmp / f"{name}.c").write_bytes(source)
         cmds[name] = ["gcc", *flags, "-g", "-w", "-I/usr/include/csmith", f"{name}.c",
                       "-o", name]
@@ -351,8 +351,7 @@ def test_dwz_afterwards_refuses_or_is_caught_by_verify(tmp_path: Path, report) -
     require("gcc", "csmith", "dwz")
     refused = caught = 0
     for seed in ("26", "32", "39", "12", "13", "14"):
-        source = subprocess.run(["csmith", "--seed", seed, "--max-funcs", "8"], check=True,
-                                capture_output=True).stdout
+        source = csmith_source(seed, "--max-funcs", "8")
         (tmp_path / f"c{seed}.c").write_bytes(source)
         program = tmp_path / f"c{seed}"
         subprocess.run(["gcc", "-O2", "-g", "-w", "-I/usr/include/csmith", f"c{seed}.c",

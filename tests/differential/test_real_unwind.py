@@ -32,7 +32,7 @@ from cfi2sframe.convert import convert_elf
 from cfi2sframe.elf.read import open_elf
 from cfi2sframe.sframe.decode import decode
 from tests.conftest import require
-from tests.corpus import CSMITH_INCLUDE, Failed, corpus_dir, fail_in_ci
+from tests.corpus import CSMITH_INCLUDE, Failed, corpus_dir, csmith_source, fail_in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = {"O2nofp": ["-O2", "-fomit-frame-pointer"], "O0": ["-O0"],
@@ -69,8 +69,7 @@ def _program(seed: int, flags: list[str], tmp: Path, compiler: str = "gcc") -> P
     folder.mkdir(parents=True, exist_ok=True)
     c_file = folder / f"p{seed}.c"
     if not c_file.exists():
-        c_file.write_text(subprocess.run(["csmith", "--seed", str(seed)], capture_output=True,
-                                         text=True, check=True).stdout)
+        c_file.write_bytes(csmith_source(seed))
     exe = tmp / f"p{seed}"
     command = [compiler, *flags, "-no-pie", "-w", f"-I{CSMITH_INCLUDE}", str(c_file), "-o",
                str(exe)]
