@@ -11,7 +11,7 @@ from ..errors import Cfi2SframeError
 from ..files import read_bytes
 from ..kinds import Kind, input_kind
 from ..macho.read import MH_OBJECT
-from .common import Subparsers, arch_name, write
+from .common import Subparsers, address, arch_name, write
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
@@ -29,7 +29,9 @@ def add_parser(sub: Subparsers) -> None:
                        "reason where compact unwind cannot describe the body state exactly. "
                        "Every encoding is checked against the CFI; the summary gives the "
                        "bytes at which the rows unwind exactly as the CFI says.")
-    p.add_argument("file", help="assembly (.s) or ELF object/binary")
+    p.add_argument("file", nargs="?",
+                   help="assembly (.s), an ELF object or binary, or a Mach-O file (omit "
+                        "with --place)")
     p.add_argument("--arch", type=arch_name,
                    help="architecture of assembly input (x86_64, i386, aarch64; default "
                         "x86_64; ELF and Mach-O input say their own), or the slice of a "
@@ -60,6 +62,16 @@ def add_parser(sub: Subparsers) -> None:
                    help="where --emit bin, obj or unwind-info writes (default: standard "
                         "output)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--place", action="append", metavar="OBJ@ADDR", default=[],
+                   help="with --emit unwind-info: build __unwind_info for Mach-O objects "
+                        "placed at these addresses (each object's address space at ADDR, "
+                        "as a JIT maps it), from their __compact_unwind rows")
+    p.add_argument("--image-base", type=address, default=0x100000000, metavar="ADDR",
+                   help="with --place: the address the table's offsets count from (the "
+                        "__TEXT segment's; default 0x100000000)")
+    p.add_argument("--personality", action="append", metavar="NAME=ADDR", default=[],
+                   help="with --place: where the pointer to a personality routine is "
+                        "(its GOT slot), for the rows that name it")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
     from ..compact.inputs import compact_arch, compact_file
     from ..compact.words import NOT_FUNCTION_START, is_dwarf
 
+    if args.place:
+        return _write_placed(args)
+    if args.file is None:
+        raise Cfi2SframeError("", "compact needs FILE (or --place OBJ@ADDR with --emit "
+                                  "unwind-info); see --help")
     if args.in_place:
         return _rewrite_macho_object(args)
     data = read_bytes(args.file)
@@ -203,6 +220,47 @@ def _write_darwin_object(args: argparse.Namespace, text: str, arch: Arch,
         print(f"{args.file}: note: {note}", file=sys.stderr)
     write(args.output or "-", obj)
     return 0
+
+
+def _write_placed(args: argparse.Namespace) -> int:
+    """``--place``: the table for objects at the addresses given."""
+    from ..compact.inputs import placed_functions
+    from ..compact.table_writer import build_unwind_info
+    from .common import parse_pc
+
+    if args.emit != "unwind-info" or args.file is not None:
+        raise Cfi2SframeError("", "--place builds __unwind_info: use it with --emit "
+                                  "unwind-info and no FILE")
+    objects = []
+    for text in args.place:
+        path, at, where = text.rpartition("@")
+        if not at or not path:
+            raise Cfi2SframeError("", f"--place '{text}': expected OBJ@ADDR")
+        objects.append((path, read_bytes(path), parse_pc(where)))
+    personalities = {}
+    for text in args.personality:
+        name, eq, where = text.partition("=")
+        if not eq:
+            raise Cfi2SframeError("", f"--personality '{text}': expected NAME=ADDR")
+        personalities[name] = parse_pc(where)
+    functions, notes = placed_functions(objects, args.image_base, personalities)
+    if not functions:
+        raise Cfi2SframeError(objects[0][0], "no __compact_unwind rows in these objects")
+    arch = open_arch(objects[0][0], objects[0][1])
+    built = build_unwind_info(functions, arch, objects[0][0])
+    for note in [*notes, *built.notes]:
+        print(f"note: {note}", file=sys.stderr)
+    write(args.output or "-", built.data)
+    return 0
+
+
+def open_arch(path: str, data: bytes) -> str:
+    """The compact flavour of a Mach-O object."""
+    from ..errors import decoding
+    from ..macho.read import open_macho
+
+    with decoding(path, "Mach-O file"):
+        return open_macho(data).arch
 
 
 def _write_unwind_info(args: argparse.Namespace, view: MachoView, table: UnwindInfo) -> int:

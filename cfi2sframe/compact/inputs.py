@@ -341,3 +341,62 @@ def compact_file(source: str, data: bytes, arch_name: str = "x86_64",
     functions = compact_asm(data.decode("utf-8", "surrogateescape"), source, arch_name,
                             assembler, ranges)
     return get_arch(arch_name), functions
+
+
+def placed_functions(objects: list[tuple[str, bytes, int]], image_base: int,
+                     personalities: dict[str, int]) -> tuple[list[TableFunction], list[str]]:
+    """The functions of Mach-O objects as a linker or JIT places them, for
+    ``build_unwind_info``: each object's whole address space at its address (a
+    function at object address A of an object placed at P is at P + A; its LSDA
+    likewise), its ``__compact_unwind`` rows as they are (``compact --in-place``
+    gives them our encodings first), each personality routine by name at the
+    address of the pointer to it in ``personalities``.  Functions with no row are
+    named in a note (a linker takes their FDEs); a DWARF-mode row is an error: its
+    FDE's offset in the image's ``__eh_frame`` is the linker's to know."""
+    from ..errors import decoding
+    from ..macho.read import open_macho
+    from ..macho.unwind import compact_unwind_rows, eh_frame
+    from .words import is_dwarf
+
+    out: list[TableFunction] = []
+    notes: list[str] = []
+    arch = None
+    for path, data, address in objects:
+        with decoding(path, "Mach-O file"):
+            view = open_macho(data)
+            rows = compact_unwind_rows(view)
+            cfi = eh_frame(view, path)
+        if view.filetype != MH_OBJECT:
+            raise Cfi2SframeError(path, "not an object: an image's table is built from "
+                                        "the image (compact IMAGE --emit unwind-info)")
+        if arch is not None and view.arch != arch:
+            raise Cfi2SframeError(path, f"a {view.arch} object among {arch} ones")
+        arch = view.arch
+        starts = {row.start for row in rows}
+        lacking = [fde.name for fde in (cfi.fdes if cfi is not None else ())
+                   if fde.start not in starts]
+        if lacking:
+            notes.append(f"{path}: {len(lacking)} functions have no __compact_unwind row "
+                         f"(a linker takes their FDEs): {', '.join(lacking[:5])}")
+        for row in rows:
+            where = f"'{row.name}' of {path}"
+            if is_dwarf(row.encoding, view.arch):
+                raise Cfi2SframeError(path, f"{where} is in DWARF mode: its FDE's offset "
+                                            "in the image's __eh_frame is the linker's to "
+                                            "know")
+            slot = None
+            if row.personality is not None:
+                if row.personality not in personalities:
+                    raise Cfi2SframeError(path, f"{where} uses the personality routine "
+                                                f"'{row.personality}': say where the "
+                                                "pointer to it is (--personality "
+                                                f"{row.personality}=ADDR)")
+                slot = personalities[row.personality] - image_base
+            start = address + row.start - image_base
+            if start < 0:
+                raise Cfi2SframeError(path, f"{where} lies below the image base "
+                                            f"{image_base:#x}")
+            out.append(TableFunction(start, row.length, row.encoding, slot,
+                                     None if row.lsda is None else
+                                     address + row.lsda - image_base))
+    return out, notes

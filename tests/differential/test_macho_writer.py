@@ -159,3 +159,66 @@ def test_emit_obj_ranges_from_darwin_assembly(tmp_path: Path) -> None:
     assert len(rows) > 3 and len(rows) == listed.stdout.count("\t.quad ") // 3  # 3 each
     proc = cfi2sframe("verify", str(obj), cwd=tmp_path)
     assert proc.returncode == 0 and f"{len(rows)} checked" in proc.stdout, proc.stdout
+
+
+def _object_of(tmp_path: Path, name: str, count: int, shift: int) -> Path:
+    """An llvm-mc object of ``count`` frameless functions of varied stack sizes (some
+    saving rbx), the sizes shifted by ``shift`` so two objects differ."""
+    lines = ["\t.section __TEXT,__text,regular,pure_instructions"]
+    for i in range(count):
+        size, push = 8 * ((i + shift) % 90 + 1), i % 3 == 0
+        lines += [f"\t.globl _{name}{i}", f"_{name}{i}:", "\t.cfi_startproc"]
+        if push:
+            lines += ["\tpushq %rbx", "\t.cfi_def_cfa_offset 16", "\t.cfi_offset %rbx, -16"]
+        lines += [f"\tsubq ${size}, %rsp", f"\t.cfi_def_cfa_offset {size + 8 + 8 * push}",
+                  f"\taddq ${size}, %rsp", *(["\tpopq %rbx"] if push else []), "\tretq",
+                  "\t.cfi_endproc"]
+    source = tmp_path / f"{name}.s"
+    source.write_text("\n".join([*lines, "\t.subsections_via_symbols", ""]))
+    obj = source.with_suffix(".o")
+    subprocess.run(["llvm-mc", "-triple", NEW, "-filetype=obj", str(source), "-o", str(obj)],
+                   check=True)
+    return obj
+
+
+def _symbols(path: Path) -> dict[str, int]:
+    return {line.split()[2]: int(line.split()[0], 16) for line in _text(
+        ["llvm-nm-14", "--defined-only", str(path)]).splitlines() if len(line.split()) == 3}
+
+
+def test_unwind_info_for_objects_placed_as_lld_placed_them(tmp_path: Path) -> None:
+    """Two objects linked by ld64.lld-14 into a dylib; each object's place read from
+    the symbols (image address minus object address); --place builds the table from
+    the objects alone, and libunwind's look-up finds in it what it finds in lld's at
+    every function's first and last byte."""
+    require("llvm-mc", "ld64.lld-14", "llvm-nm-14")
+    from cfi2sframe.compact.table import Lookup
+
+    objects = [_object_of(tmp_path, "a", 700, 0), _object_of(tmp_path, "b", 500, 37)]
+    image = tmp_path / "ab.dylib"
+    subprocess.run(["ld64.lld-14", "-arch", "x86_64", "-platform_version", "macos", "10.15",
+                    "10.15", "-dylib", "-o", str(image), *map(str, objects)], check=True)
+    in_image = _symbols(image)
+    places = []
+    for obj in objects:
+        name, at = next(iter(_symbols(obj).items()))
+        places += ["--place", f"{obj}@{in_image[name] - at:#x}"]
+    built = tmp_path / "ours.bin"
+    proc = cfi2sframe("compact", "--emit", "unwind-info", *places, "--image-base", "0",
+                      "-o", str(built), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    view = open_macho(image.read_bytes())
+    section = view.section("__TEXT", "__unwind_info")
+    assert section is not None
+    lld, ours = Lookup(view.section_data(section)), Lookup(built.read_bytes())
+    names = {name: address for name, address in in_image.items() if name[1] in "ab"}
+    assert len(names) == 1200
+    ends = sorted(names.values()) + [max(names.values()) + 1]
+    for address in names.values():
+        last = ends[ends.index(address) + 1] - 1
+        for pc in (address, last):
+            assert ours.find(pc) == lld.find(pc) or (
+                address == max(names.values()) and lld.find(pc) is None), hex(pc)
+    proc = cfi2sframe("compact", "--emit", "unwind-info", "--place", f"{objects[0]}@0x10",
+                      "--image-base", "0x1000", cwd=tmp_path)
+    assert proc.returncode == 1 and "lies below the image base 0x1000" in proc.stderr
