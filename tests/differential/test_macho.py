@@ -359,15 +359,16 @@ def test_darwin_assembly_without_llvm_mc_names_what_to_install(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_darwin_assembly_agrees_with_llvm_mc_on_csmith(tmp_path: Path) -> None:
-    """csmith programs through clang-14 -S for macOS, x86-64 and arm64, -O0 and -O2 (and
-    -fomit-frame-pointer, DWARF mode on arm64): every encoding computed here from the
-    directives is llvm-mc's own row."""
+    """csmith programs through clang-14 -S for macOS, x86-64 and arm64, at -O0, -O2,
+    -Os, -O2 -fno-omit-frame-pointer and -O2 -fomit-frame-pointer (DWARF mode on
+    arm64): every encoding computed here from the directives is llvm-mc's own row."""
     require("csmith", "clang-14", "llvm-mc")
     agree = 0
     for seed in range(1, 7):
         pre = _csmith_preprocessed(tmp_path, seed)
         for arch, target in (("x86_64", TARGETS["x86_64"]), ("aarch64", TARGETS["arm64"])):
-            for flags in (["-O0"], ["-O2"], ["-O2", "-fomit-frame-pointer"]):
+            for flags in (["-O0"], ["-O2"], ["-Os"], ["-O2", "-fno-omit-frame-pointer"],
+                          ["-O2", "-fomit-frame-pointer"]):
                 asm = tmp_path / f"s{seed}{arch}{''.join(flags)}.s"
                 subprocess.run(["clang-14", "-target", target, *flags, "-w", "-S", str(pre),
                                 "-o", str(asm)], check=True, capture_output=True)
