@@ -57,6 +57,14 @@ class Arch:
     compact_regs: tuple[int, ...] = ()
     compact_sub_opcode: bytes = b""
     compact_pairs: tuple[tuple[int, int, int], ...] = ()
+    # x86 prologues as ``verify`` reads them from code (compact/prologue.py): the DWARF
+    # numbers of the registers ``push`` opcodes 0x50-0x57 name (x86-64: with REX.B,
+    # r8-r15, DWARF 8-15),
+    # the encodings of ``mov %sp, %fp``, and the bytes before ``sub $imm8, %sp``'s
+    # immediate.
+    push_registers: tuple[int, ...] = ()
+    frame_moves: tuple[bytes, ...] = ()
+    sub_imm8_opcode: bytes = b""
 
     @property
     def byteorder(self) -> ByteOrder:

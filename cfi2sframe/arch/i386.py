@@ -33,4 +33,7 @@ I386 = Arch(
     darwin_assembler="llvm-mc -triple i386-apple-macosx10.15 -filetype=obj",
     compact_regs=(3, 1, 2, 7, 6, 5),  # ebx ecx edx edi esi ebp
     compact_sub_opcode=b"\x81\xec",  # sub $imm32, %esp
+    push_registers=(0, 1, 2, 3, 4, 5, 6, 7),  # eax ecx edx ebx esp ebp esi edi
+    frame_moves=(b"\x89\xe5", b"\x8b\xec"),  # mov %esp, %ebp
+    sub_imm8_opcode=b"\x83\xec",  # sub $imm8, %esp
 )

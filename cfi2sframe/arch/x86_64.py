@@ -56,4 +56,7 @@ X86_64 = Arch(
     darwin_assembler="llvm-mc -triple x86_64-apple-macosx10.15 -filetype=obj",
     compact_regs=(3, 12, 13, 14, 15, 6),  # rbx r12 r13 r14 r15 rbp
     compact_sub_opcode=b"\x48\x81\xec",  # sub $imm32, %rsp
+    push_registers=(0, 2, 1, 3, 7, 6, 4, 5),  # rax rcx rdx rbx rsp rbp rsi rdi
+    frame_moves=(b"\x48\x89\xe5", b"\x48\x8b\xec"),  # mov %rsp, %rbp
+    sub_imm8_opcode=b"\x48\x83\xec",  # sub $imm8, %rsp
 )

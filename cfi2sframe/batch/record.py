@@ -235,7 +235,7 @@ def _fill_macho(record: dict[str, Any], path: str, data: bytes, task: Task) -> N
         record["status"] = "no-cfi"
         return
     record["verify"] = {"ok": all(c.ok for c in checks),
-                        "checked": sum(c.checked for c in checks),
+                        "checked": sum(c.checked + c.from_code for c in checks),
                         "mismatches": sum(len(c.problems) for c in checks), "missing": 0,
                         "extra": 0, "unevaluated": 0, "layout": 0,
                         "problems": [p for c in checks for p in c.problems]}

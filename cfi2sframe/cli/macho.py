@@ -133,6 +133,7 @@ def verify(path: str, data: bytes, arch: str | None, quiet: bool) -> int:
         for note in result.notes:
             print(f"{path}: note: {note}")
     what = "__compact_unwind rows" if view.filetype == MH_OBJECT else "__unwind_info entries"
-    print(f"{path}: {result.rows} {what}, {result.checked} checked against their DWARF CFI, "
-          f"{len(result.problems)} problems")
+    code = f", {result.from_code} against their prologue's code" if result.from_code else ""
+    print(f"{path}: {result.rows} {what}, {result.checked} checked against their DWARF CFI"
+          f"{code}, {len(result.problems)} problems")
     return 0 if result.ok else 1

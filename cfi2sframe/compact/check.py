@@ -30,9 +30,10 @@ from ..reasons import CompactReason, Unrepresentable
 from .encoding import decode, describe
 from .inputs import image_functions, unwind_table
 from .lower import CompactRow, body_row, inexact_spans, lower_compact, row_rules
-from .rules import Code
+from .prologue import prologue_rules
+from .rules import Code, CompactRules
 from .table import Lookup
-from .words import HAS_LSDA, MODE_MASK, NOT_FUNCTION_START, PERSONALITY_MASK, is_dwarf
+from .words import HAS_LSDA, NOT_FUNCTION_START, PERSONALITY_MASK, is_dwarf
 
 S_ATTR_PURE_INSTRUCTIONS, S_ATTR_SOME_INSTRUCTIONS = 0x80000000, 0x400
 FLAGS = HAS_LSDA | PERSONALITY_MASK | NOT_FUNCTION_START
@@ -46,6 +47,7 @@ class MachoCheck(NamedTuple):
     checked: int
     problems: tuple[str, ...]
     notes: tuple[str, ...]
+    from_code: int = 0  # entries with no FDE checked against their prologue instead
 
     @property
     def ok(self) -> bool:
@@ -142,11 +144,9 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
                 by_start[fde.start] = fde
                 timelines[fde.start] = native_numbers(cfi.timeline(fde, cache), view.arch)
     if cfi is None or not cfi.fdes:
-        notes.append("no FDE in __eh_frame: compact encodings checked against the code "
-                     "only")
+        notes.append("no FDE in __eh_frame: compact encodings checked against the code")
     lookup = Lookup(view.section_data(section))
-    decodable: dict[int, bool] = {}  # encoding -> it decodes (not kept for STACK_IND)
-    checked = 0
+    checked = from_code = 0
     for func in image_functions(view, table):
         address = base + func.offset
         name = symbols.get(address, f"pc+{address:#x}")
@@ -170,17 +170,12 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
             continue
         lines = timelines.get(address)
         own = by_start.get(address)
-        if lines is None or own is None:
-            ind = flavour != "arm64" and encoding & MODE_MASK == 0x03000000
-            if not ind and decodable.get(encoding, False):
-                continue
-            body = code_at(view, address, ((encoding >> 16) & 0xFF) + 4) if ind else None
-            got = decode(encoding & ~FLAGS, flavour, Code(body) if body is not None else None)
-            if not ind:
-                decodable[encoding] = not isinstance(got, Unrepresentable)
-            if isinstance(got, Unrepresentable):
-                problems.append(f"{where}: its encoding {encoding:#010x} does not decode: "
-                                f"{got.detail}")
+        if lines is None or own is None:  # no CFI kept: the encoding against the code
+            problem = _code_problem(view, address, func.length, encoding, flavour, names)
+            if problem is True:
+                from_code += 1
+            elif problem:
+                problems.append(f"{where}: {problem}")
             continue
         found = rules_problem(encoding, lines, flavour, code_at(view, address, lines.size),
                               names)
@@ -205,7 +200,34 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
                 problems.append(f"'{name}' at {start:#x} has an FDE, but libunwind's "
                                 f"look-up at {pc:#x} finds {row}")
                 break
-    return MachoCheck(len(table.entries), checked, tuple(problems), tuple(notes))
+    return MachoCheck(len(table.entries), checked, tuple(problems), tuple(notes), from_code)
+
+
+def _code_problem(view: MachoView, address: int, length: int, encoding: int, flavour: str,
+                  names: dict[int, str]) -> str | bool | None:
+    """An encoding against the code alone: why it does not decode, or (x86) why it is
+    not what the function's prologue builds (``prologue``); True when it is, None
+    when nothing could be read to compare with."""
+    code = code_at(view, address, length)
+    got = decode(encoding & ~FLAGS, flavour, Code(code) if code is not None else None)
+    if isinstance(got, Unrepresentable):
+        return f"its encoding {encoding:#010x} does not decode: {got.detail}"
+    if flavour == "arm64" or code is None:
+        return None
+    built = prologue_rules(code, by_compact(flavour))
+    if built is None:
+        return None
+    if built == got:
+        return True
+    return (f"its encoding {encoding:#010x} ({describe(encoding & ~FLAGS, flavour, None, names)}"
+            f") is not what its prologue builds ({_rules_words(built, names)})")
+
+
+def _rules_words(rules: CompactRules, names: dict[int, str]) -> str:
+    saves = ", ".join(f"{names.get(reg, f'r{reg}')} at CFA{off:+d}" for reg, off in
+                      sorted(rules.saved, key=lambda s: -s[1]))
+    return (f"CFA = {names.get(rules.cfa_reg, f'r{rules.cfa_reg}')}+{rules.cfa_offset}"
+            + (f"; saved {saves}" if saves else ""))
 
 
 def _offset(value: int | None, base: int) -> str:

@@ -150,14 +150,36 @@ def _fdes(image: Path) -> int:
 
 def test_verify_passes_on_zigs_images(zig_images: dict[str, Path], tmp_path: Path) -> None:
     """zig relocates __eh_frame and ends its index past the last function: every
-    entry with an FDE (all of arm64's, which keeps one per function; none on x86-64,
-    where zig drops the FDEs of compact functions) checks against it."""
+    entry with an FDE (all of arm64's, which keeps one per function) checks against
+    it; on x86-64, where zig drops the FDEs of compact functions, the entries check
+    against what each prologue builds (all but the few whose code starts otherwise);
+    a frame encoding planted wrong there is named."""
     for arch, image in zig_images.items():
         proc = cfi2sframe("verify", str(image), cwd=tmp_path)
         assert proc.returncode == 0, proc.stdout
         fdes = _fdes(image)
         assert (fdes > 200) if arch == "arm64" else fdes == 0
-        assert f", {fdes} checked against their DWARF CFI, 0 problems" in proc.stdout
+        found = re.search(r", (\d+) checked against their DWARF CFI(?:, (\d+) against their "
+                          r"prologue's code)?, 0 problems", proc.stdout)
+        assert found and int(found.group(1)) == fdes, proc.stdout
+        if arch == "x86_64":
+            entries = _objdump_table(image)[0]
+            assert int(found.group(2)) >= 0.95 * len(entries), proc.stdout
+    # x86-64: an RBP frame's saved-register count changed in the table (regular or
+    # compressed page alike: the word llvm-objdump shows for the entry)
+    image = zig_images["x86_64"]
+    view = open_macho(image.read_bytes())
+    section = view.section("__TEXT", "__unwind_info")
+    assert section is not None
+    table = read_unwind_info(view.section_data(section))
+    index = next(i for i, e in enumerate(table.common) if e & 0x0F000000 == 0x01000000
+                 and e & 0x7FFF and not e & 0xF0000000)
+    at = section.offset + table.header[1] + 4 * index
+    wrong = table.common[index] & ~0x7 | (table.common[index] & 0x7) % 5 + 1  # slot 1
+    planted = _plant(image, tmp_path / "x86-planted", at, wrong)
+    proc = cfi2sframe("verify", str(planted), cwd=tmp_path)
+    assert proc.returncode == 1 and f"its encoding {wrong:#010x}" in proc.stdout and \
+        "is not what its prologue builds" in proc.stdout, proc.stdout
 
 
 def test_verify_reports_lld_14s_sentinel_and_unrelocated_eh_frame(tmp_path: Path) -> None:

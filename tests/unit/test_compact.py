@@ -225,3 +225,27 @@ def test_register_named_twice_in_a_frame_means_the_later_slot():
     rules = decode(0x017D0082, "x86_64")
     assert rules == CompactRules(6, 16, -8, ((6, -16), (12, -16 - 8 * 125 + 8 * 2)))
     assert decode(encode(rules, "x86_64"), "x86_64") == rules
+
+
+def test_prologue_rules_read_by_hand() -> None:
+    """x86 prologues read from bytes (Intel SDM encodings), the rules worked out by
+    hand in compact terms: CFA, RA at CFA-8, each callee-saved push's slot."""
+    from cfi2sframe.arch import get_arch
+    from cfi2sframe.compact.prologue import prologue_rules
+    from cfi2sframe.compact.rules import CompactRules
+
+    x64, x86 = get_arch("x86_64"), get_arch("i386")
+    # push %rbp; mov %rsp,%rbp; push %r15; push %r14; push %rbx; sub $0x18,%rsp; call
+    frame = bytes.fromhex("55 4889e5 4157 4156 53 4883ec18 e8")
+    assert prologue_rules(frame, x64) == CompactRules(
+        6, 16, -8, ((3, -40), (6, -16), (14, -32), (15, -24)))
+    # push %rbx; push %rax (stack only); sub $0x100,%rsp; mov
+    frameless = bytes.fromhex("53 50 4881ec00010000 4889fb")
+    assert prologue_rules(frameless, x64) == CompactRules(7, 8 + 16 + 0x100, -8,
+                                                          ((3, -16),))
+    # endbr64; ret: nothing built, the state at entry
+    assert prologue_rules(bytes.fromhex("f30f1efa c3"), x64) is None
+    assert prologue_rules(bytes.fromhex("c3"), x64) is None
+    # i386: push %ebp; mov %esp,%ebp; push %esi; sub $8,%esp
+    assert prologue_rules(bytes.fromhex("55 89e5 56 83ec08"), x86) == CompactRules(
+        5, 8, -4, ((5, -8), (6, -12)))

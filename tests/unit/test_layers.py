@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("elf", "macho"),
     ("frontend", "sframe", "compact.words", "compact.rules", "compact.x86", "compact.arm64",
      "compact.encoding", "compact.step", "compact.lower", "compact.writer", "compact.table",
-     "compact.table_writer", "compact.listing"),
+     "compact.table_writer", "compact.listing", "compact.prologue"),
     ("compact.inputs", "compact.check"),
     ("analysis",),
     ("convert",),

@@ -1,0 +1,74 @@
+"""What an x86 prologue builds, read from the code: the check ``verify`` makes of a
+compact encoding where the image keeps no FDE for its function (linkers drop the
+FDEs of compact functions).
+
+From the function's first byte: an optional ``endbr64``/``endbr32``, then pushes
+(of callee-saved registers, saved; of others, stack only; ``arch.push_registers``),
+``mov %sp, %fp`` (the CFA moves to the frame pointer), more pushes, and
+``sub $imm, %sp`` while the CFA is on the stack pointer; reading stops at the first
+other instruction.  The rules in force there are the body state an encoding must
+describe, as ``CompactRules`` (the encodings' own terms, ``encoding.decode``).  None
+where the code starts with none of these (nothing was read, so nothing is shown).
+"""
+
+from __future__ import annotations
+
+from ..arch.base import Arch
+from .rules import CompactRules
+
+ENDBR = (b"\xf3\x0f\x1e\xfa", b"\xf3\x0f\x1e\xfb")  # endbr64, endbr32
+REX_B = 0x41
+MAX_PROLOGUE = 64  # bytes read at most
+
+
+def prologue_rules(code: bytes, arch: Arch) -> CompactRules | None:
+    """The rules after the prologue at the start of ``code`` (see the module
+    docstring); None when the code starts with no prologue instruction."""
+    ptr = arch.address_size
+    callee_saved = set(arch.compact_regs)
+    cfa_reg, cfa_offset = arch.sp, ptr
+    saved: list[tuple[int, int]] = []
+    depth = ptr  # bytes below the CFA the stack pointer is
+    pos, read = 0, False
+    for endbr in ENDBR:
+        if code.startswith(endbr):
+            pos = len(endbr)
+    while pos < min(len(code), MAX_PROLOGUE):
+        byte = code[pos]
+        rex = ptr == 8 and byte == REX_B and pos + 1 < len(code) and \
+            0x50 <= code[pos + 1] <= 0x57
+        if 0x50 <= byte <= 0x57 or rex:
+            number = code[pos + 1] if rex else byte
+            # r8-r15 (REX.B) have DWARF numbers 8-15, in hardware order
+            reg = number - 0x50 + 8 if rex else arch.push_registers[number - 0x50]
+            depth += ptr
+            if cfa_reg == arch.sp:
+                cfa_offset += ptr
+            if reg in callee_saved:
+                saved.append((reg, -depth))
+            pos += 2 if rex else 1
+        elif any(code.startswith(move, pos) for move in arch.frame_moves) and \
+                cfa_reg == arch.sp:
+            cfa_reg, cfa_offset = arch.fp, depth
+            pos += len(arch.frame_moves[0])
+        elif code.startswith(arch.sub_imm8_opcode, pos) and cfa_reg == arch.sp:
+            at = pos + len(arch.sub_imm8_opcode)
+            if at >= len(code):
+                break
+            depth += code[at]
+            cfa_offset += code[at]
+            pos = at + 1
+        elif code.startswith(arch.compact_sub_opcode, pos) and cfa_reg == arch.sp:
+            at = pos + len(arch.compact_sub_opcode)
+            if at + 4 > len(code):
+                break
+            amount = int.from_bytes(code[at:at + 4], "little")
+            depth += amount
+            cfa_offset += amount
+            pos = at + 4
+        else:
+            break
+        read = True
+    if not read:
+        return None
+    return CompactRules(cfa_reg, cfa_offset, -ptr, tuple(sorted(saved)))
