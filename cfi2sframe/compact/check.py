@@ -91,20 +91,20 @@ def rules_problem(encoding: int, timeline: Timeline, flavour: str,
     if timeline.invalid is not None or want_row is None:
         return None
     bare = encoding & ~FLAGS
-    got = decode(bare, flavour, Code(code) if code is not None else None)
+    at = Code(code) if code is not None else None
+    got = decode(bare, flavour, at)
     if isinstance(got, Unrepresentable):
         return f"its encoding {encoding:#010x} does not decode: {got.detail}"
     want = row_rules(want_row, flavour)
-    ours = lower_compact(timeline, flavour, Code(code) if code is not None else None)
     if isinstance(want, Unrepresentable):
         return (f"its encoding {encoding:#010x} ({describe(bare, flavour, None, names)}) "
                 f"cannot describe the CFI, which needs DWARF mode: {want.detail}")
-    if got != want:
-        return (f"its encoding {encoding:#010x} ({describe(bare, flavour, None, names)}) "
-                "unwinds differently from the CFI, which says "
-                f"{ours.rows[0].encoding:#010x} "
-                f"({describe(ours.rows[0].encoding & ~FLAGS, flavour, None, names)})")
-    return None
+    if got == want:
+        return None
+    right = lower_compact(timeline, flavour, at).rows[0].encoding  # only to name it
+    return (f"its encoding {encoding:#010x} ({describe(bare, flavour, None, names)}) "
+            f"unwinds differently from the CFI, which says {right:#010x} "
+            f"({describe(right & ~FLAGS, flavour, None, names)})")
 
 
 def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
