@@ -45,6 +45,11 @@ AARCH64 = Arch(
     # x19/x20 ... x27/x28 (bits 0-4), then d8/d9 ... d14/d15 (bits 8-11).
     compact_pairs=((0x1, 19, 20), (0x2, 21, 22), (0x4, 23, 24), (0x8, 25, 26), (0x10, 27, 28),
                    (0x100, 72, 73), (0x200, 74, 75), (0x400, 76, 77), (0x800, 78, 79)),
+    # A64 encodings (Arm ARM C6): STP Xt1, Xt2, [Xn, #imm]! and [Xn, #imm]; STP Dt1,
+    # Dt2 likewise; SUB and ADD (immediate, 64-bit).
+    prologue_words=(("stp_x_pre", 0xFFC00000, 0xA9800000), ("stp_x", 0xFFC00000, 0xA9000000),
+                    ("stp_d_pre", 0xFFC00000, 0x6D800000), ("stp_d", 0xFFC00000, 0x6D000000),
+                    ("sub_imm", 0xFF800000, 0xD1000000), ("add_imm", 0xFF800000, 0x91000000)),
 )
 
 # Big-endian AArch64 (aarch64_be): the same registers and rules, SFrame ABI 1.

@@ -65,6 +65,9 @@ class Arch:
     push_registers: tuple[int, ...] = ()
     frame_moves: tuple[bytes, ...] = ()
     sub_imm8_opcode: bytes = b""
+    # arm64 prologues: (name, mask, value) of the instruction words read (stp of a
+    # pair, pre-indexed or at an offset, of x or d registers; sub/add immediate).
+    prologue_words: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def byteorder(self) -> ByteOrder:

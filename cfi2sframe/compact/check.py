@@ -205,14 +205,14 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
 
 def _code_problem(view: MachoView, address: int, length: int, encoding: int, flavour: str,
                   names: dict[int, str]) -> str | bool | None:
-    """An encoding against the code alone: why it does not decode, or (x86) why it is
-    not what the function's prologue builds (``prologue``); True when it is, None
-    when nothing could be read to compare with."""
+    """An encoding against the code alone: why it does not decode, or why it is not
+    what the function's prologue builds (``prologue``); True when it is, None when
+    nothing could be read to compare with."""
     code = code_at(view, address, length)
     got = decode(encoding & ~FLAGS, flavour, Code(code) if code is not None else None)
     if isinstance(got, Unrepresentable):
         return f"its encoding {encoding:#010x} does not decode: {got.detail}"
-    if flavour == "arm64" or code is None:
+    if code is None:
         return None
     built = prologue_rules(code, by_compact(flavour))
     if built is None:

@@ -1,4 +1,4 @@
-"""What an x86 prologue builds, read from the code: the check ``verify`` makes of a
+"""What a prologue builds, read from the code (x86 below; arm64 in ``_arm64_rules``): the check ``verify`` makes of a
 compact encoding where the image keeps no FDE for its function (linkers drop the
 FDEs of compact functions).
 
@@ -24,6 +24,8 @@ MAX_PROLOGUE = 64  # bytes read at most
 def prologue_rules(code: bytes, arch: Arch) -> CompactRules | None:
     """The rules after the prologue at the start of ``code`` (see the module
     docstring); None when the code starts with no prologue instruction."""
+    if arch.prologue_words:
+        return _arm64_rules(code, arch)
     ptr = arch.address_size
     callee_saved = set(arch.compact_regs)
     cfa_reg, cfa_offset = arch.sp, ptr
@@ -72,3 +74,44 @@ def prologue_rules(code: bytes, arch: Arch) -> CompactRules | None:
     if not read:
         return None
     return CompactRules(cfa_reg, cfa_offset, -ptr, tuple(sorted(saved)))
+
+
+def _arm64_rules(code: bytes, arch: Arch) -> CompactRules | None:
+    """arm64: pairs stored below the stack pointer (``stp``, pre-indexed or at an
+    offset; x and d registers), ``sub sp, sp, #imm``, and ``add x29, sp, #imm`` (``mov
+    x29, sp``), which puts the CFA on the frame pointer; reading stops at the first
+    other instruction, or at a ``sub`` once the CFA is on x29."""
+    kinds = {name: (mask, value) for name, mask, value in arch.prologue_words}
+    sp_at = 0  # the stack pointer, relative to the CFA (the SP at entry)
+    stored: dict[int, int] = {}  # DWARF register -> its slot, relative to the CFA
+    fp_at: int | None = None
+    read = False
+    for pos in range(0, min(len(code), MAX_PROLOGUE) - 3, 4):
+        word = int.from_bytes(code[pos:pos + 4], "little")
+        kind = next((name for name, (mask, value) in kinds.items()
+                     if word & mask == value), None)
+        rt, rn, rt2 = word & 31, word >> 5 & 31, word >> 10 & 31
+        if kind in ("stp_x_pre", "stp_x", "stp_d_pre", "stp_d") and rn == arch.sp:
+            offset = ((word >> 15 & 0x7F) ^ 0x40) - 0x40  # signed, in 8-byte units
+            base = 64 if kind.startswith("stp_d") else 0  # d8 is DWARF 72
+            if kind.endswith("_pre"):
+                sp_at += 8 * offset
+                at = sp_at
+            else:
+                at = sp_at + 8 * offset
+            stored[base + rt] = at
+            stored[base + rt2] = at + 8
+        elif kind == "sub_imm" and rt == rn == arch.sp and fp_at is None:
+            sp_at -= (word >> 10 & 0xFFF) << (12 if word >> 22 & 1 else 0)
+        elif kind == "add_imm" and rt == arch.fp and rn == arch.sp and fp_at is None:
+            fp_at = sp_at + ((word >> 10 & 0xFFF) << (12 if word >> 22 & 1 else 0))
+        else:
+            break
+        read = True
+    if not read:
+        return None
+    ra = stored.pop(arch.ra, None)
+    saved = tuple(sorted(stored.items()))
+    if fp_at is None:
+        return CompactRules(arch.sp, -sp_at, ra, saved)
+    return CompactRules(arch.fp, -fp_at, ra, saved)

@@ -249,3 +249,27 @@ def test_prologue_rules_read_by_hand() -> None:
     # i386: push %ebp; mov %esp,%ebp; push %esi; sub $8,%esp
     assert prologue_rules(bytes.fromhex("55 89e5 56 83ec08"), x86) == CompactRules(
         5, 8, -4, ((5, -8), (6, -12)))
+
+
+def test_arm64_prologue_rules_read_by_hand() -> None:
+    """arm64 prologues from A64 words (the first as llvm-objdump disassembles zig's
+    __Znwm), the rules worked out by hand: a frame record on x29 with x19/x20 below it;
+    a frameless stack."""
+    from cfi2sframe.arch import get_arch
+    from cfi2sframe.compact.encoding import decode
+    from cfi2sframe.compact.prologue import prologue_rules
+    from cfi2sframe.compact.rules import CompactRules
+
+    arm = get_arch("aarch64")
+
+    def words(*values: int) -> bytes:
+        return b"".join(v.to_bytes(4, "little") for v in values)
+
+    # stp x20, x19, [sp, #-32]!; stp x29, x30, [sp, #16]; add x29, sp, #16; cmp x0, #1
+    frame = words(0xA9BE4FF4, 0xA9017BFD, 0x910043FD, 0xF100041F)
+    built = prologue_rules(frame, arm)
+    assert built == CompactRules(29, 16, -8, ((19, -24), (20, -32), (29, -16)))
+    assert built == decode(0x04000001, "arm64")  # FRAME with the x19/x20 pair
+    # sub sp, sp, #32; ret
+    assert prologue_rules(words(0xD10083FF, 0xD65F03C0), arm) == CompactRules(31, 32, None, ())
+    assert prologue_rules(words(0xD65F03C0), arm) is None  # ret: nothing read
