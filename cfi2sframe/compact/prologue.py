@@ -1,6 +1,6 @@
-"""What a prologue builds, read from the code (x86 below; arm64 in ``_arm64_rules``): the check ``verify`` makes of a
+"""What a prologue builds, read from the code: the check ``verify`` makes of a
 compact encoding where the image keeps no FDE for its function (linkers drop the
-FDEs of compact functions).
+FDEs of compact functions).  x86 here; arm64 in ``_arm64_rules``.
 
 From the function's first byte: an optional ``endbr64``/``endbr32``, then pushes
 (of callee-saved registers, saved; of others, stack only; ``arch.push_registers``),
