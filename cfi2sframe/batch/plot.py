@@ -50,7 +50,8 @@ def plot_records(records: Sequence[dict[str, Any]], output: str, top: int = 12) 
     figure.colorbar(dots, ax=sizes, label="FDEs in SFrame (%)")
     counts: Counter[str] = Counter()
     for record in records:
-        counts.update(record.get("skipped") or {})
+        if record.get("macho") is None:  # a Mach-O file's are compact unwind's reasons
+            counts.update(record.get("skipped") or {})
     common = counts.most_common(top)
     reasons.barh([name for name, _ in common][::-1], [n for _, n in common][::-1])
     reasons.set_xlabel("functions left out")
