@@ -96,12 +96,14 @@ def unwind_info_lines(table: UnwindInfo, view: MachoView) -> Iterator[str]:
             yield f"      Page encodings: (count = {len(page.encodings)})"
             for i, encoding in enumerate(page.encodings, len(table.common)):
                 yield f"        encoding[{i}]: {encoding:#010x}"
-        for i, entry in enumerate(page.entries):
-            which = "" if entry.encoding_index is None else f"[{entry.encoding_index}]"
-            address = base + entry.offset
-            yield (f"      [{i}]: function offset={entry.offset:#010x}, encoding{which}="
-                   f"{entry.encoding:#010x}  {names.get(address, f'pc+{address:#x}')}: "
-                   f"{words(entry.encoding, address)}")
+        # One line per entry (100k in a large image): the name's fallback and the
+        # meaning made only when needed.
+        for i, (offset, index, encoding) in enumerate(page.entries):
+            which = "" if index is None else f"[{index}]"
+            address = base + offset
+            name = names.get(address) or f"pc+{address:#x}"
+            yield (f"      [{i}]: function offset={offset:#010x}, encoding{which}="
+                   f"{encoding:#010x}  {name}: {words(encoding, address)}")
     for problem in table.problems:
         yield f"  problem: {problem}"
 
