@@ -65,7 +65,9 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--place", action="append", metavar="OBJ@ADDR", default=[],
                    help="with --emit unwind-info: build __unwind_info for Mach-O objects "
                         "placed at these addresses (each object's address space at ADDR, "
-                        "as a JIT maps it), from their __compact_unwind rows")
+                        "as a JIT maps it), from their __compact_unwind rows; "
+                        "OBJ:SEGMENT,SECTION@ADDR places one section of an object apart "
+                        "(as a linker puts __TEXT,__gcc_except_tab)")
     p.add_argument("--image-base", type=address, default=0x100000000, metavar="ADDR",
                    help="with --place: the address the table's offsets count from (the "
                         "__TEXT segment's; default 0x100000000)")
@@ -232,18 +234,28 @@ def _write_placed(args: argparse.Namespace) -> int:
         raise Cfi2SframeError("", "--place builds __unwind_info: use it with --emit "
                                   "unwind-info and no FILE")
     objects = []
+    sections: dict[tuple[str, str], int] = {}
     for text in args.place:
         path, at, where = text.rpartition("@")
         if not at or not path:
-            raise Cfi2SframeError("", f"--place '{text}': expected OBJ@ADDR")
-        objects.append((path, read_bytes(path), parse_pc(where)))
+            raise Cfi2SframeError("", f"--place '{text}': expected OBJ@ADDR or "
+                                      "OBJ:SEGMENT,SECTION@ADDR")
+        owner, colon, section = path.rpartition(":")
+        if colon and "," in section:  # one section of an object placed apart
+            sections[(owner, section)] = parse_pc(where)
+        else:
+            objects.append((path, read_bytes(path), parse_pc(where)))
+    for owner, section in sections:
+        if owner not in {path for path, _, _ in objects}:
+            raise Cfi2SframeError("", f"--place '{owner}:{section}': place '{owner}' "
+                                      "itself too (OBJ@ADDR)")
     personalities = {}
     for text in args.personality:
         name, eq, where = text.partition("=")
         if not eq:
             raise Cfi2SframeError("", f"--personality '{text}': expected NAME=ADDR")
         personalities[name] = parse_pc(where)
-    functions, notes = placed_functions(objects, args.image_base, personalities)
+    functions, notes = placed_functions(objects, args.image_base, personalities, sections)
     if not functions:
         raise Cfi2SframeError(objects[0][0], "no __compact_unwind rows in these objects")
     arch = open_arch(objects[0][0], objects[0][1])

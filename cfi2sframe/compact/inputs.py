@@ -344,13 +344,18 @@ def compact_file(source: str, data: bytes, arch_name: str = "x86_64",
 
 
 def placed_functions(objects: list[tuple[str, bytes, int]], image_base: int,
-                     personalities: dict[str, int]) -> tuple[list[TableFunction], list[str]]:
+                     personalities: dict[str, int],
+                     sections: dict[tuple[str, str], int] | None = None,
+                     ) -> tuple[list[TableFunction], list[str]]:
     """The functions of Mach-O objects as a linker or JIT places them, for
     ``build_unwind_info``: each object's whole address space at its address (a
     function at object address A of an object placed at P is at P + A; its LSDA
-    likewise), its ``__compact_unwind`` rows as they are (``compact --in-place``
-    gives them our encodings first), each personality routine by name at the
-    address of the pointer to it in ``personalities``.  Functions with no row are
+    likewise), except the sections placed one by one (``sections``: (object path,
+    ``SEGMENT,SECTION``) -> the address of the section's start, as a linker puts
+    ``__gcc_except_tab`` apart from ``__text``); its ``__compact_unwind`` rows as
+    they are (``compact --in-place`` gives them our encodings first); each
+    personality routine by name at the address of the pointer to it in
+    ``personalities``.  Functions with no row are
     named in a note (a linker takes their FDEs); a DWARF-mode row is an error: its
     FDE's offset in the image's ``__eh_frame`` is the linker's to know."""
     from ..errors import decoding
@@ -372,6 +377,22 @@ def placed_functions(objects: list[tuple[str, bytes, int]], image_base: int,
         if arch is not None and view.arch != arch:
             raise Cfi2SframeError(path, f"a {view.arch} object among {arch} ones")
         arch = view.arch
+        moved = {(s.addr, s.addr + max(s.size, 1)): at - s.addr
+                 for (where, name), at in (sections or {}).items() if where == path
+                 for s in view.sections if f"{s.segment},{s.name}" == name}
+        named = {name for where, name in (sections or {}) if where == path}
+        missing = named - {f"{s.segment},{s.name}" for s in view.sections}
+        if missing:
+            raise Cfi2SframeError(path, f"no section {sorted(missing)[0]} to place")
+
+        def placed(object_address: int, base: int = address,
+                   moved: dict[tuple[int, int], int] = moved) -> int:
+            """Where an address of this object lands."""
+            for (lo, hi), shift in moved.items():
+                if lo <= object_address < hi:
+                    return object_address + shift
+            return base + object_address
+
         starts = {row.start for row in rows}
         lacking = [fde.name for fde in (cfi.fdes if cfi is not None else ())
                    if fde.start not in starts]
@@ -392,11 +413,11 @@ def placed_functions(objects: list[tuple[str, bytes, int]], image_base: int,
                                                 "pointer to it is (--personality "
                                                 f"{row.personality}=ADDR)")
                 slot = personalities[row.personality] - image_base
-            start = address + row.start - image_base
+            start = placed(row.start) - image_base
             if start < 0:
                 raise Cfi2SframeError(path, f"{where} lies below the image base "
                                             f"{image_base:#x}")
             out.append(TableFunction(start, row.length, row.encoding, slot,
                                      None if row.lsda is None else
-                                     address + row.lsda - image_base))
+                                     placed(row.lsda) - image_base))
     return out, notes

@@ -222,3 +222,44 @@ def test_unwind_info_for_objects_placed_as_lld_placed_them(tmp_path: Path) -> No
     proc = cfi2sframe("compact", "--emit", "unwind-info", "--place", f"{objects[0]}@0x10",
                       "--image-base", "0x1000", cwd=tmp_path)
     assert proc.returncode == 1 and "lies below the image base 0x1000" in proc.stderr
+
+
+def test_unwind_info_for_a_cxx_object_with_its_lsdas_placed_apart(tmp_path: Path) -> None:
+    """clang-14's C++ object (a personality routine, an LSDA) linked by ld64.lld-14:
+    its __text and its __gcc_except_tab placed where lld put them (read from the
+    symbols), the personality routine's pointer where lld's table says; libunwind's
+    look-up finds the same row, personality and LSDA in our table at every function.
+    Naming a section the object lacks is a one-line error."""
+    require("clang-14", "ld64.lld-14", "llvm-nm-14", "llvm-objdump-14")
+    from cfi2sframe.compact.table import Lookup, read_unwind_info
+
+    cxx = tmp_path / "f.cc"
+    cxx.write_text(CXX)
+    obj = _compile(cxx, NEW, "-O2", tmp_path / "f.o", "c++")
+    image = tmp_path / "f.dylib"
+    subprocess.run(["ld64.lld-14", "-arch", "x86_64", "-platform_version", "macos", "10.15",
+                    "10.15", "-dylib", "-undefined", "dynamic_lookup", "-o", str(image),
+                    str(obj)], check=True)
+    mine, theirs = _symbols(obj), _symbols(image)
+    view = open_macho(image.read_bytes())
+    section = view.section("__TEXT", "__unwind_info")
+    assert section is not None
+    lld_table = read_unwind_info(view.section_data(section))
+    (slot,) = lld_table.personalities
+    text_at = theirs["__Z1fi"] - mine["__Z1fi"]
+    table_at = theirs["GCC_except_table0"] - mine["GCC_except_table0"] + open_macho(
+        obj.read_bytes()).section("__TEXT", "__gcc_except_tab").addr
+    built = tmp_path / "ours.bin"
+    proc = cfi2sframe("compact", "--emit", "unwind-info", "--place", f"{obj}@{text_at:#x}",
+                      "--place", f"{obj}:__TEXT,__gcc_except_tab@{table_at:#x}",
+                      "--personality", f"___gxx_personality_v0={slot:#x}", "--image-base",
+                      "0", "-o", str(built), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lld, ours = Lookup(view.section_data(section)), Lookup(built.read_bytes())
+    functions = [theirs[name] for name in ("__Z1fi", "__Z4leafi", "__Z3bigiiiiii")]
+    found = [ours.find(pc) for pc in functions]
+    assert found == [lld.find(pc) for pc in functions]
+    assert found[0] is not None and found[0].lsda is not None and found[0].personality == slot
+    proc = cfi2sframe("compact", "--emit", "unwind-info", "--place", f"{obj}@{text_at:#x}",
+                      "--place", f"{obj}:__DATA,__nothing@0x10", cwd=tmp_path)
+    assert proc.returncode == 1 and "no section __DATA,__nothing to place" in proc.stderr
