@@ -258,21 +258,14 @@ def _write_placed(args: argparse.Namespace) -> int:
     functions, notes = placed_functions(objects, args.image_base, personalities, sections)
     if not functions:
         raise Cfi2SframeError(objects[0][0], "no __compact_unwind rows in these objects")
-    arch = open_arch(objects[0][0], objects[0][1])
+    from .macho import open_view
+
+    arch = open_view(objects[0][0], objects[0][1], None).arch
     built = build_unwind_info(functions, arch, objects[0][0])
     for note in [*notes, *built.notes]:
         print(f"note: {note}", file=sys.stderr)
     write(args.output or "-", built.data)
     return 0
-
-
-def open_arch(path: str, data: bytes) -> str:
-    """The compact flavour of a Mach-O object."""
-    from ..errors import decoding
-    from ..macho.read import open_macho
-
-    with decoding(path, "Mach-O file"):
-        return open_macho(data).arch
 
 
 def _write_unwind_info(args: argparse.Namespace, view: MachoView, table: UnwindInfo) -> int:

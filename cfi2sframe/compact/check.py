@@ -54,11 +54,6 @@ class MachoCheck(NamedTuple):
         return not self.problems
 
 
-def flavour_of(view: MachoView) -> str:
-    """The compact flavour of a Mach-O file's CPU (``x86_64``, ``i386``, ``arm64``)."""
-    return view.arch
-
-
 def macho_cfi(path: str, view: MachoView) -> Cfi | None:
     """The file's ``__eh_frame`` (None without one); its timelines go through
     ``native_numbers`` (i386 Darwin's esp and ebp)."""
@@ -113,7 +108,7 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
         raise Cfi2SframeError(path, "no __TEXT,__unwind_info section: nothing to verify")
     section = view.section("__TEXT", "__unwind_info")
     assert section is not None
-    flavour = flavour_of(view)
+    flavour = view.arch  # the compact flavour of its CPU
     names = by_compact(flavour).register_names
     symbols = view.function_names()
     base = view.image_base
@@ -238,7 +233,7 @@ def _check_object(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
     rows = compact_unwind_rows(view)
     if not rows:
         raise Cfi2SframeError(path, "no __LD,__compact_unwind rows: nothing to verify")
-    flavour = flavour_of(view)
+    flavour = view.arch  # the compact flavour of its CPU
     names = by_compact(flavour).register_names
     problems: list[str] = []
     notes: list[str] = []
@@ -319,7 +314,7 @@ def macho_coverage(path: str, view: MachoView, cfi: Cfi | None = None) -> dict[s
     with an FDE, why compact unwind cannot describe it (our encoder's reason, or
     ``compact-possible`` where it can and the file's toolchain chose DWARF); and the
     sizes of the unwind sections."""
-    flavour = flavour_of(view)
+    flavour = view.arch  # the compact flavour of its CPU
     cfi = cfi if cfi is not None else macho_cfi(path, view)
     fdes: dict[int, Fde] = {}
     if cfi is not None:
