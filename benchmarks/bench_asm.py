@@ -9,13 +9,14 @@ alternating, and prints the medians and their ratio.
 
 from __future__ import annotations
 
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from installed import cfi2sframe_command
 
 HERE = Path(__file__).resolve().parent
 
@@ -29,7 +30,7 @@ def timed(cmd: list[str]) -> float:
 def main() -> None:
     min_lines = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 7
-    ours = shutil.which("cfi2sframe") or sys.exit("cfi2sframe is not installed")
+    ours = cfi2sframe_command()
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "big.s"
         subprocess.run([sys.executable, str(HERE / "make_big_asm.py"), str(big),

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
 import time
+
+from installed import cfi2sframe_command
 
 
 def timed(cmd: list[str]) -> tuple[float, int]:
@@ -30,7 +31,7 @@ def timed(cmd: list[str]) -> tuple[float, int]:
 def main() -> None:
     path = sys.argv[1] if len(sys.argv) > 1 else "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1"
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    ours = shutil.which("cfi2sframe") or sys.exit("cfi2sframe is not installed")
+    ours = cfi2sframe_command()
     if not os.path.exists(path):
         sys.exit(f"{path} not found (apt-get install llvm-14)")
     readelf_cmd = ["readelf", "--debug-dump=frames-interp", path]

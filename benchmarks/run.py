@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from installed import cfi2sframe_command
+
 HERE = Path(__file__).resolve().parent
 LIBRARY = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1"
 TREE = "/usr/lib/x86_64-linux-gnu/gconv"
@@ -213,7 +215,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [2000, 6000] if args.quick else [int(x) for x in args.sizes.split(",")]
     runs = 1 if args.quick else args.runs
-    ours = shutil.which("cfi2sframe") or sys.exit("cfi2sframe is not installed")
+    ours = cfi2sframe_command()
     core = subprocess.run([ours, "--version"], capture_output=True, text=True).stdout.strip()
     print(f"{core}; {os.cpu_count()} cores; medians of {runs}\n")
     table = Table()
