@@ -201,9 +201,10 @@ def _fill_macho(record: dict[str, Any], path: str, data: bytes, task: Task) -> N
     if task.command == "convert":
         record["status"] = "macho-kept"
         return
-    from ..compact.check import check_macho, macho_cfi, macho_coverage
+    from ..compact.check import check_macho, macho_coverage
     from ..errors import decoding
     from ..macho.read import CPU_ARCH, fat_slices, open_macho
+    from ..macho.unwind import eh_frame
 
     with decoding(path, "Mach-O file"):
         if input_kind(data) == Kind.fat_macho:
@@ -212,7 +213,7 @@ def _fill_macho(record: dict[str, Any], path: str, data: bytes, task: Task) -> N
         else:
             views = [open_macho(data)]
         record["arch"] = "+".join(view.arch for view in views)
-        cfis = [macho_cfi(path, view) for view in views]
+        cfis = [eh_frame(view, path) for view in views]
         slices = [macho_coverage(path, view, cfi) for view, cfi in zip(views, cfis,
                                                                         strict=True)]
         checks = [check_macho(path, view, cfi) for view, cfi in zip(views, cfis, strict=True)

@@ -54,16 +54,10 @@ class MachoCheck(NamedTuple):
         return not self.problems
 
 
-def macho_cfi(path: str, view: MachoView) -> Cfi | None:
-    """The file's ``__eh_frame`` (None without one); its timelines go through
-    ``native_numbers`` (i386 Darwin's esp and ebp)."""
-    return eh_frame(view, path)
-
-
 def check_macho(path: str, view: MachoView, cfi: Cfi | None = None) -> MachoCheck:
     """An image's ``__unwind_info`` or an object's ``__compact_unwind`` rows (``cfi``:
-    ``macho_cfi`` of the file, when the caller has read it)."""
-    cfi = cfi if cfi is not None else macho_cfi(path, view)
+    the file's ``macho.unwind.eh_frame``, when the caller has read it)."""
+    cfi = cfi if cfi is not None else eh_frame(view, path)
     if view.filetype == MH_OBJECT:
         return _check_object(path, view, cfi)
     return _check_image(path, view, cfi)
@@ -120,9 +114,15 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
     timelines: dict[int, Timeline] = {}
     relocated = True
     if cfi is not None:
-        eh = view.section("__TEXT", "__eh_frame")
-        assert eh is not None
-        stray = [fde for fde in cfi.fdes if not _in_code(fde, code)]
+        cache: RowsCache = {}
+        stray = []
+        for fde in cfi.fdes:
+            by_offset[fde.offset] = fde
+            if _in_code(fde, code):  # interpreted only where they describe code
+                by_start[fde.start] = fde
+                timelines[fde.start] = native_numbers(cfi.timeline(fde, cache), view.arch)
+            else:
+                stray.append(fde)
         if stray:
             first = stray[0]
             problems.append(
@@ -132,12 +132,6 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
                 "copied without being relocated (ld64.lld 14 does so), and libunwind's "
                 "DWARF look-ups find no function there")
             relocated = len(stray) < len(cfi.fdes)
-        cache: RowsCache = {}
-        for fde in cfi.fdes:
-            by_offset[fde.offset] = fde
-            if _in_code(fde, code):  # interpreted only where they describe code
-                by_start[fde.start] = fde
-                timelines[fde.start] = native_numbers(cfi.timeline(fde, cache), view.arch)
     if cfi is None or not cfi.fdes:
         notes.append("no FDE in __eh_frame: compact encodings checked against the code")
     lookup = Lookup(view.section_data(section))
@@ -315,7 +309,7 @@ def macho_coverage(path: str, view: MachoView, cfi: Cfi | None = None) -> dict[s
     ``compact-possible`` where it can and the file's toolchain chose DWARF); and the
     sizes of the unwind sections."""
     flavour = view.arch  # the compact flavour of its CPU
-    cfi = cfi if cfi is not None else macho_cfi(path, view)
+    cfi = cfi if cfi is not None else eh_frame(view, path)
     fdes: dict[int, Fde] = {}
     if cfi is not None:
         code = _code_sections(view)
