@@ -29,7 +29,7 @@ _EXPORTS = {
     "lower_all": "sframe.build", "order_functions": "sframe.build",
     "timelines_from_asm": "convert",
     "Cfi2SframeError": "errors", "CfiError": "errors", "DecodeError": "errors",
-    "AssemblerFailed": "frontend.probe",
+    "AssemblerFailed": "errors",
     "CfaExpr": "model", "CfaReg": "model", "Location": "model", "Row": "model",
     "Rule": "model", "RuleKind": "model", "Timeline": "model", "FunctionSpan": "model",
     "SframeReason": "reasons", "CompactReason": "reasons", "Unrepresentable": "reasons",

@@ -31,6 +31,25 @@ class Cfi2SframeError(Exception):
         self.summary: str = self.args[0]  # the one line (``str()`` may say more)
 
 
+class AssemblerFailed(Cfi2SframeError):
+    """The assembler rejected the input.
+
+    ``str()`` is the one-line error followed by the assembler's own messages (what a
+    caller of the library logs); ``summary`` is that line alone, ``messages`` the
+    assembler's text alone (the command prints it, then the line), ``status`` its
+    exit status.
+    """
+
+    def __init__(self, where: str, exe: str, status: int, messages: str) -> None:
+        super().__init__(where, f"assembler '{exe}' failed (exit status {status})")
+        self.messages = messages
+        self.status = status
+
+    def __str__(self) -> str:
+        text = self.messages.rstrip("\n")
+        return f"{self.summary}\n{text}" if text.strip() else self.summary
+
+
 class CfiError(Exception):
     """CFI that DWARF does not define (the function is left out, not the file)."""
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import secrets
 import stat
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import cast
 
@@ -123,6 +121,8 @@ def _replace_with(path: str, payload: bytes, prepare: Callable[[int], None]) -> 
     tmp = _write_unnamed(directory, payload, prepare)
     try:
         if tmp is None:
+            import tempfile  # only where unnamed files fail (and not at every start-up)
+
             fd, tmp = tempfile.mkstemp(prefix=f".cfi2sframe-{os.getpid()}-", dir=directory)
             try:
                 _write_all(fd, payload)
@@ -185,7 +185,7 @@ def _write_unnamed(directory: str, payload: bytes,
     try:
         _write_all(fd, payload)
         prepare(fd)
-        name = os.path.join(directory, f".cfi2sframe-{os.getpid()}-{secrets.token_hex(6)}")
+        name = os.path.join(directory, f".cfi2sframe-{os.getpid()}-{os.urandom(6).hex()}")
         root = os.open("/", os.O_RDONLY)
         try:
             # A dir fd makes Python call linkat(..., AT_SYMLINK_FOLLOW), which

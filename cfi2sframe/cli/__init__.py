@@ -11,8 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..errors import EX_SOFTWARE, Cfi2SframeError, DecodeError
-from ..frontend.probe import AssemblerFailed
+from ..errors import EX_SOFTWARE, AssemblerFailed, Cfi2SframeError, DecodeError
 from .subcommands import SUBCOMMANDS
 
 

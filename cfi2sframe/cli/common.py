@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..arch import get_arch
-from ..elf.compressed import Limits
 from ..errors import Cfi2SframeError, decoding
 from ..files import write_output
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the ELF modules are imported where a command reads ELF
     from ..analysis.process import Module
+    from ..elf.compressed import Limits
     from ..sframe.load import LoadedSFrame
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:  # not subscriptable at run time before Python 3.12
@@ -91,6 +91,8 @@ def _ratio(text: str) -> int:
 def add_limit_options(p: argparse.ArgumentParser) -> None:
     """``--max-section-size`` and ``--max-section-ratio``: how far a compressed section
     may expand (docs/safety.md)."""
+    from ..elf.compressed import Limits
+
     default = Limits()
     p.add_argument("--max-section-size", type=_size, default=default.max_bytes, metavar="SIZE",
                    help="refuse a compressed section that expands beyond SIZE bytes "
@@ -101,6 +103,8 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
 
 
 def limits_of(args: argparse.Namespace) -> Limits:
+    from ..elf.compressed import Limits
+
     return Limits(args.max_section_size, args.max_section_ratio)
 
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import decoding
 from ..files import read_input
 from ..kinds import AR_MAGIC, ELF_MAGIC
-from ..sframe.load import LoadedSFrame
 from . import macho
 from .common import Subparsers, address, sframe_or_made
 from .macho import add_slice_option, is_macho
-from .show import section_json
 from .subcommands import SUBCOMMANDS
+
+if TYPE_CHECKING:  # the SFrame modules are imported for ELF and SFrame input only
+    from ..sframe.load import LoadedSFrame
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -46,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _dump(loaded: LoadedSFrame, as_json: bool) -> None:
     from ..sframe.dump import dump_chunks
+    from .show import section_json
 
     if as_json:
         print(json.dumps(section_json(loaded.section), indent=1))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..dwarf.frames import count_fdes
 from ..elf.read import ElfView, Symbol
-from ..errors import Cfi2SframeError
+from ..errors import AssemblerFailed, Cfi2SframeError
 from .scan import ScanResult, Statement, scan
 
 PROBE = "__cfi2sframe_probe_"
@@ -108,25 +108,6 @@ class AssemblerJob:
             raise AssemblerFailed(self.display_name, self.exe, self.proc.returncode, messages)
         with open(self.obj, "rb") as handle:
             return handle.read(), messages
-
-
-class AssemblerFailed(Cfi2SframeError):
-    """The assembler rejected the input.
-
-    ``str()`` is the one-line error followed by the assembler's own messages (what a
-    caller of the library logs); ``summary`` is that line alone, ``messages`` the
-    assembler's text alone (the command prints it, then the line), ``status`` its
-    exit status.
-    """
-
-    def __init__(self, where: str, exe: str, status: int, messages: str) -> None:
-        super().__init__(where, f"assembler '{exe}' failed (exit status {status})")
-        self.messages = messages
-        self.status = status
-
-    def __str__(self) -> str:
-        text = self.messages.rstrip("\n")
-        return f"{self.summary}\n{text}" if text.strip() else self.summary
 
 
 def with_probes(text: str, statements: Sequence[Statement]) -> str:

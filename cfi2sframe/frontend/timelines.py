@@ -26,7 +26,7 @@ from ..elf.read import (
     is_mapping_symbol,
     open_elf,
 )
-from ..errors import Cfi2SframeError, CfiError, DecodeError, decoding
+from ..errors import AssemblerFailed, Cfi2SframeError, CfiError, DecodeError, decoding
 from ..macho.read import MH_MAGIC, MH_MAGIC_64, open_macho
 from ..model import Location, Row, Timeline
 from .directives import (
@@ -46,7 +46,6 @@ from .macho_probe import elf_like_symbols, section_names
 from .probe import (
     PROBE,
     Assembler,
-    AssemblerFailed,
     ProbeRun,
     check_fde_count,
     probe_places,
