@@ -4,5 +4,7 @@ runs (``cfi2sframe --version`` says which).  Everything else is in pyproject.tom
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("cfi2sframe._core", ["cfi2sframe/_core.c"], optional=True,
+setup(ext_modules=[Extension("cfi2sframe._core",
+                             ["cfi2sframe/_core.c", "cfi2sframe/_core_unwind_info.c"],
+                             depends=["cfi2sframe/_core.h"], optional=True,
                              extra_compile_args=["-O2"])])

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_core.h"
+
 /* DWARF 5 section 7.24 (and GNU/AArch64 extensions); checked against CFA. */
 enum {
     OP_NOP = 0x00, OP_ADVANCE_LOC1 = 0x02, OP_ADVANCE_LOC2 = 0x03,
@@ -542,12 +544,17 @@ static PyMethodDef methods[] = {
      "-> (FREs, position after them), or None (the Python loop reports the error)."},
     {"fres_bytes", fres_bytes, METH_VARARGS,
      "fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> the FREs' bytes."},
+    {"unwind_info_text", unwind_info_text, METH_VARARGS,
+     "unwind_info_text(section, base, image, symtab, wide, words, stack_ind)\n"
+     "-> the listing of an __unwind_info section, or None (the Python reader reports\n"
+     "what is wrong with it); see _core_unwind_info.c."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "cfi2sframe._core",
-    "The compiled core: the ELF fast path's loop (sframe/fastpath.py is its reference).",
+    "The compiled core: the ELF fast path's loop (sframe/fastpath.py is its reference) "
+    "and the __unwind_info listing (compact/listing.py is its reference).",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

@@ -1,4 +1,5 @@
-# The compiled core (_core.c); sframe/fastpath.py and sframe/encode.py hold the
+# The compiled core (_core.c, _core_unwind_info.c); sframe/fastpath.py,
+# sframe/encode.py, sframe/decode.py and compact/listing.py hold the
 # reference of each function.
 
 from collections.abc import Callable
@@ -21,3 +22,8 @@ def decode_fres(data: bytes, pos: int, end: int, count: int, addr_size: int,
                 big_endian: bool, flex: bool, fre_type: type,
                 table: tuple[tuple[bool, int, int, bool, int], ...]
                 ) -> tuple[tuple[object, ...], int] | None: ...
+
+def unwind_info_text(section: bytes, base: int, image: bytes,
+                     symtab: tuple[int, int, int, int], wide: bool,
+                     words: Callable[[int, int], str], stack_ind: int
+                     ) -> tuple[str, list[tuple[object, ...]]] | None: ...

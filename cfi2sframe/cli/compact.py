@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             if args.emit == "unwind-info":
                 return _write_unwind_info(args, view, table)
-            _print_unwind_info(table, view.image_base, view.function_names(), flavour,
+            _print_unwind_info(table, view.image_base, view.function_names, flavour,
                                arch.register_names)
             return 0
     else:

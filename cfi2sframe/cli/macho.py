@@ -31,6 +31,16 @@ def open_view(path: str, data: bytes, arch: str | None) -> MachoView:
 
 
 def dump(args: argparse.Namespace, data: bytes) -> int:
+    from ..compact.listing import unwind_info_text
+    from ..core import compiled
+
+    view = open_view(args.file, data, args.arch)
+    text = None if args.json or view.filetype == MH_OBJECT else \
+        unwind_info_text(view, compiled())
+    if text is not None:  # the compiled core's listing of a well-formed table: the
+        # modules below, a third of this run's start-up, are not needed
+        sys.stdout.write(text)
+        return 0
     from ..compact.inputs import unwind_table
     from ..compact.listing import (
         object_rows_json,
@@ -40,7 +50,6 @@ def dump(args: argparse.Namespace, data: bytes) -> int:
     )
     from ..macho.unwind import compact_unwind_rows
 
-    view = open_view(args.file, data, args.arch)
     if view.filetype == MH_OBJECT:
         with decoding(args.file, "__compact_unwind"):
             rows = compact_unwind_rows(view)
@@ -71,7 +80,7 @@ def lookup(args: argparse.Namespace, data: bytes) -> int:
     from .common import address_of
 
     view = open_view(args.file, data, args.arch)
-    names = view.function_names()
+    names = view.function_names
     starts = {name: address for address, name in sorted(names.items(), reverse=True)}
     pcs = [address_of(text, starts, args.file) for text in args.pcs]
     base = view.image_base

@@ -24,7 +24,7 @@ from ..arch import by_compact
 from ..dwarf.cfi import Cfi, Fde, RowsCache
 from ..errors import Cfi2SframeError
 from ..macho.read import FILE_TYPES, MH_OBJECT, MachoView
-from ..macho.unwind import code_at, compact_unwind_rows, eh_frame, native_numbers
+from ..macho.unwind import compact_unwind_rows, eh_frame, native_numbers
 from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
 from .encoding import decode, describe
@@ -104,7 +104,7 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
     assert section is not None
     flavour = view.arch  # the compact flavour of its CPU
     names = by_compact(flavour).register_names
-    symbols = view.function_names()
+    symbols = view.function_names
     base = view.image_base
     problems = list(table.problems)
     notes: list[str] = []
@@ -166,7 +166,7 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
             elif problem:
                 problems.append(f"{where}: {problem}")
             continue
-        found = rules_problem(encoding, lines, flavour, code_at(view, address, lines.size),
+        found = rules_problem(encoding, lines, flavour, view.bytes_at(address, lines.size),
                               names)
         if found is not None:
             problems.append(f"{where}: {found}")
@@ -197,7 +197,7 @@ def _code_problem(view: MachoView, address: int, length: int, encoding: int, fla
     """An encoding against the code alone: why it does not decode, or why it is not
     what the function's prologue builds (``prologue``); True when it is, None when
     nothing could be read to compare with."""
-    code = code_at(view, address, length)
+    code = view.bytes_at(address, length)
     got = decode(encoding & ~FLAGS, flavour, Code(code) if code is not None else None)
     if isinstance(got, Unrepresentable):
         return f"its encoding {encoding:#010x} does not decode: {got.detail}"
@@ -254,7 +254,7 @@ def _check_object(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
         if found is None:
             continue
         fde, timeline = found
-        code = code_at(view, fde.start, timeline.size)
+        code = view.bytes_at(fde.start, timeline.size)
         if per_function[holder] > 1:  # one row per state (--ranges): each exact
             problem = _range_problem(row.start - fde.start, row.length, row.encoding,
                                      timeline, flavour, code, names)
@@ -349,5 +349,5 @@ def macho_coverage(path: str, view: MachoView, cfi: Cfi | None = None) -> dict[s
 
 
 def _code(view: MachoView, address: int, size: int) -> Code | None:
-    found = code_at(view, address, size)
+    found = view.bytes_at(address, size)
     return Code(found) if found is not None else None

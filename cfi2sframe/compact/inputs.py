@@ -92,7 +92,7 @@ def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x
         return compact_functions(unit.timelines, unit.obj, flavour, ranges), None
     from ..errors import decoding
     from ..macho.read import open_macho
-    from ..macho.unwind import code_at, compact_unwind_rows
+    from ..macho.unwind import compact_unwind_rows
 
     with decoding(filename, "assembler output"):
         view = open_macho(unit.obj)
@@ -100,7 +100,7 @@ def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x
     addresses = {f"{s.segment},{s.name}": s.addr for s in view.sections}
     functions = []
     for timeline in unit.timelines:
-        found = code_at(view, addresses.get(timeline.section, 0) + timeline.start,
+        found = view.bytes_at(addresses.get(timeline.section, 0) + timeline.start,
                         timeline.size)
         functions.append(lower_compact(timeline, flavour,
                                        Code(found) if found is not None else None, ranges))
@@ -134,7 +134,7 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
     the slice of a universal file (``x86_64`` or ``aarch64``/``arm64``)."""
     from ..errors import decoding
     from ..macho.read import open_macho
-    from ..macho.unwind import code_at, compact_unwind_rows, eh_frame, native_numbers
+    from ..macho.unwind import compact_unwind_rows, eh_frame, native_numbers
 
     slice_arch = None if arch_name is None else ("arm64" if arch_name in ("aarch64", "arm64")
                                                  else arch_name)  # i386, x86_64
@@ -149,7 +149,7 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
     functions = []
     for darwin in (cfi.timelines if cfi is not None else ()):
         timeline = native_numbers(darwin, view.arch)  # i386: esp and ebp swapped back
-        found = code_at(view, timeline.start, timeline.size)
+        found = view.bytes_at(timeline.start, timeline.size)
         functions.append(lower_compact(timeline, flavour,
                                        Code(found) if found is not None else None, ranges))
     return arch, functions, rows, view

@@ -6,15 +6,18 @@ the function's name and the encoding's meaning; and the same as JSON."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from ..arch import by_compact
 from ..macho.read import MachoView
-from ..macho.unwind import ObjectRow, code_at, row_layout
 from .encoding import describe
 from .rules import Code
-from .table import UnwindInfo
+from .table import PROBLEMS, UnwindInfo
 from .words import HAS_LSDA, MODE_MASK, NOT_FUNCTION_START, PERSONALITY_MASK, X86_STACK_IND
+
+if TYPE_CHECKING:
+    from ..macho.unwind import ObjectRow
 
 FLAGS = HAS_LSDA | PERSONALITY_MASK | NOT_FUNCTION_START
 
@@ -47,7 +50,7 @@ def meaning(encoding: int, view: MachoView, address: int) -> str:
         return f"DWARF: the FDE at __eh_frame+{encoding & 0xFFFFFF:#x}"
     code = None
     if flavour != "arm64" and mode == X86_STACK_IND:
-        found = code_at(view, address, ((encoding >> 16) & 0xFF) + 4)
+        found = view.bytes_at(address, ((encoding >> 16) & 0xFF) + 4)
         code = Code(found) if found is not None else None
     words = describe(encoding & ~FLAGS, flavour, code, by_compact(flavour).register_names)
     flags = [word for bit, word in ((HAS_LSDA, "has an LSDA"),
@@ -59,10 +62,28 @@ def meaning(encoding: int, view: MachoView, address: int) -> str:
     return words + "".join(f"; {flag}" for flag in flags)
 
 
+def unwind_info_text(view: MachoView, compiled: ModuleType | None) -> str | None:
+    """The text of ``unwind_info_lines`` (each line ended), made by the compiled core;
+    None without the core, without a table, or where the table is malformed
+    (``read_unwind_info`` then says where)."""
+    section = view.section("__TEXT", "__unwind_info")
+    if compiled is None or section is None:
+        return None
+    ind = X86_STACK_IND if view.arch != "arm64" else -1
+    found: tuple[str, list[tuple[Any, ...]]] | None = compiled.unwind_info_text(
+        view.section_data(section), view.image_base, view.data, view.symtab,
+        view.pointer_size == 8, meanings(view), ind)
+    if found is None:
+        return None
+    text, problems = found
+    return text + "".join(f"  problem: {PROBLEMS[name](*numbers)}\n"
+                          for name, *numbers in problems)
+
+
 def unwind_info_lines(table: UnwindInfo, view: MachoView) -> Iterator[str]:
     """``__unwind_info`` as llvm-objdump prints it, with names and meanings."""
     base = view.image_base
-    names = view.function_names()
+    names = view.function_names
     words = meanings(view)
     (version, common_at, common_count, person_at, person_count, index_at,
      index_count) = table.header
@@ -112,7 +133,7 @@ def unwind_info_json(table: UnwindInfo, view: MachoView) -> dict[str, Any]:
     """The table as JSON: the stored parts, and each function as libunwind finds it
     (addresses, not image offsets)."""
     base = view.image_base
-    names = view.function_names()
+    names = view.function_names
     words = meanings(view)
     header = dict(zip(("version", "common_encodings_offset", "common_encodings_count",
                        "personalities_offset", "personalities_count", "index_offset",
@@ -138,8 +159,8 @@ def unwind_info_json(table: UnwindInfo, view: MachoView) -> dict[str, Any]:
 
 def object_rows_lines(rows: list[ObjectRow], view: MachoView) -> Iterator[str]:
     """``__compact_unwind`` as llvm-objdump prints it, with each encoding's meaning."""
-    size, _ = row_layout(view)
-    names = {address: name for address, name in view.function_names().items()}
+    size, _ = view.compact_unwind_layout
+    names = {address: name for address, name in view.function_names.items()}
     symbols = {s.value: s.name for s in view.symbols if s.defined_in_section}
     yield "Contents of __compact_unwind section:"
     for i, row in enumerate(rows):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import NamedTuple
 
 from ..errors import DecodeError
@@ -83,6 +84,29 @@ def _need(data: bytes, at: int, size: int, what: str) -> None:
         raise DecodeError(at, f"{what} runs past the end of __unwind_info ({len(data)} bytes)")
 
 
+def index_order_problem(i: int, next_function: int, function: int) -> str:
+    return (f"first-level index entry {i + 1} ({next_function:#x}) comes before entry {i} "
+            f"({function:#x})")
+
+
+def outside_problem(i: int, offset: int, function: int, next_function: int,
+                    last: bool) -> str:
+    return (f"page {i}: the function at offset {offset:#x} lies outside the page's index "
+            f"range [{function:#x}, {next_function:#x}): libunwind's look-up does not find "
+            "its row" + (" (the index's end, its sentinel, is not past the last function)"
+                         if last else ""))
+
+
+def entry_order_problem(i: int, offset: int, previous: int) -> str:
+    return f"page {i}: the entry at {offset:#x} comes before the one at {previous:#x}"
+
+
+# The problems by name, as the compiled core's listing reports them (name, numbers).
+PROBLEMS: dict[str, Callable[..., str]] = {
+    "index-order": index_order_problem, "outside": outside_problem,
+    "entry-order": entry_order_problem}
+
+
 def read_unwind_info(data: bytes) -> UnwindInfo:
     """Decode an ``__unwind_info`` section; ``DecodeError`` at the offset that is wrong."""
     _need(data, 0, HEADER.size, "the header")
@@ -116,21 +140,15 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
     for i, (function, page_at, _) in enumerate(index[:-1]):
         next_function = index[i + 1][0]
         if next_function < function:
-            problems.append(f"first-level index entry {i + 1} ({next_function:#x}) comes "
-                            f"before entry {i} ({function:#x})")
+            problems.append(index_order_problem(i, next_function, function))
         page = _page(data, page_at, function, common, i)
         details.append(page)
         for offset, _, encoding in page.entries:
             if not function <= offset < next_function:
-                last = i == len(index) - 2
-                problems.append(
-                    f"page {i}: the function at offset {offset:#x} lies outside the page's "
-                    f"index range [{function:#x}, {next_function:#x}): libunwind's look-up "
-                    "does not find its row" + (" (the index's end, its sentinel, is not "
-                                               "past the last function)" if last else ""))
+                problems.append(outside_problem(i, offset, function, next_function,
+                                                i == len(index) - 2))
             if entries and offset < entries[-1].offset:
-                problems.append(f"page {i}: the entry at {offset:#x} comes before the one at "
-                                f"{entries[-1].offset:#x}")
+                problems.append(entry_order_problem(i, offset, entries[-1].offset))
             slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
             if slot > len(personalities):
                 raise DecodeError(page_at, f"page {i}: function {offset:#x} names personality "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 from ..errors import DecodeError
@@ -87,7 +88,10 @@ class MachoView:
     cputype: int
     filetype: int
     sections: tuple[Section, ...]
-    symbols: tuple[Symbol, ...]
+    # LC_SYMTAB's (symoff, nsyms, stroff, strsize), checked to lie in the file; the
+    # symbols are decoded when first asked for (a dump of 100k functions needs only
+    # their names, which the compiled core reads from here).
+    symtab: tuple[int, int, int, int] = (0, 0, 0, 0)
     segments: tuple[Segment, ...] = ()
     pointer_size: int = 8
 
@@ -101,12 +105,29 @@ class MachoView:
         (0 for an object, which has one unnamed segment)."""
         return next((seg.vmaddr for seg in self.segments if seg.name == "__TEXT"), 0)
 
+    @property
+    def compact_unwind_layout(self) -> tuple[int, str]:
+        """An ``__LD,__compact_unwind`` row's size and ``struct`` layout: pointers of
+        the file's size around two 32-bit words (start, length, encoding, personality,
+        LSDA)."""
+        return (32, "<QIIQQ") if self.pointer_size == 8 else (20, "<IIIII")
+
     def section(self, segment: str, name: str) -> Section | None:
         return next((s for s in self.sections if s.segment == segment and s.name == name),
                     None)
 
     def section_data(self, section: Section) -> bytes:
         return self.data[section.offset:section.offset + section.size]
+
+    def bytes_at(self, address: int, size: int) -> bytes | None:
+        """The file bytes of ``size`` bytes at ``address`` (None where no section with
+        file contents holds them all): the code a function's prologue is read from."""
+        for section in self.sections:
+            if section.addr <= address and address + size <= section.addr + section.size \
+                    and section.offset:
+                at = section.offset + address - section.addr
+                return self.data[at:at + size]
+        return None
 
     def relocations(self, section: Section) -> list[Reloc]:
         """The section's relocations in file order (objects only have them)."""
@@ -124,6 +145,27 @@ class MachoView:
                              bool(info >> 27 & 1), info >> 28))
         return out
 
+    @cached_property
+    def symbols(self) -> tuple[Symbol, ...]:
+        """The ``nlist`` entries in file order."""
+        symoff, nsyms, stroff, strsize = self.symtab
+        entry, nlist = (16, "<IBBhQ") if self.pointer_size == 8 else (12, "<IBBhI")
+        data = self.data
+        strings = data[stroff:stroff + strsize]
+        out = []
+        # Each name is read up to its NUL (slicing the rest of the table for every
+        # symbol made reading 100k symbols quadratic: 9 s).
+        for strx, kind, sect, desc, value in struct.iter_unpack(
+                nlist, data[symoff:symoff + entry * nsyms]):
+            if strx < strsize:
+                end = strings.find(b"\0", strx)
+                name = strings[strx:end if end >= 0 else strsize].decode("utf-8", "replace")
+            else:
+                name = ""
+            out.append(Symbol(name, kind, sect, desc, value))
+        return tuple(out)
+
+    @cached_property
     def function_names(self) -> dict[int, str]:
         """Address -> the name of a symbol defined there (a global one first)."""
         names: dict[int, str] = {}
@@ -189,7 +231,7 @@ def open_macho(data: bytes, arch: str | None = None) -> MachoView:
         raise DecodeError(4, f"a {CPU_ARCH[cputype]} file, not {arch}")
     _need(data, header, sizeofcmds, f"the {ncmds} load commands")
     sections: list[Section] = []
-    symbols: list[Symbol] = []
+    symtab = (0, 0, 0, 0)
     segments: list[Segment] = []
     # 64-bit: LC_SEGMENT_64 (72 bytes) and 80-byte sections; 32-bit: 56 and 68 bytes.
     segment_cmd, seg_fmt, sect_fmt = ((LC_SEGMENT_64, "<16sQQQQ", "<16s16sQQIIIII") if wide
@@ -218,21 +260,9 @@ def open_macho(data: bytes, arch: str | None = None) -> MachoView:
                                         addr, sect_size, offset, reloff, nreloc, flags))
         elif cmd == LC_SYMTAB:
             symoff, nsyms, stroff, strsize = struct.unpack_from("<IIII", data, at + 8)
-            entry, nlist = (16, "<IBBhQ") if wide else (12, "<IBBhI")
-            _need(data, symoff, entry * nsyms, "the symbol table")
+            _need(data, symoff, (16 if wide else 12) * nsyms, "the symbol table")
             _need(data, stroff, strsize, "the string table")
-            strings = data[stroff:stroff + strsize]
-            # Each name is read up to its NUL (slicing the rest of the table for every
-            # symbol made reading 100k symbols quadratic: 9 s).
-            for strx, kind, sect, desc, value in struct.iter_unpack(
-                    nlist, data[symoff:symoff + entry * nsyms]):
-                if strx < strsize:
-                    end = strings.find(b"\0", strx)
-                    name = strings[strx:end if end >= 0 else strsize].decode("utf-8",
-                                                                             "replace")
-                else:
-                    name = ""
-                symbols.append(Symbol(name, kind, sect, desc, value))
+            symtab = (symoff, nsyms, stroff, strsize)
         at += size
-    return MachoView(data, cputype, filetype, tuple(sections), tuple(symbols),
-                     tuple(segments), 8 if wide else 4)
+    return MachoView(data, cputype, filetype, tuple(sections), symtab, tuple(segments),
+                     8 if wide else 4)

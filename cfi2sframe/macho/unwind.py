@@ -21,8 +21,6 @@ from ..errors import DecodeError
 from ..model import CfaReg, RuleKind, Timeline
 from .read import MH_OBJECT, MachoView, Reloc
 
-ROW_SIZE = 32
-
 
 class ObjectRow(NamedTuple):
     """One ``__compact_unwind`` row: the function's address and name, its length, the
@@ -42,12 +40,12 @@ def compact_unwind_rows(view: MachoView) -> list[ObjectRow]:
     if section is None:
         return []
     data = view.section_data(section)
-    size, layout = row_layout(view)
+    size, layout = view.compact_unwind_layout
     if len(data) % size:
         raise DecodeError(section.offset, f"__compact_unwind is {len(data)} bytes, not a "
                                           f"multiple of {size}")
     relocs = {reloc.address: reloc for reloc in view.relocations(section)}
-    names = view.function_names()
+    names = view.function_names
     pointer = view.pointer_size
     rows = []
     for at in range(0, len(data), size):
@@ -60,11 +58,6 @@ def compact_unwind_rows(view: MachoView) -> list[ObjectRow]:
                               person_name or (f"{person_value:#x}" if person_value else None),
                               lsda_value or None))
     return rows
-
-
-def row_layout(view: MachoView) -> tuple[int, str]:
-    """A row's size and layout: pointers of the file's size around two 32-bit words."""
-    return (ROW_SIZE, "<QIIQQ") if view.pointer_size == 8 else (20, "<IIIII")
 
 
 def _field(view: MachoView, reloc: Reloc | None, stored: int) -> tuple[int, str | None]:
@@ -85,7 +78,7 @@ def eh_frame(view: MachoView, path: str) -> Cfi | None:
     section = view.section("__TEXT", "__eh_frame")
     if section is None:
         return None
-    names = {("", address): name for address, name in view.function_names().items()}
+    names = {("", address): name for address, name in view.function_names.items()}
     fdes = parse_cfi(view.section_data(section), True, section.addr, {}, view.pointer_size,
                      True, names)
     machine = {"x86_64": "EM_X86_64", "arm64": "EM_AARCH64", "i386": "EM_386"}[view.arch]
@@ -141,16 +134,6 @@ def cie_personalities(view: MachoView, cie_offsets: set[int]) -> dict[int, int]:
     return out
 
 
-def code_at(view: MachoView, address: int, size: int) -> bytes | None:
-    """The file bytes of ``size`` bytes of code at ``address`` (a section holding them)."""
-    for section in view.sections:
-        if section.addr <= address and address + size <= section.addr + section.size \
-                and section.offset:
-            at = section.offset + address - section.addr
-            return view.data[at:at + size]
-    return None
-
-
 def with_encodings(view: MachoView, encodings: dict[int, int]) -> bytes:
     """The object with the encoding of each ``__compact_unwind`` row whose function
     starts at an address in ``encodings`` replaced (its start, length, personality and
@@ -159,7 +142,7 @@ def with_encodings(view: MachoView, encodings: dict[int, int]) -> bytes:
     out = bytearray(view.data)
     if section is None:
         return bytes(out)
-    size, _ = row_layout(view)
+    size, _ = view.compact_unwind_layout
     for at, row in zip(range(0, section.size, size), compact_unwind_rows(view), strict=True):
         if row.start in encodings:  # the encoding follows the start pointer and length
             struct.pack_into("<I", out, section.offset + at + view.pointer_size + 4,

@@ -224,7 +224,7 @@ def test_verify_finds_faults_planted_in_a_correct_table(zig_images: dict[str, Pa
     assert cfi is not None
     base = view.image_base
     with_fde = {fde.start - base for fde in cfi.fdes}
-    names = view.function_names()
+    names = view.function_names
 
     page = table.page_details[0]  # zig writes regular pages; lld compressed ones
     entries_at = section.offset + page.at + \

@@ -1,0 +1,11 @@
+/* The compiled core's parts: _core.c holds the module and the ELF loops, each other
+ * file one function it registers. */
+#ifndef CFI2SFRAME_CORE_H
+#define CFI2SFRAME_CORE_H
+
+#include <Python.h>
+
+/* _core_unwind_info.c: an image's __unwind_info listed as ``dump`` prints it. */
+PyObject *unwind_info_text(PyObject *self, PyObject *args);
+
+#endif
