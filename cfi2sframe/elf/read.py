@@ -183,9 +183,17 @@ def _string_table(table: bytes) -> Callable[[int], str]:
     """Name look-up by offset; the whole table is decoded in one pass."""
     by_offset: dict[int, str] = {}
     pos = 0
-    for chunk in table.decode("utf-8", "replace").split("\0"):
-        by_offset[pos] = chunk
-        pos += len(chunk.encode("utf-8")) + 1 if not chunk.isascii() else len(chunk) + 1
+    # Offsets count bytes: a table that is not all ASCII is split before decoding (a
+    # byte that is not UTF-8 becomes U+FFFD, three bytes, and had shifted every later
+    # offset).
+    if table.isascii():
+        for chunk in table.decode("ascii").split("\0"):
+            by_offset[pos] = chunk
+            pos += len(chunk) + 1
+    else:
+        for raw in table.split(b"\0"):
+            by_offset[pos] = raw.decode("utf-8", "replace")
+            pos += len(raw) + 1
 
     def name(offset: int) -> str:
         found = by_offset.get(offset)
