@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING
 
 from ..arch import get_arch
@@ -133,24 +133,33 @@ def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
     return load_sframe(path, data, as_readelf, raw_address, pcs=pcs)
 
 
-def function_names_of(path: str, data: bytes) -> dict[tuple[str, int], str]:
-    """(section or "", start) -> function symbol of an ELF file; none for a raw section."""
+def function_names_of(path: str, data: bytes, values: Container[int] | None = None
+                      ) -> dict[tuple[str, int], str]:
+    """(section or "", start) -> function symbol of an ELF file (``values``: at these
+    addresses only); none for a raw section."""
     if data[:4] != b"\x7fELF":
         return {}
     from ..elf.cfi import function_names
     from ..elf.read import open_elf_file
 
-    return function_names(open_elf_file(path, data))
+    return function_names(open_elf_file(path, data), values)
+
+
+def number_or_none(text: str) -> int | None:
+    """A PC given as a number (``0x...`` or decimal), else None."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        return None
 
 
 def address_of(text: str, starts: dict[str, int], path: str) -> int:
     """A PC given as a number, a function symbol or SYMBOL+OFFSET (``starts``: each
     symbol's start; in an object the offset in the symbol's section, as every address
     of an object is)."""
-    try:
-        return int(text, 0)
-    except ValueError:
-        pass
+    number = number_or_none(text)
+    if number is not None:
+        return number
     symbol, _, offset = text.partition("+")
     if symbol not in starts:
         raise Cfi2SframeError(path, f"'{text}' is neither an address (0x... or decimal) nor "

@@ -19,6 +19,7 @@ from .common import (
     address_of,
     function_names_of,
     modules_of,
+    number_or_none,
     parse_pc,
     sframe_or_made,
 )
@@ -61,12 +62,22 @@ def run(args: argparse.Namespace) -> int:
         data = read_input(args.file)
         if is_macho(data):
             return macho.lookup(args, data)
-        names = function_names_of(args.file, data)
-        starts = {name: start for (_, start), name in sorted(names.items(), reverse=True)}
-        pcs = [address_of(text, starts, args.file) for text in args.pcs]
+        numbers = [number_or_none(text) for text in args.pcs]
+        by_symbol = None in numbers  # a symbol given: every function's name is needed
+        names = function_names_of(args.file, data) if by_symbol else {}
+        if by_symbol:
+            starts = {name: start for (_, start), name in sorted(names.items(),
+                                                                 reverse=True)}
+            pcs = [address_of(text, starts, args.file) for text in args.pcs]
+        else:
+            pcs = [number for number in numbers if number is not None]
         # Only the FDEs that cover the PCs asked for are decoded (the spec's look-up).
         loaded = sframe_or_made(args.file, data, pcs=pcs, raw_address=args.address)
         default = loaded.section
+        if not by_symbol:  # only the names of the functions found are read
+            found = (default.find_fde(pc) for pc in pcs)
+            names = function_names_of(args.file, data,
+                                      {fde.start_address for fde in found if fde})
     status = 0
     results: list[dict[str, object]] = []
     for pc in pcs:

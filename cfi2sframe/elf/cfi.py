@@ -7,6 +7,8 @@ symbol tables, and hands the bytes to the container-free parser (``dwarf.cfi``).
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from ..arch import arch_for_machine
 from ..dwarf.cfi import Cfi, Names, parse_cfi
 from ..errors import Cfi2SframeError, decoding
@@ -54,8 +56,9 @@ def read_elf_cfi(path: str, data: bytes | None = None,
                    not view.little_endian)
 
 
-def function_names(view: ElfView) -> Names:
-    """(section or "", address) -> name of every function symbol.
+def function_names(view: ElfView, values: Container[int] | None = None) -> Names:
+    """(section or "", address) -> name of every function symbol (``values``: of
+    those at these addresses only, as the whole table names them).
 
     The symbol table is unpacked with ``elf.read`` in one pass: pyelftools'
     per-symbol objects cost ~10 us each, and libraries have tens of thousands.
@@ -63,7 +66,7 @@ def function_names(view: ElfView) -> Names:
     is_rel = view.elf_type == "ET_REL"
     names: dict[tuple[str, int], str] = {}
     for table in (".symtab", ".dynsym"):
-        symbols = view.symbols(table)
+        symbols = view.symbols(table, values)
         # Function symbols first; then untyped ones (hand-written assembly without
         # .type), which name a function only where no function symbol does.
         for kinds in ((2,), (0,)):
@@ -75,6 +78,6 @@ def function_names(view: ElfView) -> Names:
                     continue
                 section = view.sections[sym.shndx].name if is_rel else ""
                 names.setdefault((section, sym.value), sym.name)
-        if symbols:
-            break
+        if view.symbol_count(table):
+            break  # the first table with any entry names the functions
     return names

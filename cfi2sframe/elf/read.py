@@ -9,7 +9,7 @@ large library (hash tables, dynamic segment) ~0.5 s.  pyelftools is a test oracl
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -133,25 +133,45 @@ class ElfView:
                 return self.data[section.offset : section.offset + section.size]
         return b""
 
-    def symbol_entries(self, index: int) -> list[tuple[int, int, int]]:
-        """(value, STT type, section index) of every entry of the symbol table at
-        section ``index``, without names (what relocating needs, in one pass)."""
+    def symbol_entry(self, index: int, number: int) -> tuple[int, int, int] | None:
+        """(value, STT type, section index) of entry ``number`` of the symbol table at
+        section ``index``, without its name (what relocating needs); None past the
+        table's end.  Read one at a time: relocations name few of an object's
+        symbols."""
         if not 0 < index < len(self.sections):
-            return []
+            return None
         table = self.sections[index]
-        raw = self.data[table.offset : table.offset + table.size]
+        size = 24 if self.is64 else 16
+        if number < 0 or number >= table.size // size:
+            return None
         order = "<" if self.little_endian else ">"
         if self.is64:
-            return [(value, info & 0xF, shndx) for _, info, _, shndx, value, _ in
-                    struct.iter_unpack(order + "IBBHQQ", raw[: len(raw) // 24 * 24])]
-        return [(value, info & 0xF, shndx) for _, value, _, info, _, shndx in
-                struct.iter_unpack(order + "IIIBBH", raw[: len(raw) // 16 * 16])]
+            _, info, _, shndx, value, _ = struct.unpack_from(order + "IBBHQQ", self.data,
+                                                             table.offset + size * number)
+        else:
+            _, value, _, info, _, shndx = struct.unpack_from(order + "IIIBBH", self.data,
+                                                             table.offset + size * number)
+        return value, info & 0xF, shndx
 
-    def symbols(self, name: str | int = "") -> list[Symbol]:
+    def symbol_table_size(self, index: int) -> int:
+        """How many entries the symbol table at section ``index`` holds."""
+        if not 0 < index < len(self.sections):
+            return 0
+        return self.sections[index].size // (24 if self.is64 else 16)
+
+    def symbol_count(self, name: str) -> int:
+        """How many entries the symbol table ``name`` holds (0 without one)."""
+        table = next((s for s in self.sections if s.name == name), None)
+        return 0 if table is None else table.size // (24 if self.is64 else 16)
+
+    def symbols(self, name: str | int = "", values: Container[int] | None = None
+                ) -> list[Symbol]:
         """Every entry of a symbol table (index 0 included), in table order.
 
         ``name`` picks the table (``.symtab``, ``.dynsym``, or a section
-        index); by default the first SHT_SYMTAB section.
+        index); by default the first SHT_SYMTAB section.  ``values``: only the
+        entries whose value is one of them, in table order, only their names read
+        (naming one function of an object of 100k costs no 100k names).
         """
         if isinstance(name, int):
             symtab = self.sections[name] if 0 < name < len(self.sections) else None
@@ -164,18 +184,24 @@ class ElfView:
         if symtab.link >= len(self.sections):
             raise DecodeError(0, f"symbol table {symtab.name} links to a missing section")
         strtab = self.sections[symtab.link]
-        names = _string_table(self.data[strtab.offset : strtab.offset + strtab.size])
+        strings = self.data[strtab.offset : strtab.offset + strtab.size]
+        names = _string_table(strings) if values is None else \
+            lambda offset: _cstr(strings, offset)
         raw = self.data[symtab.offset : symtab.offset + symtab.size]
         order = "<" if self.little_endian else ">"
         out = []
         if self.is64:
             rows = struct.iter_unpack(order + "IBBHQQ", raw[: len(raw) // 24 * 24])
             for name_off, info, _other, shndx, value, size in rows:
-                out.append(Symbol(names(name_off), value, size, info & 0xF, info >> 4, shndx))
+                if values is None or value in values:
+                    out.append(Symbol(names(name_off), value, size, info & 0xF, info >> 4,
+                                      shndx))
         else:
             rows = struct.iter_unpack(order + "IIIBBH", raw[: len(raw) // 16 * 16])
             for name_off, value, size, info, _other, shndx in rows:
-                out.append(Symbol(names(name_off), value, size, info & 0xF, info >> 4, shndx))
+                if values is None or value in values:
+                    out.append(Symbol(names(name_off), value, size, info & 0xF, info >> 4,
+                                      shndx))
         return out
 
 

@@ -35,17 +35,18 @@ def _symbol_targets(view: ElfView, link: int) -> Callable[[int], tuple[str, int]
 
     Only the entries relocations name are read, and each once: an object's symbol
     table can hold a hundred thousand names that relocating never needs."""
-    symbols = view.symbol_entries(link)
     found: dict[int, tuple[str, int] | str] = {}
 
     def target(sym: int) -> tuple[str, int] | str:
         known = found.get(sym)
         if known is not None:
             return known
-        if sym >= len(symbols):
-            answer: tuple[str, int] | str = f"relocation names symbol {sym} of {len(symbols)}"
+        entry = view.symbol_entry(link, sym)
+        if entry is None:
+            answer: tuple[str, int] | str = (f"relocation names symbol {sym} of "
+                                             f"{view.symbol_table_size(link)}")
         else:
-            value, kind, shndx = symbols[sym]
+            value, kind, shndx = entry
             if shndx in SPECIAL_SECTIONS or shndx >= SHN_LORESERVE:
                 answer = (SPECIAL_SECTIONS.get(shndx, f"SHN_{shndx:#x}"),
                           0 if kind == STT_SECTION else value)

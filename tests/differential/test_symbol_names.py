@@ -7,7 +7,17 @@ the next NUL, and a name may be the tail of another)."""
 
 from __future__ import annotations
 
-from cfi2sframe.elf.read import _cstr, _string_table
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cfi2sframe.elf.cfi import function_names
+from cfi2sframe.elf.read import _cstr, _string_table, open_elf_file
+from tests.conftest import cfi2sframe, require, require_path
+
+LIBRARIES = ["/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/lib/x86_64-linux-gnu/libz.so.1",
+             "/usr/aarch64-linux-gnu/lib/libc.so.6"]
 
 
 def test_offsets_count_bytes_when_a_name_is_not_utf8() -> None:
@@ -18,3 +28,81 @@ def test_offsets_count_bytes_when_a_name_is_not_utf8() -> None:
     assert name(5) == "foo" and name(7) == "o" and name(14) == "bar"
     assert name(9) == "\u00e9t\ufffd" and name(11) == "t\ufffd" and name(1) == "a\ufffdb"
     assert all(name(at) == _cstr(table, at) for at in range(len(table) + 2))
+
+
+def _built(folder: Path) -> list[str]:
+    """An object and a program with .symtab: global and static functions, and an alias
+    (two names at one address)."""
+    require("gcc")
+    source = folder / "many.c"
+    source.write_text("".join(f"{'static ' if i % 3 else ''}int s{i}(int x) "
+                              f"{{ return x * {i}; }}\n" for i in range(120)) +
+                      "int alias(int) __attribute__((alias(\"s0\")));\n"
+                      "int main(void) { return " +
+                      " + ".join(f"s{i}({i})" for i in range(120)) + "; }\n")
+    obj, program = folder / "many.o", folder / "many"
+    subprocess.run(["gcc", "-O1", "-fno-inline", "-c", str(source), "-o", str(obj)],
+                   check=True)
+    subprocess.run(["gcc", str(obj), "-o", str(program)], check=True)
+    return [str(obj), str(program)]
+
+
+@pytest.mark.parametrize("path", [*LIBRARIES, "built"])
+def test_names_at_some_addresses_are_those_the_whole_table_gives(path: str,
+                                                                 tmp_path: Path) -> None:
+    """Stripped libraries (.dynsym; AArch64 mapping symbols) and unstripped files
+    (.symtab, per-section names in the object)."""
+    paths = _built(tmp_path) if path == "built" else [path]
+    for path in paths:
+        _same_names(path)
+
+
+def _same_names(path: str) -> None:
+    require_path(path)
+    view = open_elf_file(path, Path(path).read_bytes())
+    everything = function_names(view)
+    assert len(everything) > 50
+    addresses = sorted({address for _, address in everything})
+    some = set(addresses[::97]) | {addresses[0], addresses[-1], 0, 1}
+    assert function_names(view, some) == {key: name for key, name in everything.items()
+                                          if key[1] in some}
+
+
+def test_lookup_names_each_function_as_nm_does(tmp_path: Path) -> None:
+    """An object (names per section) and a program: ``lookup`` of each function's
+    start by number names it as ``nm`` does, and by name finds the same row."""
+    require("gcc", "nm")
+    source = tmp_path / "f.c"
+    chain = "".join(f"int f{i + 1}(int x);\nint f{i}(int x) {{ return x * {i} + f{i + 1}(x); }}\n"
+                    for i in range(8))
+    source.write_text(chain + "int f8(int x) { return x; }\n"
+                      "static int g(int x) { return f0(x) + 1; }\n"
+                      "int main(void) { return g(3); }\n")
+    asm, obj, program = tmp_path / "f.s", tmp_path / "f.o", tmp_path / "f"
+    subprocess.run(["gcc", "-O1", "-fno-inline", "-S", str(source), "-o", str(asm)],
+                   check=True)
+    subprocess.run(["gcc", "-c", str(asm), "-o", str(obj)], check=True)
+    subprocess.run(["gcc", str(obj), "-o", str(program)], check=True)
+    ours = tmp_path / "ours.o", tmp_path / "ours"
+    assert cfi2sframe(str(asm), "--emit", "obj", "-o", str(ours[0]),
+                      cwd=tmp_path).returncode == 0
+    assert cfi2sframe(str(program), "--emit", "elf", "-o", str(ours[1]),
+                      cwd=tmp_path).returncode == 0
+    for path, converted in zip((obj, program), ours, strict=True):
+        symbols = {}
+        for line in subprocess.run(["nm", "--defined-only", str(path)], capture_output=True,
+                                   text=True, check=True).stdout.splitlines():
+            value, kind, name = line.split()
+            if kind in "tT":
+                symbols[name] = int(value, 16)
+        assert {"f0", "f8", "g", "main"} <= symbols.keys()
+        named = 0
+        for name, start in symbols.items():
+            by_number = cfi2sframe("lookup", str(converted), hex(start), cwd=tmp_path)
+            by_name = cfi2sframe("lookup", str(converted), name, cwd=tmp_path)
+            if name == "_start" or by_number.returncode:  # crt code without an FDE
+                continue
+            assert f": {name}+0x0: " in by_number.stdout, (path.name, name, by_number.stdout)
+            assert by_name.stdout == by_number.stdout
+            named += 1
+        assert named >= 11, path.name
