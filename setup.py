@@ -5,6 +5,7 @@ runs (``cfi2sframe --version`` says which).  Everything else is in pyproject.tom
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("cfi2sframe._core",
-                             ["cfi2sframe/_core.c", "cfi2sframe/_core_unwind_info.c"],
+                             ["cfi2sframe/_core.c", "cfi2sframe/_core_reloc.c",
+                              "cfi2sframe/_core_unwind_info.c"],
                              depends=["cfi2sframe/_core.h"], optional=True,
                              extra_compile_args=["-O2"])])

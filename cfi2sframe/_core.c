@@ -544,6 +544,10 @@ static PyMethodDef methods[] = {
      "-> (FREs, position after them), or None (the Python loop reports the error)."},
     {"fres_bytes", fres_bytes, METH_VARARGS,
      "fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> the FREs' bytes."},
+    {"relocate", relocate, METH_VARARGS,
+     "relocate(contents, rel, is64, little, rela, kinds, target_of)\n"
+     "-> {field offset: (target, S + A)}, contents relocated; or None (the Python loop\n"
+     "reports what is wrong); see _core_reloc.c."},
     {"unwind_info_text", unwind_info_text, METH_VARARGS,
      "unwind_info_text(section, base, image, symtab, wide, words, stack_ind)\n"
      "-> the listing of an __unwind_info section, or None (the Python reader reports\n"

@@ -1,5 +1,5 @@
-# The compiled core (_core.c, _core_unwind_info.c); sframe/fastpath.py,
-# sframe/encode.py, sframe/decode.py and compact/listing.py hold the
+# The compiled core (_core.c, _core_reloc.c, _core_unwind_info.c); sframe/fastpath.py,
+# sframe/encode.py, sframe/decode.py, elf/reloc.py and compact/listing.py hold the
 # reference of each function.
 
 from collections.abc import Callable
@@ -27,3 +27,8 @@ def unwind_info_text(section: bytes, base: int, image: bytes,
                      symtab: tuple[int, int, int, int], wide: bool,
                      words: Callable[[int, int], str], stack_ind: int
                      ) -> tuple[str, list[tuple[object, ...]]] | None: ...
+
+def relocate(contents: bytearray, rel: bytes, is64: bool, little: bool, rela: bool,
+             kinds: dict[int, tuple[int, bool]],
+             target_of: Callable[[int], tuple[str, int] | str]
+             ) -> dict[int, tuple[str, int]] | None: ...

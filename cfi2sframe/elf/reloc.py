@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ..arch import ARCHES
 from ..arch.base import ByteOrder
+from ..core import compiled as compiled_core
 from ..errors import Cfi2SframeError
 from .read import SHN_LORESERVE, STT_SECTION
 
@@ -25,6 +27,12 @@ RELOC_SIZES = {(arch.elf_machine, kind): size for arch in ARCHES.values()
                for kind, (size, _) in arch.elf_relocations.items()}
 PC_RELATIVE = {(arch.elf_machine, kind) for arch in ARCHES.values()
                for kind, (_, pcrel) in arch.elf_relocations.items() if pcrel}
+# The same per machine, as the compiled loop takes them: type -> (size, PC-relative).
+KINDS: dict[str, dict[int, tuple[int, bool]]] = {}
+for (_machine, _kind), _size in RELOC_SIZES.items():
+    KINDS.setdefault(_machine, {})[_kind] = (_size, (_machine, _kind) in PC_RELATIVE)
+
+_COMPILED = compiled_core()
 
 SPECIAL_SECTIONS = {0: "SHN_UNDEF", 0xFFF1: "SHN_ABS", 0xFFF2: "SHN_COMMON"}
 
@@ -60,12 +68,14 @@ def _symbol_targets(view: ElfView, link: int) -> Callable[[int], tuple[str, int]
     return target
 
 
-def relocate_view(view: ElfView, index: int, contents: bytearray,
-                  where: str) -> dict[int, tuple[str, int]]:
+def relocate_view(view: ElfView, index: int, contents: bytearray, where: str,
+                  compiled: ModuleType | None = _COMPILED) -> dict[int, tuple[str, int]]:
     """Relocate ``contents`` (the data of section ``index``) in place, every section at
     address 0.  Returns field offset -> (name of the section the relocation points
     into, or a special index such as ``SHN_ABS``; target value S + A).  Errors name
-    the file offset of the bad entry."""
+    the file offset of the bad entry.  ``compiled``: the compiled core's loop
+    (``_core.relocate``, the default where it is built), or None for this module's,
+    its reference, which also runs wherever the compiled one gives up."""
 
     def bad(at: int, message: str) -> Cfi2SframeError:
         return Cfi2SframeError(where, f"at byte {at:#x}: {message}")
@@ -86,6 +96,15 @@ def relocate_view(view: ElfView, index: int, contents: bytearray,
                                      "the file")
         target_of = _symbol_targets(view, rel.link)
         count = rel.size // entry
+        if compiled is not None:
+            before = bytes(contents)
+            done = compiled.relocate(contents, view.data[rel.offset:rel.offset + count * entry],
+                                     view.is64, view.little_endian, rela,
+                                     KINDS.get(view.machine, {}), target_of)
+            if done is not None:
+                placed.update(done)
+                continue
+            contents[:] = before  # it gave up: this loop says why, from the start
         rows = struct.iter_unpack(fmt, view.data[rel.offset:rel.offset + count * entry])
         for number, fields in enumerate(rows):
             offset, info = fields[0], fields[1]

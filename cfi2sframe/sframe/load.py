@@ -29,11 +29,19 @@ class LoadedSFrame:
     section: DecodedSection
     is_elf: bool
     elf_type: str = ""
-    fde_sections: dict[int, str] | None = None
+    # A relocatable object's relocated fields: offset -> (the section or special
+    # index the relocation points into, S + A), as ``relocate_view`` gives them.
+    placements: dict[int, tuple[str, int]] | None = None
 
     def section_of(self, fde_field_offset: int) -> str:
         """For a relocatable object, the section an FDE's function is in ("" otherwise)."""
-        return (self.fde_sections or {}).get(fde_field_offset, "")
+        found = (self.placements or {}).get(fde_field_offset)
+        return "" if found is None or found[0].startswith("SHN_") else found[0]
+
+    @property
+    def fde_sections(self) -> bool:
+        """Whether functions are placed in sections (a relocated object's)."""
+        return any(not name.startswith("SHN_") for name, _ in (self.placements or {}).values())
 
 
 def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
@@ -88,12 +96,10 @@ def _load_elf(path: str, data: bytes, as_readelf: bool, limits: Limits,
     with decoding(path, section.name):
         contents = bytearray(section_contents(view, section, limits))
     version = contents[2] if len(contents) > 2 else 0
-    targets: dict[int, str] = {}
+    placed: dict[int, tuple[str, int]] = {}
     relocate = view.elf_type == "ET_REL" and (version >= 2 or not as_readelf)
     if relocate:
         placed = relocate_view(view, view.sections.index(section), contents, path)
-        targets = {offset: name for offset, (name, _) in placed.items()
-                   if not name.startswith("SHN_")}
     decoded = _decode(path, bytes(contents), section.addr, section.name,
                       relocate and version == 1, pcs)
-    return LoadedSFrame(path, section.name, decoded, True, view.elf_type, targets)
+    return LoadedSFrame(path, section.name, decoded, True, view.elf_type, placed)
