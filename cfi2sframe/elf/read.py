@@ -138,12 +138,10 @@ class ElfView:
         section ``index``, without its name (what relocating needs); None past the
         table's end.  Read one at a time: relocations name few of an object's
         symbols."""
-        if not 0 < index < len(self.sections):
+        if number < 0 or number >= self.symbol_table_size(index):
             return None
         table = self.sections[index]
         size = 24 if self.is64 else 16
-        if number < 0 or number >= table.size // size:
-            return None
         order = "<" if self.little_endian else ">"
         if self.is64:
             _, info, _, shndx, value, _ = struct.unpack_from(order + "IBBHQQ", self.data,
@@ -154,15 +152,18 @@ class ElfView:
         return value, info & 0xF, shndx
 
     def symbol_table_size(self, index: int) -> int:
-        """How many entries the symbol table at section ``index`` holds."""
+        """How many entries the symbol table at section ``index`` holds (those whose
+        bytes the file has)."""
         if not 0 < index < len(self.sections):
             return 0
-        return self.sections[index].size // (24 if self.is64 else 16)
+        table = self.sections[index]
+        held = max(0, min(table.size, len(self.data) - table.offset))
+        return held // (24 if self.is64 else 16)
 
     def symbol_count(self, name: str) -> int:
         """How many entries the symbol table ``name`` holds (0 without one)."""
-        table = next((s for s in self.sections if s.name == name), None)
-        return 0 if table is None else table.size // (24 if self.is64 else 16)
+        index = next((i for i, s in enumerate(self.sections) if s.name == name), 0)
+        return self.symbol_table_size(index)
 
     def symbols(self, name: str | int = "", values: Container[int] | None = None
                 ) -> list[Symbol]:

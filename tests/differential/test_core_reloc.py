@@ -155,3 +155,20 @@ def test_sums_past_64_bits(objects: dict[str, Path]) -> None:
         ours = _relocated(broken, ".eh_frame", core)
         assert ours == _relocated(broken, ".eh_frame", None)
         assert not isinstance(ours, str)
+
+
+def test_a_symbol_table_past_the_files_end(objects: dict[str, Path]) -> None:
+    """A symbol table whose header points past the file (found by fuzzing: reading one
+    entry raised struct.error): its entries are those the file holds, none here, and
+    a relocation naming one is a located error from either loop."""
+    import struct
+
+    core = _core()
+    data = bytearray(objects["x86_64"].read_bytes())
+    view = open_elf_file("x86_64", bytes(data))
+    symtab = next(s for s in view.sections if s.name == ".symtab")
+    struct.pack_into("<Q", data, symtab.header_at + 24, 0x3A00_0000_0000)  # sh_offset
+    broken = open_elf_file("x86_64", bytes(data))
+    ours = _relocated(broken, ".eh_frame", core)
+    assert isinstance(ours, str) and ours == _relocated(broken, ".eh_frame", None)
+    assert "of 0" in ours, ours
