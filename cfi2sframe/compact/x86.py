@@ -127,6 +127,9 @@ def _x86_frame(rules: CompactRules, by_reg: dict[int, int],
     others = {reg: off for reg, off in by_reg.items() if reg != f.fp}
     if not others:
         return X86_RBP_FRAME
+    if len(set(others.values())) < len(others):  # a slot holds one register's number
+        return Unrepresentable(CompactReason.saves_not_encodable,
+                               "two registers are saved in one slot")
     offset = (-2 * slot - min(others.values())) // slot
     encoding = X86_RBP_FRAME | offset << 16
     for reg, off in others.items():

@@ -38,6 +38,21 @@ def test_hand_derived_x86_64_encodings():
             == CompactReason.stack_ind_outside_code)
 
 
+def test_two_registers_in_one_frame_slot_are_not_encodable():
+    """An RBP/EBP frame slot holds one register's 3-bit number: rbx and r12 both at
+    CFA-56 (found by fuzzing: the two numbers were or-ed into one slot, an encoding
+    naming neither, and the encoder's own round-trip check raised)."""
+    from cfi2sframe.compact.encoding import encode
+
+    x86 = CompactRules(6, 16, -8, ((3, -56), (6, -16), (12, -56), (13, -40), (14, -32),
+                                   (15, -24)))
+    i386 = CompactRules(5, 8, -4, ((3, -16), (5, -8), (6, -16)))
+    for rules, arch in ((x86, "x86_64"), (i386, "i386")):
+        found = encode(rules, arch, None)
+        assert not isinstance(found, int) and \
+            found.reason == CompactReason.saves_not_encodable, arch
+
+
 def test_hand_derived_i386_encodings():
     # EBP frame, offset 3, slots EBX (1), ESI (5), EDI (4): ebx at ebp-12 = CFA-20.
     assert decode(0x01030129, "i386") == CompactRules(
