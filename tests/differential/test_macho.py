@@ -105,13 +105,14 @@ def _csmith_preprocessed(folder: Path, seed: int) -> Path:
 
 
 @pytest.mark.slow
-def test_encodings_from_eh_frame_agree_with_llvm_on_csmith(tmp_path: Path) -> None:
+def test_encodings_from_eh_frame_agree_with_llvm_on_csmith(tmp_path: Path, report) -> None:
     """csmith programs (preprocessed for Linux by clang, compiled for macOS x86-64 and
     i386 at four levels): every function's encoding computed here from the object's
     DWARF CFI is LLVM's own row, personality and LSDA bits aside (i386: the esp and ebp
     numbers Darwin swaps in __eh_frame read as such), and verify passes each object."""
     require("csmith", "clang-14")
     agree = {"x86_64": 0, "i386": 0}
+    per_level: dict[tuple[str, str], int] = {}
     for seed in range(1, 9):
         pre = _csmith_preprocessed(tmp_path, seed)
         for arch, target in (("x86_64", TARGETS["x86_64"]), ("i386", "i386-apple-macosx10.15")):
@@ -124,8 +125,12 @@ def test_encodings_from_eh_frame_agree_with_llvm_on_csmith(tmp_path: Path) -> No
                                   out)
                 assert found and found.group(2) == "0" and found.group(3) == "0", out
                 agree[arch] += int(found.group(1))
+                per_level[arch, level] = per_level.get((arch, level), 0) + int(found.group(1))
                 proc = cfi2sframe("verify", str(obj), cwd=tmp_path)
                 assert proc.returncode == 0, proc.stdout
+    report("Mach-O objects (clang-14, csmith 1-8), rows from __eh_frame = LLVM's row: " +
+           ", ".join(f"{arch} {level} {n}" for (arch, level), n in sorted(per_level.items())) +
+           "; 0 differ")
     assert agree["x86_64"] >= 150 and agree["i386"] >= 150, agree
 
 
@@ -358,12 +363,13 @@ def test_darwin_assembly_without_llvm_mc_names_what_to_install(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_darwin_assembly_agrees_with_llvm_mc_on_csmith(tmp_path: Path) -> None:
+def test_darwin_assembly_agrees_with_llvm_mc_on_csmith(tmp_path: Path, report) -> None:
     """csmith programs through clang-14 -S for macOS, x86-64 and arm64, at -O0, -O2,
     -Os, -O2 -fno-omit-frame-pointer and -O2 -fomit-frame-pointer (DWARF mode on
     arm64): every encoding computed here from the directives is llvm-mc's own row."""
     require("csmith", "clang-14", "llvm-mc")
     agree = 0
+    per_flags: dict[tuple[str, str], int] = {}
     for seed in range(1, 7):
         pre = _csmith_preprocessed(tmp_path, seed)
         for arch, target in (("x86_64", TARGETS["x86_64"]), ("aarch64", TARGETS["arm64"])):
@@ -377,6 +383,11 @@ def test_darwin_assembly_agrees_with_llvm_mc_on_csmith(tmp_path: Path) -> None:
                                   out)
                 assert found and found.group(2) == "0" and found.group(3) == "0", out
                 agree += int(found.group(1))
+                key = arch, " ".join(flags)
+                per_flags[key] = per_flags.get(key, 0) + int(found.group(1))
+    report("Darwin assembly (clang-14 -S, csmith 1-6), rows from the directives = llvm-mc's: "
+           + ", ".join(f"{arch} {flags} {n}" for (arch, flags), n in sorted(per_flags.items()))
+           + "; 0 differ")
     assert agree >= 150, agree
 
 

@@ -337,7 +337,7 @@ def test_stats_verify_and_tree_runs_read_mach_o(zig_images: dict[str, Path],
 
 
 def test_unwind_info_built_again_for_zigs_images_means_the_same(
-        zig_images: dict[str, Path], tmp_path: Path) -> None:
+        zig_images: dict[str, Path], tmp_path: Path, report) -> None:
     """zig's tables (C++: a personality routine, LSDAs, DWARF-mode functions on arm64)
     built again by our writer: libunwind's look-up finds the same row (encoding,
     personality, LSDA) at every function's first byte; the built table verifies in the
@@ -359,6 +359,8 @@ def test_unwind_info_built_again_for_zigs_images_means_the_same(
         assert lsdas, "the C++ program has LSDAs"
         mine, zigs = Lookup(ours), Lookup(theirs)
         assert all(mine.find(offset) == zigs.find(offset) for offset, _ in entries), arch
+        report(f"__unwind_info of zig's {arch} C++ image built again: the same row at all "
+               f"{len(entries)} functions; {len(ours)} bytes, zig's {len(theirs)}")
         swapped = tmp_path / f"{arch}-ours"
         subprocess.run(["llvm-objcopy-14", "--update-section",
                         f"__TEXT,__unwind_info={built}", str(image), str(swapped)],

@@ -186,7 +186,7 @@ def _symbols(path: Path) -> dict[str, int]:
         ["llvm-nm-14", "--defined-only", str(path)]).splitlines() if len(line.split()) == 3}
 
 
-def test_unwind_info_for_objects_placed_as_lld_placed_them(tmp_path: Path) -> None:
+def test_unwind_info_for_objects_placed_as_lld_placed_them(tmp_path: Path, report) -> None:
     """Two objects linked by ld64.lld-14 into a dylib; each object's place read from
     the symbols (image address minus object address); --place builds the table from
     the objects alone, and libunwind's look-up finds in it what it finds in lld's at
@@ -219,6 +219,9 @@ def test_unwind_info_for_objects_placed_as_lld_placed_them(tmp_path: Path) -> No
         for pc in (address, last):
             assert ours.find(pc) == lld.find(pc) or (
                 address == max(names.values()) and lld.find(pc) is None), hex(pc)
+    report(f"__unwind_info for two objects placed as ld64.lld-14 placed them: the same row "
+           f"at the first and last byte of all 1200 functions (lld's last one aside: its "
+           f"sentinel); {built.stat().st_size} bytes, lld's {section.size}")
     proc = cfi2sframe("compact", "--emit", "unwind-info", "--place", f"{objects[0]}@0x10",
                       "--image-base", "0x1000", cwd=tmp_path)
     assert proc.returncode == 1 and "lies below the image base 0x1000" in proc.stderr
