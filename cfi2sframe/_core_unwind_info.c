@@ -220,6 +220,29 @@ static const char *const HEADER_LABELS[7] = {
     "Number of indices in array:",
 };
 
+/* A titled list of 32-bit words, numbered from ``first``, at ``indent``. */
+static int put_words(Out *o, const char *indent, const char *title, const char *label,
+                     const uint8_t *words, uint32_t count, uint32_t first) {
+    size_t width = strlen(indent);
+    if (reserve(o, 64 + (width + 48) * (count + 1ull)) < 0) return -1;
+    put(o, indent, width);
+    put(o, title, strlen(title));
+    PUTS(o, ": (count = ");
+    put_dec(o, count);
+    PUTS(o, ")\n");
+    for (uint32_t i = 0; i < count; i++) {
+        put(o, indent, width);
+        PUTS(o, "  ");
+        put(o, label, strlen(label));
+        PUTS(o, "[");
+        put_dec(o, first + i);
+        PUTS(o, "]: ");
+        put_hex(o, rd32(words + 4ull * i), 8);
+        PUTS(o, "\n");
+    }
+    return 0;
+}
+
 /* The first name at or after ``address``. */
 static size_t name_from(const Name *names, size_t count, uint64_t address) {
     size_t lo = 0, hi = count;
@@ -282,28 +305,10 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         put_hex(o, head[i], 1);
         PUTS(o, "\n");
     }
-    if (reserve(o, 64 + 48ull * common_count) < 0) return -1;
-    PUTS(o, "  Common encodings: (count = ");
-    put_dec(o, common_count);
-    PUTS(o, ")\n");
-    for (uint32_t i = 0; i < common_count; i++) {
-        PUTS(o, "    encoding[");
-        put_dec(o, i);
-        PUTS(o, "]: ");
-        put_hex(o, rd32(d + common_at + 4ull * i), 8);
-        PUTS(o, "\n");
-    }
-    if (reserve(o, 64 + 48ull * person_count) < 0) return -1;
-    PUTS(o, "  Personality functions: (count = ");
-    put_dec(o, person_count);
-    PUTS(o, ")\n");
-    for (uint32_t i = 0; i < person_count; i++) {
-        PUTS(o, "    personality[");
-        put_dec(o, i + 1);
-        PUTS(o, "]: ");
-        put_hex(o, rd32(d + person_at + 4ull * i), 8);
-        PUTS(o, "\n");
-    }
+    if (put_words(o, "  ", "Common encodings", "encoding", d + common_at, common_count, 0) < 0 ||
+        put_words(o, "  ", "Personality functions", "personality", d + person_at,
+                  person_count, 1) < 0)
+        return -1;
     if (reserve(o, 64 + 110ull * index_count) < 0) return -1;
     PUTS(o, "  Top level indices: (count = ");
     put_dec(o, index_count);
@@ -361,7 +366,7 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         } else {
             return 1;
         }
-        if (reserve(o, 128 + 48ull * local_count) < 0) return -1;
+        if (reserve(o, 128) < 0) return -1;
         PUTS(o, "    Second level index[");
         put_dec(o, number);
         PUTS(o, "]: offset in section=");
@@ -369,18 +374,10 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         PUTS(o, ", base function offset=");
         put_hex(o, function, 8);
         PUTS(o, "\n");
-        if (local_count) {
-            PUTS(o, "      Page encodings: (count = ");
-            put_dec(o, local_count);
-            PUTS(o, ")\n");
-            for (uint32_t i = 0; i < local_count; i++) {
-                PUTS(o, "        encoding[");
-                put_dec(o, common_count + i);
-                PUTS(o, "]: ");
-                put_hex(o, rd32(page + local_at + 4ull * i), 8);
-                PUTS(o, "\n");
-            }
-        }
+        if (local_count &&  /* llvm-objdump leaves out an empty list */
+            put_words(o, "      ", "Page encodings", "encoding", page + local_at, local_count,
+                      common_count) < 0)
+            return -1;
         for (uint32_t i = 0; i < count; i++) {
             uint64_t offset;
             uint32_t encoding, which = 0;

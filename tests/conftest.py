@@ -43,6 +43,18 @@ def require_path(*paths: str | Path) -> None:
         unavailable(f"missing files: {', '.join(missing)}")
 
 
+def compiled_core() -> ModuleType:
+    """The compiled core (``cfi2sframe._core``) whichever core CFI2SFRAME_CORE picks
+    for the run: the differential tests hold it equal to the Python code."""
+    try:
+        return importlib.import_module("cfi2sframe._core")
+    except ImportError:
+        message = "the compiled core is not built (pip install . with a C compiler)"
+        if in_ci():
+            pytest.fail(message)  # CI builds it: a missing core there is a failure
+        unavailable(message)
+
+
 def require_module(name: str) -> ModuleType:
     """``pytest.importorskip`` that fails in CI: the module, imported."""
     try:

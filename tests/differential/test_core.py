@@ -14,7 +14,6 @@ with whichever core is built).  The FRE encoder exists twice too
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from cfi2sframe.dwarf.cfi import Cie
 from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.errors import DecodeError
 from cfi2sframe.sframe.fastpath import direct_fres
-from tests.conftest import at_least, in_ci, require_path, unavailable
+from tests.conftest import at_least, compiled_core, in_ci, require_path, unavailable
 
 from .test_fastpath import _AARCH64_CIE, _AARCH64_OPS, _X86_CIE, _X86_OPS, LIBRARIES
 
@@ -37,19 +36,8 @@ AARCH64_LIBRARIES = ["/usr/aarch64-linux-gnu/lib/libc.so.6",
 DISTINCT = {"libc.so.6": 1680, "libstdc++.so.6": 1530, "libLLVM-14.so.1": 30680}
 
 
-def _core():
-    """The compiled core, whichever core CFI2SFRAME_CORE picks for the run."""
-    try:
-        return importlib.import_module("cfi2sframe._core")
-    except ImportError:
-        message = "the compiled core is not built (pip install . with a C compiler)"
-        if in_ci():
-            pytest.fail(message)  # CI builds it: a missing core there is a failure
-        unavailable(message)
-
-
 def _both(cie: Cie, body: bytes, arch, big: bool) -> tuple:
-    core = _core()
+    core = compiled_core()
     args = (cie.initial, body, cie.code_align, cie.data_align, arch, big)
     return direct_fres(*args, compiled=None), direct_fres(*args, compiled=core)
 
@@ -121,12 +109,12 @@ def test_the_compiled_opcodes_are_dwarfs() -> None:
     """The opcode numbers the C loop is written with are those of dwarf/opcodes.py."""
     from cfi2sframe.dwarf.opcodes import CFA
 
-    for name, number in _core().OPCODES.items():
+    for name, number in compiled_core().OPCODES.items():
         assert CFA[name] == number, name
 
 
 def _fres_bytes_both(fres, addr_size: int, arch) -> tuple[bytes, bytes]:
-    return _fres_bytes_in(None, fres, addr_size, arch), _fres_bytes_in(_core(), fres,
+    return _fres_bytes_in(None, fres, addr_size, arch), _fres_bytes_in(compiled_core(), fres,
                                                                         addr_size, arch)
 
 
@@ -175,9 +163,9 @@ def test_the_fre_encoder_on_random_fres(rows, machine: str) -> None:
             # a start too wide for its field (OverflowError), words past 32 bits (the
             # Python word layout's own error, raised in C from its callback)
             with pytest.raises(type(exc)):
-                _fres_bytes_in(_core(), fres, size, arch)
+                _fres_bytes_in(compiled_core(), fres, size, arch)
             continue
-        assert _fres_bytes_in(_core(), fres, size, arch) == python
+        assert _fres_bytes_in(compiled_core(), fres, size, arch) == python
 
 
 def _decoded_both(data: bytes) -> tuple[object, object]:
@@ -185,7 +173,7 @@ def _decoded_both(data: bytes) -> tuple[object, object]:
     from cfi2sframe.sframe import decode as decoding_module
 
     results = []
-    for core in (None, _core()):
+    for core in (None, compiled_core()):
         original = decoding_module._Reader.fres.__defaults__
         decoding_module._Reader.fres.__defaults__ = (core,)
         try:

@@ -11,7 +11,6 @@ types 1 and 2) added to the tables for the test, so both loops take that path to
 
 from __future__ import annotations
 
-import importlib
 import random
 import subprocess
 from pathlib import Path
@@ -22,22 +21,12 @@ import pytest
 from cfi2sframe.elf.read import ElfView, open_elf_file
 from cfi2sframe.elf.reloc import relocate_view
 from cfi2sframe.errors import Cfi2SframeError
-from tests.conftest import cfi2sframe, in_ci, require, unavailable
+from tests.conftest import cfi2sframe, compiled_core, require
 
 SOURCE = "".join(f"int f{i}(int *p, int n) {{ int s = {i}; for (int j = 0; j < n; j++) "
                  f"s += p[j] * {i + 1}; return s + (n ? f{i + 1}(p + 1, n - 1) : 0); }}\n"
                  for i in range(60)) + "int f60(int *p, int n) { return n ? *p : 0; }\n"
 PROTOTYPES = "".join(f"int f{i}(int *p, int n);\n" for i in range(61))
-
-
-def _core() -> ModuleType:
-    try:
-        return importlib.import_module("cfi2sframe._core")
-    except ImportError:
-        message = "the compiled core is not built (pip install . with a C compiler)"
-        if in_ci():
-            pytest.fail(message)
-        unavailable(message)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +82,7 @@ def i386_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_same_relocations_on_four_targets_objects(objects: dict[str, Path],
                                                       i386_kinds: None) -> None:
-    core = _core()
+    core = compiled_core()
     checked = 0
     for name, path in objects.items():
         view = open_elf_file(str(path), path.read_bytes())
@@ -115,7 +104,7 @@ def test_the_same_result_or_error_on_damaged_relocations(objects: dict[str, Path
                                                         target: str, i386_kinds: None) -> None:
     """Random bytes written into the relocation entries (offsets past the section,
     symbols past the table or in missing sections, other types, addends)."""
-    core = _core()
+    core = compiled_core()
     data = objects[target].read_bytes()
     view = open_elf_file(target, data)
     section = _relocated_sections(view)[-1]
@@ -142,7 +131,7 @@ def test_sums_past_64_bits(objects: dict[str, Path]) -> None:
     numbers do not wrap, so the compiled loop hands over to Python's."""
     import struct
 
-    core = _core()
+    core = compiled_core()
     data = bytearray(objects["x86_64"].read_bytes())
     view = open_elf_file("x86_64", bytes(data))
     index = view.sections.index(view.section(".eh_frame"))
@@ -163,7 +152,7 @@ def test_a_symbol_table_past_the_files_end(objects: dict[str, Path]) -> None:
     a relocation naming one is a located error from either loop."""
     import struct
 
-    core = _core()
+    core = compiled_core()
     data = bytearray(objects["x86_64"].read_bytes())
     view = open_elf_file("x86_64", bytes(data))
     symtab = next(s for s in view.sections if s.name == ".symtab")

@@ -12,13 +12,11 @@ whichever core the run picks (CI runs both)."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import struct
 import subprocess
 from dataclasses import fields
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,20 +26,10 @@ from cfi2sframe.compact.listing import unwind_info_lines, unwind_info_text
 from cfi2sframe.compact.table import read_unwind_info
 from cfi2sframe.errors import DecodeError
 from cfi2sframe.macho.read import MachoView, Section, open_macho
-from tests.conftest import in_ci, require, unavailable
+from tests.conftest import compiled_core, require
 
 from .test_macho import _dylib, _many_functions, _objects
 from .test_macho_checks import zig_images  # noqa: F401  (a fixture)
-
-
-def _core() -> ModuleType:
-    try:
-        return importlib.import_module("cfi2sframe._core")
-    except ImportError:
-        message = "the compiled core is not built (pip install . with a C compiler)"
-        if in_ci():
-            pytest.fail(message)
-        unavailable(message)
 
 
 def _python_text(view: MachoView) -> str | None:
@@ -69,7 +57,7 @@ def lld_images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 def test_the_same_listing_on_images_two_linkers_wrote(
         zig_images: dict[str, Path], lld_images: list[Path]) -> None:  # noqa: F811
-    core = _core()
+    core = compiled_core()
     problems = 0
     for image in [*zig_images.values(), *lld_images]:
         view = open_macho(image.read_bytes())
@@ -81,7 +69,7 @@ def test_the_same_listing_on_images_two_linkers_wrote(
 
 def test_the_command_prints_the_same_with_either_core(lld_images: list[Path],
                                                       tmp_path: Path) -> None:
-    _core()
+    compiled_core()
     image = str(lld_images[-1])
     outputs = []
     for which in ("", "python"):
@@ -118,7 +106,7 @@ def test_none_exactly_where_the_python_reader_raises(small_image: bytes,
     writes = data.draw(st.lists(st.tuples(st.integers(0, section.size - 1),
                                           st.integers(0, 255)), min_size=1, max_size=6))
     damaged = _damaged(small_image, section.offset, writes)
-    assert unwind_info_text(damaged, _core()) == _python_text(damaged)
+    assert unwind_info_text(damaged, compiled_core()) == _python_text(damaged)
 
 
 @settings(max_examples=300, deadline=None,
@@ -135,7 +123,7 @@ def test_the_same_names_from_a_damaged_symbol_table(small_image: bytes,
     writes = data.draw(st.lists(st.tuples(st.integers(0, size - 1), byte), min_size=1,
                                 max_size=12))
     damaged = _damaged(small_image, start, writes)
-    assert unwind_info_text(damaged, _core()) == _python_text(damaged)
+    assert unwind_info_text(damaged, compiled_core()) == _python_text(damaged)
 
 
 def _fields(table: bytes) -> list[tuple[int, int]]:
@@ -163,7 +151,7 @@ class _Padded(MachoView):
 def test_every_field_of_the_tables_structure_damaged(small_image: bytes) -> None:
     """Each header, index and page-header field set to values that cross its bounds
     (random writes seldom hit them): the same text, or None and an error."""
-    core = _core()
+    core = compiled_core()
     section = open_macho(small_image).section("__TEXT", "__unwind_info")
     assert section is not None
     table = small_image[section.offset:section.offset + section.size]
@@ -198,7 +186,7 @@ def test_every_field_of_the_tables_structure_damaged(small_image: bytes) -> None
 def test_addresses_past_2_64(lld_images: list[Path]) -> None:
     """An image base near 2**64: offsets added to it run past 64 bits (Python's numbers
     do not wrap; the compiled listing must not either)."""
-    core = _core()
+    core = compiled_core()
     data = bytearray(lld_images[2].read_bytes())
     text_segment = data.find(b"__TEXT\0")
     wrapped = 0
@@ -216,7 +204,7 @@ def test_a_global_name_before_a_local_one_at_the_same_address(
         lld_images: list[Path]) -> None:
     """Two symbols at one function: the global one names it wherever it comes in the
     file (the Python reader's rule), not the first."""
-    core = _core()
+    core = compiled_core()
     data = bytearray(lld_images[2].read_bytes())
     view = open_macho(bytes(data))
     symoff, _, _, _ = view.symtab
