@@ -486,7 +486,7 @@ static PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
         long words = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
         long width = PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
         if (PyErr_Occurred()) { Py_DECREF(fres); PyBuffer_Release(&data); return NULL; }
-        if (width == 0 || (flex && base_fp == Py_True)) goto fallback;
+        if (width == 0 || (flex && base_fp != Py_True)) goto fallback;  /* FLEX: bit 0 is 0 */
         Py_ssize_t body = pos + addr_size + 1;
         if (body + words * width > end) goto fallback;
         PyObject *offsets = PyTuple_New(words);
