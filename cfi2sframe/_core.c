@@ -548,6 +548,11 @@ static PyMethodDef methods[] = {
      "relocate(contents, rel, is64, little, rela, kinds, target_of)\n"
      "-> {field offset: (target, S + A)}, contents relocated; or None (the Python loop\n"
      "reports what is wrong); see _core_reloc.c."},
+    {"sframe_dump", sframe_dump, METH_VARARGS,
+     "sframe_dump(data, fde_start, first, last, entry, fre_start, fre_end, version, big,\n"
+     "pcrel, address, aarch64, masks, fre_table, columns_of, heads, text)\n"
+     "-> the FDEs' text (text) or their FRE count, or None (the Python reader reports\n"
+     "what is wrong); see _core_sframe_dump.c."},
     {"unwind_info_text", unwind_info_text, METH_VARARGS,
      "unwind_info_text(section, base, image, symtab, wide, words, stack_ind)\n"
      "-> the listing of an __unwind_info section, or None (the Python reader reports\n"

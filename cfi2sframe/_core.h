@@ -8,6 +8,9 @@
 /* _core_unwind_info.c: an image's __unwind_info listed as ``dump`` prints it. */
 PyObject *unwind_info_text(PyObject *self, PyObject *args);
 
+/* _core_sframe_dump.c: an SFrame section's FDEs checked, or written as dump prints them. */
+PyObject *sframe_dump(PyObject *self, PyObject *args);
+
 /* _core_reloc.c: one relocation section of an ELF object applied. */
 PyObject *relocate(PyObject *self, PyObject *args);
 

@@ -1,5 +1,6 @@
-# The compiled core (_core.c, _core_reloc.c, _core_unwind_info.c); sframe/fastpath.py,
-# sframe/encode.py, sframe/decode.py, elf/reloc.py and compact/listing.py hold the
+# The compiled core (_core.c, _core_reloc.c, _core_sframe_dump.c, _core_unwind_info.c);
+# sframe/fastpath.py, sframe/encode.py, sframe/decode.py, sframe/dump.py, elf/reloc.py
+# and compact/listing.py hold the
 # reference of each function.
 
 from collections.abc import Callable
@@ -32,3 +33,10 @@ def relocate(contents: bytearray, rel: bytes, is64: bool, little: bool, rela: bo
              kinds: dict[int, tuple[int, bool]],
              target_of: Callable[[int], tuple[str, int] | str]
              ) -> dict[int, tuple[str, int]] | None: ...
+
+def sframe_dump(data: bytes, fde_start: int, first: int, last: int, entry: int,
+                fre_start: int, fre_end: int, version: int, big: bool, pcrel: bool,
+                address: int, aarch64: bool, masks: tuple[object, ...],
+                fre_table: tuple[tuple[bool, int, int, bool, int], ...],
+                columns_of: Callable[[bool, int, tuple[int, ...]], str],
+                heads: tuple[str, str], text: bool) -> str | int | None: ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import decoding
@@ -41,9 +42,32 @@ def run(args: argparse.Namespace) -> int:
         return macho.dump(args, data)
     if data[:8] == AR_MAGIC:
         return _dump_archive(args, data)
+    chunks = None if args.json else _compiled(args.file, data, args.address)
+    if chunks is not None:
+        write = sys.stdout.write
+        for chunk in chunks:
+            write(chunk)
+        return 0
     _dump(sframe_or_made(args.file, data, as_readelf=not args.json,
                          raw_address=args.address), args.json)
     return 0
+
+
+def _compiled(path: str, data: bytes, raw_address: int) -> Iterator[str] | None:
+    """The text of the file's own section made by the compiled core, without an object
+    per FDE or FRE; None where the Python path runs (no compiled core, an ELF file
+    without .sframe, a malformed section: it says where)."""
+    from ..core import compiled
+    from ..elf.read import open_elf_file
+    from ..sframe.dump import compiled_chunks
+    from ..sframe.load import sframe_bytes
+
+    core = compiled()
+    if core is None or (data[:4] == ELF_MAGIC and
+                        ".sframe" not in open_elf_file(path, data).section_names):
+        return None
+    raw = sframe_bytes(path, data, True, raw_address)
+    return compiled_chunks(raw.data, raw.address, raw.v1_pcrel, raw.section_name, core)
 
 
 def _dump(loaded: LoadedSFrame, as_json: bool) -> None:

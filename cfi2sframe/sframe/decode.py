@@ -57,7 +57,7 @@ _FRE_INFO = tuple(fre_info_fields(info) for info in range(256))
 _COMPILED = compiled_core()
 # The info byte's fields as the compiled loop takes them: (base_fp, word count, word
 # width or 0 where the size code is invalid, mangled_ra, size code).
-_FRE_TABLE = tuple((base_reg == BASE_REG_FP, n, OFFSET_SIZE.get(size_code, 0), mangled,
+FRE_TABLE = tuple((base_reg == BASE_REG_FP, n, OFFSET_SIZE.get(size_code, 0), mangled,
                     size_code) for base_reg, n, size_code, mangled in _FRE_INFO)
 
 
@@ -193,7 +193,7 @@ def decode(data: bytes, section_address: int = 0, v1_pcrel: bool = False) -> Dec
     ``v1_pcrel``: read V1 start fields as relative to the field itself, as they
     are in a relocatable object once its PC32 relocations are applied.
     """
-    table = _Table(data, section_address, v1_pcrel)
+    table = FdeTable(data, section_address, v1_pcrel)
     fdes = [table.fde(index) for index in range(table.count)]
     total = sum(len(fde.fres) for fde in fdes)
     if total != table.num_fres:
@@ -210,13 +210,13 @@ def decode_covering(data: bytes, pcs: Iterable[int], section_address: int = 0,
     fields are read for every FDE (in one pass, no objects), the FDE chosen as
     ``DecodedSection.find_fde`` chooses.  Only the counts that need every FDE
     decoded (the header's FRE total) are left unchecked."""
-    table = _Table(data, section_address, v1_pcrel)
+    table = FdeTable(data, section_address, v1_pcrel)
     found = DecodedSection.of_ranges(table.ranges())
     wanted = sorted({index for index in map(found, pcs) if index is not None})
     return table.section([table.fde(index) for index in wanted])
 
 
-class _Table:
+class FdeTable:
     """A section's header, checked, and its FDE index."""
 
     def __init__(self, data: bytes, section_address: int, v1_pcrel: bool) -> None:
@@ -347,7 +347,7 @@ class _Reader:
         addr_size = FRE_ADDR_SIZE[fre_type]
         if compiled is not None:
             done = compiled.decode_fres(data, pos, end, count, addr_size, self.order == ">",
-                                        flex, DecodedFre, _FRE_TABLE)
+                                        flex, DecodedFre, FRE_TABLE)
             if done is not None:
                 fres: tuple[DecodedFre, ...] = done[0]
                 return fres

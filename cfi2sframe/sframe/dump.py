@@ -9,18 +9,34 @@ part of the format.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import ModuleType
 
 from ..arch import by_sframe_abi
-from .decode import DecodedFde, DecodedFre, DecodedSection
+from ..errors import DecodeError
+from .decode import FRE_TABLE, V3_ATTR_SIZE, DecodedFde, DecodedFre, DecodedSection, FdeTable
 from .format import (
+    BASE_REG_FP,
     F_FDE_FUNC_START_PCREL,
     F_FDE_SORTED,
     F_FRAME_POINTER,
+    FRE_ADDR_SIZE,
     VERSION_1,
     VERSION_2,
     cfa_offset,
 )
-from .words import FLEX_PADDING, flex_control_fields, s390x_word_reg
+from .words import (
+    FDE_INFO_FRE_TYPE,
+    FDE_INFO_PAUTH_B_KEY,
+    FDE_INFO_PC_MASK,
+    FDE_INFO_SIGNAL,
+    FDE_INFO_UNUSED,
+    FDE_TYPE_FLEX,
+    FDE_TYPE_MASK,
+    FLEX_PADDING,
+    flex_control_fields,
+    fre_info_fields,
+    s390x_word_reg,
+)
 
 # (FLEX FDE, FRE info byte, data words) -> the CFA, FP and RA columns.
 _Columns = dict[tuple[bool, int, tuple[int, ...]], str]
@@ -34,8 +50,7 @@ def dump_text(section: DecodedSection, name: str = ".sframe") -> str:
 def dump_chunks(section: DecodedSection, name: str = ".sframe") -> Iterator[str]:
     """``dump_text`` a function at a time, for writing as it is made: a large
     library's dump is some 100 MB of text, never held whole."""
-    yield f"Contents of the SFrame section {name}:" + _header(section) + \
-        "\n  Function Index :\n"
+    yield _title(section, name, len(section.fdes))
     # An FRE's columns depend on its words and bits, not on where it starts: libraries
     # repeat a few thousand shapes over a million FREs, so each is written once.
     columns: _Columns = {}
@@ -44,7 +59,61 @@ def dump_chunks(section: DecodedSection, name: str = ".sframe") -> Iterator[str]
         yield _function(section, fde, columns, aarch64)
 
 
-def _header(section: DecodedSection) -> str:
+def compiled_chunks(data: bytes, section_address: int = 0, v1_pcrel: bool = False,
+                    name: str = ".sframe", compiled: ModuleType | None = None,
+                    batch: int = 8192) -> Iterator[str] | None:
+    """``dump_chunks`` of what ``decode(data, section_address, v1_pcrel)`` gives, made
+    by the compiled core (``_core.sframe_dump``: every FDE and FRE read and checked
+    before the first line, then ``batch`` FDEs at a time written) without an object
+    per FDE or FRE; None without the core or where ``decode`` would raise (it then
+    says where)."""
+    if compiled is None:
+        return None
+    try:
+        table = FdeTable(data, section_address, v1_pcrel)
+    except DecodeError:
+        return None
+    version, _, abi, *_, big = table.header
+    section = table.section([])
+    arch = by_sframe_abi(abi)
+
+    def columns_of(flex: bool, info: int, words: tuple[int, ...]) -> str:
+        base_reg, _, size_code, mangled = fre_info_fields(info)
+        return _columns(section, flex, DecodedFre(0, base_reg == BASE_REG_FP, words, mangled,
+                                                  size_code, info))
+
+    masks = (FDE_INFO_FRE_TYPE, FDE_INFO_PC_MASK, FDE_INFO_PAUTH_B_KEY, FDE_INFO_SIGNAL,
+             FDE_INFO_UNUSED[version], FDE_TYPE_MASK, FDE_TYPE_FLEX, V3_ATTR_SIZE,
+             tuple(FRE_ADDR_SIZE.get(fre_type, 0) for fre_type in range(16)))
+    fixed = (data, table.fde_start)
+    rest = (table.entry, table.reader.fre_start, table.reader.fre_end, version, big,
+            table.pcrel, table.address, arch.name.startswith("aarch64"), masks, FRE_TABLE,
+            columns_of, (_heading(False), _heading(True)))
+    if compiled.sframe_dump(*fixed, 0, table.count, *rest, False) != table.num_fres:
+        return None  # a malformed FDE or FRE, or the header's FRE total wrong
+
+    def chunks() -> Iterator[str]:
+        yield _title(section, name, table.count)
+        for first in range(0, table.count, batch):
+            text: str = compiled.sframe_dump(*fixed, first, min(first + batch, table.count),
+                                             *rest, True)
+            yield text
+
+    return chunks()
+
+
+def _title(section: DecodedSection, name: str, fde_count: int) -> str:
+    return (f"Contents of the SFrame section {name}:" + _header(section, fde_count) +
+            "\n  Function Index :\n")
+
+
+def _heading(pc_mask: bool) -> str:
+    """The line above a function's FREs (``[m]``: PC-mask FREs)."""
+    marker = "[m]" if pc_mask else "   "
+    return f"\n    {'STARTPC':<7}{marker:<8} {'CFA':<10}{'FP':<10}{'RA':<13}"
+
+
+def _header(section: DecodedSection, fde_count: int) -> str:
     lines = ["\n  Header :\n\n"]
     version = f"SFRAME_VERSION_{section.version}" if section.version <= 3 else "(null)"
     lines.append(f"    Version: {version}\n")
@@ -54,7 +123,7 @@ def _header(section: DecodedSection) -> str:
             lines.append(f"    CFA fixed FP offset: {section.fixed_fp_offset}\n")
         if section.fixed_ra_offset:
             lines.append(f"    CFA fixed RA offset: {section.fixed_ra_offset}\n")
-    lines.append(f"    Num FDEs: {len(section.fdes)}\n")
+    lines.append(f"    Num FDEs: {fde_count}\n")
     lines.append(f"    Num FREs: {section.num_fres}\n")
     return "".join(lines)
 
@@ -92,8 +161,7 @@ def _function(section: DecodedSection, fde: DecodedFde, columns: _Columns,
             head += f', attr = "{attr}"'
     if aarch64 and fde.pauth_b_key:
         head += ", pauth = B key"
-    marker = "[m]" if fde.pc_mask else "   "
-    lines = [head, f"\n    {'STARTPC':<7}{marker:<8} {'CFA':<10}{'FP':<10}{'RA':<13}"]
+    lines = [head, _heading(fde.pc_mask)]
     base = 0 if fde.pc_mask else fde.start_address
     get = columns.get
     for fre in fde.fres:
@@ -102,17 +170,17 @@ def _function(section: DecodedSection, fde: DecodedFde, columns: _Columns,
         key = (flex, fre.info, fre.offsets)
         text = get(key)
         if text is None:
-            text = columns[key] = _columns(section, fde, fre)
+            text = columns[key] = _columns(section, flex, fre)
         lines.append(f"\n    {(base + fre.start) & 0xFFFFFFFFFFFFFFFF:016x}  {text}")
     lines.append("\n")
     return "".join(lines)
 
 
-def _columns(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> str:
-    """The CFA, FP and RA columns of one FRE."""
+def _columns(section: DecodedSection, flex: bool, fre: DecodedFre) -> str:
+    """The CFA, FP and RA columns of one FRE (of a FLEX FDE or not)."""
     if not fre.offsets and section.version != VERSION_1:
         return "RA undefined"
-    cfa, fp, ra = (_flex_cells if fde.flex else _default_cells)(section, fre)
+    cfa, fp, ra = (_flex_cells if flex else _default_cells)(section, fre)
     ra += "[s]" if fre.mangled_ra else "   "
     return f"{cfa:<10}{fp:<10}{ra:<13}"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..elf.compressed import DEFAULT_LIMITS, Limits, section_contents
 from ..elf.read import SHT_GNU_SFRAME, open_elf_file
@@ -44,6 +45,20 @@ class LoadedSFrame:
         return any(not name.startswith("SHN_") for name, _ in (self.placements or {}).values())
 
 
+class SFrameBytes(NamedTuple):
+    """A section's bytes as ``decode`` takes them (an object's relocated), where they
+    came from and where they are placed."""
+
+    path: str
+    section_name: str
+    data: bytes
+    address: int
+    v1_pcrel: bool
+    is_elf: bool
+    elf_type: str = ""
+    placements: dict[int, tuple[str, int]] | None = None
+
+
 def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
                 raw_address: int = 0, limits: Limits = DEFAULT_LIMITS,
                 pcs: Sequence[int] | None = None) -> LoadedSFrame:
@@ -55,6 +70,19 @@ def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
     placed at ``raw_address`` (an ELF file says where its section is).  ``pcs``:
     decode only the FDEs that cover these addresses (``decode.decode_covering``).
     """
+    raw = sframe_bytes(path, data, as_readelf, raw_address, limits)
+    with decoding(path, raw.section_name):
+        decoded = decode_covering(raw.data, pcs, raw.address, raw.v1_pcrel) \
+            if pcs is not None else decode(raw.data, raw.address, raw.v1_pcrel)
+    return LoadedSFrame(path, raw.section_name, decoded, raw.is_elf, raw.elf_type,
+                        raw.placements)
+
+
+def sframe_bytes(path: str, data: bytes | None = None, as_readelf: bool = False,
+                 raw_address: int = 0, limits: Limits = DEFAULT_LIMITS) -> SFrameBytes:
+    """``load_sframe`` up to the decoding: the section's bytes, relocated in an
+    object, and where they are placed (``dump`` writes them without decoding them
+    into objects first)."""
     if data is None:
         data = read_bytes(path)
     if data[:4] != ELF_MAGIC:
@@ -72,21 +100,11 @@ def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
                                         "SFrame sections")
         if kind != Kind.sframe:
             refuse_unreadable(path, data)  # Mach-O, thin archives, other binary data
-        return LoadedSFrame(path, ".sframe", _decode(path, data, raw_address, ".sframe",
-                                                     False, pcs), False)
-    return _load_elf(path, data, as_readelf, limits, pcs)
+        return SFrameBytes(path, ".sframe", data, raw_address, False, False)
+    return _elf_bytes(path, data, as_readelf, limits)
 
 
-def _decode(path: str, data: bytes, address: int, name: str, v1_pcrel: bool,
-            pcs: Sequence[int] | None) -> DecodedSection:
-    with decoding(path, name):
-        if pcs is not None:
-            return decode_covering(data, pcs, address, v1_pcrel)
-        return decode(data, address, v1_pcrel)
-
-
-def _load_elf(path: str, data: bytes, as_readelf: bool, limits: Limits,
-              pcs: Sequence[int] | None) -> LoadedSFrame:
+def _elf_bytes(path: str, data: bytes, as_readelf: bool, limits: Limits) -> SFrameBytes:
     view = open_elf_file(path, data)
     # The section called .sframe; else the first of type SHT_GNU_SFRAME.
     section = view.section(".sframe") or next(
@@ -100,6 +118,5 @@ def _load_elf(path: str, data: bytes, as_readelf: bool, limits: Limits,
     relocate = view.elf_type == "ET_REL" and (version >= 2 or not as_readelf)
     if relocate:
         placed = relocate_view(view, view.sections.index(section), contents, path)
-    decoded = _decode(path, bytes(contents), section.addr, section.name,
-                      relocate and version == 1, pcs)
-    return LoadedSFrame(path, section.name, decoded, True, view.elf_type, placed)
+    return SFrameBytes(path, section.name, bytes(contents), section.addr,
+                       relocate and version == 1, True, view.elf_type, placed)

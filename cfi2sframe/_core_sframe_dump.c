@@ -1,0 +1,287 @@
+/* The compiled core's SFrame dump: the FDEs of a section and their FREs, read and
+ * written as ``dump`` prints them (readelf --sframe's layout).
+ *
+ * ``sframe_dump`` is ``sframe/decode.py``'s ``_Reader.fde`` and ``fres`` with
+ * ``sframe/dump.py``'s ``_function`` (their reference and fallback) over the FDEs
+ * [first, last): with ``text`` false it only checks them (every FDE and FRE as the
+ * Python reader checks them, and the header's FRE total) and gives the FRE count;
+ * with ``text`` true it gives their text.  Wherever the Python reader would raise,
+ * it gives None and the Python path runs and says where.  The bit layouts come from
+ * Python (``masks``, the FRE info table), so do the column texts of each distinct
+ * FRE shape (``columns_of``, asked once per call and shape) and the two column
+ * headings; no format or target fact is decided here.
+ * tests/differential/test_core_sframe_dump.py holds the two equal.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_core.h"
+
+typedef struct { char *buf; size_t len, cap; } Text;
+
+static int grow(Text *t, size_t more) {
+    if (t->len + more <= t->cap) return 0;
+    size_t cap = t->cap ? t->cap : 1 << 16;
+    while (cap < t->len + more) cap *= 2;
+    char *buf = PyMem_Realloc(t->buf, cap);
+    if (!buf) { PyErr_NoMemory(); return -1; }
+    t->buf = buf;
+    t->cap = cap;
+    return 0;
+}
+
+static void add(Text *t, const char *s, size_t n) { memcpy(t->buf + t->len, s, n); t->len += n; }
+
+static void add_hex(Text *t, uint64_t v, int digits) {
+    char tmp[16];
+    int n = 0;
+    do { tmp[n++] = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
+    while (n < digits) tmp[n++] = '0';
+    while (n) t->buf[t->len++] = tmp[--n];
+}
+
+static void add_dec(Text *t, uint64_t v) {
+    char tmp[20];
+    int n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (n) t->buf[t->len++] = tmp[--n];
+}
+
+static uint64_t get(const uint8_t *p, int size, int big) {
+    uint64_t v = 0;
+    for (int i = 0; i < size; i++) v |= (uint64_t)p[big ? size - 1 - i : i] << (8 * i);
+    return v;
+}
+
+/* One FRE info byte's fields (``decode._FRE_TABLE``). */
+typedef struct { int base_fp, words, width, valid; } FreInfo;
+
+/* Column texts by FRE shape (flex, info byte, data words): open addressing. */
+typedef struct { uint8_t key[64]; size_t size; PyObject *text; } Shape;
+typedef struct { Shape *slots; size_t size, used; } Shapes;
+
+static uint64_t hash_of(const uint8_t *key, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ key[i]) * 1099511628211ull;
+    return h;
+}
+
+static Shape *slot_for(Shapes *s, const uint8_t *key, size_t n) {
+    size_t i = hash_of(key, n) & (s->size - 1);
+    while (s->slots[i].text && (s->slots[i].size != n || memcmp(s->slots[i].key, key, n)))
+        i = (i + 1) & (s->size - 1);
+    return &s->slots[i];
+}
+
+static void shapes_free(Shapes *s) {
+    for (size_t i = 0; s->slots && i < s->size; i++) Py_XDECREF(s->slots[i].text);
+    PyMem_Free(s->slots);
+}
+
+static int shapes_grow(Shapes *s) {
+    Shapes bigger = {PyMem_Calloc(s->size * 2, sizeof(Shape)), s->size * 2, s->used};
+    if (!bigger.slots) { PyErr_NoMemory(); return -1; }
+    for (size_t i = 0; i < s->size; i++)
+        if (s->slots[i].text)
+            *slot_for(&bigger, s->slots[i].key, s->slots[i].size) = s->slots[i];
+    PyMem_Free(s->slots);
+    *s = bigger;
+    return 0;
+}
+
+/* The columns of one FRE shape as UTF-8 (owned by the table); NULL on error. */
+static PyObject *columns(Shapes *s, PyObject *columns_of, int flex, uint8_t info,
+                         const int64_t *words, int count) {
+    uint8_t key[64];
+    size_t n = 0;
+    key[n++] = (uint8_t)flex;
+    key[n++] = info;
+    for (int w = 0; w < count; w++) {  /* at most 15 words of 32 bits */
+        uint32_t v = (uint32_t)(int32_t)words[w];
+        memcpy(key + n, &v, 4);
+        n += 4;
+    }
+    Shape *slot = slot_for(s, key, n);
+    if (slot->text) return slot->text;
+    PyObject *tuple = PyTuple_New(count);
+    if (!tuple) return NULL;
+    for (int w = 0; w < count; w++) {
+        PyObject *number = PyLong_FromLongLong(words[w]);
+        if (!number) { Py_DECREF(tuple); return NULL; }
+        PyTuple_SET_ITEM(tuple, w, number);
+    }
+    PyObject *text = PyObject_CallFunction(columns_of, "OiN", flex ? Py_True : Py_False,
+                                           (int)info, tuple);
+    if (!text) return NULL;
+    PyObject *utf8 = PyUnicode_Check(text) ? PyUnicode_AsUTF8String(text) : NULL;
+    Py_DECREF(text);
+    if (!utf8) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "columns must be a str");
+        return NULL;
+    }
+    memcpy(slot->key, key, n);
+    slot->size = n;
+    slot->text = utf8;
+    if (++s->used * 2 > s->size && shapes_grow(s) < 0) return NULL;
+    return utf8;
+}
+
+/* The masks, as ``dump.py`` hands them over from ``sframe/words.py``. */
+typedef struct {
+    unsigned fre_type, pc_mask, pauth, signal, unused, fde_type, flex_type;
+    int attr_size, addr_size[16];
+} Masks;
+
+PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t fde_start, first, last, entry, fre_start, fre_end;
+    int version, big, pcrel, aarch64, text;
+    unsigned long long address;
+    PyObject *masks_in, *table, *columns_of, *heads;
+    Masks m;
+    if (!PyArg_ParseTuple(args, "y*nnnnnniipKiO!O!OO!p", &data, &fde_start, &first, &last,
+                          &entry, &fre_start, &fre_end, &version, &big, &pcrel, &address,
+                          &aarch64, &PyTuple_Type, &masks_in, &PyTuple_Type, &table,
+                          &columns_of, &PyTuple_Type, &heads, &text))
+        return NULL;
+    PyObject *result = NULL, *addr_sizes;
+    Text out = {NULL, 0, 0};
+    Shapes shapes = {PyMem_Calloc(256, sizeof(Shape)), 256, 0};
+    FreInfo infos[256];
+    const char *head[2];
+    Py_ssize_t head_size[2];
+    if (!shapes.slots) { PyErr_NoMemory(); goto done; }
+    if (!PyArg_ParseTuple(masks_in, "IIIIIIIiO!", &m.fre_type, &m.pc_mask, &m.pauth,
+                          &m.signal, &m.unused, &m.fde_type, &m.flex_type, &m.attr_size,
+                          &PyTuple_Type, &addr_sizes) ||
+        PyTuple_GET_SIZE(addr_sizes) != 16 || PyTuple_GET_SIZE(table) != 256 ||
+        PyTuple_GET_SIZE(heads) != 2) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad tables");
+        goto done;
+    }
+    for (int i = 0; i < 16; i++) {
+        m.addr_size[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(addr_sizes, i));
+        if (PyErr_Occurred()) goto done;
+    }
+    for (int i = 0; i < 256; i++) {
+        PyObject *e = PyTuple_GET_ITEM(table, i);
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 5) {
+            PyErr_SetString(PyExc_ValueError, "bad FRE info table");
+            goto done;
+        }
+        infos[i].base_fp = PyObject_IsTrue(PyTuple_GET_ITEM(e, 0));
+        infos[i].words = (int)PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
+        infos[i].width = (int)PyLong_AsLong(PyTuple_GET_ITEM(e, 2));
+        if (PyErr_Occurred()) goto done;
+        infos[i].valid = infos[i].width != 0 && infos[i].words <= 15;
+    }
+    for (int i = 0; i < 2; i++) {
+        head[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(heads, i), &head_size[i]);
+        if (!head[i]) goto done;
+    }
+    const uint8_t *d = data.buf;
+    Py_ssize_t len = data.len;
+    if (first < 0 || last < first || fde_start < 0 || fre_start < 0 || fre_end > len ||
+        fre_start > fre_end || fde_start + last * entry > len)
+        goto give_up;
+    long long fres_total = 0;
+    for (Py_ssize_t index = first; index < last; index++) {
+        Py_ssize_t pos = fde_start + index * entry, at;
+        int64_t raw_start;
+        uint64_t size, count;
+        unsigned info, info2 = 0, rep = 0;
+        if (version == 3) {
+            raw_start = (int64_t)get(d + pos, 8, big);
+            size = get(d + pos + 8, 4, big);
+            Py_ssize_t attr = fre_start + (Py_ssize_t)get(d + pos + 12, 4, big);
+            if (attr + m.attr_size > fre_end) goto give_up;
+            count = get(d + attr, 2, big);
+            info = d[attr + 2];
+            info2 = d[attr + 3];
+            rep = d[attr + 4];
+            if ((info2 & m.fde_type) > m.flex_type || info2 & ~m.fde_type ||
+                info & m.unused)
+                goto give_up;
+            at = attr + m.attr_size;
+        } else {
+            raw_start = (int32_t)get(d + pos, 4, big);
+            size = get(d + pos + 4, 4, big);
+            at = fre_start + (Py_ssize_t)get(d + pos + 8, 4, big);
+            count = get(d + pos + 12, 4, big);
+            info = d[pos + 16];
+            rep = version == 2 ? d[pos + 17] : 0;  /* V1 has none, and needs none */
+            if (info & m.unused || (count && !(at < fre_end))) goto give_up;
+        }
+        int addr_size = m.addr_size[info & m.fre_type];
+        if (!addr_size || (info & m.pc_mask && !rep && version != 1)) goto give_up;
+        int flex = version == 3 && (info2 & m.fde_type) == m.flex_type;
+        __int128 start = (__int128)address + raw_start + (pcrel ? pos : 0);
+        if (text) {
+            int signal = version >= 3 && info & m.signal, pauth = aarch64 && info & m.pauth;
+            if (grow(&out, 192 + (size_t)head_size[1]) < 0) goto done;
+            add(&out, "\n    func idx [", 15);
+            add_dec(&out, (uint64_t)index);
+            add(&out, "]: pc = ", 8);
+            if (start < 0) add(&out, "-", 1);
+            add(&out, "0x", 2);
+            add_hex(&out, (uint64_t)(start < 0 ? -start : start), 1);
+            add(&out, ", size = ", 9);
+            add_dec(&out, size);
+            add(&out, " bytes", 6);
+            if (signal || flex) {
+                add(&out, ", attr = \"", 10);
+                if (signal) add(&out, "S", 1);
+                if (flex) add(&out, "F", 1);
+                add(&out, "\"", 1);
+            }
+            if (pauth) add(&out, ", pauth = B key", 15);
+            int masked = (info & m.pc_mask) != 0;
+            add(&out, head[masked], (size_t)head_size[masked]);
+        }
+        uint64_t base = info & m.pc_mask ? 0 : (uint64_t)start;
+        for (uint64_t n = 0; n < count; n++) {
+            if (at + addr_size + 1 > fre_end) goto give_up;
+            uint64_t fre_start_pc = get(d + at, addr_size, big);
+            uint8_t fre_info = d[at + addr_size];
+            const FreInfo *f = &infos[fre_info];
+            if (!f->valid || (flex && !f->base_fp)) goto give_up;  /* FLEX: bit 0 must be 0 */
+            Py_ssize_t body = at + addr_size + 1;
+            if (body + (Py_ssize_t)f->words * f->width > fre_end) goto give_up;
+            at = body + (Py_ssize_t)f->words * f->width;
+            fres_total++;
+            if (!text) continue;
+            int64_t words[15];
+            for (int w = 0; w < f->words; w++) {
+                uint64_t raw = get(d + body + w * f->width, f->width, big);
+                words[w] = f->width == 1 ? (int8_t)raw : f->width == 2 ? (int16_t)raw
+                                                                       : (int32_t)raw;
+            }
+            PyObject *cells = columns(&shapes, columns_of, flex, fre_info, words, f->words);
+            if (!cells) goto done;
+            if (grow(&out, 32 + (size_t)PyBytes_GET_SIZE(cells)) < 0) goto done;
+            add(&out, "\n    ", 5);
+            add_hex(&out, base + fre_start_pc, 16);
+            add(&out, "  ", 2);
+            add(&out, PyBytes_AS_STRING(cells), (size_t)PyBytes_GET_SIZE(cells));
+        }
+        if (text) {
+            if (grow(&out, 1) < 0) goto done;
+            add(&out, "\n", 1);
+        }
+    }
+    if (text)
+        result = PyUnicode_DecodeUTF8(out.buf ? out.buf : "", (Py_ssize_t)out.len, "strict");
+    else
+        result = PyLong_FromLongLong(fres_total);
+    goto done;
+give_up:
+    result = Py_NewRef(Py_None);
+done:
+    shapes_free(&shapes);
+    PyMem_Free(out.buf);
+    PyBuffer_Release(&data);
+    return result;
+}
