@@ -19,36 +19,7 @@
 #include <string.h>
 
 #include "_core.h"
-
-typedef struct { char *buf; size_t len, cap; } Text;
-
-static int grow(Text *t, size_t more) {
-    if (t->len + more <= t->cap) return 0;
-    size_t cap = t->cap ? t->cap : 1 << 16;
-    while (cap < t->len + more) cap *= 2;
-    char *buf = PyMem_Realloc(t->buf, cap);
-    if (!buf) { PyErr_NoMemory(); return -1; }
-    t->buf = buf;
-    t->cap = cap;
-    return 0;
-}
-
-static void add(Text *t, const char *s, size_t n) { memcpy(t->buf + t->len, s, n); t->len += n; }
-
-static void add_hex(Text *t, uint64_t v, int digits) {
-    char tmp[16];
-    int n = 0;
-    do { tmp[n++] = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
-    while (n < digits) tmp[n++] = '0';
-    while (n) t->buf[t->len++] = tmp[--n];
-}
-
-static void add_dec(Text *t, uint64_t v) {
-    char tmp[20];
-    int n = 0;
-    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
-    while (n) t->buf[t->len++] = tmp[--n];
-}
+#include "_core_text.h"
 
 static uint64_t get(const uint8_t *p, int size, int big) {
     uint64_t v = 0;
@@ -148,7 +119,7 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
                           &columns_of, &PyTuple_Type, &heads, &text))
         return NULL;
     PyObject *result = NULL, *addr_sizes;
-    Text out = {NULL, 0, 0};
+    Out out = {NULL, 0, 0};
     Shapes shapes = {PyMem_Calloc(256, sizeof(Shape)), 256, 0};
     FreInfo infos[256];
     const char *head[2];
@@ -221,25 +192,25 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
         __int128 start = (__int128)address + raw_start + (pcrel ? pos : 0);
         if (text) {
             int signal = version >= 3 && info & m.signal, pauth = aarch64 && info & m.pauth;
-            if (grow(&out, 192 + (size_t)head_size[1]) < 0) goto done;
-            add(&out, "\n    func idx [", 15);
-            add_dec(&out, (uint64_t)index);
-            add(&out, "]: pc = ", 8);
-            if (start < 0) add(&out, "-", 1);
-            add(&out, "0x", 2);
-            add_hex(&out, (uint64_t)(start < 0 ? -start : start), 1);
-            add(&out, ", size = ", 9);
-            add_dec(&out, size);
-            add(&out, " bytes", 6);
+            if (reserve(&out, 192 + (size_t)head_size[1]) < 0) goto done;
+            put(&out, "\n    func idx [", 15);
+            put_dec(&out, (uint64_t)index);
+            put(&out, "]: pc = ", 8);
+            if (start < 0) put(&out, "-", 1);
+            put(&out, "0x", 2);
+            put_digits(&out, (uint64_t)(start < 0 ? -start : start), 1);
+            put(&out, ", size = ", 9);
+            put_dec(&out, size);
+            put(&out, " bytes", 6);
             if (signal || flex) {
-                add(&out, ", attr = \"", 10);
-                if (signal) add(&out, "S", 1);
-                if (flex) add(&out, "F", 1);
-                add(&out, "\"", 1);
+                put(&out, ", attr = \"", 10);
+                if (signal) put(&out, "S", 1);
+                if (flex) put(&out, "F", 1);
+                put(&out, "\"", 1);
             }
-            if (pauth) add(&out, ", pauth = B key", 15);
+            if (pauth) put(&out, ", pauth = B key", 15);
             int masked = (info & m.pc_mask) != 0;
-            add(&out, head[masked], (size_t)head_size[masked]);
+            put(&out, head[masked], (size_t)head_size[masked]);
         }
         uint64_t base = info & m.pc_mask ? 0 : (uint64_t)start;
         for (uint64_t n = 0; n < count; n++) {
@@ -261,15 +232,15 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
             }
             PyObject *cells = columns(&shapes, columns_of, flex, fre_info, words, f->words);
             if (!cells) goto done;
-            if (grow(&out, 32 + (size_t)PyBytes_GET_SIZE(cells)) < 0) goto done;
-            add(&out, "\n    ", 5);
-            add_hex(&out, base + fre_start_pc, 16);
-            add(&out, "  ", 2);
-            add(&out, PyBytes_AS_STRING(cells), (size_t)PyBytes_GET_SIZE(cells));
+            if (reserve(&out, 32 + (size_t)PyBytes_GET_SIZE(cells)) < 0) goto done;
+            put(&out, "\n    ", 5);
+            put_digits(&out, base + fre_start_pc, 16);
+            put(&out, "  ", 2);
+            put(&out, PyBytes_AS_STRING(cells), (size_t)PyBytes_GET_SIZE(cells));
         }
         if (text) {
-            if (grow(&out, 1) < 0) goto done;
-            add(&out, "\n", 1);
+            if (reserve(&out, 1) < 0) goto done;
+            put(&out, "\n", 1);
         }
     }
     if (text)

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "_core.h"
+#include "_core_text.h"
 
 enum {
     UNWIND_INFO_VERSION = 1, PAGE_REGULAR = 2, PAGE_COMPRESSED = 3,
@@ -43,47 +44,6 @@ static uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) 
 /* [at, at + size) lies in a buffer of len bytes (sizes up to 2**34: no overflow). */
 static int fits(uint64_t at, uint64_t size, uint64_t len) {
     return at <= len && size <= len - at;
-}
-
-/* The text, grown as needed; every writer below first reserves what it may write. */
-typedef struct { char *buf; size_t len, cap; } Out;
-
-static int reserve(Out *o, size_t more) {
-    if (o->len + more <= o->cap) return 0;
-    size_t cap = o->cap ? o->cap : 1 << 16;
-    while (cap < o->len + more) cap *= 2;
-    char *buf = PyMem_Realloc(o->buf, cap);
-    if (!buf) { PyErr_NoMemory(); return -1; }
-    o->buf = buf;
-    o->cap = cap;
-    return 0;
-}
-
-static void put(Out *o, const char *s, size_t n) { memcpy(o->buf + o->len, s, n); o->len += n; }
-
-#define PUTS(o, literal) put((o), (literal), sizeof(literal) - 1)
-
-/* ``v`` in hex, at least ``digits`` of them. */
-static void put_digits(Out *o, uint64_t v, int digits) {
-    char tmp[16];
-    int n = 0;
-    do { tmp[n++] = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
-    while (n < digits) tmp[n++] = '0';
-    while (n) o->buf[o->len++] = tmp[--n];
-}
-
-/* Python's ``f"{v:#0{2 + digits}x}"``: 0x and at least ``digits`` hex digits. */
-static void put_hex(Out *o, uint64_t v, int digits) {
-    o->buf[o->len++] = '0';
-    o->buf[o->len++] = 'x';
-    put_digits(o, v, digits);
-}
-
-static void put_dec(Out *o, uint64_t v) {
-    char tmp[20];
-    int n = 0;
-    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
-    while (n) o->buf[o->len++] = tmp[--n];
 }
 
 /* A defined symbol that may name a function: its value, its rank (a global one
