@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import gdb  # type: ignore[import-not-found]
 
@@ -61,7 +62,10 @@ def main() -> None:
     if os.environ.get("SNAP_SYSROOT"):
         gdb.execute(f"set sysroot {os.environ['SNAP_SYSROOT']}")
     if remote:
-        gdb.execute(f"target remote {remote}", to_string=True)
+        # gdb gives up on a remote reply after 2 s by default; a loaded machine running
+        # qemu-user can take longer, and the loop below then ended early
+        gdb.execute("set remotetimeout 30")
+        _connect(remote)
         gdb.execute("continue", to_string=True)
     else:
         gdb.execute("run", to_string=True)
@@ -72,6 +76,20 @@ def main() -> None:
         except gdb.error:
             break
     out.close()
+
+
+def _connect(remote: str) -> None:
+    """``target remote``, again while the server is not listening yet: on a loaded
+    machine qemu-user can take longer to open its port than gdb takes to start (a
+    program then gave no stops at all, and a CI run fell under the test's floor)."""
+    for attempt in range(100):
+        try:
+            gdb.execute(f"target remote {remote}", to_string=True)
+            return
+        except gdb.error:
+            if attempt == 99:
+                raise
+            time.sleep(0.1)
 
 
 def _snapshot(section, compact) -> dict:
