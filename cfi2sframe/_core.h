@@ -4,6 +4,15 @@
 #define CFI2SFRAME_CORE_H
 
 #include <Python.h>
+#include <stdint.h>
+
+/* The unsigned number of ``size`` bytes (1 to 8) at ``p`` in the file's byte order
+ * (``big``: most significant first): what the readers of ELF and SFrame fields share. */
+static inline uint64_t read_uint(const uint8_t *p, int size, int big) {
+    uint64_t v = 0;
+    for (int i = 0; i < size; i++) v |= (uint64_t)p[big ? size - 1 - i : i] << (8 * i);
+    return v;
+}
 
 /* _core_unwind_info.c: an image's __unwind_info listed as ``dump`` prints it. */
 PyObject *unwind_info_text(PyObject *self, PyObject *args);

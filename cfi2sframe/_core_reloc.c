@@ -25,13 +25,6 @@
 
 typedef struct { uint32_t kind; int size, pcrel; } Kind;
 
-static uint64_t load(const uint8_t *p, int size, int little) {
-    uint64_t v = 0;
-    for (int i = 0; i < size; i++)
-        v |= (uint64_t)p[little ? i : size - 1 - i] << (8 * i);
-    return v;
-}
-
 static void store(uint8_t *p, int size, int little, uint64_t v) {
     for (int i = 0; i < size; i++)
         p[little ? i : size - 1 - i] = (uint8_t)(v >> (8 * i));
@@ -39,7 +32,7 @@ static void store(uint8_t *p, int size, int little, uint64_t v) {
 
 /* The value read from ``size`` bytes as a signed number (a REL entry's addend). */
 static int64_t load_signed(const uint8_t *p, int size, int little) {
-    uint64_t v = load(p, size, little);
+    uint64_t v = read_uint(p, size, !little);
     if (size < 8 && v >> (8 * size - 1)) v |= ~(uint64_t)0 << (8 * size);
     return (int64_t)v;
 }
@@ -91,7 +84,8 @@ PyObject *relocate(PyObject *Py_UNUSED(self), PyObject *args) {
     uint8_t *data = contents.buf;
     uint64_t len = (uint64_t)contents.len;
     for (Py_ssize_t at = 0; at + entry <= rel.len; at += entry) {
-        uint64_t offset = load(r + at, word, little), info = load(r + at + word, word, little);
+        uint64_t offset = read_uint(r + at, word, !little);
+        uint64_t info = read_uint(r + at + word, word, !little);
         uint64_t sym = is64 ? info >> 32 : info >> 8;
         uint32_t type = (uint32_t)(is64 ? info & 0xFFFFFFFF : info & 0xFF);
         const Kind *k = NULL;
@@ -117,7 +111,7 @@ PyObject *relocate(PyObject *Py_UNUSED(self), PyObject *args) {
             last_sym = sym;
             last_value = value;
         }
-        int64_t addend = rela ? (is64 ? (int64_t)load(r + at + 2 * word, 8, little)
+        int64_t addend = rela ? (is64 ? (int64_t)read_uint(r + at + 2 * word, 8, !little)
                                       : load_signed(r + at + 2 * word, 4, little))
                               : load_signed(data + offset, k->size, little);
         __int128 total = (__int128)last_value + addend;

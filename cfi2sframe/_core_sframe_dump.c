@@ -21,12 +21,6 @@
 #include "_core.h"
 #include "_core_text.h"
 
-static uint64_t get(const uint8_t *p, int size, int big) {
-    uint64_t v = 0;
-    for (int i = 0; i < size; i++) v |= (uint64_t)p[big ? size - 1 - i : i] << (8 * i);
-    return v;
-}
-
 /* One FRE info byte's fields (``decode._FRE_TABLE``). */
 typedef struct { int base_fp, words, width, valid; } FreInfo;
 
@@ -165,11 +159,11 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
         uint64_t size, count;
         unsigned info, info2 = 0, rep = 0;
         if (version == 3) {
-            raw_start = (int64_t)get(d + pos, 8, big);
-            size = get(d + pos + 8, 4, big);
-            Py_ssize_t attr = fre_start + (Py_ssize_t)get(d + pos + 12, 4, big);
+            raw_start = (int64_t)read_uint(d + pos, 8, big);
+            size = read_uint(d + pos + 8, 4, big);
+            Py_ssize_t attr = fre_start + (Py_ssize_t)read_uint(d + pos + 12, 4, big);
             if (attr + m.attr_size > fre_end) goto give_up;
-            count = get(d + attr, 2, big);
+            count = read_uint(d + attr, 2, big);
             info = d[attr + 2];
             info2 = d[attr + 3];
             rep = d[attr + 4];
@@ -178,10 +172,10 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
                 goto give_up;
             at = attr + m.attr_size;
         } else {
-            raw_start = (int32_t)get(d + pos, 4, big);
-            size = get(d + pos + 4, 4, big);
-            at = fre_start + (Py_ssize_t)get(d + pos + 8, 4, big);
-            count = get(d + pos + 12, 4, big);
+            raw_start = (int32_t)read_uint(d + pos, 4, big);
+            size = read_uint(d + pos + 4, 4, big);
+            at = fre_start + (Py_ssize_t)read_uint(d + pos + 8, 4, big);
+            count = read_uint(d + pos + 12, 4, big);
             info = d[pos + 16];
             rep = version == 2 ? d[pos + 17] : 0;  /* V1 has none, and needs none */
             if (info & m.unused || (count && !(at < fre_end))) goto give_up;
@@ -215,7 +209,7 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
         uint64_t base = info & m.pc_mask ? 0 : (uint64_t)start;
         for (uint64_t n = 0; n < count; n++) {
             if (at + addr_size + 1 > fre_end) goto give_up;
-            uint64_t fre_start_pc = get(d + at, addr_size, big);
+            uint64_t fre_start_pc = read_uint(d + at, addr_size, big);
             uint8_t fre_info = d[at + addr_size];
             const FreInfo *f = &infos[fre_info];
             if (!f->valid || (flex && !f->base_fp)) goto give_up;  /* FLEX: bit 0 must be 0 */
@@ -226,7 +220,7 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
             if (!text) continue;
             int64_t words[15];
             for (int w = 0; w < f->words; w++) {
-                uint64_t raw = get(d + body + w * f->width, f->width, big);
+                uint64_t raw = read_uint(d + body + w * f->width, f->width, big);
                 words[w] = f->width == 1 ? (int8_t)raw : f->width == 2 ? (int16_t)raw
                                                                        : (int32_t)raw;
             }

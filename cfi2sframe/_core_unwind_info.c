@@ -32,14 +32,10 @@ enum {
     N_STAB = 0xE0, N_TYPE = 0x0E, N_SECT = 0x0E, N_EXT = 0x01,
 };
 
-static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
-
-static uint32_t rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+/* Mach-O and __unwind_info fields are little-endian on every target here. */
+static uint32_t rd16(const uint8_t *p) { return (uint32_t)read_uint(p, 2, 0); }
+static uint32_t rd32(const uint8_t *p) { return (uint32_t)read_uint(p, 4, 0); }
+static uint64_t rd64(const uint8_t *p) { return read_uint(p, 8, 0); }
 
 /* [at, at + size) lies in a buffer of len bytes (sizes up to 2**34: no overflow). */
 static int fits(uint64_t at, uint64_t size, uint64_t len) {
