@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..errors import Cfi2SframeError
-from ..files import read_bytes
+from ..files import read_bytes, refuse_output_naming_input
 from ..kinds import Kind, input_kind
 from ..macho.read import MH_OBJECT
 from .common import Subparsers, address, arch_name, write
@@ -83,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     from ..compact.inputs import compact_arch, compact_file
     from ..compact.words import NOT_FUNCTION_START, is_dwarf
 
+    if args.output:  # before any work: writing it would destroy an input
+        placed = [text.rpartition("@")[0] for text in args.place]
+        refuse_output_naming_input(args.output, [args.file or "-", *placed])
     if args.place:
         return _write_placed(args)
     if args.file is None:

@@ -97,3 +97,36 @@ def test_other_outputs_still_written(tmp_path):
     assert proc.returncode == 0 and (tmp_path / "fp.sframe").stat().st_size > 0
     proc = cfi2sframe(str(inputs["elf"]), "-o", "/dev/null", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("link", ["same", "symlink", "hardlink"])
+def test_compact_output_naming_an_input_is_refused(tmp_path, link):
+    """``compact -o``: the input file (assembly, a Mach-O object) or an object placed
+    with ``--place``, by its name or a link to it, is refused before any work."""
+    require("as")
+    source = tmp_path / "fp.s"
+    shutil.copy(EXAMPLES / "frame_pointer.s", source)
+    inputs = [(["fp.s", "--emit", "bin"], source)]
+    if shutil.which("clang-14"):
+        macho = tmp_path / "m.o"
+        (tmp_path / "m.c").write_text("int f(int x) { return x + 1; }\n")
+        subprocess.run(["clang-14", "-target", "x86_64-apple-macosx10.15", "-c", "m.c",
+                        "-o", "m.o"], cwd=tmp_path, check=True)
+        inputs += [(["m.o", "--emit", "bin"], macho), (["m.o", "--emit", "obj"], macho),
+                   (["--place", "m.o@0x100001000", "--emit", "unwind-info"], macho)]
+    for args, path in inputs:
+        before = path.read_bytes()
+        output = path.name
+        if link == "symlink":
+            output = f"{path.name}.sym"
+            (tmp_path / output).unlink(missing_ok=True)
+            (tmp_path / output).symlink_to(path.name)
+        elif link == "hardlink":
+            output = f"{path.name}.hard"
+            (tmp_path / output).unlink(missing_ok=True)
+            os.link(path, tmp_path / output)
+        proc = cfi2sframe("compact", *args, "-o", output, cwd=tmp_path)
+        assert proc.returncode == 1, (args, proc.stderr)
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and "is the input file" in lines[0], (args, lines)
+        assert path.read_bytes() == before, (args, link)
