@@ -33,8 +33,6 @@ enum {
     OP_ADVANCE_LOC = 0x40, OP_OFFSET = 0x80, OP_RESTORE = 0xc0,
 };
 
-#define NO_CFA (-1)
-
 /* A number as the Python loop holds it: exact when it fits 64 bits; else ``huge``.
  * A huge number the loop never uses (an ignored register's slot, a GNU_args_size)
  * changes nothing; one in a row the loop emits would give an FRE no default FRE can
@@ -42,11 +40,6 @@ enum {
 typedef struct { int64_t v; int huge; } Num;
 
 enum { H_CFA_REG = 1, H_CFA_OFF = 2, H_FP = 4, H_RA = 8 };
-
-typedef struct {
-    int64_t cfa_reg, cfa_off, fp_slot, ra_slot;
-    int has_fp, has_ra, signed_ra, huge;  /* huge: the H_ fields that hold huge numbers */
-} State;
 
 typedef struct {
     const uint8_t *data;
@@ -89,7 +82,7 @@ static PyObject *slot(int has, int64_t value) {
     return PyLong_FromLongLong(value);
 }
 
-static PyObject *state_key(const State *s) {
+PyObject *state_key(const State *s) {
     PyObject *fp = slot(s->has_fp, s->fp_slot);
     PyObject *ra = slot(s->has_ra, s->ra_slot);
     if (!fp || !ra) { Py_XDECREF(fp); Py_XDECREF(ra); return NULL; }
@@ -104,7 +97,7 @@ static int same(const State *a, const State *b) {
         (!a->has_ra || a->ra_slot == b->ra_slot) && a->signed_ra == b->signed_ra;
 }
 
-static int read_state(PyObject *tuple, State *s) {
+int read_state(PyObject *tuple, State *s) {
     PyObject *fp, *ra;
     long long cfa_reg, cfa_off;
     int signed_ra;
@@ -128,20 +121,9 @@ static void set(int64_t *field, int *huge, int bit, Num value) {
 
 #define STACK_MAX 64
 
-/* What the loop needs of the target, and where each changed row goes. */
-typedef struct {
-    long long code_align, data_align, sp, fp, ra;
-    int tracks_ra, big_endian;
-} Params;
-
-/* emit(ctx, row start, state): 1 taken, 0 the row has no default FRE (fall back),
- * -1 a Python error is set. */
-typedef int (*Emit)(void *ctx, int64_t at, const State *s);
-
-/* Replay one FDE body from ``s`` and emit the state at each row start where it
- * changes.  1: done; 0: the CFI left the subset (use the general path); -1: error. */
-static int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p,
-                  Emit emit, void *ctx) {
+/* See _core.h. */
+int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit emit,
+           void *ctx) {
     State initial = s, last = {0, 0, 0, 0, 0, 0, 0, 0}, stack[STACK_MAX];
     int depth = 0, have_last = 0;
     Reader r = {data, 0, len, 0};
@@ -539,6 +521,14 @@ static PyMethodDef methods[] = {
     {"fast_fres", fast_fres, METH_VARARGS,
      "fast_fres(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian,\n"
      "          fre_type, shapes, shape_of) -> tuple of FREs, or None (general path)."},
+    {"verify_scan", verify_scan, METH_VARARGS,
+     "verify_scan(eh, eh_address, address_size, big_endian, sframe, index, arch, table,\n"
+     "            states, state_of, fre_ids, fre_id_of) -> (checked, used, todo), or None;\n"
+     "see _core_verify.c."},
+    {"agree", agree, METH_VARARGS,
+     "agree(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian, size,\n"
+     "      states, state_of, fres, fre_ids, fre_id_of, none_id) -> whether a DWARF FDE\n"
+     "and its SFrame FREs give the same rules at every PC (False: not known here)."},
     {"decode_fres", decode_fres, METH_VARARGS,
      "decode_fres(data, pos, end, count, addr_size, big_endian, flex, fre_type, table)\n"
      "-> (FREs, position after them), or None (the Python loop reports the error)."},

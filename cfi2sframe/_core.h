@@ -14,6 +14,38 @@ static inline uint64_t read_uint(const uint8_t *p, int size, int big) {
     return v;
 }
 
+/* The DWARF replay of _core.c (the fast path's loop, ``sframe/fastpath._run``): the
+ * state a default FRE holds, the target facts it reads, and where each changed row goes. */
+#define NO_CFA (-1)  /* cfa_reg before any CFA rule */
+
+typedef struct {
+    int64_t cfa_reg, cfa_off, fp_slot, ra_slot;
+    int has_fp, has_ra, signed_ra, huge;  /* huge: the H_ fields that hold huge numbers */
+} State;
+
+typedef struct {
+    long long code_align, data_align, sp, fp, ra;
+    int tracks_ra, big_endian;
+} Params;
+
+/* emit(ctx, row start, state): 1 taken, 0 the row has no answer (fall back), -1 a
+ * Python error is set. */
+typedef int (*Emit)(void *ctx, int64_t at, const State *s);
+
+/* Replay one FDE body from ``s`` and emit the state at each row start where it
+ * changes.  1: done; 0: the CFI left the subset (use the general path); -1: error. */
+int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit emit,
+           void *ctx);
+
+/* A state as the Python loop keys it: (CFA register, CFA offset, FP slot or None, RA
+ * slot or None, RA signed); and back. */
+PyObject *state_key(const State *s);
+int read_state(PyObject *tuple, State *s);
+
+/* _core_verify.c: verify's check of functions, one (agree) or a whole file's. */
+PyObject *agree(PyObject *self, PyObject *args);
+PyObject *verify_scan(PyObject *self, PyObject *args);
+
 /* _core_unwind_info.c: an image's __unwind_info listed as ``dump`` prints it. */
 PyObject *unwind_info_text(PyObject *self, PyObject *args);
 

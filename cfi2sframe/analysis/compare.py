@@ -10,26 +10,59 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from types import ModuleType
 
 from ..arch import arch_for_machine
-from ..arch.base import Arch
-from ..elf.cfi import read_elf_cfi
-from ..elf.compressed import DEFAULT_LIMITS, Limits
+from ..arch.base import Arch, ByteOrder
+from ..core import compiled as compiled_core
+from ..dwarf.cfi import Cfi, Fde, RowsCache, fdes_at
+from ..elf.cfi import named_fdes, read_elf_cfi
+from ..elf.compressed import DEFAULT_LIMITS, Limits, section_contents
 from ..elf.layout import Problem, layout_problems
-from ..elf.read import open_elf
-from ..errors import Cfi2SframeError, decoding
+from ..elf.read import SHT_NOBITS, ElfView, open_elf
+from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_input
-from ..model import Row, Timeline
-from ..sframe.decode import DecodedFde, DecodedFre, DecodedSection
-from ..sframe.load import load_sframe
+from ..model import CfaReg, Row, Rule, RuleKind, Timeline
+from ..sframe.decode import (
+    FRE_TABLE,
+    V3_ATTR_SIZE,
+    DecodedFde,
+    DecodedFre,
+    DecodedSection,
+    FdeTable,
+    decode,
+)
+from ..sframe.fastpath import initial_state
+from ..sframe.format import FRE_ADDR_SIZE
+from ..sframe.load import SFrameBytes, sframe_bytes
 from ..sframe.lower import Skip, beyond_sframe, lower
 from ..sframe.pcmask import resolve_pc_expressions
-from ..sframe.rules import OUTERMOST, FrameRules, dwarf_rules, fre_rules, outermost
+from ..sframe.rules import (
+    OUTERMOST,
+    FrameRules,
+    default_fre_rules,
+    dwarf_rules,
+    fre_rules,
+    outermost,
+)
 from ..sframe.text import describe
+from ..sframe.words import (
+    FDE_INFO_FRE_TYPE,
+    FDE_INFO_PC_MASK,
+    FDE_INFO_UNUSED,
+    FDE_TYPE_FLEX,
+    FDE_TYPE_MASK,
+)
 
-if TYPE_CHECKING:
-    from ..dwarf.cfi import Cfi
+_COMPILED = compiled_core()
+
+# The FDE info fields as ``_core.verify_scan`` reads them (their home: sframe/words.py):
+# FRE type mask, PC-mask bit, unused bits by version, FDE type mask, FLEX, the FRE
+# start size by FRE type (0: none), V3 attribute size.
+_INDEX_LAYOUT = (FDE_INFO_FRE_TYPE, FDE_INFO_PC_MASK,
+                 tuple(FDE_INFO_UNUSED.get(version, 0) for version in range(4)),
+                 FDE_TYPE_MASK, FDE_TYPE_FLEX,
+                 tuple(FRE_ADDR_SIZE.get(kind, 0) for kind in range(16)), V3_ATTR_SIZE)
 
 # -- SFrame side -------------------------------------------------------------------------
 
@@ -238,6 +271,100 @@ def _dwarf_side(row: Row, arch: Arch, ra_column: int) -> object:
     return f"{describe(rules, arch.sframe_abi)}; but {beyond}"
 
 
+class _Verifier:
+    """``verify``'s state over one section: its FDEs by section and start (decoded only
+    when a function needs them: ``fde_of``), which ones a function used, and the
+    results so far.  ``spans``: (section, start address, size) of each FDE by index."""
+
+    def __init__(self, section: DecodedSection, arch: Arch,
+                 spans: Sequence[tuple[str, int, int]],
+                 fde_of: Callable[[int], DecodedFde]) -> None:
+        self.section, self.arch, self.fde_of = section, arch, fde_of
+        self.count = len(spans)
+        self.by_section: dict[str, list[tuple[int, int, int]]] = {}
+        for index, (name, start, size) in enumerate(spans):
+            self.by_section.setdefault(name, []).append((start, size, index))
+        self.starts: dict[str, list[int]] = {}
+        for name, fdes in self.by_section.items():
+            fdes.sort(key=lambda fde: fde[:2])
+            self.starts[name] = [fde[0] for fde in fdes]
+        self.used: set[int] = set()
+        self.first_at: dict[tuple[str, int], int] | None = None  # made by ``alone``
+        self.memo = _RulesMemo(arch)
+        self.checked = 0
+        self.mismatches: list[tuple[Timeline, tuple[tuple[int, int, object, object], ...]]] = []
+        self.missing: list[tuple[Timeline, str]] = []
+        self.unevaluated: list[tuple[Timeline, str, tuple[tuple[int, object], ...]]] = []
+
+    @staticmethod
+    def of_section(section: DecodedSection, arch: Arch,
+                   section_of: Callable[[DecodedFde], str]) -> _Verifier:
+        """Over a section decoded whole."""
+        spans = [(section_of(fde), fde.start_address, fde.size) for fde in section.fdes]
+        return _Verifier(section, arch, spans, section.fdes.__getitem__)
+
+    def covering(self, section: str, start: int, size: int) -> list[DecodedFde]:
+        """The SFrame FDEs that overlap a function, in address order."""
+        fdes = self.by_section.get(section, [])
+        end = start + size
+        first = bisect_right(self.starts.get(section, []), start)
+        while first > 0 and fdes[first - 1][0] + fdes[first - 1][1] > start:
+            first -= 1
+        covering = []
+        for index in range(first, len(fdes)):  # not fdes[first:]: a copy per function
+            fde_start, fde_size, number = fdes[index]
+            if fde_start >= end and size:
+                break
+            if fde_start + fde_size > start or fde_start == start:
+                covering.append(self.fde_of(number))
+        return covering
+
+    def alone(self, section: str, start: int, size: int) -> DecodedFde | None:
+        """The SFrame FDE starting at ``start``, where ``covering`` gives it alone (no
+        other FDE there or overlapping the function); else None."""
+        if self.first_at is None:
+            self.first_at = {}
+            for name, fdes in self.by_section.items():
+                for number, fde in enumerate(fdes):
+                    self.first_at.setdefault((name, fde[0]), number)
+        index = self.first_at.get((section, start))
+        if index is None:
+            return None
+        fdes = self.by_section[section]
+        if index and fdes[index - 1][0] + fdes[index - 1][1] > start:
+            return None
+        if index + 1 < len(fdes) and fdes[index + 1][0] < start + size:
+            return None
+        return self.fde_of(fdes[index][2])
+
+    def check(self, timeline: Timeline, covering: list[DecodedFde]) -> None:
+        """Compare one function's DWARF rows with the SFrame FDEs that cover it."""
+        arch = self.arch
+        if not covering or timeline.invalid is not None:
+            result = lower(timeline, arch)
+            why = result.reason if isinstance(result, Skip) else "encodable"
+            self.missing.append((timeline, why))
+            return
+        self.used.update(fde.index for fde in covering)
+        have = covering_steps(self.section, covering, timeline.start, self.memo.fre)
+        resolved = resolve_pc_expressions(timeline, arch)
+        if isinstance(resolved, str):
+            self.unevaluated.append((timeline, resolved, tuple(have)))
+            return
+        self.checked += 1
+        ra_column = resolved.ra_column
+        want = [(row.start, self.memo.row(row, ra_column)) for row in resolved.rows]
+        ranges = differing_ranges(have, want, timeline.size)
+        if ranges:
+            self.mismatches.append((timeline, tuple(ranges)))
+
+    def result(self) -> VerifyResult:
+        extra = tuple(self.fde_of(index) for index in range(self.count)
+                      if index not in self.used)
+        return VerifyResult(self.checked, tuple(self.mismatches), tuple(self.missing), extra,
+                            tuple(self.unevaluated))
+
+
 def verify(section: DecodedSection, timelines: Iterable[Timeline], arch: Arch,
            section_of: Callable[[DecodedFde], str] = lambda fde: "") -> VerifyResult:
     """Check at every PC of every function that SFrame recovers CFA, FP and RA as DWARF does.
@@ -247,74 +374,192 @@ def verify(section: DecodedSection, timelines: Iterable[Timeline], arch: Arch,
     for PLT0 and a PC-mask FDE for the entries.  ``section_of`` names the
     section of an FDE's function in a relocatable object ("" when linked).
     """
-
-    by_section: dict[str, list[DecodedFde]] = {}
-    for fde in section.fdes:
-        by_section.setdefault(section_of(fde), []).append(fde)
-    starts: dict[str, list[int]] = {}
-    for name, fdes in by_section.items():
-        fdes.sort(key=lambda fde: (fde.start_address, fde.size))
-        starts[name] = [fde.start_address for fde in fdes]
-    used: set[int] = set()
-    memo = _RulesMemo(arch)
-    checked = 0
-    mismatches = []
-    missing = []
-    unevaluated = []
+    checker = _Verifier.of_section(section, arch, section_of)
     for timeline in timelines:
-        fdes = by_section.get(timeline.section, [])
-        end = timeline.start + timeline.size
-        first = bisect_right(starts.get(timeline.section, []), timeline.start)
-        while first > 0 and fdes[first - 1].start_address + fdes[first - 1].size \
-                > timeline.start:
-            first -= 1
-        covering = []
-        for index in range(first, len(fdes)):  # not fdes[first:]: a copy per function
-            fde = fdes[index]
-            if fde.start_address >= end and timeline.size:
-                break
-            if fde.start_address + fde.size > timeline.start or (
-                    fde.start_address == timeline.start):
-                covering.append(fde)
-        if not covering or timeline.invalid is not None:
-            result = lower(timeline, arch)
-            why = result.reason if isinstance(result, Skip) else "encodable"
-            missing.append((timeline, why))
-            continue
-        used.update(fde.index for fde in covering)
-        have = covering_steps(section, covering, timeline.start, memo.fre)
-        resolved = resolve_pc_expressions(timeline, arch)
-        if isinstance(resolved, str):
-            unevaluated.append((timeline, resolved, tuple(have)))
-            continue
-        checked += 1
-        ra_column = resolved.ra_column
-        want = [(row.start, memo.row(row, ra_column)) for row in resolved.rows]
-        ranges = differing_ranges(have, want, timeline.size)
-        if ranges:
-            mismatches.append((timeline, tuple(ranges)))
-    extra = tuple(fde for fde in section.fdes if fde.index not in used)
-    return VerifyResult(checked, tuple(mismatches), tuple(missing), extra, tuple(unevaluated))
+        checker.check(timeline, checker.covering(timeline.section, timeline.start,
+                                                 timeline.size))
+    return checker.result()
+
+
+def verify_cfi(section: DecodedSection, cfi: Cfi, arch: Arch,
+               section_of: Callable[[DecodedFde], str] = lambda fde: "",
+               compiled: ModuleType | None = _COMPILED) -> VerifyResult:
+    """``verify`` of a file's FDEs, the same result: where one SFrame FDE covers a
+    function alone, the compiled core (``compiled``; None: never) first compares the two
+    without interpreting the CFI into a timeline (``_FastCheck``); only a function it
+    cannot confirm gets the full check, which names what differs."""
+    checker = _Verifier.of_section(section, arch, section_of)
+    fast = _FastCheck(section, arch, cfi.big_endian, compiled) if compiled else None
+    cache: RowsCache = {}
+    for fde in cfi.fdes:
+        if fast is not None:
+            alone = checker.alone(fde.section, fde.start, fde.size)
+            if alone is not None and fast.agrees(fde, alone):
+                checker.checked += 1
+                checker.used.add(alone.index)
+                continue
+        checker.check(cfi.timeline(fde, cache),
+                      checker.covering(fde.section, fde.start, fde.size))
+    return checker.result()
+
+
+class _FastCheck:
+    """One function checked in the compiled core (``_core.agree``): the DWARF FDE replayed
+    as the fast path does (CFA, FP, RA and the signed-RA bit only; anything else, and
+    the core answers "not known") and the SFrame FDE's FREs, compared as step functions
+    of values.  A value is what the full check compares, made here once per distinct
+    state (a ``Row`` of those rules through ``_dwarf_side``) and per distinct FRE
+    (``fre_rules``): the core compares only their ids."""
+
+    def __init__(self, section: DecodedSection, arch: Arch, big_endian: bool,
+                 compiled: ModuleType) -> None:
+        self.section, self.arch, self.big_endian = section, arch, big_endian
+        self.compiled = compiled
+        self.ids: dict[object, int] = {None: 0}
+        self.states: dict[object, int | None] = {}
+        self.fre_ids: dict[object, int | None] = {}
+        self.fre_bytes_ids: dict[object, int | None] = {}
+
+    def _id(self, value: object) -> int:
+        return self.ids.setdefault(value, len(self.ids))
+
+    def state_id(self, state: tuple[int, int, int | None, int | None, bool]) -> int | None:
+        cfa_reg, cfa_offset, fp_slot, ra_slot, signed = state
+        arch = self.arch
+        regs = sorted((reg, Rule(RuleKind.offset, slot))
+                      for reg, slot in ((arch.fp, fp_slot), (arch.ra, ra_slot))
+                      if slot is not None)
+        cfa = CfaReg(cfa_reg, cfa_offset) if cfa_reg >= 0 else None
+        return self._id(_dwarf_side(Row(0, cfa, tuple(regs), signed), arch, arch.ra))
+
+    def _fre_id(self, key: tuple[int, tuple[int, ...]]) -> int | None:
+        info, words = key
+        base_fp, _, _, mangled, size_code = FRE_TABLE[info]
+        try:
+            rules = default_fre_rules(self.section,
+                                      DecodedFre(0, base_fp, words, mangled, size_code, info))
+        except (DecodeError, IndexError, KeyError):
+            return None  # the full check reports it
+        return self._id(rules)
+
+    def fre_bytes_id(self, stored: bytes) -> int | None:
+        """``_fre_id`` of an FRE as stored after its start: info byte, data words."""
+        info = stored[0]
+        width = FRE_TABLE[info][2]
+        order: ByteOrder = "big" if self.big_endian else "little"
+        words = tuple(int.from_bytes(stored[at:at + width], order, signed=True)
+                      for at in range(1, len(stored), width))
+        return self._fre_id((info, words))
+
+    def agrees(self, fde: Fde, sframe: DecodedFde) -> bool:
+        """True only where the full check would find no difference (False: run it)."""
+        cie, arch = fde.cie, self.arch
+        if (sframe.start_address != fde.start or sframe.size < fde.size or not fde.size
+                or sframe.pc_mask or sframe.flex or not sframe.fres or cie.ra != arch.ra):
+            return False
+        start = initial_state(cie.initial, cie.code_align, cie.data_align, arch,
+                              self.big_endian)
+        if start is None:
+            return False
+        try:
+            same: bool = self.compiled.agree(
+                fde.body, start, cie.code_align, cie.data_align, arch.sp, arch.fp, arch.ra,
+                arch.tracks_ra, self.big_endian, fde.size, self.states, self.state_id,
+                sframe.fres, self.fre_ids, self._fre_id, 0)
+        except OverflowError:
+            return False  # a value past 64 bits: the full check
+        return same
 
 
 def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LIMITS,
-               cfi: Cfi | None = None) -> tuple[VerifyResult, int]:
+               cfi: Cfi | None = None,
+               compiled: ModuleType | None = _COMPILED) -> tuple[VerifyResult, int]:
     """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
     ``.debug_frame``; ``cfi`` when the caller has read it); also the section's ABI
-    id, for describing rules."""
+    id, for describing rules.  A linked file is first scanned by the compiled core
+    (``compiled``; None: never), which reads neither section into objects and leaves
+    only the functions it cannot confirm to the full check (``_scan``)."""
     if data is None:
         data = read_input(path)
-    loaded = load_sframe(path, data, limits=limits)
-    if not loaded.is_elf:
+    raw = sframe_bytes(path, data, limits=limits)
+    if not raw.is_elf:
         raise Cfi2SframeError(path, "verify needs an ELF file with .sframe and .eh_frame")
-    if cfi is None:
-        cfi = read_elf_cfi(path, data, limits)
-    arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
-    result = verify(loaded.section, cfi.each_timeline(), arch,
-                    lambda fde: loaded.section_of(fde.field_offset))
     with decoding(path):
-        problems = layout_problems(open_elf(data, path), arch.min_page_size)
-    return replace(result, layout=tuple(problems)), loaded.section.abi
+        view = open_elf(data, path)
+    with decoding(path, raw.section_name):
+        table = FdeTable(raw.data, raw.address, raw.v1_pcrel)
+    result = None
+    if cfi is None and compiled is not None:
+        result = _scan(path, view, raw, table, limits, compiled)
+    if result is None:
+        with decoding(path, raw.section_name):
+            section = decode(raw.data, raw.address, raw.v1_pcrel)
+        placements = raw.placements or {}
+
+        def section_of(fde: DecodedFde) -> str:
+            found = placements.get(fde.field_offset)
+            return "" if found is None or found[0].startswith("SHN_") else found[0]
+
+        if cfi is None:
+            cfi = read_elf_cfi(path, data, limits)
+        arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
+        result = verify_cfi(section, cfi, arch, section_of, compiled)
+    arch = arch_for_machine(view.machine, path, not view.little_endian)
+    with decoding(path):
+        problems = layout_problems(view, arch.min_page_size)
+    return replace(result, layout=tuple(problems)), table.section([]).abi
+
+
+def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable, limits: Limits,
+          compiled: ModuleType) -> VerifyResult | None:
+    """``verify_cfi``'s result for a linked file whose CFI is in ``.eh_frame``, from
+    ``_core.verify_scan``, which walks both sections itself; the FDEs it leaves are
+    read and checked in full here.  None where the scan does not apply (objects,
+    ``.debug_frame``, SFrame V1) or finds anything out of the ordinary: the caller
+    then reads both sections whole, and reports what is wrong."""
+    if view.elf_type == "ET_REL":
+        return None
+    chosen = view.section(".eh_frame")
+    if chosen is None or chosen.kind == SHT_NOBITS:
+        return None
+    with decoding(path, chosen.name):
+        eh = section_contents(view, chosen, limits)
+    arch = arch_for_machine(view.machine, path, not view.little_endian)
+    header = table.section([])
+    fast = _FastCheck(header, arch, not view.little_endian, compiled)
+    reader = table.reader
+    index = (table.fde_start, table.entry, table.count, header.version, table.pcrel,
+             table.address, reader.fre_start, reader.fre_end, table.num_fres)
+    scanned = compiled.verify_scan(
+        eh, chosen.addr, 8 if view.is64 else 4, not view.little_endian, raw.data, index,
+        _INDEX_LAYOUT, (arch.sp, arch.fp, arch.ra, arch.tracks_ra), FRE_TABLE, fast.states,
+        fast.state_id, fast.fre_bytes_ids, fast.fre_bytes_id)
+    if scanned is None:
+        return None
+    checked, used, todo = scanned
+    decoded: dict[int, DecodedFde] = {}
+
+    def fde_of(number: int) -> DecodedFde:
+        if number not in decoded:
+            with decoding(path, raw.section_name):
+                decoded[number] = table.fde(number)
+        return decoded[number]
+
+    checker = _Verifier(header, arch, [("", start, size) for start, size in table.ranges()],
+                        fde_of)
+    checker.checked = checked
+    checker.used = {number for number, flag in enumerate(used) if flag}
+    if todo:
+        with decoding(path, chosen.name):
+            fdes = named_fdes(view, fdes_at(bytes(eh), todo, chosen.addr,
+                                            8 if view.is64 else 4, view.little_endian))
+        cfi = Cfi(path, view.machine, view.elf_type, tuple(fdes), chosen.name,
+                  not view.little_endian)
+        cache: RowsCache = {}
+        for fde in fdes:
+            checker.check(cfi.timeline(fde, cache),
+                          checker.covering(fde.section, fde.start, fde.size))
+    return checker.result()
 
 
 def check_rewritten(display: str, payload: bytes | str,

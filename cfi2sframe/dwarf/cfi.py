@@ -12,7 +12,7 @@ byte offsets.)
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
@@ -171,6 +171,23 @@ def parse_cfi(data: bytes, is_eh: bool, address: int, placements: Placements,
     ``placements`` say where each relocated field points); ``names`` name the functions.
     Errors are ``DecodeError`` at an offset in ``data``."""
     return _walk(_Reader(data, little, address_size, address), is_eh, placements, names)
+
+
+def fdes_at(data: bytes, offsets: Iterable[int], address: int, address_size: int,
+            little: bool) -> list[Fde]:
+    """The ``.eh_frame`` FDEs whose entries start at ``offsets`` (a caller that found
+    them in a walk of its own), with their CIEs, unnamed: ``parse_cfi`` for a few."""
+    reader = _Reader(data, little, address_size, address)
+    cies: dict[int, Cie] = {}
+    out = []
+    for offset in offsets:
+        start, end, ident_pos, pos, ident, is_cie = next(entries(data, True, little, offset))
+        cie_at = ident_pos - ident
+        cie = cies.get(cie_at) or _parse_cie_at(reader, cie_at, True, cies)
+        if is_cie or start != offset or cie is None:
+            raise DecodeError(offset, "no FDE with a CIE starts here")
+        out.append(_parse_fde(reader, pos, end, cie, cie_at, {}, {}, start))
+    return out
 
 
 def _walk(reader: _Reader, is_eh: bool, placements: Placements, names: Names) -> list[Fde]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Container
 
 from ..arch import arch_for_machine
-from ..dwarf.cfi import Cfi, Names, parse_cfi
+from ..dwarf.cfi import Cfi, Fde, Names, function_name, parse_cfi
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_input
 from .compressed import DEFAULT_LIMITS, Limits, section_contents
@@ -54,6 +54,13 @@ def read_elf_cfi(path: str, data: bytes | None = None,
                          8 if view.is64 else 4, view.little_endian, names)
         return Cfi(path, view.machine, view.elf_type, tuple(fdes), name,
                    not view.little_endian)
+
+
+def named_fdes(view: ElfView, fdes: list[Fde]) -> list[Fde]:
+    """A linked file's FDEs (``dwarf.cfi.fdes_at``) named from its symbols, reading only
+    the names of their functions."""
+    names = function_names(view, {fde.start for fde in fdes})
+    return [fde._replace(name=function_name(names, "", fde.start)) for fde in fdes]
 
 
 def function_names(view: ElfView, values: Container[int] | None = None) -> Names:

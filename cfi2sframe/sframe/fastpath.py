@@ -73,7 +73,7 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
     """
     if arch.sframe_cfa_encoded or arch.sframe_ra_padding or arch.sframe_register_words:
         return None  # encoded CFA offsets, RA padding, register words: the general path
-    start = _initial_state(initial, code_align, data_align, arch, big_endian)
+    start = initial_state(initial, code_align, data_align, arch, big_endian)
     if start is None:
         return None
     if compiled is not None:
@@ -99,7 +99,7 @@ def _shape_of(arch: Arch) -> Callable[[_State], FreShape | None]:
 
 
 @lru_cache(maxsize=256)
-def _initial_state(initial: bytes, code_align: int, data_align: int, arch: Arch,
+def initial_state(initial: bytes, code_align: int, data_align: int, arch: Arch,
                    big_endian: bool) -> _State | None:
     """The state after a CIE's initial instructions (advances there are ignored)."""
     empty: _State = (_NO_CFA, 0, None, None, False)

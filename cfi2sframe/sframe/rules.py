@@ -33,7 +33,7 @@ from .words import FLEX_PADDING, flex_control_fields, s390x_word_reg
 # named here too, where readers of SFrame look for them.
 __all__ = ["OUTERMOST", "RA_UNDEFINED", "DwarfExpr", "FrameRules", "Loc", "Recovery",
            "RuleFre", "Undefined", "as_loc", "opt_loc", "outermost", "rules_at",
-           "fre_rules", "expr_loc", "dwarf_rules"]
+           "fre_rules", "default_fre_rules", "expr_loc", "dwarf_rules"]
 
 
 def outermost(section: DecodedSection, fde: DecodedFde) -> bool:
@@ -51,12 +51,17 @@ def rules_at(section: DecodedSection, fde: DecodedFde, pc: int) -> FrameRules | 
 
 def fre_rules(section: DecodedSection, fde: DecodedFde, fre: DecodedFre) -> FrameRules:
     """The recovery rules one FRE encodes."""
+    if fde.flex and fre.offsets:
+        return _flex(section, fre, by_sframe_abi(section.abi))
+    return default_fre_rules(section, fre)
+
+
+def default_fre_rules(section: DecodedSection, fre: DecodedFre) -> FrameRules:
+    """``fre_rules`` of an FRE of a default (not FLEX) FDE."""
     arch = by_sframe_abi(section.abi)
     words = fre.offsets
     if not words:
         return FrameRules(None, None, RA_UNDEFINED)
-    if fde.flex:
-        return _flex(section, fre, arch)
     cfa = Loc(arch.fp if fre.base_fp else arch.sp, cfa_offset(words[0], arch), False)
     if not arch.tracks_ra:  # AMD64: FP in the second word, RA at the fixed offset
         fp = Loc(None, words[1], True) if len(words) > 1 else None

@@ -1,0 +1,620 @@
+/* verify's check in the compiled core: does the SFrame FDE covering a function give
+ * the rules its DWARF FDE gives, at every PC?  ``analysis/compare.py`` holds the full
+ * check (the reference, and what names a difference); these only ever answer "the
+ * same" or "not known here", and the caller runs the full check on the second.
+ *
+ * ``agree`` compares one function; ``verify_scan`` walks a linked file's .eh_frame and
+ * its .sframe index itself and compares every function covered by one SFrame FDE
+ * alone, so a file where all agree never builds an object per FDE.  The DWARF side is
+ * the fast path's replay (_core.c: CFA, FP, RA and the signed-RA bit; anything else
+ * is "not known"); the SFrame side the FREs as stored.  What a state or an FRE means
+ * is Python's answer, asked once per distinct one and kept as a value id
+ * (``compare._FastCheck``): this file compares ids and holds no rule of meaning.
+ * tests/differential/test_core_verify.py holds both equal to the full check.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_core.h"
+
+/* A step function over [0, size) as verify compares one: (start, value id) pairs,
+ * strictly increasing starts, no two neighbours with one id, the first at 0. */
+typedef struct {
+    int64_t *at;
+    long *id;
+    Py_ssize_t n, cap;
+} Steps;
+
+static int steps_push(Steps *st, int64_t at, long id) {
+    if (st->n && st->id[st->n - 1] == id) return 1;
+    if (st->n && st->at[st->n - 1] == at) {
+        st->id[st->n - 1] = id;  /* the earlier step covered nothing */
+        if (st->n > 1 && st->id[st->n - 2] == id) st->n--;
+        return 1;
+    }
+    if (st->n == st->cap) {
+        Py_ssize_t cap = st->cap ? 2 * st->cap : 16;
+        int64_t *at_more = PyMem_Realloc(st->at, (size_t)cap * sizeof *at_more);
+        if (!at_more) { PyErr_NoMemory(); return 0; }
+        st->at = at_more;
+        long *id_more = PyMem_Realloc(st->id, (size_t)cap * sizeof *id_more);
+        if (!id_more) { PyErr_NoMemory(); return 0; }
+        st->id = id_more;
+        st->cap = cap;
+    }
+    st->at[st->n] = at;
+    st->id[st->n] = id;
+    st->n++;
+    return 1;
+}
+
+static int steps_equal(const Steps *a, const Steps *b) {
+    if (a->n != b->n) return 0;
+    for (Py_ssize_t i = 0; i < a->n; i++)
+        if (a->at[i] != b->at[i] || a->id[i] != b->id[i]) return 0;
+    return 1;
+}
+
+static void steps_free(Steps *st) {
+    PyMem_Free(st->at);
+    PyMem_Free(st->id);
+    st->at = NULL;
+    st->id = NULL;
+    st->n = st->cap = 0;
+}
+
+/* The id of ``key`` in ``ids``, else asked of ``id_of`` (and kept): >= 0, or -1 where
+ * the answer is None (no fast answer), or -2 with a Python error set. */
+static long id_for(PyObject *ids, PyObject *id_of, PyObject *key) {
+    PyObject *found = PyDict_GetItemWithError(ids, key);  /* borrowed */
+    if (!found) {
+        if (PyErr_Occurred()) return -2;
+        PyObject *made = PyObject_CallOneArg(id_of, key);
+        if (!made || PyDict_SetItem(ids, key, made) < 0) { Py_XDECREF(made); return -2; }
+        Py_DECREF(made);
+        found = PyDict_GetItemWithError(ids, key);
+        if (!found) return -2;
+    }
+    if (found == Py_None) return -1;
+    long id = PyLong_AsLong(found);
+    if (id == -1 && PyErr_Occurred()) return -2;
+    return id < 0 ? -1 : id;
+}
+
+typedef struct {
+    Steps *steps;
+    PyObject *ids, *id_of;
+    int64_t size;
+} StepCtx;
+
+static int emit_step(void *raw, int64_t at, const State *s) {
+    StepCtx *ctx = raw;
+    if (at >= ctx->size) return 1;  /* rows past the function are not compared */
+    PyObject *key = state_key(s);
+    if (!key) return -1;
+    long id = id_for(ctx->ids, ctx->id_of, key);
+    Py_DECREF(key);
+    if (id == -2) return -1;
+    if (id == -1) return 0;
+    return steps_push(ctx->steps, at, id) ? 1 : -1;
+}
+
+/* The DWARF side: the rows of ``body`` from ``start`` as steps over [0, size).
+ * 1 done, 0 not known, -1 error. */
+static int dwarf_steps(const uint8_t *body, Py_ssize_t len, State start, const Params *p,
+                       int64_t size, PyObject *states, PyObject *state_of, long none_id,
+                       Steps *out) {
+    out->n = 0;
+    if (!steps_push(out, 0, none_id)) return -1;
+    StepCtx ctx = {out, states, state_of, size};
+    return replay(body, len, start, p, emit_step, &ctx);
+}
+
+/* agree(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian, size,
+ *       states, state_of, fres, fre_ids, fre_id_of, none_id) -> bool
+ * One DWARF FDE (a CIE's state ``start``, then ``body``) against the FREs of the one
+ * SFrame FDE covering it (``DecodedFre``s; each keyed by (info, words) in
+ * ``fre_ids``): True where they give the same value at every PC of [0, size). */
+PyObject *agree(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer body;
+    PyObject *start, *states, *state_of, *fres, *fre_ids, *fre_id_of;
+    Params p;
+    State s;
+    long long size;
+    long none_id;
+    if (!PyArg_ParseTuple(args, "y*OLLLLLppLO!OO!O!Ol", &body, &start, &p.code_align,
+                          &p.data_align, &p.sp, &p.fp, &p.ra, &p.tracks_ra, &p.big_endian,
+                          &size, &PyDict_Type, &states, &state_of, &PyTuple_Type, &fres,
+                          &PyDict_Type, &fre_ids, &fre_id_of, &none_id))
+        return NULL;
+    Steps dwarf = {0}, sframe = {0};
+    PyObject *out = NULL;
+    int known = 0;
+    if (!read_state(start, &s)) goto done;
+    int replayed = dwarf_steps(body.buf, body.len, s, &p, size, states, state_of, none_id,
+                               &dwarf);
+    if (replayed < 0) goto done;
+    if (replayed == 0) goto answer;
+    if (!steps_push(&sframe, 0, none_id)) goto done;
+    int64_t last = -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fres); i++) {
+        PyObject *fre = PyTuple_GET_ITEM(fres, i);
+        if (!PyTuple_Check(fre) || PyTuple_GET_SIZE(fre) < 6) {
+            PyErr_SetString(PyExc_TypeError, "an FRE must be a DecodedFre");
+            goto done;
+        }
+        long long at = PyLong_AsLongLong(PyTuple_GET_ITEM(fre, 0));
+        if (at == -1 && PyErr_Occurred()) goto done;
+        if (at <= last) goto answer;  /* out of order: the full check decides */
+        last = at;
+        if (at >= size) continue;
+        PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(fre, 5), PyTuple_GET_ITEM(fre, 2));
+        if (!key) goto done;
+        long id = id_for(fre_ids, fre_id_of, key);
+        Py_DECREF(key);
+        if (id == -2) goto done;
+        if (id == -1) goto answer;
+        if (!steps_push(&sframe, at, id)) goto done;
+    }
+    known = steps_equal(&dwarf, &sframe);
+answer:
+    out = known ? Py_True : Py_False;
+    Py_INCREF(out);
+done:
+    PyBuffer_Release(&body);
+    steps_free(&dwarf);
+    steps_free(&sframe);
+    return out;
+}
+
+/* ---- verify_scan -------------------------------------------------------------- */
+
+/* One SFrame FDE as the scan needs it. */
+typedef struct {
+    int64_t start, size;
+    Py_ssize_t fres, count, index;  /* first FRE's offset in the section, FRE count */
+    int addr_size, usable;          /* usable: PC-increment, not FLEX, with FREs */
+} SfFde;
+
+static int by_start(const void *x, const void *y) {
+    const SfFde *a = x, *b = y;
+    if (a->start != b->start) return a->start < b->start ? -1 : 1;
+    if (a->size != b->size) return a->size < b->size ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* A parsed CIE: what the replay and the FDEs need of it. */
+typedef struct {
+    Py_ssize_t at;
+    int64_t code_align, data_align, ra;
+    int fde_encoding, augmented, start_ok;
+    State start;  /* the state after its initial instructions, if start_ok */
+} CieInfo;
+
+typedef struct {
+    const uint8_t *d;
+    Py_ssize_t end;
+    int big;
+} Bytes;
+
+static int get_uint(const Bytes *b, Py_ssize_t pos, int size, uint64_t *out) {
+    if (pos < 0 || size > b->end - pos) return 0;
+    *out = read_uint(b->d + pos, size, b->big);
+    return 1;
+}
+
+/* LEB128 within [pos, limit); 0 where it runs past or does not fit 64 bits. */
+static int get_leb(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int is_signed,
+                   int64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    uint8_t byte;
+    do {
+        if (*pos >= limit) return 0;
+        byte = b->d[(*pos)++];
+        if (shift >= 63 && (byte & 0x7f) > (shift == 63 ? 1 : 0)) return 0;
+        if (shift < 64) result |= (uint64_t)(byte & 0x7f) << shift;
+        shift += 7;
+    } while (byte & 0x80);
+    if (is_signed && (byte & 0x40) && shift < 64) result |= ~(uint64_t)0 << shift;
+    if (!is_signed && result > (uint64_t)INT64_MAX) return 0;
+    *out = (int64_t)result;
+    return 1;
+}
+
+/* The size of a pointer in ``encoding``'s format (skipped, not read); 0: not known. */
+static int pointer_skip(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int encoding,
+                        int address_size) {
+    int64_t ignored;
+    switch (encoding & 0x0f) {
+    case 0x00: *pos += address_size; break;
+    case 0x01: return get_leb(b, pos, limit, 0, &ignored);
+    case 0x09: return get_leb(b, pos, limit, 1, &ignored);
+    case 0x02: case 0x0a: *pos += 2; break;
+    case 0x03: case 0x0b: *pos += 4; break;
+    case 0x04: case 0x0c: *pos += 8; break;
+    default: return 0;
+    }
+    return *pos <= limit;
+}
+
+/* An FDE's pointer as ``dwarf/cfi._Reader.pointer`` reads it, fixed formats only and
+ * absolute or PC-relative: anything else is left to it (0). */
+static int pointer_read(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int encoding,
+                        int address_size, uint64_t base, uint64_t mask, uint64_t *out) {
+    int app = encoding & 0xf0, size;
+    if (app != 0x00 && app != 0x10) return 0;
+    switch (encoding & 0x0f) {
+    case 0x00: size = address_size; break;
+    case 0x02: case 0x0a: size = 2; break;
+    case 0x03: case 0x0b: size = 4; break;
+    case 0x04: case 0x0c: size = 8; break;
+    default: return 0;
+    }
+    uint64_t value;
+    if (*pos + size > limit || !get_uint(b, *pos, size, &value)) return 0;
+    if ((encoding & 0x08) && size < 8 && (value >> (8 * size - 1)) & 1)
+        value |= ~(uint64_t)0 << (8 * size);  /* signed formats */
+    if (app == 0x10) value += base + (uint64_t)*pos;
+    *pos += size;
+    *out = value & mask;
+    return 1;
+}
+
+typedef struct { State s; int have; } Capture;
+
+static int capture(void *raw, int64_t Py_UNUSED(at), const State *s) {
+    Capture *c = raw;
+    c->s = *s;
+    c->have = 1;
+    return 1;
+}
+
+/* A CIE of .eh_frame from its body (``pos``, after the CIE id) to ``end``, as
+ * ``dwarf/cfi._parse_cie`` reads it; 0 where that would fail or differ. */
+static int parse_cie(const Bytes *b, Py_ssize_t pos, Py_ssize_t end, int address_size,
+                     const Params *arch, CieInfo *cie) {
+    if (pos + 1 > end) return 0;
+    int version = b->d[pos++];
+    const uint8_t *nul = memchr(b->d + pos, 0, (size_t)(end - pos));
+    if (!nul) return 0;
+    const char *aug = (const char *)(b->d + pos);
+    Py_ssize_t aug_len = (const uint8_t *)nul - (b->d + pos);
+    pos += aug_len + 1;
+    int has_eh = 0;
+    for (Py_ssize_t i = 0; i + 1 < aug_len; i++)
+        if (aug[i] == 'e' && aug[i + 1] == 'h') has_eh = 1;
+    if (has_eh) pos += address_size;
+    if (pos > end) return 0;
+    if (!get_leb(b, &pos, end, 0, &cie->code_align)) return 0;
+    if (!get_leb(b, &pos, end, 1, &cie->data_align)) return 0;
+    if (version == 1) {
+        if (pos + 1 > end) return 0;
+        cie->ra = b->d[pos++];
+    } else if (!get_leb(b, &pos, end, 0, &cie->ra)) {
+        return 0;
+    }
+    cie->fde_encoding = 0;  /* absptr */
+    cie->augmented = aug_len > 0 && aug[0] == 'z';
+    if (cie->augmented) {
+        int64_t data_len;
+        if (!get_leb(b, &pos, end, 0, &data_len) || data_len > end - pos) return 0;
+        Py_ssize_t data_end = pos + (Py_ssize_t)data_len;
+        for (Py_ssize_t i = 1; i < aug_len; i++) {
+            if (aug[i] == 'R' || aug[i] == 'L') {
+                if (pos + 1 > data_end) return 0;
+                if (aug[i] == 'R') cie->fde_encoding = b->d[pos];
+                pos++;
+            } else if (aug[i] == 'P') {
+                if (pos + 1 > data_end) return 0;
+                int encoding = b->d[pos++] & 0x7f;
+                if (!pointer_skip(b, &pos, data_end, encoding, address_size)) return 0;
+            }
+        }
+        pos = data_end;
+    } else if (!(aug_len == 0 || (aug_len == 2 && aug[0] == 'e' && aug[1] == 'h'))) {
+        return 0;
+    }
+    if (pos > end) return 0;
+    /* The initial instructions' state, as ``fastpath.initial_state`` (no such state:
+     * the FDEs of this CIE are left to the full check). */
+    State empty = {NO_CFA, 0, 0, 0, 0, 0, 0, 0};
+    Params p = *arch;
+    p.code_align = cie->code_align;
+    p.data_align = cie->data_align;
+    Capture c = {empty, 0};
+    int done = replay(b->d + pos, end - pos, empty, &p, capture, &c);
+    if (done < 0) return -1;
+    cie->start = c.have ? c.s : empty;
+    cie->start_ok = done == 1;
+    return 1;
+}
+
+/* The SFrame side of one FDE as steps over [0, size): each FRE's (info, words) bytes
+ * keyed in ``fre_ids``.  1 done, 0 not known, -1 error. */
+static int sframe_steps(const Bytes *sf, const SfFde *fde, int64_t size, PyObject *table,
+                        PyObject *fre_ids, PyObject *fre_id_of, long none_id, Steps *out) {
+    out->n = 0;
+    if (!steps_push(out, 0, none_id)) return -1;
+    Py_ssize_t pos = fde->fres;
+    int64_t last = -1;
+    for (Py_ssize_t n = 0; n < fde->count; n++) {
+        uint64_t at;
+        if (!get_uint(sf, pos, fde->addr_size, &at) || pos + fde->addr_size + 1 > sf->end)
+            return 0;
+        uint8_t info = sf->d[pos + fde->addr_size];
+        PyObject *entry = PyTuple_GET_ITEM(table, info);
+        long words = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
+        long width = PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
+        if (PyErr_Occurred()) return -1;
+        Py_ssize_t tail = 1 + words * width;
+        if (!width || pos + fde->addr_size + tail > sf->end) return 0;
+        if ((int64_t)at <= last) return 0;  /* out of order: the full check decides */
+        last = (int64_t)at;
+        if ((int64_t)at < size) {
+            PyObject *key = PyBytes_FromStringAndSize(
+                (const char *)sf->d + pos + fde->addr_size, tail);
+            if (!key) return -1;
+            long id = id_for(fre_ids, fre_id_of, key);
+            Py_DECREF(key);
+            if (id == -2) return -1;
+            if (id == -1) return 0;
+            if (!steps_push(out, (int64_t)at, id)) return -1;
+        }
+        pos += fde->addr_size + tail;
+    }
+    return 1;
+}
+
+/* Every FDE of the index, checked as ``decode.FdeTable``/``_Reader`` check them (any
+ * failure: 0, and the Python reader reports it), its FREs' bounds too. */
+static int read_index(const Bytes *sf, PyObject *index, PyObject *layout, PyObject *table,
+                      SfFde **out, Py_ssize_t *count) {
+    Py_ssize_t fde_start, entry, n, fre_start, fre_end, num_fres;
+    int version, pcrel;
+    unsigned long long address;
+    int type_mask, pc_mask_bit, attr_size;
+    PyObject *unused_masks, *addr_sizes;
+    long fde_type_mask, flex_type, unused;
+    if (!PyArg_ParseTuple(index, "nnnipKnnn", &fde_start, &entry, &n, &version, &pcrel,
+                          &address, &fre_start, &fre_end, &num_fres))
+        return -1;
+    if (!PyArg_ParseTuple(layout, "iiO!llO!i", &type_mask, &pc_mask_bit, &PyTuple_Type,
+                          &unused_masks, &fde_type_mask, &flex_type, &PyTuple_Type,
+                          &addr_sizes, &attr_size))
+        return -1;
+    if ((version != 2 && version != 3) || PyTuple_GET_SIZE(unused_masks) <= version ||
+        PyTuple_GET_SIZE(table) != 256 || n < 0 || fde_start < 0 ||
+        fre_start < 0 || fre_end > sf->end || fre_start > fre_end ||
+        entry < (version == 3 ? 16 : 20) || n > (sf->end - fde_start) / entry)
+        return 0;
+    unused = PyLong_AsLong(PyTuple_GET_ITEM(unused_masks, version));
+    if (unused == -1 && PyErr_Occurred()) return -1;
+    SfFde *fdes = PyMem_New(SfFde, n > 0 ? n : 1);
+    if (!fdes) { PyErr_NoMemory(); return -1; }
+    Py_ssize_t total = 0;
+    Bytes fre_bytes = {sf->d, fre_end, sf->big};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t pos = fde_start + i * entry;
+        uint64_t raw, size, fre_off, cnt = 0, info = 0, info2 = 0, rep = 0;
+        Py_ssize_t first;
+        if (version == 3) {
+            get_uint(sf, pos, 8, &raw);
+            get_uint(sf, pos + 8, 4, &size);
+            get_uint(sf, pos + 12, 4, &fre_off);
+            Py_ssize_t attr = fre_start + (Py_ssize_t)fre_off;
+            if (attr + attr_size > fre_end) goto bad;
+            get_uint(sf, attr, 2, &cnt);
+            info = sf->d[attr + 2];
+            info2 = sf->d[attr + 3];
+            rep = sf->d[attr + 4];
+            if ((long)(info2 & (uint64_t)fde_type_mask) > flex_type ||
+                (info2 & ~(uint64_t)fde_type_mask))
+                goto bad;
+            first = attr + attr_size;
+        } else {
+            get_uint(sf, pos, 4, &raw);
+            if (raw >> 31) raw |= ~(uint64_t)0 << 32;  /* a signed 32-bit start */
+            get_uint(sf, pos + 4, 4, &size);
+            get_uint(sf, pos + 8, 4, &fre_off);
+            get_uint(sf, pos + 12, 4, &cnt);
+            info = sf->d[pos + 16];
+            rep = sf->d[pos + 17];
+            first = fre_start + (Py_ssize_t)fre_off;
+            if (cnt && !(first < fre_end)) goto bad;
+        }
+        if (info & (uint64_t)unused) goto bad;
+        int fre_type = (int)(info & (uint64_t)type_mask);
+        if (fre_type >= PyTuple_GET_SIZE(addr_sizes)) goto bad;
+        int addr_size = (int)PyLong_AsLong(PyTuple_GET_ITEM(addr_sizes, fre_type));
+        if (addr_size <= 0) goto bad;
+        int pc_mask = (info & (uint64_t)pc_mask_bit) != 0;
+        if (pc_mask && !rep) goto bad;
+        int flex = version == 3 && (long)(info2 & (uint64_t)fde_type_mask) == flex_type;
+        SfFde *f = &fdes[i];
+        uint64_t begins = address + raw + (pcrel ? (uint64_t)pos : 0);
+        if (begins >> 62 || size >> 32) goto bad;  /* far addresses: the Python reader */
+        f->start = (int64_t)begins;
+        f->size = (int64_t)size;
+        f->fres = first;
+        f->count = (Py_ssize_t)cnt;
+        f->index = i;
+        f->addr_size = addr_size;
+        f->usable = !pc_mask && !flex && cnt > 0;
+        /* Every FRE within the sub-section, as the decoder requires. */
+        Py_ssize_t at = first;
+        for (uint64_t k = 0; k < cnt; k++) {
+            if (at + addr_size + 1 > fre_end) goto bad;
+            PyObject *e = PyTuple_GET_ITEM(table, fre_bytes.d[at + addr_size]);
+            long words = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
+            long width = PyLong_AsLong(PyTuple_GET_ITEM(e, 2));
+            if (PyErr_Occurred()) { PyMem_Free(fdes); return -1; }
+            if (!width || (flex && PyTuple_GET_ITEM(e, 0) != Py_True)) goto bad;
+            at += addr_size + 1 + words * width;
+            if (at > fre_end) goto bad;
+        }
+        total += (Py_ssize_t)cnt;
+    }
+    if (total != num_fres) goto bad;
+    *out = fdes;
+    *count = n;
+    return 1;
+bad:
+    PyMem_Free(fdes);
+    return 0;
+}
+
+/* verify_scan(eh, eh_address, address_size, big_endian, sframe, index, layout, arch,
+ *             table, states, state_of, fre_ids, fre_id_of)
+ * -> (checked, used, todo), or None.
+ * ``eh``: a linked file's .eh_frame at ``eh_address``; ``sframe``: its .sframe, with
+ * ``index`` = (FDE table offset, entry size, FDE count, version, PC-relative starts,
+ * section address, FRE sub-section start and end, header FRE count) as
+ * ``decode.FdeTable`` read them; ``layout`` the FDE info fields' masks (words.py);
+ * ``arch`` = (sp, fp, ra, tracks_ra).  ``checked``: functions found the same;
+ * ``used``: one byte per SFrame FDE, 1 where such a function used it; ``todo``: the
+ * .eh_frame offsets of the FDEs left to the full check.  None: anything in either
+ * section out of the ordinary (the Python readers then report it or read it). */
+PyObject *verify_scan(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer eh, sf;
+    unsigned long long eh_address;
+    int address_size, big;
+    PyObject *index, *layout, *arch, *table, *states, *state_of, *fre_ids, *fre_id_of;
+    if (!PyArg_ParseTuple(args, "y*Kipy*O!O!O!O!O!OO!O", &eh, &eh_address, &address_size,
+                          &big, &sf, &PyTuple_Type, &index, &PyTuple_Type, &layout,
+                          &PyTuple_Type, &arch, &PyTuple_Type, &table, &PyDict_Type,
+                          &states, &state_of, &PyDict_Type, &fre_ids, &fre_id_of))
+        return NULL;
+    PyObject *out = NULL, *todo = NULL, *used = NULL;
+    SfFde *fdes = NULL;
+    CieInfo *cies = NULL;
+    Py_ssize_t nfdes = 0, ncies = 0, cap_cies = 0, checked = 0;
+    Steps dwarf = {0}, sframe = {0};
+    Params p = {0, 0, 0, 0, 0, 0, big};
+    long long sp, fp, ra;
+    int tracks_ra;
+    if (!PyArg_ParseTuple(arch, "LLLp", &sp, &fp, &ra, &tracks_ra)) goto done;
+    p.sp = sp; p.fp = fp; p.ra = ra; p.tracks_ra = tracks_ra;
+    if (address_size != 4 && address_size != 8) goto none;
+    Bytes sfb = {sf.buf, sf.len, big};
+    int got = read_index(&sfb, index, layout, table, &fdes, &nfdes);
+    if (got < 0) goto done;
+    if (got == 0) goto none;
+    qsort(fdes, (size_t)nfdes, sizeof *fdes, by_start);
+    todo = PyList_New(0);
+    used = PyByteArray_FromStringAndSize(NULL, nfdes);
+    if (!todo || !used) goto done;
+    char *used_at = PyByteArray_AS_STRING(used);
+    memset(used_at, 0, (size_t)nfdes);
+    const uint64_t mask = address_size == 8 ? ~(uint64_t)0 : 0xffffffffu;
+    Bytes b = {eh.buf, eh.len, big};
+    Py_ssize_t pos = 0, size = eh.len;
+    while (pos + 4 <= size) {
+        Py_ssize_t start = pos;
+        uint64_t length, ident;
+        get_uint(&b, pos, 4, &length);
+        pos += 4;
+        if (length == 0xffffffffu) goto none;  /* 64-bit DWARF: the Python walker */
+        if (length == 0) {  /* zero terminators, then the word of the next non-zero byte */
+            Py_ssize_t next = pos;
+            while (next < size && !b.d[next]) next++;
+            pos += (next - pos) / 4 * 4;
+            continue;
+        }
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        if ((Py_ssize_t)length > size - pos || pos + 4 > end) goto none;
+        get_uint(&b, pos, 4, &ident);
+        Py_ssize_t body = pos + 4;
+        if (ident == 0) {  /* a CIE */
+            if (ncies == cap_cies) {
+                cap_cies = cap_cies ? 2 * cap_cies : 16;
+                CieInfo *more = PyMem_Realloc(cies, (size_t)cap_cies * sizeof *more);
+                if (!more) { PyErr_NoMemory(); goto done; }
+                cies = more;
+            }
+            CieInfo *cie = &cies[ncies];
+            cie->at = start;
+            int parsed = parse_cie(&b, body, end, address_size, &p, cie);
+            if (parsed < 0) goto done;
+            if (!parsed) goto none;
+            ncies++;
+            pos = end;
+            continue;
+        }
+        /* An FDE: its CIE, met before it (a later one: the Python walker). */
+        Py_ssize_t cie_at = pos - (Py_ssize_t)ident;
+        Py_ssize_t lo = 0, hi = ncies;
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi) / 2;
+            if (cies[mid].at < cie_at) lo = mid + 1; else hi = mid;
+        }
+        if (lo == ncies || cies[lo].at != cie_at) goto none;
+        const CieInfo *cie = &cies[lo];
+        Py_ssize_t at = body;
+        uint64_t pc, range;
+        if (!pointer_read(&b, &at, end, cie->fde_encoding, address_size,
+                          eh_address, mask, &pc) ||
+            !pointer_read(&b, &at, end, cie->fde_encoding & 0x0f, address_size, 0, mask,
+                          &range))
+            goto none;
+        if (cie->augmented) {
+            int64_t aug;
+            if (!get_leb(&b, &at, end, 0, &aug) || aug > end - at) goto none;
+            at += (Py_ssize_t)aug;
+        }
+        pos = end;
+        /* The SFrame FDE starting at pc, alone there (``compare._Verifier.alone``). */
+        int fast = 0;
+        lo = 0; hi = nfdes;
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi) / 2;
+            if ((uint64_t)fdes[mid].start < pc) lo = mid + 1; else hi = mid;
+        }
+        const SfFde *f = lo < nfdes ? &fdes[lo] : NULL;
+        if (f && (uint64_t)f->start == pc && f->usable && range > 0 &&
+            range < ((uint64_t)1 << 62) && (uint64_t)f->size >= range &&
+            cie->ra == ra && cie->start_ok &&
+            !(lo > 0 && fdes[lo - 1].start + fdes[lo - 1].size > f->start) &&
+            !(lo + 1 < nfdes && (uint64_t)fdes[lo + 1].start < pc + range)) {
+            Params fp_ = p;
+            fp_.code_align = cie->code_align;
+            fp_.data_align = cie->data_align;
+            int d = dwarf_steps(b.d + at, end - at, cie->start, &fp_, (int64_t)range,
+                                states, state_of, 0, &dwarf);
+            if (d < 0) goto done;
+            if (d == 1) {
+                int s = sframe_steps(&sfb, f, (int64_t)range, table, fre_ids, fre_id_of, 0,
+                                     &sframe);
+                if (s < 0) goto done;
+                fast = s == 1 && steps_equal(&dwarf, &sframe);
+            }
+        }
+        if (fast) {
+            checked++;
+            used_at[f->index] = 1;
+        } else {
+            PyObject *offset = PyLong_FromSsize_t(start);
+            if (!offset || PyList_Append(todo, offset) < 0) { Py_XDECREF(offset); goto done; }
+            Py_DECREF(offset);
+        }
+    }
+    out = Py_BuildValue("(nOO)", checked, used, todo);
+    goto done;
+none:
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    Py_XDECREF(todo);
+    Py_XDECREF(used);
+    PyMem_Free(fdes);
+    PyMem_Free(cies);
+    steps_free(&dwarf);
+    steps_free(&sframe);
+    PyBuffer_Release(&eh);
+    PyBuffer_Release(&sf);
+    return out;
+}
