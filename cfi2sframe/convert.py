@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .arch import as_arch, by_sframe_abi
 from .arch.base import Arch
@@ -290,14 +290,17 @@ class ElfConversion(Conversion):
         def build(address: int) -> bytes:
             return self.image.to_bytes(address, lambda func: func.start, self.source)
 
+        # The new file is the writer's bytearray, read as bytes from here on (as a
+        # memory-mapped input is): a copy into bytes would hold a large file twice.
         if self.replace:
             with decoding(self.source):
                 done = replace_in_place(self.data, build, self.source)
             if done is not None:
-                return done
+                return cast("bytes", done)
         with decoding(self.source):
-            return add_loadable_sframe(self.data, self.image.size, build, self.source,
-                                       self.replace, self.old_kernels, self.append_only)[0]
+            return cast("bytes", add_loadable_sframe(
+                self.data, self.image.size, build, self.source, self.replace,
+                self.old_kernels, self.append_only)[0])
 
 
 def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
@@ -539,10 +542,10 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
         from .elf.read import open_elf
 
         with decoding(path):
-            open_elf(payload if isinstance(payload, bytes) else b"", "rewritten file")
+            open_elf(payload if not isinstance(payload, str) else b"", "rewritten file")
     else:
         check_rewritten(path, payload, limits)
-    if not isinstance(payload, bytes):  # check_rewritten refuses anything else
+    if isinstance(payload, str):  # check_rewritten refuses anything else
         raise TypeError("an ELF rewrite is bytes")
     rewrite(path, data, read_stat, payload, preserve_dates)
     return payload

@@ -566,7 +566,7 @@ def check_rewritten(display: str, payload: bytes | str,
                     limits: Limits = DEFAULT_LIMITS) -> None:
     """Verify a rewritten ELF file against its own CFI before it replaces the input
     (``--in-place``): an error, and the input stays as it was, unless it verifies."""
-    if not isinstance(payload, bytes):
+    if isinstance(payload, str):
         raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
     result, _ = verify_elf(display, payload, limits)
     if not result.ok or result.extra:

@@ -234,7 +234,7 @@ def _tail_start(view: ElfView, segments: list[Segment],
 
 def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], where: str,
                         replace: bool = False, old_kernels: OldKernels = "keep",
-                        append_only: bool = False) -> tuple[bytes, int]:
+                        append_only: bool = False) -> tuple[bytearray, int]:
     """The linked ELF64 ``data`` with a ``size``-byte ``.sframe`` added; returns
     (file, section address).  ``build(address)`` gives the section placed there.
 
@@ -286,8 +286,9 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
 
-    out = bytearray(place.end)
-    out[: place.cut] = data[: place.cut]
+    # One copy of the input: a slice assignment into a bytearray copies its source first.
+    out = bytearray(memoryview(data)[: place.cut])
+    out += bytes(place.end - place.cut)
     out[place.cut : place.cut + len(names)] = names
     headers = [bytearray(data[s.header_at : s.header_at + SHDR_SIZE]) for s in view.sections]
     struct.pack_into(order + "QQ", headers[shstrndx], 24, place.cut, len(names))
@@ -310,7 +311,7 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     struct.pack_into(order + "QQ", out, 0x20, place.phdrs_at, place.shdrs_at)
     struct.pack_into(order + "H", out, 0x38, phnum)
     struct.pack_into(order + "H", out, 0x3C, len(headers))
-    return bytes(out), place.sframe_address
+    return out, place.sframe_address  # not bytes(out): a second copy of the file
 
 
 def _program_headers(view: ElfView, segments: list[Segment], place: Placement, size: int,
@@ -349,7 +350,7 @@ def _program_headers(view: ElfView, segments: list[Segment], place: Placement, s
     return b"".join(rows)
 
 
-def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> bytes | None:
+def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> bytearray | None:
     """``data`` with its ``.sframe`` contents replaced where they are, or None when the
     new section is larger than the old one, no ``PT_GNU_SFRAME`` describes it, or an
     earlier conversion of ours added it (``add_loadable_sframe`` places that again).
@@ -374,4 +375,4 @@ def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> 
     out[old.offset : old.offset + old.size] = sframe + bytes(old.size - len(sframe))
     struct.pack_into(order + "Q", out, old.header_at + 32, len(sframe))
     struct.pack_into(order + "QQ", out, segment_at + 32, len(sframe), len(sframe))
-    return bytes(out)
+    return out
