@@ -20,6 +20,7 @@ from .kinds import Kind, refuse_unreadable
 # which ELF input never needs.
 if TYPE_CHECKING:
     from .analysis.assembler import Disagreement
+    from .analysis.compare import VerifyResult
     from .dwarf.cfi import Cfi
     from .elf.linked import OldKernels
     from .frontend.timelines import AsmUnit
@@ -517,6 +518,22 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     run = start_probe(text, source, target.comment_chars,
                       runner, include_dir)
     return convert_probe(run, target, runner, version, flex)
+
+
+def verify_as_converted(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS
+                        ) -> tuple[VerifyResult, int] | None:
+    """``verify`` of the file ``cfi2sframe FILE --in-place`` would write from an ELF file
+    without ``.sframe``, made in memory (``verify_elf``'s result and ABI id); None when
+    it would write no section (nothing SFrame can describe)."""
+    from .analysis.compare import verify_elf
+
+    conversion = convert_file(path, data, limits=limits)
+    if conversion.empty or not isinstance(conversion, ElfConversion):
+        return None
+    payload = conversion.output(conversion.rewrite_form)
+    if isinstance(payload, str):
+        return None
+    return verify_elf(path, payload, limits)
 
 
 def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,

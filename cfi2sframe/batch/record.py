@@ -21,6 +21,7 @@ from ..errors import Cfi2SframeError, DecodeError
 from ..kinds import AR_MAGIC, ELF_MAGIC, Kind, input_kind, refuse_unreadable
 
 if TYPE_CHECKING:
+    from ..analysis.compare import VerifyResult
     from ..dwarf.cfi import Cfi
     from ..elf.read import ElfView
     from ..macho.read import MachoView
@@ -34,7 +35,7 @@ Command = Literal["stats", "verify", "convert"]
 STATUSES = {
     "ok": "done",
     "no-cfi": "an ELF file without .eh_frame, .debug_frame or .sframe",
-    "no-sframe": "(verify) an ELF file without .sframe: nothing to check",
+    "no-sframe": "(verify) an ELF file without .sframe, and nothing SFrame can describe",
     "has-sframe": "(conversion) kept as it is: it has .sframe (--replace regenerates it)",
     "object-kept": "(conversion) a relocatable object, kept as it is (--objects converts "
                    "objects too)",
@@ -191,7 +192,7 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
     if cfi is not None and checked:
         _verify(record, path, data, task.limits, cfi)
     elif task.command == "verify" and ".sframe" not in names:
-        record["status"] = "no-sframe"
+        _verify_made(record, path, data, task.limits)
 
 
 def _fill_macho(record: dict[str, Any], path: str, data: bytes, task: Task) -> None:
@@ -360,7 +361,23 @@ def _verify(record: dict[str, Any], path: str, data: bytes, limits: Limits,
     """Check the file's own .sframe against its DWARF CFI."""
     from ..analysis.compare import verify_elf
 
-    result, _ = verify_elf(path, data, limits, cfi)
+    _record_verify(record, verify_elf(path, data, limits, cfi)[0])
+
+
+def _verify_made(record: dict[str, Any], path: str, data: bytes, limits: Limits) -> None:
+    """A file without .sframe: the file --in-place would write, made in memory and
+    checked (as ``verify FILE`` does); status no-sframe when it would write none."""
+    from ..convert import verify_as_converted
+
+    made = verify_as_converted(path, data, limits)
+    if made is None:
+        record["status"] = "no-sframe"
+        return
+    _record_verify(record, made[0])
+    record["verify"]["made"] = True
+
+
+def _record_verify(record: dict[str, Any], result: VerifyResult) -> None:
     record["verify"] = {"ok": result.ok, "checked": result.checked,
                         "mismatches": len(result.mismatches), "missing": len(result.missing),
                         "extra": len(result.extra), "unevaluated": len(result.unevaluated),

@@ -37,6 +37,7 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         check = record.get("verify")
         if check:
             verified["files"] += 1
+            verified["made"] += bool(check.get("made"))
             verified["ok" if check["ok"] else "failed"] += 1
             verified["functions"] += check["checked"]
         versions.add(int(record.get("sframe_version") or 0))
@@ -97,7 +98,10 @@ def summary_table(summary: dict[str, Any], top: int = 8) -> str:
                                                          else "")))
     checked = summary["verified"]
     if checked:
-        rows.append(("verified", f"{checked.get('files', 0)} files with .sframe: "
+        made = checked.get("made", 0)
+        rows.append(("verified", f"{checked.get('files', 0)} files with .sframe"
+                                 + (f" ({made} without, as converted in memory)" if made
+                                    else "") + ": "
                                  f"{checked.get('ok', 0)} correct, "
                                  f"{checked.get('failed', 0)} not; "
                                  f"{checked.get('functions', 0)} functions checked"))

@@ -112,7 +112,7 @@ def _one(section: DecodedSection, runtime_pc: int, bias: int, where: str, as_jso
     fre = fde.fre_at(pc) if fde else None
     if fde is not None and outermost(section, fde):
         results.append({"pc": runtime_pc, "fde": fde.index,
-                        "function": fde.start_address, "size": fde.size,
+                        "function_start": fde.start_address, "size": fde.size,
                         "rules": "outermost"})
         if not as_json:
             print(f"{runtime_pc:#x}:{where} func idx [{fde.index}] pc = "
@@ -128,7 +128,7 @@ def _one(section: DecodedSection, runtime_pc: int, bias: int, where: str, as_jso
         return 1
     rules = fre_rules(section, fde, fre)
     fre_pc = fde.start_address + fre.start if not fde.pc_mask else fre.start
-    results.append({"pc": runtime_pc, "fde": fde.index, "function": fde.start_address,
+    results.append({"pc": runtime_pc, "fde": fde.index, "function_start": fde.start_address,
                     "size": fde.size, "fre_start": fre_pc, "rules": json_rules(rules)})
     if not as_json:
         mask = f" (PC mask, block {fde.rep_size})" if fde.pc_mask else ""

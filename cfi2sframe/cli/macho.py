@@ -115,7 +115,7 @@ def lookup(args: argparse.Namespace, data: bytes) -> int:
         start, encoding, personality, lsda = hit
         name = names.get(start, f"pc+{start:#x}")
         words = meaning(encoding, view, start)
-        results.append({"pc": pc, "function": start, "symbol": names.get(start),
+        results.append({"pc": pc, "function_start": start, "symbol": names.get(start),
                         "offset": pc - start, "encoding": encoding, "meaning": words,
                         "personality": personality, "lsda": lsda})
         if not args.json:

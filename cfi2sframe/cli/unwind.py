@@ -96,12 +96,12 @@ def _print(arch: Arch, frames: list[dict[int, int]], why: str, as_json: bool,
 
     def where(pc: int, depth: int) -> dict[str, object]:
         if module_of is None:
-            return {"function": None}
+            return {"text": None}
         module = module_of(pc, depth)
         if module is None:
-            return {"function": "?", "symbol": None, "offset": None, "module": None}
+            return {"text": "?", "symbol": None, "offset": None, "module": None}
         symbol, offset, name = module.place(pc)
-        return {"function": module.symbolize(pc), "symbol": symbol, "offset": offset,
+        return {"text": module.symbolize(pc), "symbol": symbol, "offset": offset,
                 "module": name}
 
     if as_json:
@@ -110,7 +110,7 @@ def _print(arch: Arch, frames: list[dict[int, int]], why: str, as_json: bool,
                           "stopped": why}, indent=1))
         return
     for depth, frame in enumerate(frames):
-        label = str(where(frame[PC], depth)["function"] or "")
+        label = str(where(frame[PC], depth)["text"] or "")
         print(f"#{depth:<3} pc {frame[PC]:#018x}  sp {frame[arch.sp]:#018x}  fp {fp(frame)}"
               + (f"  {label}" if label else ""))
     print(f"stopped: {why}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..analysis.compare import verify_elf
@@ -56,10 +57,12 @@ def verify_line(record: dict[str, Any]) -> str:
     if record["status"] == "no-cfi":
         return f"{record['path']}: no CFI to check against"
     if check is None:
-        why = "no .sframe" if record["status"] == "no-sframe" else "no DWARF CFI to check " \
-              "its .sframe against"
+        why = "no .sframe, and no function SFrame can describe" \
+            if record["status"] == "no-sframe" else "no DWARF CFI to check its .sframe against"
         return f"{record['path']}: not checked: {why}"
-    return (f"{record['path']}: {'ok' if check['ok'] else 'FAILED'}: {check['checked']} "
+    made = " (no .sframe: the file --in-place would write, made in memory)" \
+        if check.get("made") else ""
+    return (f"{record['path']}: {'ok' if check['ok'] else 'FAILED'}{made}: {check['checked']} "
             f"functions checked at every PC, {check['mismatches']} mismatches, "
             f"{check['missing']} without SFrame, {check['extra']} only in SFrame, "
             f"{check['layout']} layout problems")
@@ -94,11 +97,20 @@ def run(args: argparse.Namespace) -> int:
         return macho.verify(args.file, data, args.arch, args.quiet)
     if data[:4] == b"\x7fELF" and ".sframe" not in open_elf_file(args.file,
                                                                    data).section_names:
-        # As a run over many files says it (status no-sframe, not a failure): the
-        # same exit status for one file as for several.
-        print(f"{args.file}: not checked: no .sframe")
-        return 0
-    result, abi = verify_elf(args.file, data, limits=limits_of(args))
+        # As dump and lookup read such a file (and a run over many files checks it):
+        # the section cfi2sframe would write, made in memory.
+        from ..convert import verify_as_converted
+
+        made = verify_as_converted(args.file, data, limits_of(args))
+        if made is None:
+            print(f"{args.file}: not checked: no .sframe, and no function SFrame can "
+                  "describe")
+            return 0
+        print(f"{args.file}: note: no .sframe section; checked the file cfi2sframe "
+              "--in-place would write (made in memory)", file=sys.stderr)
+        result, abi = made
+    else:
+        result, abi = verify_elf(args.file, data, limits=limits_of(args))
     for problem in result.layout:
         print(f"{args.file}: bad layout: {problem.text} (header at {problem.at:#x})")
     for timeline, ranges in result.mismatches:

@@ -129,13 +129,13 @@ def test_lookup_finds_the_row_llvm_objdump_lists(zig_images: dict[str, Path],
         assert proc.returncode == 0, proc.stderr
         found = json.loads(proc.stdout)
         want = [(base + offset, encoding) for offset, encoding in rows] * 2
-        assert [(hit["function"], hit["encoding"]) for hit in found] == want
+        assert [(hit["function_start"], hit["encoding"]) for hit in found] == want
         names = _nm(image)
         by_name = {name: address for name, address in names.items()
                    if address - base in dict(rows)}
         assert len(by_name) > 100
         proc = cfi2sframe("lookup", "--json", str(image), *by_name, cwd=tmp_path)
-        assert [hit["function"] for hit in json.loads(proc.stdout)] == list(by_name.values())
+        assert [hit["function_start"] for hit in json.loads(proc.stdout)] == list(by_name.values())
         proc = cfi2sframe("lookup", str(image), f"{base + sentinel:#x}",
                           f"{base + entries[0][0] - 1:#x}", cwd=tmp_path)
         assert proc.returncode == 1 and proc.stderr.count("error: no row") == 2

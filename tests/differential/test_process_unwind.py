@@ -100,11 +100,11 @@ def test_unwind_with_maps_reproduces_gdbs_backtrace(programs, kind: str, tmp_pat
         walked = json.loads(proc.stdout)
         assert walked["stopped"].startswith("outermost frame"), walked["stopped"]
         frames = walked["frames"]
-        assert frames[-1]["function"].startswith("_start+"), frames[-1]
+        assert frames[-1]["text"].startswith("_start+"), frames[-1]
         # The same place as fields: symbol, offset in it, module (the program's file).
         last = frames[-1]
         assert (last["symbol"], Path(last["module"]).name) == ("_start", programs[kind].name)
-        assert last["function"] == f"_start+{last['offset']:#x} ({last['module']})"
+        assert last["text"] == f"_start+{last['offset']:#x} ({last['module']})"
         modules = modules_from_maps(str(maps), sframe_from_dwarf)
         regs = json.loads(snap.read_text())["regs"]
         for depth, (pc, name) in enumerate(want):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 import subprocess
 import sys
@@ -289,7 +290,7 @@ def test_lookup_names_functions_and_takes_their_names(tmp_path):
     assert all(f"pc = {work:#x}" in line for line in lines)
     proc = run("lookup", "--json", str(converted), "work+1")
     (record,) = json.loads(proc.stdout)
-    assert (record["pc"], record["symbol"], record["offset"], record["function"]) == (
+    assert (record["pc"], record["symbol"], record["offset"], record["function_start"]) == (
         work + 1, "work", 1, work)
     proc = run("lookup", str(converted), "no_such_function")
     assert proc.returncode == 1 and "neither an address" in proc.stderr
@@ -342,10 +343,20 @@ def test_files_without_sframe_dump_lookup_and_verify_alike(tmp_path):
         assert made.stdout == real.stdout
         assert made.stderr == (f"{program}: note: no .sframe section; this is the SFrame V3 "
                                "cfi2sframe makes from its .eh_frame (in memory)\n")
+    converted_v2 = tmp_path / "prog.v2"
+    assert run(str(program), "-w", "--emit", "elf", "-o", str(converted_v2)).returncode == 0
     one = run("verify", str(program))
-    many = run("verify", str(program), str(program), "-q")
-    assert one.returncode == many.returncode == 0, (one.stdout, many.stdout)
-    assert one.stdout == f"{program}: not checked: no .sframe\n"
+    real = run("verify", str(converted_v2))
+    twin = tmp_path / "twin"
+    shutil.copy(program, twin)
+    many = run("verify", str(program), str(twin), "--json")
+    assert one.returncode == real.returncode == many.returncode == 0, (one.stdout, many.stdout)
+    assert one.stdout.replace(str(program), "F") == real.stdout.replace(str(converted_v2), "F")
+    assert " 0 mismatches" in one.stdout and "functions checked at every PC" in one.stdout
+    assert one.stderr == (f"{program}: note: no .sframe section; checked the file cfi2sframe "
+                          "--in-place would write (made in memory)\n")
+    records = json.loads(many.stdout)["files"]
+    assert [r["verify"]["made"] and r["verify"]["ok"] for r in records] == [True, True]
 
 
 def test_address_places_a_raw_section_for_dump_and_lookup(tmp_path):
