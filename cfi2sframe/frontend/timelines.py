@@ -166,12 +166,37 @@ def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
     note = (f"{run.filename}:{first.line}: note: CFI directives inside .macro, .rept or "
             ".irp bodies: every function's CFI is read from the assembler's .eh_frame\n")
     cfi = read_elf_cfi(run.filename, obj)
-    # A function named by a symbol at its start is anchored to it (--emit asm).
-    timelines = tuple(replace(timeline, location=Location(run.filename), anchor=None if
-                              timeline.name.startswith(f"{timeline.section}+") else
-                              (timeline.name, 0))
-                      for timeline in cfi.timelines)
-    return AsmUnit(run.filename, run.text, timelines, (), obj), messages + note
+    view = open_elf(obj, "assembler output")
+    symbols = view.symbols()
+    places = probe_places(symbols, len(run.statements))
+    sections = {name: index for index, name in enumerate(view.section_names)}
+    # The source's own names: the probe labels are the object's too, and an untyped
+    # one can name a function whose symbol has no .type.
+    own: dict[tuple[int, int], str] = {}
+    for kinds in ((STT_FUNC,), (0,)):
+        for sym in symbols:
+            if sym.kind in kinds and sym.name and not sym.name.startswith((PROBE, ".L")) \
+                    and not is_mapping_symbol(sym.name):
+                own.setdefault((sym.shndx, sym.value), sym.name)
+    timelines = []
+    for timeline in cfi.timelines:
+        shndx, start, end = sections.get(timeline.section, -1), timeline.start, \
+            timeline.start + timeline.size
+        # The directives outside bodies have probes: (offset, line) of those in this
+        # function locate its problems (a body's, at the last one before them).
+        lines = sorted((place[1] - start, stmt.line)
+                       for stmt, place in zip(run.statements, places, strict=True)
+                       if place is not None and place[0] == shndx
+                       and start <= place[1] < max(end, start + 1))
+        first = next((line for at, line in lines if at == 0), 0)
+        name = timeline.name
+        if name.startswith(PROBE):
+            name = own.get((shndx, start), f"{timeline.section}+{start:#x}")
+        # A function named by a symbol at its start is anchored to it (--emit asm).
+        anchor = None if name.startswith(f"{timeline.section}+") else (name, 0)
+        timelines.append(replace(timeline, name=name, location=Location(run.filename, first),
+                                 anchor=anchor, directive_lines=tuple(lines)))
+    return AsmUnit(run.filename, run.text, tuple(timelines), (), obj), messages + note
 
 
 def _parse(stmt: Statement, filename: str) -> Directive:

@@ -121,3 +121,23 @@ def test_cfi_in_macro_rept_and_irp_bodies(tmp_path: Path) -> None:
 def test_functions_made_by_entry_and_end_macros(tmp_path: Path) -> None:
     require("as", "readelf")
     _agrees_with_gas(tmp_path, "entry.s", ENTRY_END, 2)
+
+
+def test_a_function_left_out_is_named_and_located_in_a_file_with_bodies(
+        tmp_path: Path) -> None:
+    """Where the CFI comes from the assembler's .eh_frame, a function left out is still
+    named by the source's symbol (also one without .type: never a probe label of ours)
+    and located at the directive outside a body that set the rules (here line 12's
+    .cfi_def_cfa_register); derived by hand from the source below."""
+    require("as")
+    body = ("\t.text\n\t.macro PRO\n\tpush %rbp\n\t.cfi_def_cfa_offset 16\n\t.endm\n"
+            "\t.globl f\n{type}f:\n\t.cfi_startproc\n\tPRO\n\tmov %rsp,%rbx\n"
+            "\t.cfi_def_cfa_register %rbx\n\tret\n\t.cfi_endproc\n")
+    for typed, line in ((True, 12), (False, 11)):
+        source = tmp_path / f"m{int(typed)}.s"
+        source.write_text(body.format(type="\t.type f,@function\n" if typed else ""))
+        proc = cfi2sframe(source.name, "-o", "m.o", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        warnings = [w for w in proc.stderr.splitlines() if "no SFrame FDE" in w]
+        assert warnings == [f"{source.name}:{line}: warning: no SFrame FDE for 'f': CFA is "
+                            "based on rbx at offset 0x4 [cfa-not-sp-fp]"], proc.stderr
