@@ -188,13 +188,13 @@ def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
                        for stmt, place in zip(run.statements, places, strict=True)
                        if place is not None and place[0] == shndx
                        and start <= place[1] < max(end, start + 1))
-        first = next((line for at, line in lines if at == 0), 0)
+        start_line = next((line for at, line in lines if at == 0), 0)
         name = timeline.name
         if name.startswith(PROBE):
             name = own.get((shndx, start), f"{timeline.section}+{start:#x}")
         # A function named by a symbol at its start is anchored to it (--emit asm).
         anchor = None if name.startswith(f"{timeline.section}+") else (name, 0)
-        timelines.append(replace(timeline, name=name, location=Location(run.filename, first),
+        timelines.append(replace(timeline, name=name, location=Location(run.filename, start_line),
                                  anchor=anchor, directive_lines=tuple(lines)))
     return AsmUnit(run.filename, run.text, tuple(timelines), (), obj), messages + note
 
