@@ -147,6 +147,7 @@ def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None
     if kind not in (Kind.elf, Kind.archive):
         refuse_unreadable(path, data)  # Mach-O, thin archives, binary data: one line
         what = ("a raw SFrame section ('dump' and 'lookup' read it)" if kind == Kind.sframe
+                else "an empty file" if not data
                 else "text (assembly converts with 'cfi2sframe FILE -o FILE.o')")
         raise Cfi2SframeError(path, f"{what}: {task.command} reads ELF files and static "
                                     "libraries")

@@ -208,3 +208,17 @@ def test_every_command_names_every_kind_in_one_line(tmp_path):
             if name not in ("verify", "stats"):  # a run over files adds its summary
                 assert proc.stderr.count("\n") == 1, (kind, name, proc.stderr)
             assert not mark.exists()
+
+
+def test_an_empty_file_is_named_by_every_read_command(tmp_path):
+    """An empty file is empty assembly to conversion (no section, a warning) and "an
+    empty file" to every command that reads ELF files (stats called it text)."""
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    for args in (["dump", "{}"], ["lookup", "{}", "0x10"], ["verify", "{}"], ["stats", "{}"],
+                 ["diff", "{}", "{}"]):
+        proc = cfi2sframe(*(str(empty) if arg == "{}" else arg for arg in args), cwd=tmp_path)
+        assert proc.returncode == 1, (args, proc.stderr)
+        errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+        assert len(errors) == 1 and errors[0].startswith(f"{empty}: error: an empty file"), (
+            args, proc.stderr)
