@@ -127,8 +127,10 @@ def parser() -> argparse.ArgumentParser:
                              "Linux before 5.18 and qemu-user look (its address minus its "
                              "offset equal to the first segment's); where that takes more "
                              "than a page of zeros (a file much shorter than its memory "
-                             "image): keep (default) refuses the file, pad writes the zeros, "
-                             "no places the table for Linux >= 5.18 only")
+                             "image): keep (default) refuses the file, pad writes the zeros; "
+                             "no places the table for Linux >= 5.18 only and writes no "
+                             "zeros at all (the smallest file: it grows by the table and "
+                             "the section, not up to a page more)")
     parser.add_argument("--in-place", action="store_true",
                         help="ELF input: replace the input file, only after the new file "
                              "is complete and verified; it keeps its form (an object --emit "

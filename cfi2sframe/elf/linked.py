@@ -180,7 +180,7 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
                                   f"than {MAX_PADDING:#x} bytes (1 GiB): --old-kernels pad "
                                   "would write that many zeros; --old-kernels no makes a "
                                   "file for Linux >= 5.18 only")
-        if padding <= page or old_kernels == "pad":
+        if old_kernels != "no" and (padding <= page or old_kernels == "pad"):
             phdrs_at += padding
             phdrs_address = phdrs_at + delta
         elif old_kernels == "no":  # only the segment rule holds (Linux >= 5.18)

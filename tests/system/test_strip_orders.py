@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe.analysis.compare import check_rewritten
+from cfi2sframe.elf.read import open_elf
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.sframe.load import load_sframe
 from tests.conftest import cfi2sframe, require, require_path
@@ -196,3 +197,53 @@ def test_nothing_left_to_describe_takes_the_old_section_out(tmp_path: Path) -> N
                            str(tmp_path / "m.c"), "/usr/lib/x86_64-linux-gnu/crtn.o", "-o",
                            str(tmp_path / "m")], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and ".sframe" not in proc.stderr, proc.stderr
+
+
+def _phnum(path: Path) -> int:
+    return int.from_bytes(path.read_bytes()[0x38:0x3A], "little")
+
+
+def _memory_end(path: Path) -> int:
+    """The end of the file's memory image, rounded up to a page."""
+    view = open_elf(path.read_bytes(), str(path))
+    end = max(seg.vaddr + seg.memsz for seg in view.segments() if seg.kind == 1)
+    return (end + PAGE - 1) // PAGE * PAGE
+
+
+@pytest.mark.slow
+def test_first_conversion_grows_a_file_by_the_section_and_at_most_a_page(
+        tmp_path: Path) -> None:
+    """A first conversion (after strip, as documented) grows a file by its .sframe, the
+    moved program header table and at most a page, and where the file ends below its
+    memory image, by that difference too: the table's address must equal its offset
+    for Linux before 5.18 and qemu-user, and every address below the image's end is
+    taken (a small stripped program: 7 KB for a 132-byte section, the issue's case).
+    ``--old-kernels no`` writes no padding: within one page of the section; such a
+    file runs on Linux >= 5.18 (this machine's) only."""
+    files = _build(tmp_path)
+    for path in files.values():
+        subprocess.run(["strip", str(path)], check=True)
+        small = path.with_name(path.name + ".no")
+        shutil.copy(path, small)
+        before = path.stat().st_size
+        short = max(0, _memory_end(path) - before)
+        _convert(path)
+        table = _phnum(path) * 56
+        assert path.stat().st_size - before <= _section_size(path) + table + short + PAGE, \
+            path
+        _runs(path, tmp_path)
+        _verifies(path)
+        _convert(small, "--old-kernels", "no")
+        assert small.stat().st_size - before <= _section_size(small) + PAGE, small
+        assert small.stat().st_size <= path.stat().st_size
+        program = tmp_path / "prog" if path.name.startswith("libz") else small
+        env = {"LD_LIBRARY_PATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        if path.name.startswith("libz"):  # the program with the small library
+            shutil.copy(small, tmp_path / "libz.so.1.keep")
+            shutil.copy(path, tmp_path / "libz.so.1.conv")
+            shutil.copy(small, path)
+        proc = subprocess.run([str(program)], capture_output=True, env=env, check=False)
+        assert proc.returncode == 0, (small, proc.stderr)
+        if path.name.startswith("libz"):
+            shutil.copy(tmp_path / "libz.so.1.conv", path)
+        _verifies(small)
