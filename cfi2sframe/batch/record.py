@@ -296,9 +296,12 @@ def _fill_archive(record: dict[str, Any], path: str, read_path: str, data: bytes
     statuses = []
     verify: dict[str, Any] = {}
     skipped: Counter[str] = Counter()
+    parts = []
     for member in members:
         part = empty_record(f"{path}({member.name})", task)
         _fill_data(part, f"{path}({member.name})", member.data, task)
+        part["archive"] = path
+        parts.append(part)
         statuses.append(part["status"])
         for key in _SUMMED[3:]:  # the section sizes are added up above
             if part.get(key) is not None:
@@ -310,12 +313,26 @@ def _fill_archive(record: dict[str, Any], path: str, read_path: str, data: bytes
                 value if key == "ok" else verify.get(key, 0) + value)
     record["skipped"] = dict(skipped.most_common())
     record["verify"] = verify or None
+    record["member_records"] = parts
     if "mismatch" in statuses:
         record["status"] = "mismatch"
     elif all(status == "no-cfi" for status in statuses):
         record["status"] = "no-cfi"
     elif task.command == "verify" and not verify:
         record["status"] = "no-sframe"
+
+
+def per_member(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records a run shows and counts for one input: each member of a static
+    library read by stats or verify (its path ``LIB(MEMBER)``, ``archive`` naming the
+    library; the library's seconds of work are counted on its first member, its
+    largest worker on each), else the record itself.  The journal keeps the
+    library's own record, with these as ``member_records``."""
+    members = record.get("member_records")
+    if not members:
+        return [record]
+    return [{**part, "seconds": record["seconds"] if index == 0 else 0.0,
+             "max_rss_kib": record["max_rss_kib"]} for index, part in enumerate(members)]
 
 
 def _convert_archive(record: dict[str, Any], path: str, read_path: str, data: bytes,

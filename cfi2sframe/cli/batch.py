@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..batch.record import GOOD_STATUSES, Task
+from ..batch.record import GOOD_STATUSES, Task, per_member
 from ..errors import EX_SOFTWARE, Cfi2SframeError
 from ..files import refuse_output_naming_input
 
@@ -138,16 +138,18 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
                 journal.add(record)
             progress.advance(record["path"], sizes[index])
             while printed in done:
-                _show(done[printed], describe, progress, quiet)
+                for shown in per_member(done[printed]):
+                    _show(shown, describe, progress, quiet)
                 printed += 1
     finally:
         progress.close()
         if journal is not None:
             journal.close()
     while printed in done:  # all resumed, or the tail after the last new record
-        _show(done[printed], describe, progress, quiet)
+        for shown in per_member(done[printed]):
+            _show(shown, describe, progress, quiet)
         printed += 1
-    records = [done[index] for index in range(len(paths))]
+    records = [member for index in range(len(paths)) for member in per_member(done[index])]
     statuses = {record["status"] for record in records}
     status = EX_SOFTWARE if "internal-error" in statuses else \
         1 if statuses - set(GOOD_STATUSES) else 0

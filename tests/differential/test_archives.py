@@ -110,8 +110,8 @@ def test_every_kind_of_member(tmp_path):
 
 
 def test_stats_verify_dump_and_trees_read_archives(tmp_path):
-    """The read commands on a static library: ``stats`` and ``verify`` add the members
-    up (each object's FDE count from readelf's own reading of its .eh_frame), ``dump``
+    """The read commands on a static library: ``stats`` and ``verify`` give a record per
+    member (each object's FDE count from readelf's own reading of its .eh_frame), ``dump``
     prints each member after a ``File: LIB(MEMBER)`` line; a tree run keeps the
     library unless ``--objects``, then converts it."""
     require("ar", "readelf")
@@ -128,9 +128,16 @@ def test_stats_verify_dump_and_trees_read_archives(tmp_path):
                     cwd=members).count(" FDE cie=") for name in objects)
     proc = cfi2sframe("stats", str(lib), "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    (record,) = json.loads(proc.stdout)["files"]
-    assert (record["elf_type"], record["members"], record["fdes"]) == (
-        "archive", len(objects), fdes)
+    records = json.loads(proc.stdout)["files"]  # one per member, in the library's order
+    listed = [name for name in _out("ar", "t", str(lib), cwd=tmp_path).split()
+              if name in objects]
+    assert [r["path"] for r in records] == [f"{lib}({name})" for name in listed]
+    assert {r["archive"] for r in records} == {str(lib)}
+    assert {r["elf_type"] for r in records} == {"ET_REL"}
+    assert sum(r["fdes"] for r in records) == fdes
+    for name, record in zip(listed, records, strict=True):
+        assert record["fdes"] == _out("readelf", "--debug-dump=frames", str(members / name),
+                                      cwd=members).count(" FDE cie="), name
     kept = cfi2sframe("--in-place", "-r", str(tree), cwd=tmp_path)
     assert kept.returncode == 0 and lib.read_bytes() == LIBZ.read_bytes()
     assert f"{lib}: kept: a static library (--objects converts its members)" in kept.stdout
@@ -140,8 +147,11 @@ def test_stats_verify_dump_and_trees_read_archives(tmp_path):
     for args in (["verify", str(lib)], ["verify", "-r", str(tree)], ["stats", "-r", str(tree)]):
         proc = cfi2sframe(*args, cwd=tmp_path)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"{lib}: ok: {fdes} functions checked at every PC, 0 mismatches" in cfi2sframe(
-        "verify", str(lib), cwd=tmp_path).stdout
+    checked = cfi2sframe("verify", str(lib), cwd=tmp_path).stdout
+    for name in listed:
+        assert re.search(rf"^{re.escape(f'{lib}({name})')}: ok: \d+ functions checked at "
+                         r"every PC, 0 mismatches", checked, re.M), (name, checked)
+    assert f"{len(listed)} correct, 0 not; {fdes} functions checked" in checked
     dump = cfi2sframe("dump", str(lib), cwd=tmp_path).stdout
     assert [line[len(f"File: {lib}("):-1] for line in dump.splitlines()
             if line.startswith("File: ")] == [
