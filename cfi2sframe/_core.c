@@ -353,16 +353,165 @@ static PyObject *fast_fres(PyObject *Py_UNUSED(self), PyObject *args) {
     return out;
 }
 
+/* The FREs of one body from its CIE's state (``fast_fres``'s loop); a new reference
+ * to a tuple, Py_None (the general path), or NULL with an error set. */
+static PyObject *replay_fres(PyObject *body, const State *start, const Params *p,
+                             FreCtx *ctx) {
+    char *bytes;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(body, &bytes, &len) < 0) return NULL;
+    ctx->fres = PyList_New(0);
+    if (!ctx->fres) return NULL;
+    int done = replay((const uint8_t *)bytes, len, *start, p, emit_fre, ctx);
+    if (done <= 0) {
+        Py_CLEAR(ctx->fres);
+        if (done < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyList_AsTuple(ctx->fres);
+    Py_CLEAR(ctx->fres);
+    return out;
+}
+
+/* lower_fdes(fdes, cies, version, max_size, max_fres_v3, sp, fp, ra, tracks_ra,
+ *            big_endian, fre_type, shapes, shape_of, function_type, direct)
+ * -> list: for each FDE (``dwarf.cfi.Fde``) its ``SFrameFunction``, or None where the
+ * general path decides (``sframe.build.lower_fdes`` is this loop's reference: the
+ * same conditions, FREs and fields).  ``cies``: CIE offset -> (start state or None,
+ * code_align, data_align, ra, b_key, signal), made in Python once per CIE; ``direct``:
+ * (CIE offset, body) -> FREs or None, the caller's memo. */
+static PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *fdes, *cies, *fre_type, *func_type, *direct;
+    int version, tracks_ra, big;
+    long long max_size, max_fres, sp, fp, ra;
+    FreCtx ctx = {NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTuple(args, "O!O!iLLLLLppO!O!OO!O!", &PyTuple_Type, &fdes,
+                          &PyDict_Type, &cies, &version, &max_size, &max_fres, &sp, &fp, &ra,
+                          &tracks_ra, &big, &PyType_Type, &fre_type, &PyDict_Type,
+                          &ctx.shapes, &ctx.shape_of, &PyType_Type, &func_type,
+                          &PyDict_Type, &direct))
+        return NULL;
+    PyTypeObject *ftype = (PyTypeObject *)func_type;
+    if (!PyType_IsSubtype((PyTypeObject *)fre_type, &PyTuple_Type) ||
+        !PyType_IsSubtype(ftype, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "fre_type and function_type must be tuple types");
+        return NULL;
+    }
+    ctx.fre_type = (PyTypeObject *)fre_type;
+    Py_ssize_t n = PyTuple_GET_SIZE(fdes);
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *fde = PyTuple_GET_ITEM(fdes, i);
+        PyObject *made = Py_None;
+        Py_INCREF(made);
+        if (!PyTuple_Check(fde) || PyTuple_GET_SIZE(fde) < 7) {
+            PyErr_SetString(PyExc_TypeError, "an FDE must be a dwarf.cfi.Fde");
+            goto fail_made;
+        }
+        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(fde, 3));
+        if (size == -1 && PyErr_Occurred()) { PyErr_Clear(); goto store; }
+        PyObject *cie = PyDict_GetItemWithError(cies, PyTuple_GET_ITEM(fde, 5));
+        if (!cie) { if (PyErr_Occurred()) goto fail_made; goto store; }
+        /* (start state or None, code_align, data_align, ra, b_key, signal) */
+        PyObject *start = PyTuple_GET_ITEM(cie, 0);
+        long long cie_ra = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 3));
+        if (cie_ra == -1 && PyErr_Occurred()) { PyErr_Clear(); goto store; }
+        if (size <= 0 || size > max_size || cie_ra != ra || start == Py_None) goto store;
+        PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(fde, 5), PyTuple_GET_ITEM(fde, 6));
+        if (!key) goto fail_made;
+        PyObject *fres = PyDict_GetItemWithError(direct, key);  /* borrowed */
+        if (fres) {
+            Py_INCREF(fres);
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            goto fail_made;
+        } else {
+            Params p = {0, 0, sp, fp, ra, tracks_ra, big};
+            State s;
+            p.code_align = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 1));
+            p.data_align = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 2));
+            if (PyErr_Occurred() || !read_state(start, &s)) {
+                /* a value past 64 bits: the general path (no memo entry) */
+                Py_DECREF(key);
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError)) goto fail_made;
+                PyErr_Clear();
+                goto store;
+            }
+            fres = replay_fres(PyTuple_GET_ITEM(fde, 6), &s, &p, &ctx);
+            if (!fres || PyDict_SetItem(direct, key, fres) < 0) {
+                Py_XDECREF(fres);
+                Py_DECREF(key);
+                goto fail_made;
+            }
+        }
+        Py_DECREF(key);
+        if (fres == Py_None) { Py_DECREF(fres); goto store; }
+        /* FREs at or past the function's end are dropped (rows are unbounded). */
+        Py_ssize_t count = PyTuple_GET_SIZE(fres), kept = count;
+        while (kept > 0) {
+            long long at = PyLong_AsLongLong(PyTuple_GET_ITEM(
+                PyTuple_GET_ITEM(fres, kept - 1), 0));
+            if (at == -1 && PyErr_Occurred()) { Py_DECREF(fres); goto fail_made; }
+            if (at < size) break;
+            kept--;
+        }
+        if (kept < count) {
+            /* Only the tail can be past the end: starts grow along the tuple. */
+            PyObject *cut = PyTuple_GetSlice(fres, 0, kept);
+            Py_DECREF(fres);
+            if (!cut) goto fail_made;
+            fres = cut;
+        }
+        if (version >= 3 && kept > max_fres) { Py_DECREF(fres); goto store; }
+        PyObject *func = ftype->tp_alloc(ftype, 12);
+        if (!func) { Py_DECREF(fres); goto fail_made; }
+        PyObject *signal = version == 3 && PyObject_IsTrue(PyTuple_GET_ITEM(cie, 5)) ?
+            Py_True : Py_False;
+        PyObject *b_key = PyObject_IsTrue(PyTuple_GET_ITEM(cie, 4)) ? Py_True : Py_False;
+        PyObject *zero = PyLong_FromLong(0);
+        if (!zero) { Py_DECREF(func); Py_DECREF(fres); goto fail_made; }
+        PyObject *fields[12] = {PyTuple_GET_ITEM(fde, 0), PyTuple_GET_ITEM(fde, 1),
+                                PyTuple_GET_ITEM(fde, 2), PyTuple_GET_ITEM(fde, 3), fres,
+                                b_key, Py_False, zero, Py_None, Py_None, Py_False, signal};
+        for (int f = 0; f < 12; f++) {
+            Py_INCREF(fields[f]);
+            PyTuple_SET_ITEM(func, f, fields[f]);
+        }
+        Py_DECREF(zero);
+        Py_DECREF(fres);
+        Py_DECREF(made);
+        made = func;
+    store:
+        PyList_SET_ITEM(out, i, made);
+        continue;
+    fail_made:
+        Py_DECREF(made);
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> bytes: each FRE's start
  * in ``addr_size`` bytes, then its info byte and data words, which are found by the
  * FRE's fields after ``start`` in ``tails`` or asked of ``tail_of`` (kept there): the
  * word layouts stay in Python (``encode._fre_bytes``). */
+static PyObject *encode_fres(PyObject *fres, int addr_size, int big_endian, PyObject *tails,
+                             PyObject *tail_of);
+
 static PyObject *fres_bytes(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *fres, *tails, *tail_of;
     int addr_size, big_endian;
     if (!PyArg_ParseTuple(args, "O!ipO!O", &PyTuple_Type, &fres, &addr_size, &big_endian,
                           &PyDict_Type, &tails, &tail_of))
         return NULL;
+    return encode_fres(fres, addr_size, big_endian, tails, tail_of);
+}
+
+/* ``fres_bytes`` of a tuple of FREs (a new bytes object, or NULL with an error set). */
+static PyObject *encode_fres(PyObject *fres, int addr_size, int big_endian, PyObject *tails,
+                             PyObject *tail_of) {
     if (addr_size != 1 && addr_size != 2 && addr_size != 4) {
         PyErr_SetString(PyExc_ValueError, "addr_size must be 1, 2 or 4");
         return NULL;
@@ -425,6 +574,124 @@ static PyObject *fres_bytes(PyObject *Py_UNUSED(self), PyObject *args) {
 done:
     for (Py_ssize_t i = 0; i < kept; i++) Py_DECREF(found[i]);
     PyMem_Free(found);
+    return out;
+}
+
+/* fdes_v2(functions, big_endian, tails, tail_of, addr_sizes, pc_mask_bit, pauth_bit)
+ * -> (FDE tails, FRE bytes, FRE count): ``encode.build_v2``'s loop (its reference).
+ * Per function (``SFrameFunction``, in FDE order) its FDE without the start field,
+ * its FREs at the end of the FRE bytes; functions sharing one FRE tuple share its
+ * encoding.  ``addr_sizes``: the FRE start size by FRE type (smallest first). */
+static PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *functions, *tails, *tail_of, *addr_sizes;
+    int big;
+    long pc_mask_bit, pauth_bit;
+    if (!PyArg_ParseTuple(args, "O!pO!OO!ll", &PyTuple_Type, &functions, &big, &PyDict_Type,
+                          &tails, &tail_of, &PyTuple_Type, &addr_sizes, &pc_mask_bit,
+                          &pauth_bit))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(functions), types = PyTuple_GET_SIZE(addr_sizes);
+    PyObject *fde_tails = PyTuple_New(n), *memo = PyDict_New(), *blob = NULL, *out = NULL;
+    char *buf = NULL;
+    Py_ssize_t used = 0, cap = 0;
+    unsigned long long num_fres = 0;
+    if (!fde_tails || !memo) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *func = PyTuple_GET_ITEM(functions, i);
+        if (!PyTuple_Check(func) || PyTuple_GET_SIZE(func) < 12) {
+            PyErr_SetString(PyExc_TypeError, "a function must be an SFrameFunction");
+            goto done;
+        }
+        if (PyObject_IsTrue(PyTuple_GET_ITEM(func, 10))) {
+            PyErr_Format(PyExc_TypeError, "V2 has no FLEX FDE (function '%U')",
+                         PyTuple_GET_ITEM(func, 0));
+            goto done;
+        }
+        PyObject *fres = PyTuple_GET_ITEM(func, 4);
+        if (!PyTuple_Check(fres)) {
+            PyErr_SetString(PyExc_TypeError, "a function's FREs must be a tuple");
+            goto done;
+        }
+        PyObject *id = PyLong_FromVoidPtr(fres);
+        if (!id) goto done;
+        PyObject *hit = PyDict_GetItemWithError(memo, id);  /* (fre type, bytes) */
+        if (!hit) {
+            if (PyErr_Occurred()) { Py_DECREF(id); goto done; }
+            unsigned long long top = 0;
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(fres); k++) {
+                unsigned long long at = PyLong_AsUnsignedLongLong(
+                    PyTuple_GET_ITEM(PyTuple_GET_ITEM(fres, k), 0));
+                if (PyErr_Occurred()) { Py_DECREF(id); goto done; }
+                if (at > top) top = at;
+            }
+            long type = 0, size = 0;
+            for (; type < types; type++) {
+                size = PyLong_AsLong(PyTuple_GET_ITEM(addr_sizes, type));
+                if (size >= 8 || top < (1ULL << (8 * size))) break;
+            }
+            if (type == types) {
+                PyErr_SetString(PyExc_OverflowError, "an FRE start past every FRE type");
+                Py_DECREF(id);
+                goto done;
+            }
+            PyObject *encoded = encode_fres(fres, (int)size, big, tails, tail_of);
+            if (!encoded) { Py_DECREF(id); goto done; }
+            PyObject *entry = Py_BuildValue("(lN)", type, encoded);
+            if (!entry || PyDict_SetItem(memo, id, entry) < 0) {
+                Py_XDECREF(entry);
+                Py_DECREF(id);
+                goto done;
+            }
+            Py_DECREF(entry);
+            hit = PyDict_GetItemWithError(memo, id);
+            if (!hit) { Py_DECREF(id); goto done; }
+        }
+        Py_DECREF(id);
+        long type = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
+        PyObject *encoded = PyTuple_GET_ITEM(hit, 1);
+        unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(func, 3));
+        unsigned long long rep = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(func, 7));
+        if (PyErr_Occurred()) goto done;
+        Py_ssize_t count = PyTuple_GET_SIZE(fres);
+        if (size > 0xffffffffULL || rep > 0xff || (unsigned long long)used > 0xffffffffULL ||
+            (unsigned long long)count > 0xffffffffULL) {
+            PyErr_SetString(PyExc_OverflowError, "an FDE field past its width");
+            goto done;
+        }
+        long info = type | (PyObject_IsTrue(PyTuple_GET_ITEM(func, 6)) ? pc_mask_bit : 0) |
+            (PyObject_IsTrue(PyTuple_GET_ITEM(func, 5)) ? pauth_bit : 0);
+        uint8_t tail[16];
+        uint32_t words[3] = {(uint32_t)size, (uint32_t)used, (uint32_t)count};
+        for (int w = 0; w < 3; w++)
+            for (int b = 0; b < 4; b++)
+                tail[4 * w + (big ? 3 - b : b)] = (uint8_t)(words[w] >> (8 * b));
+        tail[12] = (uint8_t)info;
+        tail[13] = (uint8_t)rep;
+        tail[14] = tail[15] = 0;
+        PyObject *packed = PyBytes_FromStringAndSize((const char *)tail, 16);
+        if (!packed) goto done;
+        PyTuple_SET_ITEM(fde_tails, i, packed);
+        Py_ssize_t len = PyBytes_GET_SIZE(encoded);
+        if (used + len > cap) {
+            Py_ssize_t grown = cap ? cap : 4096;
+            while (grown < used + len) grown *= 2;
+            char *more = PyMem_Realloc(buf, (size_t)grown);
+            if (!more) { PyErr_NoMemory(); goto done; }
+            buf = more;
+            cap = grown;
+        }
+        memcpy(buf + used, PyBytes_AS_STRING(encoded), (size_t)len);
+        used += len;
+        num_fres += (unsigned long long)count;
+    }
+    blob = PyBytes_FromStringAndSize(buf ? buf : "", used);
+    if (!blob) goto done;
+    out = Py_BuildValue("(OOK)", fde_tails, blob, num_fres);
+done:
+    Py_XDECREF(fde_tails);
+    Py_XDECREF(memo);
+    Py_XDECREF(blob);
+    PyMem_Free(buf);
     return out;
 }
 
@@ -521,6 +788,9 @@ static PyMethodDef methods[] = {
     {"fast_fres", fast_fres, METH_VARARGS,
      "fast_fres(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian,\n"
      "          fre_type, shapes, shape_of) -> tuple of FREs, or None (general path)."},
+    {"eh_fdes", eh_fdes, METH_VARARGS,
+     "eh_fdes(eh, address, address_size, big_endian, names, cie_of, fde_type)\n"
+     "-> the Fdes of a linked file's .eh_frame, or None; see _core_eh.c."},
     {"verify_scan", verify_scan, METH_VARARGS,
      "verify_scan(eh, eh_address, address_size, big_endian, sframe, index, arch, table,\n"
      "            states, state_of, fre_ids, fre_id_of) -> (checked, used, todo), or None;\n"
@@ -529,6 +799,13 @@ static PyMethodDef methods[] = {
      "agree(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian, size,\n"
      "      states, state_of, fres, fre_ids, fre_id_of, none_id) -> whether a DWARF FDE\n"
      "and its SFrame FREs give the same rules at every PC (False: not known here)."},
+    {"lower_fdes", lower_fdes, METH_VARARGS,
+     "lower_fdes(fdes, cies, version, max_size, max_fres_v3, sp, fp, ra, tracks_ra,\n"
+     "           big_endian, fre_type, shapes, shape_of, function_type, direct)\n"
+     "-> per FDE its SFrameFunction, or None (the general path)."},
+    {"fdes_v2", fdes_v2, METH_VARARGS,
+     "fdes_v2(functions, big_endian, tails, tail_of, addr_sizes, pc_mask_bit, pauth_bit)\n"
+     "-> (FDE tails, FRE bytes, FRE count) of an SFrame V2 section."},
     {"decode_fres", decode_fres, METH_VARARGS,
      "decode_fres(data, pos, end, count, addr_size, big_endian, flex, fre_type, table)\n"
      "-> (FREs, position after them), or None (the Python loop reports the error)."},

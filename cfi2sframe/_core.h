@@ -42,6 +42,41 @@ int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit e
 PyObject *state_key(const State *s);
 int read_state(PyObject *tuple, State *s);
 
+/* Bytes of a section in the file's byte order, for the readers in C. */
+typedef struct {
+    const uint8_t *d;
+    Py_ssize_t end;
+    int big;
+} Bytes;
+
+/* The unsigned number of ``size`` bytes at ``pos`` of ``b``; 0 where it runs past. */
+int get_uint(const Bytes *b, Py_ssize_t pos, int size, uint64_t *out);
+
+/* _core_eh.c: a linked file's .eh_frame walked.  A CIE as the walk keeps it, and an
+ * FDE as it hands it on (``body``: its instructions' offset; ``params``: the target's,
+ * with the CIE's alignment factors). */
+typedef struct {
+    Py_ssize_t at;
+    int64_t code_align, data_align, ra;
+    int fde_encoding, lsda_encoding, augmented, start_ok;
+    State start;  /* the state after its initial instructions, if start_ok */
+} CieInfo;
+
+typedef struct {
+    const uint8_t *data;
+    Py_ssize_t start, end, body;
+    const CieInfo *cie;
+    uint64_t pc, range, lsda;
+    int has_lsda;
+    Params params;
+} EhFde;
+
+/* on_fde(ctx, fde): 1 go on, 0 stop (not ordinary), -1 a Python error is set. */
+typedef int (*OnFde)(void *ctx, const EhFde *fde);
+int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_size,
+            int big, const Params *arch, OnFde on_fde, void *ctx);
+PyObject *eh_fdes(PyObject *self, PyObject *args);
+
 /* _core_verify.c: verify's check of functions, one (agree) or a whole file's. */
 PyObject *agree(PyObject *self, PyObject *args);
 PyObject *verify_scan(PyObject *self, PyObject *args);

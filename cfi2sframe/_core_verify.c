@@ -187,153 +187,6 @@ static int by_start(const void *x, const void *y) {
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
-/* A parsed CIE: what the replay and the FDEs need of it. */
-typedef struct {
-    Py_ssize_t at;
-    int64_t code_align, data_align, ra;
-    int fde_encoding, augmented, start_ok;
-    State start;  /* the state after its initial instructions, if start_ok */
-} CieInfo;
-
-typedef struct {
-    const uint8_t *d;
-    Py_ssize_t end;
-    int big;
-} Bytes;
-
-static int get_uint(const Bytes *b, Py_ssize_t pos, int size, uint64_t *out) {
-    if (pos < 0 || size > b->end - pos) return 0;
-    *out = read_uint(b->d + pos, size, b->big);
-    return 1;
-}
-
-/* LEB128 within [pos, limit); 0 where it runs past or does not fit 64 bits. */
-static int get_leb(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int is_signed,
-                   int64_t *out) {
-    uint64_t result = 0;
-    int shift = 0;
-    uint8_t byte;
-    do {
-        if (*pos >= limit) return 0;
-        byte = b->d[(*pos)++];
-        if (shift >= 63 && (byte & 0x7f) > (shift == 63 ? 1 : 0)) return 0;
-        if (shift < 64) result |= (uint64_t)(byte & 0x7f) << shift;
-        shift += 7;
-    } while (byte & 0x80);
-    if (is_signed && (byte & 0x40) && shift < 64) result |= ~(uint64_t)0 << shift;
-    if (!is_signed && result > (uint64_t)INT64_MAX) return 0;
-    *out = (int64_t)result;
-    return 1;
-}
-
-/* The size of a pointer in ``encoding``'s format (skipped, not read); 0: not known. */
-static int pointer_skip(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int encoding,
-                        int address_size) {
-    int64_t ignored;
-    switch (encoding & 0x0f) {
-    case 0x00: *pos += address_size; break;
-    case 0x01: return get_leb(b, pos, limit, 0, &ignored);
-    case 0x09: return get_leb(b, pos, limit, 1, &ignored);
-    case 0x02: case 0x0a: *pos += 2; break;
-    case 0x03: case 0x0b: *pos += 4; break;
-    case 0x04: case 0x0c: *pos += 8; break;
-    default: return 0;
-    }
-    return *pos <= limit;
-}
-
-/* An FDE's pointer as ``dwarf/cfi._Reader.pointer`` reads it, fixed formats only and
- * absolute or PC-relative: anything else is left to it (0). */
-static int pointer_read(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int encoding,
-                        int address_size, uint64_t base, uint64_t mask, uint64_t *out) {
-    int app = encoding & 0xf0, size;
-    if (app != 0x00 && app != 0x10) return 0;
-    switch (encoding & 0x0f) {
-    case 0x00: size = address_size; break;
-    case 0x02: case 0x0a: size = 2; break;
-    case 0x03: case 0x0b: size = 4; break;
-    case 0x04: case 0x0c: size = 8; break;
-    default: return 0;
-    }
-    uint64_t value;
-    if (*pos + size > limit || !get_uint(b, *pos, size, &value)) return 0;
-    if ((encoding & 0x08) && size < 8 && (value >> (8 * size - 1)) & 1)
-        value |= ~(uint64_t)0 << (8 * size);  /* signed formats */
-    if (app == 0x10) value += base + (uint64_t)*pos;
-    *pos += size;
-    *out = value & mask;
-    return 1;
-}
-
-typedef struct { State s; int have; } Capture;
-
-static int capture(void *raw, int64_t Py_UNUSED(at), const State *s) {
-    Capture *c = raw;
-    c->s = *s;
-    c->have = 1;
-    return 1;
-}
-
-/* A CIE of .eh_frame from its body (``pos``, after the CIE id) to ``end``, as
- * ``dwarf/cfi._parse_cie`` reads it; 0 where that would fail or differ. */
-static int parse_cie(const Bytes *b, Py_ssize_t pos, Py_ssize_t end, int address_size,
-                     const Params *arch, CieInfo *cie) {
-    if (pos + 1 > end) return 0;
-    int version = b->d[pos++];
-    const uint8_t *nul = memchr(b->d + pos, 0, (size_t)(end - pos));
-    if (!nul) return 0;
-    const char *aug = (const char *)(b->d + pos);
-    Py_ssize_t aug_len = (const uint8_t *)nul - (b->d + pos);
-    pos += aug_len + 1;
-    int has_eh = 0;
-    for (Py_ssize_t i = 0; i + 1 < aug_len; i++)
-        if (aug[i] == 'e' && aug[i + 1] == 'h') has_eh = 1;
-    if (has_eh) pos += address_size;
-    if (pos > end) return 0;
-    if (!get_leb(b, &pos, end, 0, &cie->code_align)) return 0;
-    if (!get_leb(b, &pos, end, 1, &cie->data_align)) return 0;
-    if (version == 1) {
-        if (pos + 1 > end) return 0;
-        cie->ra = b->d[pos++];
-    } else if (!get_leb(b, &pos, end, 0, &cie->ra)) {
-        return 0;
-    }
-    cie->fde_encoding = 0;  /* absptr */
-    cie->augmented = aug_len > 0 && aug[0] == 'z';
-    if (cie->augmented) {
-        int64_t data_len;
-        if (!get_leb(b, &pos, end, 0, &data_len) || data_len > end - pos) return 0;
-        Py_ssize_t data_end = pos + (Py_ssize_t)data_len;
-        for (Py_ssize_t i = 1; i < aug_len; i++) {
-            if (aug[i] == 'R' || aug[i] == 'L') {
-                if (pos + 1 > data_end) return 0;
-                if (aug[i] == 'R') cie->fde_encoding = b->d[pos];
-                pos++;
-            } else if (aug[i] == 'P') {
-                if (pos + 1 > data_end) return 0;
-                int encoding = b->d[pos++] & 0x7f;
-                if (!pointer_skip(b, &pos, data_end, encoding, address_size)) return 0;
-            }
-        }
-        pos = data_end;
-    } else if (!(aug_len == 0 || (aug_len == 2 && aug[0] == 'e' && aug[1] == 'h'))) {
-        return 0;
-    }
-    if (pos > end) return 0;
-    /* The initial instructions' state, as ``fastpath.initial_state`` (no such state:
-     * the FDEs of this CIE are left to the full check). */
-    State empty = {NO_CFA, 0, 0, 0, 0, 0, 0, 0};
-    Params p = *arch;
-    p.code_align = cie->code_align;
-    p.data_align = cie->data_align;
-    Capture c = {empty, 0};
-    int done = replay(b->d + pos, end - pos, empty, &p, capture, &c);
-    if (done < 0) return -1;
-    cie->start = c.have ? c.s : empty;
-    cie->start_ok = done == 1;
-    return 1;
-}
-
 /* The SFrame side of one FDE as steps over [0, size): each FRE's (info, words) bytes
  * keyed in ``fre_ids``.  1 done, 0 not known, -1 error. */
 static int sframe_steps(const Bytes *sf, const SfFde *fde, int64_t size, PyObject *table,
@@ -468,6 +321,60 @@ bad:
     return 0;
 }
 
+/* What verify_scan's walk carries from one FDE to the next. */
+typedef struct {
+    const SfFde *fdes;
+    Py_ssize_t nfdes;
+    const Bytes *sf;
+    PyObject *table, *states, *state_of, *fre_ids, *fre_id_of;
+    Steps *dwarf, *sframe;
+    PyObject *todo;
+    char *used;
+    Py_ssize_t checked;
+    long long ra;
+} ScanCtx;
+
+/* One FDE of the walk: compared with the SFrame FDE starting at its PC where that one
+ * covers it alone (``compare._Verifier.alone``), else left in ``todo``. */
+static int scan_fde(void *raw, const EhFde *e) {
+    ScanCtx *ctx = raw;
+    const SfFde *fdes = ctx->fdes;
+    const CieInfo *cie = e->cie;
+    uint64_t pc = e->pc, range = e->range;
+    Py_ssize_t lo = 0, hi = ctx->nfdes;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if ((uint64_t)fdes[mid].start < pc) lo = mid + 1; else hi = mid;
+    }
+    const SfFde *f = lo < ctx->nfdes ? &fdes[lo] : NULL;
+    int fast = 0;
+    if (f && (uint64_t)f->start == pc && f->usable && range > 0 &&
+        range < ((uint64_t)1 << 62) && (uint64_t)f->size >= range &&
+        cie->ra == ctx->ra && cie->start_ok &&
+        !(lo > 0 && fdes[lo - 1].start + fdes[lo - 1].size > f->start) &&
+        !(lo + 1 < ctx->nfdes && (uint64_t)fdes[lo + 1].start < pc + range)) {
+        Params p = e->params;
+        int d = dwarf_steps(e->data + e->body, e->end - e->body, cie->start, &p,
+                            (int64_t)range, ctx->states, ctx->state_of, 0, ctx->dwarf);
+        if (d < 0) return -1;
+        if (d == 1) {
+            int s = sframe_steps(ctx->sf, f, (int64_t)range, ctx->table, ctx->fre_ids,
+                                 ctx->fre_id_of, 0, ctx->sframe);
+            if (s < 0) return -1;
+            fast = s == 1 && steps_equal(ctx->dwarf, ctx->sframe);
+        }
+    }
+    if (fast) {
+        ctx->checked++;
+        ctx->used[f->index] = 1;
+        return 1;
+    }
+    PyObject *offset = PyLong_FromSsize_t(e->start);
+    if (!offset || PyList_Append(ctx->todo, offset) < 0) { Py_XDECREF(offset); return -1; }
+    Py_DECREF(offset);
+    return 1;
+}
+
 /* verify_scan(eh, eh_address, address_size, big_endian, sframe, index, layout, arch,
  *             table, states, state_of, fre_ids, fre_id_of)
  * -> (checked, used, todo), or None.
@@ -491,8 +398,7 @@ PyObject *verify_scan(PyObject *Py_UNUSED(self), PyObject *args) {
         return NULL;
     PyObject *out = NULL, *todo = NULL, *used = NULL;
     SfFde *fdes = NULL;
-    CieInfo *cies = NULL;
-    Py_ssize_t nfdes = 0, ncies = 0, cap_cies = 0, checked = 0;
+    Py_ssize_t nfdes = 0, checked = 0;
     Steps dwarf = {0}, sframe = {0};
     Params p = {0, 0, 0, 0, 0, 0, big};
     long long sp, fp, ra;
@@ -508,100 +414,13 @@ PyObject *verify_scan(PyObject *Py_UNUSED(self), PyObject *args) {
     todo = PyList_New(0);
     used = PyByteArray_FromStringAndSize(NULL, nfdes);
     if (!todo || !used) goto done;
-    char *used_at = PyByteArray_AS_STRING(used);
-    memset(used_at, 0, (size_t)nfdes);
-    const uint64_t mask = address_size == 8 ? ~(uint64_t)0 : 0xffffffffu;
-    Bytes b = {eh.buf, eh.len, big};
-    Py_ssize_t pos = 0, size = eh.len;
-    while (pos + 4 <= size) {
-        Py_ssize_t start = pos;
-        uint64_t length, ident;
-        get_uint(&b, pos, 4, &length);
-        pos += 4;
-        if (length == 0xffffffffu) goto none;  /* 64-bit DWARF: the Python walker */
-        if (length == 0) {  /* zero terminators, then the word of the next non-zero byte */
-            Py_ssize_t next = pos;
-            while (next < size && !b.d[next]) next++;
-            pos += (next - pos) / 4 * 4;
-            continue;
-        }
-        Py_ssize_t end = pos + (Py_ssize_t)length;
-        if ((Py_ssize_t)length > size - pos || pos + 4 > end) goto none;
-        get_uint(&b, pos, 4, &ident);
-        Py_ssize_t body = pos + 4;
-        if (ident == 0) {  /* a CIE */
-            if (ncies == cap_cies) {
-                cap_cies = cap_cies ? 2 * cap_cies : 16;
-                CieInfo *more = PyMem_Realloc(cies, (size_t)cap_cies * sizeof *more);
-                if (!more) { PyErr_NoMemory(); goto done; }
-                cies = more;
-            }
-            CieInfo *cie = &cies[ncies];
-            cie->at = start;
-            int parsed = parse_cie(&b, body, end, address_size, &p, cie);
-            if (parsed < 0) goto done;
-            if (!parsed) goto none;
-            ncies++;
-            pos = end;
-            continue;
-        }
-        /* An FDE: its CIE, met before it (a later one: the Python walker). */
-        Py_ssize_t cie_at = pos - (Py_ssize_t)ident;
-        Py_ssize_t lo = 0, hi = ncies;
-        while (lo < hi) {
-            Py_ssize_t mid = (lo + hi) / 2;
-            if (cies[mid].at < cie_at) lo = mid + 1; else hi = mid;
-        }
-        if (lo == ncies || cies[lo].at != cie_at) goto none;
-        const CieInfo *cie = &cies[lo];
-        Py_ssize_t at = body;
-        uint64_t pc, range;
-        if (!pointer_read(&b, &at, end, cie->fde_encoding, address_size,
-                          eh_address, mask, &pc) ||
-            !pointer_read(&b, &at, end, cie->fde_encoding & 0x0f, address_size, 0, mask,
-                          &range))
-            goto none;
-        if (cie->augmented) {
-            int64_t aug;
-            if (!get_leb(&b, &at, end, 0, &aug) || aug > end - at) goto none;
-            at += (Py_ssize_t)aug;
-        }
-        pos = end;
-        /* The SFrame FDE starting at pc, alone there (``compare._Verifier.alone``). */
-        int fast = 0;
-        lo = 0; hi = nfdes;
-        while (lo < hi) {
-            Py_ssize_t mid = (lo + hi) / 2;
-            if ((uint64_t)fdes[mid].start < pc) lo = mid + 1; else hi = mid;
-        }
-        const SfFde *f = lo < nfdes ? &fdes[lo] : NULL;
-        if (f && (uint64_t)f->start == pc && f->usable && range > 0 &&
-            range < ((uint64_t)1 << 62) && (uint64_t)f->size >= range &&
-            cie->ra == ra && cie->start_ok &&
-            !(lo > 0 && fdes[lo - 1].start + fdes[lo - 1].size > f->start) &&
-            !(lo + 1 < nfdes && (uint64_t)fdes[lo + 1].start < pc + range)) {
-            Params fp_ = p;
-            fp_.code_align = cie->code_align;
-            fp_.data_align = cie->data_align;
-            int d = dwarf_steps(b.d + at, end - at, cie->start, &fp_, (int64_t)range,
-                                states, state_of, 0, &dwarf);
-            if (d < 0) goto done;
-            if (d == 1) {
-                int s = sframe_steps(&sfb, f, (int64_t)range, table, fre_ids, fre_id_of, 0,
-                                     &sframe);
-                if (s < 0) goto done;
-                fast = s == 1 && steps_equal(&dwarf, &sframe);
-            }
-        }
-        if (fast) {
-            checked++;
-            used_at[f->index] = 1;
-        } else {
-            PyObject *offset = PyLong_FromSsize_t(start);
-            if (!offset || PyList_Append(todo, offset) < 0) { Py_XDECREF(offset); goto done; }
-            Py_DECREF(offset);
-        }
-    }
+    memset(PyByteArray_AS_STRING(used), 0, (size_t)nfdes);
+    ScanCtx ctx = {fdes, nfdes, &sfb, table, states, state_of, fre_ids, fre_id_of, &dwarf,
+                   &sframe, todo, PyByteArray_AS_STRING(used), 0, ra};
+    int walked = eh_walk(eh.buf, eh.len, eh_address, address_size, big, &p, scan_fde, &ctx);
+    if (walked < 0) goto done;
+    if (walked == 0) goto none;
+    checked = ctx.checked;
     out = Py_BuildValue("(nOO)", checked, used, todo);
     goto done;
 none:
@@ -611,7 +430,6 @@ done:
     Py_XDECREF(todo);
     Py_XDECREF(used);
     PyMem_Free(fdes);
-    PyMem_Free(cies);
     steps_free(&dwarf);
     steps_free(&sframe);
     PyBuffer_Release(&eh);

@@ -15,8 +15,10 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from types import ModuleType
 from typing import NamedTuple
 
+from ..core import compiled as compiled_core
 from ..errors import CfiError, DecodeError, decoding
 from ..model import Location, Row, Timeline, span_of
 from .frames import entries
@@ -28,6 +30,8 @@ from .ops import LOCATIONS, AdvanceLoc, Op, SetLoc, decode_ops, read_sleb, read_
 Placements = dict[int, tuple[str, int]]
 # (section or "", address) -> function name.
 Names = dict[tuple[str, int], str]
+
+_COMPILED = compiled_core()
 # (CIE offset, FDE body) -> what ``_rows`` gave for it.
 RowsCache = dict[tuple[int, bytes], tuple[tuple[Row, ...], str | None, bool]]
 
@@ -165,12 +169,30 @@ def function_name(names: Names, section: str, address: int) -> str:
 
 
 def parse_cfi(data: bytes, is_eh: bool, address: int, placements: Placements,
-              address_size: int, little: bool, names: Names) -> list[Fde]:
+              address_size: int, little: bool, names: Names,
+              compiled: ModuleType | None = _COMPILED) -> list[Fde]:
     """Every FDE of a CFI section (``.eh_frame`` when ``is_eh``, else ``.debug_frame``)
     whose bytes are ``data``, loaded at ``address`` (0 in a relocatable object, whose
     ``placements`` say where each relocated field points); ``names`` name the functions.
-    Errors are ``DecodeError`` at an offset in ``data``."""
-    return _walk(_Reader(data, little, address_size, address), is_eh, placements, names)
+    Errors are ``DecodeError`` at an offset in ``data``.  ``compiled``: the compiled
+    core, which walks an ``.eh_frame`` without relocated fields itself
+    (``_core.eh_fdes``, each CIE read here) and leaves anything out of the ordinary to
+    the walk below, its reference; None: that walk alone."""
+    reader = _Reader(data, little, address_size, address)
+    if compiled is not None and is_eh and not placements:
+        cies: dict[int, Cie] = {}
+
+        def cie_of(at: int) -> Cie:
+            cie = _parse_cie_at(reader, at, True, cies)
+            if cie is None:  # the core found a CIE there: so does this reader
+                raise DecodeError(at, "no CIE starts here")
+            return cie
+
+        fdes: list[Fde] | None = compiled.eh_fdes(data, address, address_size, not little,
+                                                  names, cie_of, Fde)
+        if fdes is not None:
+            return fdes
+    return _walk(reader, is_eh, placements, names)
 
 
 def fdes_at(data: bytes, offsets: Iterable[int], address: int, address_size: int,

@@ -8,18 +8,22 @@ it reads no file and prints nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 
 from ..arch import as_arch
 from ..arch.base import Arch
+from ..core import compiled as compiled_core
 from ..dwarf.cfi import Cfi, RowsCache
 from ..errors import Cfi2SframeError
 from ..model import Timeline
 from ..reasons import SframeReason
 from .encode import SectionImage, build_v2, build_v3
-from .fastpath import ShapeMemo, direct_fres
-from .format import Fre, SFrameFunction, fits
+from .fastpath import ShapeMemo, direct_fres, initial_state, shape_of
+from .format import MAX_FRES_V3, MAX_FUNCTION_SIZE, Fre, SFrameFunction, fits
 from .lower import LowerMemo, Skip, lower
 from .pcmask import lower_pc_dependent
+
+_COMPILED = compiled_core()
 
 
 def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFunction], bool]:
@@ -62,14 +66,17 @@ def _add(result: SFrameFunction | Skip, timeline: Timeline, arch: Arch, version:
         functions.append(result)
 
 
-def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2,
-               flex: bool = True) -> tuple[list[SFrameFunction], list[Skip]]:
+def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2, flex: bool = True,
+               compiled: ModuleType | None = _COMPILED
+               ) -> tuple[list[SFrameFunction], list[Skip]]:
     """``lower_all`` for an ELF file's FDEs, with the same result.
 
     Each distinct (CIE, instruction bytes) first tries ``sframe.fastpath`` (bytes
     to FREs in one loop); FDEs it declines go through the interpreter and
     ``lower``, as every timeline of the assembly path does (the fast path gives
-    default FREs only, so ``flex`` concerns the general path alone).
+    default FREs only, so ``flex`` concerns the general path alone).  ``compiled``:
+    the compiled core, which runs this loop's fast path over every FDE in one call
+    (``_core.lower_fdes``); None: the loop below, its reference.
     """
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
@@ -78,7 +85,17 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2,
     direct: dict[tuple[int, bytes], tuple[Fre, ...] | None] = {}
     shapes: ShapeMemo = {}
     big_endian = cfi.big_endian
-    for fde in cfi.fdes:
+    fast = _compiled_fast_path(cfi, arch, version, direct, shapes, compiled)
+    for index, fde in enumerate(cfi.fdes):
+        if fast is not None:  # the compiled loop below, run over every FDE at once
+            made = fast[index]
+            if made is not None:
+                functions.append(made)
+            else:
+                timeline = cfi.timeline(fde, rows_cache)
+                _add(lower(timeline, arch, memo, version, flex), timeline, arch, version,
+                     functions, skips, flex)
+            continue
         cie = fde.cie
         fres = None
         if 0 < fde.size and fits(fde.size, 0, version) and cie.ra == arch.ra:
@@ -101,6 +118,29 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2,
                                         pauth_b_key=cie.b_key,
                                         signal=cie.signal and version == 3))
     return functions, skips
+
+
+def _compiled_fast_path(cfi: Cfi, arch: Arch, version: int,
+                        direct: dict[tuple[int, bytes], tuple[Fre, ...] | None],
+                        shapes: ShapeMemo,
+                        compiled: ModuleType | None) -> list[SFrameFunction | None] | None:
+    """Per FDE, the function ``lower_fdes``'s fast path makes of it, or None for the
+    general path; None where the compiled core does not run (or the target's FREs
+    take the general path: ``direct_fres``)."""
+    if compiled is None or arch.sframe_cfa_encoded or arch.sframe_ra_padding \
+            or arch.sframe_register_words:
+        return None
+    cies: dict[int, tuple[object, ...]] = {}
+    for fde in cfi.fdes:
+        if fde.cie_at not in cies:
+            cie = fde.cie
+            cies[fde.cie_at] = (initial_state(cie.initial, cie.code_align, cie.data_align,
+                                              arch, cfi.big_endian),
+                                cie.code_align, cie.data_align, cie.ra, cie.b_key, cie.signal)
+    made: list[SFrameFunction | None] = compiled.lower_fdes(
+        cfi.fdes, cies, version, MAX_FUNCTION_SIZE, MAX_FRES_V3, arch.sp, arch.fp, arch.ra,
+        arch.tracks_ra, cfi.big_endian, Fre, shapes, shape_of(arch), SFrameFunction, direct)
+    return made
 
 
 def require_sframe_abi(arch: Arch, where: str) -> None:

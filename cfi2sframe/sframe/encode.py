@@ -191,12 +191,21 @@ def _default_fres(func: SFrameFunction) -> tuple[Fre, ...]:
     return cast("tuple[Fre, ...]", func.fres)
 
 
-def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -> SectionImage:
-    """Encode ``functions`` (already in final FDE order) as an SFrame V2 section."""
+def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
+             compiled: ModuleType | None = _COMPILED) -> SectionImage:
+    """Encode ``functions`` (already in final FDE order) as an SFrame V2 section.
+    ``compiled``: the compiled core's loop (``_core.fdes_v2``, the default where it is
+    built), or None for the loop below, its reference."""
+    shape_bytes: dict[FreShape, bytes] = {}
+    if compiled is not None:
+        fde_tails, fres, count = compiled.fdes_v2(
+            tuple(functions), arch.big_endian, shape_bytes, _tail_of(arch),
+            tuple(FRE_ADDR_SIZE[kind] for kind in sorted(FRE_ADDR_SIZE)),
+            fde_info(0, True, False), fde_info(0, False, True))
+        return _image_v2(functions, arch, sort_flag, fde_tails, fres, count)
     fde = fde_struct(VERSION_2, arch.big_endian)
     tails = []
     memo: dict[int, tuple[tuple[Fre, ...], int, bytes]] = {}
-    shape_bytes: dict[FreShape, bytes] = {}
     fre_blob = bytearray()
     num_fres = 0
     for func in functions:
@@ -213,14 +222,20 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
         tails.append(packed[4:])
         fre_blob += encoded
         num_fres += len(fres)
+    return _image_v2(functions, arch, sort_flag, tuple(tails), bytes(fre_blob), num_fres)
+
+
+def _image_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
+              fde_tails: tuple[bytes, ...], fres: bytes, num_fres: int) -> SectionImage:
+    """The V2 section image of encoded FDEs and FREs: the header in front."""
     flags = F_FDE_FUNC_START_PCREL | (F_FDE_SORTED if sort_flag else 0)
     header = header_struct(arch.big_endian).pack(
         MAGIC, VERSION_2, flags, arch.sframe_abi, arch.sframe_fixed_fp_offset,
-        arch.sframe_fixed_ra_offset, 0, len(functions), num_fres, len(fre_blob), 0,
+        arch.sframe_fixed_ra_offset, 0, len(functions), num_fres, len(fres), 0,
         len(functions) * FDE_SIZE[VERSION_2])
     assert len(header) == HEADER_SIZE
-    return SectionImage(header, tuple(functions), tuple(tails), bytes(fre_blob),
-                        arch.big_endian, FDE_SIZE[VERSION_2], align=arch.sframe_section_align)
+    return SectionImage(header, tuple(functions), fde_tails, fres, arch.big_endian,
+                        FDE_SIZE[VERSION_2], align=arch.sframe_section_align)
 
 
 def _flex_words(rule: RuleFre, fixed_ra: Loc | None,

@@ -81,7 +81,7 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
             fres: tuple[Fre, ...] | None = compiled.fast_fres(
                 body, start, code_align, data_align, arch.sp, arch.fp, arch.ra,
                 arch.tracks_ra, big_endian, Fre, {} if shapes is None else shapes,
-                _shape_of(arch))
+                shape_of(arch))
             return fres
         except OverflowError:
             pass  # an alignment or CIE value past 64 bits: the Python loop below
@@ -93,7 +93,7 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
 
 
 @lru_cache(maxsize=16)
-def _shape_of(arch: Arch) -> Callable[[_State], FreShape | None]:
+def shape_of(arch: Arch) -> Callable[[_State], FreShape | None]:
     """``_state_shape`` for one target, as the compiled loop calls it."""
     return lambda state: _state_shape(state, arch)
 

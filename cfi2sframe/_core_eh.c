@@ -1,0 +1,342 @@
+/* The .eh_frame walker of the compiled core: a linked file's CIEs and FDEs read as
+ * ``dwarf/cfi.parse_cfi`` reads them (its reference: the same fields, and "not
+ * ordinary" wherever it would fail or read something this walker does not, so the
+ * Python walker then reads or reports it).  ``verify_scan`` compares each FDE it
+ * finds (``_core_verify.c``); ``eh_fdes`` gives them to Python as ``Fde``s, for
+ * conversion.  tests/differential/test_core_eh.py holds ``eh_fdes`` equal to the
+ * Python walker on installed files and damaged ones. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "_core.h"
+
+int get_uint(const Bytes *b, Py_ssize_t pos, int size, uint64_t *out) {
+    if (pos < 0 || size > b->end - pos) return 0;
+    *out = read_uint(b->d + pos, size, b->big);
+    return 1;
+}
+
+/* LEB128 within [pos, limit); 0 where it runs past or does not fit 64 bits. */
+static int get_leb(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int is_signed,
+                   int64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    uint8_t byte;
+    do {
+        if (*pos >= limit) return 0;
+        byte = b->d[(*pos)++];
+        if (shift >= 63 && (byte & 0x7f) > (shift == 63 ? 1 : 0)) return 0;
+        if (shift < 64) result |= (uint64_t)(byte & 0x7f) << shift;
+        shift += 7;
+    } while (byte & 0x80);
+    if (is_signed && (byte & 0x40) && shift < 64) result |= ~(uint64_t)0 << shift;
+    if (!is_signed && result > (uint64_t)INT64_MAX) return 0;
+    *out = (int64_t)result;
+    return 1;
+}
+
+/* The size of a pointer in ``encoding``'s format (skipped, not read); 0: not known. */
+static int pointer_skip(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int encoding,
+                        int address_size) {
+    int64_t ignored;
+    switch (encoding & 0x0f) {
+    case 0x00: *pos += address_size; break;
+    case 0x01: return get_leb(b, pos, limit, 0, &ignored);
+    case 0x09: return get_leb(b, pos, limit, 1, &ignored);
+    case 0x02: case 0x0a: *pos += 2; break;
+    case 0x03: case 0x0b: *pos += 4; break;
+    case 0x04: case 0x0c: *pos += 8; break;
+    default: return 0;
+    }
+    return *pos <= limit;
+}
+
+/* An FDE's pointer as ``dwarf/cfi._Reader.pointer`` reads it, fixed formats only and
+ * absolute or PC-relative: anything else is left to it (0). */
+static int pointer_read(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int encoding,
+                        int address_size, uint64_t base, uint64_t mask, uint64_t *out) {
+    int app = encoding & 0xf0, size;
+    if (app != 0x00 && app != 0x10) return 0;
+    switch (encoding & 0x0f) {
+    case 0x00: size = address_size; break;
+    case 0x02: case 0x0a: size = 2; break;
+    case 0x03: case 0x0b: size = 4; break;
+    case 0x04: case 0x0c: size = 8; break;
+    default: return 0;
+    }
+    uint64_t value;
+    if (*pos + size > limit || !get_uint(b, *pos, size, &value)) return 0;
+    if ((encoding & 0x08) && size < 8 && (value >> (8 * size - 1)) & 1)
+        value |= ~(uint64_t)0 << (8 * size);  /* signed formats */
+    if (app == 0x10) value += base + (uint64_t)*pos;
+    *pos += size;
+    *out = value & mask;
+    return 1;
+}
+
+typedef struct { State s; int have; } Capture;
+
+static int capture(void *raw, int64_t Py_UNUSED(at), const State *s) {
+    Capture *c = raw;
+    c->s = *s;
+    c->have = 1;
+    return 1;
+}
+
+/* A CIE of .eh_frame from its body (``pos``, after the CIE id) to ``end``, as
+ * ``dwarf/cfi._parse_cie`` reads it; 0 where that would fail or differ. */
+static int parse_cie(const Bytes *b, Py_ssize_t pos, Py_ssize_t end, int address_size,
+                     const Params *arch, CieInfo *cie) {
+    if (pos + 1 > end) return 0;
+    int version = b->d[pos++];
+    const uint8_t *nul = memchr(b->d + pos, 0, (size_t)(end - pos));
+    if (!nul) return 0;
+    const char *aug = (const char *)(b->d + pos);
+    Py_ssize_t aug_len = (const uint8_t *)nul - (b->d + pos);
+    pos += aug_len + 1;
+    int has_eh = 0;
+    for (Py_ssize_t i = 0; i + 1 < aug_len; i++)
+        if (aug[i] == 'e' && aug[i + 1] == 'h') has_eh = 1;
+    if (has_eh) pos += address_size;
+    if (pos > end) return 0;
+    if (!get_leb(b, &pos, end, 0, &cie->code_align)) return 0;
+    if (!get_leb(b, &pos, end, 1, &cie->data_align)) return 0;
+    if (version == 1) {
+        if (pos + 1 > end) return 0;
+        cie->ra = b->d[pos++];
+    } else if (!get_leb(b, &pos, end, 0, &cie->ra)) {
+        return 0;
+    }
+    cie->fde_encoding = 0;  /* absptr */
+    cie->lsda_encoding = 0xff;  /* omit */
+    cie->augmented = aug_len > 0 && aug[0] == 'z';
+    if (cie->augmented) {
+        int64_t data_len;
+        if (!get_leb(b, &pos, end, 0, &data_len) || data_len > end - pos) return 0;
+        Py_ssize_t data_end = pos + (Py_ssize_t)data_len;
+        for (Py_ssize_t i = 1; i < aug_len; i++) {
+            if (aug[i] == 'R' || aug[i] == 'L') {
+                if (pos + 1 > data_end) return 0;
+                if (aug[i] == 'R') cie->fde_encoding = b->d[pos];
+                else cie->lsda_encoding = b->d[pos];
+                pos++;
+            } else if (aug[i] == 'P') {
+                if (pos + 1 > data_end) return 0;
+                int encoding = b->d[pos++] & 0x7f;
+                if (!pointer_skip(b, &pos, data_end, encoding, address_size)) return 0;
+            }
+        }
+        pos = data_end;
+    } else if (!(aug_len == 0 || (aug_len == 2 && aug[0] == 'e' && aug[1] == 'h'))) {
+        return 0;
+    }
+    if (pos > end) return 0;
+    /* The initial instructions' state, as ``fastpath.initial_state`` (no such state:
+     * the FDEs of this CIE are left to the full check). */
+    State empty = {NO_CFA, 0, 0, 0, 0, 0, 0, 0};
+    Params p = *arch;
+    p.code_align = cie->code_align;
+    p.data_align = cie->data_align;
+    Capture c = {empty, 0};
+    int done = replay(b->d + pos, end - pos, empty, &p, capture, &c);
+    if (done < 0) return -1;
+    cie->start = c.have ? c.s : empty;
+    cie->start_ok = done == 1;
+    return 1;
+}
+
+
+/* Walk every entry of an .eh_frame at ``address``; each FDE goes to ``on_fde``.
+ * 1: done; 0: something out of the ordinary (the Python walker decides); -1: error. */
+int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_size,
+            int big, const Params *arch, OnFde on_fde, void *ctx) {
+    if (address_size != 4 && address_size != 8) return 0;
+    const uint64_t mask = address_size == 8 ? ~(uint64_t)0 : 0xffffffffu;
+    Bytes b = {data, size, big};
+    CieInfo *cies = NULL;
+    Py_ssize_t ncies = 0, cap = 0, pos = 0;
+    int result = 1;
+    while (pos + 4 <= size) {
+        Py_ssize_t start = pos;
+        uint64_t length, ident;
+        get_uint(&b, pos, 4, &length);
+        pos += 4;
+        if (length == 0xffffffffu) { result = 0; break; }  /* 64-bit DWARF */
+        if (length == 0) {  /* zero terminators, then the word of the next non-zero byte */
+            Py_ssize_t next = pos;
+            while (next < size && !b.d[next]) next++;
+            pos += (next - pos) / 4 * 4;
+            continue;
+        }
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        if ((Py_ssize_t)length > size - pos || pos + 4 > end) { result = 0; break; }
+        get_uint(&b, pos, 4, &ident);
+        Py_ssize_t body = pos + 4;
+        if (ident == 0) {  /* a CIE */
+            if (ncies == cap) {
+                cap = cap ? 2 * cap : 16;
+                CieInfo *more = PyMem_Realloc(cies, (size_t)cap * sizeof *more);
+                if (!more) { PyErr_NoMemory(); result = -1; break; }
+                cies = more;
+            }
+            CieInfo *cie = &cies[ncies];
+            cie->at = start;
+            int parsed = parse_cie(&b, body, end, address_size, arch, cie);
+            if (parsed <= 0) { result = parsed; break; }
+            ncies++;
+            pos = end;
+            continue;
+        }
+        /* An FDE: its CIE, met before it (a later one: the Python walker). */
+        Py_ssize_t cie_at = pos - (Py_ssize_t)ident, lo = 0, hi = ncies;
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi) / 2;
+            if (cies[mid].at < cie_at) lo = mid + 1; else hi = mid;
+        }
+        if (lo == ncies || cies[lo].at != cie_at) { result = 0; break; }
+        EhFde fde = {data, start, end, 0, &cies[lo], 0, 0, 0, 0, *arch};
+        Py_ssize_t at = body;
+        if (!pointer_read(&b, &at, end, fde.cie->fde_encoding, address_size, address, mask,
+                          &fde.pc)) {
+            result = 0;
+            break;
+        }
+        if (fde.cie->fde_encoding == 0x1b) {  /* pcrel|sdata4: its range read unsigned */
+            if (at + 4 > end || !get_uint(&b, at, 4, &fde.range)) { result = 0; break; }
+            at += 4;
+        } else if (!pointer_read(&b, &at, end, fde.cie->fde_encoding & 0x0f, address_size,
+                                 0, mask, &fde.range)) {
+            result = 0;
+            break;
+        }
+        if (fde.cie->augmented) {
+            int64_t aug;
+            if (!get_leb(&b, &at, end, 0, &aug) || aug > end - at) { result = 0; break; }
+            if (aug && fde.cie->lsda_encoding != 0xff) {
+                /* The LSDA as the Python reader takes it (Mach-O checks read it). */
+                Py_ssize_t lsda_at = at;
+                if (!pointer_read(&b, &lsda_at, at + (Py_ssize_t)aug,
+                                  fde.cie->lsda_encoding & 0x7f, address_size, address, mask,
+                                  &fde.lsda)) {
+                    result = 0;
+                    break;
+                }
+                fde.has_lsda = fde.lsda != 0;
+            }
+            at += (Py_ssize_t)aug;
+        }
+        fde.body = at;
+        fde.params.code_align = fde.cie->code_align;
+        fde.params.data_align = fde.cie->data_align;
+        pos = end;
+        int went = on_fde(ctx, &fde);
+        if (went <= 0) { result = went; break; }
+    }
+    PyMem_Free(cies);
+    return result;
+}
+
+/* What eh_fdes carries along. */
+typedef struct {
+    PyObject *out, *names, *cie_of, *cies, *fde_type, *section;
+} FdesCtx;
+
+static int make_fde(void *raw, const EhFde *e) {
+    FdesCtx *ctx = raw;
+    PyTypeObject *type = (PyTypeObject *)ctx->fde_type;
+    PyObject *cie_at = PyLong_FromSsize_t(e->cie->at);
+    if (!cie_at) return -1;
+    PyObject *cie = PyDict_GetItemWithError(ctx->cies, cie_at);  /* borrowed */
+    if (!cie) {
+        if (PyErr_Occurred()) { Py_DECREF(cie_at); return -1; }
+        PyObject *made = PyObject_CallOneArg(ctx->cie_of, cie_at);
+        if (!made || PyDict_SetItem(ctx->cies, cie_at, made) < 0) {
+            Py_XDECREF(made);
+            Py_DECREF(cie_at);
+            return -1;
+        }
+        Py_DECREF(made);
+        cie = PyDict_GetItemWithError(ctx->cies, cie_at);
+        if (!cie) { Py_DECREF(cie_at); return -1; }
+    }
+    /* Every field a new reference (cie_at's is ours already), or NULL. */
+    PyObject *fields[10] = {NULL};
+    fields[1] = ctx->section;
+    Py_INCREF(fields[1]);
+    fields[2] = PyLong_FromUnsignedLongLong(e->pc);
+    fields[3] = PyLong_FromUnsignedLongLong(e->range);
+    fields[4] = cie;
+    Py_INCREF(cie);
+    fields[5] = cie_at;
+    fields[6] = PyBytes_FromStringAndSize((const char *)e->data + e->body, e->end - e->body);
+    fields[7] = PyLong_FromSsize_t(e->start);
+    fields[8] = PyLong_FromSsize_t(e->body);
+    fields[9] = e->has_lsda ? PyLong_FromUnsignedLongLong(e->lsda) : Py_None;
+    if (!e->has_lsda) Py_INCREF(Py_None);
+    if (fields[2]) {
+        PyObject *key = PyTuple_Pack(2, ctx->section, fields[2]);
+        PyObject *name = key ? PyDict_GetItemWithError(ctx->names, key) : NULL;  /* borrowed */
+        Py_XDECREF(key);
+        if (name && PyUnicode_Check(name) && PyUnicode_GET_LENGTH(name) > 0) {
+            Py_INCREF(name);
+            fields[0] = name;
+        } else if (!PyErr_Occurred()) {
+            char text[32];
+            snprintf(text, sizeof text, "pc+0x%llx", (unsigned long long)e->pc);
+            fields[0] = PyUnicode_FromString(text);
+        }
+    }
+    int ok = 1;
+    for (int f = 0; f < 10; f++) ok = ok && fields[f] != NULL;
+    PyObject *fde = ok ? type->tp_alloc(type, 10) : NULL;
+    if (!fde) {
+        for (int f = 0; f < 10; f++) Py_XDECREF(fields[f]);
+        return -1;
+    }
+    for (int f = 0; f < 10; f++) PyTuple_SET_ITEM(fde, f, fields[f]);
+    int appended = PyList_Append(ctx->out, fde);
+    Py_DECREF(fde);
+    return appended < 0 ? -1 : 1;
+}
+
+/* eh_fdes(eh, address, address_size, big_endian, names, cie_of, fde_type)
+ * -> list of ``Fde``s of a linked file's .eh_frame at ``address``, or None where the
+ * Python walker decides.  ``names``: ("", address) -> function name, as
+ * ``elf.cfi.function_names`` gives them (else ``pc+ADDR``); ``cie_of(offset)``: the
+ * ``Cie`` Python reads there, asked once per CIE. */
+PyObject *eh_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer eh;
+    unsigned long long address;
+    int address_size, big;
+    PyObject *names, *cie_of, *fde_type;
+    if (!PyArg_ParseTuple(args, "y*KipO!OO!", &eh, &address, &address_size, &big,
+                          &PyDict_Type, &names, &cie_of, &PyType_Type, &fde_type))
+        return NULL;
+    FdesCtx ctx = {PyList_New(0), names, cie_of, PyDict_New(), fde_type,
+                   PyUnicode_FromString("")};
+    PyObject *out = NULL;
+    /* The replay's parameters matter only for a CIE's start state: none is asked for. */
+    Params p = {1, 1, -1, -1, -1, 0, big};
+    if (ctx.out && ctx.cies && ctx.section &&
+        PyType_IsSubtype((PyTypeObject *)fde_type, &PyTuple_Type)) {
+        int walked = eh_walk(eh.buf, eh.len, address, address_size, big, &p, make_fde, &ctx);
+        if (walked > 0) {
+            out = ctx.out;
+            Py_INCREF(out);
+        } else if (walked == 0) {
+            out = Py_None;
+            Py_INCREF(out);
+        }
+    } else if (!PyErr_Occurred()) {
+        PyErr_SetString(PyExc_TypeError, "fde_type must be a tuple type");
+    }
+    Py_XDECREF(ctx.out);
+    Py_XDECREF(ctx.cies);
+    Py_XDECREF(ctx.section);
+    PyBuffer_Release(&eh);
+    return out;
+}
