@@ -36,8 +36,8 @@ def read_input(path: str) -> bytes:
     The map stands in for ``bytes`` where an ELF file is read: slicing (which gives
     ``bytes``), indexing, ``len``, ``find`` and the ``struct`` calls.  Anything else
     (assembly, archives, small files, standard input) is read as ``read_bytes`` does.
-    Never used for ``--in-place``: a file rewritten in its own inode would change
-    under the map.
+    ``--in-place`` maps only a file with one name (``read_for_rewrite``): a file
+    rewritten in its own inode would change under the map.
     """
     if path == "-":
         return read_bytes(path)
@@ -218,15 +218,45 @@ PAGE = 4096  # one write within one page is whole or absent when the process is 
 def read_for_rewrite(path: str) -> tuple[bytes, os.stat_result]:
     """The contents of the file ``path`` names (through symbolic links) and its status
     from before the read (its access time not yet updated by it), for an in-place
-    rewrite that checks nothing changed meanwhile."""
+    rewrite that checks nothing changed meanwhile.
+
+    A large ELF file with one name is memory-mapped as ``read_input`` maps it: its
+    rewrite is a new inode renamed over the name, so the mapped one never changes
+    under the map.  A file with several names is rewritten in its own inode: it is
+    read."""
     try:
         status = os.stat(path)
         with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise Cfi2SframeError(path, f"cannot read input: {exc.strerror}") from None
+            if status.st_nlink == 1 and status.st_size >= MAP_AT_LEAST \
+                    and handle.read(4) == _ELF_MAGIC:
+                data = cast("bytes", mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+            else:
+                handle.seek(0)
+                data = handle.read()
+    except (OSError, ValueError) as exc:
+        raise Cfi2SframeError(path, f"cannot read input: {getattr(exc, 'strerror', exc)}") \
+            from None
     _check_unchanged(path, path, status)
     return data, status
+
+
+COPY_CHUNK = 1 << 24
+
+
+def copy_into(out: bytearray, at: int, data: bytes, start: int, stop: int) -> None:
+    """``out[at:at + stop - start] = data[start:stop]``, a chunk at a time: a slice
+    assignment copies its source first, and a memory-mapped ``data`` (``read_input``)
+    gives each chunk's pages back once copied (``MADV_DONTNEED``: they stay in the page
+    cache), so a large input is never held twice beside its copy."""
+    view = memoryview(data)
+    mapped = data if isinstance(data, mmap.mmap) else None
+    dontneed = getattr(mmap, "MADV_DONTNEED", None)
+    for first in range(start, stop, COPY_CHUNK):
+        last = min(first + COPY_CHUNK, stop)
+        out[at + first - start:at + last - start] = view[first:last]
+        if mapped is not None and dontneed is not None:
+            page = first - first % mmap.PAGESIZE
+            mapped.madvise(dontneed, page, last - page)
 
 
 def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: bytes,

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import Cfi2SframeError
+from ..files import copy_into
 from .read import (
     PT_GNU_SFRAME,
     PT_LOAD,
@@ -286,9 +287,8 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
 
-    # One copy of the input: a slice assignment into a bytearray copies its source first.
-    out = bytearray(memoryview(data)[: place.cut])
-    out += bytes(place.end - place.cut)
+    out = bytearray(place.end)
+    copy_into(out, 0, data, 0, place.cut)  # a chunk at a time (a large input: once)
     out[place.cut : place.cut + len(names)] = names
     headers = [bytearray(data[s.header_at : s.header_at + SHDR_SIZE]) for s in view.sections]
     struct.pack_into(order + "QQ", headers[shstrndx], 24, place.cut, len(names))
@@ -371,7 +371,8 @@ def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> 
     if len(sframe) > old.size:
         return None
     order = "<" if view.little_endian else ">"
-    out = bytearray(data)
+    out = bytearray(len(data))
+    copy_into(out, 0, data, 0, len(data))
     out[old.offset : old.offset + old.size] = sframe + bytes(old.size - len(sframe))
     struct.pack_into(order + "Q", out, old.header_at + 32, len(sframe))
     struct.pack_into(order + "QQ", out, segment_at + 32, len(sframe), len(sframe))

@@ -129,3 +129,36 @@ def test_rewritten_elf_files_keep_the_input_permission_bits(tmp_path: Path) -> N
         assert proc.returncode == 0, proc.stderr
         assert out.stat().st_mode & 0o7777 == mode & ~umask
     assert subprocess.run([str(tmp_path / "prog.new"), "x"]).returncode == 0
+
+
+def test_a_large_file_rewritten_in_place_from_its_map(tmp_path: Path) -> None:
+    """A library over 1 MiB with one name is read through a memory map for --in-place
+    (its rewrite is a new inode, so the map never changes under it); with two names it
+    is read whole and rewritten in its own inode (append-only, so its layout is its
+    own).  The first gives the bytes --emit elf writes, both verify, and the mapped
+    old inode is never changed."""
+    require_path(LIBRARY)
+    source = tmp_path / "lib.so"
+    shutil.copy(LIBRARY, source)
+    assert source.stat().st_size > (1 << 20)
+    want = tmp_path / "want.so"
+    assert run("-q", str(source), "--emit", "elf", "-o", str(want), cwd=tmp_path)\
+        .returncode == 0
+    one = tmp_path / "one.so"
+    shutil.copy(source, one)
+    kept = tmp_path / "kept.so"
+    os.link(one, kept)  # a second name: read whole, rewritten in its own inode
+    alone = tmp_path / "alone.so"
+    shutil.copy(source, alone)
+    held = os.open(alone, os.O_RDONLY)  # the old inode, as the map holds it
+    try:
+        for path in (alone, one):
+            proc = run("-q", "--in-place", str(path), cwd=tmp_path)
+            assert proc.returncode == 0, proc.stderr
+        assert alone.read_bytes() == want.read_bytes()
+        assert one.read_bytes() == kept.read_bytes() != source.read_bytes()
+        for path in (alone, one):
+            assert run("verify", str(path), cwd=tmp_path).returncode == 0, path
+        assert os.pread(held, 1 << 16, 0) == source.read_bytes()[:1 << 16]  # old inode
+    finally:
+        os.close(held)
