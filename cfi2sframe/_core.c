@@ -276,29 +276,63 @@ int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit e
  * ``start`` found by state key in ``shapes``, or asked of ``shape_of`` (whose answer,
  * None included, is kept there).  The rules that map a state to an FRE stay in
  * Python (``fastpath._state_shape``, from ``arch/``): this file holds no target fact. */
+/* A whole file's loop meets a few hundred distinct states: each one's entry of
+ * ``shapes`` (borrowed; the dict outlives the call) kept by the state itself, so the
+ * key tuple is built and looked up once per distinct state, not once per FRE.  A full
+ * table only stops taking entries. */
+#define MEMO_SLOTS 4096
+typedef struct { State s; PyObject *shape; } MemoSlot;
+typedef struct { MemoSlot slot[MEMO_SLOTS]; } StateMemo;
+
+static size_t state_hash(const State *s) {
+    uint64_t h = (uint64_t)s->cfa_reg * 0x9e3779b97f4a7c15ULL ^ (uint64_t)s->cfa_off;
+    h = h * 31 + (s->has_fp ? (uint64_t)s->fp_slot * 2 + 1 : 0);
+    h = h * 31 + (s->has_ra ? (uint64_t)s->ra_slot * 2 + 1 : 0);
+    h = h * 31 + (uint64_t)s->signed_ra;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static PyObject **memo_slot(StateMemo *m, const State *s, int *found) {
+    size_t at = state_hash(s) % MEMO_SLOTS;
+    for (int probe = 0; probe < 16; probe++, at = (at + 1) % MEMO_SLOTS) {
+        MemoSlot *slot = &m->slot[at];
+        if (!slot->shape) { *found = 0; slot->s = *s; return &slot->shape; }
+        if (same(&slot->s, s)) { *found = 1; return &slot->shape; }
+    }
+    *found = 0;
+    return NULL;
+}
+
 typedef struct {
     PyObject *fres, *shapes, *shape_of;
     PyTypeObject *fre_type;
+    StateMemo *memo;  /* NULL: none (one body) */
 } FreCtx;
 
 static int emit_fre(void *raw, int64_t at, const State *s) {
     FreCtx *ctx = raw;
-    PyObject *key = state_key(s);
-    if (!key) return -1;
-    PyObject *shape = PyDict_GetItemWithError(ctx->shapes, key);  /* borrowed */
+    int hit = 0;
+    PyObject **kept = ctx->memo && !s->huge ? memo_slot(ctx->memo, s, &hit) : NULL;
+    PyObject *shape = hit ? *kept : NULL;
     if (!shape) {
-        if (PyErr_Occurred()) { Py_DECREF(key); return -1; }
-        PyObject *made = PyObject_CallOneArg(ctx->shape_of, key);
-        if (!made || PyDict_SetItem(ctx->shapes, key, made) < 0) {
-            Py_XDECREF(made);
-            Py_DECREF(key);
-            return -1;
+        PyObject *key = state_key(s);
+        if (!key) return -1;
+        shape = PyDict_GetItemWithError(ctx->shapes, key);  /* borrowed */
+        if (!shape) {
+            if (PyErr_Occurred()) { Py_DECREF(key); return -1; }
+            PyObject *made = PyObject_CallOneArg(ctx->shape_of, key);
+            if (!made || PyDict_SetItem(ctx->shapes, key, made) < 0) {
+                Py_XDECREF(made);
+                Py_DECREF(key);
+                return -1;
+            }
+            Py_DECREF(made);  /* the dict holds it */
+            shape = PyDict_GetItemWithError(ctx->shapes, key);
+            if (!shape) { Py_DECREF(key); return -1; }
         }
-        Py_DECREF(made);  /* the dict holds it */
-        shape = PyDict_GetItemWithError(ctx->shapes, key);
-        if (!shape) { Py_DECREF(key); return -1; }
+        Py_DECREF(key);
+        if (kept) *kept = shape;
     }
-    Py_DECREF(key);
     if (shape == Py_None) return 0;
     if (!PyTuple_Check(shape)) {
         PyErr_SetString(PyExc_TypeError, "shape_of must give a tuple or None");
@@ -338,6 +372,7 @@ static PyObject *fast_fres(PyObject *Py_UNUSED(self), PyObject *args) {
         return NULL;
     }
     ctx.fre_type = (PyTypeObject *)fre_type;
+    ctx.memo = NULL;
     if (!read_state(start, &s)) { PyBuffer_Release(&body); return NULL; }
     ctx.fres = PyList_New(0);
     if (!ctx.fres) { PyBuffer_Release(&body); return NULL; }
@@ -384,7 +419,7 @@ static PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *fdes, *cies, *fre_type, *func_type, *direct;
     int version, tracks_ra, big;
     long long max_size, max_fres, sp, fp, ra;
-    FreCtx ctx = {NULL, NULL, NULL, NULL};
+    FreCtx ctx = {NULL, NULL, NULL, NULL, NULL};
     if (!PyArg_ParseTuple(args, "O!O!iLLLLLppO!O!OO!O!", &PyTuple_Type, &fdes,
                           &PyDict_Type, &cies, &version, &max_size, &max_fres, &sp, &fp, &ra,
                           &tracks_ra, &big, &PyType_Type, &fre_type, &PyDict_Type,
@@ -398,9 +433,11 @@ static PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
         return NULL;
     }
     ctx.fre_type = (PyTypeObject *)fre_type;
+    ctx.memo = PyMem_Calloc(1, sizeof(StateMemo));
+    if (!ctx.memo) return PyErr_NoMemory();
     Py_ssize_t n = PyTuple_GET_SIZE(fdes);
     PyObject *out = PyList_New(n);
-    if (!out) return NULL;
+    if (!out) { PyMem_Free(ctx.memo); return NULL; }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *fde = PyTuple_GET_ITEM(fdes, i);
         PyObject *made = Py_None;
@@ -488,8 +525,10 @@ static PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
     fail_made:
         Py_DECREF(made);
         Py_DECREF(out);
+        PyMem_Free(ctx.memo);
         return NULL;
     }
+    PyMem_Free(ctx.memo);
     return out;
 }
 
@@ -497,8 +536,41 @@ static PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
  * in ``addr_size`` bytes, then its info byte and data words, which are found by the
  * FRE's fields after ``start`` in ``tails`` or asked of ``tail_of`` (kept there): the
  * word layouts stay in Python (``encode._fre_bytes``). */
+/* An FRE's bytes after its start, kept by the identity of its fields after ``start``
+ * (borrowed, from ``tails``; every FRE of the call stays alive through it, so no
+ * field's address is reused): the FREs of the fast path share their fields with
+ * their state's shape, so a file's few hundred distinct FREs are each looked up in
+ * ``tails`` (a tuple built and hashed) once.  A miss only costs that look-up. */
+#define TAIL_SLOTS 4096
+#define TAIL_FIELDS 10
+typedef struct { PyObject *field[TAIL_FIELDS]; Py_ssize_t n; PyObject *tail; } TailSlot;
+typedef struct { TailSlot slot[TAIL_SLOTS]; } TailMemo;
+
+static PyObject **tail_slot(TailMemo *m, PyObject *fre, int *found) {
+    Py_ssize_t n = PyTuple_GET_SIZE(fre) - 1;
+    *found = 0;
+    if (n > TAIL_FIELDS) return NULL;
+    uintptr_t h = (uintptr_t)n;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = h * 1000003u ^ (uintptr_t)PyTuple_GET_ITEM(fre, i + 1) >> 4;
+    size_t at = (size_t)(h ^ (h >> 17)) % TAIL_SLOTS;
+    for (int probe = 0; probe < 16; probe++, at = (at + 1) % TAIL_SLOTS) {
+        TailSlot *slot = &m->slot[at];
+        if (!slot->tail) {
+            slot->n = n;
+            for (Py_ssize_t i = 0; i < n; i++) slot->field[i] = PyTuple_GET_ITEM(fre, i + 1);
+            return &slot->tail;
+        }
+        if (slot->n != n) continue;
+        Py_ssize_t i = 0;
+        while (i < n && slot->field[i] == PyTuple_GET_ITEM(fre, i + 1)) i++;
+        if (i == n) { *found = 1; return &slot->tail; }
+    }
+    return NULL;
+}
+
 static PyObject *encode_fres(PyObject *fres, int addr_size, int big_endian, PyObject *tails,
-                             PyObject *tail_of);
+                             PyObject *tail_of, TailMemo *memo);
 
 static PyObject *fres_bytes(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *fres, *tails, *tail_of;
@@ -506,12 +578,12 @@ static PyObject *fres_bytes(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!ipO!O", &PyTuple_Type, &fres, &addr_size, &big_endian,
                           &PyDict_Type, &tails, &tail_of))
         return NULL;
-    return encode_fres(fres, addr_size, big_endian, tails, tail_of);
+    return encode_fres(fres, addr_size, big_endian, tails, tail_of, NULL);
 }
 
 /* ``fres_bytes`` of a tuple of FREs (a new bytes object, or NULL with an error set). */
 static PyObject *encode_fres(PyObject *fres, int addr_size, int big_endian, PyObject *tails,
-                             PyObject *tail_of) {
+                             PyObject *tail_of, TailMemo *memo) {
     if (addr_size != 1 && addr_size != 2 && addr_size != 4) {
         PyErr_SetString(PyExc_ValueError, "addr_size must be 1, 2 or 4");
         return NULL;
@@ -527,22 +599,28 @@ static PyObject *encode_fres(PyObject *fres, int addr_size, int big_endian, PyOb
             PyErr_SetString(PyExc_TypeError, "an FRE must be a tuple");
             goto done;
         }
-        PyObject *shape = PyTuple_GetSlice(fre, 1, PyTuple_GET_SIZE(fre));
-        if (!shape) goto done;
-        PyObject *tail = PyDict_GetItemWithError(tails, shape);
+        int hit = 0;
+        PyObject **slot = memo ? tail_slot(memo, fre, &hit) : NULL;
+        PyObject *tail = hit ? *slot : NULL;
         if (!tail) {
-            if (PyErr_Occurred()) { Py_DECREF(shape); goto done; }
-            PyObject *made = PyObject_CallOneArg(tail_of, shape);
-            if (!made || PyDict_SetItem(tails, shape, made) < 0) {
-                Py_XDECREF(made);
-                Py_DECREF(shape);
-                goto done;
-            }
-            Py_DECREF(made);
+            PyObject *shape = PyTuple_GetSlice(fre, 1, PyTuple_GET_SIZE(fre));
+            if (!shape) goto done;
             tail = PyDict_GetItemWithError(tails, shape);
-            if (!tail) { Py_DECREF(shape); goto done; }
+            if (!tail) {
+                if (PyErr_Occurred()) { Py_DECREF(shape); goto done; }
+                PyObject *made = PyObject_CallOneArg(tail_of, shape);
+                if (!made || PyDict_SetItem(tails, shape, made) < 0) {
+                    Py_XDECREF(made);
+                    Py_DECREF(shape);
+                    goto done;
+                }
+                Py_DECREF(made);
+                tail = PyDict_GetItemWithError(tails, shape);
+                if (!tail) { Py_DECREF(shape); goto done; }
+            }
+            Py_DECREF(shape);
+            if (slot) *slot = tail;
         }
-        Py_DECREF(shape);
         if (!PyBytes_Check(tail)) {
             PyErr_SetString(PyExc_TypeError, "tail_of must give bytes");
             goto done;
@@ -592,10 +670,14 @@ static PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(functions), types = PyTuple_GET_SIZE(addr_sizes);
     PyObject *fde_tails = PyTuple_New(n), *memo = PyDict_New(), *blob = NULL, *out = NULL;
+    TailMemo *kept = PyMem_Calloc(1, sizeof(TailMemo));
     char *buf = NULL;
     Py_ssize_t used = 0, cap = 0;
     unsigned long long num_fres = 0;
-    if (!fde_tails || !memo) goto done;
+    if (!fde_tails || !memo || !kept) {
+        if (!kept) PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *func = PyTuple_GET_ITEM(functions, i);
         if (!PyTuple_Check(func) || PyTuple_GET_SIZE(func) < 12) {
@@ -634,7 +716,7 @@ static PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
                 Py_DECREF(id);
                 goto done;
             }
-            PyObject *encoded = encode_fres(fres, (int)size, big, tails, tail_of);
+            PyObject *encoded = encode_fres(fres, (int)size, big, tails, tail_of, kept);
             if (!encoded) { Py_DECREF(id); goto done; }
             PyObject *entry = Py_BuildValue("(lN)", type, encoded);
             if (!entry || PyDict_SetItem(memo, id, entry) < 0) {
@@ -692,6 +774,7 @@ done:
     Py_XDECREF(memo);
     Py_XDECREF(blob);
     PyMem_Free(buf);
+    PyMem_Free(kept);
     return out;
 }
 
