@@ -317,20 +317,9 @@ static int emit_fre(void *raw, int64_t at, const State *s) {
     if (!shape) {
         PyObject *key = state_key(s);
         if (!key) return -1;
-        shape = PyDict_GetItemWithError(ctx->shapes, key);  /* borrowed */
-        if (!shape) {
-            if (PyErr_Occurred()) { Py_DECREF(key); return -1; }
-            PyObject *made = PyObject_CallOneArg(ctx->shape_of, key);
-            if (!made || PyDict_SetItem(ctx->shapes, key, made) < 0) {
-                Py_XDECREF(made);
-                Py_DECREF(key);
-                return -1;
-            }
-            Py_DECREF(made);  /* the dict holds it */
-            shape = PyDict_GetItemWithError(ctx->shapes, key);
-            if (!shape) { Py_DECREF(key); return -1; }
-        }
+        shape = memo_lookup(ctx->shapes, key, ctx->shape_of);  /* borrowed */
         Py_DECREF(key);
+        if (!shape) return -1;
         if (kept) *kept = shape;
     }
     if (shape == Py_None) return 0;
@@ -605,20 +594,9 @@ static PyObject *encode_fres(PyObject *fres, int addr_size, int big_endian, PyOb
         if (!tail) {
             PyObject *shape = PyTuple_GetSlice(fre, 1, PyTuple_GET_SIZE(fre));
             if (!shape) goto done;
-            tail = PyDict_GetItemWithError(tails, shape);
-            if (!tail) {
-                if (PyErr_Occurred()) { Py_DECREF(shape); goto done; }
-                PyObject *made = PyObject_CallOneArg(tail_of, shape);
-                if (!made || PyDict_SetItem(tails, shape, made) < 0) {
-                    Py_XDECREF(made);
-                    Py_DECREF(shape);
-                    goto done;
-                }
-                Py_DECREF(made);
-                tail = PyDict_GetItemWithError(tails, shape);
-                if (!tail) { Py_DECREF(shape); goto done; }
-            }
+            tail = memo_lookup(tails, shape, tail_of);  /* borrowed */
             Py_DECREF(shape);
+            if (!tail) goto done;
             if (slot) *slot = tail;
         }
         if (!PyBytes_Check(tail)) {

@@ -81,6 +81,19 @@ PyObject *eh_fdes(PyObject *self, PyObject *args);
 PyObject *agree(PyObject *self, PyObject *args);
 PyObject *verify_scan(PyObject *self, PyObject *args);
 
+/* ``memo[key]``, else ``make(key)`` kept there: a borrowed reference (the dict holds
+ * it), or NULL with a Python error set.  How the loops in C ask Python once per
+ * distinct state, FRE or CIE and remember the answer. */
+static inline PyObject *memo_lookup(PyObject *memo, PyObject *key, PyObject *make) {
+    PyObject *found = PyDict_GetItemWithError(memo, key);
+    if (found || PyErr_Occurred()) return found;
+    PyObject *made = PyObject_CallOneArg(make, key);
+    if (!made) return NULL;
+    int failed = PyDict_SetItem(memo, key, made) < 0;
+    Py_DECREF(made);
+    return failed ? NULL : PyDict_GetItemWithError(memo, key);
+}
+
 /* _core_unwind_info.c: an image's __unwind_info listed as ``dump`` prints it. */
 PyObject *unwind_info_text(PyObject *self, PyObject *args);
 

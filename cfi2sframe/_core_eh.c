@@ -250,19 +250,8 @@ static int make_fde(void *raw, const EhFde *e) {
     PyTypeObject *type = (PyTypeObject *)ctx->fde_type;
     PyObject *cie_at = PyLong_FromSsize_t(e->cie->at);
     if (!cie_at) return -1;
-    PyObject *cie = PyDict_GetItemWithError(ctx->cies, cie_at);  /* borrowed */
-    if (!cie) {
-        if (PyErr_Occurred()) { Py_DECREF(cie_at); return -1; }
-        PyObject *made = PyObject_CallOneArg(ctx->cie_of, cie_at);
-        if (!made || PyDict_SetItem(ctx->cies, cie_at, made) < 0) {
-            Py_XDECREF(made);
-            Py_DECREF(cie_at);
-            return -1;
-        }
-        Py_DECREF(made);
-        cie = PyDict_GetItemWithError(ctx->cies, cie_at);
-        if (!cie) { Py_DECREF(cie_at); return -1; }
-    }
+    PyObject *cie = memo_lookup(ctx->cies, cie_at, ctx->cie_of);  /* borrowed */
+    if (!cie) { Py_DECREF(cie_at); return -1; }
     /* Every field a new reference (cie_at's is ours already), or NULL. */
     PyObject *fields[10] = {NULL};
     fields[1] = ctx->section;

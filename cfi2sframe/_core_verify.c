@@ -70,15 +70,8 @@ static void steps_free(Steps *st) {
 /* The id of ``key`` in ``ids``, else asked of ``id_of`` (and kept): >= 0, or -1 where
  * the answer is None (no fast answer), or -2 with a Python error set. */
 static long id_for(PyObject *ids, PyObject *id_of, PyObject *key) {
-    PyObject *found = PyDict_GetItemWithError(ids, key);  /* borrowed */
-    if (!found) {
-        if (PyErr_Occurred()) return -2;
-        PyObject *made = PyObject_CallOneArg(id_of, key);
-        if (!made || PyDict_SetItem(ids, key, made) < 0) { Py_XDECREF(made); return -2; }
-        Py_DECREF(made);
-        found = PyDict_GetItemWithError(ids, key);
-        if (!found) return -2;
-    }
+    PyObject *found = memo_lookup(ids, key, id_of);  /* borrowed */
+    if (!found) return -2;
     if (found == Py_None) return -1;
     long id = PyLong_AsLong(found);
     if (id == -1 && PyErr_Occurred()) return -2;
