@@ -1,7 +1,7 @@
-# The compiled core (_core.c, _core_reloc.c, _core_sframe_dump.c, _core_unwind_info.c);
-# sframe/fastpath.py, sframe/encode.py, sframe/decode.py, sframe/dump.py, elf/reloc.py
-# and compact/listing.py hold the
-# reference of each function.
+# The compiled core (_core.c, _core_reloc.c, _core_sframe_dump.c, _core_unwind_info.c,
+# _core_eh.c, _core_verify.c); sframe/fastpath.py, sframe/build.py, sframe/encode.py,
+# sframe/decode.py, sframe/dump.py, elf/reloc.py, compact/listing.py, dwarf/cfi.py and
+# analysis/compare.py hold the reference of each function.
 
 from collections.abc import Callable
 
@@ -40,3 +40,37 @@ def sframe_dump(data: bytes, fde_start: int, first: int, last: int, entry: int,
                 fre_table: tuple[tuple[bool, int, int, bool, int], ...],
                 columns_of: Callable[[bool, int, tuple[int, ...]], str],
                 heads: tuple[str, str], text: bool) -> str | int | None: ...
+
+def lower_fdes(fdes: tuple[tuple[object, ...], ...],
+               cies: dict[int, tuple[object, ...]], version: int, max_size: int,
+               max_fres_v3: int, sp: int, fp: int, ra: int, tracks_ra: bool,
+               big_endian: bool, fre_type: type,
+               shapes: dict[_State, tuple[object, ...] | None],
+               shape_of: Callable[[_State], tuple[object, ...] | None], function_type: type,
+               direct: dict[tuple[int, bytes], tuple[object, ...] | None]
+               ) -> list[tuple[object, ...] | None]: ...
+
+def fdes_v2(functions: tuple[tuple[object, ...], ...], big_endian: bool,
+            tails: dict[tuple[object, ...], bytes],
+            tail_of: Callable[[tuple[object, ...]], bytes], addr_sizes: tuple[int, ...],
+            pc_mask_bit: int, pauth_bit: int) -> tuple[tuple[bytes, ...], bytes, int]: ...
+
+def eh_fdes(eh: bytes, address: int, address_size: int, big_endian: bool,
+            names: dict[tuple[str, int], str], cie_of: Callable[[int], object],
+            fde_type: type) -> list[tuple[object, ...]] | None: ...
+
+def agree(body: bytes, start: _State, code_align: int, data_align: int, sp: int, fp: int,
+          ra: int, tracks_ra: bool, big_endian: bool, size: int,
+          states: dict[object, int | None], state_of: Callable[[_State], int | None],
+          fres: tuple[tuple[object, ...], ...], fre_ids: dict[object, int | None],
+          fre_id_of: Callable[[tuple[int, tuple[int, ...]]], int | None],
+          none_id: int) -> bool: ...
+
+def verify_scan(eh: bytes, eh_address: int, address_size: int, big_endian: bool,
+                sframe: bytes, index: tuple[object, ...], layout: tuple[object, ...],
+                arch: tuple[int, int, int, bool],
+                table: tuple[tuple[bool, int, int, bool, int], ...],
+                states: dict[object, int | None], state_of: Callable[[_State], int | None],
+                fre_ids: dict[object, int | None],
+                fre_id_of: Callable[[bytes], int | None]
+                ) -> tuple[int, bytearray, list[int]] | None: ...
