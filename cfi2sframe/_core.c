@@ -303,10 +303,34 @@ static PyObject **memo_slot(StateMemo *m, const State *s, int *found) {
     return NULL;
 }
 
+/* Equal FREs (one start, one shape) recur across a file's bodies (the push at 1, the
+ * frame pointer at 4): one object each, kept here (a reference held) for the call. */
+#define FRE_SLOTS 65536
+typedef struct { int64_t at; PyObject *shape, *fre; } FreSlot;
+typedef struct { FreSlot slot[FRE_SLOTS]; } FreMemo;
+
+static PyObject **fre_slot(FreMemo *m, int64_t at, PyObject *shape) {
+    uint64_t h = ((uint64_t)at * 0x9e3779b97f4a7c15ULL) ^ ((uintptr_t)shape >> 4);
+    size_t i = (size_t)(h ^ (h >> 31)) % FRE_SLOTS;
+    for (int probe = 0; probe < 16; probe++, i = (i + 1) % FRE_SLOTS) {
+        FreSlot *slot = &m->slot[i];
+        if (!slot->fre) { slot->at = at; slot->shape = shape; return &slot->fre; }
+        if (slot->at == at && slot->shape == shape) return &slot->fre;
+    }
+    return NULL;
+}
+
+static void fre_memo_free(FreMemo *m) {
+    if (!m) return;
+    for (size_t i = 0; i < FRE_SLOTS; i++) Py_XDECREF(m->slot[i].fre);
+    PyMem_Free(m);
+}
+
 typedef struct {
     PyObject *fres, *shapes, *shape_of;
     PyTypeObject *fre_type;
     StateMemo *memo;  /* NULL: none (one body) */
+    FreMemo *made;    /* NULL: none (one body) */
 } FreCtx;
 
 static int emit_fre(void *raw, int64_t at, const State *s) {
@@ -327,6 +351,8 @@ static int emit_fre(void *raw, int64_t at, const State *s) {
         PyErr_SetString(PyExc_TypeError, "shape_of must give a tuple or None");
         return -1;
     }
+    PyObject **same_fre = ctx->made ? fre_slot(ctx->made, at, shape) : NULL;
+    if (same_fre && *same_fre) return PyList_Append(ctx->fres, *same_fre) < 0 ? -1 : 1;
     Py_ssize_t n = PyTuple_GET_SIZE(shape);
     PyObject *fre = ctx->fre_type->tp_alloc(ctx->fre_type, n + 1);
     if (!fre) return -1;
@@ -337,6 +363,10 @@ static int emit_fre(void *raw, int64_t at, const State *s) {
         PyObject *item = PyTuple_GET_ITEM(shape, i);
         Py_INCREF(item);
         PyTuple_SET_ITEM(fre, i + 1, item);
+    }
+    if (same_fre) {
+        Py_INCREF(fre);
+        *same_fre = fre;
     }
     int failed = PyList_Append(ctx->fres, fre) < 0;
     Py_DECREF(fre);
@@ -362,6 +392,7 @@ static PyObject *fast_fres(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     ctx.fre_type = (PyTypeObject *)fre_type;
     ctx.memo = NULL;
+    ctx.made = NULL;
     if (!read_state(start, &s)) { PyBuffer_Release(&body); return NULL; }
     ctx.fres = PyList_New(0);
     if (!ctx.fres) { PyBuffer_Release(&body); return NULL; }
@@ -408,7 +439,7 @@ static PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *fdes, *cies, *fre_type, *func_type, *direct;
     int version, tracks_ra, big;
     long long max_size, max_fres, sp, fp, ra;
-    FreCtx ctx = {NULL, NULL, NULL, NULL, NULL};
+    FreCtx ctx = {NULL, NULL, NULL, NULL, NULL, NULL};
     if (!PyArg_ParseTuple(args, "O!O!iLLLLLppO!O!OO!O!", &PyTuple_Type, &fdes,
                           &PyDict_Type, &cies, &version, &max_size, &max_fres, &sp, &fp, &ra,
                           &tracks_ra, &big, &PyType_Type, &fre_type, &PyDict_Type,
@@ -423,10 +454,15 @@ static PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     ctx.fre_type = (PyTypeObject *)fre_type;
     ctx.memo = PyMem_Calloc(1, sizeof(StateMemo));
-    if (!ctx.memo) return PyErr_NoMemory();
+    ctx.made = PyMem_Calloc(1, sizeof(FreMemo));
+    if (!ctx.memo || !ctx.made) {
+        PyMem_Free(ctx.memo);
+        PyMem_Free(ctx.made);
+        return PyErr_NoMemory();
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(fdes);
     PyObject *out = PyList_New(n);
-    if (!out) { PyMem_Free(ctx.memo); return NULL; }
+    if (!out) { PyMem_Free(ctx.memo); fre_memo_free(ctx.made); return NULL; }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *fde = PyTuple_GET_ITEM(fdes, i);
         PyObject *made = Py_None;
@@ -515,9 +551,11 @@ static PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
         Py_DECREF(made);
         Py_DECREF(out);
         PyMem_Free(ctx.memo);
+        fre_memo_free(ctx.made);
         return NULL;
     }
     PyMem_Free(ctx.memo);
+    fre_memo_free(ctx.made);
     return out;
 }
 

@@ -11,7 +11,7 @@ from .arch import as_arch, by_sframe_abi
 from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
 from .errors import Cfi2SframeError, DecodeError, decoding
-from .files import read_bytes
+from .files import read_bytes, release
 from .frontend.probe import Assembler, ProbeRun
 from .kinds import Kind, refuse_unreadable
 
@@ -109,7 +109,9 @@ class AsmConversion(Conversion):
 
         if self.unit is None or not self.unit.timelines:
             return []
-        assembled = read_elf_cfi(self.source, self.unit.obj).timelines
+        # The probe's symbol table, read once: the object's names are the probe's.
+        assembled = read_elf_cfi(self.source, self.unit.obj,
+                                 symbols=self.unit.symbols or None).timelines
         return assembler_disagreements(self.unit.timelines, assembled)
 
     def asm(self) -> str:
@@ -413,6 +415,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     if cfi.elf_type != "ET_REL":
         address = default_sframe_address(data, path) if sframe_address is None \
             else sframe_address
+    release(data)  # its CFI and symbols are read: a mapped file's pages go back
     return ElfConversion(arch, path, image.functions, tuple(skips), image, "", cfi.elf_type,
                          len(cfi.fdes), address, data, replace)
 

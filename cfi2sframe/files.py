@@ -240,7 +240,16 @@ def read_for_rewrite(path: str) -> tuple[bytes, os.stat_result]:
     return data, status
 
 
-COPY_CHUNK = 1 << 24
+def release(data: bytes) -> None:
+    """Give back the pages of a memory-mapped input (``read_input``) read so far: they
+    stay in the page cache, and a later read faults them in again.  For a large file
+    read once (its CFI and symbols) and copied later, chunk by chunk."""
+    dontneed = getattr(mmap, "MADV_DONTNEED", None)
+    if isinstance(data, mmap.mmap) and dontneed is not None and len(data):
+        data.madvise(dontneed)
+
+
+COPY_CHUNK = 1 << 22
 
 
 def copy_into(out: bytearray, at: int, data: bytes, start: int, stop: int) -> None:

@@ -7,7 +7,7 @@ symbol tables, and hands the bytes to the container-free parser (``dwarf.cfi``).
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 
 from ..arch import arch_for_machine
 from ..dwarf.cfi import Cfi, Fde, Names, function_name, parse_cfi
@@ -18,22 +18,24 @@ from .read import (
     SHN_LORESERVE,
     SHT_NOBITS,
     ElfView,
+    Symbol,
     is_mapping_symbol,
     open_elf_file,
 )
 from .reloc import relocate_view
 
 
-def read_elf_cfi(path: str, data: bytes | None = None,
-                 limits: Limits = DEFAULT_LIMITS) -> Cfi:
+def read_elf_cfi(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LIMITS,
+                 symbols: Sequence[Symbol] | None = None) -> Cfi:
     """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file;
-    a compressed one is decompressed within ``limits``."""
+    a compressed one is decompressed within ``limits``.  ``symbols``: its symbol
+    table, where the caller has read it (``function_names``)."""
     if data is None:
         data = read_input(path)
     view = open_elf_file(path, data)
     with decoding(path, "ELF file") as where:
         arch_for_machine(view.machine, path, not view.little_endian)  # unsupported: fail
-        names = function_names(view)
+        names = function_names(view, symbols=symbols)
         chosen = None
         for candidate, eh in ((".eh_frame", True), (".debug_frame", False)):
             found = view.section(candidate)
@@ -63,9 +65,11 @@ def named_fdes(view: ElfView, fdes: list[Fde]) -> list[Fde]:
     return [fde._replace(name=function_name(names, "", fde.start)) for fde in fdes]
 
 
-def function_names(view: ElfView, values: Container[int] | None = None) -> Names:
+def function_names(view: ElfView, values: Container[int] | None = None,
+                   symbols: Sequence[Symbol] | None = None) -> Names:
     """(section or "", address) -> name of every function symbol (``values``: of
-    those at these addresses only, as the whole table names them).
+    those at these addresses only, as the whole table names them).  ``symbols``: the
+    ``.symtab`` entries where the caller has read them (the assembler probe has).
 
     The symbol table is unpacked with ``elf.read`` in one pass: pyelftools'
     per-symbol objects cost ~10 us each, and libraries have tens of thousands.
@@ -73,11 +77,12 @@ def function_names(view: ElfView, values: Container[int] | None = None) -> Names
     is_rel = view.elf_type == "ET_REL"
     names: dict[tuple[str, int], str] = {}
     for table in (".symtab", ".dynsym"):
-        symbols = view.symbols(table, values)
+        entries = symbols if symbols is not None and table == ".symtab" else \
+            view.symbols(table, values)
         # Function symbols first; then untyped ones (hand-written assembly without
         # .type), which name a function only where no function symbol does.
         for kinds in ((2,), (0,)):
-            for sym in symbols:
+            for sym in entries:
                 if sym.kind not in kinds or not sym.name or not 0 < sym.shndx < SHN_LORESERVE:
                     continue
                 if sym.shndx >= len(view.sections) or sym.name.startswith(".L") \

@@ -92,6 +92,7 @@ class AsmUnit:
     timelines: tuple[Timeline, ...]
     anchor_offsets: tuple[tuple[int, str], ...]
     obj: bytes = b""  # the assembler's object (probe labels add no bytes): the code
+    symbols: tuple[Symbol, ...] = ()  # its symbol table, as the probe read it (ELF)
 
     def text_with_anchors(self) -> str:
         """The source with a local label at every function start (no code change)."""
@@ -151,7 +152,8 @@ def finish_asm(run: ProbeRun, arch: Arch) -> tuple[AsmUnit, str]:
     timelines, anchors = builder.build()
     if view is not None:  # (LLVM writes Mach-O FDEs only for functions in DWARF mode)
         check_fde_count(view, len(timelines), filename)
-    return AsmUnit(filename, run.text, tuple(timelines), tuple(anchors), obj), messages
+    return AsmUnit(filename, run.text, tuple(timelines), tuple(anchors), obj,
+                   tuple(symbols) if view is not None else ()), messages
 
 
 def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
