@@ -888,8 +888,8 @@ static PyMethodDef methods[] = {
      "fast_fres(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian,\n"
      "          fre_type, shapes, shape_of) -> tuple of FREs, or None (general path)."},
     {"eh_fdes", eh_fdes, METH_VARARGS,
-     "eh_fdes(eh, address, address_size, big_endian, names, cie_of, fde_type)\n"
-     "-> the Fdes of a linked file's .eh_frame, or None; see _core_eh.c."},
+     "eh_fdes(eh, address, address_size, big_endian, names, cie_of, fde_type, placements)\n"
+     "-> the Fdes of an .eh_frame, or None; see _core_eh.c."},
     {"verify_scan", verify_scan, METH_VARARGS,
      "verify_scan(eh, eh_address, address_size, big_endian, sframe, index, arch, table,\n"
      "            states, state_of, fre_ids, fre_id_of) -> (checked, used, todo), or None;\n"

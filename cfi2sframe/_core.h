@@ -52,7 +52,7 @@ typedef struct {
 /* The unsigned number of ``size`` bytes at ``pos`` of ``b``; 0 where it runs past. */
 int get_uint(const Bytes *b, Py_ssize_t pos, int size, uint64_t *out);
 
-/* _core_eh.c: a linked file's .eh_frame walked.  A CIE as the walk keeps it, and an
+/* _core_eh.c: an .eh_frame walked.  A CIE as the walk keeps it, and an
  * FDE as it hands it on (``body``: its instructions' offset; ``params``: the target's,
  * with the CIE's alignment factors). */
 typedef struct {
@@ -64,7 +64,7 @@ typedef struct {
 
 typedef struct {
     const uint8_t *data;
-    Py_ssize_t start, end, body;
+    Py_ssize_t start, end, body, field;  /* field: the start field's offset */
     const CieInfo *cie;
     uint64_t pc, range, lsda;
     int has_lsda;

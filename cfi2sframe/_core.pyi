@@ -57,7 +57,8 @@ def fdes_v2(functions: tuple[tuple[object, ...], ...], big_endian: bool,
 
 def eh_fdes(eh: bytes, address: int, address_size: int, big_endian: bool,
             names: dict[tuple[str, int], str], cie_of: Callable[[int], object],
-            fde_type: type) -> list[tuple[object, ...]] | None: ...
+            fde_type: type, placements: dict[int, tuple[str, int]]
+            ) -> list[tuple[object, ...]] | None: ...
 
 def agree(body: bytes, start: _State, code_align: int, data_align: int, sp: int, fp: int,
           ra: int, tracks_ra: bool, big_endian: bool, size: int,

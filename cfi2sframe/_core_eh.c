@@ -1,4 +1,4 @@
-/* The .eh_frame walker of the compiled core: a linked file's CIEs and FDEs read as
+/* The .eh_frame walker of the compiled core: a file's CIEs and FDEs read as
  * ``dwarf/cfi.parse_cfi`` reads them (its reference: the same fields, and "not
  * ordinary" wherever it would fail or read something this walker does not, so the
  * Python walker then reads or reports it).  ``verify_scan`` compares each FDE it
@@ -198,7 +198,7 @@ int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_
             if (cies[mid].at < cie_at) lo = mid + 1; else hi = mid;
         }
         if (lo == ncies || cies[lo].at != cie_at) { result = 0; break; }
-        EhFde fde = {data, start, end, 0, &cies[lo], 0, 0, 0, 0, *arch};
+        EhFde fde = {data, start, end, 0, body, &cies[lo], 0, 0, 0, 0, *arch};
         Py_ssize_t at = body;
         if (!pointer_read(&b, &at, end, fde.cie->fde_encoding, address_size, address, mask,
                           &fde.pc)) {
@@ -242,8 +242,58 @@ int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_
 
 /* What eh_fdes carries along. */
 typedef struct {
-    PyObject *out, *names, *cie_of, *cies, *fde_type, *section;
+    PyObject *out, *names, *cie_of, *cies, *fde_type, *section, *placements;
 } FdesCtx;
+
+/* An FDE's function as ``dwarf/cfi._parse_fde`` places it: (section, start) of the
+ * relocated start field, else ("", the start read); and named as ``function_name``
+ * names it (else SECTION+ADDR, pc+ADDR when linked).  New references in ``out``, or
+ * 0 (not ordinary: a start below zero) or -1 (error). */
+static int placed_and_named(FdesCtx *ctx, const EhFde *e, PyObject **out) {
+    PyObject *section = ctx->section, *start = NULL;
+    if (ctx->placements) {
+        PyObject *field = PyLong_FromSsize_t(e->field);
+        if (!field) return -1;
+        PyObject *placed = PyDict_GetItemWithError(ctx->placements, field);  /* borrowed */
+        Py_DECREF(field);
+        if (!placed && PyErr_Occurred()) return -1;
+        if (placed) {
+            if (!PyTuple_Check(placed) || PyTuple_GET_SIZE(placed) != 2 ||
+                !PyUnicode_Check(PyTuple_GET_ITEM(placed, 0)))
+                return 0;
+            section = PyTuple_GET_ITEM(placed, 0);
+            start = PyTuple_GET_ITEM(placed, 1);
+            Py_INCREF(start);
+        }
+    }
+    if (!start && !(start = PyLong_FromUnsignedLongLong(e->pc))) return -1;
+    unsigned long long value = PyLong_AsUnsignedLongLong(start);
+    if (value == (unsigned long long)-1 && PyErr_Occurred()) {
+        Py_DECREF(start);
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        return 0;  /* below zero: the Python walker names it */
+    }
+    PyObject *key = PyTuple_Pack(2, section, start);
+    PyObject *name = key ? PyDict_GetItemWithError(ctx->names, key) : NULL;  /* borrowed */
+    Py_XDECREF(key);
+    if (name && PyUnicode_Check(name) && PyUnicode_GET_LENGTH(name) > 0) {
+        Py_INCREF(name);
+    } else if (PyErr_Occurred()) {
+        name = NULL;
+    } else {
+        char hex[24];
+        snprintf(hex, sizeof hex, "0x%llx", value);
+        name = PyUnicode_GET_LENGTH(section) ? PyUnicode_FromFormat("%U+%s", section, hex)
+                                             : PyUnicode_FromFormat("pc+%s", hex);
+    }
+    if (!name) { Py_DECREF(start); return -1; }
+    Py_INCREF(section);
+    out[0] = name;
+    out[1] = section;
+    out[2] = start;
+    return 1;
+}
 
 static int make_fde(void *raw, const EhFde *e) {
     FdesCtx *ctx = raw;
@@ -254,9 +304,8 @@ static int make_fde(void *raw, const EhFde *e) {
     if (!cie) { Py_DECREF(cie_at); return -1; }
     /* Every field a new reference (cie_at's is ours already), or NULL. */
     PyObject *fields[10] = {NULL};
-    fields[1] = ctx->section;
-    Py_INCREF(fields[1]);
-    fields[2] = PyLong_FromUnsignedLongLong(e->pc);
+    int placed = placed_and_named(ctx, e, fields);
+    if (placed <= 0) { Py_DECREF(cie_at); return placed; }
     fields[3] = PyLong_FromUnsignedLongLong(e->range);
     fields[4] = cie;
     Py_INCREF(cie);
@@ -266,19 +315,6 @@ static int make_fde(void *raw, const EhFde *e) {
     fields[8] = PyLong_FromSsize_t(e->body);
     fields[9] = e->has_lsda ? PyLong_FromUnsignedLongLong(e->lsda) : Py_None;
     if (!e->has_lsda) Py_INCREF(Py_None);
-    if (fields[2]) {
-        PyObject *key = PyTuple_Pack(2, ctx->section, fields[2]);
-        PyObject *name = key ? PyDict_GetItemWithError(ctx->names, key) : NULL;  /* borrowed */
-        Py_XDECREF(key);
-        if (name && PyUnicode_Check(name) && PyUnicode_GET_LENGTH(name) > 0) {
-            Py_INCREF(name);
-            fields[0] = name;
-        } else if (!PyErr_Occurred()) {
-            char text[32];
-            snprintf(text, sizeof text, "pc+0x%llx", (unsigned long long)e->pc);
-            fields[0] = PyUnicode_FromString(text);
-        }
-    }
     int ok = 1;
     for (int f = 0; f < 10; f++) ok = ok && fields[f] != NULL;
     PyObject *fde = ok ? type->tp_alloc(type, 10) : NULL;
@@ -292,21 +328,23 @@ static int make_fde(void *raw, const EhFde *e) {
     return appended < 0 ? -1 : 1;
 }
 
-/* eh_fdes(eh, address, address_size, big_endian, names, cie_of, fde_type)
- * -> list of ``Fde``s of a linked file's .eh_frame at ``address``, or None where the
- * Python walker decides.  ``names``: ("", address) -> function name, as
- * ``elf.cfi.function_names`` gives them (else ``pc+ADDR``); ``cie_of(offset)``: the
- * ``Cie`` Python reads there, asked once per CIE. */
+/* eh_fdes(eh, address, address_size, big_endian, names, cie_of, fde_type, placements)
+ * -> list of ``Fde``s of an .eh_frame at ``address``, or None where the Python walker
+ * decides.  ``names``: (section or "", address) -> function name, as
+ * ``elf.cfi.function_names`` gives them; ``cie_of(offset)``: the ``Cie`` Python reads
+ * there, asked once per CIE; ``placements``: a relocatable object's relocated fields
+ * (field offset -> (section, S + A), ``elf.reloc.relocate_view``). */
 PyObject *eh_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer eh;
     unsigned long long address;
     int address_size, big;
-    PyObject *names, *cie_of, *fde_type;
-    if (!PyArg_ParseTuple(args, "y*KipO!OO!", &eh, &address, &address_size, &big,
-                          &PyDict_Type, &names, &cie_of, &PyType_Type, &fde_type))
+    PyObject *names, *cie_of, *fde_type, *placements;
+    if (!PyArg_ParseTuple(args, "y*KipO!OO!O!", &eh, &address, &address_size, &big,
+                          &PyDict_Type, &names, &cie_of, &PyType_Type, &fde_type,
+                          &PyDict_Type, &placements))
         return NULL;
     FdesCtx ctx = {PyList_New(0), names, cie_of, PyDict_New(), fde_type,
-                   PyUnicode_FromString("")};
+                   PyUnicode_FromString(""), PyDict_GET_SIZE(placements) ? placements : NULL};
     PyObject *out = NULL;
     /* The replay's parameters matter only for a CIE's start state: none is asked for. */
     Params p = {1, 1, -1, -1, -1, 0, big};

@@ -175,11 +175,11 @@ def parse_cfi(data: bytes, is_eh: bool, address: int, placements: Placements,
     whose bytes are ``data``, loaded at ``address`` (0 in a relocatable object, whose
     ``placements`` say where each relocated field points); ``names`` name the functions.
     Errors are ``DecodeError`` at an offset in ``data``.  ``compiled``: the compiled
-    core, which walks an ``.eh_frame`` without relocated fields itself
-    (``_core.eh_fdes``, each CIE read here) and leaves anything out of the ordinary to
-    the walk below, its reference; None: that walk alone."""
+    core, which walks an ``.eh_frame`` itself (``_core.eh_fdes``, each CIE read here)
+    and leaves anything out of the ordinary to the walk below, its reference; None:
+    that walk alone."""
     reader = _Reader(data, little, address_size, address)
-    if compiled is not None and is_eh and not placements:
+    if compiled is not None and is_eh:
         cies: dict[int, Cie] = {}
 
         def cie_of(at: int) -> Cie:
@@ -189,7 +189,7 @@ def parse_cfi(data: bytes, is_eh: bool, address: int, placements: Placements,
             return cie
 
         fdes: list[Fde] | None = compiled.eh_fdes(data, address, address_size, not little,
-                                                  names, cie_of, Fde)
+                                                  names, cie_of, Fde, placements)
         if fdes is not None:
             return fdes
     return _walk(reader, is_eh, placements, names)

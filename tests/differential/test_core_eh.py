@@ -95,3 +95,40 @@ def test_lsdas_and_ranges_read_as_the_python_walker_reads_them() -> None:
     assert [(fde.start, fde.size, fde.lsda) for fde in python] == [
         (0x1000, 0x40, None), (0x1000, 0x40, 0x1234), (0x1000, 0x8000_0010, 0x1234)]
     assert _walked(data, 0, 8, True, {}, compiled_core()) == python
+
+
+def test_relocatable_objects_give_the_python_walkers_fdes(tmp_path: Path) -> None:
+    """Objects, whose start fields are relocated (each function placed in its own
+    section by -ffunction-sections, C++ with LSDAs): the same FDEs, sections, starts
+    and names from both walkers, through ``read_elf_cfi`` as conversion reads them."""
+    import subprocess
+
+    from cfi2sframe.dwarf import cfi as dwarf_cfi
+    from cfi2sframe.elf.cfi import read_elf_cfi
+    from tests.conftest import require
+
+    require("gcc", "g++")
+    (tmp_path / "a.c").write_text("static int s(int x) { return x * 3; }\n"
+                                  "int f(int x) { return s(x) + 1; }\n"
+                                  "int g(int x) { return f(x) - 2; }\n")
+    (tmp_path / "b.cc").write_text("#include <stdexcept>\nint h(int x) { if (x) throw "
+                                   "std::runtime_error(\"x\"); return 1; }\n"
+                                   "int k(int x) { try { return h(x); } catch (...) "
+                                   "{ return 2; } }\n")
+    objects = []
+    for source, compiler in (("a.c", "gcc"), ("b.cc", "g++")):
+        for flags in (["-O2"], ["-O0", "-ffunction-sections"]):
+            obj = tmp_path / f"{source}{len(flags)}{flags[0]}.o"
+            subprocess.run([compiler, *flags, "-c", source, "-o", obj.name], cwd=tmp_path,
+                           check=True)
+            objects.append(obj)
+    original = dwarf_cfi.parse_cfi.__defaults__
+    try:
+        for obj in objects:
+            dwarf_cfi.parse_cfi.__defaults__ = (None,)
+            python = read_elf_cfi(str(obj))
+            dwarf_cfi.parse_cfi.__defaults__ = (compiled_core(),)
+            assert read_elf_cfi(str(obj)) == python, obj
+            assert python.fdes and all(fde.section for fde in python.fdes), obj
+    finally:
+        dwarf_cfi.parse_cfi.__defaults__ = original
