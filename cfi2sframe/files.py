@@ -240,13 +240,16 @@ def read_for_rewrite(path: str) -> tuple[bytes, os.stat_result]:
     return data, status
 
 
-def release(data: bytes) -> None:
-    """Give back the pages of a memory-mapped input (``read_input``) read so far: they
-    stay in the page cache, and a later read faults them in again.  For a large file
-    read once (its CFI and symbols) and copied later, chunk by chunk."""
+def release(data: bytes, start: int = 0, length: int | None = None) -> None:
+    """Give back the pages of a memory-mapped input (``read_input``) read so far (from
+    ``start``, ``length`` bytes; by default all): they stay in the page cache, and a
+    later read faults them in again.  For a large file read once (its CFI and
+    symbols) and copied later, chunk by chunk.  Anything else is left as it is."""
     dontneed = getattr(mmap, "MADV_DONTNEED", None)
     if isinstance(data, mmap.mmap) and dontneed is not None and len(data):
-        data.madvise(dontneed)
+        page = start - start % mmap.PAGESIZE
+        data.madvise(dontneed, page, (len(data) - start if length is None else length)
+                     + start - page)
 
 
 COPY_CHUNK = 1 << 22
@@ -258,14 +261,10 @@ def copy_into(out: bytearray, at: int, data: bytes, start: int, stop: int) -> No
     gives each chunk's pages back once copied (``MADV_DONTNEED``: they stay in the page
     cache), so a large input is never held twice beside its copy."""
     view = memoryview(data)
-    mapped = data if isinstance(data, mmap.mmap) else None
-    dontneed = getattr(mmap, "MADV_DONTNEED", None)
     for first in range(start, stop, COPY_CHUNK):
         last = min(first + COPY_CHUNK, stop)
         out[at + first - start:at + last - start] = view[first:last]
-        if mapped is not None and dontneed is not None:
-            page = first - first % mmap.PAGESIZE
-            mapped.madvise(dontneed, page, last - page)
+        release(data, first, last - first)
 
 
 def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: bytes,

@@ -34,7 +34,7 @@ from ..sframe.decode import (
 )
 from ..sframe.fastpath import initial_state
 from ..sframe.format import FRE_ADDR_SIZE
-from ..sframe.load import SFrameBytes, sframe_bytes
+from ..sframe.load import SFrameBytes, placed_section, sframe_bytes
 from ..sframe.lower import Skip, beyond_sframe, lower
 from ..sframe.pcmask import resolve_pc_expressions
 from ..sframe.rules import (
@@ -494,11 +494,8 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
     if result is None:
         with decoding(path, raw.section_name):
             section = decode(raw.data, raw.address, raw.v1_pcrel)
-        placements = raw.placements or {}
-
         def section_of(fde: DecodedFde) -> str:
-            found = placements.get(fde.field_offset)
-            return "" if found is None or found[0].startswith("SHN_") else found[0]
+            return placed_section(raw.placements, fde.field_offset)
 
         if cfi is None:
             cfi = read_elf_cfi(path, data, limits)

@@ -36,13 +36,19 @@ class LoadedSFrame:
 
     def section_of(self, fde_field_offset: int) -> str:
         """For a relocatable object, the section an FDE's function is in ("" otherwise)."""
-        found = (self.placements or {}).get(fde_field_offset)
-        return "" if found is None or found[0].startswith("SHN_") else found[0]
+        return placed_section(self.placements, fde_field_offset)
 
     @property
     def fde_sections(self) -> bool:
         """Whether functions are placed in sections (a relocated object's)."""
         return any(not name.startswith("SHN_") for name, _ in (self.placements or {}).values())
+
+
+def placed_section(placements: dict[int, tuple[str, int]] | None, field_offset: int) -> str:
+    """The section a relocated FDE start field points into ("" where none does, or only
+    a special index such as ``SHN_ABS``)."""
+    found = (placements or {}).get(field_offset)
+    return "" if found is None or found[0].startswith("SHN_") else found[0]
 
 
 class SFrameBytes(NamedTuple):
