@@ -18,7 +18,7 @@ from ..errors import Cfi2SframeError
 from ..model import Timeline
 from ..reasons import SframeReason
 from .encode import SectionImage, build_v2, build_v3
-from .fastpath import ShapeMemo, direct_fres, initial_state, shape_of
+from .fastpath import ShapeMemo, direct_fres, initial_state, serves, shape_of
 from .format import MAX_FRES_V3, MAX_FUNCTION_SIZE, Fre, SFrameFunction, fits
 from .lower import LowerMemo, Skip, lower
 from .pcmask import lower_pc_dependent
@@ -127,8 +127,7 @@ def _compiled_fast_path(cfi: Cfi, arch: Arch, version: int,
     """Per FDE, the function ``lower_fdes``'s fast path makes of it, or None for the
     general path; None where the compiled core does not run (or the target's FREs
     take the general path: ``direct_fres``)."""
-    if compiled is None or arch.sframe_cfa_encoded or arch.sframe_ra_padding \
-            or arch.sframe_register_words:
+    if compiled is None or not serves(arch):
         return None
     cies: dict[int, tuple[object, ...]] = {}
     for fde in cfi.fdes:

@@ -71,8 +71,8 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
     state -> FRE fields for ``arch``, kept across calls (the compiled loop builds
     each FRE from it without returning to Python).
     """
-    if arch.sframe_cfa_encoded or arch.sframe_ra_padding or arch.sframe_register_words:
-        return None  # encoded CFA offsets, RA padding, register words: the general path
+    if not serves(arch):
+        return None
     start = initial_state(initial, code_align, data_align, arch, big_endian)
     if start is None:
         return None
@@ -90,6 +90,13 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
     except (_Fallback, DecodeError, IndexError):
         return None
     return fres
+
+
+def serves(arch: Arch) -> bool:
+    """Whether the fast path makes FREs for ``arch``: targets with encoded CFA offsets,
+    RA padding or register words (s390x) take the general path."""
+    return not (arch.sframe_cfa_encoded or arch.sframe_ra_padding
+                or arch.sframe_register_words)
 
 
 @lru_cache(maxsize=16)
