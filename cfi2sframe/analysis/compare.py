@@ -488,28 +488,31 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
         view = open_elf(data, path)
     with decoding(path, raw.section_name):
         table = FdeTable(raw.data, raw.address, raw.v1_pcrel)
+    arch = arch_for_machine(view.machine, path, not view.little_endian)
+    header = table.section([])
     result = None
     if cfi is None and compiled is not None:
-        result = _scan(path, view, raw, table, limits, compiled)
+        result = _scan(path, view, raw, table, header, arch, limits, compiled)
     if result is None:
         with decoding(path, raw.section_name):
             section = decode(raw.data, raw.address, raw.v1_pcrel)
+
         def section_of(fde: DecodedFde) -> str:
             return placed_section(raw.placements, fde.field_offset)
 
         if cfi is None:
             cfi = read_elf_cfi(path, data, limits)
-        arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
         result = verify_cfi(section, cfi, arch, section_of, compiled)
-    arch = arch_for_machine(view.machine, path, not view.little_endian)
     with decoding(path):
         problems = layout_problems(view, arch.min_page_size)
-    return replace(result, layout=tuple(problems)), table.section([]).abi
+    return replace(result, layout=tuple(problems)), header.abi
 
 
-def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable, limits: Limits,
+def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,
+          header: DecodedSection, arch: Arch, limits: Limits,
           compiled: ModuleType) -> VerifyResult | None:
-    """``verify_cfi``'s result for a linked file whose CFI is in ``.eh_frame``, from
+    """``verify_cfi``'s result for a linked file whose CFI is in ``.eh_frame`` (``header``:
+    its section's header as ``table`` read it), from
     ``_core.verify_scan``, which walks both sections itself; the FDEs it leaves are
     read and checked in full here.  None where the scan does not apply (objects,
     ``.debug_frame``, SFrame V1) or finds anything out of the ordinary: the caller
@@ -521,8 +524,6 @@ def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable, limits: L
         return None
     with decoding(path, chosen.name):
         eh = section_contents(view, chosen, limits)
-    arch = arch_for_machine(view.machine, path, not view.little_endian)
-    header = table.section([])
     fast = _FastCheck(header, arch, not view.little_endian, compiled)
     reader = table.reader
     index = (table.fde_start, table.entry, table.count, header.version, table.pcrel,

@@ -100,7 +100,9 @@ def test_the_scan_confirms_most_functions_itself(files: dict[str, bytes]) -> Non
 
         compare._Verifier.check = counting  # type: ignore[method-assign]
         try:
-            result = compare._scan(name, view, raw, table, DEFAULT_LIMITS, core)
+            arch = arch_for_machine(view.machine, name, not view.little_endian)
+            result = compare._scan(name, view, raw, table, table.section([]), arch,
+                                   DEFAULT_LIMITS, core)
         finally:
             compare._Verifier.check = real_check  # type: ignore[method-assign]
         if name == "gcc-v1":
