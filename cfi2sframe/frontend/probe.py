@@ -132,6 +132,12 @@ def probe_places(symbols: Sequence[Symbol], count: int) -> list[tuple[int, int] 
     return places
 
 
+def source_symbols(symbols: Sequence[Symbol]) -> tuple[Symbol, ...]:
+    """The object's symbols without our probe labels: the source's own, which name its
+    functions."""
+    return tuple(sym for sym in symbols if not sym.name.startswith(PROBE))
+
+
 def check_fde_count(view: ElfView, count: int, filename: str) -> None:
     """The assembler's own FDE count must match ours: CFI we cannot see is an error."""
     fdes = sum(count_fdes(view.section_data(name), is_eh, view.little_endian)

@@ -49,6 +49,7 @@ from .probe import (
     ProbeRun,
     check_fde_count,
     probe_places,
+    source_symbols,
     start_probe,
 )
 from .scan import Statement, find_assignments, labels_between
@@ -92,7 +93,7 @@ class AsmUnit:
     timelines: tuple[Timeline, ...]
     anchor_offsets: tuple[tuple[int, str], ...]
     obj: bytes = b""  # the assembler's object (probe labels add no bytes): the code
-    symbols: tuple[Symbol, ...] = ()  # its symbol table, as the probe read it (ELF)
+    symbols: tuple[Symbol, ...] = ()  # its symbol table as the probe read it, less probes
 
     def text_with_anchors(self) -> str:
         """The source with a local label at every function start (no code change)."""
@@ -153,7 +154,7 @@ def finish_asm(run: ProbeRun, arch: Arch) -> tuple[AsmUnit, str]:
     if view is not None:  # (LLVM writes Mach-O FDEs only for functions in DWARF mode)
         check_fde_count(view, len(timelines), filename)
     return AsmUnit(filename, run.text, tuple(timelines), tuple(anchors), obj,
-                   tuple(symbols) if view is not None else ()), messages
+                   source_symbols(symbols) if view is not None else ()), messages
 
 
 def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
@@ -167,19 +168,13 @@ def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
     first = run.scanned.in_bodies[0]
     note = (f"{run.filename}:{first.line}: note: CFI directives inside .macro, .rept or "
             ".irp bodies: every function's CFI is read from the assembler's .eh_frame\n")
-    cfi = read_elf_cfi(run.filename, obj)
     view = open_elf(obj, "assembler output")
     symbols = view.symbols()
+    # Named by the source's own symbols: a probe label, untyped, could name a function
+    # whose symbol has no .type.
+    cfi = read_elf_cfi(run.filename, obj, symbols=source_symbols(symbols))
     places = probe_places(symbols, len(run.statements))
     sections = {name: index for index, name in enumerate(view.section_names)}
-    # The source's own names: the probe labels are the object's too, and an untyped
-    # one can name a function whose symbol has no .type.
-    own: dict[tuple[int, int], str] = {}
-    for kinds in ((STT_FUNC,), (0,)):
-        for sym in symbols:
-            if sym.kind in kinds and sym.name and not sym.name.startswith((PROBE, ".L")) \
-                    and not is_mapping_symbol(sym.name):
-                own.setdefault((sym.shndx, sym.value), sym.name)
     timelines = []
     for timeline in cfi.timelines:
         shndx, start, end = sections.get(timeline.section, -1), timeline.start, \
@@ -191,12 +186,10 @@ def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
                        if place is not None and place[0] == shndx
                        and start <= place[1] < max(end, start + 1))
         start_line = next((line for at, line in lines if at == 0), 0)
-        name = timeline.name
-        if name.startswith(PROBE):
-            name = own.get((shndx, start), f"{timeline.section}+{start:#x}")
         # A function named by a symbol at its start is anchored to it (--emit asm).
-        anchor = None if name.startswith(f"{timeline.section}+") else (name, 0)
-        timelines.append(replace(timeline, name=name, location=Location(run.filename, start_line),
+        anchor = None if timeline.name.startswith(f"{timeline.section}+") else \
+            (timeline.name, 0)
+        timelines.append(replace(timeline, location=Location(run.filename, start_line),
                                  anchor=anchor, directive_lines=tuple(lines)))
     return AsmUnit(run.filename, run.text, tuple(timelines), (), obj), messages + note
 
