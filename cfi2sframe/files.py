@@ -8,7 +8,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable
-from typing import cast
+from typing import BinaryIO, cast
 
 from .errors import Cfi2SframeError
 
@@ -43,13 +43,19 @@ def read_input(path: str) -> bytes:
         return read_bytes(path)
     try:
         with open(path, "rb") as handle:
-            if (os.fstat(handle.fileno()).st_size < MAP_AT_LEAST
-                    or handle.read(4) != _ELF_MAGIC):
-                return read_bytes(path)
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            mapped = _mapped_elf(handle, os.fstat(handle.fileno()).st_size)
     except (OSError, ValueError):
-        return read_bytes(path)  # not mappable (a pipe, a special file): read it
-    return cast("bytes", mapped)
+        mapped = None  # not mappable (a pipe, a special file): read it
+    return read_bytes(path) if mapped is None else mapped
+
+
+def _mapped_elf(handle: BinaryIO, size: int) -> bytes | None:
+    """The open file, memory-mapped read-only, where it is a large ELF file (``size``
+    bytes); else None, the handle left where it was."""
+    if size < MAP_AT_LEAST or handle.read(4) != _ELF_MAGIC:
+        handle.seek(0)
+        return None
+    return cast("bytes", mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
 
 
 def same_file(a: str, b: str) -> bool:
@@ -227,12 +233,8 @@ def read_for_rewrite(path: str) -> tuple[bytes, os.stat_result]:
     try:
         status = os.stat(path)
         with open(path, "rb") as handle:
-            if status.st_nlink == 1 and status.st_size >= MAP_AT_LEAST \
-                    and handle.read(4) == _ELF_MAGIC:
-                data = cast("bytes", mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
-            else:
-                handle.seek(0)
-                data = handle.read()
+            mapped = _mapped_elf(handle, status.st_size) if status.st_nlink == 1 else None
+            data = handle.read() if mapped is None else mapped
     except (OSError, ValueError) as exc:
         raise Cfi2SframeError(path, f"cannot read input: {getattr(exc, 'strerror', exc)}") \
             from None
