@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from .arch import as_arch, by_sframe_abi
 from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
 from .errors import Cfi2SframeError, DecodeError, decoding
-from .files import read_bytes, release
+from .files import Payload, bytes_of, read_bytes, release
 from .frontend.probe import Assembler, ProbeRun
 from .kinds import Kind, refuse_unreadable
 
@@ -53,13 +53,13 @@ class Conversion:
         of every later link (``error in Scrt1.o(.sframe)``); gas writes none either."""
         return not self.functions
 
-    def output(self, emit: str) -> bytes | str:
+    def output(self, emit: str) -> Payload | str:
         """The output form ``emit`` (``raw``, ``asm``, ``obj`` or ``elf``), as a file
         holds it: with nothing to describe, ``raw`` is empty and ``asm`` a comment (the
         bare section stays available as ``raw()``), ``obj`` and ``elf`` have no
         section."""
-        forms: dict[str, Callable[[], bytes | str]] = {
-            "raw": self.raw, "asm": self.asm, "obj": self.obj, "elf": self.elf}
+        forms: dict[str, Callable[[], Payload | str]] = {
+            "raw": self.raw, "asm": self.asm, "obj": self.obj, "elf": self.elf_copy}
         if emit not in forms:
             raise Cfi2SframeError(self.source, f"unknown output form '{emit}'")
         if self.empty and emit == "raw":
@@ -92,6 +92,10 @@ class Conversion:
         raise Cfi2SframeError(self.source, "--emit elf needs a linked file (executable or "
                                            "shared library); use --emit obj for objects and "
                                            "assembly")
+
+    def elf_copy(self) -> Payload:
+        """``elf`` as the writers take it (``ElfConversion``: never whole in memory)."""
+        return self.elf()
 
 
 @dataclass(frozen=True)
@@ -283,6 +287,11 @@ class ElfConversion(Conversion):
 
     def elf(self) -> bytes:
         """A copy of the linked input with a loadable ``.sframe`` and ``PT_GNU_SFRAME``."""
+        return bytes_of(self.elf_copy())
+
+    def elf_copy(self) -> Payload:
+        """``elf`` as the writers take it: the input's bytes with the changes over them,
+        produced a chunk at a time as it is written (``files.PatchedCopy``)."""
         from .elf.linked import add_loadable_sframe, replace_in_place
 
         if not self.linked:
@@ -293,17 +302,14 @@ class ElfConversion(Conversion):
         def build(address: int) -> bytes:
             return self.image.to_bytes(address, lambda func: func.start, self.source)
 
-        # The new file is the writer's bytearray, read as bytes from here on (as a
-        # memory-mapped input is): a copy into bytes would hold a large file twice.
         if self.replace:
             with decoding(self.source):
                 done = replace_in_place(self.data, build, self.source)
             if done is not None:
-                return cast("bytes", done)
+                return done
         with decoding(self.source):
-            return cast("bytes", add_loadable_sframe(
-                self.data, self.image.size, build, self.source, self.replace,
-                self.old_kernels, self.append_only)[0])
+            return add_loadable_sframe(self.data, self.image.size, build, self.source,
+                                       self.replace, self.old_kernels, self.append_only)[0]
 
 
 def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
@@ -536,14 +542,14 @@ def verify_as_converted(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS
     payload = conversion.output(conversion.rewrite_form)
     if isinstance(payload, str):
         return None
-    return verify_elf(path, payload, limits)
+    return verify_elf(path, bytes_of(payload), limits)
 
 
 def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
                      read_stat: os.stat_result, limits: Limits = DEFAULT_LIMITS,
-                     preserve_dates: bool = False) -> bytes:
+                     preserve_dates: bool = False) -> Payload:
     """``--in-place``: the input file replaced by its converted copy, once the copy
-    verifies; returns the bytes written.
+    verifies as written; returns what was written (``files.bytes_of`` gives its bytes).
 
     A file with several names is converted append-only, so that it can be
     rewritten in its own inode (``files.rewrite``).
@@ -551,6 +557,7 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
     from dataclasses import replace
 
     from .analysis.compare import check_rewritten
+    from .elf.read import open_elf
     from .files import rewrite
 
     if conversion.empty and not conversion.replace:
@@ -558,14 +565,15 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
     if read_stat.st_nlink > 1:
         conversion = replace(conversion, append_only=True)
     payload = conversion.output(conversion.rewrite_form)
-    if conversion.empty:  # --replace took the old section out: nothing left to verify
-        from .elf.read import open_elf
+    if isinstance(payload, str):
+        raise Cfi2SframeError(path, "--in-place rewrites ELF files only")
 
-        with decoding(path):
-            open_elf(payload if not isinstance(payload, str) else b"", "rewritten file")
-    else:
-        check_rewritten(path, payload, limits)
-    if isinstance(payload, str):  # check_rewritten refuses anything else
-        raise TypeError("an ELF rewrite is bytes")
-    rewrite(path, data, read_stat, payload, preserve_dates)
+    def check(written: bytes) -> None:
+        if conversion.empty:  # --replace took the old section out: nothing to verify
+            with decoding(path):
+                open_elf(written, "rewritten file")
+        else:
+            check_rewritten(path, written, limits)
+
+    rewrite(path, data, read_stat, payload, preserve_dates, check)
     return payload

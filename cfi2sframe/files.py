@@ -7,7 +7,8 @@ import mmap
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import BinaryIO, cast
 
 from .errors import Cfi2SframeError
@@ -81,7 +82,7 @@ def refuse_output_naming_input(output: str, inputs: list[str], what: str = "the 
                                           "(use --in-place to rewrite a file in place)")
 
 
-def write_output(path: str, data: bytes | str, mode_of: str | None = None) -> None:
+def write_output(path: str, data: Payload | str, mode_of: str | None = None) -> None:
     """Write ``data`` to ``path`` (``-`` is stdout): complete, or not at all.
 
     The file keeps the permission bits of the file it replaces; a new file gets those
@@ -95,14 +96,16 @@ def write_output(path: str, data: bytes | str, mode_of: str | None = None) -> No
     """
     payload = data.encode() if isinstance(data, str) else data
     if path == "-":
-        sys.stdout.buffer.write(payload)
+        for piece in _pieces(payload):
+            sys.stdout.buffer.write(piece)
         sys.stdout.buffer.flush()
         return
     if _is_special(path):
         # A device or FIFO (``-o /dev/null``) is written in place: renaming a
         # temporary over it would replace the device with a regular file.
         with open(path, "wb") as handle:
-            handle.write(payload)
+            for piece in _pieces(payload):
+                handle.write(piece)
         return
     if os.path.exists(path):
         mode = os.stat(path).st_mode & 0o7777
@@ -113,7 +116,7 @@ def write_output(path: str, data: bytes | str, mode_of: str | None = None) -> No
     _replace_with(path, payload, lambda fd: os.fchmod(fd, mode))
 
 
-def _replace_with(path: str, payload: bytes, prepare: Callable[[int], None]) -> None:
+def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None]) -> None:
     """Write ``payload`` to a file in ``path``'s folder, run ``prepare`` on its
     descriptor (mode, owner, attributes, dates) while it has no name, name it and
     rename it over ``path``; on any failure remove it and leave ``path`` as it was.
@@ -168,14 +171,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _write_all(fd: int, payload: bytes) -> None:
-    view = memoryview(payload)
-    while view:
-        view = view[os.write(fd, view):]
+def _write_all(fd: int, payload: Payload) -> None:
+    for piece in _pieces(payload):
+        view = memoryview(piece)
+        while view:
+            view = view[os.write(fd, view):]
     os.fsync(fd)
 
 
-def _write_unnamed(directory: str, payload: bytes,
+def _write_unnamed(directory: str, payload: Payload,
                    prepare: Callable[[int], None]) -> str | None:
     """``payload`` in a new file of ``directory``, ``prepare``d and named only when
     complete; None when the file system has no unnamed files."""
@@ -183,7 +187,7 @@ def _write_unnamed(directory: str, payload: bytes,
     if not flag or not os.path.isdir("/proc/self/fd"):
         return None
     try:
-        fd = os.open(directory, flag | os.O_WRONLY, 0o600)
+        fd = os.open(directory, flag | os.O_RDWR, 0o600)  # read back by checks
     except OSError as exc:
         if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
             return None
@@ -257,20 +261,60 @@ def release(data: bytes, start: int = 0, length: int | None = None) -> None:
 COPY_CHUNK = 1 << 22
 
 
-def copy_into(out: bytearray, at: int, data: bytes, start: int, stop: int) -> None:
-    """``out[at:at + stop - start] = data[start:stop]``, a chunk at a time: a slice
-    assignment copies its source first, and a memory-mapped ``data`` (``read_input``)
-    gives each chunk's pages back once copied (``MADV_DONTNEED``: they stay in the page
-    cache), so a large input is never held twice beside its copy."""
-    view = memoryview(data)
-    for first in range(start, stop, COPY_CHUNK):
-        last = min(first + COPY_CHUNK, stop)
-        out[at + first - start:at + last - start] = view[first:last]
-        release(data, first, last - first)
+@dataclass(frozen=True)
+class PatchedCopy:
+    """A file to write: the first ``kept`` bytes of ``source`` (``read_input``'s bytes,
+    perhaps a map), zeros up to ``size``, and ``patches`` (offset, bytes) written over
+    them in order.
+
+    It is produced a chunk at a time (``chunks``), never whole: a converted copy
+    of a 110 MB library costs a chunk of memory, not its size, and a mapped source
+    gives each chunk's pages back once copied (``release``).  ``bytes_of`` gives
+    the whole file where a caller needs it in memory.
+    """
+
+    size: int
+    source: bytes
+    kept: int
+    patches: tuple[tuple[int, bytes], ...]
+
+    def chunks(self, length: int = COPY_CHUNK) -> Iterator[bytearray]:
+        """The file in order, ``length`` bytes at a time."""
+        view = memoryview(self.source)
+        for first in range(0, self.size, length):
+            last = min(first + length, self.size)
+            chunk = bytearray(last - first)
+            if first < self.kept:
+                stop = min(last, self.kept)
+                chunk[:stop - first] = view[first:stop]
+                release(self.source, first, stop - first)
+            for at, data in self.patches:
+                low, high = max(at, first), min(at + len(data), last)
+                if low < high:
+                    chunk[low - first:high - first] = memoryview(data)[low - at:high - at]
+            yield chunk
 
 
-def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: bytes,
-            preserve_dates: bool = False) -> None:
+Payload = bytes | PatchedCopy  # what the writers below take
+
+
+def bytes_of(payload: Payload) -> bytes:
+    """The whole file in memory (a ``bytearray`` read as bytes, not copied again)."""
+    if not isinstance(payload, PatchedCopy):
+        return payload
+    whole = bytearray()
+    for chunk in payload.chunks():
+        whole += chunk
+    return cast("bytes", whole)
+
+
+def _pieces(payload: Payload) -> Iterable[bytes | bytearray]:
+    return payload.chunks() if isinstance(payload, PatchedCopy) else (payload,)
+
+
+def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: Payload,
+            preserve_dates: bool = False,
+            check: Callable[[bytes], None] | None = None) -> None:
     """Replace the file ``path`` names (``--in-place``) by ``new``: complete, or the old
     file as it was.
 
@@ -282,17 +326,26 @@ def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: bytes,
     several names (hard links) is rewritten in its own inode, so every name
     sees the new contents (``rewrite_inode``).  If the file changed or vanished
     since it was read, nothing is written.
+
+    ``check`` (a one-line error, or nothing) is given the new file before it takes
+    the name: as written and synced, read back through a map; in memory for a file
+    rewritten in its own inode.
     """
     target = os.path.realpath(path)
     _check_unchanged(path, target, read_stat)
     if read_stat.st_nlink > 1:
-        rewrite_inode(path, target, old, read_stat, new)
+        whole = bytes_of(new)
+        if check is not None:
+            check(whole)
+        rewrite_inode(path, target, old, read_stat, whole)
         if preserve_dates:
             _utime(path, target, read_stat)
     else:
         attributes = _xattrs(target, path)
 
         def prepare(fd: int) -> None:
+            if check is not None:
+                _check_written(fd, check)
             try:
                 os.fchown(fd, read_stat.st_uid, read_stat.st_gid)
             except PermissionError:
@@ -308,6 +361,19 @@ def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: bytes,
         except OSError as exc:
             raise Cfi2SframeError(path, f"cannot write output: {exc.strerror or exc}") \
                 from None
+
+
+def _check_written(fd: int, check: Callable[[bytes], None]) -> None:
+    """``check`` the file open at ``fd`` as it is on disk, through a read-only map (its
+    pages are the page cache's, not a copy)."""
+    written = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    try:
+        check(cast("bytes", written))
+    finally:
+        try:
+            written.close()
+        except BufferError:  # a view of it outlives the check: the map goes with it
+            pass
 
 
 def rewrite_inode(path: str, target: str, old: bytes, read_stat: os.stat_result,

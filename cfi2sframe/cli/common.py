@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..arch import get_arch
 from ..errors import Cfi2SframeError, decoding
-from ..files import write_output
+from ..files import Payload, write_output
 
 if TYPE_CHECKING:  # the ELF modules are imported where a command reads ELF
     from ..analysis.process import Module
@@ -44,7 +44,7 @@ def parse_pc(text: str) -> int:
         raise Cfi2SframeError("", f"'{text}' is not an address (use 0x... or decimal)") from None
 
 
-def write(output: str, payload: bytes | str, mode_of: str | None = None) -> None:
+def write(output: str, payload: Payload | str, mode_of: str | None = None) -> None:
     """``files.write_output`` with a one-line error naming the output."""
     try:
         write_output(output, payload, mode_of)

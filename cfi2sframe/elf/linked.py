@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import Cfi2SframeError
-from ..files import copy_into
+from ..files import PatchedCopy
 from .read import (
     PT_GNU_SFRAME,
     PT_LOAD,
@@ -235,9 +235,10 @@ def _tail_start(view: ElfView, segments: list[Segment],
 
 def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], where: str,
                         replace: bool = False, old_kernels: OldKernels = "keep",
-                        append_only: bool = False) -> tuple[bytearray, int]:
+                        append_only: bool = False) -> tuple[PatchedCopy, int]:
     """The linked ELF64 ``data`` with a ``size``-byte ``.sframe`` added; returns
-    (file, section address).  ``build(address)`` gives the section placed there.
+    (file, section address): the file as ``data``'s start with new bytes over it,
+    written a chunk at a time.  ``build(address)`` gives the section placed there.
 
     ``replace``: a ``.sframe`` already there is renamed ``.sframe.old`` (its bytes
     stay where they are, typed PROGBITS so nothing reads them as SFrame) and its
@@ -287,9 +288,6 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
 
-    out = bytearray(place.end)
-    copy_into(out, 0, data, 0, place.cut)  # a chunk at a time (a large input: once)
-    out[place.cut : place.cut + len(names)] = names
     headers = [bytearray(data[s.header_at : s.header_at + SHDR_SIZE]) for s in view.sections]
     struct.pack_into(order + "QQ", headers[shstrndx], 24, place.cut, len(names))
     if old is not None:
@@ -305,13 +303,14 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
         headers[previous.sframe], headers[previous.phdrs] = new_sframe, new_phdrs
     else:
         headers += [new_sframe, new_phdrs]
-    out[place.shdrs_at : place.shdrs_at + len(headers) * SHDR_SIZE] = b"".join(headers)
-    out[place.sframe_at : place.sframe_at + size] = sframe
-    out[place.phdrs_at : place.end] = _program_headers(view, segments, place, size, phnum)
-    struct.pack_into(order + "QQ", out, 0x20, place.phdrs_at, place.shdrs_at)
-    struct.pack_into(order + "H", out, 0x38, phnum)
-    struct.pack_into(order + "H", out, 0x3C, len(headers))
-    return out, place.sframe_address  # not bytes(out): a second copy of the file
+    elf_header = bytearray(data[:0x40])
+    struct.pack_into(order + "QQ", elf_header, 0x20, place.phdrs_at, place.shdrs_at)
+    struct.pack_into(order + "H", elf_header, 0x38, phnum)
+    struct.pack_into(order + "H", elf_header, 0x3C, len(headers))
+    patches = ((0, bytes(elf_header)), (place.cut, names),
+               (place.shdrs_at, b"".join(headers)), (place.sframe_at, sframe),
+               (place.phdrs_at, _program_headers(view, segments, place, size, phnum)))
+    return PatchedCopy(place.end, data, place.cut, patches), place.sframe_address
 
 
 def _program_headers(view: ElfView, segments: list[Segment], place: Placement, size: int,
@@ -350,7 +349,8 @@ def _program_headers(view: ElfView, segments: list[Segment], place: Placement, s
     return b"".join(rows)
 
 
-def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> bytearray | None:
+def replace_in_place(data: bytes, build: Callable[[int], bytes],
+                     where: str) -> PatchedCopy | None:
     """``data`` with its ``.sframe`` contents replaced where they are, or None when the
     new section is larger than the old one, no ``PT_GNU_SFRAME`` describes it, or an
     earlier conversion of ours added it (``add_loadable_sframe`` places that again).
@@ -371,9 +371,7 @@ def replace_in_place(data: bytes, build: Callable[[int], bytes], where: str) -> 
     if len(sframe) > old.size:
         return None
     order = "<" if view.little_endian else ">"
-    out = bytearray(len(data))
-    copy_into(out, 0, data, 0, len(data))
-    out[old.offset : old.offset + old.size] = sframe + bytes(old.size - len(sframe))
-    struct.pack_into(order + "Q", out, old.header_at + 32, len(sframe))
-    struct.pack_into(order + "QQ", out, segment_at + 32, len(sframe), len(sframe))
-    return out
+    patches = ((old.offset, sframe + bytes(old.size - len(sframe))),
+               (old.header_at + 32, struct.pack(order + "Q", len(sframe))),
+               (segment_at + 32, struct.pack(order + "QQ", len(sframe), len(sframe))))
+    return PatchedCopy(len(data), data, len(data), patches)

@@ -44,7 +44,7 @@ with atheris.instrument_imports():
     from cfi2sframe.convert import convert_elf, rewrite_in_place
     from cfi2sframe.elf.compressed import Limits
     from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
-    from cfi2sframe.files import read_for_rewrite
+    from cfi2sframe.files import bytes_of, read_for_rewrite
     from cfi2sframe.frontend.directives import SyntaxProblem, parse_statement
     from cfi2sframe.frontend.scan import scan
     from cfi2sframe.macho.read import MH_OBJECT, open_macho
@@ -81,7 +81,7 @@ def _rewrite(data: bytes) -> None:
     new = None
     try:
         conversion = convert_elf(REWRITTEN, old)
-        new = rewrite_in_place(REWRITTEN, conversion, old, status)
+        new = bytes_of(rewrite_in_place(REWRITTEN, conversion, old, status))
     finally:
         with open(REWRITTEN, "rb") as handle:
             now = handle.read()

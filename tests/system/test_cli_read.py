@@ -250,6 +250,7 @@ def test_verify_reports_ld_2_46_plt_got_mismatch(tmp_path):
     where the code and the CFI say SP+8: verify says exactly that."""
     from cfi2sframe.elf.linked import replace_in_place
     from cfi2sframe.elf.read import open_elf
+    from cfi2sframe.files import bytes_of
     from tests.conftest import gsframe_program
 
     program = gsframe_program(tmp_path)
@@ -259,7 +260,7 @@ def test_verify_reports_ld_2_46_plt_got_mismatch(tmp_path):
     patched = replace_in_place(
         data, lambda address: _v2_plt_got_section(address, plt_got.addr, 8), "gs")
     assert patched is not None
-    program.write_bytes(patched)
+    program.write_bytes(bytes_of(patched))
     proc = run("verify", "-q", str(program))
     assert proc.returncode == 1 and proc.stderr == "", proc.stderr
     name = f"pc+{plt_got.addr:#x}"

@@ -454,6 +454,31 @@ def test_changed_or_vanished_input_is_not_overwritten(linked: Path) -> None:
     assert not path.exists()
 
 
+
+def test_in_place_checks_the_file_as_written(linked: Path) -> None:
+    """``rewrite``'s check reads the new file back from disk before it takes the name
+    (a patched copy is never whole in memory); a failing check leaves the input as it
+    was and no file behind."""
+    from cfi2sframe.files import PatchedCopy, read_for_rewrite, rewrite
+
+    path = linked / "libtw.so.1.0"
+    before = sorted(p.name for p in linked.iterdir())
+    data, status = read_for_rewrite(str(path))
+    new = PatchedCopy(len(data) + 8, data, len(data), ((4, b"\x02"), (len(data), b"appended")))
+    expected = data[:4] + b"\x02" + data[5:] + b"appended"
+    seen: list[bytes] = []
+
+    def refuse(written: bytes) -> None:
+        seen.append(bytes(written))
+        raise Cfi2SframeError(str(path), "the rewritten file does not verify")
+
+    with pytest.raises(Cfi2SframeError, match="does not verify"):
+        rewrite(str(path), data, status, new, check=refuse)
+    assert seen == [expected]
+    assert path.read_bytes() == data and sorted(p.name for p in linked.iterdir()) == before
+    rewrite(str(path), data, status, new, check=lambda written: seen.append(bytes(written)))
+    assert seen[1] == expected and path.read_bytes() == expected
+
 # --- what the new fuzz targets found (tests/support/fuzz.py rewrite|compressed) --------
 
 

@@ -426,3 +426,28 @@ def test_generated_programs_reach_the_comparison(report):
         assert fraction["compared_restore_changing_regs"] >= 0.1, stats
         assert fraction["compared_edge_offset"] >= 0.1, stats
         assert stats["left_out_offset_range"] >= 2, stats
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.integers(0, 80), st.integers(0, 64),
+       st.lists(st.tuples(st.integers(0, 90), st.binary(min_size=1, max_size=20)),
+                max_size=5),
+       st.integers(1, 9))
+def test_patched_copy_is_the_file_its_fields_describe(source, size, kept, patches, length):
+    """A patched copy, chunk by chunk of any length, is the file made the plain way: the
+    source's first ``kept`` bytes, zeros to ``size``, each patch written over in order
+    (what ends past ``size`` is cut)."""
+    from cfi2sframe.files import PatchedCopy, bytes_of
+
+    kept = min(kept, len(source), size)
+    expected = bytearray(size)
+    expected[:kept] = source[:kept]
+    for at, data in patches:
+        expected[at:at + len(data)] = data
+        del expected[size:]
+        expected += bytes(size - len(expected))
+    copy = PatchedCopy(size, source, kept, tuple(patches))
+    chunks = list(copy.chunks(length))
+    assert all(len(chunk) == length for chunk in chunks[:-1])
+    assert b"".join(chunks) == expected
+    assert bytes_of(copy) == expected
