@@ -898,6 +898,9 @@ static PyMethodDef methods[] = {
      "agree(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian, size,\n"
      "      states, state_of, fres, fre_ids, fre_id_of, none_id) -> whether a DWARF FDE\n"
      "and its SFrame FREs give the same rules at every PC (False: not known here)."},
+    {"scan_cfi", scan_cfi, METH_VARARGS,
+     "scan_cfi(text, comment_chars, statement) -> (CFI statements, those in bodies),\n"
+     "or None for text that is not ASCII; see _core_scan.c."},
     {"lower_fdes", lower_fdes, METH_VARARGS,
      "lower_fdes(fdes, cies, version, max_size, max_fres_v3, sp, fp, ra, tracks_ra,\n"
      "           big_endian, fre_type, shapes, shape_of, function_type, direct)\n"

@@ -75,3 +75,6 @@ def verify_scan(eh: bytes, eh_address: int, address_size: int, big_endian: bool,
                 fre_ids: dict[object, int | None],
                 fre_id_of: Callable[[bytes], int | None]
                 ) -> tuple[int, bytearray, list[int]] | None: ...
+
+def scan_cfi(text: str, comment_chars: str, statement: type
+             ) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]] | None: ...

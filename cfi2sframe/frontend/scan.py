@@ -11,8 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import NamedTuple
 
+from ..core import compiled as compiled_core
+
+_COMPILED = compiled_core()
 _SLOW_CHARS = '";/*'
 _ASSIGN_NEEDLES = ("=", ".set", ".equ", ".eqv")
 _ASSIGN = re.compile(
@@ -158,8 +162,17 @@ _BODY_OPEN = frozenset({".macro", ".rept", ".irp", ".irpc"})
 _BODY_CLOSE = frozenset({".endm", ".endr"})
 
 
-def scan(text: str, filename: str, comment_chars: str) -> ScanResult:
-    """Collect the CFI statements of ``text`` with their lines and offsets."""
+def scan(text: str, filename: str, comment_chars: str,
+         compiled: ModuleType | None = _COMPILED) -> ScanResult:
+    """Collect the CFI statements of ``text`` with their lines and offsets.
+
+    ``compiled``: the compiled core's scanner (``_core_scan.c``; by default where it
+    is built), which takes ASCII text; this loop is its reference (None).
+    """
+    if compiled is not None:
+        found = compiled.scan_cfi(text, comment_chars, Statement)
+        if found is not None:
+            return ScanResult(tuple(found[0]), tuple(found[1]))
     items: list[Statement] = []
     in_bodies: list[Statement] = []
     bodies = any(needle in text for needle in (".macro", ".rept", ".irp"))

@@ -1,0 +1,252 @@
+/* The directive scanner of frontend/scan.py (``scan``, its reference) in C, for ASCII
+ * text: the lines holding a needle are split into statements (comments dropped,
+ * strings respected, ``;`` separating), labels are stripped, and the ``.cfi_*``
+ * statements are returned with their 1-based line and the offset of their first
+ * character, those inside ``.macro``/``.rept``/``.irp`` bodies apart.
+ *
+ * Whitespace, word and digit classes are Python's for ASCII str: what ``str.strip``,
+ * ``str.split`` and the ``re`` module's ``\s``, ``\w`` and ``\d`` accept there.  Text
+ * holding any other character is left to the reference (None). */
+
+#include <Python.h>
+#include <string.h>
+
+#include "_core.h"
+
+static inline int is_space(unsigned char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+static inline int is_word(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+        || c == '_';
+}
+
+static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+static inline int is_name_start(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '.'
+        || c == '$';
+}
+
+static inline char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+/* Whether ``line`` (``n`` bytes) holds ``needle``. */
+static inline int holds(const char *line, size_t n, const char *needle) {
+    return memmem(line, n, needle, strlen(needle)) != NULL;
+}
+
+/* A statement being collected: its characters and the column of each. */
+typedef struct {
+    char *chars;
+    Py_ssize_t *cols;
+    Py_ssize_t len;
+} Piece;
+
+typedef struct {
+    PyObject *cls;        /* Statement */
+    PyObject *items, *in_bodies;
+    int bodies;           /* the text has bodies: track their depth */
+    int depth;
+    Py_ssize_t line_start, line_no;
+} Scan;
+
+static PyObject *statement(PyObject *cls, const char *text, Py_ssize_t n, Py_ssize_t line,
+                           Py_ssize_t offset) {
+    PyObject *self = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 3);
+    if (!self) return NULL;
+    PyObject *t = PyUnicode_DecodeASCII(text, n, NULL);
+    PyObject *l = PyLong_FromSsize_t(line);
+    PyObject *o = PyLong_FromSsize_t(offset);
+    if (!t || !l || !o) {
+        Py_XDECREF(t); Py_XDECREF(l); Py_XDECREF(o); Py_DECREF(self);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(self, 0, t);
+    PyTuple_SET_ITEM(self, 1, l);
+    PyTuple_SET_ITEM(self, 2, o);
+    return self;
+}
+
+/* Length of the labels (``name:`` or ``1:``, each with the whitespace around its
+ * colon) at the start of ``s``: scan.py's ``_LABELS``. */
+static Py_ssize_t label_prefix(const char *s, Py_ssize_t n) {
+    Py_ssize_t done = 0;
+    for (;;) {
+        Py_ssize_t i = done;
+        if (i < n && (is_digit((unsigned char)s[i]))) {
+            while (i < n && is_digit((unsigned char)s[i])) i++;
+        } else if (i < n && is_name_start((unsigned char)s[i])) {
+            i++;
+            while (i < n && (is_word((unsigned char)s[i]) || s[i] == '.' || s[i] == '$')) i++;
+        } else {
+            return done;
+        }
+        while (i < n && is_space((unsigned char)s[i])) i++;
+        if (i >= n || s[i] != ':' || (i + 1 < n && s[i + 1] == ':')) return done;
+        i++;
+        while (i < n && is_space((unsigned char)s[i])) i++;
+        done = i;
+    }
+}
+
+static int word_is(const char *w, Py_ssize_t n, const char *word) {
+    if ((size_t)n != strlen(word)) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (lower(w[i]) != word[i]) return 0;
+    return 1;
+}
+
+/* One statement (``p``, unstripped): stripped, its labels dropped, kept if CFI. */
+static int take(Scan *sc, const Piece *p) {
+    Py_ssize_t lead = 0, end = p->len;
+    while (lead < end && is_space((unsigned char)p->chars[lead])) lead++;
+    while (end > lead && is_space((unsigned char)p->chars[end - 1])) end--;
+    if (lead == end) return 0;
+    const char *stmt = p->chars + lead;
+    Py_ssize_t n = end - lead;
+    Py_ssize_t skip = label_prefix(stmt, n);
+    const char *body = stmt + skip;
+    Py_ssize_t blen = n - skip;
+    if (blen >= 5 && word_is(body, 5, ".cfi_")) {
+        PyObject *found = statement(sc->cls, body, blen, sc->line_no,
+                                    sc->line_start + p->cols[lead + skip]);
+        if (!found) return -1;
+        int rc = PyList_Append(sc->depth ? sc->in_bodies : sc->items, found);
+        Py_DECREF(found);
+        return rc;
+    }
+    if (sc->bodies && blen) {
+        Py_ssize_t w = 0;
+        while (w < blen && !is_space((unsigned char)body[w])) w++;
+        if (word_is(body, w, ".macro") || word_is(body, w, ".rept")
+                || word_is(body, w, ".irp") || word_is(body, w, ".irpc"))
+            sc->depth++;
+        else if ((word_is(body, w, ".endm") || word_is(body, w, ".endr")) && sc->depth)
+            sc->depth--;
+    }
+    return 0;
+}
+
+/* scan.py's ``_split`` of one line, each statement given to ``take``; returns -1 on
+ * an error, else whether a ``/ *`` comment is still open at the line's end. */
+static int split(Scan *sc, const char *line, Py_ssize_t n, const char *comment_chars,
+                 int in_comment, Piece *p) {
+    p->len = 0;
+    int slow = in_comment;
+    for (Py_ssize_t i = 0; i < n && !slow; i++)
+        slow = line[i] == '"' || line[i] == ';' || line[i] == '/' || line[i] == '*';
+    if (!slow) {
+        Py_ssize_t cut = n;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (strchr(comment_chars, line[i]) && line[i]) { cut = i; break; }
+        for (Py_ssize_t i = 0; i < cut; i++) {
+            p->chars[p->len] = line[i];
+            p->cols[p->len++] = i;
+        }
+        return take(sc, p) < 0 ? -1 : 0;
+    }
+    int in_string = 0;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        char ch = line[i];
+        if (in_comment) {
+            const char *end = memmem(line + i, n - i, "*/", 2);
+            if (!end) break;
+            in_comment = 0;
+            i = end - line + 2;
+            continue;
+        }
+        if (!in_string) {
+            if (ch == '/' && i + 1 < n && line[i + 1] == '*') {
+                in_comment = 1;
+                i += 2;
+                continue;
+            }
+            if ((ch && strchr(comment_chars, ch)) || (ch == '/' && i + 1 < n && line[i + 1] == '/'))
+                break;
+            if (ch == ';') {
+                if (take(sc, p) < 0) return -1;
+                p->len = 0;
+                i++;
+                continue;
+            }
+        }
+        if (ch == '"') {
+            in_string = !in_string;
+        } else if (in_string && ch == '\\' && i + 1 < n) {
+            p->chars[p->len] = ch;
+            p->cols[p->len++] = i;
+            i++;
+            ch = line[i];
+        }
+        p->chars[p->len] = ch;
+        p->cols[p->len++] = i;
+        i++;
+    }
+    if (take(sc, p) < 0) return -1;
+    return in_comment;
+}
+
+PyObject *scan_cfi(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *text_obj, *cls;
+    const char *comment_chars;
+    if (!PyArg_ParseTuple(args, "UsO", &text_obj, &comment_chars, &cls)) return NULL;
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "scan_cfi: the statement class must be a tuple");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(text_obj)) Py_RETURN_NONE;
+    const char *text = (const char *)PyUnicode_DATA(text_obj);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text_obj);
+    Scan sc = {cls, PyList_New(0), PyList_New(0), 0, 0, 0, 1};
+    if (!sc.items || !sc.in_bodies) goto fail;
+    sc.bodies = memmem(text, size, ".macro", 6) || memmem(text, size, ".rept", 5)
+        || memmem(text, size, ".irp", 4);
+    const char *needles[8] = {".cfi_", ".macro", ".endm", ".rept", ".irp", ".endr", NULL, NULL};
+    int count = sc.bodies ? 6 : 1;
+    if (memmem(text, size, "/*", 2)) {
+        needles[count++] = "/*";
+        needles[count++] = "*/";
+    }
+    Piece piece = {NULL, NULL, 0};
+    Py_ssize_t longest = 0;
+    int in_comment = 0;
+    Py_ssize_t counted_to = 0;
+    for (Py_ssize_t start = 0; start <= size;) {
+        const char *nl = memchr(text + start, '\n', size - start);
+        Py_ssize_t end = nl ? nl - text : size;
+        const char *line = text + start;
+        Py_ssize_t n = end - start;
+        int wanted = 0;
+        for (int k = 0; k < count && !wanted; k++) wanted = holds(line, n, needles[k]);
+        if (wanted) {
+            for (Py_ssize_t j = counted_to; j < start; j++) sc.line_no += text[j] == '\n';
+            counted_to = start;
+            if (n > longest) {
+                char *chars = PyMem_Realloc(piece.chars, n + 1);
+                if (chars) piece.chars = chars;
+                Py_ssize_t *cols = PyMem_Realloc(piece.cols, (n + 1) * sizeof(Py_ssize_t));
+                if (cols) piece.cols = cols;
+                if (!chars || !cols) { PyErr_NoMemory(); goto fail_piece; }
+                longest = n;
+            }
+            sc.line_start = start;
+            int rc = split(&sc, line, n, comment_chars, in_comment, &piece);
+            if (rc < 0) goto fail_piece;
+            in_comment = rc;
+        }
+        if (!nl) break;
+        start = end + 1;
+    }
+    PyMem_Free(piece.chars);
+    PyMem_Free(piece.cols);
+    return Py_BuildValue("(NN)", sc.items, sc.in_bodies);
+fail_piece:
+    PyMem_Free(piece.chars);
+    PyMem_Free(piece.cols);
+fail:
+    Py_XDECREF(sc.items);
+    Py_XDECREF(sc.in_bodies);
+    return NULL;
+}
