@@ -526,17 +526,17 @@ static PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
             fres = cut;
         }
         if (version >= 3 && kept > max_fres) { Py_DECREF(fres); goto store; }
-        PyObject *func = ftype->tp_alloc(ftype, 12);
+        PyObject *func = ftype->tp_alloc(ftype, 11);
         if (!func) { Py_DECREF(fres); goto fail_made; }
         PyObject *signal = version == 3 && PyObject_IsTrue(PyTuple_GET_ITEM(cie, 5)) ?
             Py_True : Py_False;
         PyObject *b_key = PyObject_IsTrue(PyTuple_GET_ITEM(cie, 4)) ? Py_True : Py_False;
         PyObject *zero = PyLong_FromLong(0);
         if (!zero) { Py_DECREF(func); Py_DECREF(fres); goto fail_made; }
-        PyObject *fields[12] = {PyTuple_GET_ITEM(fde, 0), PyTuple_GET_ITEM(fde, 1),
+        PyObject *fields[11] = {PyTuple_GET_ITEM(fde, 0), PyTuple_GET_ITEM(fde, 1),
                                 PyTuple_GET_ITEM(fde, 2), PyTuple_GET_ITEM(fde, 3), fres,
-                                b_key, Py_False, zero, Py_None, Py_None, Py_False, signal};
-        for (int f = 0; f < 12; f++) {
+                                b_key, Py_False, zero, Py_None, Py_False, signal};
+        for (int f = 0; f < 11; f++) {
             Py_INCREF(fields[f]);
             PyTuple_SET_ITEM(func, f, fields[f]);
         }
@@ -696,11 +696,11 @@ static PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *func = PyTuple_GET_ITEM(functions, i);
-        if (!PyTuple_Check(func) || PyTuple_GET_SIZE(func) < 12) {
+        if (!PyTuple_Check(func) || PyTuple_GET_SIZE(func) != 11) {
             PyErr_SetString(PyExc_TypeError, "a function must be an SFrameFunction");
             goto done;
         }
-        if (PyObject_IsTrue(PyTuple_GET_ITEM(func, 10))) {
+        if (PyObject_IsTrue(PyTuple_GET_ITEM(func, 9))) {  /* flex */
             PyErr_Format(PyExc_TypeError, "V2 has no FLEX FDE (function '%U')",
                          PyTuple_GET_ITEM(func, 0));
             goto done;

@@ -12,7 +12,7 @@ from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
 from .errors import Cfi2SframeError, DecodeError, decoding
 from .files import Payload, bytes_of, read_bytes, release
-from .frontend.probe import Assembler, ProbeRun
+from .frontend.probe import PROBE, Assembler, ProbeRun
 from .kinds import Kind, refuse_unreadable
 
 # The pipeline's other modules are imported where used: the command line starts the
@@ -103,7 +103,7 @@ class AsmConversion(Conversion):
     """SFrame made from the ``.cfi_*`` directives of an assembly file."""
 
     unit: AsmUnit | None = None
-    assembler: Assembler | None = None
+    assembler: Assembler | None = None  # (for an object whose labels cannot go)
 
     def assembler_disagreements(self) -> list[Disagreement]:
         """Where the CFI the assembler wrote for a function differs from the one the
@@ -133,29 +133,27 @@ class AsmConversion(Conversion):
         return section_asm(self.image, anchor_expression, self.arch.line_comment)
 
     def obj(self) -> bytes:
-        """The input assembled by the real assembler, plus ``.sframe`` and its relocations."""
-        from .sframe.fragment import section_asm
+        """The input assembled by the real assembler, plus ``.sframe`` and its relocations.
+
+        The object is the probe run's (``frontend.probe``), its probe labels taken out:
+        the input is assembled once (again only where a section of the object
+        refers to symbols in a way ``elf.obj.without_local_symbols`` does not know).
+        It has ``.sframe`` of its own where the assembler writes one (``--gsframe``
+        in its command, or built to by default), which ours then replaces.
+        """
+        from .elf.obj import without_local_symbols
+        from .elf.read import open_elf
 
         assert self.unit is not None and self.assembler is not None  # set by the makers
-        if self.empty:  # the object as the assembler writes it, without a section
-            return self.assembler.run(self.unit.text_with_anchors(), self.source, ".")[0]
-        if any(func.label is None for func in self.functions):
-            # No label to place at each start (CFI read from the assembler's object):
-            # the plain input assembled, with the section and its relocations added.
+        with decoding(self.source, "assembler output"):
+            obj = without_local_symbols(self.unit.obj, PROBE.encode(), self.source)
+        if obj is None:
             obj, _ = self.assembler.run(self.unit.text, self.source, ".")
-            return _object_with(obj, self.image, self.source, replace=False)
-        fragment = section_asm(self.image, lambda func: func.label, self.arch.line_comment)
-        source = self.unit.text_with_anchors()
-        if not source.endswith("\n"):
-            source += "\n"
-        obj, _ = self.assembler.run(source + fragment, self.source, ".")
-        if _single_sframe(obj, self.image.size):
-            return obj
-        # The assembler wrote SFrame of its own (``--gsframe`` in its command, or built
-        # to by default), concatenated with ours: readers would see garbage or only
-        # the first.  Assemble the input alone and replace the assembler's section.
-        obj, _ = self.assembler.run(source, self.source, ".")
-        return _object_with(obj, self.image, self.source, replace=True)
+        with decoding(self.source, "assembler output"):
+            if self.empty:  # the object as the assembler writes it, without a section
+                return obj
+            has_own = open_elf(obj, "assembler output").section(".sframe") is not None
+        return _object_with(obj, self.image, self.source, replace=has_own)
 
 
 def _without_sframe(obj: bytes, where: str) -> bytes:
@@ -185,14 +183,6 @@ def _object_with(obj: bytes, image: SectionImage, where: str, replace: bool) -> 
     return add_sframe(obj, image.unplaced_bytes(), starts, image.start_size, where, replace)
 
 
-def _single_sframe(obj: bytes, size: int) -> bool:
-    """Whether the object's ``.sframe`` is ours alone (``size`` bytes long)."""
-    from .elf.read import open_elf
-
-    section = open_elf(obj, "object").section(".sframe")
-    return section is None or section.size == size
-
-
 def convert_asm(
     text: str,
     filename: str = "<input>",
@@ -212,8 +202,8 @@ def convert_asm(
     return _lower_and_encode(unit, messages, arch, runner, version, flex)
 
 
-def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler,
-                  version: int = 2, flex: bool = True) -> AsmConversion:
+def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2,
+                  flex: bool = True) -> AsmConversion:
     """Finish a conversion whose assembler run was started with ``start_probe``."""
     from .frontend.timelines import finish_asm
 

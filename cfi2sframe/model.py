@@ -167,8 +167,7 @@ class Timeline:
     start is the offset in its section); ``size`` is its length in bytes.
     ``invalid`` holds why the CFI has no DWARF meaning (then ``rows`` is
     empty).  ``anchor`` is a source symbol and the distance from it to the
-    start, and ``label`` a local label the frontend can place at the start:
-    writers use them to express the start as a relocatable expression.
+    start: ``--emit asm`` writes the start as a relocatable expression with it.
     """
 
     name: str
@@ -184,7 +183,6 @@ class Timeline:
     lsda: str | None = None
     invalid: str | None = None
     anchor: tuple[str, int] | None = None
-    label: str | None = None
     # (offset, source line) of each CFI directive in program order (assembly input):
     # where a problem in the row at an offset was written.
     directive_lines: tuple[tuple[int, int], ...] = ()

@@ -16,16 +16,20 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..arch import ARCHES
-from ..errors import Cfi2SframeError
+from ..dwarf.leb128 import read_uleb, uleb
+from ..errors import Cfi2SframeError, DecodeError
 from .read import (
     SHF_ALLOC,
     SHF_INFO_LINK,
     SHN_LORESERVE,
     SHT_GNU_SFRAME,
+    SHT_GROUP,
+    SHT_LLVM_ADDRSIG,
     SHT_NOBITS,
     SHT_REL,
     SHT_RELA,
     SHT_SYMTAB,
+    SHT_SYMTAB_SHNDX,
     STT_SECTION,
 )
 
@@ -180,6 +184,131 @@ def remove_sframe(data: bytes) -> bytes | None:
     return bytes(out)
 
 
+def without_local_symbols(data: bytes, prefix: bytes, where: str) -> bytes | None:
+    """The ELF64 relocatable object ``data`` without its local symbols named ``prefix``
+    and anything (labels placed by our probe run, which nothing refers to), every
+    symbol reference renumbered, ``.strtab`` rebuilt, and the sections laid out again
+    in their file order: the object the assembler writes without those labels.
+
+    None where a section this does not know refers to the symbol table (its
+    references could not be renumbered).  A one-line error where a relocation, a
+    group or LLVM's address-significance table refers to one of those labels.
+    """
+    order = "<" if data[5] == 1 else ">"
+    (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
+    _, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
+    headers = [_Header(*struct.unpack_from(order + "IIQQQQIIQQ", data, shoff + 64 * i))
+               for i in range(shnum)]
+    symtab_index = next((i for i, h in enumerate(headers) if h.kind == SHT_SYMTAB), None)
+    if symtab_index is None:
+        return data
+    symtab = headers[symtab_index]
+    strtab = headers[symtab.link]
+    strings = data[strtab.offset : strtab.offset + strtab.size]
+    symbols = data[symtab.offset : symtab.offset + symtab.size]
+    renumbered: list[int] = []  # old index -> new index; -1: dropped
+    kept = bytearray()
+    names = bytearray(b"\0")
+    new_name: dict[int, int] = {0: 0}
+    first_global = 0
+    for index, entry in enumerate(struct.iter_unpack(order + "IBBHQQ", symbols)):
+        name = entry[0]
+        if 0 < index < symtab.info and strings.startswith(prefix, name):
+            renumbered.append(-1)
+            continue
+        if name not in new_name:
+            new_name[name] = len(names)
+            names += strings[name : strings.index(b"\0", name) + 1]
+        renumbered.append(len(kept) // 24)
+        kept += struct.pack(order + "IBBHQQ", new_name[name], *entry[1:])
+        if index < symtab.info:
+            first_global = len(kept) // 24
+    if len(kept) == len(symbols):
+        return data
+    if symtab.link == shstrndx:  # one table for both (LLVM's): section names kept too
+        for h in headers:
+            if h.name not in new_name:
+                new_name[h.name] = len(names)
+                names += strings[h.name : strings.index(b"\0", h.name) + 1]
+            h.name = new_name[h.name]
+    contents: dict[int, bytes] = {symtab_index: bytes(kept), symtab.link: bytes(names)}
+    for index, h in enumerate(headers):
+        if h.link != symtab_index or index == symtab_index:
+            continue
+        if h.kind in (SHT_RELA, SHT_REL):
+            contents[index] = _renumbered_relocations(data, h, order, renumbered, where)
+        elif h.kind == SHT_GROUP:
+            h.info = _kept_symbol(renumbered, h.info, where, "a section group")
+        elif h.kind == SHT_SYMTAB_SHNDX:
+            words = data[h.offset : h.offset + h.size]
+            contents[index] = b"".join(words[4 * i : 4 * i + 4]
+                                       for i, new in enumerate(renumbered) if new >= 0)
+        elif h.kind == SHT_LLVM_ADDRSIG:
+            contents[index] = _renumbered_addrsig(data[h.offset : h.offset + h.size],
+                                                  renumbered, where)
+        else:
+            return None
+    symtab.info = first_global
+    return _laid_out(data, headers, contents, order)
+
+
+def _kept_symbol(renumbered: Sequence[int], old: int, where: str, what: str) -> int:
+    new = renumbered[old] if old < len(renumbered) else old
+    if new < 0:
+        raise Cfi2SframeError(where, f"{what} refers to the assembler's symbol {old}, "
+                                     "which is ours and goes")
+    return new
+
+
+def _renumbered_addrsig(table: bytes, renumbered: Sequence[int], where: str) -> bytes:
+    """LLVM's ``.llvm_addrsig`` (symbol indices, each an unsigned LEB128) renumbered."""
+    out = bytearray()
+    pos = 0
+    while pos < len(table):
+        try:
+            old, pos = read_uleb(table, pos)
+        except DecodeError:
+            raise Cfi2SframeError(where, "the assembler's .llvm_addrsig ends inside a "
+                                         "number") from None
+        out += uleb(_kept_symbol(renumbered, old, where, "the address-significance table"))
+    return bytes(out)
+
+
+def _renumbered_relocations(data: bytes, h: _Header, order: str, renumbered: Sequence[int],
+                            where: str) -> bytes:
+    entry = 24 if h.kind == SHT_RELA else 16
+    out = bytearray(data[h.offset : h.offset + h.size])
+    for at in range(0, len(out) - entry + 1, entry):
+        (info,) = struct.unpack_from(order + "Q", out, at + 8)
+        new = _kept_symbol(renumbered, info >> 32, where, "a relocation")
+        struct.pack_into(order + "Q", out, at + 8, (new << 32) | (info & 0xFFFFFFFF))
+    return bytes(out)
+
+
+def _laid_out(data: bytes, headers: list[_Header], contents: dict[int, bytes],
+              order: str) -> bytes:
+    """The object again: the ELF header, each section's contents (``contents`` where
+    given, else as they were) in their old file order at their alignment (a
+    ``NOBITS`` section's too, as GNU as aligns it), the section header table last."""
+    out = bytearray(data[:64])
+    for _, index in sorted((h.offset, index) for index, h in enumerate(headers) if index):
+        h = headers[index]
+        out.extend(bytes(_align(len(out), max(h.align, 1)) - len(out)))
+        if h.kind == SHT_NOBITS:  # aligned as the assembler does, though it has no bytes
+            h.offset = len(out)
+            continue
+        blob = contents.get(index, data[h.offset : h.offset + h.size])
+        h.offset, h.size = len(out), len(blob)
+        out += blob
+    shoff = _align(len(out), 8)
+    out.extend(bytes(shoff - len(out)))
+    for h in headers:
+        out += struct.pack(order + "IIQQQQIIQQ", h.name, h.kind, h.flags, h.addr, h.offset,
+                           h.size, h.link, h.info, h.align, h.entsize)
+    struct.pack_into(order + "Q", out, 0x28, shoff)
+    return bytes(out)
+
+
 def _reusable_tail(headers: Sequence[_Header], reuse: tuple[int, int | None], shoff: int,
                    shnum: int, end: int) -> int:
     """Where the old ``.sframe``, its relocations and the section header table start
@@ -252,7 +381,7 @@ def _shift_relocations(out: bytearray, headers: Sequence[_Header], symtab_index:
                                  ((sym + shift) << 32) | (info & 0xFFFFFFFF))
     # Group sections (SHT_GROUP) name their signature by symbol index.
     for h in headers:
-        if h.kind == 17 and h.link == symtab_index and h.info >= first_global:
+        if h.kind == SHT_GROUP and h.link == symtab_index and h.info >= first_global:
             h.info += shift
 
 

@@ -54,8 +54,6 @@ from .probe import (
 )
 from .scan import Statement, find_assignments, labels_between
 
-ANCHOR = ".Lcfi2sframe_func_"
-
 KNOWN_DIRECTIVES = frozenset(
     "startproc endproc sections def_cfa def_cfa_register def_cfa_offset adjust_cfa_offset "
     "offset val_offset rel_offset register restore undefined same_value remember_state "
@@ -86,25 +84,14 @@ class _Function:
 
 @dataclass(frozen=True)
 class AsmUnit:
-    """The timelines of an assembly file, plus what writers need to re-assemble it."""
+    """The timelines of an assembly file and the assembler's object, which ``--emit obj``
+    writes (its probe labels taken out)."""
 
     filename: str
     text: str
     timelines: tuple[Timeline, ...]
-    anchor_offsets: tuple[tuple[int, str], ...]
     obj: bytes = b""  # the assembler's object (probe labels add no bytes): the code
     symbols: tuple[Symbol, ...] = ()  # its symbol table as the probe read it, less probes
-
-    def text_with_anchors(self) -> str:
-        """The source with a local label at every function start (no code change)."""
-        pieces = []
-        last = 0
-        for offset, label in self.anchor_offsets:
-            pieces.append(self.text[last:offset])
-            pieces.append(f"{label}: ")
-            last = offset
-        pieces.append(self.text[last:])
-        return "".join(pieces)
 
 
 def parse_asm(
@@ -150,10 +137,10 @@ def finish_asm(run: ProbeRun, arch: Arch) -> tuple[AsmUnit, str]:
         symbols, names = view.symbols(), view.section_names
     places = probe_places(symbols, len(statements))
     builder = _Builder(run.text, filename, arch, items, parsed, places, names, symbols)
-    timelines, anchors = builder.build()
+    timelines = builder.build()
     if view is not None:  # (LLVM writes Mach-O FDEs only for functions in DWARF mode)
         check_fde_count(view, len(timelines), filename)
-    return AsmUnit(filename, run.text, tuple(timelines), tuple(anchors), obj,
+    return AsmUnit(filename, run.text, tuple(timelines), obj,
                    source_symbols(symbols) if view is not None else ()), messages
 
 
@@ -191,7 +178,7 @@ def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
             (timeline.name, 0)
         timelines.append(replace(timeline, location=Location(run.filename, start_line),
                                  anchor=anchor, directive_lines=tuple(lines)))
-    return AsmUnit(run.filename, run.text, tuple(timelines), (), obj), messages + note
+    return AsmUnit(run.filename, run.text, tuple(timelines), obj), messages + note
 
 
 def _parse(stmt: Statement, filename: str) -> Directive:
@@ -225,9 +212,8 @@ class _Builder:
     def where(self, line: int) -> str:
         return f"{self.filename}:{line}"
 
-    def build(self) -> tuple[list[Timeline], list[tuple[int, str]]]:
+    def build(self) -> list[Timeline]:
         timelines: list[Timeline] = []
-        anchors: list[tuple[int, str]] = []
         current: _Function | None = None
         region = 0
         for index, item in enumerate(self.items):
@@ -255,9 +241,7 @@ class _Builder:
                     f"CFI directive '.cfi_{directive.name}' outside .cfi_startproc/.cfi_endproc",
                 )
             elif directive.name == "endproc":
-                label = f"{ANCHOR}{len(anchors)}"
-                anchors.append((current.start.offset, label))
-                timelines.append(self._finish(current, place, item.line, label))
+                timelines.append(self._finish(current, place, item.line))
                 current = None
                 region = item.offset
             else:
@@ -273,15 +257,14 @@ class _Builder:
         if current is not None:
             raise Cfi2SframeError(self.where(current.start.line),
                                   ".cfi_startproc without .cfi_endproc")
-        return timelines, anchors
+        return timelines
 
     def _section(self, shndx: int) -> str:
         if 0 < shndx < len(self.sections):
             return self.sections[shndx]
         return f"#{shndx}"
 
-    def _finish(self, func: _Function, end: tuple[int, int], line: int,
-                label: str) -> Timeline:
+    def _finish(self, func: _Function, end: tuple[int, int], line: int) -> Timeline:
         start = self.places[func.probe]
         assert start is not None
         if end[0] != start[0]:
@@ -314,7 +297,6 @@ class _Builder:
             lsda=func.lsda,
             invalid=invalid,
             anchor=anchor,
-            label=label,
             directive_lines=tuple((pc, op.line) for pc, op in func.ops if op.line),
         )
 

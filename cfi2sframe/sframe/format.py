@@ -154,8 +154,8 @@ def fre_words(fre: Fre, arch: Arch) -> tuple[int, ...]:
 class SFrameFunction(NamedTuple):
     """A function ready to encode: where it is and its FREs, ordered by start.
 
-    ``anchor`` (symbol, distance) and ``label`` carry the timeline's ways to
-    name the start in assembly output.  A named tuple: a large library makes
+    ``anchor`` (symbol, distance) carries the timeline's way to name the start
+    in assembly output.  A named tuple: a large library makes
     a hundred thousand of them, and a frozen dataclass costs 3x more to build.
     """
 
@@ -168,7 +168,6 @@ class SFrameFunction(NamedTuple):
     pc_mask: bool = False
     rep_size: int = 0
     anchor: tuple[str, int] | None = None
-    label: str | None = None
     flex: bool = False
     signal: bool = False
 

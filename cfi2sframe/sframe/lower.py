@@ -137,7 +137,7 @@ def lower(timeline: Timeline, arch: str | Arch,
         return skip(SframeReason.too_many_fres,
                     f"{len(fres)} FREs; SFrame V3 holds at most {MAX_FRES_V3}")
     return SFrameFunction(*span_of(timeline), fres, pauth_b_key=timeline.pauth_b_key,
-                          anchor=timeline.anchor, label=timeline.label, flex=is_flex,
+                          anchor=timeline.anchor, flex=is_flex,
                           signal=timeline.signal_frame and version == 3)
 
 

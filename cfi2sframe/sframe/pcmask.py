@@ -136,7 +136,7 @@ def split_repeating(func: SFrameFunction) -> list[SFrameFunction]:
         out.append(func._replace(size=head, fres=tuple(head_fres)))
     out.append(func._replace(name=f"{func.name}+{head:#x}", start=func.start + head,
                              size=func.size - head, fres=tuple(body), pc_mask=True,
-                             rep_size=rep, anchor=None, label=None))
+                             rep_size=rep, anchor=None))
     return out
 
 

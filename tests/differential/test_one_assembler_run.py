@@ -1,0 +1,118 @@
+"""``--emit obj`` of assembly runs the assembler once: the object is the probe run's
+(``frontend.probe``: a label before every CFI directive), with those labels taken out
+(``elf.obj.without_local_symbols``) and ``.sframe`` added.
+
+That is only right if the probe labels change nothing else.  With them taken out,
+the object must be, byte for byte, the one GNU as writes for the input alone (x86-64,
+AArch64, big-endian s390x; csmith programs through gcc); LLVM's assembler shares one
+string table between symbols and sections and merges string tails, so there every
+section's contents, every symbol and every relocation must be the same, and only the
+string table (and the symbols' offsets into it) may differ.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cfi2sframe.convert import convert_asm
+from cfi2sframe.elf.obj import without_local_symbols
+from cfi2sframe.elf.read import open_elf
+from cfi2sframe.frontend.probe import PROBE
+from tests.conftest import require
+from tests.corpus import csmith_asm
+
+SEEDS = range(1, 9)
+
+
+def _plain(tmp_path: Path, text: str, command: list[str]) -> bytes:
+    """The object ``command`` writes for ``text``, run as cfi2sframe runs it (the file
+    named input.s in a folder of its own)."""
+    folder = tmp_path / "plain"
+    folder.mkdir(exist_ok=True)
+    (folder / "input.s").write_text(text)
+    subprocess.run([*command, "-o", str(folder / "input.o"), str(folder / "input.s")],
+                   check=True, capture_output=True)
+    return (folder / "input.o").read_bytes()
+
+
+def _probe_object(path: Path, arch: str, command: list[str]) -> tuple[str, bytes]:
+    text = path.read_text()
+    unit = convert_asm(text, str(path), arch, assembler=" ".join(command)).unit
+    assert unit is not None and PROBE.encode() in unit.obj  # the labels are there
+    return text, unit.obj
+
+
+@pytest.mark.parametrize("arch, compiler, tag, command", [
+    ("x86_64", "gcc", "x86_64", ["as"]),
+    ("aarch64", "aarch64-linux-gnu-gcc", "aarch64", ["aarch64-linux-gnu-as"]),
+    ("s390x", "s390x-linux-gnu-gcc", "s390x", ["s390x-linux-gnu-as"]),
+])
+def test_gnu_as_object_without_probes_is_the_plain_object(tmp_path, arch, compiler, tag,
+                                                          command) -> None:
+    require(compiler, command[0])
+    files = csmith_asm(SEEDS, ["O0", "O2"], compiler=compiler, tag=tag)
+    assert len(files) >= 10
+    for path in files:
+        text, probed = _probe_object(path, arch, command)
+        ours = without_local_symbols(probed, PROBE.encode(), str(path))
+        assert PROBE.encode() not in ours
+        assert ours == _plain(tmp_path, text, command), path
+
+
+def _readelf(path: Path, *options: str) -> str:
+    return subprocess.run(["readelf", "-W", *options, str(path)], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def test_llvm_mc_object_without_probes_has_the_plain_contents(tmp_path) -> None:
+    require("llvm-mc", "clang-14")
+    command = ["llvm-mc", "-filetype=obj", "-triple=x86_64-linux-gnu"]
+    files = csmith_asm(range(1, 4), ["O0", "O2"], compiler="clang-14", tag="x86_64-clang")
+    assert files
+    for path in files:
+        text, probed = _probe_object(path, "x86_64", command)
+        ours = without_local_symbols(probed, PROBE.encode(), str(path))
+        plain = _plain(tmp_path, text, command)
+        ours_view, plain_view = open_elf(ours, "ours"), open_elf(plain, "plain")
+        assert ours_view.section_names == plain_view.section_names
+        for name in ours_view.section_names:
+            if name not in ("", ".strtab", ".symtab"):  # (names at other offsets)
+                assert ours_view.section_data(name) == plain_view.section_data(name), name
+        (tmp_path / "ours.o").write_bytes(ours)
+        (tmp_path / "plain.o").write_bytes(plain)
+        for options in (("-s",), ("-r",), ("-g",)):
+            assert _readelf(tmp_path / "ours.o", *options) == \
+                _readelf(tmp_path / "plain.o", *options), (path, options)
+        assert len(ours) - len(plain) < 256
+
+
+def _frame_pointer_unit():
+    require("as")
+    root = Path(__file__).resolve().parents[2]
+    path = root / "examples" / "frame_pointer.s"
+    return path, convert_asm(path.read_text(), str(path))
+
+
+def test_a_section_it_cannot_renumber_leaves_the_labels_in(tmp_path) -> None:
+    """A section of a kind it does not know that links to the symbol table could hold
+    symbol indices: the object is then not rewritten (None), and ``--emit obj``
+    assembles the input again instead, for the same object."""
+    import struct
+
+    path, conversion = _frame_pointer_unit()
+    assert conversion.unit is not None
+    probed = bytearray(conversion.unit.obj)
+    view = open_elf(bytes(probed), "probe")
+    symtab = next(i for i, s in enumerate(view.sections) if s.name == ".symtab")
+    comment = next(s for s in view.sections if s.name == ".note.GNU-stack")
+    struct.pack_into("<II", probed, comment.header_at + 4, 0x6FFF4C09, 0)  # its type
+    struct.pack_into("<I", probed, comment.header_at + 40, symtab)  # its sh_link
+    assert without_local_symbols(bytes(probed), PROBE.encode(), "t") is None
+    again = type(conversion)(**{**conversion.__dict__,
+                                "unit": type(conversion.unit)(
+                                    **{**conversion.unit.__dict__, "obj": bytes(probed)})})
+    assert again.obj() == conversion.obj()
+    assert PROBE.encode() not in again.obj()
