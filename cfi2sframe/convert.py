@@ -207,8 +207,22 @@ def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2
     """Finish a conversion whose assembler run was started with ``start_probe``."""
     from .frontend.timelines import finish_asm
 
-    unit, messages = finish_asm(run, arch)
+    unit, messages = finish_asm(run, arch, _import_what_follows)
     return _lower_and_encode(unit, messages, arch, runner, version, flex)
+
+
+# What lowering, encoding, the object writer and the assembler cross-check load.
+_FOLLOWING = ("cfi2sframe.sframe.build", "cfi2sframe.sframe.encode", "cfi2sframe.elf.obj",
+              "cfi2sframe.elf.cfi", "cfi2sframe.analysis.assembler")
+
+
+def _import_what_follows() -> None:
+    """Load the modules the rest of an assembly conversion uses while the assembler runs
+    (this process would only wait for it)."""
+    import importlib
+
+    for name in _FOLLOWING:
+        importlib.import_module(name)
 
 
 def _lower_and_encode(unit: AsmUnit, messages: str, arch: Arch, runner: Assembler,

@@ -41,16 +41,25 @@ def assembler_disagreements(timelines: tuple[Timeline, ...], assembled: tuple[Ti
                             ) -> list[Disagreement]:
     """Every PC range where ``timelines`` (from the directives) and ``assembled`` (the
     same functions decoded from the assembler's object) recover registers differently.
-    Functions are matched by section and start; invalid ones are left to the caller."""
+    Functions are matched by section and start; invalid ones are left to the caller.
+
+    Both sides hand out one rows tuple for functions whose CFI is the same, so each
+    pair of rows tuples (and size) is compared once.
+    """
     theirs = {(t.section, t.start): t for t in assembled}
     out = []
+    compared: dict[tuple[int, int, int], list[tuple[int, int, object, object]]] = {}
     for timeline in timelines:
         other = theirs.get((timeline.section, timeline.start))
         if timeline.invalid is not None or other is None or other.invalid is not None:
             continue
-        mine = [(row.start, row._replace(start=0)) for row in timeline.rows]
-        found = [(row.start, row._replace(start=0)) for row in other.rows]
-        for start, end, ours, asm in differing_ranges(mine, found, timeline.size):
+        key = (id(timeline.rows), id(other.rows), timeline.size)  # both alive: ids unique
+        ranges = compared.get(key)
+        if ranges is None:
+            mine = [(row.start, row._replace(start=0)) for row in timeline.rows]
+            found = [(row.start, row._replace(start=0)) for row in other.rows]
+            ranges = compared[key] = list(differing_ranges(mine, found, timeline.size))
+        for start, end, ours, asm in ranges:
             out.append(Disagreement(timeline, start, end, _row(ours), _row(asm)))
     return out
 

@@ -9,7 +9,7 @@ large library (hash tables, dynamic segment) ~0.5 s.  pyelftools is a test oracl
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -176,6 +176,21 @@ class ElfView:
         entries whose value is one of them, in table order, only their names read
         (naming one function of an object of 100k costs no 100k names).
         """
+        table = self.symbol_rows(name)
+        if table is None:
+            return []
+        strings, rows = table
+        names = _string_table(strings) if values is None else \
+            lambda offset: string_at(strings, offset)
+        return [Symbol(names(name_off), value, size, info & 0xF, info >> 4, shndx)
+                for name_off, info, shndx, value, size in rows
+                if values is None or value in values]
+
+    def symbol_rows(self, name: str | int = ""
+                    ) -> tuple[bytes, Iterator[tuple[int, int, int, int, int]]] | None:
+        """A symbol table's string table and its entries as they are stored, each
+        (name offset, info, section index, value, size), for readers that name only
+        some of them; None without the table (``name`` as for ``symbols``)."""
         if isinstance(name, int):
             symtab = self.sections[name] if 0 < name < len(self.sections) else None
         elif name:
@@ -183,29 +198,20 @@ class ElfView:
         else:
             symtab = next((s for s in self.sections if s.kind == SHT_SYMTAB), None)
         if symtab is None:
-            return []
+            return None
         if symtab.link >= len(self.sections):
             raise DecodeError(0, f"symbol table {symtab.name} links to a missing section")
         strtab = self.sections[symtab.link]
         strings = self.data[strtab.offset : strtab.offset + strtab.size]
-        names = _string_table(strings) if values is None else \
-            lambda offset: _cstr(strings, offset)
         raw = self.data[symtab.offset : symtab.offset + symtab.size]
         order = "<" if self.little_endian else ">"
-        out = []
         if self.is64:
-            rows = struct.iter_unpack(order + "IBBHQQ", raw[: len(raw) // 24 * 24])
-            for name_off, info, _other, shndx, value, size in rows:
-                if values is None or value in values:
-                    out.append(Symbol(names(name_off), value, size, info & 0xF, info >> 4,
-                                      shndx))
-        else:
-            rows = struct.iter_unpack(order + "IIIBBH", raw[: len(raw) // 16 * 16])
-            for name_off, value, size, info, _other, shndx in rows:
-                if values is None or value in values:
-                    out.append(Symbol(names(name_off), value, size, info & 0xF, info >> 4,
-                                      shndx))
-        return out
+            return strings, ((name_off, info, shndx, value, size) for name_off, info, _, shndx,
+                             value, size in struct.iter_unpack(order + "IBBHQQ",
+                                                               raw[: len(raw) // 24 * 24]))
+        return strings, ((name_off, info, shndx, value, size) for name_off, value, size, info,
+                         _, shndx in struct.iter_unpack(order + "IIIBBH",
+                                                        raw[: len(raw) // 16 * 16]))
 
 
 def _string_table(table: bytes) -> Callable[[int], str]:
@@ -226,12 +232,13 @@ def _string_table(table: bytes) -> Callable[[int], str]:
 
     def name(offset: int) -> str:
         found = by_offset.get(offset)
-        return found if found is not None else _cstr(table, offset)
+        return found if found is not None else string_at(table, offset)
 
     return name
 
 
-def _cstr(table: bytes, offset: int) -> str:
+def string_at(table: bytes, offset: int) -> str:
+    """The NUL-terminated name at ``offset`` of a string table (UTF-8, errors replaced)."""
     end = table.find(b"\0", offset)
     return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
 
@@ -272,7 +279,7 @@ def open_elf(data: bytes, where: str) -> ElfView:
     names_hdr = headers[shstrndx]
     names = data[names_hdr[4] : names_hdr[4] + names_hdr[5]]
     sections = tuple(
-        Section(_cstr(names, h[0]), h[1], h[4], 0 if h[1] == SHT_NOBITS else h[5], h[6], h[3],
+        Section(string_at(names, h[0]), h[1], h[4], 0 if h[1] == SHT_NOBITS else h[5], h[6], h[3],
                 h[7], h[2], shoff + i * shentsize)
         for i, h in enumerate(headers)
     )

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..dwarf.frames import count_fdes
-from ..elf.read import ElfView, Symbol
+from ..elf.read import ElfView, Symbol, string_at
 from ..errors import AssemblerFailed, Cfi2SframeError
 from .scan import ScanResult, Statement, scan
 
@@ -130,6 +130,30 @@ def probe_places(symbols: Sequence[Symbol], count: int) -> list[tuple[int, int] 
             if index < count:
                 places[index] = (sym.shndx, sym.value)
     return places
+
+
+def read_probes(view: ElfView, count: int
+                ) -> tuple[list[tuple[int, int] | None], tuple[Symbol, ...]]:
+    """``probe_places`` and ``source_symbols`` of an ELF object in one pass over its
+    symbol table, the probes' names never decoded (a dense file has six for each of
+    its functions)."""
+    places: list[tuple[int, int] | None] = [None] * count
+    table = view.symbol_rows()
+    if table is None:
+        return places, ()
+    strings, rows = table
+    prefix = PROBE.encode()
+    skip = len(prefix)
+    others = []
+    for name_off, info, shndx, value, size in rows:
+        if strings.startswith(prefix, name_off):
+            index = int(strings[name_off + skip : strings.index(b"\0", name_off)])
+            if index < count:
+                places[index] = (shndx, value)
+        else:
+            others.append(Symbol(string_at(strings, name_off), value, size, info & 0xF,
+                                 info >> 4, shndx))
+    return places, tuple(others)
 
 
 def source_symbols(symbols: Sequence[Symbol]) -> tuple[Symbol, ...]:

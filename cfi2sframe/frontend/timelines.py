@@ -8,8 +8,9 @@ assembler encodes them, then replayed by the one CFI interpreter.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from ..arch.base import Arch, ByteOrder
 from ..dwarf import ops
@@ -26,7 +27,7 @@ from ..elf.read import (
     is_mapping_symbol,
     open_elf,
 )
-from ..errors import AssemblerFailed, Cfi2SframeError, CfiError, DecodeError, decoding
+from ..errors import Cfi2SframeError, CfiError, DecodeError, decoding
 from ..macho.read import MH_MAGIC, MH_MAGIC_64, open_macho
 from ..model import Location, Row, Timeline
 from .directives import (
@@ -44,11 +45,11 @@ from .directives import (
 )
 from .macho_probe import elf_like_symbols, section_names
 from .probe import (
-    PROBE,
     Assembler,
     ProbeRun,
     check_fde_count,
     probe_places,
+    read_probes,
     source_symbols,
     start_probe,
 )
@@ -65,12 +66,16 @@ KNOWN_DIRECTIVES = frozenset(
 
 @dataclass
 class _Function:
-    """A function being collected between ``.cfi_startproc`` and ``.cfi_endproc``."""
+    """A function collected between ``.cfi_startproc`` (statement ``probe``) and
+    ``.cfi_endproc`` (statement ``end``), before any address is known: each operation
+    comes with the index of the statement that made it (``_Builder.place`` turns it
+    into an offset)."""
 
     start: Statement
     probe: int
     simple: bool
     ops: list[tuple[int, Op]] = field(default_factory=list)
+    end: int = -1
     ra_column: int | None = None
     signal_frame: bool = False
     pauth_b_key: bool = False
@@ -79,7 +84,8 @@ class _Function:
     cfa_offset: int = 0
     cfa_stack: list[int] = field(default_factory=list)
     error: str | None = None
-    region: int = 0  # where the text after the previous function starts
+    # The labels defined between the previous function and this one's start.
+    labels: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -110,38 +116,39 @@ def parse_asm(
                       arch)
 
 
-def finish_asm(run: ProbeRun, arch: Arch) -> tuple[AsmUnit, str]:
-    """Parse the directives while the assembler runs, then build the timelines."""
+def finish_asm(run: ProbeRun, arch: Arch, meanwhile: Callable[[], object] | None = None
+               ) -> tuple[AsmUnit, str]:
+    """Parse and collect the directives while the assembler runs (and then call
+    ``meanwhile``, if given), then place them and build the timelines."""
     filename, statements = run.filename, run.statements
     items = run.scanned.items
     if run.scanned.in_bodies:
         return _from_assembler(run)
     with run.job as job:
-        parsed = [_parse(stmt, filename) for stmt in statements]
-        try:
-            obj, messages = job.finish()
-        except AssemblerFailed:
-            # Our own diagnostic, with its line, is clearer when there is one:
-            # check structure and operands with every directive at one address.
-            _Builder(run.text, filename, arch, items, parsed, [(1, 0)] * len(statements),
-                     ("", ""), ()).build()
-            raise
+        # While the assembler runs: everything that needs no address (a problem found
+        # here, with its line, is clearer than the assembler's, if it has one).
+        builder = _Builder(run.text, filename, arch, items, _parse_all(statements, filename))
+        functions = builder.collect()
+        if meanwhile is not None:
+            meanwhile()
+        obj, messages = job.finish()
     if int.from_bytes(obj[:4], "little") in (MH_MAGIC, MH_MAGIC_64):  # for an Apple target
         with decoding(filename, "assembler output"):
             macho = open_macho(obj)
-        symbols = elf_like_symbols(macho)
+        every = elf_like_symbols(macho)
         names: Sequence[str] = section_names(macho)
         view = None
+        places = probe_places(every, len(statements))
+        symbols = source_symbols(every)
     else:
         view = open_elf(obj, "assembler output")
-        symbols, names = view.symbols(), view.section_names
-    places = probe_places(symbols, len(statements))
-    builder = _Builder(run.text, filename, arch, items, parsed, places, names, symbols)
-    timelines = builder.build()
+        places, symbols = read_probes(view, len(statements))
+        names = view.section_names
+    timelines = builder.place(functions, places, names, symbols)
     if view is not None:  # (LLVM writes Mach-O FDEs only for functions in DWARF mode)
         check_fde_count(view, len(timelines), filename)
     return AsmUnit(filename, run.text, tuple(timelines), obj,
-                   source_symbols(symbols) if view is not None else ()), messages
+                   symbols if view is not None else ()), messages
 
 
 def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
@@ -156,11 +163,10 @@ def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
     note = (f"{run.filename}:{first.line}: note: CFI directives inside .macro, .rept or "
             ".irp bodies: every function's CFI is read from the assembler's .eh_frame\n")
     view = open_elf(obj, "assembler output")
-    symbols = view.symbols()
+    places, symbols = read_probes(view, len(run.statements))
     # Named by the source's own symbols: a probe label, untyped, could name a function
     # whose symbol has no .type.
-    cfi = read_elf_cfi(run.filename, obj, symbols=source_symbols(symbols))
-    places = probe_places(symbols, len(run.statements))
+    cfi = read_elf_cfi(run.filename, obj, symbols=symbols)
     sections = {name: index for index, name in enumerate(view.section_names)}
     timelines = []
     for timeline in cfi.timelines:
@@ -181,6 +187,19 @@ def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
     return AsmUnit(run.filename, run.text, tuple(timelines), obj), messages + note
 
 
+def _parse_all(statements: Sequence[Statement], filename: str) -> list[Directive]:
+    """Each statement parsed; a text seen before (a directive repeated in every
+    function) is parsed once."""
+    known: dict[str, Directive] = {}
+    out = []
+    for stmt in statements:
+        directive = known.get(stmt.text)
+        if directive is None:
+            directive = known[stmt.text] = _parse(stmt, filename)
+        out.append(directive)
+    return out
+
+
 def _parse(stmt: Statement, filename: str) -> Directive:
     name = stmt.text.split(None, 1)[0].lower()
     if name[5:] not in KNOWN_DIRECTIVES:
@@ -192,43 +211,45 @@ def _parse(stmt: Statement, filename: str) -> Directive:
 
 
 class _Builder:
-    """Walks the statements in order and lowers each function to a ``Timeline``."""
+    """Walks the statements in order and lowers each function to a ``Timeline``: first
+    what needs no address (``collect``, while the assembler runs), then with the
+    probes' places (``place``)."""
 
     def __init__(self, text: str, filename: str, arch: Arch, items: Sequence[Statement],
-                 parsed: Sequence[Directive], places: Sequence[tuple[int, int] | None],
-                 sections: Sequence[str], symbols: Sequence[Symbol]) -> None:
+                 parsed: Sequence[Directive]) -> None:
         self.text = text
         self.filename = filename
         self.arch = arch
         self.items = items
         self.parsed = parsed
-        self.places = places
-        self.sections = sections
+        self.sections: Sequence[str] = ()
         self.offset = 0  # of the statement being lowered, for symbol look-ups
         self._assignments: dict[str, list[tuple[int, str]]] | None = None
-        self.by_place = _symbols_by_place(symbols)
+        self.by_place: dict[int, list[tuple[int, int, str]]] = {}
         self.cie_ops = tuple(CIE_OPS[name](reg, value) for name, reg, value in arch.cie_ops)
+        # Rows by what decides them (CIE or none, size, each operation less its line):
+        # functions built alike share one rows tuple, which ``sframe.lower``'s memo
+        # then lowers once.
+        self._rows: dict[tuple[object, ...], tuple[Row, ...]] = {}
 
     def where(self, line: int) -> str:
         return f"{self.filename}:{line}"
 
-    def build(self) -> list[Timeline]:
-        timelines: list[Timeline] = []
+    def collect(self) -> list[_Function]:
+        """The functions, each directive lowered to operations; structure and operand
+        errors raised with their line."""
+        functions: list[_Function] = []
         current: _Function | None = None
         region = 0
         for index, item in enumerate(self.items):
             self.offset = item.offset
             directive = self.parsed[index]
-            place = self.places[index]
-            if place is None:
-                raise Cfi2SframeError(self.where(item.line),
-                                      "the assembler did not assemble this directive "
-                                      "(inside .if or an unused .macro?); not supported")
             if directive.name == "startproc":
                 if current is not None:
                     raise Cfi2SframeError(self.where(item.line),
                                           "nested .cfi_startproc (previous one not closed)")
-                current = _Function(item, index, directive.args[0] == "simple", region=region)
+                current = _Function(item, index, directive.args[0] == "simple",
+                                    labels=labels_between(self.text, region, item.offset))
                 if not current.simple:
                     # dw2gencfi's running CFA offset starts from the CIE's def_cfa.
                     current.cfa_offset = next(
@@ -241,48 +262,68 @@ class _Builder:
                     f"CFI directive '.cfi_{directive.name}' outside .cfi_startproc/.cfi_endproc",
                 )
             elif directive.name == "endproc":
-                timelines.append(self._finish(current, place, item.line))
+                current.end = index
+                functions.append(current)
                 current = None
                 region = item.offset
             else:
-                start = self.places[current.probe]
-                assert start is not None
-                if place[0] != start[0]:
-                    raise Cfi2SframeError(
-                        self.where(item.line),
-                        f"CFI directive in section '{self._section(place[0])}' but the "
-                        f"function started in '{self._section(start[0])}'",
-                    )
-                self._lower(current, directive, place[1] - start[1], item.line)
+                self._lower(current, directive, index, item.line)
         if current is not None:
             raise Cfi2SframeError(self.where(current.start.line),
                                   ".cfi_startproc without .cfi_endproc")
-        return timelines
+        return functions
+
+    def place(self, functions: Sequence[_Function], places: Sequence[tuple[int, int] | None],
+              sections: Sequence[str], symbols: Sequence[Symbol]) -> list[Timeline]:
+        """The timelines of ``functions`` with each statement at its probe's place
+        (section index, offset); ``symbols``: the source's own, which name them."""
+        missing = next((index for index, place in enumerate(places) if place is None), None)
+        if missing is not None:
+            raise Cfi2SframeError(self.where(self.items[missing].line),
+                                  "the assembler did not assemble this directive "
+                                  "(inside .if or an unused .macro?); not supported")
+        self.sections = sections
+        self.by_place = _symbols_by_place(symbols)
+        return [self._finish(func, cast("Sequence[tuple[int, int]]", places))
+                for func in functions]
 
     def _section(self, shndx: int) -> str:
         if 0 < shndx < len(self.sections):
             return self.sections[shndx]
         return f"#{shndx}"
 
-    def _finish(self, func: _Function, end: tuple[int, int], line: int) -> Timeline:
-        start = self.places[func.probe]
-        assert start is not None
+    def _finish(self, func: _Function, places: Sequence[tuple[int, int]]) -> Timeline:
+        start = places[func.probe]
+        for index in range(func.probe + 1, func.end):
+            if places[index][0] != start[0]:
+                raise Cfi2SframeError(
+                    self.where(self.items[index].line),
+                    f"CFI directive in section '{self._section(places[index][0])}' but the "
+                    f"function started in '{self._section(start[0])}'",
+                )
+        end, line = places[func.end], self.items[func.end].line
         if end[0] != start[0]:
             raise Cfi2SframeError(self.where(line),
                                   ".cfi_endproc in another section than its .cfi_startproc")
         size = end[1] - start[1]
         if size < 0:
             raise Cfi2SframeError(self.where(line), ".cfi_endproc before its .cfi_startproc")
+        base = start[1]
+        placed = [(places[index][1] - base, op) for index, op in func.ops]
         cie = () if func.simple else self.cie_ops
         rows: tuple[Row, ...] = ()
         invalid = func.error
         if invalid is None:
-            try:
-                rows = interpret(cie, func.ops, size)
-            except CfiError as exc:
-                invalid = f"line {exc.line}: {exc.message}" if exc.line else exc.message
-        name, anchor = self._name(start, labels_between(self.text, func.region,
-                                                        func.start.offset))
+            shape = (func.simple, size, tuple([(pc, type(op), op[:-1]) for pc, op in placed]))
+            known = self._rows.get(shape)
+            if known is not None:
+                rows = known
+            else:
+                try:
+                    rows = self._rows[shape] = interpret(cie, placed, size)
+                except CfiError as exc:
+                    invalid = f"line {exc.line}: {exc.message}" if exc.line else exc.message
+        name, anchor = self._name(start, func.labels)
         return Timeline(
             name=name,
             section=self._section(start[0]),
@@ -297,7 +338,7 @@ class _Builder:
             lsda=func.lsda,
             invalid=invalid,
             anchor=anchor,
-            directive_lines=tuple((pc, op.line) for pc, op in func.ops if op.line),
+            directive_lines=tuple((pc, op.line) for pc, op in placed if op.line),
         )
 
     def _name(self, place: tuple[int, int],
@@ -376,12 +417,13 @@ class _Builder:
             raise Cfi2SframeError(self.where(line), f"invalid register number {value}")
         return value
 
-    def _lower(self, func: _Function, d: Directive, pc: int, line: int) -> None:
-        """Turn one directive into DWARF operations, as the assembler encodes it."""
+    def _lower(self, func: _Function, d: Directive, at: int, line: int) -> None:
+        """Turn one directive (statement ``at``) into DWARF operations, as the assembler
+        encodes it."""
         name, args = d.name, d.args
 
         def add(op: Op) -> None:
-            func.ops.append((pc, op))
+            func.ops.append((at, op))
 
         if name == "def_cfa":
             func.cfa_offset = self._value(args[1], line)
@@ -422,7 +464,7 @@ class _Builder:
         elif name == "b_key_frame":
             func.pauth_b_key = True
         elif name == "escape":
-            self._escape(func, args, pc, line)
+            self._escape(func, args, at, line)
         elif name == "personality":
             func.personality = render(args[1]) if args[1] is not None else None
         elif name == "lsda":
@@ -432,7 +474,7 @@ class _Builder:
         # sections, mte_tagged_frame, personality_id, inline_lsda, fde_data and
         # label describe data beside the rules; they change no recovery rule.
 
-    def _escape(self, func: _Function, items: Sequence[Arg], pc: int, line: int) -> None:
+    def _escape(self, func: _Function, items: Sequence[Arg], at: int, line: int) -> None:
         order: ByteOrder = "big" if self.arch.big_endian else "little"
         data = bytearray()
         for item in items:
@@ -461,7 +503,7 @@ class _Builder:
             if isinstance(op, LOCATIONS):
                 raise Cfi2SframeError(self.where(line),
                                       ".cfi_escape with a location advance is not supported")
-            func.ops.append((pc, op))
+            func.ops.append((at, op))
 
 
 # Directives that take a list of registers, one operation each.
@@ -470,10 +512,11 @@ _REGISTER_LISTS: dict[str, type[ops.Restore | ops.Undefined | ops.SameValue]] = 
 
 
 def _symbols_by_place(symbols: Sequence[Symbol]) -> dict[int, list[tuple[int, int, str]]]:
-    """Section index -> [(value, rank, name)] sorted; a lower rank is a better name."""
+    """Section index -> [(value, rank, name)] sorted; a lower rank is a better name
+    (``symbols``: the source's own, without probe labels)."""
     table: dict[int, list[tuple[int, int, str]]] = {}
     for sym in symbols:
-        if (not sym.name or sym.name.startswith(PROBE) or sym.kind in (STT_SECTION, STT_FILE)
+        if (not sym.name or sym.kind in (STT_SECTION, STT_FILE)
                 or sym.shndx == SHN_UNDEF or sym.shndx >= SHN_LORESERVE
                 or is_mapping_symbol(sym.name)):
             continue

@@ -116,3 +116,26 @@ def test_a_section_it_cannot_renumber_leaves_the_labels_in(tmp_path) -> None:
                                     **{**conversion.unit.__dict__, "obj": bytes(probed)})})
     assert again.obj() == conversion.obj()
     assert PROBE.encode() not in again.obj()
+
+
+def test_probes_read_in_one_pass_are_those_of_the_symbol_table() -> None:
+    """``read_probes`` (names of the probes never decoded) gives the places and source
+    symbols the plain reading of every symbol gives (``probe_places``,
+    ``source_symbols``), on objects of three targets."""
+    from cfi2sframe.frontend.probe import probe_places, read_probes, source_symbols
+
+    cases = [("x86_64", "gcc", "x86_64", "as"),
+             ("aarch64", "aarch64-linux-gnu-gcc", "aarch64", "aarch64-linux-gnu-as"),
+             ("s390x", "s390x-linux-gnu-gcc", "s390x", "s390x-linux-gnu-as")]
+    for arch, compiler, tag, assembler in cases:
+        require(compiler, assembler)
+        for path in csmith_asm(range(1, 4), ["O2"], compiler=compiler, tag=tag):
+            _, probed = _probe_object(path, arch, [assembler])
+            view = open_elf(probed, "probe")
+            every = view.symbols()
+            count = sum(sym.name.startswith(PROBE) for sym in every)
+            for asked in (count, count - 1):  # (a probe past the count is not placed)
+                places, symbols = read_probes(view, asked)
+                assert places == probe_places(every, asked)
+                assert symbols == source_symbols(every)
+            assert None not in places and len(symbols) == len(every) - count

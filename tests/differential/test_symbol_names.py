@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe.elf.cfi import function_names
-from cfi2sframe.elf.read import _cstr, _string_table, open_elf_file
+from cfi2sframe.elf.read import _string_table, open_elf_file, string_at
 from tests.conftest import cfi2sframe, require, require_path
 
 LIBRARIES = ["/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/lib/x86_64-linux-gnu/libz.so.1",
@@ -27,7 +27,7 @@ def test_offsets_count_bytes_when_a_name_is_not_utf8() -> None:
     name = _string_table(table)
     assert name(5) == "foo" and name(7) == "o" and name(14) == "bar"
     assert name(9) == "\u00e9t\ufffd" and name(11) == "t\ufffd" and name(1) == "a\ufffdb"
-    assert all(name(at) == _cstr(table, at) for at in range(len(table) + 2))
+    assert all(name(at) == string_at(table, at) for at in range(len(table) + 2))
 
 
 def _built(folder: Path) -> list[str]:
