@@ -901,6 +901,9 @@ static PyMethodDef methods[] = {
     {"scan_cfi", scan_cfi, METH_VARARGS,
      "scan_cfi(text, comment_chars, statement) -> (CFI statements, those in bodies),\n"
      "or None for text that is not ASCII; see _core_scan.c."},
+    {"with_labels", with_labels, METH_VARARGS,
+     "with_labels(text, offsets, prefix) -> text with PREFIX<i>: at each offset, or None\n"
+     "for text that is not ASCII; see _core_scan.c."},
     {"lower_fdes", lower_fdes, METH_VARARGS,
      "lower_fdes(fdes, cies, version, max_size, max_fres_v3, sp, fp, ra, tracks_ra,\n"
      "           big_endian, fre_type, shapes, shape_of, function_type, direct)\n"

@@ -80,6 +80,7 @@ PyObject *eh_fdes(PyObject *self, PyObject *args);
 /* _core_verify.c: verify's check of functions, one (agree) or a whole file's. */
 PyObject *agree(PyObject *self, PyObject *args);
 PyObject *scan_cfi(PyObject *self, PyObject *args);
+PyObject *with_labels(PyObject *self, PyObject *args);
 PyObject *verify_scan(PyObject *self, PyObject *args);
 
 /* ``memo[key]``, else ``make(key)`` kept there: a borrowed reference (the dict holds

@@ -250,3 +250,45 @@ fail:
     Py_XDECREF(sc.in_bodies);
     return NULL;
 }
+
+/* ``text`` with ``prefix`` + its index + ``": "`` inserted at each of ``offsets`` (in
+ * order): frontend/probe.with_probes, its reference.  None for text that is not
+ * ASCII or a prefix that is not. */
+PyObject *with_labels(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *text_obj, *offsets, *prefix_obj;
+    if (!PyArg_ParseTuple(args, "UO!U", &text_obj, &PyTuple_Type, &offsets, &prefix_obj))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text_obj) || !PyUnicode_IS_ASCII(prefix_obj)) Py_RETURN_NONE;
+    const char *text = (const char *)PyUnicode_DATA(text_obj);
+    const char *prefix = (const char *)PyUnicode_DATA(prefix_obj);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text_obj);
+    Py_ssize_t plen = PyUnicode_GET_LENGTH(prefix_obj);
+    Py_ssize_t n = PyTuple_GET_SIZE(offsets);
+    Py_ssize_t total = size, last = 0;
+    char digits[32];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, i));
+        if (at == -1 && PyErr_Occurred()) return NULL;
+        if (at < last || at > size) {
+            PyErr_SetString(PyExc_ValueError, "with_labels: offsets out of order or range");
+            return NULL;
+        }
+        last = at;
+        total += plen + snprintf(digits, sizeof digits, "%zd", i) + 2;
+    }
+    PyObject *out = PyUnicode_New(total, 127);
+    if (!out) return NULL;
+    char *dst = (char *)PyUnicode_DATA(out);
+    last = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, i));
+        memcpy(dst, text + last, at - last);
+        dst += at - last;
+        memcpy(dst, prefix, plen);
+        dst += plen;
+        dst += sprintf(dst, "%zd: ", i);
+        last = at;
+    }
+    memcpy(dst, text + last, size - last);
+    return out;
+}

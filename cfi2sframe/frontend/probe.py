@@ -17,13 +17,17 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
+from typing import cast
 
+from ..core import compiled as compiled_core
 from ..dwarf.frames import count_fdes
 from ..elf.read import ElfView, Symbol, string_at
 from ..errors import AssemblerFailed, Cfi2SframeError
 from .scan import ScanResult, Statement, scan
 
 PROBE = "__cfi2sframe_probe_"
+_COMPILED = compiled_core()
 _DUPLICATE_PROBE = re.compile(r"^(.*?):(\d+): Error: symbol `" + PROBE + r"\d+' is already defined",
                               re.M)
 
@@ -110,7 +114,15 @@ class AssemblerJob:
             return handle.read(), messages
 
 
-def with_probes(text: str, statements: Sequence[Statement]) -> str:
+def with_probes(text: str, statements: Sequence[Statement],
+                compiled: ModuleType | None = _COMPILED) -> str:
+    """``text`` with a probe label right before each statement (``compiled``: the
+    compiled core's ``with_labels``, for ASCII text; this loop is its reference)."""
+    if compiled is not None:
+        probed = compiled.with_labels(text, tuple(stmt.offset for stmt in statements),
+                                      PROBE)
+        if probed is not None:
+            return cast("str", probed)
     pieces = []
     last = 0
     for index, stmt in enumerate(statements):
@@ -191,12 +203,12 @@ def start_probe(text: str, filename: str, comment_chars: str, assembler: Assembl
     if PROBE in text:
         raise Cfi2SframeError(filename, f"input uses the reserved symbol prefix '{PROBE}'")
     scanned = scan(text, filename, comment_chars)
-    statements = tuple(item for item in scanned.items if isinstance(item, Statement))
+    statements = scanned.items
     rewritten = without_sframe_request(text, statements)
     if rewritten != text:  # rare: scan the text the assembler will see
         text = rewritten
         scanned = scan(text, filename, comment_chars)
-        statements = tuple(item for item in scanned.items if isinstance(item, Statement))
+        statements = scanned.items
     job = assembler.start(with_probes(text, statements), filename, include_dir)
     return ProbeRun(text, filename, scanned, statements, job)
 
@@ -208,6 +220,8 @@ def without_sframe_request(text: str, statements: Sequence[Statement]) -> str:
     it concatenated with ours in one ``.sframe``.  A statement left with no section
     asks for ``.eh_frame``, the assembler's default.  Lines keep their numbers.
     """
+    if ".sframe" not in text:
+        return text
     pieces = []
     last = 0
     for stmt in statements:

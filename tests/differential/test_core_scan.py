@@ -1,6 +1,7 @@
 """The compiled directive scanner (``_core_scan.c``, ``scan_cfi``) against the Python
 scanner it was written from (``frontend/scan.scan``), which stays the reference and
-the fallback.
+the fallback; and the probe labels' insertion (``with_labels`` against
+``frontend/probe.with_probes``'s loop).
 
 Both must find the same statements (text, line, offset), inside bodies and out: on
 hand-written assembly nobody here wrote (zig's copies of glibc, musl, mingw and the
@@ -16,6 +17,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cfi2sframe.frontend.probe import with_probes
 from cfi2sframe.frontend.scan import scan
 from tests.conftest import compiled_core, require_module
 from tests.corpus import csmith_asm
@@ -29,6 +31,9 @@ def _same(text: str, comment_chars: str) -> None:
     fast = scan(text, "t.s", comment_chars, compiled=core)
     assert fast == reference
     assert all(type(item).__name__ == "Statement" for item in fast.items + fast.in_bodies)
+    # The probe labels go in at the same places (``with_labels``).
+    assert with_probes(text, fast.items, compiled=core) == \
+        with_probes(text, fast.items, compiled=None)
 
 
 def _zig_sources() -> list[Path]:
