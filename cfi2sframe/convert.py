@@ -115,7 +115,7 @@ class AsmConversion(Conversion):
             return []
         # The probe's symbol table, read once: the object's names are the probe's.
         assembled = read_elf_cfi(self.source, self.unit.obj,
-                                 symbols=self.unit.symbols or None).timelines
+                                 symbols=self.unit.symbols or None)
         return assembler_disagreements(self.unit.timelines, assembled)
 
     def asm(self) -> str:

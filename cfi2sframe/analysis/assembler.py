@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..arch.base import Arch
+from ..dwarf.cfi import Cfi, RowsCache
 from ..model import Row, Timeline
 from ..sframe.text import row_words
 from .compare import differing_ranges
@@ -37,27 +38,31 @@ class Disagreement:
                 f"{row_words(self.assembler, arch)} [assembler-disagrees]")
 
 
-def assembler_disagreements(timelines: tuple[Timeline, ...], assembled: tuple[Timeline, ...]
+def assembler_disagreements(timelines: tuple[Timeline, ...], assembled: Cfi
                             ) -> list[Disagreement]:
     """Every PC range where ``timelines`` (from the directives) and ``assembled`` (the
-    same functions decoded from the assembler's object) recover registers differently.
+    CFI of the assembler's object: the same functions) recover registers differently.
     Functions are matched by section and start; invalid ones are left to the caller.
 
     Both sides hand out one rows tuple for functions whose CFI is the same, so each
     pair of rows tuples (and size) is compared once.
     """
-    theirs = {(t.section, t.start): t for t in assembled}
+    theirs = {(fde.section, fde.start): fde for fde in assembled.fdes}
+    cache: RowsCache = {}
     out = []
     compared: dict[tuple[int, int, int], list[tuple[int, int, object, object]]] = {}
     for timeline in timelines:
-        other = theirs.get((timeline.section, timeline.start))
-        if timeline.invalid is not None or other is None or other.invalid is not None:
+        fde = theirs.get((timeline.section, timeline.start))
+        if timeline.invalid is not None or fde is None:
             continue
-        key = (id(timeline.rows), id(other.rows), timeline.size)  # both alive: ids unique
+        rows, invalid = assembled.rows(fde, cache)
+        if invalid is not None:
+            continue
+        key = (id(timeline.rows), id(rows), timeline.size)  # both alive: ids unique
         ranges = compared.get(key)
         if ranges is None:
             mine = [(row.start, row._replace(start=0)) for row in timeline.rows]
-            found = [(row.start, row._replace(start=0)) for row in other.rows]
+            found = [(row.start, row._replace(start=0)) for row in rows]
             ranges = compared[key] = list(differing_ranges(mine, found, timeline.size))
         for start, end, ours, asm in ranges:
             out.append(Disagreement(timeline, start, end, _row(ours), _row(asm)))

@@ -101,8 +101,18 @@ class Cfi:
 
     def timeline(self, fde: Fde, cache: RowsCache) -> Timeline:
         """The ``Timeline`` of one FDE; ``cache`` (the caller's) shares equal bodies."""
+        rows, invalid = self.rows(fde, cache)
+        cie = fde.cie
+        return Timeline(*span_of(fde), rows, cie.ra,
+                        Location(self.path, 0, fde.offset), signal_frame=cie.signal,
+                        pauth_b_key=cie.b_key, invalid=invalid)
+
+    def rows(self, fde: Fde, cache: RowsCache) -> tuple[tuple[Row, ...], str | None]:
+        """One FDE's rows (those that start within it) and why its CFI has no meaning,
+        if it has none: its timeline's, for a caller that needs no more."""
         # Compilers repeat the same instruction bytes across thousands of FDEs:
-        # rows depend only on (CIE, bytes), so each distinct body is interpreted once.
+        # rows depend only on (CIE, bytes), so each distinct body is interpreted once
+        # (and FDEs alike get the same rows tuple).
         key = (fde.cie_at, fde.body)
         hit = cache.get(key)
         if hit is None:
@@ -113,10 +123,7 @@ class Cfi:
         rows, invalid, _ = hit
         if rows and rows[-1].start >= fde.size:
             rows = tuple(row for row in rows if row.start < fde.size)
-        cie = fde.cie
-        return Timeline(*span_of(fde), rows, cie.ra,
-                        Location(self.path, 0, fde.offset), signal_frame=cie.signal,
-                        pauth_b_key=cie.b_key, invalid=invalid)
+        return rows, invalid
 
 
 # The fixed-size pointer formats: (bytes, signed).
