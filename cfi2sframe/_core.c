@@ -901,6 +901,9 @@ static PyMethodDef methods[] = {
     {"scan_cfi", scan_cfi, METH_VARARGS,
      "scan_cfi(text, comment_chars, statement) -> (CFI statements, those in bodies),\n"
      "or None for text that is not ASCII; see _core_scan.c."},
+    {"probe_symbols", probe_symbols, METH_VARARGS,
+     "probe_symbols(symtab, strtab, is64, big_endian, prefix, count) -> (places, indices\n"
+     "of the other symbols), or None; see _core_scan.c."},
     {"with_labels", with_labels, METH_VARARGS,
      "with_labels(text, offsets, prefix) -> text with PREFIX<i>: at each offset, or None\n"
      "for text that is not ASCII; see _core_scan.c."},

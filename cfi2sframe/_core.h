@@ -81,6 +81,7 @@ PyObject *eh_fdes(PyObject *self, PyObject *args);
 PyObject *agree(PyObject *self, PyObject *args);
 PyObject *scan_cfi(PyObject *self, PyObject *args);
 PyObject *with_labels(PyObject *self, PyObject *args);
+PyObject *probe_symbols(PyObject *self, PyObject *args);
 PyObject *verify_scan(PyObject *self, PyObject *args);
 
 /* ``memo[key]``, else ``make(key)`` kept there: a borrowed reference (the dict holds

@@ -8,6 +8,7 @@
  * ``str.split`` and the ``re`` module's ``\s``, ``\w`` and ``\d`` accept there.  Text
  * holding any other character is left to the reference (None). */
 
+#define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
 
@@ -291,4 +292,69 @@ PyObject *with_labels(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     memcpy(dst, text + last, size - last);
     return out;
+}
+
+/* The probe labels of the assembler's symbol table (``symtab``, entries of 24 bytes
+ * in ELF64 or 16 in ELF32, names in ``strtab``): frontend/probe.read_probes's loop,
+ * its reference.  Returns (places, others): ``places[N]`` is (section index, value)
+ * of ``PREFIX<N>`` for N below ``count``, else None; ``others`` the indices of the
+ * entries not named ``PREFIX...``.  None where a probe's number is not a decimal one
+ * (the reference then reports what it finds). */
+PyObject *probe_symbols(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer symtab, strtab;
+    int is64, big;
+    const char *prefix;
+    Py_ssize_t plen, count;
+    if (!PyArg_ParseTuple(args, "y*y*ppy#n", &symtab, &strtab, &is64, &big, &prefix, &plen,
+                          &count))
+        return NULL;
+    PyObject *places = NULL, *others = NULL, *result = NULL;
+    const uint8_t *sym = symtab.buf, *names = strtab.buf;
+    Py_ssize_t entry = is64 ? 24 : 16, n = symtab.len / entry, size = strtab.len;
+    if (count < 0) count = 0;
+    places = PyList_New(count);
+    others = PyList_New(0);
+    if (!places || !others) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_INCREF(Py_None);
+        PyList_SET_ITEM(places, i, Py_None);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *e = sym + i * entry;
+        uint64_t name = read_uint(e, 4, big);
+        int probe = name + plen <= (uint64_t)size && memcmp(names + name, prefix, plen) == 0;
+        if (!probe) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            if (!index || PyList_Append(others, index) < 0) { Py_XDECREF(index); goto done; }
+            Py_DECREF(index);
+            continue;
+        }
+        uint64_t number = 0;
+        Py_ssize_t at = (Py_ssize_t)name + plen, digits = 0;
+        while (at < size && names[at] >= '0' && names[at] <= '9' && digits < 18) {
+            number = number * 10 + (uint64_t)(names[at] - '0');
+            at++;
+            digits++;
+        }
+        if (!digits || at >= size || names[at] != 0) {  /* not PREFIX<decimal> */
+            Py_CLEAR(result);
+            Py_DECREF(places); Py_DECREF(others);
+            PyBuffer_Release(&symtab); PyBuffer_Release(&strtab);
+            Py_RETURN_NONE;
+        }
+        if (number >= (uint64_t)count) continue;
+        uint64_t shndx = is64 ? read_uint(e + 6, 2, big) : read_uint(e + 14, 2, big);
+        uint64_t value = is64 ? read_uint(e + 8, 8, big) : read_uint(e + 4, 4, big);
+        PyObject *place = Py_BuildValue("(KK)", (unsigned long long)shndx,
+                                        (unsigned long long)value);
+        if (!place) goto done;
+        PyList_SetItem(places, (Py_ssize_t)number, place);  /* the old item is dropped */
+    }
+    result = Py_BuildValue("(OO)", places, others);
+done:
+    Py_XDECREF(places);
+    Py_XDECREF(others);
+    PyBuffer_Release(&symtab);
+    PyBuffer_Release(&strtab);
+    return result;
 }

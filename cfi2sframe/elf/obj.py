@@ -13,9 +13,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import NamedTuple
 
 from ..arch import ARCHES
+from ..core import compiled as compiled_core
 from ..dwarf.leb128 import read_uleb, uleb
 from ..errors import Cfi2SframeError, DecodeError
 from .read import (
@@ -34,6 +36,8 @@ from .read import (
 )
 
 # e_machine -> (32-bit, 64-bit) PC-relative relocation types for the FDE start fields.
+_COMPILED = compiled_core()
+
 PCREL_TYPES = {arch.elf_machine_number: arch.pcrel_relocations for arch in ARCHES.values()
                if arch.pcrel_relocations != (0, 0)}
 
@@ -184,7 +188,8 @@ def remove_sframe(data: bytes) -> bytes | None:
     return bytes(out)
 
 
-def without_local_symbols(data: bytes, prefix: bytes, where: str) -> bytes | None:
+def without_local_symbols(data: bytes, prefix: bytes, where: str,
+                          compiled: ModuleType | None = _COMPILED) -> bytes | None:
     """The ELF64 relocatable object ``data`` without its local symbols named ``prefix``
     and anything (labels placed by our probe run, which nothing refers to), every
     symbol reference renumbered, ``.strtab`` rebuilt, and the sections laid out again
@@ -193,6 +198,8 @@ def without_local_symbols(data: bytes, prefix: bytes, where: str) -> bytes | Non
     None where a section this does not know refers to the symbol table (its
     references could not be renumbered).  A one-line error where a relocation, a
     group or LLVM's address-significance table refers to one of those labels.
+    ``compiled``: the compiled core's ``probe_symbols`` finds the labels (this
+    module's loop is its reference).
     """
     order = "<" if data[5] == 1 else ">"
     (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
@@ -205,21 +212,21 @@ def without_local_symbols(data: bytes, prefix: bytes, where: str) -> bytes | Non
     symtab = headers[symtab_index]
     strtab = headers[symtab.link]
     strings = data[strtab.offset : strtab.offset + strtab.size]
-    symbols = data[symtab.offset : symtab.offset + symtab.size]
-    renumbered: list[int] = []  # old index -> new index; -1: dropped
+    symbols = data[symtab.offset : symtab.offset + symtab.size // 24 * 24]
+    count = len(symbols) // 24
+    staying = _staying_symbols(symbols, strings, symtab.info, prefix, order, compiled)
+    renumbered = [-1] * count  # old index -> new index; -1: dropped
     kept = bytearray()
     names = bytearray(b"\0")
     new_name: dict[int, int] = {0: 0}
     first_global = 0
-    for index, entry in enumerate(struct.iter_unpack(order + "IBBHQQ", symbols)):
+    for index in staying:
+        entry = struct.unpack_from(order + "IBBHQQ", symbols, 24 * index)
         name = entry[0]
-        if 0 < index < symtab.info and strings.startswith(prefix, name):
-            renumbered.append(-1)
-            continue
         if name not in new_name:
             new_name[name] = len(names)
             names += strings[name : strings.index(b"\0", name) + 1]
-        renumbered.append(len(kept) // 24)
+        renumbered[index] = len(kept) // 24
         kept += struct.pack(order + "IBBHQQ", new_name[name], *entry[1:])
         if index < symtab.info:
             first_global = len(kept) // 24
@@ -250,6 +257,21 @@ def without_local_symbols(data: bytes, prefix: bytes, where: str) -> bytes | Non
             return None
     symtab.info = first_global
     return _laid_out(data, headers, contents, order)
+
+
+def _staying_symbols(symbols: bytes, strings: bytes, first_global: int, prefix: bytes,
+                     order: str, compiled: ModuleType | None) -> list[int]:
+    """The indices, in order, of the ELF64 ``symbols`` that are not locals named
+    ``prefix`` and anything."""
+    found = None if compiled is None else \
+        compiled.probe_symbols(symbols, strings, True, order == ">", prefix, 0)
+    if found is None:  # (also where a name goes on with more than digits)
+        return [index for index, (name,) in enumerate(struct.iter_unpack(
+            order + "I20x", symbols)) if not (0 < index < first_global
+                                              and strings.startswith(prefix, name))]
+    others: list[int] = found[1]
+    named_globals = set(range(first_global, len(symbols) // 24)).difference(others)
+    return sorted([*others, *named_globals]) if named_globals else others
 
 
 def _kept_symbol(renumbered: Sequence[int], old: int, where: str, what: str) -> int:

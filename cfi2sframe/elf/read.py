@@ -9,7 +9,7 @@ large library (hash tables, dynamic segment) ~0.5 s.  pyelftools is a test oracl
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -186,11 +186,48 @@ class ElfView:
                 for name_off, info, shndx, value, size in rows
                 if values is None or value in values]
 
+    def symbols_at(self, indices: Iterable[int]) -> tuple[Symbol, ...]:
+        """The entries of the first ``SHT_SYMTAB`` at ``indices`` (each in range), in
+        that order: a caller that found which ones it wants reads only those."""
+        table = self.symbol_table()
+        if table is None:
+            return ()
+        raw, strings = table
+        order = "<" if self.little_endian else ">"
+        out = []
+        if self.is64:
+            for index in indices:
+                name_off, info, _, shndx, value, size = struct.unpack_from(
+                    order + "IBBHQQ", raw, 24 * index)
+                out.append(Symbol(string_at(strings, name_off), value, size, info & 0xF,
+                                  info >> 4, shndx))
+        else:
+            for index in indices:
+                name_off, value, size, info, _, shndx = struct.unpack_from(
+                    order + "IIIBBH", raw, 16 * index)
+                out.append(Symbol(string_at(strings, name_off), value, size, info & 0xF,
+                                  info >> 4, shndx))
+        return tuple(out)
+
     def symbol_rows(self, name: str | int = ""
                     ) -> tuple[bytes, Iterator[tuple[int, int, int, int, int]]] | None:
         """A symbol table's string table and its entries as they are stored, each
         (name offset, info, section index, value, size), for readers that name only
         some of them; None without the table (``name`` as for ``symbols``)."""
+        table = self.symbol_table(name)
+        if table is None:
+            return None
+        raw, strings = table
+        order = "<" if self.little_endian else ">"
+        if self.is64:
+            return strings, ((name_off, info, shndx, value, size) for name_off, info, _, shndx,
+                             value, size in struct.iter_unpack(order + "IBBHQQ", raw))
+        return strings, ((name_off, info, shndx, value, size) for name_off, value, size, info,
+                         _, shndx in struct.iter_unpack(order + "IIIBBH", raw))
+
+    def symbol_table(self, name: str | int = "") -> tuple[bytes, bytes] | None:
+        """A symbol table's whole entries (24 bytes each in ELF64, 16 in ELF32) and its
+        string table; None without the table (``name`` as for ``symbols``)."""
         if isinstance(name, int):
             symtab = self.sections[name] if 0 < name < len(self.sections) else None
         elif name:
@@ -203,15 +240,9 @@ class ElfView:
             raise DecodeError(0, f"symbol table {symtab.name} links to a missing section")
         strtab = self.sections[symtab.link]
         strings = self.data[strtab.offset : strtab.offset + strtab.size]
+        entry = 24 if self.is64 else 16
         raw = self.data[symtab.offset : symtab.offset + symtab.size]
-        order = "<" if self.little_endian else ">"
-        if self.is64:
-            return strings, ((name_off, info, shndx, value, size) for name_off, info, _, shndx,
-                             value, size in struct.iter_unpack(order + "IBBHQQ",
-                                                               raw[: len(raw) // 24 * 24]))
-        return strings, ((name_off, info, shndx, value, size) for name_off, value, size, info,
-                         _, shndx in struct.iter_unpack(order + "IIIBBH",
-                                                        raw[: len(raw) // 16 * 16]))
+        return raw[: len(raw) // entry * entry], strings
 
 
 def _string_table(table: bytes) -> Callable[[int], str]:

@@ -144,20 +144,29 @@ def probe_places(symbols: Sequence[Symbol], count: int) -> list[tuple[int, int] 
     return places
 
 
-def read_probes(view: ElfView, count: int
+def read_probes(view: ElfView, count: int, compiled: ModuleType | None = _COMPILED
                 ) -> tuple[list[tuple[int, int] | None], tuple[Symbol, ...]]:
     """``probe_places`` and ``source_symbols`` of an ELF object in one pass over its
     symbol table, the probes' names never decoded (a dense file has six for each of
-    its functions)."""
+    its functions).  ``compiled``: the compiled core's ``probe_symbols`` finds the
+    probes; this loop is its reference."""
     places: list[tuple[int, int] | None] = [None] * count
-    table = view.symbol_rows()
+    table = view.symbol_table()
     if table is None:
         return places, ()
-    strings, rows = table
+    if compiled is not None:
+        raw, strings = table
+        found = compiled.probe_symbols(raw, strings, view.is64, not view.little_endian,
+                                       PROBE.encode(), count)
+        if found is not None:
+            return found[0], view.symbols_at(found[1])
+    rows = view.symbol_rows()
+    assert rows is not None  # (the table is there)
+    strings, entries = rows
     prefix = PROBE.encode()
     skip = len(prefix)
     others = []
-    for name_off, info, shndx, value, size in rows:
+    for name_off, info, shndx, value, size in entries:
         if strings.startswith(prefix, name_off):
             index = int(strings[name_off + skip : strings.index(b"\0", name_off)])
             if index < count:

@@ -21,7 +21,7 @@ from cfi2sframe.convert import convert_asm
 from cfi2sframe.elf.obj import without_local_symbols
 from cfi2sframe.elf.read import open_elf
 from cfi2sframe.frontend.probe import PROBE
-from tests.conftest import require
+from tests.conftest import compiled_core, require
 from tests.corpus import csmith_asm
 
 SEEDS = range(1, 9)
@@ -60,6 +60,8 @@ def test_gnu_as_object_without_probes_is_the_plain_object(tmp_path, arch, compil
         ours = without_local_symbols(probed, PROBE.encode(), str(path))
         assert PROBE.encode() not in ours
         assert ours == _plain(tmp_path, text, command), path
+        # The compiled core finds the labels; the Python loop is its reference.
+        assert without_local_symbols(probed, PROBE.encode(), str(path), compiled=None) == ours
 
 
 def _readelf(path: Path, *options: str) -> str:
@@ -119,9 +121,9 @@ def test_a_section_it_cannot_renumber_leaves_the_labels_in(tmp_path) -> None:
 
 
 def test_probes_read_in_one_pass_are_those_of_the_symbol_table() -> None:
-    """``read_probes`` (names of the probes never decoded) gives the places and source
-    symbols the plain reading of every symbol gives (``probe_places``,
-    ``source_symbols``), on objects of three targets."""
+    """``read_probes`` (names of the probes never decoded), with the compiled core and
+    without it, gives the places and source symbols the plain reading of every symbol
+    gives (``probe_places``, ``source_symbols``), on objects of three targets."""
     from cfi2sframe.frontend.probe import probe_places, read_probes, source_symbols
 
     cases = [("x86_64", "gcc", "x86_64", "as"),
@@ -135,7 +137,30 @@ def test_probes_read_in_one_pass_are_those_of_the_symbol_table() -> None:
             every = view.symbols()
             count = sum(sym.name.startswith(PROBE) for sym in every)
             for asked in (count, count - 1):  # (a probe past the count is not placed)
-                places, symbols = read_probes(view, asked)
-                assert places == probe_places(every, asked)
-                assert symbols == source_symbols(every)
+                for core in (compiled_core(), None):  # the compiled loop and its reference
+                    places, symbols = read_probes(view, asked, compiled=core)
+                    assert places == probe_places(every, asked)
+                    assert symbols == source_symbols(every)
             assert None not in places and len(symbols) == len(every) - count
+
+
+def test_probes_of_a_32_bit_object() -> None:
+    """The same in ELF32 (i386, whose entries are laid out otherwise)."""
+    from cfi2sframe.arch import as_arch
+    from cfi2sframe.frontend.probe import Assembler, probe_places, read_probes, source_symbols
+    from cfi2sframe.frontend.timelines import parse_asm
+
+    require("as")
+    text = ("\t.text\n\t.globl f\n\t.type f, @function\nf:\n\t.cfi_startproc\n\tpushl %ebp\n"
+            "\t.cfi_def_cfa_offset 8\n\t.cfi_offset 5, -8\n\tmovl %esp, %ebp\n"
+            "\t.cfi_def_cfa_register 5\n\tpopl %ebp\n\t.cfi_def_cfa 4, 4\n\tret\n"
+            "\t.cfi_endproc\n\t.size f, .-f\n")
+    unit, _ = parse_asm(text, "t.s", as_arch("i386"), Assembler(("as", "--32")))
+    view = open_elf(unit.obj, "probe")
+    assert not view.is64
+    every = view.symbols()
+    for core in (compiled_core(), None):
+        places, symbols = read_probes(view, 6, compiled=core)
+        assert places == probe_places(every, 6) and None not in places
+        assert symbols == source_symbols(every)
+    assert [t.size for t in unit.timelines] == [5]  # push, mov, pop, ret: 1 + 2 + 1 + 1
