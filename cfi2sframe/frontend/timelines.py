@@ -86,6 +86,12 @@ class _Function:
     error: str | None = None
     # The labels defined between the previous function and this one's start.
     labels: list[str] = field(default_factory=list)
+    # Set at .cfi_endproc, from ``ops``: the statement of each operation, a number
+    # for their types and operands (what the rows depend on, with the offsets) and the
+    # (offset-less) lines of those that have one.
+    op_at: tuple[int, ...] = ()
+    op_shape: int = 0
+    op_lines: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -227,10 +233,11 @@ class _Builder:
         self._assignments: dict[str, list[tuple[int, str]]] | None = None
         self.by_place: dict[int, list[tuple[int, int, str]]] = {}
         self.cie_ops = tuple(CIE_OPS[name](reg, value) for name, reg, value in arch.cie_ops)
-        # Rows by what decides them (CIE or none, size, each operation less its line):
-        # functions built alike share one rows tuple, which ``sframe.lower``'s memo
-        # then lowers once.
+        # Rows by what decides them (CIE or none, size, each operation's offset and,
+        # numbered in ``_shapes``, the operations less their lines): functions built
+        # alike share one rows tuple, which ``sframe.lower``'s memo then lowers once.
         self._rows: dict[tuple[object, ...], tuple[Row, ...]] = {}
+        self._shapes: dict[tuple[tuple[object, ...], ...], int] = {}
 
     def where(self, line: int) -> str:
         return f"{self.filename}:{line}"
@@ -263,6 +270,10 @@ class _Builder:
                 )
             elif directive.name == "endproc":
                 current.end = index
+                current.op_at = tuple(at for at, _ in current.ops)
+                current.op_shape = self._shapes.setdefault(
+                    tuple((type(op), op[:-1]) for _, op in current.ops), len(self._shapes))
+                current.op_lines = tuple(op.line for _, op in current.ops)
                 functions.append(current)
                 current = None
                 region = item.offset
@@ -284,41 +295,37 @@ class _Builder:
                                   "(inside .if or an unused .macro?); not supported")
         self.sections = sections
         self.by_place = _symbols_by_place(symbols)
-        return [self._finish(func, cast("Sequence[tuple[int, int]]", places))
-                for func in functions]
+        placed = cast("Sequence[tuple[int, int]]", places)
+        shndx = [place[0] for place in placed]
+        return [self._finish(func, placed, shndx) for func in functions]
 
     def _section(self, shndx: int) -> str:
         if 0 < shndx < len(self.sections):
             return self.sections[shndx]
         return f"#{shndx}"
 
-    def _finish(self, func: _Function, places: Sequence[tuple[int, int]]) -> Timeline:
+    def _finish(self, func: _Function, places: Sequence[tuple[int, int]],
+                shndx: list[int]) -> Timeline:
+        """One function's timeline; ``shndx``: each statement's section index."""
         start = places[func.probe]
-        for index in range(func.probe + 1, func.end):
-            if places[index][0] != start[0]:
-                raise Cfi2SframeError(
-                    self.where(self.items[index].line),
-                    f"CFI directive in section '{self._section(places[index][0])}' but the "
-                    f"function started in '{self._section(start[0])}'",
-                )
+        if shndx[func.probe : func.end + 1].count(start[0]) != func.end + 1 - func.probe:
+            self._other_section(func, places)
         end, line = places[func.end], self.items[func.end].line
-        if end[0] != start[0]:
-            raise Cfi2SframeError(self.where(line),
-                                  ".cfi_endproc in another section than its .cfi_startproc")
         size = end[1] - start[1]
         if size < 0:
             raise Cfi2SframeError(self.where(line), ".cfi_endproc before its .cfi_startproc")
         base = start[1]
-        placed = [(places[index][1] - base, op) for index, op in func.ops]
-        cie = () if func.simple else self.cie_ops
+        pcs = tuple([places[index][1] - base for index in func.op_at])
         rows: tuple[Row, ...] = ()
         invalid = func.error
         if invalid is None:
-            shape = (func.simple, size, tuple([(pc, type(op), op[:-1]) for pc, op in placed]))
+            shape = (func.simple, size, pcs, func.op_shape)
             known = self._rows.get(shape)
             if known is not None:
                 rows = known
             else:
+                cie = () if func.simple else self.cie_ops
+                placed = list(zip(pcs, (op for _, op in func.ops), strict=True))
                 try:
                     rows = self._rows[shape] = interpret(cie, placed, size)
                 except CfiError as exc:
@@ -338,8 +345,23 @@ class _Builder:
             lsda=func.lsda,
             invalid=invalid,
             anchor=anchor,
-            directive_lines=tuple((pc, op.line) for pc, op in placed if op.line),
+            directive_lines=tuple(zip(pcs, func.op_lines, strict=True)) if all(func.op_lines)
+            else tuple((pc, line) for pc, line in zip(pcs, func.op_lines, strict=True) if line),
         )
+
+    def _other_section(self, func: _Function, places: Sequence[tuple[int, int]]) -> None:
+        """Raise the error for the first statement of ``func`` placed in another section
+        than its ``.cfi_startproc``."""
+        start = places[func.probe]
+        for index in range(func.probe + 1, func.end):
+            if places[index][0] != start[0]:
+                raise Cfi2SframeError(
+                    self.where(self.items[index].line),
+                    f"CFI directive in section '{self._section(places[index][0])}' but the "
+                    f"function started in '{self._section(start[0])}'",
+                )
+        raise Cfi2SframeError(self.where(self.items[func.end].line),
+                              ".cfi_endproc in another section than its .cfi_startproc")
 
     def _name(self, place: tuple[int, int],
               labels: Sequence[str] = ()) -> tuple[str, tuple[str, int] | None]:
