@@ -87,8 +87,8 @@ class _Function:
     # The labels defined between the previous function and this one's start.
     labels: list[str] = field(default_factory=list)
     # Set at .cfi_endproc, from ``ops``: the statement of each operation, a number
-    # for their types and operands (what the rows depend on, with the offsets) and the
-    # (offset-less) lines of those that have one.
+    # for their types and operands (what the rows depend on, with the offsets) and
+    # each one's line (0: none).
     op_at: tuple[int, ...] = ()
     op_shape: int = 0
     op_lines: tuple[int, ...] = ()
