@@ -164,3 +164,24 @@ def test_probes_of_a_32_bit_object() -> None:
         assert places == probe_places(every, 6) and None not in places
         assert symbols == source_symbols(every)
     assert [t.size for t in unit.timelines] == [5]  # push, mov, pop, ret: 1 + 2 + 1 + 1
+
+
+def test_a_reference_to_a_probe_label_is_an_error() -> None:
+    """A relocation that refers to one of our labels (nothing the assembler writes
+    for a source that cannot name them) is a one-line error, not a renumbering to
+    some other symbol."""
+    import struct
+
+    from cfi2sframe.errors import Cfi2SframeError
+
+    _, conversion = _frame_pointer_unit()
+    assert conversion.unit is not None
+    probed = bytearray(conversion.unit.obj)
+    view = open_elf(bytes(probed), "probe")
+    probe = next(i for i, sym in enumerate(view.symbols()) if sym.name.startswith(PROBE))
+    rela = next(s for s in view.sections if s.name == ".rela.eh_frame")
+    (info,) = struct.unpack_from("<Q", probed, rela.offset + 8)
+    struct.pack_into("<Q", probed, rela.offset + 8, (probe << 32) | (info & 0xFFFFFFFF))
+    with pytest.raises(Cfi2SframeError, match=f"a relocation refers to the assembler's "
+                                              f"symbol {probe}, which is ours"):
+        without_local_symbols(bytes(probed), PROBE.encode(), "t")
