@@ -81,6 +81,21 @@ def cfi2sframe(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
+def converted_libraries(folder: Path, libraries: dict[str, str], emit: str,
+                        suffix: str = "") -> dict[str, Path]:
+    """``NAME-vN`` -> each of ``libraries`` (name -> path) converted in ``folder`` to
+    SFrame V2 and V3 by the command (``--emit EMIT``), named ``NAME-vN`` + ``suffix``."""
+    out = {}
+    for name, library in libraries.items():
+        require_path(library)
+        for version in ("2", "3"):
+            made = folder / f"{name}-v{version}{suffix}"
+            assert cfi2sframe(library, "--emit", emit, "--sframe-version", version, "-q",
+                              "-o", str(made), cwd=folder).returncode == 0
+            out[f"{name}-v{version}"] = made
+    return out
+
+
 def small_program(folder: Path) -> Path:
     """A small dynamically linked program built by gcc -O2 in ``folder`` (exit status
     ``(argc * 3) & 1``)."""

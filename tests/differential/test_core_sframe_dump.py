@@ -21,7 +21,7 @@ from cfi2sframe.errors import DecodeError
 from cfi2sframe.sframe.decode import decode
 from cfi2sframe.sframe.dump import compiled_chunks, dump_text
 from cfi2sframe.sframe.load import sframe_bytes
-from tests.conftest import cfi2sframe, compiled_core, require, require_path
+from tests.conftest import compiled_core, converted_libraries, require
 
 LIBRARIES = {"x86_64": "/usr/lib/x86_64-linux-gnu/libz.so.1",
              "aarch64": "/usr/aarch64-linux-gnu/lib/libc.so.6",
@@ -45,14 +45,8 @@ def sections(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes,
     """name -> (section bytes, address, V1 PC-relative)."""
     require("gcc", "as")
     folder = tmp_path_factory.mktemp("dump")
-    out = {}
-    for arch, library in LIBRARIES.items():
-        require_path(library)
-        for version in ("2", "3"):
-            raw = folder / f"{arch}-v{version}.sframe"
-            assert cfi2sframe(library, "--emit", "raw", "--sframe-version", version,
-                              "-o", str(raw), cwd=folder).returncode == 0
-            out[raw.stem] = (raw.read_bytes(), 0, False)  # at 0: starts below zero
+    out = {name: (raw.read_bytes(), 0, False)  # at 0: starts below zero
+           for name, raw in converted_libraries(folder, LIBRARIES, "raw", ".sframe").items()}
     source = folder / "p.c"
     source.write_text("#include <stdio.h>\nstatic int g(int x) { return x * 3; }\n"
                       "int f(int x) { if (x > 3) puts(\"big\"); return g(x) + 1; }\n"

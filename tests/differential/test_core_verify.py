@@ -29,7 +29,7 @@ from cfi2sframe.elf.read import open_elf
 from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.sframe.decode import FdeTable, decode
 from cfi2sframe.sframe.load import sframe_bytes
-from tests.conftest import cfi2sframe, compiled_core, require, require_path
+from tests.conftest import cfi2sframe, compiled_core, converted_libraries, require
 
 LIBRARIES = {"x86_64": "/usr/lib/x86_64-linux-gnu/libz.so.1",
              "x86_64-libc": "/usr/lib/x86_64-linux-gnu/libc.so.6",
@@ -50,14 +50,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """name -> a linked file with .sframe (V2 and V3 made here, V1 from ld 2.40)."""
     require("gcc", "as")
     folder = tmp_path_factory.mktemp("verify")
-    out = {}
-    for name, library in LIBRARIES.items():
-        require_path(library)
-        for version in ("2", "3"):
-            made = folder / f"{name}-v{version}"
-            assert cfi2sframe(library, "--emit", "elf", "--sframe-version", version, "-q",
-                              "-o", str(made), cwd=folder).returncode == 0
-            out[made.name] = made.read_bytes()
+    out = {name: made.read_bytes()
+           for name, made in converted_libraries(folder, LIBRARIES, "elf").items()}
     source = folder / "p.c"
     source.write_text("#include <stdio.h>\nint f(int x) { if (x > 3) puts(\"big\"); "
                       "return x + 1; }\nint main(int c, char **v) { printf(\"%d\\n\", f(c)); "
