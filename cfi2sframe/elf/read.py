@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import ARCHES, arch_for_machine
@@ -18,6 +19,9 @@ from ..errors import Cfi2SframeError, DecodeError, decoding
 
 if TYPE_CHECKING:
     from ..arch.base import Arch
+
+# A symbol-table entry as stored: (name offset, info, section index, value, size).
+SymbolRow = tuple[int, int, int, int, int]
 
 # The ELF constants the package uses (gABI; SHT_GNU_SFRAME and PT_GNU_SFRAME: GNU).
 SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL = 2, 4, 8, 9
@@ -142,16 +146,19 @@ class ElfView:
         symbols."""
         if number < 0 or number >= self.symbol_table_size(index):
             return None
-        table = self.sections[index]
-        size = 24 if self.is64 else 16
-        order = "<" if self.little_endian else ">"
-        if self.is64:
-            _, info, _, shndx, value, _ = struct.unpack_from(order + "IBBHQQ", self.data,
-                                                             table.offset + size * number)
-        else:
-            _, value, _, info, _, shndx = struct.unpack_from(order + "IIIBBH", self.data,
-                                                             table.offset + size * number)
+        layout, size, pick = self._symbol_layout()
+        _, info, shndx, value, _ = pick(layout.unpack_from(
+            self.data, self.sections[index].offset + size * number))
         return value, info & 0xF, shndx
+
+    def _symbol_layout(self) -> tuple[struct.Struct, int, Callable[[tuple[int, ...]], SymbolRow]]:
+        """How this file stores a symbol-table entry: its ``struct``, its size, and what
+        picks (name offset, info, section index, value, size) out of it."""
+        if self.is64:
+            return (struct.Struct(("<" if self.little_endian else ">") + "IBBHQQ"), 24,
+                    itemgetter(0, 1, 3, 4, 5))
+        return (struct.Struct(("<" if self.little_endian else ">") + "IIIBBH"), 16,
+                itemgetter(0, 3, 5, 1, 2))
 
     def symbol_table_size(self, index: int) -> int:
         """How many entries the symbol table at section ``index`` holds (those whose
@@ -160,7 +167,7 @@ class ElfView:
             return 0
         table = self.sections[index]
         held = max(0, min(table.size, len(self.data) - table.offset))
-        return held // (24 if self.is64 else 16)
+        return held // self._symbol_layout()[1]
 
     def symbol_count(self, name: str) -> int:
         """How many entries the symbol table ``name`` holds (0 without one)."""
@@ -193,24 +200,12 @@ class ElfView:
         if table is None:
             return ()
         raw, strings = table
-        order = "<" if self.little_endian else ">"
-        out = []
-        if self.is64:
-            for index in indices:
-                name_off, info, _, shndx, value, size = struct.unpack_from(
-                    order + "IBBHQQ", raw, 24 * index)
-                out.append(Symbol(string_at(strings, name_off), value, size, info & 0xF,
-                                  info >> 4, shndx))
-        else:
-            for index in indices:
-                name_off, value, size, info, _, shndx = struct.unpack_from(
-                    order + "IIIBBH", raw, 16 * index)
-                out.append(Symbol(string_at(strings, name_off), value, size, info & 0xF,
-                                  info >> 4, shndx))
-        return tuple(out)
+        layout, size, pick = self._symbol_layout()
+        rows = (pick(layout.unpack_from(raw, size * index)) for index in indices)
+        return tuple(Symbol(string_at(strings, name_off), value, size, info & 0xF, info >> 4,
+                            shndx) for name_off, info, shndx, value, size in rows)
 
-    def symbol_rows(self, name: str | int = ""
-                    ) -> tuple[bytes, Iterator[tuple[int, int, int, int, int]]] | None:
+    def symbol_rows(self, name: str | int = "") -> tuple[bytes, Iterator[SymbolRow]] | None:
         """A symbol table's string table and its entries as they are stored, each
         (name offset, info, section index, value, size), for readers that name only
         some of them; None without the table (``name`` as for ``symbols``)."""
@@ -218,12 +213,8 @@ class ElfView:
         if table is None:
             return None
         raw, strings = table
-        order = "<" if self.little_endian else ">"
-        if self.is64:
-            return strings, ((name_off, info, shndx, value, size) for name_off, info, _, shndx,
-                             value, size in struct.iter_unpack(order + "IBBHQQ", raw))
-        return strings, ((name_off, info, shndx, value, size) for name_off, value, size, info,
-                         _, shndx in struct.iter_unpack(order + "IIIBBH", raw))
+        layout, _, pick = self._symbol_layout()
+        return strings, map(pick, layout.iter_unpack(raw))
 
     def symbol_table(self, name: str | int = "") -> tuple[bytes, bytes] | None:
         """A symbol table's whole entries (24 bytes each in ELF64, 16 in ELF32) and its
@@ -240,7 +231,7 @@ class ElfView:
             raise DecodeError(0, f"symbol table {symtab.name} links to a missing section")
         strtab = self.sections[symtab.link]
         strings = self.data[strtab.offset : strtab.offset + strtab.size]
-        entry = 24 if self.is64 else 16
+        entry = self._symbol_layout()[1]
         raw = self.data[symtab.offset : symtab.offset + symtab.size]
         return raw[: len(raw) // entry * entry], strings
 
