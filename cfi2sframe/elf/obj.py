@@ -67,6 +67,16 @@ class StartField(NamedTuple):
     name: str
 
 
+def _section_table(data: bytes, order: str) -> tuple[int, int, list[_Header]]:
+    """(offset of the section header table, index of the section names, the headers)
+    of the ELF64 file ``data``."""
+    (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
+    shnum, shstrndx = struct.unpack_from(order + "HH", data, 0x3C)
+    return shoff, shstrndx, [_Header(*struct.unpack_from(order + "IIQQQQIIQQ", data,
+                                                         shoff + 64 * i))
+                             for i in range(shnum)]
+
+
 def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
@@ -90,12 +100,10 @@ def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_s
                                      f"machine {e_machine}")
     if e_type != 1:
         raise Cfi2SframeError(where, "--emit obj needs a relocatable object (use --emit raw)")
-    (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
+    shentsize, shnum = struct.unpack_from(order + "HH", data, 0x3A)
     if shnum == 0 or shnum >= SHN_LORESERVE or shentsize != 64:
         raise Cfi2SframeError(where, "unsupported section header table")
-    headers = [_Header(*struct.unpack_from(order + "IIQQQQIIQQ", data, shoff + 64 * i))
-               for i in range(shnum)]
+    shoff, shstrndx, headers = _section_table(data, order)
     names = data[headers[shstrndx].offset : headers[shstrndx].offset + headers[shstrndx].size]
 
     def name_of(h: _Header) -> str:
@@ -157,10 +165,8 @@ def remove_sframe(data: bytes) -> bytes | None:
     not the last section headers or a symbol refers to them (removing them would
     renumber the others)."""
     order = "<" if data[5] == 1 else ">"
-    (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
-    _, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
-    headers = [_Header(*struct.unpack_from(order + "IIQQQQIIQQ", data, shoff + 64 * i))
-               for i in range(shnum)]
+    shoff, shstrndx, headers = _section_table(data, order)
+    shnum = len(headers)
     names = data[headers[shstrndx].offset : headers[shstrndx].offset + headers[shstrndx].size]
 
     def name_of(h: _Header) -> bytes:
@@ -202,10 +208,7 @@ def without_local_symbols(data: bytes, prefix: bytes, where: str,
     module's loop is its reference).
     """
     order = "<" if data[5] == 1 else ">"
-    (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
-    _, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
-    headers = [_Header(*struct.unpack_from(order + "IIQQQQIIQQ", data, shoff + 64 * i))
-               for i in range(shnum)]
+    _, shstrndx, headers = _section_table(data, order)
     symtab_index = next((i for i, h in enumerate(headers) if h.kind == SHT_SYMTAB), None)
     if symtab_index is None:
         return data
