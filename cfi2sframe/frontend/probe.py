@@ -22,7 +22,7 @@ from typing import cast
 
 from ..core import compiled as compiled_core
 from ..dwarf.frames import count_fdes
-from ..elf.read import ElfView, Symbol, string_at
+from ..elf.read import ElfView, Symbol
 from ..errors import AssemblerFailed, Cfi2SframeError
 from .scan import ScanResult, Statement, scan
 
@@ -166,15 +166,14 @@ def read_probes(view: ElfView, count: int, compiled: ModuleType | None = _COMPIL
     prefix = PROBE.encode()
     skip = len(prefix)
     others = []
-    for name_off, info, shndx, value, size in entries:
+    for entry, (name_off, _, shndx, value, _) in enumerate(entries):
         if strings.startswith(prefix, name_off):
             index = int(strings[name_off + skip : strings.index(b"\0", name_off)])
             if index < count:
                 places[index] = (shndx, value)
         else:
-            others.append(Symbol(string_at(strings, name_off), value, size, info & 0xF,
-                                 info >> 4, shndx))
-    return places, tuple(others)
+            others.append(entry)
+    return places, view.symbols_at(others)
 
 
 def source_symbols(symbols: Sequence[Symbol]) -> tuple[Symbol, ...]:
