@@ -337,7 +337,6 @@ PyObject *probe_symbols(PyObject *Py_UNUSED(self), PyObject *args) {
             digits++;
         }
         if (!digits || at >= size || names[at] != 0) {  /* not PREFIX<decimal> */
-            Py_CLEAR(result);
             Py_DECREF(places); Py_DECREF(others);
             PyBuffer_Release(&symtab); PyBuffer_Release(&strtab);
             Py_RETURN_NONE;

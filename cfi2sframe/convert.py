@@ -113,7 +113,8 @@ class AsmConversion(Conversion):
 
         if self.unit is None or not self.unit.timelines:
             return []
-        # The probe's symbol table, read once: the object's names are the probe's.
+        # The source's symbols as the probe read them: else reading the CFI names its
+        # FDEs from the whole table, our probe labels included (six a function).
         assembled = read_elf_cfi(self.source, self.unit.obj,
                                  symbols=self.unit.symbols or None)
         return assembler_disagreements(self.unit.timelines, assembled)

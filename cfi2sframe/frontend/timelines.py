@@ -88,7 +88,7 @@ class _Function:
     labels: list[str] = field(default_factory=list)
     # Set at .cfi_endproc, from ``ops``: the statement of each operation, a number
     # for their types and operands (what the rows depend on, with the offsets) and
-    # each one's line (0: none).
+    # each one's line (every operation here comes from a statement, which has one).
     op_at: tuple[int, ...] = ()
     op_shape: int = 0
     op_lines: tuple[int, ...] = ()
@@ -345,8 +345,7 @@ class _Builder:
             lsda=func.lsda,
             invalid=invalid,
             anchor=anchor,
-            directive_lines=tuple(zip(pcs, func.op_lines, strict=True)) if all(func.op_lines)
-            else tuple((pc, line) for pc, line in zip(pcs, func.op_lines, strict=True) if line),
+            directive_lines=tuple(zip(pcs, func.op_lines, strict=True)),
         )
 
     def _other_section(self, func: _Function, places: Sequence[tuple[int, int]]) -> None:
