@@ -111,12 +111,12 @@ class AsmConversion(Conversion):
         from .analysis.assembler import assembler_disagreements
         from .elf.cfi import read_elf_cfi
 
-        if self.unit is None or not self.unit.timelines:
-            return []
+        if self.unit is None or not self.unit.timelines or self.unit.agrees:
+            return []  # (placed by the assembler's own FDEs, agreeing by construction)
         # The source's symbols as the probe read them: else reading the CFI names its
         # FDEs from the whole table, our probe labels included (six a function).
-        assembled = read_elf_cfi(self.source, self.unit.obj,
-                                 symbols=self.unit.symbols or None)
+        assembled = self.unit.assembled or read_elf_cfi(self.source, self.unit.obj,
+                                                        symbols=self.unit.symbols or None)
         return assembler_disagreements(self.unit.timelines, assembled)
 
     def asm(self) -> str:
@@ -136,9 +136,10 @@ class AsmConversion(Conversion):
     def obj(self) -> bytes:
         """The input assembled by the real assembler, plus ``.sframe`` and its relocations.
 
-        The object is the probe run's (``frontend.probe``), its probe labels taken out:
-        the input is assembled once (again only where a section of the object
-        refers to symbols in a way ``elf.obj.without_local_symbols`` does not know).
+        The object is the assembler's run of the input as it is, or the probe run's
+        (``frontend.probe``) with its probe labels taken out: the input is assembled
+        again only where a section of the object refers to symbols in a way
+        ``elf.obj.without_local_symbols`` does not know.
         It has ``.sframe`` of its own where the assembler writes one (``--gsframe``
         in its command, or built to by default), which ours then replaces.
         """
@@ -146,8 +147,10 @@ class AsmConversion(Conversion):
         from .elf.read import open_elf
 
         assert self.unit is not None and self.assembler is not None  # set by the makers
-        with decoding(self.source, "assembler output"):
-            obj = without_local_symbols(self.unit.obj, PROBE.encode(), self.source)
+        obj: bytes | None = self.unit.obj
+        if self.unit.probed:
+            with decoding(self.source, "assembler output"):
+                obj = without_local_symbols(self.unit.obj, PROBE.encode(), self.source)
         if obj is None:
             obj, _ = self.assembler.run(self.unit.text, self.source, ".")
         with decoding(self.source, "assembler output"):
@@ -192,20 +195,22 @@ def convert_asm(
     include_dir: str = ".",
     version: int = 2,
     flex: bool = True,
+    probes: bool = False,
 ) -> AsmConversion:
     """Assembly text -> SFrame: the whole pipeline of ``cfi2sframe foo.s``.  ``flex``
-    False: V3 without FLEX FDEs (``sframe.lower.lower``)."""
+    False: V3 without FLEX FDEs (``sframe.lower.lower``).  ``probes``: place the
+    directives by probe labels (``frontend.timelines.parse_asm``)."""
     arch = as_arch(arch)
     from .frontend.timelines import parse_asm
 
     runner = Assembler.from_string(assembler or arch.default_assembler)
-    unit, messages = parse_asm(text, filename, arch, runner, include_dir)
+    unit, messages = parse_asm(text, filename, arch, runner, include_dir, probes)
     return _lower_and_encode(unit, messages, arch, runner, version, flex)
 
 
 def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2,
                   flex: bool = True) -> AsmConversion:
-    """Finish a conversion whose assembler run was started with ``start_probe``."""
+    """Finish a conversion whose assembler run was started with ``start_run``."""
     from .frontend.timelines import finish_asm
 
     unit, messages = finish_asm(run, arch, _import_what_follows)
@@ -520,7 +525,7 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     if data[:4] == b"\x7fELF":
         return convert_elf(source, data, version, sframe_address, replace, limits, flex=flex)
     from .frontend.macho_probe import darwin_text
-    from .frontend.probe import start_probe
+    from .frontend.probe import start_run
 
     text = data.decode("utf-8", "surrogateescape")
     if darwin_text(text) and assembler is None:
@@ -529,8 +534,7 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
                                       "unwind")
     target = as_arch(arch)
     runner = Assembler.from_string(assembler or target.default_assembler)
-    run = start_probe(text, source, target.comment_chars,
-                      runner, include_dir)
+    run = start_run(text, source, target.comment_chars, runner, include_dir)
     return convert_probe(run, target, runner, version, flex)
 
 

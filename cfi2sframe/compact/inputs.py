@@ -76,7 +76,8 @@ def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x
     arch = as_arch(arch)
     flavour = compact_arch(arch.name, filename)
     command = assembler or arch.default_assembler
-    if assembler is None and darwin_text(text):
+    darwin = assembler is None and darwin_text(text)
+    if darwin:
         if arch.darwin_assembler is None:
             raise Cfi2SframeError(filename, f"assembly for an Apple target: no Mach-O "
                                             f"assembler is known for {arch.name}")
@@ -87,7 +88,8 @@ def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x
                                             "install llvm) for llvm-mc, or name one with "
                                             "--assembler (e.g. 'clang -c -x assembler "
                                             "-target x86_64-apple-macosx10.15')")
-    unit, _ = parse_asm(text, filename, arch, Assembler.from_string(command))
+    # (Mach-O has no FDE for most functions: probes place them)
+    unit, _ = parse_asm(text, filename, arch, Assembler.from_string(command), probes=darwin)
     if int.from_bytes(unit.obj[:4], "little") not in (MH_MAGIC, MH_MAGIC_64):
         return compact_functions(unit.timelines, unit.obj, flavour, ranges), None
     from ..errors import decoding

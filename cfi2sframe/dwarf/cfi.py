@@ -340,7 +340,7 @@ def _parse_fde(reader: _Reader, pos: int, end: int, cie: Cie, cie_at: int,
 
 
 @lru_cache(maxsize=256)
-def _initial_ops(cie: Cie, big: bool) -> tuple[Op, ...]:
+def initial_ops(cie: Cie, big: bool) -> tuple[Op, ...]:
     """A CIE's initial instructions as operations (decoded once per CIE)."""
     ops = decode_ops(cie.initial, cie.code_align, cie.data_align, cie.address_size, big)
     return tuple(op for op in ops if not isinstance(op, LOCATIONS))
@@ -349,7 +349,7 @@ def _initial_ops(cie: Cie, big: bool) -> tuple[Op, ...]:
 def _rows(cie: Cie, body: bytes, pc_begin: int,
           big: bool) -> tuple[tuple[Row, ...], str | None, bool]:
     """(rows for an unbounded range, why invalid, whether the result may be cached)."""
-    initial = _initial_ops(cie, big)
+    initial = initial_ops(cie, big)
     ops = decode_ops(body, cie.code_align, cie.data_align, cie.address_size, big)
     placed_ops = []
     at = 0

@@ -1,10 +1,13 @@
-"""Exact code addresses from a real assembler run, by way of probe labels.
+"""Exact code addresses from a real assembler run.
 
-The source is assembled once with a label placed right before every CFI
-directive; the labels' values in the object's symbol table are the exact
-offsets (after relaxation, alignment and data) where the assembler itself
-records each directive.  This module is kept light (no Lark, no pyelftools)
-so the assembler can start before the heavier modules are even imported.
+The source is assembled as it is first (``start_run``): where every function's
+operations are the ones the assembler wrote in its ``.eh_frame``, that section's
+advances place them (``frontend.timelines``).  Else it is assembled again with a
+label placed right before every CFI directive (``with_probes``): the labels'
+values in the object's symbol table are the exact offsets (after relaxation,
+alignment and data) where the assembler itself records each directive.  This
+module is kept light (no Lark) so the assembler can start before the heavier
+modules are even imported.
 """
 
 from __future__ import annotations
@@ -46,6 +49,18 @@ class Assembler:
         """Assemble ``source``; return (object bytes, assembler messages)."""
         with self.start(source, display_name, include_dir) as job:
             return job.finish()
+
+    def is_gnu_as(self) -> bool:
+        """Whether this is GNU as (it says so in ``--version``).  GNU as keeps CFI
+        state per section: a directive in another section than its function's
+        ``.cfi_startproc`` is an error there, where LLVM's assembler encodes it into
+        the function's FDE with advances that count one section only."""
+        try:
+            done = subprocess.run([*self.command, "--version"], capture_output=True,
+                                  stdin=subprocess.DEVNULL, timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return done.stdout.startswith(b"GNU assembler")
 
     def start(self, source: str, display_name: str, include_dir: str) -> AssemblerJob:
         """Start assembling ``source`` in the background (see ``AssemblerJob``)."""
@@ -96,6 +111,10 @@ class AssemblerJob:
             self.proc.kill()
             self.proc.communicate()
         self.tmp.cleanup()
+
+    def cancel(self) -> None:
+        """Stop the assembler (its object is not needed) and remove its files."""
+        self.__exit__()
 
     def finish(self) -> tuple[bytes, str]:
         """Wait for the assembler; return (object bytes, messages) or raise."""
@@ -196,13 +215,48 @@ def check_fde_count(view: ElfView, count: int, filename: str) -> None:
 
 @dataclass
 class ProbeRun:
-    """A scanned source and the assembler run that places its directives."""
+    """A scanned source and the assembler run that places its directives: of the
+    source as it is (``probed`` False), or with probe labels."""
 
     text: str
     filename: str
     scanned: ScanResult
     statements: tuple[Statement, ...]
     job: AssemblerJob
+    probed: bool = True
+    assembler: Assembler | None = None  # (to assemble again, with probes)
+    include_dir: str = "."
+
+
+def start_run(text: str, filename: str, comment_chars: str, assembler: Assembler,
+              include_dir: str = ".", probes: bool = False) -> ProbeRun:
+    """Start assembling ``text`` as it is (in the background) and scan it meanwhile;
+    with probe labels where ``probes`` asks for them or the text asks for an SFrame
+    section of the assembler's own (``without_sframe_request``)."""
+    if probes or ".sframe" in text:
+        return start_probe(text, filename, comment_chars, assembler, include_dir)
+    job = assembler.start(text, filename, include_dir)
+    try:
+        scanned = scan(text, filename, comment_chars)
+    except BaseException:
+        job.cancel()
+        raise
+    return ProbeRun(text, filename, scanned, scanned.items, job, False, assembler,
+                    include_dir)
+
+
+def with_probe_run(run: ProbeRun) -> ProbeRun:
+    """``run`` assembled again with probe labels (its own run stopped)."""
+    if run.probed:
+        return run
+    run.job.cancel()
+    if PROBE in run.text:
+        raise Cfi2SframeError(run.filename,
+                              f"input uses the reserved symbol prefix '{PROBE}'")
+    assert run.assembler is not None  # (set by start_run)
+    job = run.assembler.start(with_probes(run.text, run.statements), run.filename,
+                              run.include_dir)
+    return ProbeRun(run.text, run.filename, run.scanned, run.statements, job)
 
 
 def start_probe(text: str, filename: str, comment_chars: str, assembler: Assembler,
@@ -218,7 +272,7 @@ def start_probe(text: str, filename: str, comment_chars: str, assembler: Assembl
         scanned = scan(text, filename, comment_chars)
         statements = scanned.items
     job = assembler.start(with_probes(text, statements), filename, include_dir)
-    return ProbeRun(text, filename, scanned, statements, job)
+    return ProbeRun(text, filename, scanned, statements, job, True, assembler, include_dir)
 
 
 def without_sframe_request(text: str, statements: Sequence[Statement]) -> str:

@@ -14,8 +14,10 @@ from typing import cast
 
 from ..arch.base import Arch, ByteOrder
 from ..dwarf import ops
+from ..dwarf.cfi import Cfi, Fde, initial_ops
+from ..dwarf.frames import count_fdes
 from ..dwarf.interpret import interpret
-from ..dwarf.ops import CIE_OPS, LOCATIONS, Op, decode_ops, sleb, uleb
+from ..dwarf.ops import CIE_OPS, LOCATIONS, AdvanceLoc, Nop, Op, decode_ops, sleb, uleb
 from ..elf.cfi import read_elf_cfi
 from ..elf.read import (
     SHN_LORESERVE,
@@ -51,7 +53,8 @@ from .probe import (
     probe_places,
     read_probes,
     source_symbols,
-    start_probe,
+    start_run,
+    with_probe_run,
 )
 from .scan import Statement, find_assignments, labels_between
 
@@ -84,8 +87,9 @@ class _Function:
     cfa_offset: int = 0
     cfa_stack: list[int] = field(default_factory=list)
     error: str | None = None
-    # The labels defined between the previous function and this one's start.
-    labels: list[str] = field(default_factory=list)
+    # Where the text after the previous function starts: the labels defined from
+    # there to this one's start may name it (read only where symbols share its start).
+    region: int = 0
     # Set at .cfi_endproc, from ``ops``: the statement of each operation, a number
     # for their types and operands (what the rows depend on, with the offsets) and
     # each one's line (every operation here comes from a statement, which has one).
@@ -97,13 +101,17 @@ class _Function:
 @dataclass(frozen=True)
 class AsmUnit:
     """The timelines of an assembly file and the assembler's object, which ``--emit obj``
-    writes (its probe labels taken out)."""
+    writes (its probe labels taken out, where it has them)."""
 
     filename: str
     text: str
     timelines: tuple[Timeline, ...]
     obj: bytes = b""  # the assembler's object (probe labels add no bytes): the code
     symbols: tuple[Symbol, ...] = ()  # its symbol table as the probe read it, less probes
+    probed: bool = True  # False: ``obj`` is the source's alone (no probe labels)
+    assembled: Cfi | None = None  # the CFI of ``obj``, where it placed the functions
+    # The assembler's rows are the timelines' by construction (``place_by_cfi``).
+    agrees: bool = False
 
 
 def parse_asm(
@@ -112,24 +120,30 @@ def parse_asm(
     arch: Arch,
     assembler: Assembler,
     include_dir: str = ".",
+    probes: bool = False,
 ) -> tuple[AsmUnit, str]:
     """Timelines for every ``.cfi_startproc`` region of ``text``.
 
     Returns the unit and the assembler's messages (warnings) for the caller
-    to show.  Raises ``Cfi2SframeError`` for malformed input.
+    to show.  Raises ``Cfi2SframeError`` for malformed input.  ``probes``: place
+    the directives by probe labels at once (the reference for placing them by the
+    assembler's own CFI; ``probe.start_run``).
     """
-    return finish_asm(start_probe(text, filename, arch.comment_chars, assembler, include_dir),
-                      arch)
+    return finish_asm(start_run(text, filename, arch.comment_chars, assembler, include_dir,
+                                probes), arch)
 
 
 def finish_asm(run: ProbeRun, arch: Arch, meanwhile: Callable[[], object] | None = None
                ) -> tuple[AsmUnit, str]:
     """Parse and collect the directives while the assembler runs (and then call
-    ``meanwhile``, if given), then place them and build the timelines."""
+    ``meanwhile``, if given), then place them and build the timelines: by the
+    assembler's own CFI where ``run`` assembled the source as it is and that CFI
+    has every function's operations, else by probe labels (assembling again)."""
     filename, statements = run.filename, run.statements
     items = run.scanned.items
     if run.scanned.in_bodies:
-        return _from_assembler(run)
+        return _from_assembler(with_probe_run(run))
+    plain = False
     with run.job as job:
         # While the assembler runs: everything that needs no address (a problem found
         # here, with its line, is clearer than the assembler's, if it has one).
@@ -137,7 +151,17 @@ def finish_asm(run: ProbeRun, arch: Arch, meanwhile: Callable[[], object] | None
         functions = builder.collect()
         if meanwhile is not None:
             meanwhile()
-        obj, messages = job.finish()
+        plain = not run.probed and _placeable_by_cfi(run, functions)
+        if run.probed or plain:
+            obj, messages = job.finish()
+    if plain:
+        unit = _placed_by_assembler_cfi(builder, functions, obj, filename, run.text)
+        if unit is not None:
+            return unit, messages
+    if not run.probed:
+        run = with_probe_run(run)
+        with run.job as job:
+            obj, messages = job.finish()
     if int.from_bytes(obj[:4], "little") in (MH_MAGIC, MH_MAGIC_64):  # for an Apple target
         with decoding(filename, "assembler output"):
             macho = open_macho(obj)
@@ -155,6 +179,67 @@ def finish_asm(run: ProbeRun, arch: Arch, meanwhile: Callable[[], object] | None
         check_fde_count(view, len(timelines), filename)
     return AsmUnit(filename, run.text, tuple(timelines), obj,
                    symbols if view is not None else ()), messages
+
+
+def _placeable_by_cfi(run: ProbeRun, functions: Sequence[_Function]) -> bool:
+    """Whether the FDE the assembler wrote for a function, where it has the function's
+    operations, can only have them where the directives are.
+
+    GNU as can only: its CFI state is per section, so a directive in another section
+    than its function's start is an error there.  For another assembler (LLVM's
+    encodes such a directive with advances that count one section only), no text
+    that may switch sections lies between a function's ``.cfi_startproc`` and
+    ``.cfi_endproc``, nor can a macro or an included file hide one.
+    """
+    if run.assembler is not None and run.assembler.is_gnu_as():
+        return True
+    if any(word in run.text for word in _HIDING):
+        return False
+    starts = [func.start.offset for func in functions]
+    ends = [run.statements[func.end].offset for func in functions]
+    for word in _SECTION_WORDS:
+        at = run.text.find(word)
+        while at >= 0:
+            index = bisect.bisect_right(starts, at) - 1
+            if index >= 0 and at < ends[index]:
+                return False
+            at = run.text.find(word, at + 1)
+    return True
+
+
+# A word of each directive that changes the section being assembled, and of those
+# that bring in text from elsewhere (upper case too, as assemblers take it).
+_SECTION_WORDS = (".sect", ".text", ".data", ".bss", "pushsection", "popsection",
+                  ".previous", "subsection", ".struct", ".offset", ".rodata", ".SECT",
+                  ".TEXT", ".DATA", ".BSS", "PUSHSECTION", "POPSECTION", ".PREVIOUS",
+                  "SUBSECTION", ".STRUCT", ".OFFSET")
+_HIDING = (".macro", ".MACRO", ".include", ".INCLUDE")
+
+
+def _placed_by_assembler_cfi(builder: _Builder, functions: Sequence[_Function], obj: bytes,
+                             filename: str, text: str) -> AsmUnit | None:
+    """The unit of a source assembled as it is, each function placed by the FDE the
+    assembler wrote for it; None where that cannot be told (not ELF, an FDE whose
+    operations are not the function's, a section name used twice)."""
+    if obj[:4] != b"\x7fELF":
+        return None
+    view = open_elf(obj, "assembler output")
+    symbols = tuple(view.symbols())
+    if not functions:
+        if any(count_fdes(view.section_data(name), is_eh, view.little_endian)
+               for name, is_eh in ((".eh_frame", True), (".debug_frame", False))):
+            return None  # (the probe run says what the assembler saw)
+        return AsmUnit(filename, text, (), obj, symbols, probed=False)
+    try:
+        cfi = read_elf_cfi(filename, obj, symbols=symbols)
+    except Cfi2SframeError:
+        return None
+    placed = builder.place_by_cfi(functions, cfi, view.section_names, symbols)
+    if placed is None:
+        return None
+    timelines, agrees = placed
+    return AsmUnit(filename, text, tuple(timelines), obj, symbols, probed=False,
+                   assembled=cfi, agrees=agrees)
 
 
 def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
@@ -256,7 +341,7 @@ class _Builder:
                     raise Cfi2SframeError(self.where(item.line),
                                           "nested .cfi_startproc (previous one not closed)")
                 current = _Function(item, index, directive.args[0] == "simple",
-                                    labels=labels_between(self.text, region, item.offset))
+                                    region=region)
                 if not current.simple:
                     # dw2gencfi's running CFA offset starts from the CIE's def_cfa.
                     current.cfa_offset = next(
@@ -297,16 +382,79 @@ class _Builder:
         self.by_place = _symbols_by_place(symbols)
         placed = cast("Sequence[tuple[int, int]]", places)
         shndx = [place[0] for place in placed]
-        return [self._finish(func, placed, shndx) for func in functions]
+        return [self._probed(func, placed, shndx) for func in functions]
+
+    def place_by_cfi(self, functions: Sequence[_Function], cfi: Cfi, sections: Sequence[str],
+                     symbols: Sequence[Symbol]) -> tuple[list[Timeline], bool] | None:
+        """The timelines of ``functions`` placed by the assembler's FDEs (``cfi``: of
+        the source as it is), the n-th function by the n-th FDE: each operation at the
+        offset where the FDE has the same one.  None unless every FDE has exactly its
+        function's operations, in order, and a section named once.
+
+        With them, whether every FDE's CIE has the initial operations the function's
+        rows start from: then the assembler's rows are the timelines' (the same
+        operations at the same offsets, interpreted alike).
+        """
+        if len(cfi.fdes) != len(functions):
+            return None
+        initial = {False: tuple((type(op), op[:-1]) for op in self.cie_ops), True: ()}
+        cies: dict[int, tuple[tuple[object, ...], ...]] = {}
+        agrees = True
+        index: dict[str, int] = {}
+        for number, name in enumerate(sections):
+            index[name] = -1 if name in index else number
+        self.sections = sections
+        self.by_place = _symbols_by_place(symbols)
+        bodies: dict[tuple[int, bytes], tuple[int, tuple[int, ...]] | None] = {}
+        out = []
+        for func, fde in zip(functions, cfi.fdes, strict=True):
+            shndx = index.get(fde.section, -1)
+            key = (fde.cie_at, fde.body)
+            body = bodies[key] if key in bodies else \
+                bodies.setdefault(key, self._body_shape(fde, cfi.big_endian))
+            if shndx <= 0 or body is None or body[0] != func.op_shape:
+                return None
+            out.append(self._finish(func, (shndx, fde.start), fde.size, body[1]))
+            cie = cies.get(fde.cie_at)
+            if cie is None:  # (less the CIE's padding)
+                cie = cies[fde.cie_at] = tuple(
+                    (type(op), op[:-1]) for op in initial_ops(fde.cie, cfi.big_endian)
+                    if type(op) is not Nop)
+            agrees = agrees and cie == initial[func.simple]
+        return out, agrees
+
+    def _body_shape(self, fde: Fde, big_endian: bool) -> tuple[int, tuple[int, ...]] | None:
+        """The number of the shape of an FDE's operations (as ``collect`` numbers a
+        function's), with each one's offset; None for a shape no function has."""
+        cie = fde.cie
+        try:
+            decoded = decode_ops(fde.body, cie.code_align, cie.data_align, cie.address_size,
+                                 big_endian)
+        except DecodeError:
+            return None
+        while decoded and type(decoded[-1]) is Nop:  # the FDE's padding
+            decoded.pop()
+        at, pcs, shape = 0, [], []
+        for op in decoded:
+            if type(op) is AdvanceLoc:
+                at += op.delta
+            elif isinstance(op, LOCATIONS):
+                return None  # (an absolute address: not from directives)
+            else:
+                pcs.append(at)
+                shape.append((type(op), op[:-1]))
+        number = self._shapes.get(tuple(shape))
+        return None if number is None else (number, tuple(pcs))
 
     def _section(self, shndx: int) -> str:
         if 0 < shndx < len(self.sections):
             return self.sections[shndx]
         return f"#{shndx}"
 
-    def _finish(self, func: _Function, places: Sequence[tuple[int, int]],
+    def _probed(self, func: _Function, places: Sequence[tuple[int, int]],
                 shndx: list[int]) -> Timeline:
-        """One function's timeline; ``shndx``: each statement's section index."""
+        """One function's timeline placed by its probes; ``shndx``: each statement's
+        section index."""
         start = places[func.probe]
         if shndx[func.probe : func.end + 1].count(start[0]) != func.end + 1 - func.probe:
             self._other_section(func, places)
@@ -315,7 +463,13 @@ class _Builder:
         if size < 0:
             raise Cfi2SframeError(self.where(line), ".cfi_endproc before its .cfi_startproc")
         base = start[1]
-        pcs = tuple([places[index][1] - base for index in func.op_at])
+        return self._finish(func, start, size,
+                            tuple([places[index][1] - base for index in func.op_at]))
+
+    def _finish(self, func: _Function, start: tuple[int, int], size: int,
+                pcs: tuple[int, ...]) -> Timeline:
+        """One function's timeline: it starts at ``start`` (section index, offset), and
+        its operations are at ``pcs``."""
         rows: tuple[Row, ...] = ()
         invalid = func.error
         if invalid is None:
@@ -330,7 +484,7 @@ class _Builder:
                     rows = self._rows[shape] = interpret(cie, placed, size)
                 except CfiError as exc:
                     invalid = f"line {exc.line}: {exc.message}" if exc.line else exc.message
-        name, anchor = self._name(start, func.labels)
+        name, anchor = self._name(start, func)
         return Timeline(
             name=name,
             section=self._section(start[0]),
@@ -363,11 +517,11 @@ class _Builder:
                               ".cfi_endproc in another section than its .cfi_startproc")
 
     def _name(self, place: tuple[int, int],
-              labels: Sequence[str] = ()) -> tuple[str, tuple[str, int] | None]:
+              func: _Function) -> tuple[str, tuple[str, int] | None]:
         """Name at the function start, and the symbol (with distance) to anchor it to.
 
         Among the symbols at the start, those whose label comes after the previous
-        function (``labels``) name it, a function symbol first, else the label
+        function (``func.region``) name it, a function symbol first, else the label
         nearest the ``.cfi_startproc``: an empty function's label and the next
         function's share an address.  Otherwise (and for the anchor: the closest
         symbol at or before the start in the same section) functions and globals
@@ -383,7 +537,10 @@ class _Builder:
         anchor = (name, place[1] - value)
         if value != place[1]:
             return f"{self._section(place[0])}+{place[1]:#x}", anchor
+        if cut - first == 1:  # one symbol here: it names the function
+            return name, anchor
         here = {entry_name: rank for _, rank, entry_name in entries[first:cut]}
+        labels = labels_between(self.text, func.region, func.start.offset)
         near = [(here[label], -index, label) for index, label in enumerate(labels)
                 if label in here]
         if near:

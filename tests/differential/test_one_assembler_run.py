@@ -42,7 +42,7 @@ def _plain(tmp_path: Path, text: str, command: list[str]) -> bytes:
 
 def _probe_object(path: Path, arch: str, command: list[str]) -> tuple[str, bytes]:
     text = path.read_text()
-    unit = convert_asm(text, str(path), arch, assembler=" ".join(command)).unit
+    unit = convert_asm(text, str(path), arch, assembler=" ".join(command), probes=True).unit
     assert unit is not None and PROBE.encode() in unit.obj  # the labels are there
     return text, unit.obj
 
@@ -140,7 +140,7 @@ def _frame_pointer_unit():
     require("as")
     root = Path(__file__).resolve().parents[2]
     path = root / "examples" / "frame_pointer.s"
-    return path, convert_asm(path.read_text(), str(path))
+    return path, convert_asm(path.read_text(), str(path), probes=True)
 
 
 def test_a_section_it_cannot_renumber_leaves_the_labels_in(tmp_path) -> None:
@@ -200,7 +200,7 @@ def test_probes_of_a_32_bit_object() -> None:
             "\t.cfi_def_cfa_offset 8\n\t.cfi_offset 5, -8\n\tmovl %esp, %ebp\n"
             "\t.cfi_def_cfa_register 5\n\tpopl %ebp\n\t.cfi_def_cfa 4, 4\n\tret\n"
             "\t.cfi_endproc\n\t.size f, .-f\n")
-    unit, _ = parse_asm(text, "t.s", as_arch("i386"), Assembler(("as", "--32")))
+    unit, _ = parse_asm(text, "t.s", as_arch("i386"), Assembler(("as", "--32")), probes=True)
     view = open_elf(unit.obj, "probe")
     assert not view.is64
     every = view.symbols()
