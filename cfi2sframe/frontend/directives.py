@@ -1,184 +1,105 @@
-"""Parse one ``.cfi_*`` statement with the Lark grammar into a small syntax tree.
+"""Parse one ``.cfi_*`` statement into a small syntax tree (``syntax``), and evaluate
+its operands.
 
-Parsing is cached by statement text: compiler output repeats the same few
-directives thousands of times, so each distinct text is parsed once and only
-its expressions are evaluated per use (symbols may change between uses).
+Compiler output writes nearly every statement in a few plain forms (a name, then
+registers and decimal numbers): those are read here at a glance, and everything
+else by the Lark grammar (``grammar_parser``), which is never loaded for such a file.
+The grammar is the reference: a differential test holds the two equal on every
+statement the glance reads.  Parsing is cached by statement text: compiler output
+repeats the same few directives thousands of times, so each distinct text is parsed
+once and only its expressions are evaluated per use (symbols may change between uses).
 """
 
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cache, lru_cache
-from importlib import resources
-from pathlib import Path
-from typing import Any, NamedTuple
+from functools import cache
 
-from lark import Lark, Token, Transformer, Tree
-from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput
+from .syntax import (
+    Arg,
+    Directive,
+    Dot,
+    EscapeItem,
+    Expr,
+    Num,
+    Reg,
+    Sym,
+    SyntaxProblem,
+    Unary,
+)
 
-# Operand expressions, as variant types (cheap to cache and to evaluate).
-
-
-class Num(NamedTuple):
-    """A number."""
-
-    value: int
-
-
-class Sym(NamedTuple):
-    """A symbol (or a register named without ``%``)."""
-
-    name: str
-
-
-class Dot(NamedTuple):
-    """The location counter, ``.``."""
-
-    text: str = "."
-
-
-class Reg(NamedTuple):
-    """A register named with ``%``."""
-
-    name: str
-
-
-class Unary(NamedTuple):
-    """``neg``, ``inv`` or ``lognot`` of an operand."""
-
-    op: str
-    operand: Expr
-
-
-class Binary(NamedTuple):
-    """A binary operator (``add``, ``shl``, ``eq`` ...: ``_OPS``) on two operands."""
-
-    op: str
-    left: Expr
-    right: Expr
-
-
-Expr = Num | Sym | Dot | Reg | Unary | Binary
-EXPRESSIONS = (Num, Sym, Dot, Reg, Unary, Binary)
-
-
-class EscapeItem(NamedTuple):
-    """One ``.cfi_escape`` operand: ``byte``, ``sleb128``, ``uleb128`` or ``dataN``."""
-
-    kind: str
-    value: Expr
-
-
-# A directive operand: an expression, an escape item, a keyword (``simple``, section
-# names) or None where an optional operand is absent.
-Arg = Expr | EscapeItem | str | None
-
-
-@dataclass(frozen=True)
-class Directive:
-    """A parsed CFI statement: its name (``def_cfa``...) and operands."""
-
-    name: str
-    args: tuple[Arg, ...]
-
-
-class SyntaxProblem(Exception):
-    """A statement the grammar rejects; ``message`` says what was expected."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-def _grammar_text() -> str:
-    try:
-        return resources.files("cfi2sframe.grammar").joinpath("cfi.lark").read_text()
-    except (ModuleNotFoundError, FileNotFoundError):
-        here = Path(__file__).resolve().parents[2] / "grammar" / "cfi.lark"
-        return here.read_text()
-
-
-_BINARY = ("logor logand add sub eq ne lt gt le ge bor band bxor bornot "
-           "mul div mod shl shr").split()
-_UNARY = ("neg", "inv", "lognot")
-
-
-class _ToTree(Transformer[Token, Any]):
-    """Lark tree -> plain tuples (cheap to cache and to evaluate)."""
-
-    def number(self, items: list[Token]) -> Expr:
-        text = str(items[0])
-        if text[:2] in ("0x", "0X"):
-            return Num(int(text, 16))
-        if text[:2] in ("0b", "0B"):
-            return Num(int(text[2:], 2))
-        if len(text) > 1 and text[0] == "0":
-            try:
-                return Num(int(text, 8))
-            except ValueError:
-                raise SyntaxProblem(f"bad octal number '{text}'") from None
-        return Num(int(text))
-
-    def symbol(self, items: list[Token]) -> Expr:
-        name = str(items[0])
-        return Dot() if name == "." else Sym(name)
-
-    def reg_percent(self, items: list[Token]) -> Expr:
-        return Reg(str(items[0]))
-
-    def reg_expr(self, items: list[Any]) -> Any:
-        return items[0]
-
-    def start(self, items: list[Directive]) -> Directive:
-        return items[0]
-
-    def directive(self, items: list[Directive]) -> Directive:
-        return items[0]
-
-    def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
-        name = str(data)
-        if name.startswith("_"):
-            return Tree(data, children, meta)  # Lark's own helper rules (repetitions)
-        if name in _BINARY:
-            return Binary(name, children[0], children[1])
-        if name in _UNARY:
-            return Unary(name, children[0])
-        if name.startswith("escape_"):  # escape_byte, escape_sleb128, ..., escape_data8
-            return EscapeItem(name[len("escape_"):], children[0])
-        args = tuple(str(c) if isinstance(c, Token) else c for c in children)
-        return Directive(name, args)
-
-
-@lru_cache(maxsize=1)
-def _parser() -> Lark:
-    # cache=True keeps the analysed LALR tables in the temporary folder: building
-    # them costs ~0.15 s, loading them ~0.01 s.
-    return Lark(_grammar_text(), parser="lalr", lexer="contextual", transformer=_ToTree(),
-                maybe_placeholders=True, cache=True)
+__all__ = ["evaluate", "parse_plain", "parse_statement", "render"]
 
 
 @cache
 def parse_statement(text: str) -> Directive:
     """Parse one CFI statement; raise ``SyntaxProblem`` when it is malformed."""
-    try:
-        result = _parser().parse(text)
-    except UnexpectedCharacters as exc:
-        where = exc.pos_in_stream
-        char = text[where] if where is not None and where < len(text) else "?"
-        raise SyntaxProblem(f"unexpected character '{char}' in '{text}'") from None
-    except UnexpectedInput as exc:
-        token = getattr(exc, "token", None)
-        if token is None or token.type == "$END":
-            raise SyntaxProblem(f"missing operand in '{text}'") from None
-        raise SyntaxProblem(f"unexpected '{token}' in '{text}'") from None
-    except SyntaxProblem:
-        raise
-    except LarkError as exc:
-        raise SyntaxProblem(f"cannot parse '{text}': {exc}") from None
-    assert isinstance(result, Directive)
-    return result
+    plain = parse_plain(text)
+    if plain is not None:
+        return plain
+    from .grammar_parser import parse_with_grammar
+
+    return parse_with_grammar(text)
+
+
+# The operands of the directives read at a glance: "r" a register, "e" an expression,
+# "r+" one register or more.
+_PLAIN_OPERANDS = {
+    "endproc": "", "remember_state": "", "restore_state": "", "signal_frame": "",
+    "window_save": "", "negate_ra_state": "", "negate_ra_state_with_pc": "",
+    "b_key_frame": "", "mte_tagged_frame": "",
+    "def_cfa": "re", "def_cfa_register": "r", "def_cfa_offset": "e",
+    "adjust_cfa_offset": "e", "offset": "re", "val_offset": "re", "rel_offset": "re",
+    "register": "rr", "return_column": "r", "restore": "r+", "undefined": "r+",
+    "same_value": "r+",
+}
+_HEAD = re.compile(r"\.cfi_([a-z_]+)(?:[ \t]+(.*))?")
+_NAME = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$@]*")
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+# Words the grammar has as keywords somewhere: left to it.
+_KEYWORDS = frozenset({"simple", "sleb128", "uleb128", "data2", "data4", "data8"})
+
+
+def parse_plain(text: str) -> Directive | None:
+    """The statement read at a glance: a directive of ``_PLAIN_OPERANDS`` whose operands
+    are each a name (``%`` before a register's allowed), a decimal number, or a minus
+    and one; None for anything else (the grammar's to read, or to reject)."""
+    head = _HEAD.fullmatch(text)
+    if head is None:
+        return None
+    name, rest = head.group(1), (head.group(2) or "").strip(" \t")
+    if name == "startproc":
+        return Directive(name, (None,)) if not rest else \
+            Directive(name, ("simple",)) if rest == "simple" else None
+    kinds = _PLAIN_OPERANDS.get(name)
+    if kinds is None:
+        return None
+    parts = [part.strip(" \t") for part in rest.split(",")] if rest else []
+    if kinds == "r+":
+        kinds = "r" * max(len(parts), 1)
+    if len(parts) != len(kinds):
+        return None
+    args: list[Arg] = []
+    for part, kind in zip(parts, kinds, strict=True):
+        operand = _plain_operand(part, kind == "r")
+        if operand is None:
+            return None
+        args.append(operand)
+    return Directive(name, tuple(args))
+
+
+def _plain_operand(text: str, register: bool) -> Expr | None:
+    if _DECIMAL.fullmatch(text):
+        return Num(int(text))
+    if text[:1] == "-" and _DECIMAL.fullmatch(text[1:]):
+        return Unary("neg", Num(int(text[1:])))
+    if register and text[:1] == "%":
+        return Reg(text[1:]) if _NAME.fullmatch(text[1:]) else None
+    if _NAME.fullmatch(text) and text not in _KEYWORDS:
+        return Dot() if text == "." else Sym(text)
+    return None
 
 
 def _div(a: int, b: int) -> int:

@@ -32,19 +32,7 @@ from ..elf.read import (
 from ..errors import Cfi2SframeError, CfiError, DecodeError, decoding
 from ..macho.read import MH_MAGIC, MH_MAGIC_64, open_macho
 from ..model import Location, Row, Timeline
-from .directives import (
-    EXPRESSIONS,
-    Arg,
-    Directive,
-    EscapeItem,
-    Num,
-    Reg,
-    Sym,
-    SyntaxProblem,
-    evaluate,
-    parse_statement,
-    render,
-)
+from .directives import evaluate, parse_statement, render
 from .macho_probe import elf_like_symbols, section_names
 from .probe import (
     Assembler,
@@ -57,6 +45,7 @@ from .probe import (
     with_probe_run,
 )
 from .scan import Statement, find_assignments, labels_between
+from .syntax import EXPRESSIONS, Arg, Directive, EscapeItem, Num, Reg, Sym, SyntaxProblem
 
 KNOWN_DIRECTIVES = frozenset(
     "startproc endproc sections def_cfa def_cfa_register def_cfa_offset adjust_cfa_offset "

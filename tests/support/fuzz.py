@@ -45,8 +45,9 @@ with atheris.instrument_imports():
     from cfi2sframe.elf.compressed import Limits
     from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
     from cfi2sframe.files import bytes_of, read_for_rewrite
-    from cfi2sframe.frontend.directives import SyntaxProblem, parse_statement
+    from cfi2sframe.frontend.directives import parse_statement
     from cfi2sframe.frontend.scan import scan
+    from cfi2sframe.frontend.syntax import SyntaxProblem
     from cfi2sframe.macho.read import MH_OBJECT, open_macho
     from cfi2sframe.macho.unwind import compact_unwind_rows
     from cfi2sframe.sframe.decode import decode as decode_sframe

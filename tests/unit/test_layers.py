@@ -37,6 +37,7 @@ DEFERRED = {
     "cli": "each subcommand imports only what it runs; the assembler starts before Lark loads",
     "convert": "assembly input loads Lark and the assembler front end only when it is assembly",
     "compact.inputs": "the same for compact unwind: Lark only for assembly input",
+    "frontend.directives": "the Lark grammar loads only for a statement read not at a glance",
     "batch.record": "warm_up imports what the per-file children run, before they fork",
     "batch.cluster": "dask is an optional extra",
     "batch.plot": "matplotlib is an optional extra",
