@@ -528,13 +528,14 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     from .frontend.probe import start_run
 
     text = data.decode("utf-8", "surrogateescape")
-    if darwin_text(text) and assembler is None:
+    target = as_arch(arch)
+    runner = Assembler.from_string(assembler or target.default_assembler)
+    run = start_run(text, source, target.comment_chars, runner, include_dir, data=data)
+    if darwin_text(text) and assembler is None:  # (looked for while it runs)
+        run.job.cancel()
         raise Cfi2SframeError(source, "assembly for an Apple target (Mach-O sections): SFrame "
                                       "is for ELF; 'cfi2sframe compact' gives its compact "
                                       "unwind")
-    target = as_arch(arch)
-    runner = Assembler.from_string(assembler or target.default_assembler)
-    run = start_run(text, source, target.comment_chars, runner, include_dir)
     return convert_probe(run, target, runner, version, flex)
 
 

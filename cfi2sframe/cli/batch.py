@@ -10,12 +10,12 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..batch.record import GOOD_STATUSES, Task, per_member
 from ..errors import EX_SOFTWARE, Cfi2SframeError
 from ..files import refuse_output_naming_input
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (batch.record loads the ELF reader: only a batch run needs it)
     from ..batch.progress import Progress
+    from ..batch.record import Task
 
 
 def usable_cores() -> int:
@@ -105,6 +105,7 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     from ..batch.inputs import gather
     from ..batch.journal import Journal, read_journal, unchanged
     from ..batch.progress import Progress
+    from ..batch.record import GOOD_STATUSES, per_member
 
     if args.resume and not args.jsonl:
         raise Cfi2SframeError("", "--resume needs --jsonl FILE (the records to resume)")

@@ -62,8 +62,10 @@ class Assembler:
             return False
         return done.stdout.startswith(b"GNU assembler")
 
-    def start(self, source: str, display_name: str, include_dir: str) -> AssemblerJob:
-        """Start assembling ``source`` in the background (see ``AssemblerJob``)."""
+    def start(self, source: str | bytes, display_name: str, include_dir: str
+              ) -> AssemblerJob:
+        """Start assembling ``source`` (text, or the bytes it was decoded from) in the
+        background (see ``AssemblerJob``)."""
         exe = self.command[0]
         if shutil.which(exe) is None:
             raise Cfi2SframeError(
@@ -81,7 +83,7 @@ class AssemblerJob:
     numbers point into the user's file.
     """
 
-    def __init__(self, command: tuple[str, ...], source: str, display_name: str,
+    def __init__(self, command: tuple[str, ...], source: str | bytes, display_name: str,
                  include_dir: str) -> None:
         self.exe = command[0]
         self.display_name = display_name
@@ -89,8 +91,12 @@ class AssemblerJob:
         self.src = os.path.join(self.tmp.name, "input.s")
         self.obj = os.path.join(self.tmp.name, "input.o")
         try:
-            with open(self.src, "w", encoding="utf-8", errors="surrogateescape") as handle:
-                handle.write(source)
+            if isinstance(source, bytes):
+                with open(self.src, "wb") as raw:
+                    raw.write(source)
+            else:
+                with open(self.src, "w", encoding="utf-8", errors="surrogateescape") as handle:
+                    handle.write(source)
         except OSError as exc:
             self.tmp.cleanup()
             raise Cfi2SframeError(display_name, "cannot write the assembler's input: "
@@ -229,13 +235,15 @@ class ProbeRun:
 
 
 def start_run(text: str, filename: str, comment_chars: str, assembler: Assembler,
-              include_dir: str = ".", probes: bool = False) -> ProbeRun:
+              include_dir: str = ".", probes: bool = False, data: bytes | None = None
+              ) -> ProbeRun:
     """Start assembling ``text`` as it is (in the background) and scan it meanwhile;
     with probe labels where ``probes`` asks for them or the text asks for an SFrame
-    section of the assembler's own (``without_sframe_request``)."""
+    section of the assembler's own (``without_sframe_request``).  ``data``: the bytes
+    ``text`` was decoded from (UTF-8, surrogates escaped), written as they are."""
     if probes or ".sframe" in text:
         return start_probe(text, filename, comment_chars, assembler, include_dir)
-    job = assembler.start(text, filename, include_dir)
+    job = assembler.start(text if data is None else data, filename, include_dir)
     try:
         scanned = scan(text, filename, comment_chars)
     except BaseException:

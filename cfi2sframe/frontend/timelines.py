@@ -25,6 +25,7 @@ from ..elf.read import (
     STT_FILE,
     STT_FUNC,
     STT_SECTION,
+    ElfView,
     Symbol,
     is_mapping_symbol,
     open_elf,
@@ -96,7 +97,9 @@ class AsmUnit:
     text: str
     timelines: tuple[Timeline, ...]
     obj: bytes = b""  # the assembler's object (probe labels add no bytes): the code
-    symbols: tuple[Symbol, ...] = ()  # its symbol table as the probe read it, less probes
+    # Its symbols as the probe read them, less probes (placed by its FDEs: those of the
+    # sections that hold functions).
+    symbols: tuple[Symbol, ...] = ()
     probed: bool = True  # False: ``obj`` is the source's alone (no probe labels)
     assembled: Cfi | None = None  # the CFI of ``obj``, where it placed the functions
     # The assembler's rows are the timelines' by construction (``place_by_cfi``).
@@ -213,22 +216,33 @@ def _placed_by_assembler_cfi(builder: _Builder, functions: Sequence[_Function], 
     if obj[:4] != b"\x7fELF":
         return None
     view = open_elf(obj, "assembler output")
-    symbols = tuple(view.symbols())
     if not functions:
         if any(count_fdes(view.section_data(name), is_eh, view.little_endian)
                for name, is_eh in ((".eh_frame", True), (".debug_frame", False))):
             return None  # (the probe run says what the assembler saw)
-        return AsmUnit(filename, text, (), obj, symbols, probed=False)
-    try:
-        cfi = read_elf_cfi(filename, obj, symbols=symbols)
+        return AsmUnit(filename, text, (), obj, tuple(view.symbols()), probed=False)
+    try:  # (its FDEs are not named: ``_name`` names the functions)
+        cfi = read_elf_cfi(filename, obj, symbols=())
     except Cfi2SframeError:
         return None
+    symbols = _symbols_in(view, {fde.section for fde in cfi.fdes})
     placed = builder.place_by_cfi(functions, cfi, view.section_names, symbols)
     if placed is None:
         return None
     timelines, agrees = placed
     return AsmUnit(filename, text, tuple(timelines), obj, symbols, probed=False,
                    assembled=cfi, agrees=agrees)
+
+
+def _symbols_in(view: ElfView, sections: set[str]) -> tuple[Symbol, ...]:
+    """The symbols of ``view`` in the sections named ``sections`` (those that can name
+    a function there), only their names read: most of a C file's are its data's."""
+    indices = {index for index, name in enumerate(view.section_names) if name in sections}
+    rows = view.symbol_rows()
+    if rows is None:
+        return ()
+    return view.symbols_at([number for number, (_, _, shndx, _, _) in enumerate(rows[1])
+                            if shndx in indices])
 
 
 def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
