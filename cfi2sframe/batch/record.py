@@ -83,7 +83,7 @@ def warm_up() -> None:
     from ..dwarf import cfi  # noqa: F401
     from ..elf import cfi as elf_cfi  # noqa: F401
     from ..elf import layout, linked, obj, reloc  # noqa: F401
-    from ..sframe import encode, fastpath, load, lower, pcmask  # noqa: F401
+    from ..sframe import build, encode, fastpath, load, lower, pcmask  # noqa: F401
 
 
 def empty_record(path: str, task: Task) -> dict[str, Any]:

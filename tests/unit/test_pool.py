@@ -1,0 +1,108 @@
+"""The batch pool's workers (``batch.pool``): each does files one after another and is
+replaced when it crashes on one, after ``FILES_PER_WORKER`` files, or when its file
+runs out of time; each record is of its own file, with that file's peak memory.
+
+The work is ``file_record``, replaced here by functions that crash, allocate or
+name their process (the forked workers run what the test process holds); the
+processes, pipes and signals are real.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from cfi2sframe.batch import pool
+from cfi2sframe.batch.record import Task
+
+TASK = Task("stats", 2)
+
+
+def _records(monkeypatch: pytest.MonkeyPatch, work: Any, count: int, jobs: int,
+             timeout: float | None = None) -> dict[int, dict[str, Any]]:
+    monkeypatch.setattr(pool, "file_record", work)
+    found: dict[int, dict[str, Any]] = {}
+    for index, record in pool.run_local(((i, f"f{i}") for i in range(count)), TASK, jobs,
+                                        timeout):
+        assert index not in found  # one record a file
+        found[index] = record
+    assert sorted(found) == list(range(count))
+    with pytest.raises(ChildProcessError):  # every worker reaped
+        os.waitpid(-1, os.WNOHANG)
+    return found
+
+
+def _named(path: str, task: Task, read_as: str | None = None) -> dict[str, Any]:
+    if path == "f3":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if path == "f5":
+        os._exit(9)
+    return {"path": path, "pid": os.getpid(), "status": "ok"}
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_worker_that_dies_costs_only_its_file(monkeypatch, jobs) -> None:
+    records = _records(monkeypatch, _named, 12, jobs)
+    assert records[3]["status"] == "crash" and "killed by signal 11" in records[3]["error"]
+    assert records[5]["status"] == "crash" and "exit status 9" in records[5]["error"]
+    ok = [records[i] for i in range(12) if i not in (3, 5)]
+    assert all(r["status"] == "ok" and r["path"] == f"f{i}"
+               for i, r in records.items() if i not in (3, 5))
+    # The files before and after a crash were done by workers of their own.
+    assert len({r["pid"] for r in ok}) >= 3
+
+
+def test_workers_are_replaced_after_their_share_of_files(monkeypatch) -> None:
+    monkeypatch.setattr(pool, "FILES_PER_WORKER", 3)
+    records = _records(monkeypatch, _named_safe, 20, 2)
+    per_worker: dict[int, int] = {}
+    for record in records.values():
+        per_worker[record["pid"]] = per_worker.get(record["pid"], 0) + 1
+    assert max(per_worker.values()) <= 3 and sum(per_worker.values()) == 20
+    assert len(per_worker) >= 7  # 20 files, 3 a worker
+
+
+def _named_safe(path: str, task: Task, read_as: str | None = None) -> dict[str, Any]:
+    return {"path": path, "pid": os.getpid(), "status": "ok"}
+
+
+def _allocating(path: str, task: Task, read_as: str | None = None) -> dict[str, Any]:
+    if path == "f0":
+        block = bytearray(200 << 20)  # 200 MiB, touched
+        block[::4096] = b"\1" * len(block[::4096])
+        del block
+    return {"path": path, "pid": os.getpid(), "status": "ok"}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="Linux only")
+def test_each_record_has_its_own_files_peak_memory(monkeypatch) -> None:
+    records = _records(monkeypatch, _allocating, 3, 1)
+    assert records[0]["pid"] == records[1]["pid"]  # one worker for both
+    assert records[0]["max_rss_kib"] > (200 << 10)
+    assert records[1]["max_rss_kib"] < (100 << 10)
+
+
+def _slow(path: str, task: Task, read_as: str | None = None) -> dict[str, Any]:
+    if path == "f1":
+        import time
+
+        time.sleep(60)
+    return {"path": path, "pid": os.getpid(), "status": "ok"}
+
+
+def test_a_file_past_its_time_is_stopped_and_the_rest_go_on(monkeypatch) -> None:
+    records = _records(monkeypatch, _slow, 5, 2, timeout=1.0)
+    assert records[1]["status"] == "timeout"
+    assert all(records[i]["status"] == "ok" for i in (0, 2, 3, 4))
+
+
+def test_an_interrupted_run_leaves_no_worker(monkeypatch) -> None:
+    monkeypatch.setattr(pool, "file_record", _slow)
+    run = pool.run_local(((i, f"f{i}") for i in range(5)), TASK, 2)
+    assert next(run)[0] == 0
+    run.close()  # (as an interruption unwinds it)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
