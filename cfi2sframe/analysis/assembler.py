@@ -1,11 +1,13 @@
 """Does the assembler's own CFI say what the directives say?
 
-The probe run leaves the object the assembler wrote, with its ``.eh_frame`` (or
+The assembler's run leaves the object it wrote, with its ``.eh_frame`` (or
 ``.debug_frame``).  Decoding it and comparing each function with the timeline we
 built from the directives, PC by PC, catches an assembler that encodes the
 directives wrongly (clang 14 after ``.cfi_restore_state`` with
 ``.cfi_adjust_cfa_offset``) and any mistake of ours, before SFrame built from one
-and DWARF from the other disagree in a user's program.
+and DWARF from the other disagree in a user's program.  A unit whose functions the
+FDEs placed (each FDE with exactly its function's operations and CIE) agrees by
+construction and is not compared (``AsmConversion.assembler_disagreements``).
 """
 
 from __future__ import annotations
