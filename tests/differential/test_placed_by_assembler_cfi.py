@@ -120,3 +120,21 @@ def test_a_macro_is_placed_by_cfi_for_gnu_as_by_probes_for_llvm() -> None:
         assert unit.probed is probed
         assert unit.timelines == reference.timelines
         assert [t.size for t in unit.timelines] == [5]  # push, nop, nop, pop, ret
+
+
+def test_cxx_with_section_groups_placed_alike(tmp_path) -> None:
+    """g++ -O2 -g: functions in COMDAT section groups, an LSDA, debug information; the
+    FDEs place them as the probes do."""
+    import subprocess
+
+    from tests.differential.test_one_assembler_run import CXX
+
+    require("g++", "as")
+    source, asm = tmp_path / "t.cpp", tmp_path / "t.s"
+    source.write_text(CXX)
+    subprocess.run(["g++", "-O2", "-g", "-S", str(source), "-o", str(asm)], check=True)
+    text, target = asm.read_text(), as_arch("x86_64")
+    ours, _ = parse_asm(text, str(asm), target, Assembler(("as",)))
+    probed, _ = parse_asm(text, str(asm), target, Assembler(("as",)), probes=True)
+    assert not ours.probed and ours.agrees and ours.timelines == probed.timelines
+    assert any(t.lsda for t in ours.timelines)
