@@ -208,15 +208,17 @@ def source_symbols(symbols: Sequence[Symbol]) -> tuple[Symbol, ...]:
 
 
 def check_fde_count(view: ElfView, count: int, filename: str) -> None:
-    """The assembler's own FDE count must match ours: CFI we cannot see is an error."""
-    fdes = sum(count_fdes(view.section_data(name), is_eh, view.little_endian)
-               for name, is_eh in ((".eh_frame", True), (".debug_frame", False)))
-    if fdes and fdes != count:
-        raise Cfi2SframeError(
-            filename,
-            f"the assembler made {fdes} FDEs but {count} .cfi_startproc regions were found "
-            "(CFI from .include files or macros is not supported)",
-        )
+    """The assembler's own FDE count must match ours: CFI we cannot see is an error.
+    Each CFI section it wrote holds every function (``.cfi_sections .eh_frame,
+    .debug_frame`` writes each FDE twice, once in each)."""
+    for name, is_eh in ((".eh_frame", True), (".debug_frame", False)):
+        fdes = count_fdes(view.section_data(name), is_eh, view.little_endian)
+        if fdes and fdes != count:
+            raise Cfi2SframeError(
+                filename,
+                f"the assembler made {fdes} FDEs in {name} but {count} .cfi_startproc "
+                "regions were found (CFI from .include files or macros is not supported)",
+            )
 
 
 @dataclass

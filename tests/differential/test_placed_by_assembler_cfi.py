@@ -49,11 +49,11 @@ def test_placed_by_the_assemblers_cfi_as_by_probes(arch, compiler, tag, command)
     assert plain == len(files)
 
 
-def _frame(body: str) -> str:
-    return ("\t.text\n\t.globl f\n\t.type f, @function\nf:\n\t.cfi_startproc\n"
-            "\tpushq %rbp\n\t.cfi_def_cfa_offset 16\n\t.cfi_offset 6, -16\n"
+def _frame(body: str, name: str = "f") -> str:
+    return (f"\t.text\n\t.globl {name}\n\t.type {name}, @function\n{name}:\n"
+            "\t.cfi_startproc\n\tpushq %rbp\n\t.cfi_def_cfa_offset 16\n\t.cfi_offset 6, -16\n"
             f"{body}\tpopq %rbp\n\t.cfi_def_cfa 7, 8\n\tret\n\t.cfi_endproc\n"
-            "\t.size f, .-f\n")
+            f"\t.size {name}, .-{name}\n")
 
 
 @pytest.mark.parametrize("body", [
@@ -138,3 +138,30 @@ def test_cxx_with_section_groups_placed_alike(tmp_path) -> None:
     probed, _ = parse_asm(text, str(asm), target, Assembler(("as",)), probes=True)
     assert not ours.probed and ours.agrees and ours.timelines == probed.timelines
     assert any(t.lsda for t in ours.timelines)
+
+
+@pytest.mark.parametrize("sections", [".debug_frame", ".eh_frame, .debug_frame"])
+def test_cfi_in_debug_frame_placed_alike(sections) -> None:
+    """``.cfi_sections .debug_frame``: the FDEs read are .debug_frame's (version 1 CIE,
+    no augmentation), and they place the functions as the probes do.  With both
+    sections each FDE is written twice: the probe run's FDE count took them for twice
+    the functions (an error, until this test)."""
+    require("as")
+    text = f"\t.cfi_sections {sections}\n" + _frame("\tnop\n") + _frame("\tnop\n\tnop\n", "g")
+    target = as_arch("x86_64")
+    ours, _ = parse_asm(text, "t.s", target, Assembler(("as",)))
+    probed, _ = parse_asm(text, "t.s", target, Assembler(("as",)), probes=True)
+    assert not ours.probed and ours.agrees
+    assert ours.timelines == probed.timelines
+    assert [t.size for t in ours.timelines] == [4, 5]  # push, nop(s), pop, ret
+
+
+def test_cfi_from_an_included_file_is_an_error(tmp_path) -> None:
+    """An FDE the directives do not account for (its function is in an ``.include``d
+    file the scan does not read) cannot be placed, and the probe run says so."""
+    require("as")
+    (tmp_path / "inc.s").write_text(_frame("\tnop\n", "g"))
+    text = '\t.include "inc.s"\n' + _frame("")
+    with pytest.raises(Cfi2SframeError, match="t.s: error: the assembler made 2 FDEs in "
+                                              ".eh_frame but 1 .cfi_startproc regions"):
+        parse_asm(text, "t.s", as_arch("x86_64"), Assembler(("as",)), str(tmp_path))
