@@ -12,17 +12,17 @@ from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
 from .errors import Cfi2SframeError, DecodeError, decoding
 from .files import Payload, bytes_of, read_bytes, release
-from .frontend.probe import PROBE, Assembler, ProbeRun
 from .kinds import Kind, refuse_unreadable
 
 # The pipeline's other modules are imported where used: the command line starts the
-# assembler (convert_file) before they load, and the assembly frontend loads Lark,
-# which ELF input never needs.
+# assembler (convert_file) before they load, and ELF input never needs the assembly
+# frontend (the assembler run, the scanner, Lark).
 if TYPE_CHECKING:
     from .analysis.assembler import Disagreement
     from .analysis.compare import VerifyResult
     from .dwarf.cfi import Cfi
     from .elf.linked import OldKernels
+    from .frontend.probe import Assembler, ProbeRun
     from .frontend.timelines import AsmUnit
     from .model import Timeline
     from .sframe.decode import DecodedFde
@@ -145,6 +145,7 @@ class AsmConversion(Conversion):
         """
         from .elf.obj import without_local_symbols
         from .elf.read import open_elf
+        from .frontend.probe import PROBE
 
         assert self.unit is not None and self.assembler is not None  # set by the makers
         obj: bytes | None = self.unit.obj
@@ -201,6 +202,7 @@ def convert_asm(
     False: V3 without FLEX FDEs (``sframe.lower.lower``).  ``probes``: place the
     directives by probe labels (``frontend.timelines.parse_asm``)."""
     arch = as_arch(arch)
+    from .frontend.probe import Assembler
     from .frontend.timelines import parse_asm
 
     runner = Assembler.from_string(assembler or arch.default_assembler)
@@ -247,6 +249,7 @@ def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = 
                        include_dir: str = ".") -> tuple[Timeline, ...]:
     """Parse assembly text into one ``Timeline`` per ``.cfi_startproc`` region."""
     arch = as_arch(arch)
+    from .frontend.probe import Assembler
     from .frontend.timelines import parse_asm
 
     unit, _ = parse_asm(text, filename, arch,
@@ -525,7 +528,7 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     if data[:4] == b"\x7fELF":
         return convert_elf(source, data, version, sframe_address, replace, limits, flex=flex)
     from .frontend.macho_probe import darwin_text
-    from .frontend.probe import start_run
+    from .frontend.probe import Assembler, start_run
 
     text = data.decode("utf-8", "surrogateescape")
     target = as_arch(arch)
