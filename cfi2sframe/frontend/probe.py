@@ -207,12 +207,17 @@ def source_symbols(symbols: Sequence[Symbol]) -> tuple[Symbol, ...]:
     return tuple(sym for sym in symbols if not sym.name.startswith(PROBE))
 
 
+def fde_counts(view: ElfView) -> list[tuple[str, int]]:
+    """(section, FDEs in it) for each CFI section an assembler writes, 0 where absent."""
+    return [(name, count_fdes(view.section_data(name), is_eh, view.little_endian))
+            for name, is_eh in ((".eh_frame", True), (".debug_frame", False))]
+
+
 def check_fde_count(view: ElfView, count: int, filename: str) -> None:
     """The assembler's own FDE count must match ours: CFI we cannot see is an error.
     Each CFI section it wrote holds every function (``.cfi_sections .eh_frame,
     .debug_frame`` writes each FDE twice, once in each)."""
-    for name, is_eh in ((".eh_frame", True), (".debug_frame", False)):
-        fdes = count_fdes(view.section_data(name), is_eh, view.little_endian)
+    for name, fdes in fde_counts(view):
         if fdes and fdes != count:
             raise Cfi2SframeError(
                 filename,
@@ -260,20 +265,23 @@ def with_probe_run(run: ProbeRun) -> ProbeRun:
     if run.probed:
         return run
     run.job.cancel()
-    if PROBE in run.text:
-        raise Cfi2SframeError(run.filename,
-                              f"input uses the reserved symbol prefix '{PROBE}'")
+    _refuse_probe_prefix(run.text, run.filename)
     assert run.assembler is not None  # (set by start_run)
     job = run.assembler.start(with_probes(run.text, run.statements), run.filename,
                               run.include_dir)
     return ProbeRun(run.text, run.filename, run.scanned, run.statements, job)
 
 
+def _refuse_probe_prefix(text: str, filename: str) -> None:
+    """Probe labels could not be told from the source's own symbols of that name."""
+    if PROBE in text:
+        raise Cfi2SframeError(filename, f"input uses the reserved symbol prefix '{PROBE}'")
+
+
 def start_probe(text: str, filename: str, comment_chars: str, assembler: Assembler,
                 include_dir: str = ".") -> ProbeRun:
     """Scan ``text`` and start assembling it with probe labels (in the background)."""
-    if PROBE in text:
-        raise Cfi2SframeError(filename, f"input uses the reserved symbol prefix '{PROBE}'")
+    _refuse_probe_prefix(text, filename)
     scanned = scan(text, filename, comment_chars)
     statements = scanned.items
     rewritten = without_sframe_request(text, statements)

@@ -15,7 +15,6 @@ from typing import cast
 from ..arch.base import Arch, ByteOrder
 from ..dwarf import ops
 from ..dwarf.cfi import Cfi, Fde, initial_ops
-from ..dwarf.frames import count_fdes
 from ..dwarf.interpret import interpret
 from ..dwarf.ops import CIE_OPS, LOCATIONS, AdvanceLoc, Nop, Op, decode_ops, sleb, uleb
 from ..elf.cfi import read_elf_cfi
@@ -39,6 +38,7 @@ from .probe import (
     Assembler,
     ProbeRun,
     check_fde_count,
+    fde_counts,
     probe_places,
     read_probes,
     source_symbols,
@@ -135,7 +135,6 @@ def finish_asm(run: ProbeRun, arch: Arch, meanwhile: Callable[[], object] | None
     items = run.scanned.items
     if run.scanned.in_bodies:
         return _from_assembler(with_probe_run(run))
-    plain = False
     with run.job as job:
         # While the assembler runs: everything that needs no address (a problem found
         # here, with its line, is clearer than the assembler's, if it has one).
@@ -217,8 +216,7 @@ def _placed_by_assembler_cfi(builder: _Builder, functions: Sequence[_Function], 
         return None
     view = open_elf(obj, "assembler output")
     if not functions:
-        if any(count_fdes(view.section_data(name), is_eh, view.little_endian)
-               for name, is_eh in ((".eh_frame", True), (".debug_frame", False))):
+        if any(fdes for _, fdes in fde_counts(view)):
             return None  # (the probe run says what the assembler saw)
         return AsmUnit(filename, text, (), obj, tuple(view.symbols()), probed=False)
     try:  # (its FDEs are not named: ``_name`` names the functions)
@@ -419,7 +417,7 @@ class _Builder:
                 return None
             out.append(self._finish(func, (shndx, fde.start), fde.size, body[1]))
             cie = cies.get(fde.cie_at)
-            if cie is None:  # (less the CIE's padding)
+            if cie is None:  # (its DW_CFA_nop, padding, change nothing)
                 cie = cies[fde.cie_at] = tuple(
                     (type(op), op[:-1]) for op in initial_ops(fde.cie, cfi.big_endian)
                     if type(op) is not Nop)
