@@ -108,11 +108,11 @@ class AsmConversion(Conversion):
     def assembler_disagreements(self) -> list[Disagreement]:
         """Where the CFI the assembler wrote for a function differs from the one the
         directives give (``analysis.assembler``): an assembler bug, or ours."""
+        if self.unit is None or not self.unit.timelines or self.unit.agrees:
+            return []  # (placed by the assembler's own FDEs, agreeing by construction)
         from .analysis.assembler import assembler_disagreements
         from .elf.cfi import read_elf_cfi
 
-        if self.unit is None or not self.unit.timelines or self.unit.agrees:
-            return []  # (placed by the assembler's own FDEs, agreeing by construction)
         # The source's symbols as the probe read them: else reading the CFI names its
         # FDEs from the whole table, our probe labels included (six a function).
         assembled = self.unit.assembled or read_elf_cfi(self.source, self.unit.obj,
@@ -219,9 +219,10 @@ def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2
     return _lower_and_encode(unit, messages, arch, runner, version, flex)
 
 
-# What lowering, encoding, the object writer and the assembler cross-check load.
+# What lowering, encoding, the object writer and reading the assembler's CFI load (the
+# cross-check loads its own modules only for a unit the probes placed).
 _FOLLOWING = ("cfi2sframe.sframe.build", "cfi2sframe.sframe.encode", "cfi2sframe.elf.obj",
-              "cfi2sframe.elf.cfi", "cfi2sframe.analysis.assembler")
+              "cfi2sframe.elf.cfi")
 
 
 def _import_what_follows() -> None:
