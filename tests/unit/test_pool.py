@@ -51,8 +51,12 @@ def test_a_worker_that_dies_costs_only_its_file(monkeypatch, jobs) -> None:
     ok = [records[i] for i in range(12) if i not in (3, 5)]
     assert all(r["status"] == "ok" and r["path"] == f"f{i}"
                for i, r in records.items() if i not in (3, 5))
-    # The files before and after a crash were done by workers of their own.
-    assert len({r["pid"] for r in ok}) >= 3
+    if jobs == 1:  # one file at a time: before, between and after the crashes, a new
+        # worker each time (with two, which worker takes which file depends on timing)
+        runs = [{records[i]["pid"] for i in part} for part in ((0, 1, 2), (4,), range(6, 12))]
+        assert all(len(pids) == 1 for pids in runs) and len(set.union(*runs)) == 3
+    else:
+        assert len({r["pid"] for r in ok}) >= 2
 
 
 def test_workers_are_replaced_after_their_share_of_files(monkeypatch) -> None:
