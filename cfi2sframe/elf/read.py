@@ -9,8 +9,10 @@ large library (hash tables, dynamic segment) ~0.5 s.  pyelftools is a test oracl
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain, compress
 from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -183,15 +185,39 @@ class ElfView:
         entries whose value is one of them, in table order, only their names read
         (naming one function of an object of 100k costs no 100k names).
         """
+        if values is not None:
+            return self._symbols_valued(name, values)
         table = self.symbol_rows(name)
         if table is None:
             return []
         strings, rows = table
-        names = _string_table(strings) if values is None else \
-            lambda offset: string_at(strings, offset)
+        names = _string_table(strings)
         return [Symbol(names(name_off), value, size, info & 0xF, info >> 4, shndx)
-                for name_off, info, shndx, value, size in rows
-                if values is None or value in values]
+                for name_off, info, shndx, value, size in rows]
+
+    def _symbols_valued(self, name: str | int, values: Container[int]) -> list[Symbol]:
+        """``symbols`` with ``values``: the values are read alone and tested in C-level
+        iterators; only the entries kept are unpacked and named."""
+        table = self.symbol_table(name)
+        if table is None:
+            return []
+        raw, strings = table
+        layout, size, pick = self._symbol_layout()
+        kept = compress(range(len(raw) // size), map(values.__contains__,
+                                                     self._symbol_values(raw)))
+        rows = (pick(layout.unpack_from(raw, size * index)) for index in kept)
+        return [Symbol(string_at(strings, name_off), value, entry_size, info & 0xF, info >> 4,
+                       shndx) for name_off, info, shndx, value, entry_size in rows]
+
+    def _symbol_values(self, raw: bytes) -> Iterable[int]:
+        """The value of every entry of a symbol table's bytes, in table order: a strided
+        view of them where the file's byte order is this machine's (no object per
+        entry), else unpacked."""
+        if self.little_endian == (sys.byteorder == "little"):
+            return memoryview(raw).cast("Q")[1::3] if self.is64 else \
+                memoryview(raw).cast("I")[1::4]
+        return chain.from_iterable(struct.iter_unpack(">8xQ8x" if self.is64 else ">4xI8x",
+                                                      raw))
 
     def symbols_at(self, indices: Iterable[int]) -> tuple[Symbol, ...]:
         """The entries of the first ``SHT_SYMTAB`` at ``indices`` (each in range), in

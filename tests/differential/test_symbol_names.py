@@ -16,8 +16,11 @@ from cfi2sframe.elf.cfi import function_names
 from cfi2sframe.elf.read import _string_table, open_elf_file, string_at
 from tests.conftest import cfi2sframe, require, require_path
 
+# Big-endian (s390x) and 32-bit (i386) tables too: the values at some addresses are
+# read from a strided view of the table where its byte order is this machine's.
 LIBRARIES = ["/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/lib/x86_64-linux-gnu/libz.so.1",
-             "/usr/aarch64-linux-gnu/lib/libc.so.6"]
+             "/usr/aarch64-linux-gnu/lib/libc.so.6", "/usr/s390x-linux-gnu/lib/libc.so.6",
+             "/usr/lib32/libstdc++.so.6"]
 
 
 def test_offsets_count_bytes_when_a_name_is_not_utf8() -> None:
