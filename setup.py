@@ -7,6 +7,7 @@ from setuptools import Extension, setup
 setup(ext_modules=[Extension("cfi2sframe._core",
                              ["cfi2sframe/_core.c", "cfi2sframe/_core_reloc.c",
                               "cfi2sframe/_core_sframe_dump.c",
+                              "cfi2sframe/_core_sframe_index.c",
                               "cfi2sframe/_core_unwind_info.c",
                               "cfi2sframe/_core_verify.c", "cfi2sframe/_core_eh.c",
                               "cfi2sframe/_core_scan.c"],

@@ -928,6 +928,10 @@ static PyMethodDef methods[] = {
      "pcrel, address, aarch64, masks, fre_table, columns_of, heads, text)\n"
      "-> the FDEs' text (text) or their FRE count, or None (the Python reader reports\n"
      "what is wrong); see _core_sframe_dump.c."},
+    {"fde_index", fde_index, METH_VARARGS,
+     "fde_index(data, fde_start, count, entry, wide, big, base, step)\n"
+     "-> (starts, ends, disjoint): native int64 arrays' bytes, or None (Python's numbers\n"
+     "are needed, or the table is cut short); see _core_sframe_index.c."},
     {"unwind_info_text", unwind_info_text, METH_VARARGS,
      "unwind_info_text(section, base, image, symtab, wide, words, stack_ind)\n"
      "-> the listing of an __unwind_info section, or None (the Python reader reports\n"

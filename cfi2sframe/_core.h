@@ -106,4 +106,7 @@ PyObject *sframe_dump(PyObject *self, PyObject *args);
 /* _core_reloc.c: one relocation section of an ELF object applied. */
 PyObject *relocate(PyObject *self, PyObject *args);
 
+/* _core_sframe_index.c: where an SFrame section's FDE ranges start and end. */
+PyObject *fde_index(PyObject *self, PyObject *args);
+
 #endif

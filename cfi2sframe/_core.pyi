@@ -1,5 +1,6 @@
 # The compiled core (_core.c, _core_reloc.c, _core_sframe_dump.c, _core_unwind_info.c,
-# _core_eh.c, _core_verify.c); sframe/fastpath.py, sframe/build.py, sframe/encode.py,
+# _core_eh.c, _core_verify.c, _core_sframe_index.c); sframe/fastpath.py, sframe/build.py,
+# sframe/encode.py,
 # sframe/decode.py, sframe/dump.py, elf/reloc.py, compact/listing.py, dwarf/cfi.py and
 # analysis/compare.py hold the reference of each function.
 
@@ -83,3 +84,6 @@ def with_labels(text: str, offsets: tuple[int, ...], prefix: str) -> str | None:
 
 def probe_symbols(symtab: bytes, strtab: bytes, is64: bool, big_endian: bool, prefix: bytes,
                   count: int) -> tuple[list[tuple[int, int] | None], list[int]] | None: ...
+
+def fde_index(data: bytes, fde_start: int, count: int, entry: int, wide: bool, big: bool,
+              base: int, step: int) -> tuple[bytes, bytes, bool] | None: ...

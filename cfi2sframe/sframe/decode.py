@@ -8,8 +8,9 @@ that do not add up, unknown version, ABI, flags or types) raises
 from __future__ import annotations
 
 import struct
+from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from types import ModuleType
@@ -129,6 +130,34 @@ class DecodedFde(NamedTuple):
         return in_force(self.fres, offset)
 
 
+class FdeIndex(NamedTuple):
+    """Where each FDE's range starts and ends, in table order.  ``disjoint``: each
+    ends at or before the next starts, so the spec's binary search finds a PC's FDE;
+    else the first in table order that holds it is searched for."""
+
+    starts: Sequence[int]
+    ends: Sequence[int]
+    disjoint: bool
+
+    @classmethod
+    def of_ranges(cls, ranges: list[tuple[int, int]]) -> FdeIndex:
+        """The index of (start, size) ranges (the compiled core's ``fde_index``
+        reference)."""
+        starts = [start for start, _ in ranges]
+        ends = [start + size for start, size in ranges]
+        return cls(starts, ends, all(end <= start for end, start in zip(ends, starts[1:],
+                                                                         strict=False)))
+
+    def find(self, pc: int) -> int | None:
+        """The index of the first range in table order that holds ``pc``."""
+        if self.disjoint:
+            index = bisect_right(self.starts, pc) - 1
+            return index if index >= 0 and pc < self.ends[index] else None
+        return next((i for i, (start, end) in enumerate(zip(self.starts, self.ends,
+                                                            strict=True))
+                     if start <= pc < end), None)
+
+
 @dataclass(frozen=True)
 class DecodedSection:
     """A whole SFrame section as read, placed at ``section_address``."""
@@ -150,7 +179,7 @@ class DecodedSection:
 
     @cached_property
     def _find(self) -> Callable[[int], int | None]:
-        return DecodedSection.of_ranges([(fde.start_address, fde.size) for fde in self.fdes])
+        return FdeIndex.of_ranges([(fde.start_address, fde.size) for fde in self.fdes]).find
 
     def find_fde(self, pc: int) -> DecodedFde | None:
         """The first FDE in table order whose range holds ``pc``; where the FDEs follow
@@ -159,26 +188,6 @@ class DecodedSection:
         index = self._find(pc)
         return self.fdes[index] if index is not None else None
 
-    @staticmethod
-    def of_ranges(ranges: list[tuple[int, int]]) -> Callable[[int], int | None]:
-        """PC -> index of the first (start, size) range in order that holds it."""
-        disjoint = all(a + size <= b for (a, size), (b, _) in zip(ranges, ranges[1:],
-                                                                  strict=False))
-        if disjoint:
-            starts = [start for start, _ in ranges]
-
-            def search(pc: int) -> int | None:
-                index = bisect_right(starts, pc) - 1
-                return index if index >= 0 and pc < ranges[index][0] + ranges[index][1] \
-                    else None
-
-            return search
-
-        def scan(pc: int) -> int | None:
-            return next((i for i, (start, size) in enumerate(ranges)
-                         if start <= pc < start + size), None)
-
-        return scan
 
 
 def _need(data: bytes, pos: int, size: int, what: str) -> None:
@@ -211,7 +220,7 @@ def decode_covering(data: bytes, pcs: Iterable[int], section_address: int = 0,
     ``DecodedSection.find_fde`` chooses.  Only the counts that need every FDE
     decoded (the header's FRE total) are left unchecked."""
     table = FdeTable(data, section_address, v1_pcrel)
-    found = DecodedSection.of_ranges(table.ranges())
+    found = table.index().find
     wanted = sorted({index for index in map(found, pcs) if index is not None})
     return table.section([table.fde(index) for index in wanted])
 
@@ -269,6 +278,22 @@ class FdeTable:
         step = entry if self.pcrel else 0
         return [(base + raw + index * step, size)
                 for index, (raw, size) in enumerate(rows)]
+
+    def index(self, compiled: ModuleType | None = _COMPILED) -> FdeIndex:
+        """The FDE index (``ranges``) for look-ups; ``compiled``: the compiled core's
+        loop (the default where it is built), which keeps it out of Python objects, or
+        None for the reference, which also runs where it gives up."""
+        if compiled is not None:
+            base = self.address + (self.fde_start if self.pcrel else 0)
+            done = compiled.fde_index(self.data, self.fde_start, self.count, self.entry,
+                                      self.header[0] == VERSION_3, self.reader.order == ">",
+                                      base, self.entry if self.pcrel else 0)
+            if done is not None:
+                starts, ends = array("q"), array("q")
+                starts.frombytes(done[0])
+                ends.frombytes(done[1])
+                return FdeIndex(starts, ends, done[2])
+        return FdeIndex.of_ranges(self.ranges())
 
     def section(self, fdes: list[DecodedFde]) -> DecodedSection:
         return DecodedSection(*self.header, tuple(fdes), self.address, len(self.data))
