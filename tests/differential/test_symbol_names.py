@@ -7,6 +7,7 @@ the next NUL, and a name may be the tail of another)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -109,3 +110,54 @@ def test_lookup_names_each_function_as_nm_does(tmp_path: Path) -> None:
             assert by_name.stdout == by_number.stdout
             named += 1
         assert named >= 11, path.name
+
+
+def _readelf_names(path: str) -> dict[tuple[str, int], str]:
+    """What ``function_names`` must give, from ``readelf -sW``: in the first table with
+    entries (.symtab, else .dynsym), the first function symbol at each address in a
+    section, else the first untyped one (no ``.L`` label, no mapping symbol); per
+    section in an object."""
+    listing = subprocess.run(["readelf", "-sW", "--dyn-syms", path], capture_output=True,
+                             text=True, check=True).stdout
+    headers = subprocess.run(["readelf", "-SW", path], capture_output=True, text=True,
+                             check=True).stdout
+    section_names = {int(number): name for number, name in
+                     re.findall(r"^\s*\[\s*(\d+)\]\s+(\S+)", headers, re.MULTILINE)}
+    relocatable = "REL (Relocatable file)" in subprocess.run(
+        ["readelf", "-h", path], capture_output=True, text=True, check=True).stdout
+    tables: dict[str, list[tuple[str, int, str, str]]] = {}
+    table = ""
+    for line in listing.splitlines():
+        heading = re.match(r"Symbol table '(\S+)' contains", line)
+        if heading:
+            table = heading.group(1)
+            tables[table] = []
+            continue
+        fields = line.split(None, 7)
+        if len(fields) < 7 or not fields[0][:-1].isdigit():
+            continue
+        name = re.sub(r"@.*$", "", re.sub(r" \(\d+\)$", "", fields[7])) \
+            if len(fields) == 8 else ""
+        tables[table].append((fields[3], int(fields[1], 16), fields[6], name))
+    chosen = tables.get(".symtab") or tables.get(".dynsym") or []
+    names: dict[tuple[str, int], str] = {}
+    for wanted in ("FUNC", "NOTYPE"):
+        for kind, value, ndx, name in chosen:
+            if kind != wanted or not ndx.isdigit() or int(ndx) == 0 or not name or \
+                    name.startswith(".L") or re.fullmatch(r"\$[xdat](\..*)?", name):
+                continue
+            names.setdefault((section_names[int(ndx)] if relocatable else "", value), name)
+    return names
+
+
+@pytest.mark.parametrize("path", [*LIBRARIES, "built"])
+def test_every_function_is_named_as_readelf_lists_it(path: str, tmp_path: Path) -> None:
+    """readelf -sW is the oracle: the first function symbol at each address, else the
+    first untyped one."""
+    require("readelf")
+    paths = _built(tmp_path) if path == "built" else [path]
+    for path in paths:
+        require_path(path)
+        expected = _readelf_names(path)
+        assert len(expected) > 50
+        assert function_names(open_elf_file(path, Path(path).read_bytes())) == expected
