@@ -187,10 +187,14 @@ def run_local(items: Iterable[tuple[int, str]], task: Task, jobs: int,
     return _run(((index, path, None) for index, path in items), task, jobs, timeout)
 
 
-def run_isolated(path: str, task: Task, timeout: float | None,
-                 read_as: str | None = None) -> dict[str, Any]:
-    """One file in a worker of its own (what a Dask worker runs for each file)."""
-    return next(_run([(0, path, read_as)], task, 1, timeout))[1]
+def run_files(files: list[tuple[str, str | None]], task: Task,
+              timeout: float | None) -> list[dict[str, Any]]:
+    """The record of each ``(path, read_as)``, in that order: the files done one after
+    another in forked workers, as ``run_local`` does them with ``-j 1`` (what a Dask
+    task runs for its share of the files)."""
+    done = dict(_run([(index, path, read_as) for index, (path, read_as) in enumerate(files)],
+                     task, 1, timeout))
+    return [done[index] for index in range(len(files))]
 
 
 def _run(items: Iterable[tuple[int, str, str | None]], task: Task, jobs: int,
