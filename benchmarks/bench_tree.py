@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from ceiling import pair_ceiling
+
 
 def timed_run(folders: list[str], extra: list[str], jsonl: str) -> tuple[float, list[dict]]:
     cmd = [sys.executable, "-m", "cfi2sframe", "stats", "-q", "-r", *folders,
@@ -42,7 +44,9 @@ def main() -> None:
         print(f"stats -r {' '.join(folders)}")
         print(describe("-j 1", *one))
         print(describe("-j 2", *two))
-        print(f"speed-up -j 2 against -j 1: {one[0] / two[0]:.2f}x")
+        print(f"speed-up -j 2 against -j 1: {one[0] / two[0]:.2f}x (two processes side by "
+              f"side get {pair_ceiling():.2f}x one's throughput here now: "
+              "benchmarks/ceiling.py)")
         try:
             from distributed import LocalCluster
         except ImportError:
