@@ -12,9 +12,10 @@ Input, per the performance issue:
   Mach-O   x86-64 macOS images of each dense size (llvm-mc, ld64.lld-14)
 
 Prints a markdown table (medians of ``--runs``; peak RSS is the largest of the runs,
-from ``os.wait4``) and, per path, the time per function at the largest dense size
-over that at the smallest: 1.3 or less is linear cost.  ``--quick``: sizes 2000 and
-6000, one run, no library or tree (a smoke run of this script).
+from ``os.wait4``; the rows whose ratio is a goal time ours and the C tool
+alternated) and, per path, the time per function at the largest dense size over that
+at the smallest: 1.3 or less is linear cost.  ``--quick``: sizes 2000 and 6000, one
+run, no library or tree (a smoke run of this script).
 """
 
 from __future__ import annotations
@@ -53,6 +54,16 @@ def timed(cmd: list[str], runs: int) -> Timing:
     return statistics.median(walls), peak
 
 
+def paired(first: list[str], second: list[str], runs: int) -> tuple[Timing, Timing]:
+    """Both commands timed ``runs`` times, alternated, so that both see the machine of
+    the same minutes (this VM's speed moves by 20-40% from one minute to the next):
+    the rows whose ratio is a goal."""
+    rounds = [(timed(first, 1), timed(second, 1)) for _ in range(runs)]
+    one, two = ((statistics.median(t[0] for t in ts), max(t[1] for t in ts))
+                for ts in zip(*rounds, strict=True))
+    return one, two
+
+
 class Table:
     """Rows of the markdown table, printed as they are measured."""
 
@@ -89,9 +100,9 @@ def dense(table: Table, ours: str, tmp: str, sizes: list[int], runs: int) -> Non
         subprocess.run([sys.executable, str(HERE / "make_dense_asm.py"), src, str(n)],
                        check=True)
         what = f"dense, {n} functions"
-        gas = timed(["as", "--gsframe", src, "-o", gas_o], runs)
-        table.row(".s -> object", what, timed([ours, src, "--emit", "obj", "-o", our_o],
-                                              runs), gas, "as --gsframe", n)
+        converted, gas = paired([ours, src, "--emit", "obj", "-o", our_o],
+                                ["as", "--gsframe", src, "-o", gas_o], runs)
+        table.row(".s -> object", what, converted, gas, "as --gsframe", n)
         readelf = timed(["readelf", "--sframe", gas_o], runs)
         table.row("dump", what, timed([ours, "dump", our_o], runs), readelf,
                   "readelf --sframe (gas's object)", n)
@@ -107,10 +118,11 @@ def sparse(table: Table, ours: str, tmp: str, runs: int, lines: int) -> None:
     subprocess.run([sys.executable, str(HERE / "make_big_asm.py"), big, str(lines)],
                    check=True, stdout=subprocess.DEVNULL)
     functions = Path(big).read_text().count(".cfi_startproc")
-    gas = timed(["as", "--gsframe", big, "-o", str(Path(tmp) / "csmith.gas.o")], runs)
-    table.row(".s -> object", f"csmith corpus, {functions} functions",
-              timed([ours, big, "--emit", "obj", "-o", str(Path(tmp) / "csmith.o")], runs),
-              gas, "as --gsframe")
+    converted, gas = paired([ours, big, "--emit", "obj", "-o", str(Path(tmp) / "csmith.o")],
+                            ["as", "--gsframe", big, "-o", str(Path(tmp) / "csmith.gas.o")],
+                            runs)
+    table.row(".s -> object", f"csmith corpus, {functions} functions", converted, gas,
+              "as --gsframe")
 
 
 def library(table: Table, ours: str, tmp: str, runs: int, path: str) -> None:
@@ -119,10 +131,10 @@ def library(table: Table, ours: str, tmp: str, runs: int, path: str) -> None:
         return
     what = Path(path).name
     converted = str(Path(tmp) / "lib.so")
-    frames = timed(["readelf", "--debug-dump=frames-interp", path], runs)
+    converted_once, frames = paired([ours, "-w", path, "-o", os.devnull],
+                                    ["readelf", "--debug-dump=frames-interp", path], runs)
     tool = "readelf -wF"
-    table.row("ELF -> SFrame", what, timed([ours, "-w", path, "-o", os.devnull], runs),
-              frames, tool)
+    table.row("ELF -> SFrame", what, converted_once, frames, tool)
     table.row("--emit elf", what, timed([ours, "-w", path, "--emit", "elf", "-o", converted],
                                         runs), timed(["strip", path, "-o",
                                                       str(Path(tmp) / "s.so")], runs),
@@ -198,11 +210,8 @@ def tree(table: Table, ours: str, runs: int, folder: str) -> None:
     files = [str(p) for p in Path(folder).rglob("*") if p.is_file()]
     what = f"{folder}, {len(files)} files"
     frames = timed(["readelf", "--debug-dump=frames-interp", *files], runs)
-    # -j 1 and -j 2 alternated, so that both see the machine of the same minutes.
-    pairs = [(timed([ours, "stats", "-q", "-r", folder, "-j", "1"], 1),
-              timed([ours, "stats", "-q", "-r", folder, "-j", "2"], 1)) for _ in range(runs)]
-    one, two = ((statistics.median(t[0] for t in ts), max(t[1] for t in ts))
-                for ts in zip(*pairs, strict=True))
+    one, two = paired([ours, "stats", "-q", "-r", folder, "-j", "1"],
+                      [ours, "stats", "-q", "-r", folder, "-j", "2"], runs)
     table.row("stats -r -j 1", what, one, frames, "readelf -wF (all files)")
     table.row("stats -r -j 2", what, two, frames, "readelf -wF (all files)")
     print(f"\n-j 2 speed-up over -j 1: {one[0] / two[0]:.2f}x (alternated runs; this machine "
