@@ -274,20 +274,23 @@ class FdeTable:
         rows = struct.iter_unpack(self.reader.order + layout,
                                   self.data[self.fde_start:self.fde_start
                                             + self.count * self.entry])
-        base, entry = self.address + (self.fde_start if self.pcrel else 0), self.entry
-        step = entry if self.pcrel else 0
+        base, step = self._start_base()
         return [(base + raw + index * step, size)
                 for index, (raw, size) in enumerate(rows)]
+
+    def _start_base(self) -> tuple[int, int]:
+        """What the start field of FDE ``i`` is added to, as (base, step): base + i * step;
+        where starts are PC-relative, the field's own address."""
+        return (self.address + self.fde_start, self.entry) if self.pcrel else (self.address, 0)
 
     def index(self, compiled: ModuleType | None = _COMPILED) -> FdeIndex:
         """The FDE index (``ranges``) for look-ups; ``compiled``: the compiled core's
         loop (the default where it is built), which keeps it out of Python objects, or
         None for the reference, which also runs where it gives up."""
         if compiled is not None:
-            base = self.address + (self.fde_start if self.pcrel else 0)
             done = compiled.fde_index(self.data, self.fde_start, self.count, self.entry,
                                       self.header[0] == VERSION_3, self.reader.order == ">",
-                                      base, self.entry if self.pcrel else 0)
+                                      *self._start_base())
             if done is not None:
                 starts, ends = array("q"), array("q")
                 starts.frombytes(done[0])

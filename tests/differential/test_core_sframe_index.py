@@ -113,9 +113,8 @@ def test_starts_beyond_64_bits_fall_back_to_the_reference(sections) -> None:
     data, _, v1_pcrel = sections["x86_64-v3"]
     table = FdeTable(data, 2**64 - 0x100, v1_pcrel)  # starts past 2**63 - 1
     core = compiled_core()
-    base = table.address + (table.fde_start if table.pcrel else 0)
-    assert core.fde_index(data, table.fde_start, table.count, table.entry, True, False, base,
-                          table.entry if table.pcrel else 0) is None
+    assert core.fde_index(data, table.fde_start, table.count, table.entry, True, False,
+                          *table._start_base()) is None
     index = table.index(core)
     assert isinstance(index.starts, list) and index == table.index(None)
     assert max(index.starts) >= 2**63
