@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .analysis.compare import VerifyResult
     from .dwarf.cfi import Cfi
     from .elf.linked import OldKernels
+    from .frontend.launch import Launch
     from .frontend.probe import Assembler, ProbeRun
     from .frontend.timelines import AsmUnit
     from .model import Timeline
@@ -514,13 +515,15 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
                  assembler: str | None = None, include_dir: str = ".", version: int = 2,
                  sframe_address: int | None = None, replace: bool = False,
                  source_kind: str = "auto", limits: Limits = DEFAULT_LIMITS,
-                 flex: bool = True) -> Conversion:
+                 flex: bool = True, launched: Launch | None = None) -> Conversion:
     """Any input -> SFrame: an ELF file (``arch`` is its own), a raw SFrame section, or
     assembly, told from the bytes (``kinds``); other kinds are refused in one line.
 
     For assembly the assembler is started before the directive parser (Lark) is
     loaded, so the two overlap.  ``source`` names the input in messages; ``flex``
-    False: V3 without FLEX FDEs (``sframe.lower.lower``).
+    False: V3 without FLEX FDEs (``sframe.lower.lower``); ``launched``: the
+    assembler's run started already (``cli.early``), taken over where it is the one
+    this conversion starts.
     """
     kind = refuse_unreadable(source, data)
     if source_kind == "sframe" or (source_kind == "auto" and (
@@ -534,7 +537,8 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     text = data.decode("utf-8", "surrogateescape")
     target = as_arch(arch)
     runner = Assembler.from_string(assembler or target.default_assembler)
-    run = start_run(text, source, target.comment_chars, runner, include_dir, data=data)
+    run = start_run(text, source, target.comment_chars, runner, include_dir, data=data,
+                    launched=launched)
     if darwin_text(text) and assembler is None:  # (looked for while it runs)
         run.job.cancel()
         raise Cfi2SframeError(source, "assembly for an Apple target (Mach-O sections): SFrame "

@@ -78,6 +78,13 @@ def _dispatch(argv: list[str]) -> int:
         args = parser.parse_args(argv)
         status: int = module.run(args)
         return status
-    from . import convert
+    from .early import launch
 
-    return convert.run(convert.parser().parse_args(argv))
+    launched = launch(argv)  # the assembler's run, before the conversion's imports
+    try:
+        from . import convert
+
+        return convert.run(convert.parser().parse_args(argv), launched)
+    finally:
+        if launched is not None:
+            launched.stop()  # (nothing where the conversion took it over and ended it)

@@ -22,6 +22,7 @@ from .diagnostics import WARNING_HELP, WarningPolicy, warning_policy
 
 if TYPE_CHECKING:
     from ..convert import AsmConversion
+    from ..frontend.launch import Launch
     from ..sframe.lower import Skip
 
 EMIT_KINDS = ("raw", "asm", "obj", "elf")
@@ -229,8 +230,10 @@ def _report_disagreements(conversion: AsmConversion, strict: bool) -> None:
         print(f"{where}: warning: {found.message(conversion.arch)}", file=sys.stderr)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Convert one input; write the output only when everything succeeded."""
+def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
+    """Convert one input; write the output only when everything succeeded.
+    ``launched``: the assembler's run ``cli.early`` started, for the conversion to take
+    over."""
     if args.list_reasons:
         _print_reasons()
         return 0
@@ -265,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
                               args.sframe_version, args.sframe_address, args.replace,
-                              args.source, limits_of(args), args.flex)
+                              args.source, limits_of(args), args.flex, launched)
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
     _report_skips(display, conversion.skips, args)

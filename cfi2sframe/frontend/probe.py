@@ -17,7 +17,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -27,6 +26,7 @@ from ..core import compiled as compiled_core
 from ..dwarf.frames import count_fdes
 from ..elf.read import ElfView, Symbol
 from ..errors import AssemblerFailed, Cfi2SframeError
+from .launch import Launch
 from .scan import ScanResult, Statement, scan
 
 PROBE = "__cfi2sframe_probe_"
@@ -62,61 +62,47 @@ class Assembler:
             return False
         return done.stdout.startswith(b"GNU assembler")
 
-    def start(self, source: str | bytes, display_name: str, include_dir: str
-              ) -> AssemblerJob:
+    def start(self, source: str | bytes, display_name: str, include_dir: str,
+              launched: Launch | None = None) -> AssemblerJob:
         """Start assembling ``source`` (text, or the bytes it was decoded from) in the
-        background (see ``AssemblerJob``)."""
+        background (see ``AssemblerJob``; ``launched``: a run started already)."""
         exe = self.command[0]
         if shutil.which(exe) is None:
+            if launched is not None:
+                launched.stop()
             raise Cfi2SframeError(
                 "",
                 f"no assembler found: '{exe}' is not on PATH; install GNU binutils "
                 "(apt-get install binutils) or name one with --assembler CMD",
             )
-        return AssemblerJob(self.command, source, display_name, include_dir)
+        return AssemblerJob(self.command, source, display_name, include_dir, launched)
 
 
 class AssemblerJob:
     """A running assembler; use as a context manager so it never outlives its caller.
 
     Messages mention ``display_name`` instead of the temporary file, so line
-    numbers point into the user's file.
+    numbers point into the user's file.  ``launched``: a run started already
+    (``cli.early``), taken over where it is this one, else stopped.
     """
 
     def __init__(self, command: tuple[str, ...], source: str | bytes, display_name: str,
-                 include_dir: str) -> None:
+                 include_dir: str, launched: Launch | None = None) -> None:
         self.exe = command[0]
         self.display_name = display_name
-        self.tmp = tempfile.TemporaryDirectory(prefix="cfi2sframe-")
-        self.src = os.path.join(self.tmp.name, "input.s")
-        self.obj = os.path.join(self.tmp.name, "input.o")
-        try:
-            if isinstance(source, bytes):
-                with open(self.src, "wb") as raw:
-                    raw.write(source)
-            else:
-                with open(self.src, "w", encoding="utf-8", errors="surrogateescape") as handle:
-                    handle.write(source)
-        except OSError as exc:
-            self.tmp.cleanup()
-            raise Cfi2SframeError(display_name, "cannot write the assembler's input: "
-                                                f"{exc.strerror or exc}") from None
-        cmd = [*command, "-I", include_dir, "-o", self.obj, self.src]
-        try:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         stdin=subprocess.DEVNULL)
-        except OSError as exc:
-            self.tmp.cleanup()
-            raise Cfi2SframeError("", f"cannot run assembler '{self.exe}': {exc}") from None
+        if launched is not None and launched.runs(command, source, display_name, include_dir):
+            self.launch = launched
+        else:
+            if launched is not None:
+                launched.stop()
+            self.launch = Launch(command, source, display_name, include_dir)
+        self.proc, self.src, self.obj = self.launch.proc, self.launch.src, self.launch.obj
 
     def __enter__(self) -> AssemblerJob:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
-        self.tmp.cleanup()
+        self.launch.stop()
 
     def cancel(self) -> None:
         """Stop the assembler (its object is not needed) and remove its files."""
@@ -242,15 +228,19 @@ class ProbeRun:
 
 
 def start_run(text: str, filename: str, comment_chars: str, assembler: Assembler,
-              include_dir: str = ".", probes: bool = False, data: bytes | None = None
-              ) -> ProbeRun:
+              include_dir: str = ".", probes: bool = False, data: bytes | None = None,
+              launched: Launch | None = None) -> ProbeRun:
     """Start assembling ``text`` as it is (in the background) and scan it meanwhile;
     with probe labels where ``probes`` asks for them or the text asks for an SFrame
     section of the assembler's own (``without_sframe_request``).  ``data``: the bytes
-    ``text`` was decoded from (UTF-8, surrogates escaped), written as they are."""
+    ``text`` was decoded from (UTF-8, surrogates escaped), written as they are.
+    ``launched``: the run the command line started (``cli.early``), taken over where it
+    is this one, else stopped."""
     if probes or ".sframe" in text:
+        if launched is not None:
+            launched.stop()
         return start_probe(text, filename, comment_chars, assembler, include_dir)
-    job = assembler.start(text if data is None else data, filename, include_dir)
+    job = assembler.start(text if data is None else data, filename, include_dir, launched)
     try:
         scanned = scan(text, filename, comment_chars)
     except BaseException:

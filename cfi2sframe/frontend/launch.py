@@ -1,0 +1,60 @@
+"""An assembler process started on a source written to a temporary folder.
+
+The part of running the assembler that needs nothing of the conversion: the command
+line starts it before the conversion's modules are imported (``cli.early``: some
+50 ms of a small file's conversion), and ``probe.AssemblerJob`` adopts it where it is
+the run the conversion would start, or starts its own.  Kept to the standard
+library's process modules, so that starting it costs little more than the process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+
+from ..errors import Cfi2SframeError
+
+
+class Launch:
+    """``command -I include_dir -o OUT IN`` running on ``source`` written to IN."""
+
+    def __init__(self, command: tuple[str, ...], source: str | bytes, display_name: str,
+                 include_dir: str) -> None:
+        self.command, self.source = command, source
+        self.display_name, self.include_dir = display_name, include_dir
+        self.tmp = tempfile.TemporaryDirectory(prefix="cfi2sframe-")
+        self.src = os.path.join(self.tmp.name, "input.s")
+        self.obj = os.path.join(self.tmp.name, "input.o")
+        try:
+            if isinstance(source, bytes):
+                with open(self.src, "wb") as raw:
+                    raw.write(source)
+            else:
+                with open(self.src, "w", encoding="utf-8", errors="surrogateescape") as handle:
+                    handle.write(source)
+        except OSError as exc:
+            self.tmp.cleanup()
+            raise Cfi2SframeError(display_name, "cannot write the assembler's input: "
+                                                f"{exc.strerror or exc}") from None
+        cmd = [*command, "-I", include_dir, "-o", self.obj, self.src]
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            self.tmp.cleanup()
+            raise Cfi2SframeError("", f"cannot run assembler '{command[0]}': {exc}") from None
+
+    def runs(self, command: tuple[str, ...], source: str | bytes, display_name: str,
+             include_dir: str) -> bool:
+        """Whether this is the run of ``command`` on ``source`` (the same bytes or text)
+        these arguments would start."""
+        return (self.command, self.display_name, self.include_dir) == (
+            command, display_name, include_dir) and self.source == source
+
+    def stop(self) -> None:
+        """Kill the assembler if it still runs and remove its files (again: nothing)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        self.tmp.cleanup()
