@@ -45,12 +45,16 @@ class Launch:
             self.tmp.cleanup()
             raise Cfi2SframeError("", f"cannot run assembler '{command[0]}': {exc}") from None
 
-    def runs(self, command: tuple[str, ...], source: str | bytes, display_name: str,
-             include_dir: str) -> bool:
+    def take_over(self, command: tuple[str, ...], source: str | bytes, display_name: str,
+                  include_dir: str) -> bool:
         """Whether this is the run of ``command`` on ``source`` (the same bytes or text)
-        these arguments would start."""
-        return (self.command, self.display_name, self.include_dir) == (
+        these arguments would start; if it is, its copy of the source is let go (the
+        caller holds one: a large source is not held twice through the conversion)."""
+        same = (self.command, self.display_name, self.include_dir) == (
             command, display_name, include_dir) and self.source == source
+        if same:
+            self.source = b""
+        return same
 
     def stop(self) -> None:
         """Kill the assembler if it still runs and remove its files (again: nothing)."""

@@ -90,7 +90,8 @@ class AssemblerJob:
                  include_dir: str, launched: Launch | None = None) -> None:
         self.exe = command[0]
         self.display_name = display_name
-        if launched is not None and launched.runs(command, source, display_name, include_dir):
+        if launched is not None and launched.take_over(command, source, display_name,
+                                                       include_dir):
             self.launch = launched
         else:
             if launched is not None:
