@@ -88,8 +88,6 @@ class AssemblerJob:
 
     def __init__(self, command: tuple[str, ...], source: str | bytes, display_name: str,
                  include_dir: str, launched: Launch | None = None) -> None:
-        self.exe = command[0]
-        self.display_name = display_name
         if launched is not None and launched.take_over(command, source, display_name,
                                                        include_dir):
             self.launch = launched
@@ -97,7 +95,6 @@ class AssemblerJob:
             if launched is not None:
                 launched.stop()
             self.launch = Launch(command, source, display_name, include_dir)
-        self.proc, self.src, self.obj = self.launch.proc, self.launch.src, self.launch.obj
 
     def __enter__(self) -> AssemblerJob:
         return self
@@ -111,9 +108,10 @@ class AssemblerJob:
 
     def finish(self) -> tuple[bytes, str]:
         """Wait for the assembler; return (object bytes, messages) or raise."""
-        _, err = self.proc.communicate()
-        messages = err.decode("utf-8", "replace").replace(self.src, self.display_name)
-        if self.proc.returncode != 0 or not os.path.exists(self.obj):
+        run = self.launch
+        _, err = run.proc.communicate()
+        messages = err.decode("utf-8", "replace").replace(run.src, run.display_name)
+        if run.proc.returncode != 0 or not os.path.exists(run.obj):
             duplicate = _DUPLICATE_PROBE.search(messages)
             if duplicate:
                 raise Cfi2SframeError(
@@ -121,8 +119,9 @@ class AssemblerJob:
                     "a CFI directive the assembler expands more than once, in a repeating "
                     "block cfi2sframe does not recognise (.macro, .rept, .irp and .irpc "
                     "are read): expand it first")
-            raise AssemblerFailed(self.display_name, self.exe, self.proc.returncode, messages)
-        with open(self.obj, "rb") as handle:
+            raise AssemblerFailed(run.display_name, run.command[0], run.proc.returncode,
+                                  messages)
+        with open(run.obj, "rb") as handle:
             return handle.read(), messages
 
 
