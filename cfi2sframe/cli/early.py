@@ -23,8 +23,10 @@ from ..frontend.launch import Launch
 # a value, and switches.  Any other option starts nothing early.
 _WITH_VALUE = ("-o", "--output", "--emit", "--sframe-version")
 _SWITCHES = ("-w", "--no-warnings", "--no-flex", "--strict-assembler", "--fatal-warnings")
-# The default target's assembler (``arch`` x86_64's ``default_assembler``): a command
-# line naming another target or assembler starts nothing early.
+# The default target's assembler (``arch`` x86_64's ``default_assembler``, read there
+# at the cost of the imports this module saves): a command line naming another target
+# or assembler starts nothing early.  Were the two ever to differ, the conversion
+# would not take this run over (``Launch.take_over``): time lost, never a wrong run.
 _ASSEMBLER = ("as",)
 
 

@@ -19,4 +19,4 @@ $SUDO apt-get install -y -qq binutils gcc csmith libcsmith-dev clang-14 llvm-14 
     binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu \
     binutils-s390x-linux-gnu gcc-s390x-linux-gnu gdb gdb-multiarch qemu-user make \
     g++ elfutils dwz debugedit libc6-dbg strace util-linux mount \
-    debhelper dpkg-dev fakeroot rpm rpm2cpio lld-14 >/dev/null
+    debhelper dpkg-dev fakeroot rpm rpm2cpio lld-14 procps >/dev/null
