@@ -156,3 +156,14 @@ def test_the_assembler_started_early_never_outlives_the_command(source: Path,
             assert left == [], args
     finally:
         subprocess.run(["pkill", "-f", f"sleep {mark}"], check=False)
+
+
+def test_the_early_run_is_the_default_targets_assembler() -> None:
+    """cli.early names the default target's assembler itself (importing ``arch`` would
+    cost what it saves): it must be the one the conversion's default ``--arch`` runs."""
+    from cfi2sframe.arch import ARCHES
+    from cfi2sframe.cli import early
+    from cfi2sframe.cli.convert import parser
+
+    default = parser().parse_args(["f.s"]).arch
+    assert early._ASSEMBLER == (ARCHES[default].default_assembler,)
