@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from .arch import as_arch, by_sframe_abi
 from .arch.base import Arch
@@ -32,20 +31,23 @@ if TYPE_CHECKING:
     from .sframe.lower import Skip
 
 
-@dataclass(frozen=True)
 class Conversion:
     """Everything one conversion produced, and the outputs made from it.
 
     ``raw()`` is the section's bytes; ``asm()``, ``obj()`` and ``elf()`` exist for the
-    inputs they make sense for, and say which input they need otherwise.
+    inputs they make sense for, and say which input they need otherwise.  Plain
+    classes (the forms differ by input), their fields not written after ``__init__``.
     """
 
-    arch: Arch
-    source: str  # the input's name in messages
-    functions: tuple[SFrameFunction, ...]
-    skips: tuple[Skip, ...]
-    image: SectionImage
-    assembler_messages: str = ""
+    def __init__(self, arch: Arch, source: str, functions: tuple[SFrameFunction, ...],
+                 skips: tuple[Skip, ...], image: SectionImage,
+                 assembler_messages: str = "") -> None:
+        self.arch: Final = arch
+        self.source: Final = source  # the input's name in messages
+        self.functions: Final = functions
+        self.skips: Final = skips
+        self.image: Final = image
+        self.assembler_messages: Final = assembler_messages
 
     @property
     def empty(self) -> bool:
@@ -99,12 +101,15 @@ class Conversion:
         return self.elf()
 
 
-@dataclass(frozen=True)
 class AsmConversion(Conversion):
     """SFrame made from the ``.cfi_*`` directives of an assembly file."""
 
-    unit: AsmUnit | None = None
-    assembler: Assembler | None = None  # (for an object whose labels cannot go)
+    def __init__(self, arch: Arch, source: str, functions: tuple[SFrameFunction, ...],
+                 skips: tuple[Skip, ...], image: SectionImage, assembler_messages: str = "",
+                 unit: AsmUnit | None = None, assembler: Assembler | None = None) -> None:
+        super().__init__(arch, source, functions, skips, image, assembler_messages)
+        self.unit: Final = unit
+        self.assembler: Final = assembler  # (for an object whose labels cannot go)
 
     def assembler_disagreements(self) -> list[Disagreement]:
         """Where the CFI the assembler wrote for a function differs from the one the
@@ -259,18 +264,35 @@ def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = 
     return unit.timelines
 
 
-@dataclass(frozen=True)
 class ElfConversion(Conversion):
     """SFrame made from the DWARF CFI of an ELF file (object, library or program)."""
 
-    elf_type: str = "ET_REL"
-    fde_count: int = 0
-    sframe_address: int = 0
-    data: bytes = b""
-    replace: bool = False  # an .sframe already in the file is replaced, not refused
-    from_sframe: bool = False  # made from the file's own .sframe (--source sframe)
-    old_kernels: OldKernels = "keep"  # elf form: see elf.linked.OldKernels
-    append_only: bool = False  # elf form: old bytes never written over (elf.linked.plan)
+    def __init__(self, arch: Arch, source: str, functions: tuple[SFrameFunction, ...],
+                 skips: tuple[Skip, ...], image: SectionImage, assembler_messages: str = "",
+                 elf_type: str = "ET_REL", fde_count: int = 0, sframe_address: int = 0,
+                 data: bytes = b"", replace: bool = False, from_sframe: bool = False,
+                 old_kernels: OldKernels = "keep", append_only: bool = False) -> None:
+        super().__init__(arch, source, functions, skips, image, assembler_messages)
+        self.elf_type: Final = elf_type
+        self.fde_count: Final = fde_count
+        self.sframe_address: Final = sframe_address
+        self.data: Final = data
+        # An .sframe already in the file is replaced, not refused.
+        self.replace: Final = replace
+        self.from_sframe: Final = from_sframe  # made from the file's .sframe (--source sframe)
+        self.old_kernels: Final = old_kernels  # elf form: see elf.linked.OldKernels
+        # The elf form never writes over old bytes (elf.linked.plan).
+        self.append_only: Final = append_only
+
+    def laid_out(self, old_kernels: OldKernels | None = None,
+                 append_only: bool | None = None) -> ElfConversion:
+        """This conversion, its elf form written with other layout choices."""
+        return ElfConversion(
+            self.arch, self.source, self.functions, self.skips, self.image,
+            self.assembler_messages, self.elf_type, self.fde_count, self.sframe_address,
+            self.data, self.replace, self.from_sframe,
+            self.old_kernels if old_kernels is None else old_kernels,
+            self.append_only if append_only is None else append_only)
 
     @property
     def linked(self) -> bool:
@@ -441,8 +463,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                          len(cfi.fdes), address, data, replace)
 
 
-@dataclass(frozen=True)
-class ArchiveConversion:
+class ArchiveConversion(NamedTuple):
     """A static library converted member by member: the archive written back
     (``payload``), the conversions of the members that got a section, and the names of
     those kept as they were (not an object, no CFI, a section of their own, or nothing
@@ -572,8 +593,6 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
     A file with several names is converted append-only, so that it can be
     rewritten in its own inode (``files.rewrite``).
     """
-    from dataclasses import replace
-
     from .analysis.compare import check_rewritten
     from .elf.read import open_elf
     from .files import rewrite
@@ -581,7 +600,7 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
     if conversion.empty and not conversion.replace:
         return data  # nothing to describe: the file is left as it is
     if read_stat.st_nlink > 1:
-        conversion = replace(conversion, append_only=True)
+        conversion = conversion.laid_out(append_only=True)
     payload = conversion.output(conversion.rewrite_form)
     if isinstance(payload, str):
         raise Cfi2SframeError(path, "--in-place rewrites ELF files only")

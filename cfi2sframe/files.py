@@ -8,8 +8,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import BinaryIO, cast
+from typing import BinaryIO, NamedTuple, cast
 
 from .errors import Cfi2SframeError
 
@@ -261,8 +260,7 @@ def release(data: bytes, start: int = 0, length: int | None = None) -> None:
 COPY_CHUNK = 1 << 22
 
 
-@dataclass(frozen=True)
-class PatchedCopy:
+class PatchedCopy(NamedTuple):
     """A file to write: the first ``kept`` bytes of ``source`` (``read_input``'s bytes,
     perhaps a map), zeros up to ``size``, and ``patches`` (offset, bytes) written over
     them in order.

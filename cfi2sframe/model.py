@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from enum import Enum
 from operator import attrgetter
 from typing import NamedTuple, Protocol, TypeVar
@@ -143,8 +142,7 @@ class Row(NamedTuple):
             other.cfa, other.regs, other.ra_signed, other.ra_signed_pc)
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """Where something came from, for diagnostics: a file and line, or a byte offset."""
 
     file: str
@@ -159,8 +157,7 @@ class Location:
         return self.file
 
 
-@dataclass(frozen=True)
-class Timeline:
+class Timeline(NamedTuple):
     """One function's call-frame rules: ``rows`` ordered by ``start``, first at or after 0.
 
     ``section`` and ``start`` place the function (for relocatable input the
@@ -195,7 +192,7 @@ class Timeline:
             if at > offset:
                 break
             line = directive_line
-        return replace(self.location, line=line) if line else self.location
+        return self.location._replace(line=line) if line else self.location
 
     def row_at(self, pc: int) -> Row | None:
         """The row in force at ``pc`` bytes from the start, or None if none covers it."""

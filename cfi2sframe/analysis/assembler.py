@@ -12,7 +12,7 @@ construction and is not compared (``AsmConversion.assembler_disagreements``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..arch.base import Arch
 from ..dwarf.cfi import Cfi, RowsCache
@@ -21,8 +21,7 @@ from ..sframe.text import row_words
 from .compare import differing_ranges
 
 
-@dataclass(frozen=True)
-class Disagreement:
+class Disagreement(NamedTuple):
     """Where the assembler's CFI for a function differs from the directives: offsets
     [start, end) in the function, and each side's row there (None: no row)."""
 

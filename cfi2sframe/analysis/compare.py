@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
 from types import ModuleType
+from typing import NamedTuple
 
 from ..arch import arch_for_machine
 from ..arch.base import Arch, ByteOrder
@@ -115,8 +115,7 @@ def _below(steps: Sequence[tuple[int, object]], size: int) -> Sequence[tuple[int
     return steps if end == len(steps) else steps[:end]
 
 
-@dataclass(frozen=True)
-class FunctionDiff:
+class FunctionDiff(NamedTuple):
     """How one function differs between two sections."""
 
     address: int
@@ -125,8 +124,7 @@ class FunctionDiff:
     ranges: tuple[tuple[int, int, object, object], ...]
 
 
-@dataclass(frozen=True)
-class SectionDiff:
+class SectionDiff(NamedTuple):
     """The semantic difference between two SFrame sections."""
 
     differing: tuple[FunctionDiff, ...]
@@ -183,8 +181,7 @@ def diff_sections(a: DecodedSection, b: DecodedSection, key_a: FdeKey = _by_addr
 # -- DWARF side --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class VerifyResult:
+class VerifyResult(NamedTuple):
     """Outcome of ``verify``.
 
     ``mismatches``: functions where SFrame and DWARF differ (ranges with both
@@ -505,7 +502,7 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
         result = verify_cfi(section, cfi, arch, section_of, compiled)
     with decoding(path):
         problems = layout_problems(view, arch.min_page_size)
-    return replace(result, layout=tuple(problems)), header.abi
+    return result._replace(layout=tuple(problems)), header.abi
 
 
 def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,

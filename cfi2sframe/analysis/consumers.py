@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..arch import by_sframe_abi
 from ..elf.read import PT_GNU_SFRAME, open_elf
@@ -22,8 +22,7 @@ from ..sframe.format import F_FDE_FUNC_START_PCREL, F_FDE_SORTED
 from ..sframe.load import load_sframe
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
     """What the checks look at: the decoded section, and where the file says it is."""
 
     section: DecodedSection
@@ -32,8 +31,7 @@ class Facts:
     placed: tuple[int, int]  # the .sframe section (address, size)
 
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(NamedTuple):
     """One thing a reader needs; ``check`` gives None when met, else what the file has."""
 
     text: str

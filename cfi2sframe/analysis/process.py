@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..elf.read import PT_LOAD, STT_FUNC, ElfView, Symbol, open_elf
 from ..errors import Cfi2SframeError, DecodeError, decoding
@@ -27,8 +27,7 @@ from ..sframe.load import load_sframe
 SectionMaker = Callable[[str, bytes], tuple[bytes, int]]
 
 
-@dataclass(frozen=True)
-class Module:
+class Module(NamedTuple):
     """One loaded file: its SFrame section (file addresses), load bias, extent at
     runtime and function symbols (file address, size, name), sorted."""
 
@@ -38,8 +37,11 @@ class Module:
     high: int
     section: DecodedSection
     made_from_dwarf: bool
-    functions: tuple[tuple[int, int, int, str], ...] = field(repr=False)
+    functions: tuple[tuple[int, int, int, str], ...]
     entry: int = 0  # the entry point's function (runtime address), 0 for a library
+
+    def __repr__(self) -> str:  # (not its thousands of functions)
+        return f"Module({self.path!r}, bias={self.bias:#x}, {self.low:#x}-{self.high:#x})"
 
     def in_entry_function(self, pc: int) -> bool:
         """``pc`` is in the function holding the entry point (``_start``): the outermost

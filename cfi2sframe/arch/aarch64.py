@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from .base import Arch
 
 
@@ -54,7 +52,7 @@ AARCH64 = Arch(
 
 # Big-endian AArch64 (aarch64_be): the same registers and rules, SFrame ABI 1.
 # Compact unwind is defined for little-endian arm64 only.
-AARCH64_BE = replace(AARCH64, name="aarch64_be", big_endian=True, sframe_abi=1,
+AARCH64_BE = AARCH64._replace(name="aarch64_be", big_endian=True, sframe_abi=1,
                      sframe_abi_name="AARCH64 big-endian",
                      default_assembler="aarch64-linux-gnu-as -EB", compact=None,
                      darwin_assembler=None)

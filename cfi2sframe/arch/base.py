@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Literal
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal, NamedTuple
 
 # The byte order names int.from_bytes / int.to_bytes take.
 ByteOrder = Literal["little", "big"]
 
 
-@dataclass(frozen=True, eq=False)
-class Arch:
+class Arch(NamedTuple):
     """Everything target-specific the pipeline needs, as plain data.
 
     Register numbers are DWARF numbers.  ``cie_ops`` are the initial
     instructions GNU as puts in the CIE for ``.cfi_startproc`` (not ``simple``),
     written as (operation, operand, operand) triples of the CFI interpreter.
+
+    A named tuple (a class costs a tenth of a frozen dataclass to create, and every
+    command creates these at start-up), equal only to itself as the frozen dataclass
+    it was: targets are compared and hashed by identity, which keeps the caches keyed
+    by target (``sframe.fastpath``, ``sframe.encode``) from hashing all its fields.
     """
 
     name: str
@@ -83,7 +87,7 @@ class Arch:
     # CFI readers apply, type -> (bytes, PC-relative); the 32- and 64-bit PC-relative
     # types the object writer relocates FDE start fields with ((0, 0): none).
     elf_machine_number: int = 0
-    elf_relocations: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    elf_relocations: Mapping[int, tuple[int, bool]] = MappingProxyType({})
     pcrel_relocations: tuple[int, int] = (0, 0)
     # SFrame, beyond the header's ids: the ABI's name (readelf's words); the section's
     # alignment (its end is zero-padded to it); an RA padding word when the FP is saved
@@ -109,7 +113,7 @@ class Arch:
         """SFrame stores the RA per row (no fixed RA offset in the header)."""
         return self.sframe_fixed_ra_offset == 0
 
-    @cached_property
+    @property
     def register_names(self) -> dict[int, str]:
         """DWARF number -> the register's preferred (first) name."""
         return {num: name for name, num in reversed(list(self.registers.items()))}
@@ -120,3 +124,12 @@ class Arch:
             if num == number:
                 return name
         return f"r{number}"
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __hash__(self) -> int:
+        return id(self)

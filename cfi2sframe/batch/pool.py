@@ -28,7 +28,6 @@ import struct
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from .record import Task, failed_record, file_record, warm_up
@@ -38,15 +37,20 @@ FILES_PER_WORKER = 64
 _LENGTH = struct.Struct(">I")
 
 
-@dataclass
 class _Worker:
-    pid: int
-    requests: int  # the write end of the worker's request pipe (-1: closed, retiring)
-    results: int  # the read end of its record pipe
-    job: tuple[int, str] | None = None  # (index, path) of the file it does
-    deadline: float | None = None
-    given: int = 0  # files sent to it
-    received: bytearray = field(default_factory=bytearray)
+    """A forked worker as the parent sees it."""
+
+    __slots__ = ("pid", "requests", "results", "job", "deadline", "given", "received")
+
+    def __init__(self, pid: int, requests: int, results: int) -> None:
+        self.pid = pid
+        # The write end of the worker's request pipe (-1: closed, retiring).
+        self.requests = requests
+        self.results = results  # the read end of its record pipe
+        self.job: tuple[int, str] | None = None  # (index, path) of the file it does
+        self.deadline: float | None = None
+        self.given = 0  # files sent to it
+        self.received = bytearray()
 
 
 def _spawn(task: Task, others: Iterable[int]) -> _Worker:

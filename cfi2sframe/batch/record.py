@@ -12,8 +12,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.linked import OldKernels
@@ -53,8 +52,7 @@ GOOD_STATUSES = ("ok", "no-cfi", "no-sframe", "has-sframe", "object-kept",
                  "nothing-to-describe", "macho-kept")
 
 
-@dataclass(frozen=True)
-class Task:
+class Task(NamedTuple):
     """What to do with every file of a run (the same for all of them)."""
 
     command: Command
@@ -407,15 +405,13 @@ def _record_verify(record: dict[str, Any], result: VerifyResult) -> None:
 def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
              read_stat: os.stat_result, task: Task) -> None:
     """``--in-place``: rewrite the file with a new .sframe once the copy verifies."""
-    from dataclasses import replace
-
     from ..convert import ElfConversion, convert_file, rewrite_in_place
 
     conversion = convert_file(path, data, version=task.sframe_version, replace=task.replace,
                               limits=task.limits, flex=task.flex)
     if not isinstance(conversion, ElfConversion):  # an ELF file always converts as one
         raise TypeError(f"{path}: converted as {type(conversion).__name__}")
-    conversion = replace(conversion, old_kernels=task.old_kernels)
+    conversion = conversion.laid_out(old_kernels=task.old_kernels)
     rewrite_in_place(read_path, conversion, data, read_stat, task.limits,
                      task.preserve_dates)
     record.update(arch=conversion.arch.name, fdes=conversion.fde_count,

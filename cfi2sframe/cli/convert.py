@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
@@ -279,7 +278,7 @@ def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
         print(f"{display}: warning: no function has SFrame{left}; no .sframe section "
               "written", file=sys.stderr)
     if isinstance(conversion, ElfConversion):
-        conversion = replace(conversion, old_kernels=args.old_kernels)
+        conversion = conversion.laid_out(old_kernels=args.old_kernels)
     if read_stat is not None:
         if not isinstance(conversion, ElfConversion):
             raise Cfi2SframeError(display, "--in-place rewrites ELF files only")

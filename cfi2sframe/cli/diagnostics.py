@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .batch import usage_error
 
@@ -26,14 +25,13 @@ WARNING_HELP = ("per reason code, as a compiler's -W: -Wno-REASON prints nothing
                 "-Werror=ra-undefined")
 
 
-@dataclass(frozen=True)
-class WarningPolicy:
+class WarningPolicy(NamedTuple):
     """The -w, -W and --fatal-warnings options, read once."""
 
     quiet: bool = False
     all_errors: bool = False
-    silenced: frozenset[str] = field(default_factory=frozenset)
-    errors: frozenset[str] = field(default_factory=frozenset)
+    silenced: frozenset[str] = frozenset()
+    errors: frozenset[str] = frozenset()
 
     def severity(self, reason: str, outermost: bool = False) -> Severity | None:
         """How to report a function left out for ``reason``; None: not at all."""

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from types import ModuleType
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from ..core import compiled as compiled_core
 from ..errors import CfiError, DecodeError, decoding
@@ -36,8 +35,7 @@ _COMPILED = compiled_core()
 RowsCache = dict[tuple[int, bytes], tuple[tuple[Row, ...], str | None, bool]]
 
 
-@dataclass(frozen=True)
-class Cie:
+class Cie(NamedTuple):
     code_align: int
     data_align: int
     ra: int
@@ -72,7 +70,6 @@ class Fde(NamedTuple):
     lsda: int | None = None  # the LSDA's address (the CIE's "L"), None without one
 
 
-@dataclass(frozen=True)
 class Cfi:
     """The call-frame information of one file, with what its container says of it
     (``machine`` and ``elf_type`` in ELF's terms: ``EM_X86_64``, ``ET_DYN``).
@@ -80,14 +77,28 @@ class Cfi:
     ``fdes`` are decoded eagerly; ``timelines`` (one per FDE) are interpreted
     on first use, each distinct (CIE, instruction bytes) once, so a caller
     that has a faster way for most FDEs (``sframe.fastpath``) can skip them.
+    A plain class (it keeps ``timelines``); its fields are not written after
+    ``__init__``.
     """
 
-    path: str
-    machine: str
-    elf_type: str
-    fdes: tuple[Fde, ...]
-    section_name: str
-    big_endian: bool = False
+    def __init__(self, path: str, machine: str, elf_type: str, fdes: tuple[Fde, ...],
+                 section_name: str, big_endian: bool = False) -> None:
+        self.path: Final = path
+        self.machine: Final = machine
+        self.elf_type: Final = elf_type
+        self.fdes: Final = fdes
+        self.section_name: Final = section_name
+        self.big_endian: Final = big_endian
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.path, self.machine, self.elf_type, self.fdes, self.section_name,
+                self.big_endian)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cfi) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     @cached_property
     def timelines(self) -> tuple[Timeline, ...]:

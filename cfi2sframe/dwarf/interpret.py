@@ -8,7 +8,6 @@ CIE's initial rule, and rows that recover everything the same way are merged.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -18,7 +17,6 @@ from . import ops
 from .ops import Op
 
 
-@dataclass
 class _State:
     """The rules being built.  ``cfa_reg``/``cfa_offset`` are the register and offset
     fields of the CFA rule, kept apart from it as GCC's unwinder (unwind-dw2.c), gdb
@@ -26,23 +24,32 @@ class _State:
     ``def_cfa_offset`` after one sets the offset and keeps the expression, a
     ``def_cfa_register`` after one makes the rule register + that offset again."""
 
-    cfa: CfaRule | None = None
-    regs: dict[int, Rule] = field(default_factory=dict)
-    ra_signed: bool = False
-    cfa_reg: int | None = None
-    ra_signed_pc: bool = False
-    cfa_offset: int | None = None
+    __slots__ = ("cfa", "regs", "ra_signed", "cfa_reg", "ra_signed_pc", "cfa_offset")
+
+    def __init__(self, cfa: CfaRule | None = None, regs: dict[int, Rule] | None = None,
+                 ra_signed: bool = False, cfa_reg: int | None = None,
+                 ra_signed_pc: bool = False, cfa_offset: int | None = None) -> None:
+        self.cfa = cfa
+        self.regs: dict[int, Rule] = {} if regs is None else regs
+        self.ra_signed = ra_signed
+        self.cfa_reg = cfa_reg
+        self.ra_signed_pc = ra_signed_pc
+        self.cfa_offset = cfa_offset
 
     def copy(self) -> _State:
         return _State(self.cfa, dict(self.regs), self.ra_signed, self.cfa_reg,
                       self.ra_signed_pc, self.cfa_offset)
 
 
-@dataclass
 class _Machine:
-    state: _State
-    initial: _State
-    stack: list[_State] = field(default_factory=list)
+    """The rules now, those at the CIE's end (``restore``), and the remembered ones."""
+
+    __slots__ = ("state", "initial", "stack")
+
+    def __init__(self, state: _State, initial: _State) -> None:
+        self.state = state
+        self.initial = initial
+        self.stack: list[_State] = []
 
 
 def _set_cfa(m: _Machine, reg: int, offset: int) -> None:

@@ -13,7 +13,7 @@ members.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import DecodeError
 from ..kinds import AR_MAGIC
@@ -24,8 +24,7 @@ _INDEXES = {"/": 4, "/SYM64/": 8}  # the symbol index and its word size
 _LONG_NAMES = "//"
 
 
-@dataclass(frozen=True)
-class Member:
+class Member(NamedTuple):
     """One member as stored: its header (as it was), resolved name, data and where its
     header is in the archive."""
 

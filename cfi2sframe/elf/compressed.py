@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import DecodeError
 from .read import SHF_COMPRESSED, ElfView, Section
@@ -20,8 +20,7 @@ ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 1, 2
 _STEP = 1 << 20  # bytes inflated per step: the most the loop holds beyond the output
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """How large a decompressed section may be: at most ``max_bytes``, and at most
     ``max_ratio`` times the size of the file holding it (CFI compresses 3-10x;
     a run of zeros 1000x)."""

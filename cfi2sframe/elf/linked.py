@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ..errors import Cfi2SframeError
 from ..files import PatchedCopy
@@ -74,8 +73,7 @@ ADDRESS_END = 1 << 64
 NULL_PREFIX = 8
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     """Where the new parts go: file offsets and addresses of ``.sframe`` (segment C),
     of the moved program header table (A) and of its copy from the ninth byte (B),
     and where the old file is cut."""
@@ -97,8 +95,7 @@ class Placement:
         return self.phdrs_at + NULL_PREFIX
 
 
-@dataclass(frozen=True)
-class Previous:
+class Previous(NamedTuple):
     """What an earlier conversion of ours added, found again (also after BFD's strip or
     objcopy moved it): the sections ``.sframe`` and ``.phdrs`` (indices) and the
     program header entries of the leading ``PT_NULL`` and the three ``PT_LOAD``s A, B

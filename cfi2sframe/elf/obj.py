@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import NamedTuple
 
@@ -42,18 +41,24 @@ PCREL_TYPES = {arch.elf_machine_number: arch.pcrel_relocations for arch in ARCHE
                if arch.pcrel_relocations != (0, 0)}
 
 
-@dataclass
 class _Header:
-    name: int
-    kind: int
-    flags: int
-    addr: int
-    offset: int
-    size: int
-    link: int
-    info: int
-    align: int
-    entsize: int
+    """A section header being rewritten (its offset and size change)."""
+
+    __slots__ = ("name", "kind", "flags", "addr", "offset", "size", "link", "info", "align",
+                 "entsize")
+
+    def __init__(self, name: int, kind: int, flags: int, addr: int, offset: int, size: int,
+                 link: int, info: int, align: int, entsize: int) -> None:
+        self.name = name
+        self.kind = kind
+        self.flags = flags
+        self.addr = addr
+        self.offset = offset
+        self.size = size
+        self.link = link
+        self.info = info
+        self.align = align
+        self.entsize = entsize
 
 
 class StartField(NamedTuple):

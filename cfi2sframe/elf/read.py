@@ -11,7 +11,6 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Callable, Container, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import chain, compress
 from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
@@ -54,8 +53,7 @@ class Symbol(NamedTuple):
     shndx: int
 
 
-@dataclass(frozen=True)
-class Section:
+class Section(NamedTuple):
     """A section header: name, type, file offset, size (0 for NOBITS), link, address."""
 
     name: str
@@ -81,8 +79,7 @@ class Segment(NamedTuple):
     align: int = 0
 
 
-@dataclass(frozen=True)
-class ElfView:
+class ElfView(NamedTuple):
     """Sections and symbols of an ELF file held in memory."""
 
     data: bytes

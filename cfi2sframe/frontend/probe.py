@@ -18,9 +18,8 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
-from typing import cast
+from typing import NamedTuple, cast
 
 from ..core import compiled as compiled_core
 from ..dwarf.frames import count_fdes
@@ -35,8 +34,7 @@ _DUPLICATE_PROBE = re.compile(r"^(.*?):(\d+): Error: symbol `" + PROBE + r"\d+' 
                               re.M)
 
 
-@dataclass(frozen=True)
-class Assembler:
+class Assembler(NamedTuple):
     """How to run an assembler: a command to which ``-o OUT IN`` is appended."""
 
     command: tuple[str, ...]
@@ -212,19 +210,24 @@ def check_fde_count(view: ElfView, count: int, filename: str) -> None:
             )
 
 
-@dataclass
 class ProbeRun:
     """A scanned source and the assembler run that places its directives: of the
     source as it is (``probed`` False), or with probe labels."""
 
-    text: str
-    filename: str
-    scanned: ScanResult
-    statements: tuple[Statement, ...]
-    job: AssemblerJob
-    probed: bool = True
-    assembler: Assembler | None = None  # (to assemble again, with probes)
-    include_dir: str = "."
+    __slots__ = ("text", "filename", "scanned", "statements", "job", "probed", "assembler",
+                 "include_dir")
+
+    def __init__(self, text: str, filename: str, scanned: ScanResult,
+                 statements: tuple[Statement, ...], job: AssemblerJob, probed: bool = True,
+                 assembler: Assembler | None = None, include_dir: str = ".") -> None:
+        self.text = text
+        self.filename = filename
+        self.scanned = scanned
+        self.statements = statements
+        self.job = job
+        self.probed = probed
+        self.assembler = assembler  # (to assemble again, with probes)
+        self.include_dir = include_dir
 
 
 def start_run(text: str, filename: str, comment_chars: str, assembler: Assembler,

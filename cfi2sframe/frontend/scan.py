@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import NamedTuple
 
@@ -35,8 +34,7 @@ class Statement(NamedTuple):
     offset: int
 
 
-@dataclass(frozen=True)
-class Assignment:
+class Assignment(NamedTuple):
     """``name = expression`` (or ``.set``/``.equ``) at an offset of the file."""
 
     name: str
@@ -45,8 +43,7 @@ class Assignment:
     offset: int
 
 
-@dataclass(frozen=True)
-class ScanResult:
+class ScanResult(NamedTuple):
     """The CFI statements of a file, in file order; ``in_bodies``: those inside
     ``.macro``, ``.rept`` or ``.irp``/``.irpc`` bodies, which the assembler repeats or
     places where the body is used (not where it is written)."""

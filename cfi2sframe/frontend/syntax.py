@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 # Operand expressions, as variant types (cheap to cache and to evaluate).
@@ -64,8 +63,7 @@ class EscapeItem(NamedTuple):
 Arg = Expr | EscapeItem | str | None
 
 
-@dataclass(frozen=True)
-class Directive:
+class Directive(NamedTuple):
     """A parsed CFI statement: its name (``def_cfa``...) and operands."""
 
     name: str

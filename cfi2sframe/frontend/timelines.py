@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import cast
+from typing import NamedTuple, cast
 
 from ..arch.base import Arch, ByteOrder
 from ..dwarf import ops
@@ -57,39 +56,43 @@ KNOWN_DIRECTIVES = frozenset(
 )
 
 
-@dataclass
 class _Function:
     """A function collected between ``.cfi_startproc`` (statement ``probe``) and
     ``.cfi_endproc`` (statement ``end``), before any address is known: each operation
     comes with the index of the statement that made it (``_Builder.place`` turns it
     into an offset)."""
 
-    start: Statement
-    probe: int
-    simple: bool
-    ops: list[tuple[int, Op]] = field(default_factory=list)
-    end: int = -1
-    ra_column: int | None = None
-    signal_frame: bool = False
-    pauth_b_key: bool = False
-    personality: str | None = None
-    lsda: str | None = None
-    cfa_offset: int = 0
-    cfa_stack: list[int] = field(default_factory=list)
-    error: str | None = None
-    # Where the text after the previous function starts: the labels defined from
-    # there to this one's start may name it (read only where symbols share its start).
-    region: int = 0
-    # Set at .cfi_endproc, from ``ops``: the statement of each operation, a number
-    # for their types and operands (what the rows depend on, with the offsets) and
-    # each one's line (every operation here comes from a statement, which has one).
-    op_at: tuple[int, ...] = ()
-    op_shape: int = 0
-    op_lines: tuple[int, ...] = ()
+    __slots__ = ("start", "probe", "simple", "ops", "end", "ra_column", "signal_frame",
+                 "pauth_b_key", "personality", "lsda", "cfa_offset", "cfa_stack", "error",
+                 "region", "op_at", "op_shape", "op_lines")
+
+    def __init__(self, start: Statement, probe: int, simple: bool, region: int = 0) -> None:
+        self.start = start
+        self.probe = probe
+        self.simple = simple
+        self.ops: list[tuple[int, Op]] = []
+        self.end = -1
+        self.ra_column: int | None = None
+        self.signal_frame = False
+        self.pauth_b_key = False
+        self.personality: str | None = None
+        self.lsda: str | None = None
+        self.cfa_offset = 0
+        self.cfa_stack: list[int] = []
+        self.error: str | None = None
+        # Where the text after the previous function starts: the labels defined from
+        # there to this one's start may name it (read only where symbols share its
+        # start).
+        self.region = region
+        # Set at .cfi_endproc, from ``ops``: the statement of each operation, a number
+        # for their types and operands (what the rows depend on, with the offsets) and
+        # each one's line (every operation here comes from a statement, which has one).
+        self.op_at: tuple[int, ...] = ()
+        self.op_shape = 0
+        self.op_lines: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class AsmUnit:
+class AsmUnit(NamedTuple):
     """The timelines of an assembly file and the assembler's object, which ``--emit obj``
     writes (its probe labels taken out, where it has them)."""
 
@@ -274,7 +277,7 @@ def _from_assembler(run: ProbeRun) -> tuple[AsmUnit, str]:
         # A function named by a symbol at its start is anchored to it (--emit asm).
         anchor = None if timeline.name.startswith(f"{timeline.section}+") else \
             (timeline.name, 0)
-        timelines.append(replace(timeline, location=Location(run.filename, start_line),
+        timelines.append(timeline._replace(location=Location(run.filename, start_line),
                                  anchor=anchor, directive_lines=tuple(lines)))
     return AsmUnit(run.filename, run.text, tuple(timelines), obj), messages + note
 

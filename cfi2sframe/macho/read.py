@@ -10,9 +10,8 @@ big-endian).  Errors are ``DecodeError`` at the offset of the field that is wron
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from functools import cached_property
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from ..errors import DecodeError
 
@@ -79,21 +78,25 @@ class Reloc(NamedTuple):
     kind: int
 
 
-@dataclass(frozen=True)
 class MachoView:
     """One thin Mach-O file, 64-bit or (i386) 32-bit (a slice of a universal one:
-    ``data`` is the slice)."""
+    ``data`` is the slice).  A plain class (it keeps ``symbols`` and
+    ``function_names``); its fields are not written after ``__init__``."""
 
-    data: bytes
-    cputype: int
-    filetype: int
-    sections: tuple[Section, ...]
-    # LC_SYMTAB's (symoff, nsyms, stroff, strsize), checked to lie in the file; the
-    # symbols are decoded when first asked for (a dump of 100k functions needs only
-    # their names, which the compiled core reads from here).
-    symtab: tuple[int, int, int, int] = (0, 0, 0, 0)
-    segments: tuple[Segment, ...] = ()
-    pointer_size: int = 8
+    def __init__(self, data: bytes, cputype: int, filetype: int,
+                 sections: tuple[Section, ...],
+                 symtab: tuple[int, int, int, int] = (0, 0, 0, 0),
+                 segments: tuple[Segment, ...] = (), pointer_size: int = 8) -> None:
+        self.data: Final = data
+        self.cputype: Final = cputype
+        self.filetype: Final = filetype
+        self.sections: Final = sections
+        # LC_SYMTAB's (symoff, nsyms, stroff, strsize), checked to lie in the file; the
+        # symbols are decoded when first asked for (a dump of 100k functions needs only
+        # their names, which the compiled core reads from here).
+        self.symtab: Final = symtab
+        self.segments: Final = segments
+        self.pointer_size: Final = pointer_size
 
     @property
     def arch(self) -> str:

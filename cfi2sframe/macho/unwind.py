@@ -13,7 +13,6 @@ for an undefined personality routine, is 0).
 from __future__ import annotations
 
 import struct
-from dataclasses import replace
 from typing import NamedTuple
 
 from ..dwarf.cfi import Cfi, parse_cfi
@@ -108,7 +107,7 @@ def native_numbers(timeline: Timeline, arch: str) -> Timeline:
                            if rule.kind == RuleKind.register else rule)
                           for reg, rule in row.regs)))
         for row in timeline.rows)
-    return replace(timeline, rows=rows)
+    return timeline._replace(rows=rows)
 
 
 def cie_personalities(view: MachoView, cie_offsets: set[int]) -> dict[int, int]:

@@ -11,10 +11,9 @@ import struct
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from types import ModuleType
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from ..arch import by_sframe_abi, is_sframe_abi
 from ..core import compiled as compiled_core
@@ -158,33 +157,60 @@ class FdeIndex(NamedTuple):
                      if start <= pc < end), None)
 
 
-@dataclass(frozen=True)
 class DecodedSection:
-    """A whole SFrame section as read, placed at ``section_address``."""
+    """A whole SFrame section as read, placed at ``section_address``.
 
-    version: int
-    flags: int
-    abi: int
-    fixed_fp_offset: int
-    fixed_ra_offset: int
-    auxhdr_len: int
-    num_fres: int
-    fre_len: int
-    fdeoff: int
-    freoff: int
-    big_endian: bool
-    fdes: tuple[DecodedFde, ...]
-    section_address: int = 0
-    size: int = 0
+    A plain class, not a named tuple: it keeps the FDE index that ``find_fde`` builds
+    on first use.  Its fields are not written after ``__init__``.
+    """
 
-    @cached_property
-    def _find(self) -> Callable[[int], int | None]:
-        return FdeIndex.of_ranges([(fde.start_address, fde.size) for fde in self.fdes]).find
+    __slots__ = ("version", "flags", "abi", "fixed_fp_offset", "fixed_ra_offset",
+                 "auxhdr_len", "num_fres", "fre_len", "fdeoff", "freoff", "big_endian",
+                 "fdes", "section_address", "size", "_find")
+
+    def __init__(self, version: int, flags: int, abi: int, fixed_fp_offset: int,
+                 fixed_ra_offset: int, auxhdr_len: int, num_fres: int, fre_len: int,
+                 fdeoff: int, freoff: int, big_endian: bool, fdes: tuple[DecodedFde, ...],
+                 section_address: int = 0, size: int = 0) -> None:
+        self.version: Final = version
+        self.flags: Final = flags
+        self.abi: Final = abi
+        self.fixed_fp_offset: Final = fixed_fp_offset
+        self.fixed_ra_offset: Final = fixed_ra_offset
+        self.auxhdr_len: Final = auxhdr_len
+        self.num_fres: Final = num_fres
+        self.fre_len: Final = fre_len
+        self.fdeoff: Final = fdeoff
+        self.freoff: Final = freoff
+        self.big_endian: Final = big_endian
+        self.fdes: Final = fdes
+        self.section_address: Final = section_address
+        self.size: Final = size
+        self._find: Callable[[int], int | None] | None = None
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.version, self.flags, self.abi, self.fixed_fp_offset,
+                self.fixed_ra_offset, self.auxhdr_len, self.num_fres, self.fre_len,
+                self.fdeoff, self.freoff, self.big_endian, self.fdes, self.section_address,
+                self.size)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DecodedSection) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"DecodedSection(version={self.version}, abi={self.abi}, "
+                f"{len(self.fdes)} FDEs, section_address={self.section_address:#x})")
 
     def find_fde(self, pc: int) -> DecodedFde | None:
         """The first FDE in table order whose range holds ``pc``; where the FDEs follow
         one another, found as the spec's look-up does (a binary search for the last
         FDE starting at or before ``pc``)."""
+        if self._find is None:
+            self._find = FdeIndex.of_ranges([(fde.start_address, fde.size)
+                                             for fde in self.fdes]).find
         index = self._find(pc)
         return self.fdes[index] if index is not None else None
 

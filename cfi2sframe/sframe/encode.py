@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from operator import itemgetter
 from types import ModuleType
-from typing import cast
+from typing import NamedTuple, cast
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch, ByteOrder
@@ -51,8 +50,7 @@ _COMPILED = compiled_core()
 _START = itemgetter(0)  # an FRE's start (Fre and RuleFre both open with it)
 
 
-@dataclass(frozen=True)
-class SectionImage:
+class SectionImage(NamedTuple):
     """An encoded section whose FDE start fields are still to be filled in.
 
     ``fde_tails[i]`` is FDE ``i`` without its start field (4 bytes in V2, 8 in

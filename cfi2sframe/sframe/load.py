@@ -9,7 +9,6 @@ unrelocated, as readelf of binutils 2.40 (the last V1 reader) shows them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..elf.compressed import DEFAULT_LIMITS, Limits, section_contents
@@ -21,8 +20,7 @@ from ..kinds import ELF_MAGIC, Kind, input_kind, refuse_unreadable
 from .decode import DecodedSection, decode, decode_covering
 
 
-@dataclass(frozen=True)
-class LoadedSFrame:
+class LoadedSFrame(NamedTuple):
     """A decoded section and where it came from."""
 
     path: str

@@ -8,8 +8,8 @@ cannot be represented exactly, and is skipped with a stable reason code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import NamedTuple
 
 from ..arch import as_arch
 from ..arch.base import Arch
@@ -45,8 +45,7 @@ from .words import s390x_word_reg
 REASONS = SFRAME_REASONS  # the registry is reasons.py
 
 
-@dataclass(frozen=True)
-class Skip:
+class Skip(NamedTuple):
     """A function left out of the section, with a reason code and details."""
 
     name: str
@@ -125,7 +124,7 @@ def lower(timeline: Timeline, arch: str | Arch,
     if isinstance(fres, Unrepresentable):
         left_out = skip(fres.reason, fres.detail, fres.at)
         if fres.reason == SframeReason.ra_undefined and _outermost_frame(rows, arch):
-            return replace(left_out, outermost=True)
+            return left_out._replace(outermost=True)
         return left_out
     is_flex = bool(fres) and isinstance(fres[0], RuleFre)
     if is_flex and not flex:

@@ -12,7 +12,6 @@ rows stay one PC-increment FDE.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
 from itertools import chain, zip_longest
 
 from ..arch.base import Arch
@@ -78,7 +77,7 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
                 assert value.reg is not None  # a constant address returned above
                 _append(rows, row._replace(start=offset, cfa=CfaReg(value.reg, value.offset)))
                 last = value
-    return replace(timeline, rows=tuple(rows))
+    return timeline._replace(rows=tuple(rows))
 
 
 def _evaluated(row: Row) -> bool:
@@ -190,7 +189,7 @@ def lower_pc_dependent(timeline: Timeline, arch: Arch, skip: Skip,
     if resolved is timeline:
         return skip  # nothing to evaluate: the expression is a location
     if isinstance(resolved, str):
-        return replace(skip, detail=resolved)
+        return skip._replace(detail=resolved)
     result = lower(resolved, arch, None, version, flex)
     if isinstance(result, Skip):
         return result

@@ -158,9 +158,9 @@ def test_a_section_it_cannot_renumber_leaves_the_labels_in(tmp_path) -> None:
     struct.pack_into("<II", probed, comment.header_at + 4, 0x6FFF4C09, 0)  # its type
     struct.pack_into("<I", probed, comment.header_at + 40, symtab)  # its sh_link
     assert without_local_symbols(bytes(probed), PROBE.encode(), "t") is None
+    assert conversion.unit is not None
     again = type(conversion)(**{**conversion.__dict__,
-                                "unit": type(conversion.unit)(
-                                    **{**conversion.unit.__dict__, "obj": bytes(probed)})})
+                                "unit": conversion.unit._replace(obj=bytes(probed))})
     assert again.obj() == conversion.obj()
     assert PROBE.encode() not in again.obj()
 

@@ -1,0 +1,79 @@
+"""Start-up cost: what a command imports before it does any work.
+
+Every command pays its imports once, and a tree run pays them before its first
+worker starts, single-threaded.  On Python 3.11 ``dataclasses`` (with ``inspect``,
+``ast``, ``dis`` and ``tokenize``, which it imports) costs some 10 ms, and each frozen
+dataclass ~0.6 ms more to create: 26 of them made a third of ``stats -r``'s start-up
+and of a small file's conversion.  The package's records are named tuples or plain
+classes; these tests hold the command's paths free of the module.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Imported by dataclasses alone among what the commands need.
+HEAVY = ("dataclasses", "inspect")
+
+SMALL_ASM = """\
+\t.text
+\t.globl f
+\t.type f, @function
+f:
+\t.cfi_startproc
+\tpushq %rbp
+\t.cfi_def_cfa_offset 16
+\t.cfi_offset 6, -16
+\tmovq %rsp, %rbp
+\t.cfi_def_cfa_register 6
+\tpopq %rbp
+\t.cfi_def_cfa 7, 8
+\tret
+\t.cfi_endproc
+\t.size f, .-f
+"""
+
+
+def _imported_after(code: str, cwd: Path) -> list[str]:
+    """The modules of ``HEAVY`` a fresh interpreter holds after running ``code``."""
+    probe = (f"{code}\nimport sys\n"
+             f"print('held:', *(m for m in {HEAVY!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=cwd, capture_output=True,
+                          text=True, check=True)
+    last = done.stdout.splitlines()[-1].split()  # (after what the command printed)
+    assert last[0] == "held:", done.stdout
+    return last[1:]
+
+
+def test_a_tree_worker_inherits_no_dataclasses(tmp_path: Path) -> None:
+    """What the parent of ``stats -r`` / ``verify -r`` / ``-r --in-place`` imports
+    before it forks its workers (``batch.record.warm_up``)."""
+    assert _imported_after("import cfi2sframe.cli.stats, cfi2sframe.cli.verify\n"
+                           "from cfi2sframe.batch.pool import run_local\n"
+                           "from cfi2sframe.batch.record import warm_up\nwarm_up()",
+                           tmp_path) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["small.s", "-o", "small.sframe"],
+    ["small.s", "--emit", "obj", "-o", "small.o"],
+    ["dump", "small.o"],
+    ["lookup", "small.o", "0x1"],
+    ["verify", "small.o"],
+])
+def test_a_command_imports_no_dataclasses(tmp_path: Path, argv: list[str]) -> None:
+    (tmp_path / "small.s").write_text(SMALL_ASM)
+    if argv[0] != "small.s":  # the object the other commands read
+        subprocess.run([sys.executable, "-m", "cfi2sframe", "small.s", "--emit", "obj",
+                        "-o", "small.o"], cwd=tmp_path, check=True)
+    code = f"from cfi2sframe.cli import main\nassert main({argv!r}) == 0, 'the command failed'"
+    assert _imported_after(code, tmp_path) == []
+
+
+def test_the_check_sees_dataclasses(tmp_path: Path) -> None:
+    """The check itself: a path that imports the module is reported."""
+    assert _imported_after("import dataclasses", tmp_path) == list(HEAVY)
