@@ -18,7 +18,12 @@ assembler before the heavier modules (Lark) are loaded.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+# Not ``typing`` itself: this module is on the way to the assembler's early start
+# (``cli.early``), and importing ``typing`` costs more than that path's own code.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

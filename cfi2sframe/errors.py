@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-T = TypeVar("T")
-
 # The exit status of a bug of ours (sysexits.h EX_SOFTWARE): never "bad input".
 EX_SOFTWARE = 70
 
