@@ -19,23 +19,7 @@ import pytest
 # Imported by dataclasses alone among what the commands need.
 HEAVY = ("dataclasses", "inspect")
 
-SMALL_ASM = """\
-\t.text
-\t.globl f
-\t.type f, @function
-f:
-\t.cfi_startproc
-\tpushq %rbp
-\t.cfi_def_cfa_offset 16
-\t.cfi_offset 6, -16
-\tmovq %rsp, %rbp
-\t.cfi_def_cfa_register 6
-\tpopq %rbp
-\t.cfi_def_cfa 7, 8
-\tret
-\t.cfi_endproc
-\t.size f, .-f
-"""
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "frame_pointer.s"
 
 
 def _imported_after(code: str, cwd: Path, heavy: tuple[str, ...] = HEAVY) -> list[str]:
@@ -71,7 +55,7 @@ def test_a_tree_worker_inherits_no_dataclasses(tmp_path: Path) -> None:
     ["verify", "small.o"],
 ])
 def test_a_command_imports_no_dataclasses(tmp_path: Path, argv: list[str]) -> None:
-    (tmp_path / "small.s").write_text(SMALL_ASM)
+    (tmp_path / "small.s").write_bytes(EXAMPLE.read_bytes())
     if argv[0] != "small.s":  # the object the other commands read
         subprocess.run([sys.executable, "-m", "cfi2sframe", "small.s", "--emit", "obj",
                         "-o", "small.o"], cwd=tmp_path, check=True)
