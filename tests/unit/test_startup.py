@@ -10,11 +10,14 @@ classes; these tests hold the command's paths free of the module.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import cfi2sframe
 
 # Imported by dataclasses alone among what the commands need.
 HEAVY = ("dataclasses", "inspect")
@@ -24,13 +27,17 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "frame_pointer.s"
 
 def _imported_after(code: str, cwd: Path, heavy: tuple[str, ...] = HEAVY) -> list[str]:
     """The modules of ``heavy`` that running ``code`` in a fresh interpreter imports.
-    Skips where the interpreter's start-up (a site package's ``.pth`` file) already
-    imports one: the check cannot see past that, and that cost is not ours."""
+
+    The interpreter runs without ``site`` (``-S``), the package found where this one
+    was: a site package's ``.pth`` file (an editable install's, this machine's
+    system Python's) may import ``typing`` at start-up, and the check could not see
+    past that.  Skips if the interpreter holds one even so."""
     probe = (f"import sys\nbefore = set(sys.modules)\n{code}\n"
              f"print('held:', *(m for m in {heavy!r} if m in sys.modules))\n"
              f"print('before:', *(m for m in {heavy!r} if m in before))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=cwd, capture_output=True,
-                          text=True, check=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(cfi2sframe.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=cwd, env=env,
+                          capture_output=True, text=True, check=True)
     held, before = (line.split() for line in done.stdout.splitlines()[-2:])
     assert held[0] == "held:" and before[0] == "before:", done.stdout
     if before[1:]:
