@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from types import MappingProxyType
 from typing import Literal, NamedTuple
 
@@ -115,8 +116,9 @@ class Arch(NamedTuple):
 
     @property
     def register_names(self) -> dict[int, str]:
-        """DWARF number -> the register's preferred (first) name."""
-        return {num: name for name, num in reversed(list(self.registers.items()))}
+        """DWARF number -> the register's preferred (first) name, made once per target
+        (a Mach-O listing asks for it per row)."""
+        return _register_names(self)
 
     def reg_name(self, number: int) -> str:
         """Preferred name of a DWARF register, or ``rN`` when it has none."""
@@ -133,3 +135,8 @@ class Arch(NamedTuple):
 
     def __hash__(self) -> int:
         return id(self)
+
+
+@cache  # a few targets, module constants, hashed by identity
+def _register_names(arch: Arch) -> dict[int, str]:
+    return {num: name for name, num in reversed(list(arch.registers.items()))}
