@@ -28,6 +28,7 @@ AARCH64 = Arch(
     registers=_registers(),
     comment_chars="",
     sframe_abi=2,
+    max_page_size=0x10000,  # 4, 16 and 64 KiB kernels
     sframe_fixed_fp_offset=0,
     sframe_fixed_ra_offset=0,
     pc=32,

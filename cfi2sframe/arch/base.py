@@ -45,6 +45,10 @@ class Arch(NamedTuple):
     darwin_assembler: str | None = None
     # The smallest page the target's kernels use: every PT_LOAD is aligned to it.
     min_page_size: int = 4096
+    # The largest page the target's kernels use (GNU ld's maximum page size for it): a
+    # segment added to a linked file is aligned to it, and to no more than it, however
+    # large the file's own PT_LOAD alignment (old x86-64 libraries have 2 MiB).
+    max_page_size: int = 4096
     # DWARF number of the program counter, as DWARF expressions read it (linkers'
     # PLT CFI does); None where the ABI gives it none.
     pc: int | None = None

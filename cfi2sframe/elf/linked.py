@@ -34,8 +34,10 @@ import struct
 from collections.abc import Callable
 from typing import Literal, NamedTuple
 
+from ..arch import arch_for_machine
 from ..errors import Cfi2SframeError
-from ..files import PatchedCopy
+from ..files import PAGE, PatchedCopy
+from .grow import Block, Grown, find_room, grow, previous_growth, starts_as_program
 from .read import (
     PT_GNU_SFRAME,
     PT_LOAD,
@@ -46,6 +48,7 @@ from .read import (
     SHT_NOBITS,
     SHT_PROGBITS,
     ElfView,
+    Section,
     Segment,
     open_elf,
 )
@@ -58,11 +61,6 @@ PN_XNUM, SHN_LORESERVE = 0xFFFF, 0xFF00
 # of zeros: refuse ("keep"), write the zeros ("pad"), or place it for Linux >= 5.18
 # only ("no").
 OldKernels = Literal["keep", "pad", "no"]
-# The largest PT_LOAD alignment honoured: 2 MiB, x86-64's huge page, which older GNU ld
-# used as x86-64's maximum page size (installed libraries here have it).  The new
-# segments take the file's alignment and up to two of its pages of zeros: a header
-# claiming more would make the output grow with the claim, not with the file.
-MAX_SEGMENT_ALIGN = 1 << 21
 # The most zeros --old-kernels pad writes (a memory image that much longer than the
 # file: a huge .bss, or a size field that lies).
 MAX_PADDING = 1 << 30
@@ -140,8 +138,13 @@ def _congruent(at_least: int, to: int, page: int) -> int:
 
 def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phnum: int,
          where: str, old_kernels: OldKernels = "keep", append_only: bool = False,
-         previous: Previous | None = None) -> Placement:
+         previous: Previous | None = None, program: bool = True,
+         page: int = 0x1000) -> Placement:
     """The placement of a ``size``-byte ``.sframe`` and a ``phnum``-entry table.
+
+    ``program``: a file the kernel may start keeps the table where Linux before 5.18
+    looks (``old_kernels``); a shared library keeps it there only where that costs no
+    zeros.  ``page``: the new segments' alignment (``segment_page``).
 
     ``append_only``: every old byte stays (the section names and headers are not
     written over), so the new file differs from the old one in its ELF header and
@@ -150,16 +153,6 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     own, without them).
     """
     loads = [seg for seg in segments if seg.kind == PT_LOAD]
-    if not loads:
-        raise Cfi2SframeError(where, "the file has no loadable segments")
-    page = max(seg.align for seg in loads)
-    if page <= 0 or page & (page - 1):
-        raise Cfi2SframeError(where, f"the segment alignment {page:#x} is not a power of two")
-    if page > MAX_SEGMENT_ALIGN:
-        raise Cfi2SframeError(where, f"the segment alignment {page:#x} is larger than "
-                                     f"{MAX_SEGMENT_ALIGN:#x} (2 MiB), the largest page "
-                                     "size in use: new segments would take that many "
-                                     "bytes of zeros")
     first = loads[0]
     delta = first.vaddr - first.offset
     contents_end = max(seg.offset + seg.filesz for seg in loads)
@@ -171,6 +164,8 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     sframe_at = shdrs_at + shnum * SHDR_SIZE
     phdrs_at = _congruent(sframe_at + size, contents_end, page)
     phdrs_address = phdrs_at + delta
+    if phdrs_address < memory_end and not program and old_kernels != "pad":
+        old_kernels = "no"  # ld.so finds a library's table through PT_PHDR
     if phdrs_address < memory_end:
         padding = _up(memory_end - phdrs_address, page)
         if old_kernels == "pad" and padding > MAX_PADDING:
@@ -254,7 +249,14 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
                                      "regenerates it from the DWARF CFI")
     order = "<" if view.little_endian else ">"
     segments = view.segments()
+    page = segment_page(view, segments, where)
     previous = previous_conversion(view, segments)
+    grown = previous_growth(view, segments) if previous is None else None
+    program = starts_as_program(view, segments)
+    if grown is not None or (previous is None and program):
+        done = _grow_table(view, segments, size, build, where, old, grown, page, append_only)
+        if done is not None:
+            return done
     if previous is not None:  # placed again: the same entries, not new ones
         phnum = len(segments)
         segments = [seg for i, seg in enumerate(segments) if i not in previous.entries]
@@ -280,7 +282,12 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     if old is not None:
         names += b".sframe.old\0"
     place = plan(view, segments, size, len(names), phnum, where, old_kernels, append_only,
-                 previous)
+                 previous, program, page)
+    if previous is None and not program:  # a library: whichever layout grows it less
+        done = _grow_table(view, segments, size, build, where, old, None, page, append_only,
+                           place.end - size - len(data))
+        if done is not None:
+            return done
     sframe = build(place.sframe_address)
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
@@ -308,6 +315,100 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
                (place.shdrs_at, b"".join(headers)), (place.sframe_at, sframe),
                (place.phdrs_at, _program_headers(view, segments, place, size, phnum)))
     return PatchedCopy(place.end, data, place.cut, patches), place.sframe_address
+
+
+def segment_page(view: ElfView, segments: list[Segment], where: str) -> int:
+    """The alignment of the segments a conversion adds: the file's own largest
+    ``PT_LOAD`` alignment, but no more than the target's largest page, so that a
+    library aligned to 2 MiB (older GNU ld's x86-64 default) does not grow by 2 MiB of
+    zeros for each new segment; the kernel maps a segment by pages, not by its
+    ``p_align``."""
+    loads = [seg for seg in segments if seg.kind == PT_LOAD]
+    if not loads:
+        raise Cfi2SframeError(where, "the file has no loadable segments")
+    largest = max(seg.align for seg in loads)
+    if largest <= 0 or largest & (largest - 1):
+        raise Cfi2SframeError(where, f"the segment alignment {largest:#x} is not a power "
+                                     "of two")
+    big_endian = not view.little_endian
+    return min(largest, arch_for_machine(view.machine, where, big_endian).max_page_size)
+
+
+def _grow_table(view: ElfView, segments: list[Segment], size: int,
+                build: Callable[[int], bytes], where: str, old: Section | None,
+                grown: Grown | None, page: int, append_only: bool,
+                limit: int | None = None) -> tuple[PatchedCopy, int] | None:
+    """The table grown where it is (``elf.grow``), or placed again in the segment an
+    earlier such conversion added; None where the file gives no room for it, where it
+    would grow by more than ``limit`` besides ``.sframe``, or (``append_only``) where
+    it would change more than the first page."""
+    data = view.data
+    order = "<" if view.little_endian else ">"
+    names_hdr = view.sections[view.shstrndx]
+    names = data[names_hdr.offset:names_hdr.offset + names_hdr.size]
+    name_old = 0
+    if grown is not None:
+        sframe, load = view.sections[grown.sframe], segments[grown.load]
+        name_new = struct.unpack_from(order + "I", data, sframe.header_at)[0]
+        inside = tuple(i for i, s in enumerate(view.sections) if i != grown.sframe
+                       and s.flags & SHF_ALLOC and load.vaddr <= s.addr < sframe.addr)
+        block = Block(load.offset, sframe.offset, load.vaddr, page, inside, True)
+        old = None
+    else:
+        added = 1 + (0 if any(seg.kind == PT_GNU_SFRAME for seg in segments) else 1)
+        if len(segments) + added >= PN_XNUM or len(view.sections) + 1 >= SHN_LORESERVE:
+            return None
+        room = find_room(view, segments, added)
+        if room is None:
+            return None
+        block = Block(room.start, room.end, room.address, room.align, room.moved, False)
+        name_new = len(names)
+        names += b".sframe\0"
+        if old is not None:
+            name_old = len(names)
+            names += b".sframe.old\0"
+    cut = len(data) if append_only else _grown_tail(view, segments, grown, page)
+    old_index = view.sections.index(old) if old is not None else None
+    done = grow(view, segments, block, size, build, names, name_new, page, cut, where,
+                grown, old_index, name_old, limit)
+    if done is not None and append_only and any(at < len(data) and at + len(patch) > PAGE
+                           for at, patch in done[0].patches):
+        return None  # a same-inode rewrite changes the first page only
+    return done
+
+
+def _grown_tail(view: ElfView, segments: list[Segment], grown: Grown | None,
+                page: int) -> int:
+    """Where the old file can be cut for a grown table: before its section names and
+    headers (and the segment an earlier conversion added) when those are its last
+    bytes, apart by less than a page; else its end."""
+    data = view.data
+    names = view.sections[view.shstrndx]
+    spans = [(names.offset, names.offset + names.size),
+             (view.shoff, view.shoff + len(view.sections) * SHDR_SIZE)]
+    ours: set[int] = {view.shstrndx}
+    skip: set[int] = set()
+    if grown is not None:
+        load = segments[grown.load]
+        spans.append((load.offset, load.offset + load.filesz))
+        ours |= {i for i, s in enumerate(view.sections)
+                 if s.flags & SHF_ALLOC and load.vaddr <= s.addr < load.vaddr + load.memsz}
+        skip = {i for i, seg in enumerate(segments)
+                if load.offset <= seg.offset < load.offset + load.filesz}
+    tail = min(lo for lo, _ in spans)
+    phoff, _, count = view.program_table()
+    others = [s.offset + (0 if s.kind == SHT_NOBITS else s.size)
+              for i, s in enumerate(view.sections) if i not in ours]
+    others += [seg.offset + seg.filesz for i, seg in enumerate(segments) if i not in skip]
+    others.append(phoff + count * PHDR_SIZE)
+    if max(others) > tail:
+        return len(data)
+    at = tail
+    for lo, hi in sorted(spans):
+        if lo - at >= page:
+            return len(data)
+        at = max(at, hi)
+    return tail if at == len(data) else len(data)
 
 
 def _program_headers(view: ElfView, segments: list[Segment], place: Placement, size: int,
@@ -358,7 +459,9 @@ def replace_in_place(data: bytes, build: Callable[[int], bytes],
     """
     view = open_elf(data, "ELF file")
     old = view.section(".sframe")
-    if old is None or not view.is64 or previous_conversion(view, view.segments()):
+    segments = view.segments()
+    if (old is None or not view.is64 or previous_conversion(view, segments)
+            or previous_growth(view, segments)):
         return None  # ours is placed again whole: a strip since may have moved it
     segment_at = next((seg.header_at for seg in view.segments()
                        if seg.kind == PT_GNU_SFRAME and seg.vaddr == old.addr), None)

@@ -1,0 +1,405 @@
+"""Room for more program headers where a program's table already is.
+
+Linux before 5.18 and qemu-user take a program's ``AT_PHDR`` from its first segment's
+address plus ``e_phoff``, and ld.so finds its own table the same way: a table moved to
+the end of the file is found there only if the file is padded to its memory image (a
+large ``.bss`` made that megabytes of zeros).  So a program keeps its table where it is
+and the table grows by the two entries SFrame needs (``PT_LOAD`` and
+``PT_GNU_SFRAME``) into the bytes of the sections that follow it: ``.interp``, the
+notes and the symbol hash tables, which nothing addresses but the program headers
+(``PT_INTERP``, ``PT_NOTE``, ``PT_GNU_PROPERTY``), the dynamic section (``DT_HASH``,
+``DT_GNU_HASH``) and symbols defined in them (``__abi_tag``).  As few of them as make
+the room move, with those references, into a new read-only segment at the end of the
+file, ``.sframe`` after them:
+
+- file order: the old file, its section names and headers written again (dropped
+  where they were its last bytes), then segment D: the moved sections, ``.sframe``;
+- D's address follows the memory image, congruent to its offset modulo the target's
+  largest page (never the file's own larger alignment: no zeros for it);
+- ``e_phoff``, the table's address, the code, data and debug information keep their
+  offsets and addresses; the moved sections keep their section indices.
+
+Where a file gives no such room (or a reference into those sections could not be
+followed: a relocation, another dynamic tag), ``elf.linked`` moves the table instead.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import NamedTuple
+
+from ..errors import Cfi2SframeError
+from ..files import PatchedCopy
+from .read import (
+    PT_GNU_SFRAME,
+    PT_LOAD,
+    PT_NOTE,
+    PT_PHDR,
+    SHF_ALLOC,
+    SHT_GNU_SFRAME,
+    SHT_NOBITS,
+    SHT_RELA,
+    ElfView,
+    Segment,
+)
+
+PHDR_SIZE, SHDR_SIZE, SYM_SIZE, DYN_SIZE = 56, 64, 24, 16  # ELF64
+PF_R = 4
+PT_DYNAMIC, PT_INTERP, PT_GNU_PROPERTY = 2, 3, 0x6474E553
+SHT_HASH, SHT_DYNSYM, SHT_NOTE, SHT_SYMTAB, SHT_RELR = 5, 11, 7, 2, 19
+SHT_GNU_HASH = 0x6FFFFFF6
+SHN_LORESERVE = 0xFF00
+DT_NULL, DT_HASH, DT_GNU_HASH = 0, 4, 0x6FFFFEF5
+# The dynamic tags whose value is an address (gABI d_ptr, and GNU's DT_ADDRRNG range,
+# DT_VERSYM, DT_VERDEF, DT_VERNEED): none but the hash tables' may name a moved byte.
+ADDRESS_TAGS = frozenset({3, 4, 5, 6, 7, 12, 13, 17, 21, 23, 25, 26, 32, 34, 36,
+                          0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE})
+ADDRESS_RANGE = range(0x6FFFFE00, 0x6FFFFF00)
+# The program headers that may describe a moved section: moved with it.
+FOLLOWERS = frozenset({PT_INTERP, PT_NOTE, PT_GNU_PROPERTY})
+ADDRESS_END = 1 << 64
+
+
+def starts_as_program(view: ElfView, segments: list[Segment]) -> bool:
+    """Whether the kernel may start this file: an executable, a position-independent
+    one (``PT_INTERP``), or any file with an entry point (ld.so, static-pie, a libc
+    that prints its version).  Only these need their table where the first segment's
+    address plus ``e_phoff`` says; a shared library's table is found by ld.so
+    through ``PT_PHDR`` or the segment holding it."""
+    return (view.elf_type == "ET_EXEC" or view.entry != 0
+            or any(seg.kind == PT_INTERP for seg in segments))
+
+
+def _movable(view: ElfView, index: int) -> bool:
+    section = view.sections[index]
+    return (section.name == ".interp" or section.kind in (SHT_NOTE, SHT_HASH, SHT_GNU_HASH))
+
+
+class Room(NamedTuple):
+    """The sections that move (indices, in file order) and the bytes they leave:
+    [start, end) in the file, at ``address`` in memory."""
+
+    moved: tuple[int, ...]
+    start: int
+    end: int
+    address: int
+    align: int  # the largest alignment among them (at least 8)
+
+
+def find_room(view: ElfView, segments: list[Segment], added: int) -> Room | None:
+    """The fewest sections after the table whose moving makes room for ``added`` more
+    entries, or None when moving those that may move does not (or when something
+    other than what is followed here refers to them)."""
+    phoff, entsize, count = view.program_table()
+    if not view.is64 or entsize != PHDR_SIZE:
+        return None
+    table_end = phoff + count * PHDR_SIZE
+    need = table_end + added * PHDR_SIZE
+    first = next((seg for seg in segments if seg.kind == PT_LOAD), None)
+    if first is None or not (first.offset <= phoff and table_end <= first.offset + first.filesz):
+        return None
+    contents = sorted((s.offset, i) for i, s in enumerate(view.sections)
+                      if i and s.kind != SHT_NOBITS and s.size)
+    if any(view.sections[i].offset < table_end and view.sections[i].offset
+           + view.sections[i].size > phoff for _, i in contents):
+        return None
+    after = [i for offset, i in contents if offset >= table_end]
+    load_end = first.offset + first.filesz
+    moved: list[int] = []
+    for i in after + [-1]:
+        bound = view.sections[i].offset if i >= 0 else load_end
+        if need <= min(bound, load_end):
+            return _checked(view, segments, tuple(moved), first, phoff, table_end)
+        section = view.sections[i] if i >= 0 else None
+        if (section is None or not _movable(view, i) or not section.flags & SHF_ALLOC
+                or section.offset + section.size > load_end):
+            return None
+        moved.append(i)
+    return None
+
+
+def _checked(view: ElfView, segments: list[Segment], moved: tuple[int, ...], first: Segment,
+             phoff: int, table_end: int) -> Room | None:
+    """``moved`` as a Room, if every reference to its bytes is one that moves with it."""
+    if not moved:
+        return Room((), table_end, table_end, table_end - first.offset + first.vaddr, 8)
+    sections = [view.sections[i] for i in moved]
+    start, end = sections[0].offset, sections[-1].offset + sections[-1].size
+    address = start - first.offset + first.vaddr
+    for seg in segments:
+        if seg is first or seg.kind == PT_PHDR or not seg.filesz:
+            continue
+        inside = start <= seg.offset and seg.offset + seg.filesz <= end
+        overlaps = seg.offset < end and start < seg.offset + seg.filesz
+        if overlaps and not (inside and seg.kind in FOLLOWERS
+                             and seg.vaddr - address == seg.offset - start):
+            return None
+    spans = range(address, address + (end - start))
+    for section in view.sections:
+        if section.kind == SHT_RELA and section.flags & SHF_ALLOC:
+            for where, _, addend in _rela(view, section.offset, section.size):
+                if where in spans or addend in spans:
+                    return None
+        elif section.kind == SHT_RELR and section.flags & SHF_ALLOC:
+            for where in _relr(view, section.offset, section.size):
+                if where in spans or _word_at(view, segments, where) in spans:
+                    return None
+    for tag, value, _ in _dynamic(view, segments):
+        if (tag in ADDRESS_TAGS or tag in ADDRESS_RANGE) and value in spans:
+            kinds = {view.sections[i].addr: view.sections[i].kind for i in moved}
+            if kinds.get(value) != {DT_HASH: SHT_HASH, DT_GNU_HASH: SHT_GNU_HASH}.get(tag):
+                return None
+    align = max([8] + [_addralign(view, s.header_at) for s in sections])
+    return Room(moved, start, end, address, align)
+
+
+def _rela(view: ElfView, offset: int, size: int) -> list[tuple[int, int, int]]:
+    order = "<" if view.little_endian else ">"
+    return [(where, info, addend) for where, info, addend
+            in struct.iter_unpack(order + "QQq", view.data[offset:offset + size - size % 24])]
+
+
+def _relr(view: ElfView, offset: int, size: int) -> list[int]:
+    """The places a packed relative relocation section relocates (gABI ``SHT_RELR``:
+    an even word is a place, an odd one a bitmap of the 63 words after the last)."""
+    order = "<" if view.little_endian else ">"
+    places: list[int] = []
+    base = 0
+    for word, in struct.iter_unpack(order + "Q", view.data[offset:offset + size - size % 8]):
+        if not word & 1:
+            places.append(word)
+            base = word + 8
+            continue
+        bits, n = word >> 1, 0
+        while bits:
+            if bits & 1:
+                places.append(base + 8 * n)
+            bits >>= 1
+            n += 1
+        base += 63 * 8
+    return places
+
+
+def _word_at(view: ElfView, segments: list[Segment], address: int) -> int:
+    """The 8-byte word the file holds for ``address`` (a relocated place's implicit
+    addend); -1 where no segment has it in the file."""
+    for seg in segments:
+        if seg.kind == PT_LOAD and seg.vaddr <= address < seg.vaddr + seg.filesz - 7:
+            order = "<" if view.little_endian else ">"
+            return int(struct.unpack_from(order + "Q", view.data,
+                                          address - seg.vaddr + seg.offset)[0])
+    return -1
+
+
+def _dynamic(view: ElfView, segments: list[Segment]) -> list[tuple[int, int, int]]:
+    """(tag, value, file offset of the entry) of the dynamic section, to DT_NULL."""
+    seg = next((s for s in segments if s.kind == PT_DYNAMIC), None)
+    if seg is None:
+        return []
+    order = "<" if view.little_endian else ">"
+    out = []
+    for at in range(seg.offset, min(seg.offset + seg.filesz, len(view.data)) - DYN_SIZE + 1,
+                    DYN_SIZE):
+        tag, value = struct.unpack_from(order + "qQ", view.data, at)
+        if tag == DT_NULL:
+            break
+        out.append((tag, value, at))
+    return out
+
+
+def _addralign(view: ElfView, header_at: int) -> int:
+    order = "<" if view.little_endian else ">"
+    return int(struct.unpack_from(order + "Q", view.data, header_at + 48)[0])
+
+
+def _up(value: int, align: int) -> int:
+    return -(-value // align) * align
+
+
+def _congruent(at_least: int, to: int, modulo: int) -> int:
+    """The smallest value >= ``at_least`` equal to ``to`` modulo ``modulo``."""
+    return at_least + (to - at_least) % modulo
+
+
+class Grown(NamedTuple):
+    """An earlier conversion of this kind, found again: ``.sframe`` (section index), the
+    program header entries of its segment D and of ``PT_GNU_SFRAME``."""
+
+    sframe: int
+    load: int
+    sframe_segment: int
+
+
+def previous_growth(view: ElfView, segments: list[Segment]) -> Grown | None:
+    """D and ``.sframe`` of an earlier conversion that grew the table, or None: the last
+    ``PT_LOAD``, read-only, ends with ``.sframe`` and holds nothing but sections that
+    may move; ``PT_GNU_SFRAME`` describes that ``.sframe``."""
+    index = next((i for i, s in enumerate(view.sections)
+                  if s.name == ".sframe" and s.flags & SHF_ALLOC), None)
+    loads = [i for i, seg in enumerate(segments) if seg.kind == PT_LOAD]
+    if index is None or not loads or view.section(".phdrs") is not None:
+        return None
+    sframe = view.sections[index]
+    last = max(loads, key=lambda i: segments[i].vaddr)
+    d = segments[last]
+    if (d.filesz != d.memsz or d.vaddr + d.filesz != sframe.addr + sframe.size
+            or not d.vaddr <= sframe.addr or d.offset + (sframe.addr - d.vaddr) != sframe.offset
+            or _flags(view, d) != PF_R):
+        return None
+    if any(i != index and s.flags & SHF_ALLOC and d.vaddr <= s.addr < d.vaddr + d.memsz
+           and not _movable(view, i) for i, s in enumerate(view.sections)):
+        return None
+    described = next((i for i, seg in enumerate(segments) if seg.kind == PT_GNU_SFRAME
+                      and seg.vaddr == sframe.addr), None)
+    if described is None:
+        return None
+    return Grown(index, last, described)
+
+
+def _flags(view: ElfView, seg: Segment) -> int:
+    order = "<" if view.little_endian else ">"
+    return int(struct.unpack_from(order + "I", view.data, seg.header_at + 4)[0])
+
+
+class Block(NamedTuple):
+    """What segment D carries before ``.sframe``: old bytes [start, end) of the file that
+    were at ``address`` and go to the address D gives them (or stay where they are,
+    ``keep_address``), and the sections and program headers that hold them."""
+
+    start: int
+    end: int
+    address: int
+    align: int
+    sections: tuple[int, ...]
+    keep_address: bool
+
+
+def grow(view: ElfView, segments: list[Segment], block: Block, size: int,
+         build: Callable[[int], bytes], names: bytes, name_new: int, page: int,
+         cut: int, where: str, previous: Grown | None = None,
+         old_sframe: int | None = None, name_old: int = 0,
+         limit: int | None = None) -> tuple[PatchedCopy, int] | None:
+    """The file with segment D (the block, then a ``size``-byte ``.sframe``) added or,
+    with ``previous``, placed again; returns (file, section address).
+
+    ``names``: the section name table to write (``name_new``: where ``.sframe``'s name
+    is in it); ``cut``: the old file is kept up to here; ``old_sframe``: a section
+    renamed ``.sframe.old`` (``name_old``) and kept as plain bytes.  None where the
+    file would grow by more than ``limit`` bytes besides ``.sframe`` (before any is built).
+    """
+    data = view.data
+    order = "<" if view.little_endian else ">"
+    phoff, _, count = view.program_table()
+    added = 0 if previous is not None else (
+        1 + (0 if any(seg.kind == PT_GNU_SFRAME for seg in segments) else 1))
+    shnum = len(view.sections) + (0 if previous is not None else 1)
+    shdrs_at = _up(cut + len(names), 8)
+    shdrs_end = shdrs_at + shnum * SHDR_SIZE
+    if block.keep_address:
+        at = _congruent(shdrs_end, block.address, page)
+        address = block.address
+    else:
+        at = _congruent(shdrs_end, block.start, block.align)
+        loads = [seg for seg in segments if seg.kind == PT_LOAD]
+        memory_end = _up(max(seg.vaddr + seg.memsz for seg in loads), page)
+        address = _congruent(memory_end, at, page)
+    sframe_at = at + _up(block.end - block.start, 8)
+    sframe_address = address + (sframe_at - at)
+    end = sframe_at + size
+    if limit is not None and end - size - len(data) > limit:
+        return None
+    if sframe_address + size > ADDRESS_END:
+        raise Cfi2SframeError(where, "no addresses are left after the file's memory image "
+                                     "for a new segment")
+    sframe = build(sframe_address)
+    if len(sframe) != size:
+        raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
+    shift_offset, shift_address = at - block.start, address - block.address
+
+    headers = [bytearray(data[s.header_at:s.header_at + SHDR_SIZE]) for s in view.sections]
+    struct.pack_into(order + "QQ", headers[view.shstrndx], 24, cut, len(names))
+    for i in block.sections:
+        s = view.sections[i]
+        struct.pack_into(order + "Q", headers[i], 16, s.addr + shift_address)
+        struct.pack_into(order + "Q", headers[i], 24, s.offset + shift_offset)
+    if old_sframe is not None:
+        struct.pack_into(order + "II", headers[old_sframe], 0, name_old, 1)  # PROGBITS
+    new_sframe = struct.pack(order + "IIQQQQIIQQ", name_new, SHT_GNU_SFRAME, SHF_ALLOC,
+                             sframe_address, sframe_at, size, 0, 0, 8, 0)
+    if previous is not None:
+        headers[previous.sframe] = bytearray(new_sframe)
+    else:
+        headers.append(bytearray(new_sframe))
+
+    d_row = (PT_LOAD, PF_R, at, address, address, end - at, end - at, page)
+    sframe_row = (PT_GNU_SFRAME, PF_R, sframe_at, sframe_address, sframe_address, size,
+                  size, 8)
+    rows = _rows(view, segments, block, previous, d_row, sframe_row,
+                 (count + added) * PHDR_SIZE, shift_offset, shift_address)
+    elf_header = bytearray(data[:0x40])
+    struct.pack_into(order + "Q", elf_header, 0x28, shdrs_at)
+    struct.pack_into(order + "H", elf_header, 0x38, count + added)
+    struct.pack_into(order + "H", elf_header, 0x3C, len(headers))
+    patches: list[tuple[int, bytes]] = [(0, bytes(elf_header))]
+    if not block.keep_address and block.end > block.start:
+        patches.append((block.start, bytes(block.end - block.start)))
+    patches.append((phoff, rows))
+    if shift_address:
+        patches += _references(view, segments, block, shift_address)
+    patches += [(cut, names), (shdrs_at, b"".join(headers)),
+                (at, data[block.start:block.end]), (sframe_at, sframe)]
+    return PatchedCopy(end, data, cut, tuple(patches)), sframe_address
+
+
+def _rows(view: ElfView, segments: list[Segment], block: Block, previous: Grown | None,
+          d_row: tuple[int, ...], sframe_row: tuple[int, ...], table: int,
+          shift_offset: int, shift_address: int) -> bytes:
+    """The program header table: ``PT_PHDR`` its new size, the moved sections' headers
+    moved with them, D after the last ``PT_LOAD`` (placed again where it was), and
+    ``PT_GNU_SFRAME`` reused or last."""
+    order = "<" if view.little_endian else ">"
+    fmt = order + "IIQQQQQQ"
+    last_load = max(i for i, seg in enumerate(segments) if seg.kind == PT_LOAD)
+    rows: list[bytes] = []
+    has_sframe_row = False
+    for i, seg in enumerate(segments):
+        row = list(struct.unpack(fmt, view.data[seg.header_at:seg.header_at + PHDR_SIZE]))
+        if previous is not None and i == previous.load:
+            row = list(d_row)
+        elif seg.kind == PT_GNU_SFRAME and (previous is None or i == previous.sframe_segment):
+            row, has_sframe_row = list(sframe_row), True
+        elif seg.kind == PT_PHDR:
+            row[5] = row[6] = table
+        elif seg.filesz and block.start <= seg.offset < block.end:
+            row[2] += shift_offset
+            row[3] += shift_address
+            row[4] += shift_address
+        rows.append(struct.pack(fmt, *row))
+        if previous is None and i == last_load:
+            rows.append(struct.pack(fmt, *d_row))
+    if not has_sframe_row:
+        rows.append(struct.pack(fmt, *sframe_row))
+    return b"".join(rows)
+
+
+def _references(view: ElfView, segments: list[Segment], block: Block,
+                shift: int) -> list[tuple[int, bytes]]:
+    """The dynamic entries of the moved hash tables and the symbols defined in moved
+    sections, at their new addresses."""
+    order = "<" if view.little_endian else ">"
+    spans = range(block.address, block.address + (block.end - block.start))
+    patches = [(at + 8, struct.pack(order + "Q", value + shift))
+               for tag, value, at in _dynamic(view, segments)
+               if tag in (DT_HASH, DT_GNU_HASH) and value in spans]
+    moved = set(block.sections)
+    for table in view.sections:
+        if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
+            continue
+        rows = view.data[table.offset:table.offset + table.size - table.size % SYM_SIZE]
+        for n, (_, _, _, shndx, value, _) in enumerate(struct.iter_unpack(order + "IBBHQQ",
+                                                                        rows)):
+            if shndx in moved and shndx < SHN_LORESERVE:
+                patches.append((table.offset + n * SYM_SIZE + 8,
+                                struct.pack(order + "Q", value + shift)))
+    return patches
