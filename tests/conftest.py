@@ -108,6 +108,36 @@ def small_program(folder: Path) -> Path:
     return program
 
 
+PINNED_C = r"""
+#include <stdio.h>
+struct note { int namesz, descsz, type; char name[4]; };
+__attribute__((section(".note.pinned"), used, aligned(4)))
+static const struct note pinned = {3, 0, 1, "PIN"};
+const void *volatile keep = &pinned;
+static char scratch[SCRATCH];
+int main(int c, char **v) {
+  (void)v; scratch[c] = 1;
+  printf("%d %d\n", ((const struct note *)keep)->type, scratch[1]);
+  return 0;
+}
+"""
+
+
+def pinned_notes_program(folder: Path, scratch: int = 16) -> Path:
+    """A program whose table cannot grow where it is (the post-link step then moves
+    it): gas makes ``.note.pinned`` a note, ld puts it in the build-id's PT_NOTE right
+    after the notes the table would grow into, and a relocated pointer refers to it,
+    so moving the notes would split that PT_NOTE or break the pointer.  A
+    ``scratch``-byte .bss makes it that much shorter than its memory image; it prints
+    ``1 1``."""
+    require("gcc")
+    (folder / "pinned.c").write_text(PINNED_C)
+    program = folder / "pinned"
+    subprocess.run(["gcc", "-O2", f"-DSCRATCH={scratch}", "pinned.c", "-o", "pinned"],
+                   cwd=folder, check=True)
+    return program
+
+
 HELLO_C = ("#include <stdio.h>\n#include <stdlib.h>\n"
            "int main(int c, char **v) { printf(\"%d\\n\", atoi(v[0]) + c); puts(\"x\"); "
            "return 0; }\n")

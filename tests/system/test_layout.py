@@ -21,7 +21,7 @@ import pytest
 
 from cfi2sframe.elf.layout import layout_problems
 from cfi2sframe.elf.read import PT_GNU_SFRAME, PT_LOAD, open_elf
-from tests.conftest import require, small_program
+from tests.conftest import pinned_notes_program, require, small_program
 
 SHDR, PHDR = 64, 56
 
@@ -110,15 +110,32 @@ def test_a_planted_fault_fails_verify(converted: Path, tmp_path: Path, fault: st
     assert code == 1 and "bad layout" in out and words in out, out
 
 
-def test_strip_then_eu_strip_is_flagged_before_it_breaks(converted: Path,
-                                                        tmp_path: Path) -> None:
-    """BFD strip puts the moved table between two sections (the end of the last old
-    segment, then .sframe); eu-strip, removing the symbols BFD's --strip-debug kept,
-    zero-fills it and the program crashes.  verify reports the stripped file, and the
-    wiped one."""
+def test_strip_then_eu_strip_keeps_a_grown_table(converted: Path, tmp_path: Path) -> None:
+    """A program's table grew where it was: BFD strip keeps it at the file's start,
+    before every section, where eu-strip leaves it alone; the program runs after both
+    and verifies clean."""
     require("strip", "eu-strip")
     stripped = tmp_path / "prog"
     shutil.copy(converted, stripped)
+    assert open_elf(converted.read_bytes(), "prog").program_table()[0] == 64
+    for step in (["strip", "--strip-debug"], ["eu-strip"]):
+        subprocess.run([*step, str(stripped)], check=True, capture_output=True)
+        assert subprocess.run([str(stripped), "x"]).returncode == 0
+        code, out = _verify(stripped)
+        assert code == 0 and "bad layout" not in out, (step, out)
+
+
+def test_strip_then_eu_strip_is_flagged_before_it_breaks(tmp_path: Path) -> None:
+    """A program whose table cannot grow where it is (tests/conftest.py
+    pinned_notes_program) gets it moved to the end.  BFD strip puts the moved table
+    between two sections (the end of the last old segment, then .sframe); eu-strip,
+    removing the symbols BFD's --strip-debug kept, zero-fills it and the program
+    crashes.  verify reports the stripped file, and the wiped one."""
+    require("strip", "eu-strip")
+    stripped = pinned_notes_program(tmp_path)
+    subprocess.run([sys.executable, "-m", "cfi2sframe", "-w", "--in-place", str(stripped)],
+                   check=True)
+    assert open_elf(stripped.read_bytes(), "prog").program_table()[0] != 64
     subprocess.run(["strip", "--strip-debug", str(stripped)], check=True,
                    capture_output=True)
     assert subprocess.run([str(stripped), "x"]).returncode == 0
