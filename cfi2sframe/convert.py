@@ -599,11 +599,7 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
 
     if conversion.empty and not conversion.replace:
         return data  # nothing to describe: the file is left as it is
-    if read_stat.st_nlink > 1:
-        conversion = conversion.laid_out(append_only=True)
-    payload = conversion.output(conversion.rewrite_form)
-    if isinstance(payload, str):
-        raise Cfi2SframeError(path, "--in-place rewrites ELF files only")
+    payload = _in_place_payload(path, conversion, read_stat)
 
     def check(written: bytes) -> None:
         if conversion.empty:  # --replace took the old section out: nothing to verify
@@ -614,3 +610,64 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
 
     rewrite(path, data, read_stat, payload, preserve_dates, check)
     return payload
+
+
+def _in_place_payload(path: str, conversion: ElfConversion,
+                      read_stat: os.stat_result) -> Payload:
+    """The file ``--in-place`` writes for ``conversion`` (append-only where the file has
+    several names: ``files.rewrite`` writes it in its own inode)."""
+    if read_stat.st_nlink > 1:
+        conversion = conversion.laid_out(append_only=True)
+    payload = conversion.output(conversion.rewrite_form)
+    if isinstance(payload, str):
+        raise Cfi2SframeError(path, "--in-place rewrites ELF files only")
+    return payload
+
+
+def already_converted(path: str, data: bytes, read_stat: os.stat_result, version: int = 2,
+                      old_kernels: OldKernels = "keep", limits: Limits = DEFAULT_LIMITS,
+                      flex: bool = True) -> ElfConversion | None:
+    """The conversion of an ELF file with ``.sframe`` whose ``--in-place --replace``
+    output, with these options, is the file itself byte for byte and verifies; None
+    when there is none (the file is not, or not exactly, what this conversion writes,
+    or it cannot be converted).
+
+    ``--resume`` asks it of a file with no record to say it is done: a run killed
+    between a file's rewrite and its record left the file converted.  Replacing our
+    own section gives the same bytes again (in place, where they were), so the file
+    is then exactly what this conversion writes, whoever wrote it; any other
+    ``.sframe`` (GNU ld's, another version's, other options') or a changed file
+    gives other bytes.  No mark in the file or note before its rename is needed,
+    which a file replaced since could not fool either; it costs one conversion in
+    memory, paid only for such files.  A file with several names is converted
+    append-only, which adds again: never recognised (it stays ``has-sframe``)."""
+    from .analysis.compare import check_rewritten
+    from .files import same_bytes
+
+    try:
+        conversion = convert_file(path, data, version=version, replace=True, limits=limits,
+                                  flex=flex)
+        if not isinstance(conversion, ElfConversion) or conversion.empty:
+            return None
+        conversion = conversion.laid_out(old_kernels=old_kernels)
+        if not same_bytes(_in_place_payload(path, conversion, read_stat), data):
+            return None
+        check_rewritten(path, data, limits)
+    except (Cfi2SframeError, DecodeError):
+        return None  # not converted by this conversion: it would not be converted at all
+    return conversion
+
+
+def archive_already_converted(path: str, data: bytes, version: int = 2,
+                              limits: Limits = DEFAULT_LIMITS,
+                              flex: bool = True) -> ArchiveConversion | None:
+    """``already_converted`` for a static library: its conversion with ``--replace``,
+    where that gives the library itself byte for byte and describes something (each
+    member it rewrites verifies in ``convert_archive``); else None."""
+    try:
+        archive = convert_archive(path, data, version, True, limits, flex)
+    except (Cfi2SframeError, DecodeError):
+        return None
+    if not any(c.functions for c in archive.converted) or archive.payload != data:
+        return None
+    return archive

@@ -306,6 +306,18 @@ def bytes_of(payload: Payload) -> bytes:
     return cast("bytes", whole)
 
 
+def same_bytes(payload: Payload, data: bytes) -> bool:
+    """True when ``payload`` is ``data``, compared a chunk at a time (never whole)."""
+    if not isinstance(payload, PatchedCopy):
+        return payload == data
+    at = 0
+    for piece in _pieces(payload):
+        if data[at:at + len(piece)] != piece:
+            return False
+        at += len(piece)
+    return at == len(data)
+
+
 def _pieces(payload: Payload) -> Iterable[bytes | bytearray]:
     return payload.chunks() if isinstance(payload, PatchedCopy) else (payload,)
 

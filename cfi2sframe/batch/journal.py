@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from ..errors import Cfi2SframeError
+from .record import GOOD_STATUSES, Task, identity, options_of
 
 
 def read_journal(path: str) -> dict[str, dict[str, Any]]:
@@ -74,10 +75,18 @@ class Journal:
         os.close(self._fd)
 
 
-def unchanged(record: dict[str, Any], path: str) -> bool:
-    """True when ``path`` has the size and mtime its record was made with."""
+def done(record: dict[str, Any], path: str, task: Task) -> bool:
+    """True when ``--resume`` may keep ``record`` for ``path`` instead of redoing it: it
+    says the file is done (a status that is no failure: an error, mismatch, timeout,
+    crash or internal error may go another way this time, with another option, a
+    larger ``--timeout``, more memory, a fixed cfi2sframe), it was made with the
+    options of this run (``record.options_of``; a record without them, from before
+    they were kept, is redone) and the file is the one it was made of
+    (``record.identity``)."""
+    if record.get("status") not in GOOD_STATUSES or record.get("options") != options_of(task):
+        return False
     try:
         info = os.stat(path)
     except OSError:
         return False
-    return record.get("size") == info.st_size and record.get("mtime_ns") == info.st_mtime_ns
+    return all(record.get(key) == value for key, value in identity(info).items())

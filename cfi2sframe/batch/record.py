@@ -8,6 +8,7 @@ meaning or goes away only with a new version.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import Counter
@@ -21,6 +22,7 @@ from ..kinds import AR_MAGIC, ELF_MAGIC, Kind, input_kind, refuse_unreadable
 
 if TYPE_CHECKING:
     from ..analysis.compare import VerifyResult
+    from ..convert import ElfConversion
     from ..dwarf.cfi import Cfi
     from ..elf.read import ElfView
     from ..macho.read import MachoView
@@ -63,6 +65,23 @@ class Task(NamedTuple):
     preserve_dates: bool = False  # convert: keep the access and modification times
     objects: bool = False  # convert: rewrite relocatable objects too (crt1.o, archives' .o)
     flex: bool = True  # V3: FLEX FDEs allowed (False: --no-flex)
+    # convert (--resume): a file with .sframe that is what this conversion writes is
+    # recorded ok, not has-sframe (a killed run converted it, then lost its record)
+    recognise: bool = False
+
+
+# Task fields that do not change what a file's record says: the dates a conversion
+# leaves (its bytes are the same) and how a kept file is told apart.
+_NOT_OPTIONS = ("preserve_dates", "recognise")
+
+
+def options_of(task: Task) -> dict[str, Any]:
+    """The options a record was made with (``--resume`` redoes a file whose record has
+    others), as JSON has them; every ``Task`` field but ``_NOT_OPTIONS``, so that a
+    field added later counts until it is shown not to."""
+    options: dict[str, Any] = json.loads(json.dumps(
+        {name: value for name, value in task._asdict().items() if name not in _NOT_OPTIONS}))
+    return options
 
 
 def described(record: dict[str, Any]) -> int:
@@ -91,7 +110,8 @@ def empty_record(path: str, task: Task) -> dict[str, Any]:
             "sframe_version": task.sframe_version, "fdes": None, "emitted": None,
             "skipped": {}, "eh_frame_bytes": None, "eh_frame_hdr_bytes": None,
             "sframe_bytes_in_file": None, "sframe_v2_bytes": None, "sframe_v3_bytes": None,
-            "verify": None, "seconds": None, "max_rss_kib": None}
+            "verify": None, "seconds": None, "max_rss_kib": None, "ino": None,
+            "ctime_ns": None, "options": options_of(task)}
 
 
 def failed_record(path: str, task: Task, status: str, error: str) -> dict[str, Any]:
@@ -125,13 +145,21 @@ def file_record(path: str, task: Task, read_as: str | None = None) -> dict[str, 
 
 
 def _stamp(record: dict[str, Any], path: str) -> None:
-    """Size and mtime of the file as it is now (after a conversion wrote it), the key
-    ``--resume`` compares."""
+    """The file as it is now (after a conversion wrote it): what ``--resume`` compares."""
     try:
         info = os.stat(path)
     except OSError:
         return
-    record.update(size=info.st_size, mtime_ns=info.st_mtime_ns)
+    record.update(identity(info))
+
+
+def identity(info: os.stat_result) -> dict[str, int]:
+    """What tells a file from another one under its name, or from itself changed: size
+    and mtime, which ``cp -p``, ``tar`` and ``touch -r`` give another file too (and a
+    reproducible build gives every file), and the inode and change time, which no one
+    sets (a file renamed over the name, or written, chmodded or linked, has new ones)."""
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "ino": info.st_ino,
+            "ctime_ns": info.st_ctime_ns}
 
 
 def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None:
@@ -172,7 +200,9 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
         return
     if task.command == "convert":
         if ".sframe" in names and not task.replace:
-            record["status"] = "has-sframe"
+            if not (task.recognise and read_stat is not None and
+                    _recognised(record, path, data, read_stat, task)):
+                record["status"] = "has-sframe"
         elif view.elf_type == "ET_REL" and not task.objects:
             # A toolchain's objects (crt1.o, Scrt1.o) end up in every later link:
             # rewriting them is a choice, not a side effect of converting a tree.
@@ -335,13 +365,17 @@ def per_member(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _convert_archive(record: dict[str, Any], path: str, read_path: str, data: bytes,
                      read_stat: os.stat_result, task: Task) -> None:
-    from ..convert import convert_archive
+    from ..convert import archive_already_converted, convert_archive
     from ..files import rewrite
 
     archive = convert_archive(path, data, task.sframe_version, task.replace, task.limits,
                               task.flex)
     if archive.converted:
         rewrite(read_path, data, read_stat, archive.payload, task.preserve_dates)
+    elif task.recognise and not task.replace and (recognised := archive_already_converted(
+            path, data, task.sframe_version, task.limits, task.flex)) is not None:
+        archive = recognised  # done by a run killed before its record: ok
+        record["sframe_bytes_in_file"] = None  # as the run that wrote it read the file
     else:
         record["status"] = "nothing-to-describe"
     fdes = sum(c.fde_count for c in archive.converted)
@@ -402,6 +436,29 @@ def _record_verify(record: dict[str, Any], result: VerifyResult) -> None:
         record["status"] = "mismatch"
 
 
+def _recognised(record: dict[str, Any], path: str, data: bytes, read_stat: os.stat_result,
+                task: Task) -> bool:
+    """True, with the conversion's counts filled in, when the file is what this
+    conversion writes (``convert.already_converted``): done, ``ok``."""
+    from ..convert import already_converted
+
+    conversion = already_converted(path, data, read_stat, task.sframe_version,
+                                   task.old_kernels, task.limits, task.flex)
+    if conversion is None:
+        return False
+    _conversion_counts(record, conversion, task)
+    record["sframe_bytes_in_file"] = None  # as the run that wrote it read the file
+    return True
+
+
+def _conversion_counts(record: dict[str, Any], conversion: ElfConversion,
+                       task: Task) -> None:
+    record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
+                  emitted=len(conversion.functions), skipped=_reasons(conversion.skips),
+                  described=conversion.fde_count - len(conversion.skips))
+    record[f"sframe_v{task.sframe_version}_bytes"] = conversion.image.size
+
+
 def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
              read_stat: os.stat_result, task: Task) -> None:
     """``--in-place``: rewrite the file with a new .sframe once the copy verifies."""
@@ -414,9 +471,6 @@ def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
     conversion = conversion.laid_out(old_kernels=task.old_kernels)
     rewrite_in_place(read_path, conversion, data, read_stat, task.limits,
                      task.preserve_dates)
-    record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
-                  emitted=len(conversion.functions), skipped=_reasons(conversion.skips),
-                  described=conversion.fde_count - len(conversion.skips))
-    record[f"sframe_v{task.sframe_version}_bytes"] = conversion.image.size
+    _conversion_counts(record, conversion, task)
     if conversion.empty and not task.replace:
         record["status"] = "nothing-to-describe"  # rewrite_in_place left the file alone

@@ -68,8 +68,9 @@ def add_batch_options(p: argparse.ArgumentParser, quiet: bool = True) -> None:
     group.add_argument("--jsonl", metavar="FILE",
                        help="write one JSON record per file to FILE as soon as it is done")
     group.add_argument("--resume", action="store_true",
-                       help="with --jsonl: keep its records, skip the files recorded with "
-                            "the same size and mtime, append the others")
+                       help="with --jsonl: keep its records of files done with the same "
+                            "options and unchanged since, redo the others (failures too) "
+                            "and append their records")
     group.add_argument("--dask", metavar="ADDRESS",
                        help="run on a dask.distributed scheduler (tcp://HOST:8786) instead "
                             "of local processes; workers read the files by absolute path "
@@ -103,7 +104,7 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     journal gets each record the moment its file is done.
     """
     from ..batch.inputs import gather
-    from ..batch.journal import Journal, read_journal, unchanged
+    from ..batch.journal import Journal, done, read_journal
     from ..batch.progress import Progress
     from ..batch.record import GOOD_STATUSES, per_member
 
@@ -117,12 +118,14 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
         if name:
             refuse_output_naming_input(name, paths, f"{option} {name}")
     previous = read_journal(args.jsonl) if args.resume else {}
-    done: dict[int, dict[str, Any]] = {}
+    if args.resume:  # a file converted by a run killed before its record: ok
+        task = task._replace(recognise=True)
+    results: dict[int, dict[str, Any]] = {}
     todo: list[tuple[int, str]] = []
     for index, path in enumerate(paths):
         record = previous.get(path)
-        if record is not None and unchanged(record, path):
-            done[index] = record
+        if record is not None and done(record, path, task):
+            results[index] = record
         else:
             todo.append((index, path))
     sizes = {index: _size(path) for index, path in todo}
@@ -134,23 +137,23 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     printed = 0
     try:
         for index, record in _runner(args, todo, task):
-            done[index] = record
+            results[index] = record
             if journal is not None:
                 journal.add(record)
             progress.advance(record["path"], sizes[index])
-            while printed in done:
-                for shown in per_member(done[printed]):
+            while printed in results:
+                for shown in per_member(results[printed]):
                     _show(shown, describe, progress, quiet)
                 printed += 1
     finally:
         progress.close()
         if journal is not None:
             journal.close()
-    while printed in done:  # all resumed, or the tail after the last new record
-        for shown in per_member(done[printed]):
+    while printed in results:  # all resumed, or the tail after the last new record
+        for shown in per_member(results[printed]):
             _show(shown, describe, progress, quiet)
         printed += 1
-    records = [member for index in range(len(paths)) for member in per_member(done[index])]
+    records = [member for index in range(len(paths)) for member in per_member(results[index])]
     statuses = {record["status"] for record in records}
     status = EX_SOFTWARE if "internal-error" in statuses else \
         1 if statuses - set(GOOD_STATUSES) else 0
