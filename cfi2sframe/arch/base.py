@@ -107,6 +107,11 @@ class Arch(NamedTuple):
     # A saved copy of the caller's SP (on the stack or in a register) is the CFA less
     # ``cfa_adjustment`` by the ABI's definition of the CFA, so it needs no SP rule.
     sp_copy_is_cfa: bool = False
+    # The size of the branch-target landing pad an outermost function may open with
+    # before its CFI makes the return address undefined (glibc's ``_start``: AArch64
+    # ``bti c``, or the ``nop`` in its place where BTI is off; x86-64 ``endbr64``);
+    # 0: none.  ``sframe.lower`` still calls such a function an outermost frame.
+    landing_pad: int = 0
 
     @property
     def sframe_cfa_encoded(self) -> bool:

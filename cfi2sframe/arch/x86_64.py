@@ -52,6 +52,7 @@ X86_64 = Arch(
     sframe_abi_name="AMD64 little-endian",
     sframe_v1_pcmask_rep=16,
     flex=True,
+    landing_pad=4,  # endbr64: F3 0F 1E FA
     compact="x86_64",
     darwin_assembler="llvm-mc -triple x86_64-apple-macosx10.15 -filetype=obj",
     compact_regs=(3, 12, 13, 14, 15, 6),  # rbx r12 r13 r14 r15 rbp

@@ -3,9 +3,10 @@
 ``-Wno-REASON`` silences a reason, ``-Werror=REASON`` makes it an error, ``-Werror``
 (or ``--fatal-warnings``) makes every warning one, ``-w`` silences warnings and notes.
 An outermost frame (``_start``: the return address undefined from the first
-instruction on) is a note: SFrame V2 cannot hold it, and leaving it out is what a
-correct section does, so neither ``-w``'s absence nor ``--fatal-warnings`` makes noise
-or failure of it in every program; ``-Werror=ra-undefined`` still can.
+instruction on, or after a landing pad: ``sframe.lower._outermost_frame``) is a note:
+SFrame V2 cannot hold it, and leaving it out is what a correct section does, so
+neither ``-w``'s absence nor ``--fatal-warnings`` makes noise or failure of it in
+every program; ``-Werror=ra-undefined`` still can.
 """
 
 from __future__ import annotations

@@ -9,10 +9,13 @@ cannot be represented exactly, and is skipped with a stable reason code.
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import islice
 from typing import NamedTuple
 
 from ..arch import as_arch
 from ..arch.base import Arch
+from ..dwarf.interpret import interpret
+from ..dwarf.ops import CIE_OPS
 from ..model import (
     SAME_VALUE,
     CfaExpr,
@@ -55,8 +58,9 @@ class Skip(NamedTuple):
     location: Location
     reason: SframeReason
     detail: str
-    # The return address is undefined from the function's first instruction on:
-    # an outermost frame (_start, a thread's entry), where a walk is meant to end.
+    # The return address is undefined from the function's first instruction on (or
+    # after a landing pad, as AArch64's _start): an outermost frame (_start, a
+    # thread's entry), where a walk is meant to end.
     # SFrame V2 has no such row, so leaving it out is the expected result.
     outermost: bool = False
 
@@ -152,10 +156,41 @@ def _flex_detail(fres: tuple[Fre | RuleFre, ...], arch: Arch) -> tuple[str, int 
 
 
 def _outermost_frame(rows: tuple[Row, ...], arch: Arch) -> bool:
-    """The return address is undefined in the first row that has a CFA."""
-    first = next((row for row in rows if row.cfa is not None), None)
-    rule = first.rule(arch.ra) if first is not None else None
+    """The return address is undefined in the first row that has a CFA, or in the row
+    after a landing pad: glibc's AArch64 ``_start`` opens with a ``nop`` (``bti c``
+    where BTI is on) before ``.cfi_undefined x30``, x86-64's with ``endbr64`` where
+    CET is on.  The pad is the function's first row alone, at most
+    ``arch.landing_pad`` bytes, and its rules are the entry state the target's CIE
+    gives, and the next row changes the return address alone: the pad saved and moved
+    nothing.  Anything else undefined later is a surprise."""
+    framed = list(islice((row for row in rows if row.cfa is not None), 2))
+    if not framed:
+        return False
+    if _ra_undefined(framed[0], arch):
+        return True
+    if len(framed) < 2:
+        return False
+    pad, after = framed
+    return (_ra_undefined(after, arch) and pad.start == 0 and after.start <= arch.landing_pad
+            and pad.same_rules(_entry_row(arch))
+            and _without_ra(after, arch.ra) == _without_ra(pad, arch.ra))
+
+
+def _without_ra(row: Row, ra: int) -> tuple[object, ...]:
+    return (row.cfa, tuple(reg for reg in row.regs if reg[0] != ra), row.ra_signed,
+            row.ra_signed_pc)
+
+
+def _ra_undefined(row: Row, arch: Arch) -> bool:
+    rule = row.rule(arch.ra)
     return rule is not None and rule.kind == RuleKind.undefined
+
+
+@lru_cache(maxsize=8)
+def _entry_row(arch: Arch) -> Row:
+    """The rules at a function's first instruction: the target's CIE alone."""
+    cie = tuple(CIE_OPS[name](reg, value) for name, reg, value in arch.cie_ops)
+    return interpret(cie, (), 1)[0]
 
 
 def _lower_rows(rows: tuple[Row, ...], arch: Arch,

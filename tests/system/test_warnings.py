@@ -115,3 +115,91 @@ def test_a_skip_is_located_at_the_directive_that_caused_it(tmp_path):
                str(tmp_path / "g.sframe"), cwd=tmp_path)
     assert f"drap.s:{line}: warning: no SFrame FDE for 'f': at offset 0x6 " in proc.stderr
     assert "[flex-needed]" in proc.stderr
+
+
+def _lines(proc: subprocess.CompletedProcess, kind: str) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if f": {kind}: " in line]
+
+
+def test_aarch64_start_after_its_nop_is_an_outermost_frame(tmp_path):
+    """glibc's AArch64 _start opens with a nop (bti c where BTI is on) before
+    .cfi_undefined x30: readelf shows the FDE's advance of 4 and the rule, in crt1.o
+    and in every program linked with it.  --fatal-warnings passes on such a program,
+    which still runs; a static one has a note for _start too, and warnings only for
+    libc's functions SFrame cannot hold (__longjmp's CFA on x0, ...)."""
+    require("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-readelf", "qemu-aarch64")
+    crt = subprocess.run(["aarch64-linux-gnu-readelf", "-wf",
+                          "/usr/aarch64-linux-gnu/lib/Scrt1.o"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "DW_CFA_advance_loc: 4 to 0000000000000004\n  DW_CFA_undefined: r30" in crt
+    source = tmp_path / "h.c"
+    source.write_text('#include <stdio.h>\nint main(void) { puts("hi"); return 0; }\n')
+    for link in ([], ["-static"], ["-static-pie"]):
+        program = tmp_path / f"h{''.join(link)}"
+        subprocess.run(["aarch64-linux-gnu-gcc", "-O2", *link, str(source), "-o",
+                        str(program)], check=True)
+        proc = run("--in-place", "--fatal-warnings", str(program),
+                   cwd=tmp_path)
+        start = [line for line in proc.stderr.splitlines() if "'_start'" in line]
+        assert len(start) == 1 and ": note: no SFrame FDE for '_start' (an outermost " \
+            "frame): return address is undefined at offset 0x4 [ra-undefined]" in start[0], \
+            proc.stderr
+        if not link:
+            assert (proc.returncode, _lines(proc, "error")) == (0, []), proc.stderr
+        else:  # the other functions left out are errors here, so nothing was written
+            assert proc.returncode == 1 and all("'_start'" not in line
+                                                for line in _lines(proc, "error"))
+            proc = run("--in-place", str(program), cwd=tmp_path)
+            assert proc.returncode == 0, proc.stderr
+        ran = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", str(program)],
+                             capture_output=True, text=True, check=False)
+        assert (ran.returncode, ran.stdout) == (0, "hi\n"), link
+        assert subprocess.run(["aarch64-linux-gnu-readelf", "-lW", str(program)],
+                              capture_output=True, text=True,
+                              check=True).stdout.count("GNU_SFRAME") == 1
+
+
+# An outermost function's first instructions, assembled: (arch, assembler, body,
+# the note's offset or None where a warning is right).
+_PADS = (
+    ("aarch64", "aarch64-linux-gnu-as", "nop\n\t.cfi_undefined x30\n\tmov x29, #0", 4),
+    ("aarch64", "aarch64-linux-gnu-as", "bti c\n\t.cfi_undefined x30\n\tmov x29, #0", 4),
+    # Two instructions before it: one past the landing pad.
+    ("aarch64", "aarch64-linux-gnu-as", "nop\n\tnop\n\t.cfi_undefined x30\n\tmov x29, #0",
+     None),
+    # A frame record saved, then the RA undefined midway: a surprise, so a warning.
+    ("aarch64", "aarch64-linux-gnu-as",
+     "stp x29, x30, [sp, -16]!\n\t.cfi_def_cfa_offset 16\n\t.cfi_offset 29, -16\n\t"
+     ".cfi_offset 30, -8\n\t.cfi_undefined x30\n\tmov x29, #0", None),
+    # The pad saves nothing, but moves the CFA: not the entry state.
+    ("aarch64", "aarch64-linux-gnu-as",
+     "sub sp, sp, #16\n\t.cfi_def_cfa_offset 16\n\t.cfi_undefined x30\n\tmov x29, #0", None),
+    # glibc's x86-64 _start where CET is on: endbr64 (4 bytes) first.
+    ("x86_64", "as", "endbr64\n\t.cfi_undefined rip\n\txorl %ebp, %ebp", 4),
+    ("x86_64", "as", "endbr64\n\tnop\n\t.cfi_undefined rip\n\txorl %ebp, %ebp", None),
+    ("x86_64", "as", "pushq %rbp\n\t.cfi_def_cfa_offset 16\n\t.cfi_undefined rip\n\t"
+     "xorl %ebp, %ebp", None),
+)
+
+
+def test_ra_undefined_after_a_landing_pad_is_a_note_and_later_a_warning(tmp_path):
+    for arch, assembler, body, note_at in _PADS:
+        require(assembler)
+        source = tmp_path / "start.s"
+        source.write_text(f"\t.text\n\t.globl _start\n_start:\n\t.cfi_startproc\n\t{body}\n"
+                          "\tnop\n\t.cfi_endproc\n")
+        proc = run(str(source), "--arch", arch, "--fatal-warnings", "-o",
+                   str(tmp_path / "start.sframe"), cwd=tmp_path)
+        if note_at is not None:
+            assert proc.returncode == 0, (body, proc.stderr)
+            (note,) = _lines(proc, "note")
+            assert note.endswith(f"(an outermost frame): return address is undefined at "
+                                 f"offset {note_at:#x} [ra-undefined]"), (body, note)
+        else:
+            assert proc.returncode == 1, (body, proc.stderr)
+            assert "error: no SFrame FDE for '_start': return address is undefined" \
+                in proc.stderr and "outermost" not in proc.stderr, (body, proc.stderr)
+        # V3 holds each of them exactly (an RA-undefined row), so nothing is left out.
+        proc = run(str(source), "--arch", arch, "--sframe-version", "3", "--fatal-warnings",
+                   "-o", str(tmp_path / "start.sframe"), cwd=tmp_path)
+        assert (proc.returncode, proc.stderr) == (0, ""), (body, proc.stderr)

@@ -67,3 +67,12 @@ def test_sframe_layout_facts_say_what_they_mean() -> None:
         assert arch.sp_copy_is_cfa == s390x, name
         assert arch.sframe_v1_pcmask_rep == (16 if name == "x86_64" else 0), name
     assert get_arch("amd64") is ARCHES["x86_64"]
+
+
+def test_landing_pads_are_one_instruction() -> None:
+    """What may open an outermost function before its RA is undefined: AArch64's
+    ``bti c`` or ``nop`` (every A64 instruction is 4 bytes; Arm ARM C6.2, HINT) and
+    x86-64's ``endbr64`` (F3 0F 1E FA: Intel SDM, ENDBR64); s390x and i386 have none."""
+    pads = {"x86_64": 4, "aarch64": 4, "aarch64_be": 4}
+    for name, arch in ARCHES.items():
+        assert arch.landing_pad == pads.get(name, 0), name
