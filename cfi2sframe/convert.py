@@ -454,6 +454,9 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     require_sframe_abi(arch, path)
     functions, skips = lower_fdes(cfi, arch, version, flex)
     image = encode_sframe(functions, arch, version)
+    # An empty .sframe (binutils 2.45's Scrt1.o) holds nothing to keep: replaced
+    # without --replace where there is something to write, else left as it is.
+    replace = replace or (bool(functions) and _empty_sframe(data))
     address = 0
     if cfi.elf_type != "ET_REL":
         address = default_sframe_address(data, path) if sframe_address is None \
@@ -504,7 +507,7 @@ def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = 
                 view = open_elf(payload, "ELF file")
             names = set(view.section_names)
             if view.elf_type == "ET_REL" and (".eh_frame" in names or ".debug_frame" in names) \
-                    and (replace or ".sframe" not in names):
+                    and (replace or not view.holds_sframe):
                 conversion = convert_elf(where, payload, version, None, replace, limits,
                                          flex=flex)
                 payload = conversion.obj()
@@ -526,10 +529,18 @@ def _only_sframe(data: bytes) -> bool:
     if data[:4] != b"\x7fELF":
         return False
     try:
-        names = open_elf(data, "ELF file").section_names
+        view = open_elf(data, "ELF file")
     except DecodeError:
         return False  # convert_elf reports it, with the offset
-    return ".sframe" in names and ".eh_frame" not in names and ".debug_frame" not in names
+    names = view.section_names
+    return view.holds_sframe and ".eh_frame" not in names and ".debug_frame" not in names
+
+
+def _empty_sframe(data: bytes) -> bool:
+    """An ELF file whose SFrame section is empty (0 bytes: no header, no FDE)."""
+    from .elf.read import open_elf
+
+    return open_elf(data, "ELF file").empty_sframe() is not None
 
 
 def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",

@@ -147,7 +147,7 @@ def load_module(path: str, bias: int, make_section: SectionMaker,
     entry = view.entry + bias if is_program else 0
     low = min(seg.vaddr for seg in loads) + bias
     high = max(seg.vaddr + seg.memsz for seg in loads) + bias
-    if view.section(".sframe") is not None:
+    if view.holds_sframe:  # else (none, or an empty one) made from its DWARF CFI
 
         return Module(path, bias, low, high, load_sframe(path, data).section, False,
                       functions, entry)

@@ -193,13 +193,14 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
     view = open_elf_file(path, data)
     names = set(view.section_names)
     dwarf = ".eh_frame" in names or ".debug_frame" in names
+    sframe = view.holds_sframe  # an empty .sframe (no FDE) counts as none
     _section_sizes(record, view)
     record["elf_type"] = view.elf_type
-    if not dwarf and ".sframe" not in names:
+    if not dwarf and not sframe:
         record["status"] = "no-cfi"
         return
     if task.command == "convert":
-        if ".sframe" in names and not task.replace:
+        if sframe and not task.replace:
             if not (task.recognise and read_stat is not None and
                     _recognised(record, path, data, read_stat, task)):
                 record["status"] = "has-sframe"
@@ -211,7 +212,7 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
             _convert(record, path, read_path, data, read_stat, task)
         return
     # The CFI is read once, for both versions and the check (stats) or the check alone.
-    checked = dwarf and ".sframe" in names
+    checked = dwarf and sframe
     cfi = read_elf_cfi(path, data, task.limits) if dwarf and (
         checked or task.command == "stats") else None
     if task.command == "stats":
@@ -220,7 +221,7 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
                                                            task.limits, cfi)
     if cfi is not None and checked:
         _verify(record, path, data, task.limits, cfi)
-    elif task.command == "verify" and ".sframe" not in names:
+    elif task.command == "verify" and not sframe:
         _verify_made(record, path, data, task.limits)
 
 

@@ -14,6 +14,7 @@ from ..files import Payload, write_output
 if TYPE_CHECKING:  # the ELF modules are imported where a command reads ELF
     from ..analysis.process import Module
     from ..elf.compressed import Limits
+    from ..elf.read import ElfView
     from ..sframe.load import LoadedSFrame
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:  # not subscriptable at run time before Python 3.12
@@ -120,17 +121,24 @@ def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
         view = open_elf_file(path, data)
         names = set(view.section_names)
         cfi = next((n for n in (".eh_frame", ".debug_frame") if n in names), None)
-        if ".sframe" not in names and cfi is not None:
+        if not view.holds_sframe and cfi is not None:
             from ..convert import sframe_from_dwarf
             from ..sframe.decode import decode
 
             raw, address = sframe_from_dwarf(path, data)
-            print(f"{path}: note: no .sframe section; this is the SFrame V3 cfi2sframe "
+            print(f"{path}: note: {no_sframe(view)}; this is the SFrame V3 cfi2sframe "
                   f"makes from its {cfi} (in memory)", file=sys.stderr)
             with decoding(path, ".sframe (made)"):
                 section = decode(raw, address)
             return LoadedSFrame(path, ".sframe", section, True, view.elf_type)
     return load_sframe(path, data, as_readelf, raw_address, pcs=pcs)
+
+
+def no_sframe(view: ElfView) -> str:
+    """Why a file's SFrame is made in memory, in words."""
+    empty = view.empty_sframe()
+    return "no .sframe section" if empty is None else \
+        f"its {empty.name} is empty (0 bytes: no SFrame FDEs)"
 
 
 def function_names_of(path: str, data: bytes, values: Container[int] | None = None

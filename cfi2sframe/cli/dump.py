@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         return macho.dump(args, data)
     if data[:8] == AR_MAGIC:
         return _dump_archive(args, data)
+    if _empty(args.file, data, args.json):
+        return 0
     chunks = None if args.json else _compiled(args.file, data, args.address)
     if chunks is not None:
         write = sys.stdout.write
@@ -63,11 +65,28 @@ def _compiled(path: str, data: bytes, raw_address: int) -> Iterator[str] | None:
     from ..sframe.load import sframe_bytes
 
     core = compiled()
-    if core is None or (data[:4] == ELF_MAGIC and
-                        ".sframe" not in open_elf_file(path, data).section_names):
+    if core is None or (data[:4] == ELF_MAGIC and not open_elf_file(path, data).holds_sframe):
         return None
     raw = sframe_bytes(path, data, True, raw_address)
     return compiled_chunks(raw.data, raw.address, raw.v1_pcrel, raw.section_name, core)
+
+
+def _empty(path: str, data: bytes, as_json: bool) -> bool:
+    """An ELF file whose SFrame section is empty (0 bytes, binutils 2.45's Scrt1.o): it
+    holds no FDE, and that is all there is to print; readelf's line for it (JSON: a
+    section of no FDEs with no header).  False for anything else."""
+    from ..elf.read import open_elf_file
+
+    empty = open_elf_file(path, data).empty_sframe() if data[:4] == ELF_MAGIC else None
+    if empty is None:
+        return False
+    if as_json:
+        print(json.dumps({"version": None, "flags": None, "abi": None, "fixed_fp_offset": None,
+                          "fixed_ra_offset": None, "num_fdes": 0, "num_fres": 0, "fdes": []},
+                         indent=1))
+    else:
+        print(f"Section '{empty.name}' has no data to dump.")
+    return True
 
 
 def _dump(loaded: LoadedSFrame, as_json: bool) -> None:
@@ -95,6 +114,8 @@ def _dump_archive(args: argparse.Namespace, data: bytes) -> int:
         where = f"{args.file}({member.name})"
         names = set(open_elf_file(where, member.data).section_names) \
             if member.data[:4] == ELF_MAGIC else set()
+        if _empty(where, member.data, args.json):
+            continue
         if not names & {".sframe", ".eh_frame", ".debug_frame"}:
             print(f"{where}: note: no .sframe and no DWARF CFI", file=sys.stderr)
             continue

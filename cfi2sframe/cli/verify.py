@@ -12,7 +12,7 @@ from ..elf.read import open_elf_file
 from ..files import read_input
 from . import macho
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
-from .common import Subparsers, add_limit_options, limits_of
+from .common import Subparsers, add_limit_options, limits_of, no_sframe
 from .macho import add_slice_option, is_macho
 from .show import describe_fde, words
 from .subcommands import SUBCOMMANDS
@@ -95,18 +95,19 @@ def run(args: argparse.Namespace) -> int:
     data = read_input(args.file)
     if is_macho(data):
         return macho.verify(args.file, data, args.arch, args.quiet)
-    if data[:4] == b"\x7fELF" and ".sframe" not in open_elf_file(args.file,
-                                                                   data).section_names:
+    view = open_elf_file(args.file, data) if data[:4] == b"\x7fELF" else None
+    if view is not None and not view.holds_sframe:
         # As dump and lookup read such a file (and a run over many files checks it):
-        # the section cfi2sframe would write, made in memory.
+        # the section cfi2sframe would write, made in memory.  An empty .sframe holds
+        # no FDE, so it is read the same way.
         from ..convert import verify_as_converted
 
         made = verify_as_converted(args.file, data, limits_of(args))
         if made is None:
-            print(f"{args.file}: not checked: no .sframe, and no function SFrame can "
-                  "describe")
+            print(f"{args.file}: not checked: {no_sframe(view)}, and no function SFrame "
+                  "can describe")
             return 0
-        print(f"{args.file}: note: no .sframe section; checked the file cfi2sframe "
+        print(f"{args.file}: note: {no_sframe(view)}; checked the file cfi2sframe "
               "--in-place would write (made in memory)", file=sys.stderr)
         result, abi = made
     else:

@@ -128,6 +128,24 @@ class ElfView(NamedTuple):
                        else Segment(r[0], r[1], r[2], r[4], r[5], pos, r[7]))
         return out
 
+    def sframe_section(self) -> Section | None:
+        """The section called .sframe, else the first of type SHT_GNU_SFRAME."""
+        return self.section(".sframe") or next(
+            (section for section in self.sections if section.kind == SHT_GNU_SFRAME), None)
+
+    @property
+    def holds_sframe(self) -> bool:
+        """The file has an SFrame section with bytes in it.  An empty one (binutils 2.45
+        puts one in Scrt1.o, and gold and lld keep it in what they link) has no header
+        and no FDE: it reads as no section at all."""
+        section = self.sframe_section()
+        return section is not None and section.size > 0
+
+    def empty_sframe(self) -> Section | None:
+        """The file's SFrame section where it is empty (0 bytes), else None."""
+        section = self.sframe_section()
+        return section if section is not None and section.size == 0 else None
+
     @property
     def section_names(self) -> tuple[str, ...]:
         return tuple(section.name for section in self.sections)

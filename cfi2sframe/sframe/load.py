@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..elf.compressed import DEFAULT_LIMITS, Limits, section_contents
-from ..elf.read import SHT_GNU_SFRAME, open_elf_file
+from ..elf.read import open_elf_file
 from ..elf.reloc import relocate_view
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_bytes
@@ -110,11 +110,11 @@ def sframe_bytes(path: str, data: bytes | None = None, as_readelf: bool = False,
 
 def _elf_bytes(path: str, data: bytes, as_readelf: bool, limits: Limits) -> SFrameBytes:
     view = open_elf_file(path, data)
-    # The section called .sframe; else the first of type SHT_GNU_SFRAME.
-    section = view.section(".sframe") or next(
-        (candidate for candidate in view.sections if candidate.kind == SHT_GNU_SFRAME), None)
+    section = view.sframe_section()
     if section is None:
         raise Cfi2SframeError(path, "no .sframe section")
+    if section.size == 0:  # dump, verify, stats and lookup read it as no section
+        raise Cfi2SframeError(path, f"{section.name} is empty (0 bytes): no SFrame FDEs")
     with decoding(path, section.name):
         contents = bytearray(section_contents(view, section, limits))
     version = contents[2] if len(contents) > 2 else 0
