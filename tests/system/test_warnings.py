@@ -203,3 +203,23 @@ def test_ra_undefined_after_a_landing_pad_is_a_note_and_later_a_warning(tmp_path
         proc = run(str(source), "--arch", arch, "--sframe-version", "3", "--fatal-warnings",
                    "-o", str(tmp_path / "start.sframe"), cwd=tmp_path)
         assert (proc.returncode, proc.stderr) == (0, ""), (body, proc.stderr)
+
+
+def test_x86_64_and_s390x_programs_pass_fatal_warnings_in_place(tmp_path):
+    """Their _start has the RA undefined from the first instruction (in the CIE):
+    a note, so --fatal-warnings passes on an ordinary program, which still runs."""
+    source = tmp_path / "h.c"
+    source.write_text('#include <stdio.h>\nint main(void) { puts("hi"); return 0; }\n')
+    for compiler, runner in (("gcc", []),
+                             ("s390x-linux-gnu-gcc", ["qemu-s390x", "-L",
+                                                      "/usr/s390x-linux-gnu"])):
+        require(compiler, *runner[:1])
+        program = tmp_path / compiler
+        subprocess.run([compiler, "-O2", str(source), "-o", str(program)], check=True)
+        proc = run("--in-place", "--fatal-warnings", str(program), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        (note,) = _lines(proc, "note")
+        assert "'_start' (an outermost frame)" in note and not _lines(proc, "warning")
+        ran = subprocess.run([*runner, str(program)], capture_output=True, text=True,
+                             check=False)
+        assert (ran.returncode, ran.stdout) == (0, "hi\n"), compiler
