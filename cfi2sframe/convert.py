@@ -11,7 +11,7 @@ from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
 from .errors import Cfi2SframeError, DecodeError, decoding
 from .files import Payload, bytes_of, read_bytes, release
-from .kinds import Kind, refuse_unreadable
+from .kinds import AR_MAGIC, ELF_MAGIC, Kind, refuse_unreadable
 
 # The pipeline's other modules are imported where used: the command line starts the
 # assembler (convert_file) before they load, and ELF input never needs the assembly
@@ -203,26 +203,28 @@ def convert_asm(
     version: int = 2,
     flex: bool = True,
     probes: bool = False,
+    pcrel: bool = True,
 ) -> AsmConversion:
     """Assembly text -> SFrame: the whole pipeline of ``cfi2sframe foo.s``.  ``flex``
     False: V3 without FLEX FDEs (``sframe.lower.lower``).  ``probes``: place the
-    directives by probe labels (``frontend.timelines.parse_asm``)."""
+    directives by probe labels (``frontend.timelines.parse_asm``).  ``pcrel`` False: V2
+    without the errata-1 flag (``sframe.build.encode_sframe``)."""
     arch = as_arch(arch)
     from .frontend.probe import Assembler
     from .frontend.timelines import parse_asm
 
     runner = Assembler.from_string(assembler or arch.default_assembler)
     unit, messages = parse_asm(text, filename, arch, runner, include_dir, probes)
-    return _lower_and_encode(unit, messages, arch, runner, version, flex)
+    return _lower_and_encode(unit, messages, arch, runner, version, flex, pcrel)
 
 
 def convert_probe(run: ProbeRun, arch: Arch, runner: Assembler, version: int = 2,
-                  flex: bool = True) -> AsmConversion:
+                  flex: bool = True, pcrel: bool = True) -> AsmConversion:
     """Finish a conversion whose assembler run was started with ``start_run``."""
     from .frontend.timelines import finish_asm
 
     unit, messages = finish_asm(run, arch, _import_what_follows)
-    return _lower_and_encode(unit, messages, arch, runner, version, flex)
+    return _lower_and_encode(unit, messages, arch, runner, version, flex, pcrel)
 
 
 # What lowering, encoding, the object writer and reading the assembler's CFI load (the
@@ -241,12 +243,12 @@ def _import_what_follows() -> None:
 
 
 def _lower_and_encode(unit: AsmUnit, messages: str, arch: Arch, runner: Assembler,
-                      version: int, flex: bool = True) -> AsmConversion:
+                      version: int, flex: bool = True, pcrel: bool = True) -> AsmConversion:
     from .sframe.build import encode_sframe, lower_all, require_sframe_abi
 
     require_sframe_abi(arch, unit.filename)
     functions, skips = lower_all(unit.timelines, arch, version, flex)
-    image = encode_sframe(functions, arch, version)
+    image = encode_sframe(functions, arch, version, pcrel)
     return AsmConversion(arch, unit.filename, image.functions, tuple(skips), image, messages,
                          unit, runner)
 
@@ -351,7 +353,8 @@ class ElfConversion(Conversion):
 
 def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
                    sframe_address: int | None = None,
-                   limits: Limits = DEFAULT_LIMITS, flex: bool = True) -> ElfConversion:
+                   limits: Limits = DEFAULT_LIMITS, flex: bool = True,
+                   pcrel: bool = True) -> ElfConversion:
     """An existing SFrame section (ELF file or raw section) -> SFrame ``version``.
 
     For files whose only unwind information is ``.sframe``; V1, V2 or V3 in.
@@ -384,7 +387,7 @@ def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
 
     functions, skips = lower_section(loaded.section, arch, version, path,
                                      fde_names(names, section_of), section_of, flex)
-    image = encode_sframe(functions, arch, version)
+    image = encode_sframe(functions, arch, version, pcrel)
     return ElfConversion(arch, path, image.functions, tuple(skips), image, "", elf_type,
                          len(loaded.section.fdes), address, data if loaded.is_elf else b"",
                          replace=True, from_sframe=True)
@@ -435,7 +438,7 @@ def sframe_from_dwarf(path: str, data: bytes) -> tuple[bytes, int]:
 def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                 sframe_address: int | None = None, replace: bool = False,
                 limits: Limits = DEFAULT_LIMITS, cfi: Cfi | None = None,
-                flex: bool = True) -> ElfConversion:
+                flex: bool = True, pcrel: bool = True) -> ElfConversion:
     """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``).
 
     ``replace``: the obj and elf outputs replace an ``.sframe`` the file has;
@@ -453,7 +456,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     require_sframe_abi(arch, path)
     functions, skips = lower_fdes(cfi, arch, version, flex)
-    image = encode_sframe(functions, arch, version)
+    image = encode_sframe(functions, arch, version, pcrel)
     # An empty .sframe (binutils 2.45's Scrt1.o) holds nothing to keep: replaced
     # without --replace where there is something to write, else left as it is.
     replace = replace or (bool(functions) and _empty_sframe(data))
@@ -483,7 +486,8 @@ class ArchiveConversion(NamedTuple):
 
 
 def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = False,
-                    limits: Limits = DEFAULT_LIMITS, flex: bool = True) -> ArchiveConversion:
+                    limits: Limits = DEFAULT_LIMITS, flex: bool = True,
+                    pcrel: bool = True) -> ArchiveConversion:
     """A static library with SFrame added to each relocatable object in it that has
     something to describe; every rewritten member verifies before the archive is built
     (``elf.archive``: names, order, dates and modes kept; the symbol index re-pointed).
@@ -509,7 +513,7 @@ def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = 
             if view.elf_type == "ET_REL" and (".eh_frame" in names or ".debug_frame" in names) \
                     and (replace or not view.holds_sframe):
                 conversion = convert_elf(where, payload, version, None, replace, limits,
-                                         flex=flex)
+                                         flex=flex, pcrel=pcrel)
                 payload = conversion.obj()
                 if payload is not member.data:
                     check_rewritten(where, payload, limits)
@@ -520,6 +524,24 @@ def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = 
     with decoding(source, "ar archive"):
         archive = write_archive(members, contents)
     return ArchiveConversion(source, tuple(converted), tuple(kept), archive)
+
+
+def object_arch(source: str, data: bytes) -> Arch | None:
+    """The target of the objects a conversion writes into: a relocatable object's own,
+    a static library's first object member's; None for a linked file (no linker takes
+    it in) or a library without an ELF member."""
+    from .elf.archive import read_archive
+    from .elf.read import elf_arch, open_elf
+
+    if data[:8] == AR_MAGIC:
+        with decoding(source, "ar archive"):
+            members = read_archive(data)
+        first = next((m for m in members if not m.special and m.data[:4] == ELF_MAGIC), None)
+        return None if first is None else elf_arch(f"{source}({first.name})", first.data)
+    with decoding(source):
+        if open_elf(data, "ELF file").elf_type != "ET_REL":
+            return None
+    return elf_arch(source, data)
 
 
 def _only_sframe(data: bytes) -> bool:
@@ -547,7 +569,8 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
                  assembler: str | None = None, include_dir: str = ".", version: int = 2,
                  sframe_address: int | None = None, replace: bool = False,
                  source_kind: str = "auto", limits: Limits = DEFAULT_LIMITS,
-                 flex: bool = True, launched: Launch | None = None) -> Conversion:
+                 flex: bool = True, launched: Launch | None = None,
+                 pcrel: bool = True) -> Conversion:
     """Any input -> SFrame: an ELF file (``arch`` is its own), a raw SFrame section, or
     assembly, told from the bytes (``kinds``); other kinds are refused in one line.
 
@@ -555,14 +578,15 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     loaded, so the two overlap.  ``source`` names the input in messages; ``flex``
     False: V3 without FLEX FDEs (``sframe.lower.lower``); ``launched``: the
     assembler's run started already (``cli.early``), taken over where it is the one
-    this conversion starts.
+    this conversion starts; ``pcrel`` False: V2 without the errata-1 flag.
     """
     kind = refuse_unreadable(source, data)
     if source_kind == "sframe" or (source_kind == "auto" and (
             kind == Kind.sframe or _only_sframe(data))):
-        return convert_sframe(source, data, version, sframe_address, limits, flex)
+        return convert_sframe(source, data, version, sframe_address, limits, flex, pcrel)
     if data[:4] == b"\x7fELF":
-        return convert_elf(source, data, version, sframe_address, replace, limits, flex=flex)
+        return convert_elf(source, data, version, sframe_address, replace, limits, flex=flex,
+                           pcrel=pcrel)
     from .frontend.macho_probe import darwin_text
     from .frontend.probe import Assembler, start_run
 
@@ -576,7 +600,7 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
         raise Cfi2SframeError(source, "assembly for an Apple target (Mach-O sections): SFrame "
                                       "is for ELF; 'cfi2sframe compact' gives its compact "
                                       "unwind")
-    return convert_probe(run, target, runner, version, flex)
+    return convert_probe(run, target, runner, version, flex, pcrel)
 
 
 def verify_as_converted(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS
@@ -637,7 +661,7 @@ def _in_place_payload(path: str, conversion: ElfConversion,
 
 def already_converted(path: str, data: bytes, read_stat: os.stat_result, version: int = 2,
                       old_kernels: OldKernels = "keep", limits: Limits = DEFAULT_LIMITS,
-                      flex: bool = True) -> ElfConversion | None:
+                      flex: bool = True, pcrel: bool = True) -> ElfConversion | None:
     """The conversion of an ELF file with ``.sframe`` whose ``--in-place --replace``
     output, with these options, is the file itself byte for byte and verifies; None
     when there is none (the file is not, or not exactly, what this conversion writes,
@@ -657,7 +681,7 @@ def already_converted(path: str, data: bytes, read_stat: os.stat_result, version
 
     try:
         conversion = convert_file(path, data, version=version, replace=True, limits=limits,
-                                  flex=flex)
+                                  flex=flex, pcrel=pcrel)
         if not isinstance(conversion, ElfConversion) or conversion.empty:
             return None
         conversion = conversion.laid_out(old_kernels=old_kernels)

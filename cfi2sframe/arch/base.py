@@ -101,6 +101,9 @@ class Arch(NamedTuple):
     # What a V1 PC-mask FDE's repetition size is (V1 has no field for it; GNU ld 2.40
     # writes such FDEs for the 16-byte x86-64 lazy PLT entries only); 0: none.
     sframe_v1_pcmask_rep: int = 0
+    # The ABI id came with SFrame V2 errata 1 (s390x): V1, and V2 as GNU ld 2.41-2.44
+    # read it (without the PC-relative flag), have none for it.
+    sframe_abi_errata1: bool = False
     sframe_section_align: int = 1
     sframe_ra_padding: bool = False
     sframe_register_words: bool = False

@@ -47,6 +47,7 @@ S390X = Arch(
     sframe_section_align=8,
     sframe_ra_padding=True,
     sframe_register_words=True,
+    sframe_abi_errata1=True,
     sp_copy_is_cfa=True,
     default_assembler="s390x-linux-gnu-as",
     sp_val_offset=-160,

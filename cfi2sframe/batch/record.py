@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..convert import ElfConversion
     from ..dwarf.cfi import Cfi
     from ..elf.read import ElfView
+    from ..linker import ObjectForm
     from ..macho.read import MachoView
     from ..sframe.lower import Skip
 
@@ -68,6 +69,10 @@ class Task(NamedTuple):
     # convert (--resume): a file with .sframe that is what this conversion writes is
     # recorded ok, not has-sframe (a killed run converted it, then lost its record)
     recognise: bool = False
+    # convert, objects and archive members: --linker-reads, and the version asked for
+    # (None: what the linker merges; ``sframe_version`` is then the linked files' one).
+    linker_reads: str = "auto"
+    object_version: int | None = None
 
 
 # Task fields that do not change what a file's record says: the dates a conversion
@@ -369,8 +374,9 @@ def _convert_archive(record: dict[str, Any], path: str, read_path: str, data: by
     from ..convert import archive_already_converted, convert_archive
     from ..files import rewrite
 
-    archive = convert_archive(path, data, task.sframe_version, task.replace, task.limits,
-                              task.flex)
+    form = _object_form(path, data, task)
+    archive = convert_archive(path, data, form.version, task.replace, task.limits,
+                              task.flex, form.pcrel)
     if archive.converted:
         rewrite(read_path, data, read_stat, archive.payload, task.preserve_dates)
     elif task.recognise and not task.replace and (recognised := archive_already_converted(
@@ -383,8 +389,21 @@ def _convert_archive(record: dict[str, Any], path: str, read_path: str, data: by
     record.update(arch=archive.converted[0].arch.name if archive.converted else None,
                   fdes=fdes, emitted=sum(len(c.functions) for c in archive.converted),
                   skipped=_reasons(archive.skips), described=fdes - len(archive.skips))
-    record[f"sframe_v{task.sframe_version}_bytes"] = sum(c.image.size
-                                                          for c in archive.converted)
+    record["sframe_version"] = form.version
+    record[f"sframe_v{form.version}_bytes"] = sum(c.image.size for c in archive.converted)
+
+
+def _object_form(path: str, data: bytes, task: Task) -> ObjectForm:
+    """The SFrame a file of a conversion run gets: an object (or a static library's
+    members) what its linker merges (``linker.object_form``, ``ld`` asked once per
+    worker), a linked file ``task.sframe_version``."""
+    from ..convert import object_arch
+    from ..linker import ObjectForm, object_form
+
+    arch = object_arch(path, data)
+    if arch is None:
+        return ObjectForm(task.sframe_version)
+    return object_form(task.linker_reads, task.object_version, arch, path)
 
 
 def _reasons(skips: Sequence[Skip]) -> dict[str, int]:
@@ -443,21 +462,23 @@ def _recognised(record: dict[str, Any], path: str, data: bytes, read_stat: os.st
     conversion writes (``convert.already_converted``): done, ``ok``."""
     from ..convert import already_converted
 
-    conversion = already_converted(path, data, read_stat, task.sframe_version,
-                                   task.old_kernels, task.limits, task.flex)
+    form = _object_form(path, data, task)
+    conversion = already_converted(path, data, read_stat, form.version, task.old_kernels,
+                                   task.limits, task.flex, form.pcrel)
     if conversion is None:
         return False
-    _conversion_counts(record, conversion, task)
+    _conversion_counts(record, conversion, form.version)
     record["sframe_bytes_in_file"] = None  # as the run that wrote it read the file
     return True
 
 
 def _conversion_counts(record: dict[str, Any], conversion: ElfConversion,
-                       task: Task) -> None:
+                       version: int) -> None:
     record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
                   emitted=len(conversion.functions), skipped=_reasons(conversion.skips),
                   described=conversion.fde_count - len(conversion.skips))
-    record[f"sframe_v{task.sframe_version}_bytes"] = conversion.image.size
+    record["sframe_version"] = version
+    record[f"sframe_v{version}_bytes"] = conversion.image.size
 
 
 def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
@@ -465,13 +486,14 @@ def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
     """``--in-place``: rewrite the file with a new .sframe once the copy verifies."""
     from ..convert import ElfConversion, convert_file, rewrite_in_place
 
-    conversion = convert_file(path, data, version=task.sframe_version, replace=task.replace,
-                              limits=task.limits, flex=task.flex)
+    form = _object_form(path, data, task)
+    conversion = convert_file(path, data, version=form.version, replace=task.replace,
+                              limits=task.limits, flex=task.flex, pcrel=form.pcrel)
     if not isinstance(conversion, ElfConversion):  # an ELF file always converts as one
         raise TypeError(f"{path}: converted as {type(conversion).__name__}")
     conversion = conversion.laid_out(old_kernels=task.old_kernels)
     rewrite_in_place(read_path, conversion, data, read_stat, task.limits,
                      task.preserve_dates)
-    _conversion_counts(record, conversion, task)
+    _conversion_counts(record, conversion, form.version)
     if conversion.empty and not task.replace:
         record["status"] = "nothing-to-describe"  # rewrite_in_place left the file alone

@@ -20,11 +20,14 @@ from .common import add_limit_options, address, arch_name, limits_of, write
 from .diagnostics import WARNING_HELP, WarningPolicy, warning_policy
 
 if TYPE_CHECKING:
+    from ..arch.base import Arch
     from ..convert import AsmConversion
     from ..frontend.launch import Launch
+    from ..linker import ObjectForm
     from ..sframe.lower import Skip
 
 EMIT_KINDS = ("raw", "asm", "obj", "elf")
+LINKER_CHOICES = ("auto", "v1", "v2-noflag", "v2", "v3", "any")  # as linker.CHOICES
 USAGE = ("cfi2sframe [options] INPUT [-o OUTPUT]  |  cfi2sframe --in-place [-r] INPUT...  |  "
          "cfi2sframe COMMAND ...")
 
@@ -34,7 +37,9 @@ an assembly file (addresses from a real assembler run, never estimated), or the
 .eh_frame / .debug_frame of an ELF object, program or shared library.
 
 Output: an SFrame section, version 2 (errata 1; the default) or 3
-(--sframe-version 3), for x86-64, AArch64 (either byte order) and s390x; or Apple
+(--sframe-version 3), for x86-64, AArch64 (either byte order) and s390x (an
+object gets the version the linker on PATH merges: V1 for GNU ld 2.40, see
+--linker-reads); or Apple
 compact unwind rows (--format compact-unwind; x86-64, i386, arm64).  A function
 the format cannot describe exactly is left out with a warning that names the
 reason (--list-reasons); the others are still emitted."""
@@ -98,10 +103,20 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=["sframe", "compact-unwind"], default="sframe",
                         help="output format: an SFrame section (default) or Apple compact "
                              "unwind rows (__LD,__compact_unwind; see 'cfi2sframe compact')")
-    parser.add_argument("--sframe-version", type=int, default=2, choices=[2, 3],
-                        help="SFrame format version to write (default: 2; 3 adds FLEX FDEs, "
-                             "RA-undefined rows and signal frames; binutils 2.46's ld reads "
-                             "only 3)")
+    parser.add_argument("--sframe-version", type=int, default=None, choices=[1, 2, 3],
+                        help="SFrame format version to write (default: 2, and for objects "
+                             "and archive members what the linker merges, --linker-reads; "
+                             "3 adds FLEX FDEs, RA-undefined rows and signal frames; 1 is "
+                             "for objects only, GNU ld 2.40's input)")
+    parser.add_argument("--linker-reads", choices=LINKER_CHOICES, default="auto",
+                        help="objects and archive members: the SFrame the linker that will "
+                             "take them in merges, written by default (a version it cannot "
+                             "merge is refused). auto (default): ask 'ld --version' on PATH "
+                             "(the target's, e.g. aarch64-linux-gnu-ld): GNU ld 2.40 v1, "
+                             "2.41-2.44 v2-noflag (V2 without the PC-relative flag), 2.45 v2 "
+                             "(errata 1), 2.46 and later v3, mold v3; lld, gold, GNU ld "
+                             "before 2.40 or no ld: any (they merge none: --sframe-version, "
+                             "else 2). Never asked for linked files or raw sections")
     parser.add_argument("--no-flex", dest="flex", action="store_false",
                         help="with --sframe-version 3: write default FDEs only, for readers "
                              "that read no FLEX FDE (the kernel series up to v13, glibc's "
@@ -264,10 +279,11 @@ def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
         return _convert_archive(args, display, data, read_stat)
     from ..convert import AsmConversion, ElfConversion, convert_file
 
+    form = _sframe_form(args, display, data, emit)
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
-                              args.sframe_version, args.sframe_address, args.replace,
-                              args.source, limits_of(args), args.flex, launched)
+                              form.version, args.sframe_address, args.replace,
+                              args.source, limits_of(args), args.flex, launched, form.pcrel)
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
     _report_skips(display, conversion.skips, args)
@@ -297,6 +313,34 @@ def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
         and args.input != "-"
     write(output, payload, args.input if keeps_mode else None)
     return 0
+
+
+def _sframe_form(args: argparse.Namespace, display: str, data: bytes,
+                 emit: str) -> ObjectForm:
+    """The SFrame to write: an object's (and an assembly fragment's, assembled into
+    one) is what its linker merges (``linker``); a linked file's or a raw section's is
+    ``--sframe-version`` (2 by default)."""
+    from ..linker import ObjectForm, object_form
+
+    if emit in ("obj", "asm") or args.in_place:
+        arch = _object_arch(display, data, args.arch)
+        if arch is not None:
+            return object_form(args.linker_reads, args.sframe_version, arch, display)
+    if args.sframe_version == 1:
+        usage_error("", "--sframe-version 1 is written into objects only (GNU ld 2.40 merges "
+                        "it; no reader of linked files reads V1 from cfi2sframe)")
+    return ObjectForm(args.sframe_version or 2)
+
+
+def _object_arch(display: str, data: bytes, asm_arch: str) -> Arch | None:
+    """The target of an object the command writes: ``--arch`` for assembly, else
+    ``convert.object_arch`` (None for a linked file)."""
+    from ..arch import get_arch
+    from ..convert import object_arch
+
+    if data[:4] != b"\x7fELF" and data[:8] != AR_MAGIC:
+        return get_arch(asm_arch)
+    return object_arch(display, data)
 
 
 def converted_line(record: dict[str, Any]) -> str:
@@ -329,8 +373,12 @@ def _convert_many(args: argparse.Namespace) -> int:
                         "--in-place only (each file is replaced by its converted copy)")
     if args.output or args.emit or args.format != "sframe" or "-" in args.inputs:
         usage_error("", "--in-place over many files takes no -o, --emit, --format or -")
-    task = Task("convert", args.sframe_version, args.replace, args.old_kernels,
-                limits_of(args), args.preserve_dates, args.objects, args.flex)
+    # Linked files get --sframe-version (V1 is for objects only), objects what their
+    # linker merges (each worker asks it once).
+    linked_version = args.sframe_version if args.sframe_version in (2, 3) else 2
+    task = Task("convert", linked_version, args.replace, args.old_kernels,
+                limits_of(args), args.preserve_dates, args.objects, args.flex,
+                args.linker_reads, args.sframe_version)
     records, status = run_batch(args, args.inputs, task, converted_line)
     print_summary(records, args.json)
     return status
@@ -347,8 +395,9 @@ def _convert_archive(args: argparse.Namespace, display: str, data: bytes,
             args.output or "").endswith(".a")):
         raise Cfi2SframeError(display, "a static library (ar archive) converts to a static "
                                        "library: --in-place, or -o FILE.a")
-    archive = convert_archive(display, data, args.sframe_version, args.replace,
-                              limits_of(args), args.flex)
+    form = _sframe_form(args, display, data, "obj")
+    archive = convert_archive(display, data, form.version, args.replace,
+                              limits_of(args), args.flex, form.pcrel)
     _report_skips(display, archive.skips, args)
     if read_stat is not None:
         rewrite(args.input, data, read_stat, archive.payload, args.preserve_dates)

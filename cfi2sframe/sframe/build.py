@@ -17,7 +17,7 @@ from ..dwarf.cfi import Cfi, RowsCache
 from ..errors import Cfi2SframeError
 from ..model import Timeline
 from ..reasons import SframeReason
-from .encode import SectionImage, build_v2, build_v3
+from .encode import SectionImage, build_v1, build_v2, build_v3
 from .fastpath import ShapeMemo, direct_fres, initial_state, serves, shape_of
 from .format import MAX_FRES_V3, MAX_FUNCTION_SIZE, Fre, SFrameFunction, fits
 from .lower import LowerMemo, Skip, lower
@@ -150,11 +150,19 @@ def require_sframe_abi(arch: Arch, where: str) -> None:
 
 
 def encode_sframe(functions: Sequence[SFrameFunction], arch: str | Arch = "x86_64",
-                  version: int = 2) -> SectionImage:
-    """Encode functions as an SFrame section image (FDEs sorted as ``order_functions``)."""
+                  version: int = 2, pcrel: bool = True) -> SectionImage:
+    """Encode functions as an SFrame section image (FDEs sorted as ``order_functions``).
+    ``pcrel`` False: V2 without the errata-1 flag (GNU ld 2.41-2.44's input); V1 (GNU ld
+    2.40's input) never has it."""
     arch = as_arch(arch)
-    if version not in (2, 3):
+    if version not in (1, 2, 3):
         raise Cfi2SframeError("", f"SFrame version {version} is not supported")
+    if arch.sframe_abi_errata1 and not pcrel and version < 3:
+        raise Cfi2SframeError("", f"SFrame V{version} without the PC-relative flag has no ABI "
+                                  f"for {arch.name} (SFrame V2 errata 1 added it)")
     ordered, single = order_functions(functions)
-    build = build_v2 if version == 2 else build_v3
-    return build(ordered, arch, sort_flag=single)
+    if version == 1:
+        return build_v1(ordered, arch, sort_flag=single)
+    if version == 2:
+        return build_v2(ordered, arch, sort_flag=single, pcrel=pcrel)
+    return build_v3(ordered, arch, sort_flag=single)

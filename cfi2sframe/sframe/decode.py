@@ -225,8 +225,9 @@ def _need(data: bytes, pos: int, size: int, what: str) -> None:
 def decode(data: bytes, section_address: int = 0, v1_pcrel: bool = False) -> DecodedSection:
     """Decode an SFrame section placed at ``section_address``.
 
-    ``v1_pcrel``: read V1 start fields as relative to the field itself, as they
-    are in a relocatable object once its PC32 relocations are applied.
+    ``v1_pcrel``: read V1 start fields (and V2 ones without the PC-relative flag, as
+    GNU as 2.41-2.44 wrote them) as relative to the field itself, as they are in a
+    relocatable object once its PC32 relocations are applied.
     """
     table = FdeTable(data, section_address, v1_pcrel)
     fdes = [table.fde(index) for index in range(table.count)]
@@ -288,7 +289,7 @@ class FdeTable:
         self.data, self.count, self.num_fres = data, num_fdes, num_fres
         self.address = section_address
         self.pcrel = bool(flags & F_FDE_FUNC_START_PCREL) or (v1_pcrel and
-                                                              version == VERSION_1)
+                                                              version <= VERSION_2)
 
     def fde(self, index: int) -> DecodedFde:
         return self.reader.fde(index, self.fde_start + index * self.entry, self.address,

@@ -1,4 +1,4 @@
-"""SFrame V2 section builder: the smallest exact encoding of a list of functions.
+"""SFrame section builders (V1, V2, V3): the smallest exact encoding of a list of functions.
 
 Per function the FRE start-address type is the smallest that holds its last
 FRE start; per FRE the offset size is the smallest that holds its offsets.
@@ -31,6 +31,7 @@ from .format import (
     HEADER_SIZE,
     MAGIC,
     OFFSET_SIZE,
+    VERSION_1,
     VERSION_2,
     VERSION_3,
     Fre,
@@ -190,18 +191,36 @@ def _default_fres(func: SFrameFunction) -> tuple[Fre, ...]:
 
 
 def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
-             compiled: ModuleType | None = _COMPILED) -> SectionImage:
+             compiled: ModuleType | None = _COMPILED, pcrel: bool = True) -> SectionImage:
     """Encode ``functions`` (already in final FDE order) as an SFrame V2 section.
     ``compiled``: the compiled core's loop (``_core.fdes_v2``, the default where it is
-    built), or None for the loop below, its reference."""
+    built), or None for the loop below, its reference.  ``pcrel`` False: without the
+    errata-1 flag, as GNU ld 2.41-2.44 read V2 (objects only: their start fields are
+    relocated PC-relative to the field all the same)."""
     shape_bytes: dict[FreShape, bytes] = {}
     if compiled is not None:
         fde_tails, fres, count = compiled.fdes_v2(
             tuple(functions), arch.big_endian, shape_bytes, _tail_of(arch),
             tuple(FRE_ADDR_SIZE[kind] for kind in sorted(FRE_ADDR_SIZE)),
             fde_info(0, True, False), fde_info(0, False, True))
-        return _image_v2(functions, arch, sort_flag, fde_tails, fres, count)
-    fde = fde_struct(VERSION_2, arch.big_endian)
+        return _image(functions, arch, sort_flag, fde_tails, fres, count, VERSION_2, pcrel)
+    return _build_v1_v2(functions, arch, sort_flag, VERSION_2, pcrel)
+
+
+def build_v1(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -> SectionImage:
+    """Encode ``functions`` as an SFrame V1 section: what GNU ld 2.40 merges.  V1's
+    17-byte FDE has no repetition size (a PC-mask FDE repeats every
+    ``Arch.sframe_v1_pcmask_rep`` bytes: lowering leaves out the others) and no flag for
+    PC-relative starts: in an object each start is relocated PC-relative to its field,
+    as GNU as 2.40 writes it."""
+    return _build_v1_v2(functions, arch, sort_flag, VERSION_1, False)
+
+
+def _build_v1_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
+                 version: int, pcrel: bool) -> SectionImage:
+    """The V1 or V2 section, a function at a time: the reference of ``_core.fdes_v2``."""
+    shape_bytes: dict[FreShape, bytes] = {}
+    fde = fde_struct(version, arch.big_endian)
     tails = []
     memo: dict[int, tuple[tuple[Fre, ...], int, bytes]] = {}
     fre_blob = bytearray()
@@ -216,24 +235,27 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
                                     _fres_bytes(fres, FRE_ADDR_SIZE[fre_type], arch, shape_bytes))
         _, fre_type, encoded = hit
         info = fde_info(fre_type, func.pc_mask, func.pauth_b_key)
-        packed = fde.pack(0, func.size, len(fre_blob), len(fres), info, func.rep_size, 0)
+        fields = (func.rep_size, 0) if version == VERSION_2 else ()  # rep size, padding
+        packed = fde.pack(0, func.size, len(fre_blob), len(fres), info, *fields)
         tails.append(packed[4:])
         fre_blob += encoded
         num_fres += len(fres)
-    return _image_v2(functions, arch, sort_flag, tuple(tails), bytes(fre_blob), num_fres)
+    return _image(functions, arch, sort_flag, tuple(tails), bytes(fre_blob), num_fres, version,
+                  pcrel)
 
 
-def _image_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
-              fde_tails: tuple[bytes, ...], fres: bytes, num_fres: int) -> SectionImage:
-    """The V2 section image of encoded FDEs and FREs: the header in front."""
-    flags = F_FDE_FUNC_START_PCREL | (F_FDE_SORTED if sort_flag else 0)
+def _image(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
+           fde_tails: tuple[bytes, ...], fres: bytes, num_fres: int, version: int,
+           pcrel: bool) -> SectionImage:
+    """The V1 or V2 section image of encoded FDEs and FREs: the header in front."""
+    flags = (F_FDE_FUNC_START_PCREL if pcrel else 0) | (F_FDE_SORTED if sort_flag else 0)
     header = header_struct(arch.big_endian).pack(
-        MAGIC, VERSION_2, flags, arch.sframe_abi, arch.sframe_fixed_fp_offset,
+        MAGIC, version, flags, arch.sframe_abi, arch.sframe_fixed_fp_offset,
         arch.sframe_fixed_ra_offset, 0, len(functions), num_fres, len(fres), 0,
-        len(functions) * FDE_SIZE[VERSION_2])
+        len(functions) * FDE_SIZE[version])
     assert len(header) == HEADER_SIZE
     return SectionImage(header, tuple(functions), fde_tails, fres, arch.big_endian,
-                        FDE_SIZE[VERSION_2], align=arch.sframe_section_align)
+                        FDE_SIZE[version], align=arch.sframe_section_align)
 
 
 def _flex_words(rule: RuleFre, fixed_ra: Loc | None,

@@ -2,7 +2,9 @@
 
 In a relocatable object the FDE start fields are relocated first (S + A - P
 with every section at address 0), as readelf of binutils 2.46 does, so a
-function prints at its offset in its own section.  V1 sections are shown
+function prints at its offset in its own section; a V1 section's (and a V2 one's
+without the PC-relative flag, as GNU as 2.41-2.44 wrote it) then read relative to
+the field, as the PC32 relocation made them.  ``as_readelf`` shows V1 sections
 unrelocated, as readelf of binutils 2.40 (the last V1 reader) shows them.
 """
 
@@ -123,4 +125,4 @@ def _elf_bytes(path: str, data: bytes, as_readelf: bool, limits: Limits) -> SFra
     if relocate:
         placed = relocate_view(view, view.sections.index(section), contents, path)
     return SFrameBytes(path, section.name, bytes(contents), section.addr,
-                       relocate and version == 1, True, view.elf_type, placed)
+                       relocate and version <= 2, True, view.elf_type, placed)

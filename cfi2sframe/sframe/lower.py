@@ -113,7 +113,7 @@ def lower(timeline: Timeline, arch: str | Arch,
                     f"return address column {timeline.ra_column} is not "
                     f"{arch.reg_name(arch.ra)} ({arch.ra})")
     rows = timeline.rows
-    if version == 2 or not arch.flex:  # FLEX for AMD64 and s390x, as GNU as 2.46 writes
+    if version < 3 or not arch.flex:  # FLEX for AMD64 and s390x, as GNU as 2.46 writes
         def lowering(rows: tuple[Row, ...], arch: Arch) -> _Lowered:
             return _lower_rows(rows, arch, version)
     else:

@@ -105,16 +105,18 @@ def _append(rows: list[Row], row: Row) -> None:
 FreLike = Fre | RuleFre
 
 
-def split_repeating(func: SFrameFunction) -> list[SFrameFunction]:
+def split_repeating(func: SFrameFunction,
+                    reps: Sequence[int] = REP_SIZES) -> list[SFrameFunction]:
     """``func`` as a PC-increment head and a PC-mask body, when that takes fewer FREs.
 
     The body starts at a multiple of its repetition size, so readers that take
     ``PC % rep_size`` (libsframe) and readers that take the offset from the
-    FDE start agree; it covers at least two repetitions.
+    FDE start agree; it covers at least two repetitions.  ``reps``: the repetition
+    sizes to try (V1 has one per ABI, and none on most).
     """
     fres = func.fres
     best: tuple[int, int, int, list[FreLike], list[FreLike]] | None = None
-    for rep in REP_SIZES:
+    for rep in reps:
         for blocks in range(MAX_HEAD_BLOCKS + 1):
             head = (-func.start) % rep + blocks * rep
             if func.size - head < 2 * rep:
@@ -193,4 +195,7 @@ def lower_pc_dependent(timeline: Timeline, arch: Arch, skip: Skip,
     result = lower(resolved, arch, None, version, flex)
     if isinstance(result, Skip):
         return result
+    if version == 1:  # V1 has no repetition size field: its ABI's one, if any
+        rep = arch.sframe_v1_pcmask_rep
+        return split_repeating(result, (rep,) if rep else ())
     return split_repeating(result)

@@ -66,6 +66,8 @@ def test_sframe_layout_facts_say_what_they_mean() -> None:
         assert arch.sframe_section_align == (8 if s390x else 1), name
         assert arch.sp_copy_is_cfa == s390x, name
         assert arch.sframe_v1_pcmask_rep == (16 if name == "x86_64" else 0), name
+        # V2 errata 1 added ABI 4, s390x (sframe-spec-v2-errata1.texi); V1 has ids 1-3.
+        assert arch.sframe_abi_errata1 == s390x, name
     assert get_arch("amd64") is ARCHES["x86_64"]
 
 
