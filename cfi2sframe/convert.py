@@ -694,13 +694,13 @@ def already_converted(path: str, data: bytes, read_stat: os.stat_result, version
 
 
 def archive_already_converted(path: str, data: bytes, version: int = 2,
-                              limits: Limits = DEFAULT_LIMITS,
-                              flex: bool = True) -> ArchiveConversion | None:
+                              limits: Limits = DEFAULT_LIMITS, flex: bool = True,
+                              pcrel: bool = True) -> ArchiveConversion | None:
     """``already_converted`` for a static library: its conversion with ``--replace``,
     where that gives the library itself byte for byte and describes something (each
     member it rewrites verifies in ``convert_archive``); else None."""
     try:
-        archive = convert_archive(path, data, version, True, limits, flex)
+        archive = convert_archive(path, data, version, True, limits, flex, pcrel)
     except (Cfi2SframeError, DecodeError):
         return None
     if not any(c.functions for c in archive.converted) or archive.payload != data:

@@ -66,13 +66,13 @@ class Task(NamedTuple):
     preserve_dates: bool = False  # convert: keep the access and modification times
     objects: bool = False  # convert: rewrite relocatable objects too (crt1.o, archives' .o)
     flex: bool = True  # V3: FLEX FDEs allowed (False: --no-flex)
-    # convert (--resume): a file with .sframe that is what this conversion writes is
-    # recorded ok, not has-sframe (a killed run converted it, then lost its record)
-    recognise: bool = False
     # convert, objects and archive members: --linker-reads, and the version asked for
     # (None: what the linker merges; ``sframe_version`` is then the linked files' one).
     linker_reads: str = "auto"
     object_version: int | None = None
+    # convert (--resume): a file with .sframe that is what this conversion writes is
+    # recorded ok, not has-sframe (a killed run converted it, then lost its record)
+    recognise: bool = False
 
 
 # Task fields that do not change what a file's record says: the dates a conversion
@@ -380,7 +380,7 @@ def _convert_archive(record: dict[str, Any], path: str, read_path: str, data: by
     if archive.converted:
         rewrite(read_path, data, read_stat, archive.payload, task.preserve_dates)
     elif task.recognise and not task.replace and (recognised := archive_already_converted(
-            path, data, task.sframe_version, task.limits, task.flex)) is not None:
+            path, data, form.version, task.limits, task.flex, form.pcrel)) is not None:
         archive = recognised  # done by a run killed before its record: ok
         record["sframe_bytes_in_file"] = None  # as the run that wrote it read the file
     else:

@@ -378,7 +378,7 @@ def _convert_many(args: argparse.Namespace) -> int:
     linked_version = args.sframe_version if args.sframe_version in (2, 3) else 2
     task = Task("convert", linked_version, args.replace, args.old_kernels,
                 limits_of(args), args.preserve_dates, args.objects, args.flex,
-                args.linker_reads, args.sframe_version)
+                linker_reads=args.linker_reads, object_version=args.sframe_version)
     records, status = run_batch(args, args.inputs, task, converted_line)
     print_summary(records, args.json)
     return status
