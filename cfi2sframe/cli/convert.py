@@ -138,14 +138,14 @@ def parser() -> argparse.ArgumentParser:
                              "the section and its relocations; linked files: in place when it "
                              "fits, else a new loadable section that PT_GNU_SFRAME points at)")
     parser.add_argument("--old-kernels", choices=["keep", "pad", "no"], default="keep",
-                        help="linked files: the moved program header table must be where "
-                             "Linux before 5.18 and qemu-user look (its address minus its "
-                             "offset equal to the first segment's); where that takes more "
-                             "than a page of zeros (a file much shorter than its memory "
-                             "image): keep (default) refuses the file, pad writes the zeros; "
-                             "no places the table for Linux >= 5.18 only and writes no "
-                             "zeros at all (the smallest file: it grows by the table and "
-                             "the section, not up to a page more)")
+                        help="linked programs whose program header table cannot grow where "
+                             "it is (no movable .interp, notes or hash tables after it), so "
+                             "it is moved: Linux before 5.18 and qemu-user look for it at "
+                             "the first segment's address plus its offset; where keeping "
+                             "that takes more than a page of zeros (a file much shorter "
+                             "than its memory image): keep (default) refuses the file, pad "
+                             "writes the zeros, no places the table for Linux >= 5.18 only. "
+                             "Shared libraries never pay zeros for it")
     parser.add_argument("--in-place", action="store_true",
                         help="ELF input: replace the input file, only after the new file "
                              "is complete and verified; it keeps its form (an object --emit "

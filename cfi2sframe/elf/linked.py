@@ -1,9 +1,11 @@
 """Add a loadable ``.sframe`` and ``PT_GNU_SFRAME`` to a linked ELF file, moving nothing.
 
-Every existing byte keeps its file offset and address: the new parts go after
-the file's contents.  Linked files have no room for more program headers (the
-table is followed at once by ``.interp`` or the notes), so the table is copied to
-the end of the file with its new entries (a ``PT_NULL``, three ``PT_LOAD``s and,
+Linked files have no room for more program headers (the table is followed at once by
+``.interp`` or the notes).  A program's table grows where it is, into the bytes of the
+few sections ``elf.grow`` moves beside ``.sframe``; a library takes that layout where
+it is the smaller.  Otherwise every existing byte keeps its file offset and address:
+the new parts go after the file's contents, and the table is copied to the
+end of the file with its new entries (a ``PT_NULL``, three ``PT_LOAD``s and,
 if it had none, ``PT_GNU_SFRAME``); ``PT_PHDR`` and ``e_phoff`` point at the copy.
 The layout is chosen for the tools that run afterwards (docs/post-link.md):
 
@@ -25,7 +27,8 @@ The layout is chosen for the tools that run afterwards (docs/post-link.md):
 - A's address is congruent (modulo the page size) to the end of the last existing
   segment's file contents: BFD puts a moved table right there and keeps its address;
 - A's address minus its offset equals the first segment's, so Linux before 5.18 and
-  qemu-user, which take AT_PHDR from the first segment, find it.
+  qemu-user, which take AT_PHDR from the first segment, find it (programs; a library
+  keeps this only where it costs no zeros: ld.so finds its table through PT_PHDR).
 """
 
 from __future__ import annotations
