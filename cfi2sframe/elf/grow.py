@@ -32,7 +32,11 @@ from typing import NamedTuple
 from ..errors import Cfi2SframeError
 from ..files import PatchedCopy
 from .read import (
+    PF_R,
+    PT_DYNAMIC,
+    PT_GNU_PROPERTY,
     PT_GNU_SFRAME,
+    PT_INTERP,
     PT_LOAD,
     PT_NOTE,
     PT_PHDR,
@@ -43,10 +47,10 @@ from .read import (
     ElfView,
     Segment,
 )
+from .read import PHDR64_SIZE as PHDR_SIZE
+from .read import SHDR64_SIZE as SHDR_SIZE
 
-PHDR_SIZE, SHDR_SIZE, SYM_SIZE, DYN_SIZE = 56, 64, 24, 16  # ELF64
-PF_R = 4
-PT_DYNAMIC, PT_INTERP, PT_GNU_PROPERTY = 2, 3, 0x6474E553
+SYM_SIZE, DYN_SIZE = 24, 16  # ELF64 symbol and dynamic entries
 SHT_HASH, SHT_DYNSYM, SHT_NOTE, SHT_SYMTAB, SHT_RELR = 5, 11, 7, 2, 19
 SHT_GNU_HASH = 0x6FFFFFF6
 SHN_LORESERVE = 0xFF00
@@ -213,11 +217,12 @@ def _addralign(view: ElfView, header_at: int) -> int:
     return int(struct.unpack_from(order + "Q", view.data, header_at + 48)[0])
 
 
-def _up(value: int, align: int) -> int:
+def up(value: int, align: int) -> int:
+    """``value`` rounded up to a multiple of ``align``."""
     return -(-value // align) * align
 
 
-def _congruent(at_least: int, to: int, modulo: int) -> int:
+def congruent(at_least: int, to: int, modulo: int) -> int:
     """The smallest value >= ``at_least`` equal to ``to`` modulo ``modulo``."""
     return at_least + (to - at_least) % modulo
 
@@ -294,17 +299,17 @@ def grow(view: ElfView, segments: list[Segment], block: Block, size: int,
     added = 0 if previous is not None else (
         1 + (0 if any(seg.kind == PT_GNU_SFRAME for seg in segments) else 1))
     shnum = len(view.sections) + (0 if previous is not None else 1)
-    shdrs_at = _up(cut + len(names), 8)
+    shdrs_at = up(cut + len(names), 8)
     shdrs_end = shdrs_at + shnum * SHDR_SIZE
     if block.keep_address:
-        at = _congruent(shdrs_end, block.address, page)
+        at = congruent(shdrs_end, block.address, page)
         address = block.address
     else:
-        at = _congruent(shdrs_end, block.start, block.align)
+        at = congruent(shdrs_end, block.start, block.align)
         loads = [seg for seg in segments if seg.kind == PT_LOAD]
-        memory_end = _up(max(seg.vaddr + seg.memsz for seg in loads), page)
-        address = _congruent(memory_end, at, page)
-    sframe_at = at + _up(block.end - block.start, 8)
+        memory_end = up(max(seg.vaddr + seg.memsz for seg in loads), page)
+        address = congruent(memory_end, at, page)
+    sframe_at = at + up(block.end - block.start, 8)
     sframe_address = address + (sframe_at - at)
     end = sframe_at + size
     if limit is not None and end - size - len(data) > limit:

@@ -31,10 +31,16 @@ from itertools import pairwise
 from typing import NamedTuple
 
 from .read import (
+    PT_DYNAMIC,
+    PT_GNU_EH_FRAME,
+    PT_GNU_PROPERTY,
+    PT_GNU_RELRO,
     PT_GNU_SFRAME,
+    PT_INTERP,
     PT_LOAD,
     PT_NOTE,
     PT_PHDR,
+    PT_TLS,
     SHF_ALLOC,
     SHT_NOBITS,
     ElfView,
@@ -42,8 +48,6 @@ from .read import (
 )
 
 SHF_TLS = 0x400
-PT_DYNAMIC, PT_INTERP, PT_TLS = 2, 3, 7
-PT_GNU_EH_FRAME, PT_GNU_RELRO, PT_GNU_PROPERTY = 0x6474E550, 0x6474E552, 0x6474E553
 
 # The segments whose bytes someone reads from memory, so a PT_LOAD must map them.
 MAPPED = {PT_INTERP: "PT_INTERP", PT_DYNAMIC: "PT_DYNAMIC", PT_NOTE: "PT_NOTE",

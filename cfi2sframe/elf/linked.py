@@ -40,8 +40,18 @@ from typing import Literal, NamedTuple
 from ..arch import arch_for_machine
 from ..errors import Cfi2SframeError
 from ..files import PAGE, PatchedCopy
-from .grow import Block, Grown, find_room, grow, previous_growth, starts_as_program
+from .grow import (
+    Block,
+    Grown,
+    congruent,
+    find_room,
+    grow,
+    previous_growth,
+    starts_as_program,
+    up,
+)
 from .read import (
+    PF_R,
     PT_GNU_SFRAME,
     PT_LOAD,
     PT_NULL,
@@ -55,9 +65,9 @@ from .read import (
     Segment,
     open_elf,
 )
+from .read import PHDR64_SIZE as PHDR_SIZE
+from .read import SHDR64_SIZE as SHDR_SIZE
 
-PF_R = 4
-PHDR_SIZE, SHDR_SIZE = 56, 64  # ELF64
 PN_XNUM, SHN_LORESERVE = 0xFFFF, 0xFF00
 # What to do where the table can only be where Linux before 5.18 and qemu-user look
 # (its address minus its offset equal to the first segment's) with more than a page
@@ -130,15 +140,6 @@ def previous_conversion(view: ElfView, segments: list[Segment]) -> Previous | No
     return Previous(index[".sframe"], index[".phdrs"], frozenset({0, table, cover, data}))
 
 
-def _up(value: int, align: int) -> int:
-    return -(-value // align) * align
-
-
-def _congruent(at_least: int, to: int, page: int) -> int:
-    """The smallest offset >= ``at_least`` equal to ``to`` modulo ``page``."""
-    return at_least + (to - at_least) % page
-
-
 def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phnum: int,
          where: str, old_kernels: OldKernels = "keep", append_only: bool = False,
          previous: Previous | None = None, program: bool = True,
@@ -159,18 +160,18 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     first = loads[0]
     delta = first.vaddr - first.offset
     contents_end = max(seg.offset + seg.filesz for seg in loads)
-    memory_end = _up(max(seg.vaddr + seg.memsz for seg in loads), page)
+    memory_end = up(max(seg.vaddr + seg.memsz for seg in loads), page)
     table = phnum * PHDR_SIZE
     cut = len(view.data) if append_only else _tail_start(view, segments, previous)
-    shdrs_at = _up(cut + names_size, 8)
+    shdrs_at = up(cut + names_size, 8)
     shnum = len(view.sections) + (0 if previous is not None else 2)
     sframe_at = shdrs_at + shnum * SHDR_SIZE
-    phdrs_at = _congruent(sframe_at + size, contents_end, page)
+    phdrs_at = congruent(sframe_at + size, contents_end, page)
     phdrs_address = phdrs_at + delta
     if phdrs_address < memory_end and not program and old_kernels != "pad":
         old_kernels = "no"  # ld.so finds a library's table through PT_PHDR
     if phdrs_address < memory_end:
-        padding = _up(memory_end - phdrs_address, page)
+        padding = up(memory_end - phdrs_address, page)
         if old_kernels == "pad" and padding > MAX_PADDING:
             raise Cfi2SframeError(where, "the file is shorter than its memory image by more "
                                   f"than {MAX_PADDING:#x} bytes (1 GiB): --old-kernels pad "
@@ -180,7 +181,7 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
             phdrs_at += padding
             phdrs_address = phdrs_at + delta
         elif old_kernels == "no":  # only the segment rule holds (Linux >= 5.18)
-            phdrs_address = _congruent(memory_end, contents_end, page)
+            phdrs_address = congruent(memory_end, contents_end, page)
         else:
             raise Cfi2SframeError(where, "the file is shorter than its memory image: keeping "
                                   "the program headers where Linux before 5.18 and qemu-user "
@@ -188,9 +189,9 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
                                   "pad writes them, --old-kernels no makes a file for Linux "
                                   ">= 5.18 only")
     # B and C start on pages of their own: no page holds two of A, B and C.
-    cover_address = _congruent(_up(phdrs_address + table, page), phdrs_at + NULL_PREFIX,
+    cover_address = congruent(up(phdrs_address + table, page), phdrs_at + NULL_PREFIX,
                                page)
-    sframe_address = _congruent(_up(cover_address + table - NULL_PREFIX, page), sframe_at,
+    sframe_address = congruent(up(cover_address + table - NULL_PREFIX, page), sframe_at,
                                 page)
     if sframe_address + size > ADDRESS_END:
         raise Cfi2SframeError(where, f"the file's memory image ends at {memory_end:#x}: no "

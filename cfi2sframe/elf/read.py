@@ -34,6 +34,10 @@ STT_FUNC, STT_SECTION, STT_FILE = 2, 3, 4
 SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
 SHT_PROGBITS = 1
 PT_NULL, PT_LOAD, PT_NOTE, PT_PHDR, PT_GNU_SFRAME = 0, 1, 4, 6, 0x6474E554
+PT_DYNAMIC, PT_INTERP, PT_TLS = 2, 3, 7
+PT_GNU_EH_FRAME, PT_GNU_RELRO, PT_GNU_PROPERTY = 0x6474E550, 0x6474E552, 0x6474E553
+PF_R = 4
+PHDR64_SIZE, SHDR64_SIZE = 56, 64  # ELF64 program and section header entries
 
 # e_machine and e_type names as pyelftools spells them: the targets' own (registry) and
 # others we name in messages.
