@@ -605,14 +605,25 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
 
 def verify_as_converted(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS
                         ) -> tuple[VerifyResult, int] | None:
-    """``verify`` of the file ``cfi2sframe FILE --in-place`` would write from an ELF file
+    """``verify`` of the section ``cfi2sframe FILE --in-place`` would add to an ELF file
     without ``.sframe``, made in memory (``verify_elf``'s result and ABI id); None when
-    it would write no section (nothing SFrame can describe)."""
+    it would write no section (nothing SFrame can describe).
+
+    A linked file's section is checked as built for the address the conversion gives
+    it, against the file's CFI, never placed in the file: where it goes, and whether
+    that layout suits old kernels, is the rewrite's business (``elf.linked``), which
+    checks the file it writes.  An object's is checked in the object it would write
+    (its relocations with it)."""
     from .analysis.compare import verify_elf
+    from .sframe.load import SFrameBytes
 
     conversion = convert_file(path, data, limits=limits)
     if conversion.empty or not isinstance(conversion, ElfConversion):
         return None
+    if conversion.linked:
+        section = SFrameBytes(path, ".sframe", conversion.raw(), conversion.sframe_address,
+                              False, True, conversion.elf_type)
+        return verify_elf(path, data, limits, made=section)
     payload = conversion.output(conversion.rewrite_form)
     if isinstance(payload, str):
         return None

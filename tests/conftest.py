@@ -138,6 +138,16 @@ def pinned_notes_program(folder: Path, scratch: int = 16) -> Path:
     return program
 
 
+def readelf_section(path: Path, name: str) -> tuple[int, int]:
+    """(address, file offset) of section ``name`` as ``readelf -SW`` lists it."""
+    text = subprocess.run(["readelf", "-SW", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+    found = [line.split("]", 1)[1].split() for line in text.splitlines()
+             if "]" in line and line.split("]", 1)[1].split()[:1] == [name]]
+    assert len(found) == 1, (name, text)
+    return int(found[0][2], 16), int(found[0][3], 16)
+
+
 HELLO_C = ("#include <stdio.h>\n#include <stdlib.h>\n"
            "int main(int c, char **v) { printf(\"%d\\n\", atoi(v[0]) + c); puts(\"x\"); "
            "return 0; }\n")

@@ -23,6 +23,7 @@ from ..elf.read import SHT_NOBITS, ElfView, open_elf
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_input
 from ..model import CfaReg, Row, Rule, RuleKind, Timeline
+from ..sframe.build import lower_function
 from ..sframe.decode import (
     FRE_TABLE,
     V3_ATTR_SIZE,
@@ -35,7 +36,7 @@ from ..sframe.decode import (
 from ..sframe.fastpath import initial_state
 from ..sframe.format import FRE_ADDR_SIZE
 from ..sframe.load import SFrameBytes, placed_section, sframe_bytes
-from ..sframe.lower import Skip, beyond_sframe, lower
+from ..sframe.lower import Skip, beyond_sframe
 from ..sframe.pcmask import resolve_pc_expressions
 from ..sframe.rules import (
     OUTERMOST,
@@ -181,6 +182,10 @@ def diff_sections(a: DecodedSection, b: DecodedSection, key_a: FdeKey = _by_addr
 # -- DWARF side --------------------------------------------------------------------------
 
 
+# ``VerifyResult.missing``'s reason for a function the conversion would give an FDE.
+ENCODABLE = "encodable"
+
+
 class VerifyResult(NamedTuple):
     """Outcome of ``verify``.
 
@@ -188,9 +193,11 @@ class VerifyResult(NamedTuple):
     rules; None on the SFrame side means no FDE covers those PCs).
     ``unevaluated``: functions whose DWARF CFA is an expression we cannot
     reduce to register + offset, with what SFrame says there.  ``missing``:
-    functions no SFrame FDE covers at all, with our encoder's reason.
-    ``extra``: SFrame FDEs that cover no DWARF function.  ``layout``: where a
-    linked file's sections and segments disagree (``elf.layout``).
+    functions no SFrame FDE covers at all, with our encoder's reason, or
+    ``ENCODABLE`` where the conversion would give one an FDE (``uncovered``: a
+    gap in the section, which fails ``ok``).  ``extra``: SFrame FDEs that cover
+    no DWARF function.  ``layout``: where a linked file's sections and segments
+    disagree (``elf.layout``).
     """
 
     checked: int
@@ -201,8 +208,21 @@ class VerifyResult(NamedTuple):
     layout: tuple[Problem, ...] = ()
 
     @property
-    def ok(self) -> bool:
+    def uncovered(self) -> tuple[Timeline, ...]:
+        """The functions the section lacks though the conversion would describe them, by
+        address (the first is the one a report names)."""
+        return tuple(sorted((timeline for timeline, why in self.missing if why == ENCODABLE),
+                            key=lambda timeline: (timeline.section, timeline.start)))
+
+    @property
+    def agrees(self) -> bool:
+        """No PC where SFrame and DWARF differ, and a sound container: what a rewritten
+        file must meet (its coverage is the conversion's own choice: ``--no-flex``)."""
         return not self.mismatches and not self.layout
+
+    @property
+    def ok(self) -> bool:
+        return self.agrees and not self.uncovered
 
 
 FreRules = Callable[[DecodedSection, DecodedFde, DecodedFre], FrameRules]
@@ -338,9 +358,7 @@ class _Verifier:
         """Compare one function's DWARF rows with the SFrame FDEs that cover it."""
         arch = self.arch
         if not covering or timeline.invalid is not None:
-            result = lower(timeline, arch)
-            why = result.reason if isinstance(result, Skip) else "encodable"
-            self.missing.append((timeline, why))
+            self.missing.append((timeline, self.decision(timeline)))
             return
         self.used.update(fde.index for fde in covering)
         have = covering_steps(self.section, covering, timeline.start, self.memo.fre)
@@ -354,6 +372,13 @@ class _Verifier:
         ranges = differing_ranges(have, want, timeline.size)
         if ranges:
             self.mismatches.append((timeline, tuple(ranges)))
+
+    def decision(self, timeline: Timeline) -> str:
+        """Why the conversion gives a function no FDE, for this section's version (V1 as
+        V2; V3 with FLEX, which the format holds), else ``ENCODABLE``."""
+        version = 3 if self.section.version == 3 else 2
+        made = lower_function(timeline, self.arch, version)
+        return str(made.reason) if isinstance(made, Skip) else ENCODABLE
 
     def result(self) -> VerifyResult:
         extra = tuple(self.fde_of(index) for index in range(self.count)
@@ -470,15 +495,19 @@ class _FastCheck:
 
 def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LIMITS,
                cfi: Cfi | None = None,
-               compiled: ModuleType | None = _COMPILED) -> tuple[VerifyResult, int]:
+               compiled: ModuleType | None = _COMPILED,
+               made: SFrameBytes | None = None) -> tuple[VerifyResult, int]:
     """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
     ``.debug_frame``; ``cfi`` when the caller has read it); also the section's ABI
     id, for describing rules.  A linked file is first scanned by the compiled core
     (``compiled``; None: never), which reads neither section into objects and leaves
-    only the functions it cannot confirm to the full check (``_scan``)."""
+    only the functions it cannot confirm to the full check (``_scan``).  ``made``: a
+    section the file does not hold (the one a conversion would add to a linked file,
+    at its address) checked instead, and not the container: where a section would go
+    is the rewrite's question, not its contents'."""
     if data is None:
         data = read_input(path)
-    raw = sframe_bytes(path, data, limits=limits)
+    raw = made if made is not None else sframe_bytes(path, data, limits=limits)
     if not raw.is_elf:
         raise Cfi2SframeError(path, "verify needs an ELF file with .sframe and .eh_frame")
     with decoding(path):
@@ -500,6 +529,8 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
         if cfi is None:
             cfi = read_elf_cfi(path, data, limits)
         result = verify_cfi(section, cfi, arch, section_of, compiled)
+    if made is not None:
+        return result, header.abi
     with decoding(path):
         problems = layout_problems(view, arch.min_page_size)
     return result._replace(layout=tuple(problems)), header.abi
@@ -564,7 +595,7 @@ def check_rewritten(display: str, payload: bytes | str,
     if isinstance(payload, str):
         raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
     result, _ = verify_elf(display, payload, limits)
-    if not result.ok or result.extra:
+    if not result.agrees or result.extra:
         raise Cfi2SframeError(display, "the rewritten file does not verify "
                                        f"({_first_failure(result)}); input left untouched")
 

@@ -343,8 +343,12 @@ def _fill_archive(record: dict[str, Any], path: str, read_path: str, data: bytes
         skipped.update(part["skipped"])
         record["arch"] = record["arch"] or part["arch"]
         for key, value in (part["verify"] or {}).items():
-            verify[key] = (verify[key] and value) if key == "ok" and key in verify else (
-                value if key == "ok" else verify.get(key, 0) + value)
+            if key == "ok":
+                verify[key] = verify.get(key, True) and value
+            elif key == "first_uncovered":  # the library's first, member by member
+                verify[key] = verify.get(key) or value
+            else:
+                verify[key] = verify.get(key, 0) + value
     record["skipped"] = dict(skipped.most_common())
     record["verify"] = verify or None
     record["member_records"] = parts
@@ -448,10 +452,15 @@ def _verify_made(record: dict[str, Any], path: str, data: bytes, limits: Limits)
 
 
 def _record_verify(record: dict[str, Any], result: VerifyResult) -> None:
+    uncovered = result.uncovered
+    first = None if not uncovered else {"name": uncovered[0].name,
+                                        "section": uncovered[0].section,
+                                        "address": uncovered[0].start}
     record["verify"] = {"ok": result.ok, "checked": result.checked,
                         "mismatches": len(result.mismatches), "missing": len(result.missing),
                         "extra": len(result.extra), "unevaluated": len(result.unevaluated),
-                        "layout": len(result.layout)}
+                        "layout": len(result.layout), "uncovered": len(uncovered),
+                        "first_uncovered": first}
     if not result.ok:
         record["status"] = "mismatch"
 

@@ -40,6 +40,7 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             verified["made"] += bool(check.get("made"))
             verified["ok" if check["ok"] else "failed"] += 1
             verified["functions"] += check["checked"]
+            verified["uncovered"] += check.get("uncovered") or 0  # (added within schema 1)
         versions.add(int(record.get("sframe_version") or 0))
     return {"files": sum(statuses.values()), "statuses": dict(statuses.most_common()),
             "failed": sum(n for s, n in statuses.items() if s not in GOOD_STATUSES),
@@ -104,7 +105,9 @@ def summary_table(summary: dict[str, Any], top: int = 8) -> str:
                                     else "") + ": "
                                  f"{checked.get('ok', 0)} correct, "
                                  f"{checked.get('failed', 0)} not; "
-                                 f"{checked.get('functions', 0)} functions checked"))
+                                 f"{checked.get('functions', 0)} functions checked"
+                                 + (f"; {checked['uncovered']} without the SFrame FDE "
+                                    "they could have" if checked.get("uncovered") else "")))
     macho = summary.get("macho")
     if macho:
         why = ", ".join(f"{r} {n}" for r, n in list(macho["dwarf_reasons"].items())[:top])

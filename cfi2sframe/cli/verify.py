@@ -60,12 +60,23 @@ def verify_line(record: dict[str, Any]) -> str:
         why = "no .sframe, and no function SFrame can describe" \
             if record["status"] == "no-sframe" else "no DWARF CFI to check its .sframe against"
         return f"{record['path']}: not checked: {why}"
-    made = " (no .sframe: the file --in-place would write, made in memory)" \
+    made = " (no .sframe: the section --in-place would add, made in memory)" \
         if check.get("made") else ""
+    first = check.get("first_uncovered")
+    gap = "" if not first else " (" + uncovered_words(
+        check["uncovered"], first["name"], first["section"], first["address"]) + ")"
     return (f"{record['path']}: {'ok' if check['ok'] else 'FAILED'}{made}: {check['checked']} "
             f"functions checked at every PC, {check['mismatches']} mismatches, "
-            f"{check['missing']} without SFrame, {check['extra']} only in SFrame, "
+            f"{check['missing']} without SFrame{gap}, {check['extra']} only in SFrame, "
             f"{check['layout']} layout problems")
+
+
+def uncovered_words(count: int, name: str, section: str, address: int) -> str:
+    """The functions a section lacks though SFrame could describe them, in words."""
+    where = f"{section}+{address:#x}" if section else f"{address:#x}"
+    return (f"{count} function{'s have' if count != 1 else ' has'} no SFrame FDE though "
+            f"SFrame can describe {'them' if count != 1 else 'it'}; the first: '{name}' at "
+            f"{where}")
 
 
 def _is_archive(path: str) -> bool:
@@ -98,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
     view = open_elf_file(args.file, data) if data[:4] == b"\x7fELF" else None
     if view is not None and not view.holds_sframe:
         # As dump and lookup read such a file (and a run over many files checks it):
-        # the section cfi2sframe would write, made in memory.  An empty .sframe holds
-        # no FDE, so it is read the same way.
+        # the section cfi2sframe would add, made in memory (its contents, not its place).
+        # An empty .sframe holds no FDE, so it is read the same way.
         from ..convert import verify_as_converted
 
         made = verify_as_converted(args.file, data, limits_of(args))
@@ -107,8 +118,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.file}: not checked: {no_sframe(view)}, and no function SFrame "
                   "can describe")
             return 0
-        print(f"{args.file}: note: {no_sframe(view)}; checked the file cfi2sframe "
-              "--in-place would write (made in memory)", file=sys.stderr)
+        print(f"{args.file}: note: {no_sframe(view)}; checked the section cfi2sframe "
+              "--in-place would add, made in memory (its place in the file is checked "
+              "when it is written)", file=sys.stderr)
         result, abi = made
     else:
         result, abi = verify_elf(args.file, data, limits=limits_of(args))
@@ -132,6 +144,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.file}: no SFrame FDE for '{timeline.name}' [{why}]")
         for fde in result.extra:
             print(f"{args.file}: SFrame {describe_fde(fde)} has no DWARF FDE")
+    uncovered = result.uncovered
+    if uncovered:
+        first = uncovered[0]
+        print(f"{args.file}: not covered: "
+              + uncovered_words(len(uncovered), first.name, first.section, first.start))
     print(f"{args.file}: {result.checked} functions checked at every PC, "
           f"{len(result.mismatches)} mismatches, {len(result.missing)} without SFrame, "
           f"{len(result.extra)} only in SFrame"

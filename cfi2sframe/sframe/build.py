@@ -45,25 +45,28 @@ def lower_all(timelines: Sequence[Timeline], arch: str | Arch,
     skips: list[Skip] = []
     memo: LowerMemo = {}
     for timeline in timelines:
-        _add(lower(timeline, arch, memo, version, flex), timeline, arch, version, functions,
-             skips, flex)
+        _add(lower_function(timeline, arch, version, flex, memo), functions, skips)
     return functions, skips
 
 
-def _add(result: SFrameFunction | Skip, timeline: Timeline, arch: Arch, version: int,
-         functions: list[SFrameFunction], skips: list[Skip], flex: bool = True) -> None:
-    """File one lowering result; a CFA expression gets a second try, evaluated per PC
-    (``sframe.pcmask``: linker PLTs)."""
+def lower_function(timeline: Timeline, arch: Arch, version: int = 2, flex: bool = True,
+                   memo: LowerMemo | None = None) -> list[SFrameFunction] | Skip:
+    """The conversion's decision for one function: its SFrame FDEs, or why it has none.
+    A CFA expression gets a second try, evaluated per PC (``sframe.pcmask``: a linker's
+    PLT, then two FDEs).  ``verify`` asks the same of a function a section lacks."""
+    result = lower(timeline, arch, memo, version, flex)
     if isinstance(result, Skip) and result.reason == SframeReason.cfa_expression:
-        retry = lower_pc_dependent(timeline, arch, result, version, flex)
-        if isinstance(retry, Skip):
-            skips.append(retry)
-        else:
-            functions.extend(retry)
-    elif isinstance(result, Skip):
+        return lower_pc_dependent(timeline, arch, result, version, flex)
+    return result if isinstance(result, Skip) else [result]
+
+
+def _add(result: list[SFrameFunction] | Skip, functions: list[SFrameFunction],
+         skips: list[Skip]) -> None:
+    """File one function's decision (``lower_function``)."""
+    if isinstance(result, Skip):
         skips.append(result)
     else:
-        functions.append(result)
+        functions.extend(result)
 
 
 def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2, flex: bool = True,
@@ -93,8 +96,7 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2, flex: bool = True,
                 functions.append(made)
             else:
                 timeline = cfi.timeline(fde, rows_cache)
-                _add(lower(timeline, arch, memo, version, flex), timeline, arch, version,
-                     functions, skips, flex)
+                _add(lower_function(timeline, arch, version, flex, memo), functions, skips)
             continue
         cie = fde.cie
         fres = None
@@ -110,8 +112,7 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2, flex: bool = True,
             fres = tuple(fre for fre in fres if fre.start < fde.size)
         if fres is None or not fits(fde.size, len(fres), version):
             timeline = cfi.timeline(fde, rows_cache)
-            _add(lower(timeline, arch, memo, version, flex), timeline, arch, version,
-                 functions, skips, flex)
+            _add(lower_function(timeline, arch, version, flex, memo), functions, skips)
             continue
         # The span's four fields spelled out (not ``span_of``): this runs once per FDE.
         functions.append(SFrameFunction(fde.name, fde.section, fde.start, fde.size, fres,

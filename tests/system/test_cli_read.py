@@ -354,8 +354,9 @@ def test_files_without_sframe_dump_lookup_and_verify_alike(tmp_path):
     assert one.returncode == real.returncode == many.returncode == 0, (one.stdout, many.stdout)
     assert one.stdout.replace(str(program), "F") == real.stdout.replace(str(converted_v2), "F")
     assert " 0 mismatches" in one.stdout and "functions checked at every PC" in one.stdout
-    assert one.stderr == (f"{program}: note: no .sframe section; checked the file cfi2sframe "
-                          "--in-place would write (made in memory)\n")
+    assert one.stderr == (f"{program}: note: no .sframe section; checked the one cfi2sframe "
+                          "--in-place would add, made in memory (its place in the file is "
+                          "checked when it is written)\n")
     records = json.loads(many.stdout)["files"]
     assert [r["verify"]["made"] and r["verify"]["ok"] for r in records] == [True, True]
 
