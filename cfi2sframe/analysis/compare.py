@@ -291,12 +291,13 @@ def _dwarf_side(row: Row, arch: Arch, ra_column: int) -> object:
 class _Verifier:
     """``verify``'s state over one section: its FDEs by section and start (decoded only
     when a function needs them: ``fde_of``), which ones a function used, and the
-    results so far.  ``spans``: (section, start address, size) of each FDE by index."""
+    results so far.  ``spans``: (section, start address, size) of each FDE by index;
+    ``flex`` False: coverage judged for readers without FLEX FDEs (``--no-flex``)."""
 
     def __init__(self, section: DecodedSection, arch: Arch,
                  spans: Sequence[tuple[str, int, int]],
-                 fde_of: Callable[[int], DecodedFde]) -> None:
-        self.section, self.arch, self.fde_of = section, arch, fde_of
+                 fde_of: Callable[[int], DecodedFde], flex: bool = True) -> None:
+        self.section, self.arch, self.fde_of, self.flex = section, arch, fde_of, flex
         self.count = len(spans)
         self.by_section: dict[str, list[tuple[int, int, int]]] = {}
         for index, (name, start, size) in enumerate(spans):
@@ -315,10 +316,10 @@ class _Verifier:
 
     @staticmethod
     def of_section(section: DecodedSection, arch: Arch,
-                   section_of: Callable[[DecodedFde], str]) -> _Verifier:
+                   section_of: Callable[[DecodedFde], str], flex: bool = True) -> _Verifier:
         """Over a section decoded whole."""
         spans = [(section_of(fde), fde.start_address, fde.size) for fde in section.fdes]
-        return _Verifier(section, arch, spans, section.fdes.__getitem__)
+        return _Verifier(section, arch, spans, section.fdes.__getitem__, flex)
 
     def covering(self, section: str, start: int, size: int) -> list[DecodedFde]:
         """The SFrame FDEs that overlap a function, in address order."""
@@ -375,9 +376,10 @@ class _Verifier:
 
     def decision(self, timeline: Timeline) -> str:
         """Why the conversion gives a function no FDE, for this section's version (V1 as
-        V2; V3 with FLEX, which the format holds), else ``ENCODABLE``."""
+        V2; V3 with FLEX, which the format holds, unless ``flex`` is False), else
+        ``ENCODABLE``."""
         version = 3 if self.section.version == 3 else 2
-        made = lower_function(timeline, self.arch, version)
+        made = lower_function(timeline, self.arch, version, self.flex)
         return str(made.reason) if isinstance(made, Skip) else ENCODABLE
 
     def result(self) -> VerifyResult:
@@ -388,15 +390,17 @@ class _Verifier:
 
 
 def verify(section: DecodedSection, timelines: Iterable[Timeline], arch: Arch,
-           section_of: Callable[[DecodedFde], str] = lambda fde: "") -> VerifyResult:
+           section_of: Callable[[DecodedFde], str] = lambda fde: "",
+           flex: bool = True) -> VerifyResult:
     """Check at every PC of every function that SFrame recovers CFA, FP and RA as DWARF does.
 
     Every SFrame FDE that overlaps a function counts, as a reader looking up a
     PC would find it: a linker's PLT is one DWARF FDE but a PC-increment FDE
     for PLT0 and a PC-mask FDE for the entries.  ``section_of`` names the
-    section of an FDE's function in a relocatable object ("" when linked).
+    section of an FDE's function in a relocatable object ("" when linked); ``flex``
+    False: a function that needs a FLEX FDE is no gap (``--no-flex``).
     """
-    checker = _Verifier.of_section(section, arch, section_of)
+    checker = _Verifier.of_section(section, arch, section_of, flex)
     for timeline in timelines:
         checker.check(timeline, checker.covering(timeline.section, timeline.start,
                                                  timeline.size))
@@ -405,12 +409,12 @@ def verify(section: DecodedSection, timelines: Iterable[Timeline], arch: Arch,
 
 def verify_cfi(section: DecodedSection, cfi: Cfi, arch: Arch,
                section_of: Callable[[DecodedFde], str] = lambda fde: "",
-               compiled: ModuleType | None = _COMPILED) -> VerifyResult:
+               compiled: ModuleType | None = _COMPILED, flex: bool = True) -> VerifyResult:
     """``verify`` of a file's FDEs, the same result: where one SFrame FDE covers a
     function alone, the compiled core (``compiled``; None: never) first compares the two
     without interpreting the CFI into a timeline (``_FastCheck``); only a function it
     cannot confirm gets the full check, which names what differs."""
-    checker = _Verifier.of_section(section, arch, section_of)
+    checker = _Verifier.of_section(section, arch, section_of, flex)
     fast = _FastCheck(section, arch, cfi.big_endian, compiled) if compiled else None
     cache: RowsCache = {}
     for fde in cfi.fdes:
@@ -496,7 +500,8 @@ class _FastCheck:
 def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LIMITS,
                cfi: Cfi | None = None,
                compiled: ModuleType | None = _COMPILED,
-               made: SFrameBytes | None = None) -> tuple[VerifyResult, int]:
+               made: SFrameBytes | None = None, flex: bool = True
+               ) -> tuple[VerifyResult, int]:
     """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
     ``.debug_frame``; ``cfi`` when the caller has read it); also the section's ABI
     id, for describing rules.  A linked file is first scanned by the compiled core
@@ -504,7 +509,7 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
     only the functions it cannot confirm to the full check (``_scan``).  ``made``: a
     section the file does not hold (the one a conversion would add to a linked file,
     at its address) checked instead, and not the container: where a section would go
-    is the rewrite's question, not its contents'."""
+    is the rewrite's question, not its contents'.  ``flex``: as ``verify``'s."""
     if data is None:
         data = read_input(path)
     raw = made if made is not None else sframe_bytes(path, data, limits=limits)
@@ -518,7 +523,7 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
     header = table.section([])
     result = None
     if cfi is None and compiled is not None:
-        result = _scan(path, view, raw, table, header, arch, limits, compiled)
+        result = _scan(path, view, raw, table, header, arch, limits, compiled, flex)
     if result is None:
         with decoding(path, raw.section_name):
             section = decode(raw.data, raw.address, raw.v1_pcrel)
@@ -528,7 +533,7 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
 
         if cfi is None:
             cfi = read_elf_cfi(path, data, limits)
-        result = verify_cfi(section, cfi, arch, section_of, compiled)
+        result = verify_cfi(section, cfi, arch, section_of, compiled, flex)
     if made is not None:
         return result, header.abi
     with decoding(path):
@@ -538,7 +543,7 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
 
 def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,
           header: DecodedSection, arch: Arch, limits: Limits,
-          compiled: ModuleType) -> VerifyResult | None:
+          compiled: ModuleType, flex: bool = True) -> VerifyResult | None:
     """``verify_cfi``'s result for a linked file whose CFI is in ``.eh_frame`` (``header``:
     its section's header as ``table`` read it), from
     ``_core.verify_scan``, which walks both sections itself; the FDEs it leaves are
@@ -572,7 +577,7 @@ def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,
         return decoded[number]
 
     checker = _Verifier(header, arch, [("", start, size) for start, size in table.ranges()],
-                        fde_of)
+                        fde_of, flex)
     checker.checked = checked
     checker.used = {number for number, flag in enumerate(used) if flag}
     if todo:

@@ -225,7 +225,7 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
             record[f"sframe_v{version}_bytes"] = _coverage(record, path, data, version,
                                                            task.limits, cfi)
     if cfi is not None and checked:
-        _verify(record, path, data, task.limits, cfi)
+        _verify(record, path, data, task.limits, cfi, task.flex)
     elif task.command == "verify" and not sframe:
         _verify_made(record, path, data, task.limits)
 
@@ -431,11 +431,11 @@ def _coverage(record: dict[str, Any], path: str, data: bytes, version: int,
 
 
 def _verify(record: dict[str, Any], path: str, data: bytes, limits: Limits,
-            cfi: Cfi) -> None:
-    """Check the file's own .sframe against its DWARF CFI."""
+            cfi: Cfi, flex: bool = True) -> None:
+    """Check the file's own .sframe against its DWARF CFI (``flex``: as ``verify_elf``'s)."""
     from ..analysis.compare import verify_elf
 
-    _record_verify(record, verify_elf(path, data, limits, cfi)[0])
+    _record_verify(record, verify_elf(path, data, limits, cfi, flex=flex)[0])
 
 
 def _verify_made(record: dict[str, Any], path: str, data: bytes, limits: Limits) -> None:

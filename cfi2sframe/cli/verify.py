@@ -23,13 +23,15 @@ def add_parser(sub: Subparsers) -> None:
                        description="For an ELF file with .sframe and .eh_frame (or "
                        ".debug_frame): check at every PC of every function that SFrame "
                        "recovers CFA, FP and RA exactly as the DWARF CFI does; list functions "
-                       "SFrame lacks with the reason our encoder gives. For a linked file, "
+                       "SFrame lacks with the reason our encoder gives (one it could have "
+                       "described is a gap). For a file without .sframe: the section "
+                       "cfi2sframe --in-place would add, made in memory. For a linked file, "
                        "also check that every allocated section lies in a PT_LOAD at matching "
                        "offset and address, PT_LOADs are page-aligned, ascending and apart, "
                        "PT_PHDR and PT_GNU_SFRAME are mapped, and no sections overlap. For a "
                        "Mach-O image: its __unwind_info as libunwind reads it, against its "
                        "__eh_frame and code (for an object: its __compact_unwind rows). "
-                       "Exit 1 on a mismatch or a layout problem.")
+                       "Exit 1 on a mismatch, a gap or a layout problem.")
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="an ELF file; several, or folders with -r, give one line per file "
                         "and a summary (the details: verify that file alone)")
@@ -42,6 +44,9 @@ def add_parser(sub: Subparsers) -> None:
                         "backtrace(): V2, sorted, PT_GNU_SFRAME; the kernel's deferred "
                         "unwinder: V3, PC-relative starts, no auxiliary header, sorted, "
                         "non-zero counts, PT_GNU_SFRAME); each failed one is cited")
+    p.add_argument("--no-flex", dest="flex", action="store_false",
+                   help="judge coverage for readers without FLEX FDEs (a V3 section written "
+                        "with --no-flex): a function that needs one is no gap")
     add_slice_option(p)
     add_limit_options(p)
     add_batch_options(p, quiet=False)
@@ -96,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if many_files(args, args.files) or not args.files or _is_archive(args.files[0]):
         if args.consumer:
             usage_error("verify", "--consumer checks one file at a time")
-        task = Task("verify", limits=limits_of(args))
+        task = Task("verify", limits=limits_of(args), flex=args.flex)
         records, status = run_batch(args, args.files, task, verify_line)
         print_summary(records, args.json)
         return status
@@ -123,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
               "when it is written)", file=sys.stderr)
         result, abi = made
     else:
-        result, abi = verify_elf(args.file, data, limits=limits_of(args))
+        result, abi = verify_elf(args.file, data, limits=limits_of(args), flex=args.flex)
     for problem in result.layout:
         print(f"{args.file}: bad layout: {problem.text} (header at {problem.at:#x})")
     for timeline, ranges in result.mismatches:

@@ -66,7 +66,13 @@ def test_no_flex_leaves_the_drap_function_out(tmp_path: Path) -> None:
     assert _flex_functions(no_flex) == []
     for path in (v3, no_flex):
         assert subprocess.run([str(path)]).returncode == 1  # argc 1: buf[3] is 1
-        assert run(path, verify=True).returncode == 0
+        assert run(path, "--no-flex", verify=True).returncode == 0
+    assert run(v3, verify=True).returncode == 0
+    # V3 holds realign (a FLEX FDE): without --no-flex its absence is a gap, named.
+    gap = run(no_flex, verify=True)
+    assert gap.returncode == 1 and " 0 mismatches" in gap.stdout, gap.stdout
+    assert (f"{no_flex}: not covered: 1 function has no SFrame FDE though SFrame can "
+            f"describe it; the first: 'realign' at {realign:#x}") in gap.stdout.splitlines()
     kernel = run(v3, "--consumer", "kernel", verify=True)
     assert kernel.returncode == 1
     assert "FAIL default FDEs only: no FLEX FDE" in kernel.stdout

@@ -61,10 +61,13 @@ def _runs(path: Path, folder: Path) -> None:
         assert proc.returncode == 0, (runner, path, proc.stderr)
 
 
-def _verifies(path: Path) -> None:
+def _verifies(path: Path, gaps: bool = False) -> None:
+    """verify passes; or, with ``gaps``, fails on functions without SFrame alone."""
     proc = cfi2sframe("verify", str(path), cwd=path.parent)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == (1 if gaps else 0), proc.stdout + proc.stderr
     assert not re.search(r"\b[1-9]\d* layout problems", proc.stdout), proc.stdout
+    assert " 0 mismatches" in proc.stdout
+    assert gaps == (": not covered: " in proc.stdout), proc.stdout
 
 
 def _convert(path: Path, *args: str) -> None:
@@ -158,7 +161,9 @@ def test_v2_v3_v2_reuses_the_space_added_before(tmp_path: Path) -> None:
         _convert(path, "--source", "sframe", "--sframe-version", "3")
         assert path.stat().st_size - len(v2) <= max(v3_section - v2_section, 0) + PAGE
         _runs(path, tmp_path)
-        _verifies(path)
+        # Made from the V2 section, which lacks what V3 alone holds: a program's _start
+        # (an outermost frame), static glibc's _dl_runtime_* (FLEX FDEs); those are gaps.
+        _verifies(path, gaps=not path.name.startswith("libz"))
 
 
 def test_objects_and_archives_convert_again_in_their_space(tmp_path: Path) -> None:
