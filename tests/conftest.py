@@ -233,6 +233,9 @@ SLOW = frozenset({
     "system/test_batch.py::test_resume_after_sigkill_records_every_file_once",
     "system/test_hostile.py::test_kill_at_every_write_leaves_old_or_new",
     "system/test_layout.py::test_no_installed_file_is_reported",
+    "system/test_post_link_tree.py::test_installed_files_convert_run_and_verify",
+    "system/test_post_link_tree.py::test_every_installed_file_converts_runs_and_verifies",
+    "system/test_post_link_tree.py::test_aarch64_cross_libraries_convert_load_and_verify",
     "system/test_readme.py::test_every_examples_readme_command_block_runs",
     "system/test_wheel.py::test_wheel_installs_and_runs_outside_the_tree",
 })

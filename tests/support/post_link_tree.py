@@ -153,12 +153,18 @@ def program_headers_bytes(path: Path) -> int:
 PAGE = 4096
 SHDR_SIZE = 64
 
-
-def growth_bound(converted: Path) -> int:
+def growth_bound(converted: Path, page: int = PAGE) -> int:
     """What a first conversion may add besides ``.sframe`` (docs/post-link.md: the
     program header table, copied or grown, two section headers and their names, and
     less than a page)."""
-    return PAGE + program_headers_bytes(converted) + 2 * SHDR_SIZE + len(".sframe\0.phdrs\0")
+    return page + program_headers_bytes(converted) + 2 * SHDR_SIZE + len(".sframe\0.phdrs\0")
+
+
+def movable_bytes(original: Path) -> int:
+    """The bytes of the sections a program's table may grow into and that then move
+    beside ``.sframe`` (elf/grow.py): ``.interp``, the notes, ``.hash``, ``.gnu.hash``."""
+    return sum(size for name, kind, _, _, size in sections(original)
+               if name == ".interp" or kind in (5, 7, 0x6FFFFFF6))
 
 
 R_X86_64_64, R_AARCH64_ABS64 = 1, 257

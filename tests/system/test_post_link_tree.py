@@ -1,0 +1,247 @@
+"""The post-link step on this machine's own files, with the default options: a copy of
+every 64-bit ELF program and shared library under /usr/bin and
+/usr/lib/x86_64-linux-gnu (up to ``LIMIT`` bytes; all of them with
+CFI2SFRAME_WHOLE_TREE=1) and of the AArch64 cross libraries is converted by
+``--in-place -r`` (tests/support/post_link_tree.py, which benchmarks/post_link_tree.py
+shares): none is refused; every program gives the same exit status for ``--version``
+and ``--help`` before and after, natively and under qemu-user; every library dlopens
+after as it did before; ``verify -r`` is clean; each file grows besides ``.sframe`` by
+no more than the layout's promise (docs/post-link.md: its program header table, two
+section headers and less than a page).
+
+Expected outcomes are the original files' own (each check is run on the copy before
+conversion); sizes and sections are read from the files' headers by the helper, not by
+the package.  Two layout problems this test found are listed below with a reproducer
+each (strict xfail: they pass, and must be taken out of ``KNOWN_*``, once the layout is
+fixed)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import at_least, cfi2sframe, require, require_path
+from tests.support.post_link_tree import (
+    Report,
+    find_files,
+    growth_bound,
+    measure,
+    movable_bytes,
+    sections,
+    symbol_addends_among_first_sections,
+)
+
+X86_ROOTS = ["/usr/bin", "/usr/lib/x86_64-linux-gnu"]
+AARCH64_ROOT = "/usr/aarch64-linux-gnu/lib"
+# Files up to 24 KiB: 560 here (126 programs, 434 libraries, most of them gconv
+# modules), one to two and a half minutes with -n 2 on the shared 2-core machine (about
+# 70 s of CPU); the whole tree (1,557 files) some 15 minutes.
+LIMIT = 24 * 1024
+WHOLE_TREE = os.environ.get("CFI2SFRAME_WHOLE_TREE") == "1"
+
+# Found by this test (issue 39), each reproduced below.  A program refused because
+# grow._checked takes the addend of a relocation against a symbol (viewres:
+# R_X86_64_64 XtStrings + 0x2c7) for an address among the moved sections:
+KNOWN_REFUSED = {"viewres"}
+# A program whose PT_NOTE also covers .note.package (ld --package-metadata: systemd's
+# programs here, every Fedora package since 36): find_room moves the notes before it,
+# the PT_NOTE would be split, so the table moves instead, at up to two pages (and a
+# program with a .bss beyond a page is refused).
+PACKAGE_NOTE = ".note.package"
+# Files that grow by more than a page by design, each reported with its figure (the
+# test's summary line): a table that grows where it is moves the sections after it,
+# large hash tables among them (x86-64: libc.so.6 its 16 KiB .hash, node a 495 KiB
+# .gnu.hash; AArch64 libraries, whose moved table would be aligned to 64 KiB: up to
+# libstdc++'s 36 KiB .gnu.hash) -- allowed up to what may move (``movable_bytes``); and
+# pam_cap.so, a library with PT_INTERP and an entry point whose table is followed by
+# .dynsym, which cannot move: it takes the moved table, with old kernels' page of zeros.
+KNOWN_LARGER = {"pam_cap.so"}
+
+
+def _tools(*extra: str) -> None:
+    require("gcc", "readelf", *extra)
+
+
+def _known_refusal(rel: str, work: Path) -> bool:
+    return (Path(rel).name in KNOWN_REFUSED
+            and bool(symbol_addends_among_first_sections(work / "orig" / rel)))
+
+
+def _has_package_note(path: Path) -> bool:
+    return any(name == PACKAGE_NOTE for name, *_ in sections(path))
+
+
+def _check(report: Report, work: Path, floors: dict[str, int], note) -> None:
+    """What every tree must give; ``floors``: files converted, program checks, dlopens."""
+    refused = {rel: message for rel, message in report.errors.items()
+               if not _known_refusal(rel, work)}
+    assert not refused, refused
+    assert set(report.statuses) <= {"ok", "error", "nothing-to-describe", "has-sframe"}, \
+        report.statuses
+    differing = report.differing()
+    assert not differing, differing
+    conv = str(work / "conv") + "/"
+    problems = [record for record in report.verify_problems
+                if record["path"].removeprefix(conv) in refused
+                or not _known_refusal(record["path"].removeprefix(conv), work)]
+    assert not problems, problems  # a known refusal is verify's error too: the same line
+    over, explained = {}, {}
+    for rel, growth in report.growth.items():
+        bound = growth_bound(work / "conv" / rel)
+        if growth <= bound:
+            continue
+        over[rel] = (growth, bound)
+        if _has_package_note(work / "orig" / rel):
+            explained[rel] = "package note (known problem)"
+        elif Path(rel).name in KNOWN_LARGER:
+            explained[rel] = "KNOWN_LARGER"
+        elif growth <= bound + movable_bytes(work / "orig" / rel):
+            explained[rel] = "moved hash tables"
+    assert set(over) == set(explained), {rel: over[rel] for rel in set(over) - set(explained)}
+    at_least("files converted", report.converted, floors["converted"])
+    programs = [run for run in report.runs if run["kind"] != "dlopen"]
+    dlopened = [run for run in report.runs if run["kind"] == "dlopen" and run["orig"] == "exit 0"]
+    at_least("program runs compared", len(programs), floors["programs"])
+    at_least("dlopens (native and qemu) that succeed before and after", len(dlopened),
+             floors["dlopened"])
+    dist = report.distribution()
+    note(f"post-link tree {' '.join(report.roots)} (limit {report.limit}): "
+         f"{report.converted} of {report.files} files converted, refused "
+         f"{sorted(report.errors)}; growth beyond .sframe median {dist['median']:.0f}, "
+         f"p90 {dist['p90']:.0f}, max {dist['max']:.0f} bytes; tree growth "
+         f"{report.tree_multiple:.3f}x .sframe; over a page: "
+         f"{ {Path(rel).name: (over[rel][0], why) for rel, why in explained.items()} }; "
+         f"{len(report.runs)} runs the same; seconds {report.seconds}")
+
+
+def test_installed_files_convert_run_and_verify(tmp_path: Path, report) -> None:
+    """The files up to LIMIT bytes (the whole tree is the next test's)."""
+    _tools("qemu-x86_64")
+    require_path(*X86_ROOTS)
+    result = measure(X86_ROOTS, tmp_path, LIMIT, jobs=2)
+    # Here: 560 files, 557 converted, 484 program runs and 778 dlopens (native and qemu)
+    # that succeed, each compared.
+    _check(result, tmp_path, {"converted": 450, "programs": 400, "dlopened": 600}, report)
+
+
+@pytest.mark.skipif(not WHOLE_TREE, reason="the whole tree takes some 15 minutes: "
+                    "CFI2SFRAME_WHOLE_TREE=1 runs it")
+def test_every_installed_file_converts_runs_and_verifies(tmp_path: Path, report) -> None:
+    _tools("qemu-x86_64")
+    require_path(*X86_ROOTS)
+    result = measure(X86_ROOTS, tmp_path, None, jobs=2)
+    # Here: 1,546 converted, 2,440 program runs, 1,664 dlopens that succeed.
+    _check(result, tmp_path, {"converted": 1200, "programs": 2000, "dlopened": 1300}, report)
+    # The tree's growth: .sframe and little more (1.018x here).
+    assert result.tree_multiple <= 1.15, result.tree_multiple
+
+
+def test_aarch64_cross_libraries_convert_load_and_verify(tmp_path: Path, report) -> None:
+    """Every AArch64 library (libc.so.6 also run with --version and --help) under
+    qemu-aarch64 -L /usr/aarch64-linux-gnu."""
+    _tools("qemu-aarch64", "aarch64-linux-gnu-gcc")
+    require_path(AARCH64_ROOT)
+    result = measure([AARCH64_ROOT], tmp_path, None, jobs=2)
+    # Here: 29 converted, 2 runs of libc.so.6, 25 dlopens that succeed.
+    _check(result, tmp_path, {"converted": 25, "programs": 2, "dlopened": 20}, report)
+
+
+@pytest.mark.xfail(strict=True, reason="layout cost (issue 39, reported to the lead): the "
+                   "AArch64 libraries grow by 1.18x their .sframe here: where the moved table "
+                   "would be aligned to 64 KiB, libstdc++, libtsan, libc, libasan, libm and "
+                   "libgomp move their hash tables instead (up to 36 KiB each)")
+def test_aarch64_cross_libraries_grow_by_little_more_than_sframe(tmp_path: Path) -> None:
+    _tools("aarch64-linux-gnu-gcc")
+    require_path(AARCH64_ROOT)
+    result = measure([AARCH64_ROOT], tmp_path, None, jobs=2, run=False)
+    at_least("files converted", result.converted, 20)
+    assert result.tree_multiple <= 1.15, result.tree_multiple
+
+
+def test_the_file_set_is_what_the_helper_says() -> None:
+    """The helper's reading of the files against readelf's, on the default set: the
+    ELF type, the programs (PIE flag, interpreter) and the libraries."""
+    _tools()
+    require_path(*X86_ROOTS)
+    files = find_files(X86_ROOTS, LIMIT)
+    at_least("files read", len(files), 150)
+    for f in files[::10]:
+        header = subprocess.run(["readelf", "-hldW", f.source], capture_output=True,
+                                text=True, check=True).stdout
+        flags_1 = [line for line in header.splitlines() if "(FLAGS_1)" in line]
+        pie = any(" PIE" in line for line in flags_1)
+        assert (f.elf_type == 2) == ("EXEC (Executable file)" in header), f.source
+        assert f.library == (f.elf_type == 3 and not pie), f.source
+        if pie or f.elf_type == 2:
+            assert f.program, f.source
+
+
+# The reproducers ----------------------------------------------------------------
+
+BIG_BSS_MAIN = ("#include <stdio.h>\nstatic char scratch[1000000];\n"
+                "int main(int c, char **v) {\n    char *volatile p = scratch;\n    (void)v;\n"
+                "    p[sizeof scratch - 1] = (char)c;\n"
+                "    printf(\"%d\\n\", p[sizeof scratch - 1] * 3);\n    return 0;\n}\n")
+
+
+def _convert_and_run(program: Path, env: dict[str, str] | None = None) -> None:
+    before = program.stat().st_size
+    proc = cfi2sframe("--in-place", str(program), "-q", cwd=program.parent)
+    assert proc.returncode == 0, proc.stderr
+    for runner in ([], ["qemu-x86_64"]):
+        run = subprocess.run([*runner, str(program)], capture_output=True, text=True,
+                             env=env, check=False)
+        assert (run.returncode, run.stdout) == (0, "3\n"), (runner, run.stderr)
+    sframe = sum(size for name, *_, size in sections(program) if name == ".sframe")
+    assert program.stat().st_size - before - sframe <= growth_bound(program)
+
+
+@pytest.mark.xfail(strict=True, reason="layout problem (issue 39, reported to the lead): "
+                   "elf/grow.py _checked takes the addend of an R_X86_64_64 against a "
+                   "symbol for an address in the moved .interp/notes, gives no room, and "
+                   "the moved table then needs a .bss's worth of zeros: refused")
+def test_symbol_relative_addend_is_not_an_address(tmp_path: Path) -> None:
+    _tools("qemu-x86_64")
+    (tmp_path / "strs.c").write_text("char strs[4096];\n")
+    # Offsets into strs that are also addresses of .interp and the notes in a small PIE
+    # (0x318 on): ld writes each as R_X86_64_64 strs + offset.
+    (tmp_path / "main.c").write_text(
+        "extern char strs[];\nchar *ptrs[] = { strs + 0x2c7, strs + 0x300, strs + 0x340, "
+        "strs + 0x380 };\n" + BIG_BSS_MAIN.replace("p[sizeof scratch - 1] * 3",
+                                                   "p[sizeof scratch - 1] * 3 + "
+                                                   "(ptrs[1] - ptrs[0] != 0x39)"))
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-Wl,-soname,libstrs.so", "-o",
+                    str(tmp_path / "libstrs.so"), str(tmp_path / "strs.c")], check=True)
+    program = tmp_path / "prog"
+    subprocess.run(["gcc", "-O2", "-o", str(program), str(tmp_path / "main.c"),
+                    str(tmp_path / "libstrs.so")], check=True)
+    assert symbol_addends_among_first_sections(program)  # the premise
+    _convert_and_run(program, {**os.environ, "LD_LIBRARY_PATH": str(tmp_path)})
+
+
+@pytest.mark.xfail(strict=True, reason="layout problem (issue 39, reported to the lead): "
+                   "elf/grow.py find_room stops before .note.package inside the same PT_NOTE, "
+                   "_checked refuses the split segment, and the moved table then needs a "
+                   ".bss's worth of zeros: refused")
+def test_package_note_moves_with_the_other_notes(tmp_path: Path) -> None:
+    _tools("qemu-x86_64")
+    (tmp_path / "main.c").write_text(BIG_BSS_MAIN)
+    program = tmp_path / "prog"
+    metadata = '{"type":"rpm","name":"tiny","version":"1.0","architecture":"x86_64"}'
+    subprocess.run(["gcc", "-O2", "-o", str(program), str(tmp_path / "main.c"),
+                    "-Xlinker", f"--package-metadata={metadata}"], check=True)
+    assert _has_package_note(program)  # the premise
+    _convert_and_run(program)
+
+
+def test_a_program_without_a_package_note_converts(tmp_path: Path) -> None:
+    """The reproducers' control: the same program without the note, or without the
+    relocation, converts and runs (so the xfails fail for their reasons alone)."""
+    _tools("qemu-x86_64")
+    (tmp_path / "main.c").write_text(BIG_BSS_MAIN)
+    program = tmp_path / "prog"
+    subprocess.run(["gcc", "-O2", "-o", str(program), str(tmp_path / "main.c")], check=True)
+    _convert_and_run(program)
