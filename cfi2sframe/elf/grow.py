@@ -113,7 +113,7 @@ def find_room(view: ElfView, segments: list[Segment], added: int) -> Room | None
     moved: list[int] = []
     for i in after + [-1]:
         bound = view.sections[i].offset if i >= 0 else load_end
-        if need <= min(bound, load_end):
+        if need <= min(bound, load_end) and not _splits(segments, first, moved, view, bound):
             return _checked(view, segments, tuple(moved), first, phoff, table_end)
         section = view.sections[i] if i >= 0 else None
         if (section is None or not _movable(view, i) or not section.flags & SHF_ALLOC
@@ -121,6 +121,19 @@ def find_room(view: ElfView, segments: list[Segment], added: int) -> Room | None
             return None
         moved.append(i)
     return None
+
+
+def _splits(segments: list[Segment], first: Segment, moved: list[int], view: ElfView,
+            bound: int) -> bool:
+    """Whether a program header other than the first segment's and ``PT_PHDR`` holds
+    both moved bytes and bytes from ``bound`` on (a ``PT_NOTE`` over the notes and a
+    ``.note.package`` after them): the next section moves too, to keep it whole."""
+    if not moved:
+        return False
+    start = view.sections[moved[0]].offset
+    return any(seg is not first and seg.kind != PT_PHDR and seg.filesz
+               and seg.offset < bound and start < seg.offset + seg.filesz
+               and seg.offset + seg.filesz > bound for seg in segments)
 
 
 def _checked(view: ElfView, segments: list[Segment], moved: tuple[int, ...], first: Segment,
@@ -142,8 +155,9 @@ def _checked(view: ElfView, segments: list[Segment], moved: tuple[int, ...], fir
     spans = range(address, address + (end - start))
     for section in view.sections:
         if section.kind == SHT_RELA and section.flags & SHF_ALLOC:
-            for where, _, addend in _rela(view, section.offset, section.size):
-                if where in spans or addend in spans:
+            symbols = _symbol_values(view, section.link)
+            for where, info, addend in _rela(view, section.offset, section.size):
+                if where in spans or _target(info >> 32, addend, symbols) in spans:
                     return None
         elif section.kind == SHT_RELR and section.flags & SHF_ALLOC:
             for where in _relr(view, section.offset, section.size):
@@ -162,6 +176,29 @@ def _rela(view: ElfView, offset: int, size: int) -> list[tuple[int, int, int]]:
     order = "<" if view.little_endian else ">"
     return [(where, info, addend) for where, info, addend
             in struct.iter_unpack(order + "QQq", view.data[offset:offset + size - size % 24])]
+
+
+def _target(symbol: int, addend: int, values: dict[int, int]) -> int:
+    """The address a relocation writes: with no symbol (RELATIVE, IRELATIVE) its addend;
+    with one the file defines, the symbol's value plus the addend; -1 for a symbol
+    resolved in another file (``XtStrings + 0x2c7`` is no address of this one)."""
+    if not symbol:
+        return addend
+    return values[symbol] + addend if symbol in values else -1
+
+
+def _symbol_values(view: ElfView, index: int) -> dict[int, int]:
+    """The values of the symbols a relocation section's symbol table (section
+    ``index``) defines, by symbol index (undefined ones are resolved elsewhere)."""
+    if not 0 < index < len(view.sections):
+        return {}
+    table = view.sections[index]
+    if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
+        return {}
+    order = "<" if view.little_endian else ">"
+    rows = view.data[table.offset:table.offset + table.size - table.size % SYM_SIZE]
+    return {n: value for n, (_, _, _, shndx, value, _)
+            in enumerate(struct.iter_unpack(order + "IBBHQQ", rows)) if shndx}
 
 
 def _relr(view: ElfView, offset: int, size: int) -> list[int]:

@@ -257,7 +257,7 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     previous = previous_conversion(view, segments)
     grown = previous_growth(view, segments) if previous is None else None
     program = starts_as_program(view, segments)
-    if grown is not None or (previous is None and program):
+    if grown is not None:
         done = _grow_table(view, segments, size, build, where, old, grown, page, append_only)
         if done is not None:
             return done
@@ -285,13 +285,27 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     name_old = len(names)
     if old is not None:
         names += b".sframe.old\0"
-    place = plan(view, segments, size, len(names), phnum, where, old_kernels, append_only,
-                 previous, program, page)
-    if previous is None and not program:  # a library: whichever layout grows it less
+    try:
+        place: Placement | None = plan(view, segments, size, len(names), phnum, where,
+                                       old_kernels, append_only, previous, program, page)
+    except Cfi2SframeError as refusal:
+        if previous is not None:
+            raise
+        place, refused = None, refusal
+    if previous is None:
+        # A program's table grows where it is unless that costs more than a page and
+        # more than moving the table (node's 480 KB .gnu.hash); a library takes
+        # whichever grows it less.
+        limit = None if place is None else place.end - size - len(data)
+        if program and limit is not None:
+            limit = max(limit, page)
         done = _grow_table(view, segments, size, build, where, old, None, page, append_only,
-                           place.end - size - len(data))
+                           limit)
         if done is not None:
             return done
+        if place is None:
+            raise refused
+    assert place is not None
     sframe = build(place.sframe_address)
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")

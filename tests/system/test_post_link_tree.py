@@ -11,9 +11,8 @@ section headers and less than a page).
 
 Expected outcomes are the original files' own (each check is run on the copy before
 conversion); sizes and sections are read from the files' headers by the helper, not by
-the package.  Two layout problems this test found are listed below with a reproducer
-each (strict xfail: they pass, and must be taken out of ``KNOWN_*``, once the layout is
-fixed)."""
+the package.  Two layout problems this test found (a program refused, programs with a
+package note given the moved table) are fixed and each kept by a reproducer below."""
 
 from __future__ import annotations
 
@@ -42,20 +41,12 @@ AARCH64_ROOT = "/usr/aarch64-linux-gnu/lib"
 LIMIT = 24 * 1024
 WHOLE_TREE = os.environ.get("CFI2SFRAME_WHOLE_TREE") == "1"
 
-# Found by this test (issue 39), each reproduced below.  A program refused because
-# grow._checked takes the addend of a relocation against a symbol (viewres:
-# R_X86_64_64 XtStrings + 0x2c7) for an address among the moved sections:
-KNOWN_REFUSED = {"viewres"}
-# A program whose PT_NOTE also covers .note.package (ld --package-metadata: systemd's
-# programs here, every Fedora package since 36): find_room moves the notes before it,
-# the PT_NOTE would be split, so the table moves instead, at up to two pages (and a
-# program with a .bss beyond a page is refused).
-PACKAGE_NOTE = ".note.package"
 # Files that grow by more than a page by design, each reported with its figure (the
 # test's summary line): a table that grows where it is moves the sections after it,
-# large hash tables among them (x86-64: libc.so.6 its 16 KiB .hash, node a 495 KiB
-# .gnu.hash; AArch64 libraries, whose moved table would be aligned to 64 KiB: up to
-# libstdc++'s 36 KiB .gnu.hash) -- allowed up to what may move (``movable_bytes``); and
+# large hash tables among them (x86-64: libc.so.6 its 16 KiB .hash, where moving the
+# table would take 47 KB of zeros; AArch64 libraries, whose moved table would be
+# aligned to 64 KiB: up to libstdc++'s 36 KiB .gnu.hash) -- allowed up to what may move
+# (``movable_bytes``); and
 # pam_cap.so, a library with PT_INTERP and an entry point whose table is followed by
 # .dynsym, which cannot move: it takes the moved table, with old kernels' page of zeros.
 KNOWN_LARGER = {"pam_cap.so"}
@@ -65,38 +56,25 @@ def _tools(*extra: str) -> None:
     require("gcc", "readelf", *extra)
 
 
-def _known_refusal(rel: str, work: Path) -> bool:
-    return (Path(rel).name in KNOWN_REFUSED
-            and bool(symbol_addends_among_first_sections(work / "orig" / rel)))
-
-
 def _has_package_note(path: Path) -> bool:
-    return any(name == PACKAGE_NOTE for name, *_ in sections(path))
+    return any(name == ".note.package" for name, *_ in sections(path))
 
 
 def _check(report: Report, work: Path, floors: dict[str, int], note) -> None:
     """What every tree must give; ``floors``: files converted, program checks, dlopens."""
-    refused = {rel: message for rel, message in report.errors.items()
-               if not _known_refusal(rel, work)}
-    assert not refused, refused
+    assert not report.errors, report.errors
     assert set(report.statuses) <= {"ok", "error", "nothing-to-describe", "has-sframe"}, \
         report.statuses
     differing = report.differing()
     assert not differing, differing
-    conv = str(work / "conv") + "/"
-    problems = [record for record in report.verify_problems
-                if record["path"].removeprefix(conv) in refused
-                or not _known_refusal(record["path"].removeprefix(conv), work)]
-    assert not problems, problems  # a known refusal is verify's error too: the same line
+    assert not report.verify_problems, report.verify_problems
     over, explained = {}, {}
     for rel, growth in report.growth.items():
         bound = growth_bound(work / "conv" / rel)
         if growth <= bound:
             continue
         over[rel] = (growth, bound)
-        if _has_package_note(work / "orig" / rel):
-            explained[rel] = "package note (known problem)"
-        elif Path(rel).name in KNOWN_LARGER:
+        if Path(rel).name in KNOWN_LARGER:
             explained[rel] = "KNOWN_LARGER"
         elif growth <= bound + movable_bytes(work / "orig" / rel):
             explained[rel] = "moved hash tables"
@@ -199,11 +177,11 @@ def _convert_and_run(program: Path, env: dict[str, str] | None = None) -> None:
     assert program.stat().st_size - before - sframe <= growth_bound(program)
 
 
-@pytest.mark.xfail(strict=True, reason="layout problem (issue 39, reported to the lead): "
-                   "elf/grow.py _checked takes the addend of an R_X86_64_64 against a "
-                   "symbol for an address in the moved .interp/notes, gives no room, and "
-                   "the moved table then needs a .bss's worth of zeros: refused")
 def test_symbol_relative_addend_is_not_an_address(tmp_path: Path) -> None:
+    """viewres, refused here at first: the addend of an R_X86_64_64 against a symbol of
+    another file (``XtStrings + 0x2c7``) was taken for an address among the sections the
+    table grows into, so there was no room, and the moved table needed a .bss's worth of
+    zeros.  Such an addend is an offset into the symbol: the program converts."""
     _tools("qemu-x86_64")
     (tmp_path / "strs.c").write_text("char strs[4096];\n")
     # Offsets into strs that are also addresses of .interp and the notes in a small PIE
@@ -222,11 +200,10 @@ def test_symbol_relative_addend_is_not_an_address(tmp_path: Path) -> None:
     _convert_and_run(program, {**os.environ, "LD_LIBRARY_PATH": str(tmp_path)})
 
 
-@pytest.mark.xfail(strict=True, reason="layout problem (issue 39, reported to the lead): "
-                   "elf/grow.py find_room stops before .note.package inside the same PT_NOTE, "
-                   "_checked refuses the split segment, and the moved table then needs a "
-                   ".bss's worth of zeros: refused")
 def test_package_note_moves_with_the_other_notes(tmp_path: Path) -> None:
+    """ld --package-metadata (systemd's programs here, every Fedora package since 36)
+    puts .note.package in the build-id's PT_NOTE: moving the notes before it would split
+    that segment, so it moves too, and a program with a large .bss converts."""
     _tools("qemu-x86_64")
     (tmp_path / "main.c").write_text(BIG_BSS_MAIN)
     program = tmp_path / "prog"
@@ -238,8 +215,8 @@ def test_package_note_moves_with_the_other_notes(tmp_path: Path) -> None:
 
 
 def test_a_program_without_a_package_note_converts(tmp_path: Path) -> None:
-    """The reproducers' control: the same program without the note, or without the
-    relocation, converts and runs (so the xfails fail for their reasons alone)."""
+    """The reproducers' control: the same program without the note or the relocation
+    converts and runs."""
     _tools("qemu-x86_64")
     (tmp_path / "main.c").write_text(BIG_BSS_MAIN)
     program = tmp_path / "prog"
