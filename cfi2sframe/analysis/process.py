@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -156,18 +157,23 @@ def load_module(path: str, bias: int, make_section: SectionMaker,
     return Module(path, bias, low, high, section, True, functions, entry)
 
 
+# A line of /proc/PID/maps (proc(5)): the fields before the optional path.
+_MAPS_LINE = re.compile(r"\s*(?P<start>[0-9a-fA-F]+)-[0-9a-fA-F]+\s+[-rwxsp]{4}\s+"
+                        r"(?P<offset>[0-9a-fA-F]+)\s+[0-9a-fA-F]+:[0-9a-fA-F]+\s+\d+(\s|$)")
+
+
 def modules_from_maps(path: str, make_section: SectionMaker) -> list[Module]:
     """The ELF files of a ``/proc/PID/maps`` listing, each at its load bias."""
     first: dict[str, tuple[int, int]] = {}
     for number, line in enumerate(read_bytes(path).decode(errors="replace").splitlines(), 1):
+        fields = _MAPS_LINE.match(line)
+        if fields is None and line.strip():
+            raise Cfi2SframeError(f"{path}:{number}", "not a /proc/PID/maps line "
+                                  "(START-END PERMS OFFSET DEV INODE [PATH])")
         parts = line.split(maxsplit=5)
-        if len(parts) < 6 or not parts[5].startswith("/"):
+        if fields is None or len(parts) < 6 or not parts[5].startswith("/"):
             continue
-        try:
-            start = int(parts[0].split("-")[0], 16)
-            offset = int(parts[2], 16)
-        except ValueError:
-            raise Cfi2SframeError(f"{path}:{number}", "not a /proc/PID/maps line") from None
+        start, offset = int(fields["start"], 16), int(fields["offset"], 16)
         name = parts[5].strip()
         if name not in first or offset < first[name][1]:
             first[name] = (start, offset)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
 from ..errors import EX_SOFTWARE, AssemblerFailed, Cfi2SframeError, DecodeError
+from .stdout import PIPE_CLOSED, Stdout, StdoutFailed
 from .subcommands import SUBCOMMANDS
 
 
@@ -26,9 +28,12 @@ def entry() -> None:
     status = main()
     try:
         sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
+    except (OSError, ValueError):  # (``main`` has said why, or the pipe is closed)
         status = status or 1
     sys.stderr.flush()
+    if status == PIPE_CLOSED:  # as cat ends under ``| head -1``: by the signal, quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
     os._exit(status)
 
 
@@ -39,8 +44,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # (large libraries) and no reference cycles: the cyclic GC only costs time.
     gc_was_on = gc.isenabled()
     gc.disable()
+    stdout, sys.stdout = sys.stdout, Stdout(sys.stdout)  # type: ignore[assignment]
     try:
-        return _dispatch(argv)
+        status = _dispatch(argv)
+        sys.stdout.flush()  # a full disk is said here, not lost at exit
+        return status
+    except StdoutFailed as exc:
+        if exc.pipe_closed:
+            return PIPE_CLOSED
+        print(f"<stdout>: error: cannot write output: {exc}", file=sys.stderr)
+        return 1
     except AssemblerFailed as exc:
         sys.stderr.write(exc.messages)
         print(exc.summary, file=sys.stderr)
@@ -54,8 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 1
     except Exception as exc:  # a bug: still one line for the user, details on request
         if os.environ.get("CFI2SFRAME_DEBUG"):
             raise
@@ -63,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "set CFI2SFRAME_DEBUG=1 for a traceback)", file=sys.stderr)
         return EX_SOFTWARE
     finally:
+        sys.stdout = stdout
         if gc_was_on:
             gc.enable()
 

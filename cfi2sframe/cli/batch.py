@@ -26,13 +26,17 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+# select() watches descriptors below 1024, two per worker: past this, workers are no
+# faster and the run could not watch them.
+MAX_JOBS = 256
+MAX_TIMEOUT = 365 * 24 * 3600  # a year: a longer limit is none, and overflows the clock
+
+
 def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of jobs (1 or more)")
+    value = int(text) if text.isdecimal() else 0
+    if not 1 <= value <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of jobs (1 to "
+                                         f"{MAX_JOBS})")
     return value
 
 
@@ -41,8 +45,9 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds above 0")
+    if not 0 < value <= MAX_TIMEOUT:  # (NaN compares false, inf is above)
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds above 0 and "
+                                         f"at most {MAX_TIMEOUT} (a year)")
     return value
 
 
@@ -60,9 +65,10 @@ def add_batch_options(p: argparse.ArgumentParser, quiet: bool = True) -> None:
                             "input)")
     group.add_argument("-0", "--null", action="store_true",
                        help="--files-from names are separated by NUL bytes (find -print0)")
-    group.add_argument("-j", "--jobs", type=_jobs, default=usable_cores(), metavar="N",
-                       help=f"files worked on at once (default: the usable cores, "
-                            f"{usable_cores()} here)")
+    cores = min(usable_cores(), MAX_JOBS)
+    group.add_argument("-j", "--jobs", type=_jobs, default=cores, metavar="N",
+                       help=f"files worked on at once, at most {MAX_JOBS} (default: the "
+                            f"usable cores, {cores} here)")
     group.add_argument("--timeout", type=_seconds, metavar="S",
                        help="stop the work on a file after S seconds and record a timeout")
     group.add_argument("--jsonl", metavar="FILE",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..arch import get_arch
 from ..errors import Cfi2SframeError, decoding
 from ..files import Payload, write_output
+from .stdout import StdoutFailed
 
 if TYPE_CHECKING:  # the ELF modules are imported where a command reads ELF
     from ..analysis.process import Module
@@ -29,12 +30,28 @@ def arch_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+ADDRESS_LIMIT = 1 << 64  # every address a 64-bit file can hold is below it
+
+
 def address(text: str) -> int:
-    """argparse type of an address option (``0x...`` or decimal)."""
+    """argparse type of an address option (``0x...`` or decimal): one a 64-bit file can
+    hold, else no file could be read or written at it."""
     try:
-        return int(text, 0)
+        value = int(text, 0)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an address") from None
+        value = -1
+    if not 0 <= value < ADDRESS_LIMIT:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an address (0 to "
+                                         f"{ADDRESS_LIMIT - 1:#x})")
+    return value
+
+
+def count(text: str) -> int:
+    """argparse type of a number of things, 1 or more."""
+    value = int(text) if text.isdecimal() else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of 1 or more")
+    return value
 
 
 def parse_pc(text: str) -> int:
@@ -50,6 +67,8 @@ def write(output: str, payload: Payload | str, mode_of: str | None = None) -> No
     try:
         write_output(output, payload, mode_of)
     except OSError as exc:
+        if output == "-":
+            raise StdoutFailed(exc) from None
         raise Cfi2SframeError(output, f"cannot write output: {exc.strerror or exc}") from None
 
 
@@ -83,12 +102,6 @@ def _size(text: str) -> int:
     return int(number) * units[unit]
 
 
-def _ratio(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of 1 or more")
-    return int(text)
-
-
 def add_limit_options(p: argparse.ArgumentParser) -> None:
     """``--max-section-size`` and ``--max-section-ratio``: how far a compressed section
     may expand (docs/safety.md)."""
@@ -98,7 +111,7 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-section-size", type=_size, default=default.max_bytes, metavar="SIZE",
                    help="refuse a compressed section that expands beyond SIZE bytes "
                         "(K, M, G; default: 1G)")
-    p.add_argument("--max-section-ratio", type=_ratio, default=default.max_ratio,
+    p.add_argument("--max-section-ratio", type=count, default=default.max_ratio,
                    metavar="N", help="refuse a compressed section that expands beyond N "
                                      f"times its file's size (default: {default.max_ratio})")
 

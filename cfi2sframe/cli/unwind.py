@@ -11,7 +11,7 @@ from ..analysis.snapshot import walk_snapshot
 from ..analysis.unwind import OUTERMOST_REACHED, PC
 from ..arch import by_sframe_abi
 from ..errors import Cfi2SframeError
-from .common import Subparsers, add_module_options, modules_of
+from .common import Subparsers, add_module_options, count, modules_of
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
@@ -37,7 +37,8 @@ def add_parser(sub: Subparsers) -> None:
                    help="print the path of the gdb script that defines 'snapshot JSON MAPS' "
                         "(for a live process or a core file) and exit")
     add_module_options(p)
-    p.add_argument("--max-frames", type=int, default=64)
+    p.add_argument("--max-frames", type=count, default=64, metavar="N",
+                   help="stop after N frames (default: 64)")
     p.add_argument("--compact", action="store_true",
                    help="walk with compact unwind rows made from FILE's CFI (--ranges "
                    "rows, libunwind's step) instead of SFrame")
@@ -74,6 +75,9 @@ def _run_modules(args: argparse.Namespace) -> int:
         from ..convert import sframe_from_dwarf
 
         modules.append(load_module(args.file, 0, sframe_from_dwarf))
+    if not modules:  # (--maps alone: --module and FILE each add one)
+        raise Cfi2SframeError(args.maps, "no ELF file of the process to walk with: none is "
+                                         "mapped from its start (offset 0) and readable")
     names, memory = load_snapshot(args.snapshot)
     arch = by_sframe_abi(modules[0].section.abi)
     regs = registers(names, arch, args.snapshot)
