@@ -81,8 +81,7 @@ class Conversion:
 
     def asm(self) -> str:
         """An assembly fragment holding the section (assembly input only)."""
-        raise Cfi2SframeError(self.source, "--emit asm needs assembly input; use --emit raw, "
-                                           "obj (objects) or elf (executables, libraries)")
+        raise asm_needs_assembly(self.source)
 
     def obj(self) -> bytes:
         """A relocatable object with ``.sframe`` and its relocations."""
@@ -99,6 +98,13 @@ class Conversion:
     def elf_copy(self) -> Payload:
         """``elf`` as the writers take it (``ElfConversion``: never whole in memory)."""
         return self.elf()
+
+
+def asm_needs_assembly(source: str) -> Cfi2SframeError:
+    """The error for ``--emit asm`` of an ELF file (its fragment names the input's
+    symbols, which only assembly input has)."""
+    return Cfi2SframeError(source, "--emit asm needs assembly input; use --emit raw, obj "
+                                   "(objects) or elf (executables, libraries)")
 
 
 class AsmConversion(Conversion):
@@ -404,6 +410,34 @@ def default_sframe_address(data: bytes, path: str = "") -> int:
     return (end + page - 1) // page * page
 
 
+def check_sframe_address(data: bytes, path: str, address: int) -> None:
+    """Refuse, before any work, an ``--sframe-address`` no section can have: one for an
+    input the linker places (an object, assembly), one inside a ``PT_LOAD`` of the file
+    (over its code or data), or one beyond the 32-bit PC-relative reach of its code
+    (an FDE's start field)."""
+    from .elf.read import PT_LOAD, open_elf
+
+    if data[:4] != b"\x7fELF":
+        if refuse_unreadable(path, data) != Kind.sframe:
+            raise Cfi2SframeError(path, "--sframe-address places a linked file's section; "
+                                        "the linker places an object's")
+        return
+    with decoding(path):
+        loads = [seg for seg in open_elf(data, "ELF file").segments() if seg.kind == PT_LOAD]
+    if not loads:
+        raise Cfi2SframeError(path, "--sframe-address places a linked file's section; "
+                                    "the linker places an object's")
+    inside = next((seg for seg in loads if seg.vaddr <= address < seg.vaddr + seg.memsz), None)
+    if inside is not None:
+        raise Cfi2SframeError(path, f"--sframe-address {address:#x} lies inside the segment "
+                                    f"[{inside.vaddr:#x}, {inside.vaddr + inside.memsz:#x})")
+    low, high = loads[0].vaddr, max(seg.vaddr + seg.memsz for seg in loads)
+    if max(address - high, low - address) >= 1 << 31:  # (each function's is checked later)
+        raise Cfi2SframeError(path, f"--sframe-address {address:#x} is 2 GiB or more from "
+                                    f"all of the file's segments [{low:#x}, {high:#x}): no "
+                                    "function is in reach of a 32-bit PC-relative start")
+
+
 def sframe_from_eh_frame(data: bytes, address: int, sframe_address: int,
                          arch: str | Arch = "x86_64", version: int = 2,
                          debug_frame: bool = False) -> tuple[bytes, tuple[Skip, ...]]:
@@ -581,6 +615,8 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     this conversion starts; ``pcrel`` False: V2 without the errata-1 flag.
     """
     kind = refuse_unreadable(source, data)
+    if sframe_address is not None:
+        check_sframe_address(data, source, sframe_address)
     if source_kind == "sframe" or (source_kind == "auto" and (
             kind == Kind.sframe or _only_sframe(data))):
         return convert_sframe(source, data, version, sframe_address, limits, flex, pcrel)

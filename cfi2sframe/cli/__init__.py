@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # (large libraries) and no reference cycles: the cyclic GC only costs time.
     gc_was_on = gc.isenabled()
     gc.disable()
-    stdout, sys.stdout = sys.stdout, Stdout(sys.stdout)  # type: ignore[assignment]
+    stdout, sys.stdout = sys.stdout, Stdout(sys.stdout)
     try:
         status = _dispatch(argv)
         sys.stdout.flush()  # a full disk is said here, not lost at exit
@@ -90,6 +90,11 @@ def _dispatch(argv: list[str]) -> int:
         args = parser.parse_args(argv)
         status: int = module.run(args)
         return status
+    mistyped = _mistyped_command(argv[0]) if argv else None
+    if mistyped is not None:
+        print(f"cfi2sframe: error: unknown command '{argv[0]}' (did you mean '{mistyped}'?)",
+              file=sys.stderr)
+        return 2
     from .early import launch
 
     launched = launch(argv)  # the assembler's run, before the conversion's imports
@@ -100,3 +105,15 @@ def _dispatch(argv: list[str]) -> int:
     finally:
         if launched is not None:
             launched.stop()  # (nothing where the conversion took it over and ended it)
+
+
+def _mistyped_command(word: str) -> str | None:
+    """The command ``word`` misspells, where it is taken as one: a plain lower-case word
+    (no option, path or suffix) that names no file, and close to one command.  Anything
+    else is the conversion's input, so a file named like a command still converts."""
+    if not word.isalpha() or not word.islower() or os.path.lexists(word):
+        return None
+    import difflib
+
+    close = difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.75)
+    return close[0] if close else None

@@ -115,7 +115,8 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     from ..batch.record import GOOD_STATUSES, per_member
 
     if args.resume and not args.jsonl:
-        raise Cfi2SframeError("", "--resume needs --jsonl FILE (the records to resume)")
+        usage_error(getattr(args, "command", None) or "",
+                    "--resume needs --jsonl FILE (the records to resume)")
     paths = gather(inputs, args.recursive, args.files_from, args.null)
     if not paths:
         raise Cfi2SframeError("", "no input files (folders need -r; non-ELF files under "

@@ -11,6 +11,7 @@ from ..errors import Cfi2SframeError
 from ..files import read_bytes, refuse_output_naming_input
 from ..kinds import Kind, input_kind
 from ..macho.read import MH_OBJECT
+from .batch import usage_error
 from .common import Subparsers, address, arch_name, write
 from .subcommands import SUBCOMMANDS
 
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if args.place:
         return _write_placed(args)
     if args.file is None:
-        raise Cfi2SframeError("", "compact needs FILE (or --place OBJ@ADDR with --emit "
+        usage_error("compact", "compact needs FILE (or --place OBJ@ADDR with --emit "
                                   "unwind-info); see --help")
     if args.in_place:
         return _rewrite_macho_object(args)
@@ -234,14 +235,14 @@ def _write_placed(args: argparse.Namespace) -> int:
     from .common import parse_pc
 
     if args.emit != "unwind-info" or args.file is not None:
-        raise Cfi2SframeError("", "--place builds __unwind_info: use it with --emit "
+        usage_error("compact", "--place builds __unwind_info: use it with --emit "
                                   "unwind-info and no FILE")
     objects = []
     sections: dict[tuple[str, str], int] = {}
     for text in args.place:
         path, at, where = text.rpartition("@")
         if not at or not path:
-            raise Cfi2SframeError("", f"--place '{text}': expected OBJ@ADDR or "
+            usage_error("compact", f"--place '{text}': expected OBJ@ADDR or "
                                       "OBJ:SEGMENT,SECTION@ADDR")
         owner, colon, section = path.rpartition(":")
         if colon and "," in section:  # one section of an object placed apart
@@ -256,7 +257,7 @@ def _write_placed(args: argparse.Namespace) -> int:
     for text in args.personality:
         name, eq, where = text.partition("=")
         if not eq:
-            raise Cfi2SframeError("", f"--personality '{text}': expected NAME=ADDR")
+            usage_error("compact", f"--personality '{text}': expected NAME=ADDR")
         personalities[name] = parse_pc(where)
     functions, notes = placed_functions(objects, args.image_base, personalities, sections)
     if not functions:

@@ -256,11 +256,11 @@ def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
     if many_files(args, args.inputs):
         return _convert_many(args)
     if not args.inputs:
-        raise Cfi2SframeError("", "no input file (try --help)")
+        usage_error("", "no input file (try --help)")
     args.input = args.inputs[0]
     if args.in_place:
         if args.output or args.input in (None, "-"):
-            raise Cfi2SframeError("", "--in-place takes an input file and no -o")
+            usage_error("", "--in-place takes an input file and no -o")
         args.output = args.input
     output = args.output or _default_output(args.input, args.emit, args.format)
     # In place, the file keeps its own form (checked below), whatever its name says.
@@ -279,6 +279,10 @@ def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
         return _convert_archive(args, display, data, read_stat)
     from ..convert import AsmConversion, ElfConversion, convert_file
 
+    if emit == "asm" and data[:4] == b"\x7fELF":  # before any work
+        from ..convert import asm_needs_assembly
+
+        raise asm_needs_assembly(display)
     form = _sframe_form(args, display, data, emit)
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,

@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 
-from ..errors import Cfi2SframeError
 from ..files import read_input
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import fre_rules, outermost
 from ..sframe.text import describe
 from . import macho
+from .batch import usage_error
 from .common import (
     Subparsers,
     add_module_options,
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         modules = modules_of(args)
         pcs = [parse_pc(text) for text in args.pcs]
     elif args.file is None:
-        raise Cfi2SframeError("", "lookup needs FILE, --module or --maps (see --help)")
+        usage_error("lookup", "lookup needs FILE, --module or --maps (see --help)")
     else:
         modules = []
         data = read_input(args.file)

@@ -11,6 +11,7 @@ from ..analysis.snapshot import walk_snapshot
 from ..analysis.unwind import OUTERMOST_REACHED, PC
 from ..arch import by_sframe_abi
 from ..errors import Cfi2SframeError
+from .batch import usage_error
 from .common import Subparsers, add_module_options, count, modules_of
 from .subcommands import SUBCOMMANDS
 
@@ -53,11 +54,11 @@ def run(args: argparse.Namespace) -> int:
         print(gdb_snapshot_path())
         return 0
     if args.snapshot is None:
-        raise Cfi2SframeError("", "unwind needs --snapshot JSON (see --help)")
+        usage_error("unwind", "unwind needs --snapshot JSON (see --help)")
     if args.module or args.maps:
         return _run_modules(args)
     if args.file is None:
-        raise Cfi2SframeError("", "unwind needs FILE, --module or --maps (see --help)")
+        usage_error("unwind", "unwind needs FILE, --module or --maps (see --help)")
     arch, frames, why = walk_snapshot(args.file, args.snapshot, args.compact, args.max_frames)
     _print(arch, frames, why, args.json, None)
     return 0 if why.startswith(OUTERMOST_REACHED) else 1
@@ -69,7 +70,7 @@ def _run_modules(args: argparse.Namespace) -> int:
     from ..analysis.unwind import modules_walk
 
     if args.compact:
-        raise Cfi2SframeError("", "--compact walks one FILE; --module/--maps use SFrame")
+        usage_error("unwind", "--compact walks one FILE; --module/--maps use SFrame")
     modules = modules_of(args)
     if args.file:
         from ..convert import sframe_from_dwarf

@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..arch import compact_flavour
+from ..arch.base import Arch
 from ..errors import Cfi2SframeError
 from .table import COMPRESSED, HEADER, REGULAR, VERSION, Lookup
 from .words import (
@@ -63,10 +65,12 @@ class BuiltTable(NamedTuple):
     notes: tuple[str, ...]
 
 
-def build_unwind_info(functions: Sequence[TableFunction], arch: str,
+def build_unwind_info(functions: Sequence[TableFunction], arch: str | Arch,
                       where: str = "<unwind_info>") -> BuiltTable:
     """The ``__unwind_info`` for ``functions`` (``arch``: ``x86_64``, ``i386`` or
-    ``arm64``); a one-line error for input no table can hold."""
+    ``arm64``, or an ``Arch`` of one; ``ValueError`` for any other, as ``get_arch``);
+    a one-line error for input no table can hold."""
+    arch = compact_flavour(arch)  # (the DWARF-mode word and the folding depend on it)
     if not functions:
         raise Cfi2SframeError(where, "no functions: an __unwind_info needs at least one")
     ordered = sorted(functions, key=lambda f: f.offset)
