@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from ..arch import arch_for_machine
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.linked import OldKernels
 from ..errors import Cfi2SframeError, DecodeError
@@ -218,8 +219,10 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
         return
     # The CFI is read once, for both versions and the check (stats) or the check alone.
     checked = dwarf and sframe
-    cfi = read_elf_cfi(path, data, task.limits) if dwarf and (
-        checked or task.command == "stats") else None
+    cfi = read_elf_cfi(path, data, task.limits) if dwarf else None
+    if cfi is not None and task.command == "verify":  # as a stats record says them
+        record.update(arch=arch_for_machine(cfi.machine, path, cfi.big_endian).name,
+                      fdes=len(cfi.fdes))
     if task.command == "stats":
         for version in (2, 3):
             record[f"sframe_v{version}_bytes"] = _coverage(record, path, data, version,

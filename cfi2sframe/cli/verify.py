@@ -38,7 +38,8 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print mismatches and totals only (many files: the summary only)")
     p.add_argument("--json", action="store_true",
-                   help="many files: print every record and the totals as one JSON object")
+                   help="print every file's record and the totals as one JSON object (one "
+                        "file too: its record)")
     p.add_argument("--consumer", choices=["glibc", "kernel"],
                    help="instead: check what a reader requires of the file (glibc 2.42's "
                         "backtrace(): V2, sorted, PT_GNU_SFRAME; the kernel's deferred "
@@ -98,7 +99,11 @@ def _is_archive(path: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     if not args.files and not args.files_from:
         usage_error("verify", "no input files (FILE..., -r FOLDER or --files-from)")
-    if many_files(args, args.files) or not args.files or _is_archive(args.files[0]):
+    if args.consumer and args.json:
+        usage_error("verify", "--consumer prints its requirements as text; no --json")
+    # --json: one file's record and totals as many files' are, one JSON object.
+    if many_files(args, args.files) or not args.files or args.json or \
+            _is_archive(args.files[0]):
         if args.consumer:
             usage_error("verify", "--consumer checks one file at a time")
         task = Task("verify", limits=limits_of(args), flex=args.flex)
