@@ -58,21 +58,18 @@ class Conversion:
 
     def output(self, emit: str) -> Payload | str:
         """The output form ``emit`` (``raw``, ``asm``, ``obj`` or ``elf``), as a file
-        holds it: with nothing to describe, ``raw`` is empty and ``asm`` a comment (the
-        bare section stays available as ``raw()``), ``obj`` and ``elf`` have no
-        section."""
+        holds it: what the method of that name gives (the library's answer is the
+        command's)."""
         forms: dict[str, Callable[[], Payload | str]] = {
             "raw": self.raw, "asm": self.asm, "obj": self.obj, "elf": self.elf_copy}
         if emit not in forms:
             raise Cfi2SframeError(self.source, f"unknown output form '{emit}'")
-        if self.empty and emit == "raw":
-            return b""
-        if self.empty and emit == "asm":
-            return f"{self.arch.line_comment} cfi2sframe: no function has SFrame; no section\n"
         return forms[emit]()
 
     def raw(self) -> bytes:
-        """The section bytes, every input section placed at address 0.
+        """The section bytes, every input section placed at address 0; with nothing to
+        describe, a header and no FDE (a section that says "no functions", which every
+        reader reads; the forms a linker takes in hold none, ``empty``).
 
         A decoded FDE start then equals the function's offset in its own
         section, which is how binutils prints relocatable objects.
@@ -132,8 +129,13 @@ class AsmConversion(Conversion):
         return assembler_disagreements(self.unit.timelines, assembled)
 
     def asm(self) -> str:
-        """An assembly fragment to assemble together with the input (``as in.s out.s``)."""
+        """An assembly fragment to assemble together with the input (``as in.s out.s``);
+        with nothing to describe, a comment (the object it joins gets no section, as
+        ``obj``)."""
         from .sframe.fragment import anchor_expression, section_asm
+
+        if self.empty:
+            return f"{self.arch.line_comment} cfi2sframe: no function has SFrame; no section\n"
 
         missing = [f for f in self.functions if anchor_expression(f) is None]
         if missing:

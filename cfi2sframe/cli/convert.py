@@ -295,8 +295,9 @@ def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
         _report_disagreements(conversion, args.strict_assembler)
     if conversion.empty and not args.no_warnings:
         left = f" ({len(conversion.skips)} left out)" if conversion.skips else ""
-        print(f"{display}: warning: no function has SFrame{left}; no .sframe section "
-              "written", file=sys.stderr)
+        what = "the section holds no FDE" if emit == "raw" and read_stat is None else \
+            "no .sframe section written"
+        print(f"{display}: warning: no function has SFrame{left}; {what}", file=sys.stderr)
     if isinstance(conversion, ElfConversion):
         conversion = conversion.laid_out(old_kernels=args.old_kernels)
     if read_stat is not None:

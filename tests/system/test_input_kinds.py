@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import struct
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import cfi2sframe, gsframe_program, require
 
@@ -121,17 +124,49 @@ def _sections(path: Path) -> str:
                           check=True).stdout
 
 
+def _no_fde_header(abi: int, ra_offset: int) -> bytes:
+    """An SFrame V2 header with no FDE, from the spec (errata 1): magic 0xdee2, version 2,
+    flags FDE_SORTED | FDE_FUNC_START_PCREL, the ABI, fixed FP and RA offsets, no
+    auxiliary header, then five zero counts and offsets (28 bytes)."""
+    return struct.pack("<HBBBbbB5I", 0xDEE2, 2, 0x1 | 0x4, abi, 0, ra_offset, 0,
+                       0, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("source", ["", "\t.data\nvalue:\n\t.long 1\n",
+                                    "\t.text\nf:\n\t.cfi_startproc\n\t.cfi_undefined rip\n"
+                                    "\tret\n\t.cfi_endproc\n"])
+def test_no_functions_is_one_answer(tmp_path, source):
+    """An empty input, one without CFI, and one whose every function is left out: the
+    library's raw() and the command's raw output are the same header-only section (a
+    section that says "no functions"); the forms a linker takes in hold none."""
+    require("as")
+    from cfi2sframe import convert_asm
+
+    empty = tmp_path / "in.s"
+    empty.write_text(source)
+    out = tmp_path / "in.sframe"
+    proc = cfi2sframe(str(empty), "-o", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.endswith("warning: no function has SFrame"
+                                + (" (1 left out)" if "cfi" in source else "")
+                                + "; the section holds no FDE\n")
+    header = _no_fde_header(3, -8)  # SFRAME_ABI_AMD64_ENDIAN_LITTLE, RA at CFA-8
+    assert out.read_bytes() == header
+    conversion = convert_asm(source, str(empty))
+    assert conversion.raw() == header and conversion.output("raw") == header
+    assert conversion.asm() == conversion.output("asm") == \
+        "# cfi2sframe: no function has SFrame; no section\n"
+    dump = cfi2sframe("dump", str(out), cwd=tmp_path)
+    assert dump.returncode == 0 and "Num FDEs: 0" in dump.stdout
+
+
 def test_nothing_to_describe_writes_no_section(tmp_path):
     """Assembly without CFI, and an object whose only function SFrame V2 cannot hold
-    (Scrt1.o: _start, RA undefined): a warning, and no output holds an SFrame section."""
+    (Scrt1.o: _start, RA undefined): a warning, and no output a linker takes in holds
+    an SFrame section."""
     require("readelf", "as")
     empty = tmp_path / "data.s"
     empty.write_text("\t.data\nvalue:\n\t.long 1\n")
-    proc = cfi2sframe(str(empty), "-o", str(tmp_path / "data.sframe"), cwd=tmp_path)
-    assert proc.returncode == 0
-    assert proc.stderr == (f"{empty}: warning: no function has SFrame; no .sframe "
-                           "section written\n")
-    assert (tmp_path / "data.sframe").read_bytes() == b""
     proc = cfi2sframe(str(empty), "--emit", "obj", "-o", str(tmp_path / "data.o"),
                       cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
