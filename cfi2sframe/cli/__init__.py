@@ -44,8 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # (large libraries) and no reference cycles: the cyclic GC only costs time.
     gc_was_on = gc.isenabled()
     gc.disable()
-    stdout, sys.stdout = sys.stdout, Stdout(sys.stdout)
+    stdout = sys.stdout
     try:
+        sys.stdout = Stdout(stdout)
         status = _dispatch(argv)
         sys.stdout.flush()  # a full disk is said here, not lost at exit
         return status

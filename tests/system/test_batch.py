@@ -202,7 +202,7 @@ def test_usage_and_input_errors(tmp_path: Path) -> None:
     proc = cli("stats", "-r", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 1 and "no input files" in proc.stderr
     proc = cli("stats", "/usr/bin/cat", "--resume", cwd=tmp_path)
-    assert proc.returncode == 1 and "--resume needs --jsonl" in proc.stderr
+    assert proc.returncode == 2 and "--resume needs --jsonl" in proc.stderr
     proc = cli("/usr/bin/cat", "/usr/bin/ls", "-o", "x", cwd=tmp_path)
     assert proc.returncode == 2 and "--in-place only" in proc.stderr
     proc = cli("stats", "-j", "0", "/usr/bin/cat", cwd=tmp_path)
