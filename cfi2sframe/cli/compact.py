@@ -138,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
                                            args.ranges)
     flavour = compact_arch(arch.name, args.file)
     names = arch.register_names
+    functions = in_address_order(functions, input_kind(data) not in (Kind.macho,
+                                                                     Kind.fat_macho))
 
     def meaning(func: CompactFunction, encoding: int) -> str:
         if is_dwarf(encoding, flavour):
@@ -317,13 +319,14 @@ def _print_object_rows(rows: list[ObjectRow], functions: list[CompactFunction],
     from ..compact.encoding import describe
     from ..compact.words import HAS_LSDA, PERSONALITY_MASK
 
-    ours = {func.start: func.rows[0].encoding for func in functions if func.rows}
+    encodings = {_key(func.name, func.start, functions): func.rows[0].encoding
+                 for func in functions if func.rows}
     print(f"the object's own __compact_unwind (its compiler's or assembler's): {len(rows)} rows")
     agree = differ = 0
-    for row in rows:
+    for row in sorted(rows, key=lambda row: row.start):
         extra = "".join((f" personality {row.personality}" if row.personality else "",
                          f" LSDA {row.lsda:#x}" if row.lsda else ""))
-        mine = ours.get(row.start)
+        mine = encodings.get(_key(row.name, row.start, functions))
         if mine is None:
             verdict = "no DWARF CFI here to compute it from"
         elif (mine ^ row.encoding) & ~(HAS_LSDA | PERSONALITY_MASK) == 0:
@@ -335,6 +338,27 @@ def _print_object_rows(rows: list[ObjectRow], functions: list[CompactFunction],
               f"{extra}; {verdict}")
     print(f"{agree} rows as computed here, {differ} differ, {len(rows) - agree - differ} "
           "not computed (no CFI here for them)")
+
+
+def in_address_order(functions: list[CompactFunction],
+                     by_section: bool) -> list[CompactFunction]:
+    """Functions as listings show them, by address: a Mach-O file's share one address
+    space; elsewhere (assembly, an ELF object) each section's starts count from its own
+    start (``by_section``), so they go by address within each section, the sections in
+    the order they first appear."""
+    first: dict[str, int] = {}
+    for func in functions:
+        first.setdefault(func.section, len(first))
+    return sorted(functions, key=lambda func: (first[func.section] if by_section else 0,
+                                               func.start))
+
+
+def _key(name: str, start: int, functions: list[CompactFunction]) -> str | int:
+    """What matches a row of the object's own table to a function computed here: its
+    name where every function's is different (an assembly file's starts count from
+    each section's start, the object's rows from the object's), else its address."""
+    names = [func.name for func in functions]
+    return name if len(set(names)) == len(names) else start
 
 
 def _check_words(func: CompactFunction) -> str:

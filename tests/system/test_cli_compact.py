@@ -119,3 +119,79 @@ def test_i386_is_compact_only(tmp_path):
     assert sframe.returncode == 1 and "SFrame has no ABI for i386" in sframe.stderr
     compact = run("compact", "--arch", "i386", "f.s", cwd=tmp_path)
     assert compact.returncode == 0 and "0x01000000" in compact.stdout  # EBP frame, no saves
+
+
+# Two functions in __text with one in __cold between them in the file: the assembler
+# gives __cold the addresses after __text, so the FDEs' order is not the addresses'.
+SECTIONS_OUT_OF_ORDER = """\t.section __TEXT,__text,regular,pure_instructions
+\t.globl _f1
+_f1:
+\t.cfi_startproc
+\tpushq %rbp
+\t.cfi_def_cfa_offset 16
+\t.cfi_offset %rbp, -16
+\tmovq %rsp, %rbp
+\t.cfi_def_cfa_register %rbp
+\tpopq %rbp
+\tretq
+\t.cfi_endproc
+\t.section __TEXT,__cold,regular,pure_instructions
+\t.globl _f2
+_f2:
+\t.cfi_startproc
+\tretq
+\t.cfi_endproc
+\t.section __TEXT,__text,regular,pure_instructions
+\t.globl _f3
+_f3:
+\t.cfi_startproc
+\tpushq %rbp
+\t.cfi_def_cfa_offset 16
+\t.cfi_offset %rbp, -16
+\tmovq %rsp, %rbp
+\t.cfi_def_cfa_register %rbp
+\tpopq %rbp
+\tretq
+\t.cfi_endproc
+.subsections_via_symbols
+"""
+
+
+def _llvm_symbols(obj: Path) -> dict[str, int]:
+    """The functions' addresses in the object, as llvm-nm-14 reads them."""
+    text = subprocess.run(["llvm-nm-14", str(obj)], capture_output=True, text=True,
+                          check=True).stdout
+    return {line.split()[2]: int(line.split()[0], 16) for line in text.splitlines()
+            if len(line.split()) == 3 and line.split()[2].startswith("_f")}
+
+
+def test_listings_are_in_address_order(tmp_path: Path) -> None:
+    """An object whose FDEs are not in address order (was listed 0x0, 0xc, 0x6): its
+    functions listed by address (llvm-nm's), text and JSON; from the assembly, each
+    section's functions by address and the object's own rows matched to the functions
+    by name (``_f2`` at 0x0 of __cold was compared with ``_f1`` at 0x0 of __text:
+    "1 differ", where both are LLVM's own 0x01000000, as llvm-objdump reads them)."""
+    require("llvm-mc", "llvm-nm-14", "llvm-objdump-14")
+    source = tmp_path / "e.s"
+    source.write_text(SECTIONS_OUT_OF_ORDER)
+    obj = tmp_path / "e.o"
+    subprocess.run(["llvm-mc", "-triple", "x86_64-apple-macosx10.15", "-filetype=obj",
+                    str(source), "-o", str(obj)], check=True)
+    addresses = _llvm_symbols(obj)
+    assert addresses["_f2"] > addresses["_f3"] > addresses["_f1"]  # the premise
+    expected = sorted(addresses, key=addresses.__getitem__)
+    listing = run("compact", "e.o", cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    names = [line.split()[0] for line in listing.stdout.splitlines()
+             if line.split()[:1] and line.split()[0] in addresses][:3]
+    assert names == expected
+    as_json = json.loads(run("compact", "e.o", "--json", cwd=tmp_path).stdout)
+    assert [(f["name"], f["start"]) for f in as_json] == [(n, addresses[n]) for n in expected]
+    own = subprocess.run(["llvm-objdump-14", "--unwind-info", str(obj)], capture_output=True,
+                         text=True, check=True).stdout
+    assert own.count("compact encoding:     0x01000000") == 2  # _f1's and _f3's rows
+    from_asm = run("compact", "e.s", cwd=tmp_path)
+    assert from_asm.returncode == 0, from_asm.stderr
+    lines = from_asm.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:3]] == ["_f1", "_f3", "_f2"]
+    assert "2 rows as computed here, 0 differ" in from_asm.stdout, from_asm.stdout
