@@ -18,7 +18,7 @@ from typing import NamedTuple
 from ..dwarf.cfi import Cfi, parse_cfi
 from ..errors import DecodeError
 from ..model import CfaReg, RuleKind, Timeline
-from .read import MH_OBJECT, MachoView, Reloc
+from .read import MH_OBJECT, MachoView, Reloc, Section, Symbol
 
 
 class ObjectRow(NamedTuple):
@@ -63,22 +63,79 @@ def _field(view: MachoView, reloc: Reloc | None, stored: int) -> tuple[int, str 
     """A relocated pointer field: its value, and the symbol it names (extern only)."""
     if reloc is None or not reloc.extern:
         return stored, None  # no relocation, or to a section: the address is stored
+    symbol = _symbol(view, reloc)
+    return symbol.value + stored, symbol.name
+
+
+def _symbol(view: MachoView, reloc: Reloc) -> Symbol:
+    """The symbol an extern relocation names (a located error for one past the table)."""
     if reloc.number >= len(view.symbols):
         raise DecodeError(0, f"a relocation names symbol {reloc.number} of "
                              f"{len(view.symbols)}")
-    symbol = view.symbols[reloc.number]
-    return symbol.value + stored, symbol.name
+    return view.symbols[reloc.number]
+
+
+# <mach-o/reloc.h>: an absolute pointer (UNSIGNED, 0 on every target), and the
+# relocation that subtracts a symbol from the UNSIGNED that must follow it at the same
+# field (X86_64_RELOC_SUBTRACTOR 5, ARM64_RELOC_SUBTRACTOR 1; i386 writes such a
+# difference as a scattered pair whose field already holds it).
+_UNSIGNED = 0
+_SUBTRACTOR = {"x86_64": 5, "arm64": 1}
+
+
+def relocated(view: MachoView, section: Section) -> bytes:
+    """The section's bytes with every absolute field resolved in the object's one
+    address space: an extern UNSIGNED field holds its addend, so it becomes symbol +
+    addend; a SUBTRACTOR pair (``A - B + addend``: LLVM's form on arm64 for every
+    FDE's start and LSDA, each against the section's own ``ltmpN``) becomes
+    A - B + addend.  A section (non-extern) relocation's field already holds the
+    address, so it adds nothing; PC-relative ones (GOT, branches) are left as they are."""
+    relocs = view.relocations(section)
+    if not relocs:
+        return view.section_data(section)
+    out = bytearray(view.section_data(section))
+    subtractor = _SUBTRACTOR.get(view.arch)
+    minus: Reloc | None = None
+    for reloc in relocs:
+        if reloc.kind == subtractor and not reloc.pcrel:
+            minus = reloc  # the UNSIGNED it pairs with comes next
+            continue
+        if minus is not None and (reloc.kind != _UNSIGNED or reloc.address != minus.address):
+            raise DecodeError(section.reloff, f"{section.segment},{section.name}: a "
+                                              f"SUBTRACTOR relocation at {minus.address:#x}"
+                                              f" not followed by its UNSIGNED")
+        if reloc.kind == _UNSIGNED and not reloc.pcrel and reloc.length >= 2:
+            delta = (_symbol(view, reloc).value if reloc.extern else 0) - (
+                _symbol(view, minus).value if minus is not None and minus.extern else 0)
+            _add_to_field(out, reloc, delta, section)
+        minus = None
+    if minus is not None:
+        raise DecodeError(section.reloff, f"{section.segment},{section.name}: a SUBTRACTOR "
+                                          f"relocation at {minus.address:#x} ends the list")
+    return bytes(out)
+
+
+def _add_to_field(out: bytearray, reloc: Reloc, delta: int, section: Section) -> None:
+    """``delta`` added to the 4- or 8-byte little-endian field a relocation names."""
+    layout = "<Q" if reloc.length == 3 else "<I"
+    size = struct.calcsize(layout)
+    if reloc.address + size > len(out):
+        raise DecodeError(section.reloff, f"{section.segment},{section.name}: a relocation "
+                                          f"at {reloc.address:#x} past the section's end")
+    value = struct.unpack_from(layout, out, reloc.address)[0]
+    struct.pack_into(layout, out, reloc.address, (value + delta) % (1 << 8 * size))
 
 
 def eh_frame(view: MachoView, path: str) -> Cfi | None:
     """The ``__TEXT,__eh_frame`` FDEs (None without the section), placed at the section's
-    address: in an object the assembler resolved each FDE's PC-relative start within
-    the object's one address space; functions named by the symbols there."""
+    address: in an object each FDE's PC-relative start and LSDA are resolved within
+    the object's one address space (by the assembler on x86-64; from the SUBTRACTOR
+    pairs LLVM writes on arm64, ``relocated``); functions named by the symbols there."""
     section = view.section("__TEXT", "__eh_frame")
     if section is None:
         return None
     names = {("", address): name for address, name in view.function_names.items()}
-    fdes = parse_cfi(view.section_data(section), True, section.addr, {}, view.pointer_size,
+    fdes = parse_cfi(relocated(view, section), True, section.addr, {}, view.pointer_size,
                      True, names)
     machine = {"x86_64": "EM_X86_64", "arm64": "EM_AARCH64", "i386": "EM_386"}[view.arch]
     kind = "ET_REL" if view.filetype == MH_OBJECT else "ET_DYN"
