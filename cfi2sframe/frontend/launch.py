@@ -10,6 +10,7 @@ library's process modules, so that starting it costs little more than the proces
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 
@@ -26,13 +27,15 @@ class Launch:
         self.tmp = tempfile.TemporaryDirectory(prefix="cfi2sframe-")
         self.src = os.path.join(self.tmp.name, "input.s")
         self.obj = os.path.join(self.tmp.name, "input.o")
+        written = without_addrsig(source) if _asks_addrsig(source) and is_gnu_as(command) \
+            else source
         try:
-            if isinstance(source, bytes):
+            if isinstance(written, bytes):
                 with open(self.src, "wb") as raw:
-                    raw.write(source)
+                    raw.write(written)
             else:
                 with open(self.src, "w", encoding="utf-8", errors="surrogateescape") as handle:
-                    handle.write(source)
+                    handle.write(written)
         except OSError as exc:
             self.tmp.cleanup()
             raise Cfi2SframeError(display_name, "cannot write the assembler's input: "
@@ -62,3 +65,36 @@ class Launch:
             self.proc.kill()
             self.proc.communicate()
         self.tmp.cleanup()
+
+
+# LLVM's address-significance table: ``.addrsig`` asks for it, each ``.addrsig_sym``
+# names a symbol whose address is taken; only a linker's identical-code folding reads
+# it.  GNU as knows neither directive (one error per line: some 430 for a csmith program).
+_ADDRSIG_LINE = re.compile(r"^[ \t]*\.addrsig(?:_sym[ \t][^\n]*)?[ \t]*$", re.M)
+_ADDRSIG_LINE_BYTES = re.compile(_ADDRSIG_LINE.pattern.encode(), re.M)
+_GNU_AS: dict[tuple[str, ...], bool] = {}
+
+
+def _asks_addrsig(source: str | bytes) -> bool:
+    return (b".addrsig" if isinstance(source, bytes) else ".addrsig") in source
+
+
+def without_addrsig(source: str | bytes) -> str | bytes:
+    """``source`` with its ``.addrsig`` and ``.addrsig_sym`` lines left empty (line
+    numbers kept): what clang's ELF assembly asks of a linker only, not of the
+    object's code, data or CFI."""
+    if isinstance(source, bytes):
+        return _ADDRSIG_LINE_BYTES.sub(b"", source)
+    return _ADDRSIG_LINE.sub("", source)
+
+
+def is_gnu_as(command: tuple[str, ...]) -> bool:
+    """Whether ``command`` is GNU as (it says so in ``--version``; asked once)."""
+    if command not in _GNU_AS:
+        try:
+            done = subprocess.run([*command, "--version"], capture_output=True,
+                                  stdin=subprocess.DEVNULL, timeout=30, check=False)
+            _GNU_AS[command] = done.stdout.startswith(b"GNU assembler")
+        except (OSError, subprocess.SubprocessError):
+            _GNU_AS[command] = False
+    return _GNU_AS[command]

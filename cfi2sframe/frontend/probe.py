@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 from collections.abc import Sequence
 from types import ModuleType
 from typing import NamedTuple, cast
@@ -25,7 +24,7 @@ from ..core import compiled as compiled_core
 from ..dwarf.frames import count_fdes
 from ..elf.read import ElfView, Symbol
 from ..errors import AssemblerFailed, Cfi2SframeError
-from .launch import Launch
+from .launch import Launch, is_gnu_as
 from .scan import ScanResult, Statement, scan
 
 PROBE = "__cfi2sframe_probe_"
@@ -53,12 +52,7 @@ class Assembler(NamedTuple):
         state per section: a directive in another section than its function's
         ``.cfi_startproc`` is an error there, where LLVM's assembler encodes it into
         the function's FDE with advances that count one section only."""
-        try:
-            done = subprocess.run([*self.command, "--version"], capture_output=True,
-                                  stdin=subprocess.DEVNULL, timeout=30, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return False
-        return done.stdout.startswith(b"GNU assembler")
+        return is_gnu_as(self.command)
 
     def start(self, source: str | bytes, display_name: str, include_dir: str,
               launched: Launch | None = None) -> AssemblerJob:
