@@ -76,7 +76,9 @@ _GNU_AS: dict[tuple[str, ...], bool] = {}
 
 
 def _asks_addrsig(source: str | bytes) -> bool:
-    return (b".addrsig" if isinstance(source, bytes) else ".addrsig") in source
+    if isinstance(source, bytes):
+        return b".addrsig" in source
+    return ".addrsig" in source
 
 
 def without_addrsig(source: str | bytes) -> str | bytes:
