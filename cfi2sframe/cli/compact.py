@@ -126,9 +126,11 @@ def run(args: argparse.Namespace) -> int:
         if input_kind(data) == Kind.text:  # assembly: Mach-O when written for Apple
             from ..arch import get_arch
             from ..compact.inputs import compact_asm_rows
+            from ..frontend.macho_probe import darwin_arch, darwin_text
 
-            arch = get_arch(args.arch)
             text = data.decode("utf-8", "surrogateescape")
+            arch = get_arch(args.arch if args.arch_given or not darwin_text(text)
+                            else darwin_arch(text) or args.arch)
             functions, object_rows = compact_asm_rows(text, args.file, arch, args.assembler,
                                                       args.ranges)
             if args.emit == "obj":

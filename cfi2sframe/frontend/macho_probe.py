@@ -5,6 +5,8 @@ an ELF object's are."""
 
 from __future__ import annotations
 
+import re
+
 from ..elf.read import Symbol
 from ..macho.read import MachoView
 
@@ -17,6 +19,25 @@ def darwin_text(text: str) -> bool:
     return any(marker in text for marker in (
         ".section\t__TEXT,", ".section __TEXT,", ".subsections_via_symbols",
         ".build_version", ".macosx_version_min", ".ios_version_min"))
+
+
+# What only one Apple target's assembly names (clang and zig write no triple into it):
+# arm64's frame registers and page relocations, unprefixed; x86-64's and i386's
+# stack and frame registers, %-prefixed.  The first target whose mark is found wins.
+_TARGET_MARKS = (
+    ("aarch64", re.compile(r"(?<![%\w])(?:[wx]29|[wx]30)\b|@PAGE(?:OFF)?\b")),
+    ("x86_64", re.compile(r"%r(?:sp|bp|ip|ax|di|si)\b")),
+    ("i386", re.compile(r"%e(?:sp|bp)\b")),
+)
+
+
+def darwin_arch(text: str) -> str | None:
+    """The target of assembly for an Apple target, from the registers it names
+    (``_TARGET_MARKS``); None where none is named."""
+    for name, mark in _TARGET_MARKS:
+        if mark.search(text):
+            return name
+    return None
 
 
 def section_names(view: MachoView) -> list[str]:
