@@ -236,6 +236,8 @@ SLOW = frozenset({
     "system/test_post_link_tree.py::test_installed_files_convert_run_and_verify",
     "system/test_post_link_tree.py::test_every_installed_file_converts_runs_and_verifies",
     "system/test_post_link_tree.py::test_aarch64_cross_libraries_convert_load_and_verify",
+    "system/test_library_types.py::"
+    "test_mypy_strict_finds_each_misuse_and_nothing_in_documented_use",
     "system/test_readme.py::test_every_examples_readme_command_block_runs",
     "system/test_wheel.py::test_wheel_installs_and_runs_outside_the_tree",
 })

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..arch import by_sframe_abi
+from ..arch import by_sframe_abi, compact_flavour
 from ..compact.encoding import decode
 from ..compact.rules import Code
 from ..compact.step import step as compact_step
@@ -28,6 +28,7 @@ from ..sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
 from .process import module_for
 
 if TYPE_CHECKING:
+    from ..arch.base import Arch
     from ..compact.lower import CompactFunction
     from .process import Module
 
@@ -136,7 +137,7 @@ def modules_walk(modules: Sequence[Module], regs: dict[int, int], read: Read,
 
 
 def compact_walk(functions: Sequence[CompactFunction], code_of: Callable[[int, int], bytes],
-                 arch: str,
+                 arch: str | Arch,
                  regs: dict[int, int], read: Read, sp: int, fp: int, ra: int,
                  max_frames: int = 64) -> tuple[list[dict[int, int]], str]:
     """Frames from ``regs`` outwards with compact unwind rows (libunwind's step).
@@ -144,6 +145,7 @@ def compact_walk(functions: Sequence[CompactFunction], code_of: Callable[[int, i
     ``functions`` are ``compact.lower.CompactFunction``s with absolute starts,
     ``code_of(address, size)`` gives code bytes (for STACK_IND).
     """
+    arch = compact_flavour(arch)
 
     def step(frame: dict[int, int], depth: int) -> Step:
         pc = frame[PC] if depth == 0 else frame[PC] - 1

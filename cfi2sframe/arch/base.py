@@ -139,6 +139,11 @@ class Arch(NamedTuple):
                 return name
         return f"r{number}"
 
+    def __repr__(self) -> str:
+        """One short line: the target's name says which of the few module constants
+        this is (its 40 fields made every message and traceback holding it a page)."""
+        return f"<Arch {self.name}>"
+
     def __eq__(self, other: object) -> bool:
         return self is other
 

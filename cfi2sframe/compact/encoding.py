@@ -7,7 +7,8 @@ bit layout is ``words``, the rules ``rules``, libunwind's step ``step``.
 
 from __future__ import annotations
 
-from ..arch import by_compact
+from ..arch import by_compact, compact_flavour
+from ..arch.base import Arch
 from ..reasons import CompactReason, Unrepresentable
 from .arm64 import decode_arm64, encode_arm64
 from .rules import Code, CompactRules
@@ -15,24 +16,28 @@ from .words import ARM64_FRAME, MODE_MASK, X86_STACK_IND
 from .x86 import decode_x86, encode_x86
 
 
-def decode(encoding: int, arch: str,
+def decode(encoding: int, arch: str | Arch,
            code: Code | None = None) -> CompactRules | Unrepresentable[CompactReason]:
-    """The rules of ``encoding`` for ``arch`` (``x86_64``, ``i386`` or ``arm64``), or why
-    libunwind has none (the same result type as ``encode``'s)."""
+    """The rules of ``encoding`` for ``arch`` (``x86_64``, ``i386`` or ``arm64``, or any
+    name or ``Arch`` of those targets: ``aarch64``), or why libunwind has none (the same
+    result type as ``encode``'s)."""
+    arch = compact_flavour(arch)
     return decode_arm64(encoding) if arch == "arm64" else decode_x86(encoding, code, arch)
 
 
-def encode(rules: CompactRules, arch: str, code: Code | None = None,
+def encode(rules: CompactRules, arch: str | Arch, code: Code | None = None,
            code_offset: int = 0) -> int | Unrepresentable[CompactReason]:
     """The exact encoding of ``rules`` for ``arch``, or (reason, detail)."""
+    arch = compact_flavour(arch)
     if arch == "arm64":
         return encode_arm64(rules)
     return encode_x86(rules, code, code_offset, arch)
 
 
-def describe(encoding: int, arch: str, code: Code | None = None,
+def describe(encoding: int, arch: str | Arch, code: Code | None = None,
              names: dict[int, str] | None = None) -> str:
     """The encoding in words: ``RBP frame; saved rbx at [rbp-24], ...``."""
+    arch = compact_flavour(arch)
     ind_offset = None
     if arch != "arm64" and encoding & MODE_MASK == X86_STACK_IND and code is None:
         ind_offset = (encoding >> 16) & 0xFF

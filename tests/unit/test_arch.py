@@ -60,3 +60,22 @@ def test_elf_machines() -> None:
     assert by_elf_machine("EM_MIPS", False) is None
     with pytest.raises(Cfi2SframeError, match="unsupported machine EM_MIPS"):
         arch_for_machine("EM_MIPS", "x.o")
+
+
+@pytest.mark.parametrize("name", sorted(ARCHES))
+def test_repr_is_one_short_line(name: str) -> None:
+    """A target's repr names it (it had printed its 40 fields, registers and all)."""
+    assert repr(ARCHES[name]) == f"<Arch {name}>"
+    assert repr([ARCHES[name]]) == f"[<Arch {name}>]"
+
+
+def test_compact_calls_take_any_name_of_a_target() -> None:
+    """The library's compact unwind calls take an Arch or any of its names, as every
+    other call does: arm64's DWARF mode (0x03000000, compact_unwind_encoding.h) read
+    with ``aarch64`` is DWARF mode, not x86's frameless encoding of the same word."""
+    from cfi2sframe import decode_compact, describe_compact
+
+    for arch in ("arm64", "aarch64", get_arch("aarch64")):
+        assert describe_compact(0x03000000, arch) == describe_compact(0x03000000, "arm64")
+        assert decode_compact(0x03000000, arch) == decode_compact(0x03000000, "arm64")
+    assert str(decode_compact(0x03000000, "aarch64").reason) == "dwarf-mode"  # type: ignore[union-attr]
