@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from .errors import AssemblerFailed, Cfi2SframeError, CfiError, DecodeError
     from .model import CfaExpr, CfaReg, FunctionSpan, Location, Row, Rule, RuleKind, Timeline
     from .reasons import CompactReason, SframeReason, Unrepresentable
+    from .sections import extract_section
     from .sframe.build import encode_sframe, lower_all, order_functions
     from .sframe.decode import DecodedFde, DecodedFre, DecodedSection
     from .sframe.decode import decode as decode_sframe
@@ -74,6 +75,7 @@ __version__ = "0.1.0"
 # Each exported name -> "module" (the same name there) or "module:name"; the same
 # names as the imports above (tests/unit/test_public_api.py holds them equal).
 _EXPORTS = {
+    "extract_section": "sections",
     "Module": "analysis.process", "load_module": "analysis.process",
     "modules_from_maps": "analysis.process",
     "sframe_walk": "analysis.unwind", "modules_walk": "analysis.unwind",
@@ -120,7 +122,8 @@ __all__ = [
     "SectionImage", "SframeReason", "Skip", "TableFunction", "Timeline", "Unrepresentable",
     "build_unwind_info", "compact_asm", "compact_elf", "compact_walk", "convert_archive",
     "convert_asm", "convert_elf", "convert_sframe", "decode_compact", "decode_sframe",
-    "describe", "describe_compact", "encode_compact", "encode_sframe", "fre_rules", "get_arch",
+    "describe", "describe_compact", "encode_compact", "encode_sframe", "extract_section",
+    "fre_rules", "get_arch",
     "load_module", "lookup_unwind_info", "lower", "lower_all", "lower_compact",
     "modules_from_maps", "modules_walk", "order_functions", "placed_functions",
     "read_unwind_info", "sframe_from_dwarf", "sframe_from_eh_frame", "sframe_walk",

@@ -22,6 +22,7 @@ class Kind(Name):
     macho = "Mach-O"
     fat_macho = "universal Mach-O"
     sframe = "SFrame section"
+    unwind_info = "__unwind_info section"
     text = "text"
     binary = "binary"
 
@@ -57,11 +58,26 @@ def input_kind(data: bytes) -> Kind:
     if len(head) >= 4 and head[2] in (1, 2, 3) and _SFRAME_MAGIC in (
             int.from_bytes(head[:2], "little"), int.from_bytes(head[:2], "big")):
         return Kind.sframe
+    if _is_unwind_info(data):
+        return Kind.unwind_info
     sample = data[:_SAMPLE]
     if b"\0" in sample:
         return Kind.binary
     control = sum(sample.count(c) for c in _CONTROL)
     return Kind.binary if control * 20 > len(sample) else Kind.text
+
+
+def _is_unwind_info(data: bytes) -> bool:
+    """A bare ``__unwind_info`` (``compact --emit unwind-info``, an extracted one): its
+    header (version 1, the three arrays one after the other from byte 28, as every
+    writer lays them out) with the first-level index inside the file."""
+    if len(data) < 28 or data[:4] != b"\1\0\0\0":
+        return False
+    words = [int.from_bytes(data[at:at + 4], "little") for at in range(4, 28, 4)]
+    common_at, common, person_at, persons, index_at, index = words
+    return (common_at == 28 and person_at == 28 + 4 * common
+            and index_at == person_at + 4 * persons and index >= 1
+            and index_at + 12 * index <= len(data))
 
 
 _MACHO_CPUS = {7: "i386", 0x01000007: "x86-64", 12: "arm", 0x0100000C: "arm64"}
@@ -98,6 +114,10 @@ def refuse_unreadable(path: str, data: bytes) -> Kind:
                                     "'lookup', 'verify' and 'stats' read Mach-O files "
                                     "(compact unwind); this command reads ELF files, "
                                     "assembly and raw SFrame sections")
+    if kind == Kind.unwind_info:
+        raise Cfi2SframeError(path, "an __unwind_info section (Apple compact unwind): "
+                                    "'compact', 'dump' and 'verify' read it; this command "
+                                    "reads ELF files, assembly and raw SFrame sections")
     if kind == Kind.binary:
         raise Cfi2SframeError(path, "not assembly, ELF, an archive or SFrame (starts with "
                                     f"{data[:8].hex(' ')})")

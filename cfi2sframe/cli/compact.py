@@ -13,6 +13,7 @@ from ..kinds import Kind, input_kind
 from ..macho.read import MH_OBJECT
 from .batch import usage_error
 from .common import Subparsers, address, arch_name, write
+from .macho import add_binary_option
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ def add_parser(sub: Subparsers) -> None:
                    help="where --emit bin, obj or unwind-info writes (default: standard "
                         "output)")
     p.add_argument("--json", action="store_true")
+    add_binary_option(p)
     p.add_argument("--place", action="append", metavar="OBJ@ADDR", default=[],
                    help="with --emit unwind-info: build __unwind_info for Mach-O objects "
                         "placed at these addresses (each object's address space at ADDR, "
@@ -96,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         return _rewrite_macho_object(args)
     data = read_bytes(args.file)
     object_rows = None
+    if input_kind(data) == Kind.unwind_info:
+        return _bare_table(args, data)
     if input_kind(data) in (Kind.macho, Kind.fat_macho):
         from ..compact.inputs import compact_macho
 
@@ -213,6 +217,25 @@ def _rewrite_macho_object(args: argparse.Namespace) -> int:
         print(f"{args.file}: note: {note}", file=sys.stderr)
     if new != data:
         rewrite(args.file, data, read_stat, new, False)
+    return 0
+
+
+def _bare_table(args: argparse.Namespace, data: bytes) -> int:
+    """A bare ``__unwind_info`` (``--emit unwind-info``'s, an extracted one): listed, or
+    built again, as the table of ``--binary IMAGE`` (else of an image of ``--arch`` at
+    0, its functions unnamed)."""
+    from ..arch import by_compact
+    from ..compact.inputs import unwind_table
+    from .macho import open_view
+
+    view = open_view(args.file, data, args.arch if args.arch_given else None, args.binary)
+    table = unwind_table(args.file, view)
+    if table is None:  # the view holds the table it was given
+        raise AssertionError("a bare table's view lost its __unwind_info")
+    if args.emit == "unwind-info":
+        return _write_unwind_info(args, view, table)
+    _print_unwind_info(table, view.image_base, view.function_names, view.arch,
+                       by_compact(view.arch).register_names)
     return 0
 
 

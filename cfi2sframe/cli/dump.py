@@ -13,7 +13,7 @@ from ..files import read_input
 from ..kinds import AR_MAGIC, ELF_MAGIC
 from . import macho
 from .common import Subparsers, address, sframe_or_made
-from .macho import add_slice_option, is_macho
+from .macho import add_binary_option, add_slice_option, is_macho
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:  # the SFrame modules are imported for ELF and SFrame input only
@@ -30,6 +30,7 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_slice_option(p)
+    add_binary_option(p)
     p.add_argument("--address", type=address, default=0, metavar="ADDR",
                    help="a raw section file: the address it is loaded at (the "
                         "--sframe-address it was made for; an ELF file says its own). "

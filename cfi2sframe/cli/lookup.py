@@ -23,7 +23,7 @@ from .common import (
     parse_pc,
     sframe_or_made,
 )
-from .macho import add_slice_option, is_macho
+from .macho import add_binary_option, add_slice_option, is_macho
 from .show import json_rules
 from .subcommands import SUBCOMMANDS
 
@@ -41,6 +41,7 @@ def add_parser(sub: Subparsers) -> None:
     add_module_options(p)
     p.add_argument("--json", action="store_true")
     add_slice_option(p)
+    add_binary_option(p)
     p.add_argument("--address", type=address, default=0, metavar="ADDR",
                    help="a raw section file: the address it is loaded at (the "
                         "--sframe-address it was made for; an ELF file says its own). "

@@ -14,18 +14,38 @@ from ..macho.read import MH_OBJECT, MachoView
 
 def add_slice_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", metavar="NAME",
-                   help="the slice of a universal Mach-O file to read (x86_64, arm64, i386)")
+                   help="the slice of a universal Mach-O file to read (x86_64, arm64, i386); "
+                        "the target of a bare __unwind_info without --binary (default "
+                        "x86_64)")
+
+
+def add_binary_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--binary", metavar="IMAGE",
+                   help="FILE is a bare __unwind_info (compact --emit unwind-info, "
+                        "extract): read it as IMAGE's table (its names, code, __eh_frame)")
 
 
 def is_macho(data: bytes) -> bool:
-    return input_kind(data) in (Kind.macho, Kind.fat_macho)
+    """Mach-O, or a bare ``__unwind_info``: what this module reads."""
+    return input_kind(data) in (Kind.macho, Kind.fat_macho, Kind.unwind_info)
 
 
-def open_view(path: str, data: bytes, arch: str | None) -> MachoView:
-    """The file (or its ``--arch`` slice), malformed ones refused in one located line."""
+def open_view(path: str, data: bytes, arch: str | None,
+              binary: str | None = None) -> MachoView:
+    """The file (or its ``--arch`` slice), malformed ones refused in one located line; a
+    bare ``__unwind_info`` as the table of ``binary`` (an image), else of no image."""
     from ..macho.read import open_macho
 
     slice_arch = {"aarch64": "arm64"}.get(arch, arch) if arch else None
+    if input_kind(data) == Kind.unwind_info:
+        from ..files import read_input
+        from ..sections import table_view
+
+        image = open_view(binary, read_input(binary), arch) if binary else None
+        return table_view(data, image, slice_arch or "x86_64")
+    if binary:
+        raise Cfi2SframeError(path, "--binary names the image of a bare __unwind_info; "
+                                    "this file is a Mach-O file of its own")
     with decoding(path, "Mach-O file"):
         return open_macho(data, slice_arch)
 
@@ -34,7 +54,7 @@ def dump(args: argparse.Namespace, data: bytes) -> int:
     from ..compact.listing import unwind_info_text
     from ..core import compiled
 
-    view = open_view(args.file, data, args.arch)
+    view = open_view(args.file, data, args.arch, args.binary)
     text = None if args.json or view.filetype == MH_OBJECT else \
         unwind_info_text(view, compiled())
     if text is not None:  # the compiled core's listing of a well-formed table: the
@@ -79,7 +99,7 @@ def lookup(args: argparse.Namespace, data: bytes) -> int:
     from ..macho.unwind import compact_unwind_rows
     from .common import address_of
 
-    view = open_view(args.file, data, args.arch)
+    view = open_view(args.file, data, args.arch, args.binary)
     names = view.function_names
     starts = {name: address for address, name in sorted(names.items(), reverse=True)}
     pcs = [address_of(text, starts, args.file) for text in args.pcs]
@@ -128,12 +148,14 @@ def lookup(args: argparse.Namespace, data: bytes) -> int:
     return status
 
 
-def verify(path: str, data: bytes, arch: str | None, quiet: bool) -> int:
+def verify(path: str, data: bytes, arch: str | None, quiet: bool,
+           binary: str | None = None) -> int:
     """An image's ``__unwind_info`` or an object's ``__compact_unwind`` against its
-    ``__eh_frame`` and code (``compact.check``); exit 1 on a problem."""
+    ``__eh_frame`` and code (``compact.check``); exit 1 on a problem.  A bare table:
+    against ``binary``'s (the image it is for)."""
     from ..compact.check import check_macho
 
-    view = open_view(path, data, arch)
+    view = open_view(path, data, arch, binary)
     with decoding(path, "Mach-O file"):
         result = check_macho(path, view)
     for problem in result.problems:

@@ -9,5 +9,6 @@ SUBCOMMANDS = {
     "verify": ("verify", "check a file's SFrame against its own DWARF CFI at every PC"),
     "stats": ("stats", "SFrame coverage and sizes for ELF files"),
     "compact": ("compact", "Apple compact unwind encodings from the same CFI"),
+    "extract": ("extract", "write one section's bytes (__unwind_info, .sframe) to a file"),
     "unwind": ("unwind", "walk a register and stack snapshot with SFrame or compact unwind"),
 }

@@ -13,7 +13,7 @@ from ..files import read_input
 from . import macho
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of, no_sframe
-from .macho import add_slice_option, is_macho
+from .macho import add_binary_option, add_slice_option, is_macho
 from .show import describe_fde, words
 from .subcommands import SUBCOMMANDS
 
@@ -49,6 +49,7 @@ def add_parser(sub: Subparsers) -> None:
                    help="judge coverage for readers without FLEX FDEs (a V3 section written "
                         "with --no-flex): a function that needs one is no gap")
     add_slice_option(p)
+    add_binary_option(p)
     add_limit_options(p)
     add_batch_options(p, quiet=False)
 
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         return _consumer(args.file, args.consumer)
     data = read_input(args.file)
     if is_macho(data):
-        return macho.verify(args.file, data, args.arch, args.quiet)
+        return macho.verify(args.file, data, args.arch, args.quiet, args.binary)
     view = open_elf_file(args.file, data) if data[:4] == b"\x7fELF" else None
     if view is not None and not view.holds_sframe:
         # As dump and lookup read such a file (and a run over many files checks it):

@@ -62,6 +62,7 @@ from cfi2sframe import (
     describe_compact,
     encode_compact,
     encode_sframe,
+    extract_section,
     fre_rules,
     get_arch,
     load_module,
@@ -166,9 +167,10 @@ def signatures() -> None:
     placed: Callable[..., tuple[list[TableFunction], list[str]]] = placed_functions
     elf_compact: Callable[[str, bytes], list[CompactFunction]] = compact_elf
     limits = Limits(max_bytes=1 << 20, max_ratio=10)
+    section: Callable[..., bytes] = extract_section
     errors: tuple[type[Exception], ...] = (Cfi2SframeError, AssemblerFailed, CfiError,
                                            DecodeError)
-    assert all((elf, elf_sframe, archive, made, from_eh, module, maps, walk, placed,
+    assert all((section, elf, elf_sframe, archive, made, from_eh, module, maps, walk, placed,
                 elf_compact, limits, errors))
     assert cfi2sframe.__version__
 
