@@ -99,6 +99,19 @@ def _rank(name: str, bind: int) -> int:
     return (0 if bind in (1, 2) else 2) + ("." in name) * 4 + name.startswith("_")
 
 
+def debug_file_functions(data: bytes, view: ElfView) -> dict[int, str]:
+    """Address -> name of the function symbols only the file's separate debug file has
+    (found by build ID), the preferred name of each address: the names ``unwind`` prints
+    for a stripped library's local functions, for ``lookup`` to take."""
+    best: dict[int, tuple[int, str]] = {}
+    for s in _debug_file_symbols(data, view):
+        if s.kind == STT_FUNC and s.shndx and s.name:
+            rank = (_rank(s.name, s.bind), s.name)
+            if s.value not in best or rank < best[s.value]:
+                best[s.value] = rank
+    return {value: name for value, (_, name) in best.items()}
+
+
 def _debug_file_symbols(data: bytes, view: ElfView) -> list[Symbol]:
     """The full symbol table of the file's separate debug file, found by build-id under
     /usr/lib/debug (a stripped library's local functions: __libc_start_call_main)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from ..files import read_input
 from ..sframe.decode import DecodedSection
@@ -20,12 +21,14 @@ from .common import (
     function_names_of,
     modules_of,
     number_or_none,
-    parse_pc,
     sframe_or_made,
 )
 from .macho import add_binary_option, add_slice_option, is_macho
 from .show import json_rules
 from .subcommands import SUBCOMMANDS
+
+if TYPE_CHECKING:
+    from ..analysis.process import Module
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -49,13 +52,14 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    pcs: list[int | Cfi2SframeError]  # a name no symbol has: its error, in its place
     if args.module or args.maps:
         from ..analysis.process import module_for
 
         if args.file is not None:  # argparse took the first PC for FILE
             args.pcs.insert(0, args.file)
         modules = modules_of(args)
-        pcs = [parse_pc(text) for text in args.pcs]
+        pcs = [_module_pc(text, modules) for text in args.pcs]
     elif args.file is None:
         usage_error("lookup", "lookup needs FILE, --module or --maps (see --help)")
     else:
@@ -67,21 +71,30 @@ def run(args: argparse.Namespace) -> int:
         by_symbol = None in numbers  # a symbol given: every function's name is needed
         names = function_names_of(args.file, data) if by_symbol else {}
         if by_symbol:
+            names.update(_debug_names(args.file, data, names))
             starts = {name: start for (_, start), name in sorted(names.items(),
                                                                  reverse=True)}
-            pcs = [address_of(text, starts, args.file) for text in args.pcs]
+            pcs = [_pc_or_error(text, starts, args.file) for text in args.pcs]
         else:
             pcs = [number for number in numbers if number is not None]
         # Only the FDEs that cover the PCs asked for are decoded (the spec's look-up).
-        loaded = sframe_or_made(args.file, data, pcs=pcs, raw_address=args.address)
+        loaded = sframe_or_made(args.file, data, pcs=[pc for pc in pcs if isinstance(pc, int)],
+                                raw_address=args.address)
         default = loaded.section
         if not by_symbol:  # only the names of the functions found are read
-            found = (default.find_fde(pc) for pc in pcs)
-            names = function_names_of(args.file, data,
-                                      {fde.start_address for fde in found if fde})
+            found = (default.find_fde(pc) for pc in pcs if isinstance(pc, int))
+            starts_found = {fde.start_address for fde in found if fde}
+            names = function_names_of(args.file, data, starts_found)
+            names.update(_debug_names(args.file, data, names, starts_found))
     status = 0
     results: list[dict[str, object]] = []
-    for pc in pcs:
+    for pc, text in zip(pcs, args.pcs, strict=True):
+        if isinstance(pc, Cfi2SframeError):  # an unknown name: its own line, as addr2line
+            status = 1
+            results.append({"pc": None, "input": text, "error": pc.message})
+            if not args.json:
+                print(pc.summary, file=sys.stderr)
+            continue
         if not modules:
             fde = default.find_fde(pc)
             name = names.get((loaded.section_of(fde.field_offset), fde.start_address)) \
@@ -103,6 +116,50 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results, indent=1))
     return status
+
+
+def _pc_or_error(text: str, starts: dict[str, int], path: str) -> int | Cfi2SframeError:
+    """A PC given as an address or a name, or the error that names it: one unknown name
+    is its own error line while the others are answered."""
+    try:
+        return address_of(text, starts, path)
+    except Cfi2SframeError as exc:
+        return exc
+
+
+def _module_pc(text: str, modules: list[Module]) -> int | Cfi2SframeError:
+    """A runtime PC given as an address or as ``unwind`` prints one, ``function+0xOFF
+    (module)`` (the module part optional: the first module with the function), or the
+    error that names it."""
+    name, _, module_name = text.strip().partition(" (")
+    module_name = module_name.removesuffix(")")
+    starts: dict[str, int] = {}
+    for module in modules:
+        if not module_name or module.name == module_name:
+            for value, _rank, _size, symbol in module.functions:
+                starts.setdefault(symbol, value + module.bias)
+    where = "" if not module_name else module_name
+    try:
+        return address_of(name, starts, where)
+    except Cfi2SframeError as exc:
+        return exc
+
+
+def _debug_names(path: str, data: bytes, names: dict[tuple[str, int], str],
+                 values: set[int] | None = None) -> dict[tuple[str, int], str]:
+    """The function names a linked file's separate debug file adds (found by build ID:
+    the names ``unwind`` prints for a stripped library's local functions), where the
+    file's own tables name no function at that address; ``values``: those only."""
+    if data[:4] != b"\x7fELF":
+        return {}
+    from ..analysis.process import debug_file_functions
+    from ..elf.read import open_elf_file
+
+    view = open_elf_file(path, data)
+    if view.elf_type == "ET_REL":
+        return {}
+    return {("", value): name for value, name in debug_file_functions(data, view).items()
+            if ("", value) not in names and (values is None or value in values)}
 
 
 def _one(section: DecodedSection, runtime_pc: int, bias: int, where: str, as_json: bool,

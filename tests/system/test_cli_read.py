@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import require, small_program
+from tests.conftest import require, require_path, small_program
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -396,3 +396,42 @@ def test_diff_names_functions(tmp_path):
     proc = run("diff", str(tmp_path / "v3"), str(tmp_path / "v2"))
     assert proc.returncode == 1
     assert f"only in {tmp_path / 'v3'}: '_start' function at {start:#x}" in proc.stdout
+
+
+def test_lookup_takes_the_names_unwind_prints_and_answers_past_a_bad_one(tmp_path):
+    """Issue 40, item 7.  A stripped library's local function, named only by its
+    separate debug file (build ID), is taken as unwind prints it, alone and with
+    --module as ``function+0xOFF (module)``; an unknown name and an uncovered PC are
+    each their own error line while the others are answered, exit 1 at the end (as
+    addr2line).  Addresses from nm on the debug file, the oracle."""
+    require("nm", "readelf")
+    library = Path("/usr/lib/x86_64-linux-gnu/libc.so.6")
+    notes = subprocess.run(["readelf", "-n", str(library)], capture_output=True, text=True,
+                           check=True).stdout
+    build_id = notes.split("Build ID: ")[1].split()[0]
+    debug = Path(f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug")
+    require_path(debug)
+    symbols = {line.split()[2]: int(line.split()[0], 16) for line in subprocess.run(
+        ["nm", str(debug)], capture_output=True, text=True, check=True).stdout.splitlines()
+        if len(line.split()) == 3}
+    start = symbols["__libc_start_call_main"]
+    pc = start + 0x7A
+    proc = run("lookup", str(library), "__libc_start_call_main+0x7a", "no_such_function",
+               "0x10", hex(pc))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert [line.split(" func idx")[0] for line in lines] == [
+        f"{pc:#x}: __libc_start_call_main+0x7a:"] * 2
+    assert all(f"pc = {start:#x}," in line for line in lines)
+    assert proc.stderr.splitlines()[1:] == [
+        f"{library}: error: 'no_such_function' is neither an address (0x... or decimal) "
+        "nor a function symbol of the file",
+        "0x10: error: no SFrame FDE covers this PC"]
+    bias = 0x7F0000000000
+    proc = run("lookup", "--module", f"{library}@{bias:#x}",
+               "__libc_start_call_main+0x7a (libc.so.6)", "nope (libc.so.6)",
+               "__libc_start_call_main+0x7a")
+    assert proc.returncode == 1
+    assert [line.split(" func idx")[0] for line in proc.stdout.splitlines()] == [
+        f"{bias + pc:#x}: __libc_start_call_main+0x7a (libc.so.6):"] * 2
+    assert "libc.so.6: error: 'nope' is neither an address" in proc.stderr
