@@ -7,6 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from ..errors import Cfi2SframeError
 from ..files import read_input
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import fre_rules, outermost
