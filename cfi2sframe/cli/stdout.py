@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import errno
 import signal
-from typing import Any, TextIO
+
+# Not ``typing`` itself: this module is on the way to the assembler's early start
+# (``cli.early``).  Type checkers take any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 # What a shell reports for a command killed by SIGPIPE (``cat`` under ``| head -1``);
 # ``main`` returns it, ``entry`` then dies of the signal itself.

@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.file}: not checked: {no_sframe(view)}, and no function SFrame "
                   "can describe")
             return 0
-        print(f"{args.file}: note: {no_sframe(view)}; checked the section cfi2sframe "
+        print(f"{args.file}: note: {no_sframe(view)}; checked the one cfi2sframe "
               "--in-place would add, made in memory (its place in the file is checked "
               "when it is written)", file=sys.stderr)
         result, abi = made

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from cfi2sframe.arch import get_arch
 from cfi2sframe.cli.early import launch
 from cfi2sframe.convert import convert_asm
 from cfi2sframe.frontend.launch import Launch
 from cfi2sframe.frontend.probe import AssemblerJob
+from cfi2sframe.linker import object_form
 from tests.conftest import require
 
 SOURCE = "".join(f"""\t.text
@@ -62,10 +64,14 @@ def test_the_output_is_the_librarys_and_nothing_is_left_behind(source: Path,
                                                                tmp_path: Path) -> None:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
+    # The object is what the ld on PATH merges (linker.object_form), the raw section V2.
+    form = object_form("auto", None, get_arch("x86_64"))
     for emit, name in (("obj", "f.o"), ("raw", "f.sframe")):
         proc = _run([source.name, "--emit", emit, "-o", name], tmp_path, scratch)
         assert proc.returncode == 0, proc.stderr
-        library = convert_asm(SOURCE, source.name, include_dir=str(tmp_path))
+        library = convert_asm(SOURCE, source.name, include_dir=str(tmp_path),
+                              version=form.version if emit == "obj" else 2,
+                              pcrel=form.pcrel if emit == "obj" else True)
         expected = library.obj() if emit == "obj" else library.raw()
         assert (tmp_path / name).read_bytes() == expected
     assert list(scratch.iterdir()) == []
