@@ -107,12 +107,19 @@ def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x
         functions.append(lower_compact(timeline, flavour,
                                        Code(found) if found is not None else None, ranges))
     # The rows give object addresses, the functions here offsets in their sections.
-    def in_section(address: int) -> int:
+    def placed(address: int) -> tuple[str, int]:
         holder = next((sec for sec in view.sections
                        if sec.addr <= address < sec.addr + max(sec.size, 1)), None)
-        return address - holder.addr if holder is not None else address
+        if holder is None:
+            return "", address
+        return f"{holder.segment},{holder.name}", address - holder.addr
 
-    return functions, [row._replace(start=in_section(row.start)) for row in rows]
+    # A row's start is relocated against whichever symbol llvm-mc finds there (a
+    # section's ltmp0, a probe label): named here by the function that starts there.
+    names = {(func.section, func.start): func.name for func in functions}
+    return functions, [row._replace(start=placed(row.start)[1],
+                                    name=names.get(placed(row.start), row.name))
+                       for row in rows]
 
 
 def compact_elf(path: str, data: bytes, ranges: bool = False) -> list[CompactFunction]:
