@@ -50,6 +50,13 @@ AARCH64 = Arch(
     prologue_words=(("stp_x_pre", 0xFFC00000, 0xA9800000), ("stp_x", 0xFFC00000, 0xA9000000),
                     ("stp_d_pre", 0xFFC00000, 0x6D800000), ("stp_d", 0xFFC00000, 0x6D000000),
                     ("sub_imm", 0xFF800000, 0xD1000000), ("add_imm", 0xFF800000, 0x91000000)),
+    frame_changes=((0xBF80001F, 0x9100001F),  # add/sub (immediate), 64-bit, to sp
+                   (0xBFE0001F, 0x8B20001F),  # add/sub (extended register) to sp
+                   (0x9F80001F, 0x9200001F),  # and/orr/eor (immediate) to sp
+                   (0x3A8003E0, 0x288003E0),  # ldp/stp, pre- or post-indexed sp
+                   (0x3B2007E0, 0x380007E0),  # ldr/str (immediate), pre/post sp
+                   (0xFC000000, 0x94000000),  # bl
+                   (0xFFFFFC1F, 0xD63F0000)),  # blr
 )
 
 # Big-endian AArch64 (aarch64_be): the same registers and rules, SFrame ABI 1.

@@ -77,6 +77,11 @@ class Arch(NamedTuple):
     # arm64 prologues: (name, mask, value) of the instruction words read (stp of a
     # pair, pre-indexed or at an offset, of x or d registers; sub/add immediate).
     prologue_words: tuple[tuple[str, int, int], ...] = ()
+    # arm64: (mask, value) of the words that move the stack pointer (add/sub
+    # immediate or extended register, and/orr/eor immediate into sp; a pair or
+    # register load/store with writeback of sp) or call (bl, blr): a function with
+    # none of them keeps its CFA at sp and its return address in the link register.
+    frame_changes: tuple[tuple[int, int], ...] = ()
 
     @property
     def byteorder(self) -> ByteOrder:

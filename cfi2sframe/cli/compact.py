@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..compact.table import UnwindInfo
     from ..macho.read import MachoView
     from ..macho.unwind import ObjectRow
+    from ..reasons import CompactReason, Unrepresentable  # noqa: F401 (annotations)
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -195,7 +196,12 @@ def run(args: argparse.Namespace) -> int:
               f"need --ranges for asynchronous unwinding; {body_inexact} of them also "
               "inside the body")
     if object_rows is not None:
-        _print_object_rows(object_rows, functions, flavour, names)
+        from_code: dict[int, int | Unrepresentable[CompactReason]] = {}
+        if input_kind(data) in (Kind.macho, Kind.fat_macho):  # an object: rows without CFI
+            from ..compact.inputs import from_prologues
+
+            from_code = from_prologues(view, object_rows, functions)
+        _print_object_rows(object_rows, functions, flavour, names, from_code)
     return 0
 
 
@@ -337,32 +343,44 @@ def _print_unwind_info(table: UnwindInfo, base: int, symbols: dict[int, str], fl
 
 
 def _print_object_rows(rows: list[ObjectRow], functions: list[CompactFunction],
-                       flavour: str, names: dict[int, str]) -> None:
+                       flavour: str, names: dict[int, str],
+                       from_code: dict[int, int | Unrepresentable[CompactReason]]) -> None:
     """A Mach-O object's own ``__compact_unwind`` rows, each against the one computed here
-    from its DWARF CFI (the personality and LSDA bits set aside: they come from the
-    object's relocations, not from the CFI)."""
+    from its DWARF CFI, or where it has none from what its code builds (``from_code``,
+    by row start; labelled so) (the personality and LSDA bits set aside: they come
+    from the object's relocations, not from the CFI)."""
     from ..compact.encoding import describe
     from ..compact.words import HAS_LSDA, PERSONALITY_MASK
+    from ..reasons import Unrepresentable
 
     encodings = {_key(func.name, func.start, functions): func.rows[0].encoding
                  for func in functions if func.rows}
     print(f"the object's own __compact_unwind (its compiler's or assembler's): {len(rows)} rows")
-    agree = differ = 0
+    agree = differ = by_code = 0
     for row in sorted(rows, key=lambda row: row.start):
         extra = "".join((f" personality {row.personality}" if row.personality else "",
                          f" LSDA {row.lsda:#x}" if row.lsda else ""))
-        mine = encodings.get(_key(row.name, row.start, functions))
+        mine: int | Unrepresentable[CompactReason] | None = \
+            encodings.get(_key(row.name, row.start, functions))
+        source = ""
+        if mine is None and row.start in from_code:
+            mine, source = from_code[row.start], " (from the prologue)"
+            by_code += 1
         if mine is None:
             verdict = "no DWARF CFI here to compute it from"
+        elif isinstance(mine, Unrepresentable):
+            verdict, differ = f"DIFFERS: ours DWARF mode{source}: {mine.detail}", differ + 1
         elif (mine ^ row.encoding) & ~(HAS_LSDA | PERSONALITY_MASK) == 0:
-            verdict, agree = "= ours", agree + 1
+            verdict, agree = f"= ours{source}", agree + 1
         else:
-            verdict, differ = f"DIFFERS: ours {mine:#010x}", differ + 1
+            verdict, differ = f"DIFFERS: ours {mine:#010x}{source}", differ + 1
         print(f"{row.name:<24} {row.start:#8x} {row.length:#6x}  {row.encoding:#010x}  "
               f"{describe(row.encoding & ~(HAS_LSDA | PERSONALITY_MASK), flavour, None, names)}"
               f"{extra}; {verdict}")
     print(f"{agree} rows as computed here, {differ} differ, {len(rows) - agree - differ} "
-          "not computed (no CFI here for them)")
+          "not computed (no CFI here for them)"
+          + (f"; {by_code} of them computed from the prologue, the object having no FDE "
+             "for them" if by_code else ""))
 
 
 def in_address_order(functions: list[CompactFunction],

@@ -11,7 +11,8 @@ look-up at its first and last byte.  An ``__eh_frame`` whose FDEs lie outside
 every code section was copied without being relocated (ld64.lld 14 does so).
 
 An object's ``__LD,__compact_unwind`` rows are checked against its
-``__eh_frame`` the same way; there the FDEs are the object's own.
+``__eh_frame`` the same way; there the FDEs are the object's own.  A compact entry
+or row without an FDE is checked against what its code builds (``prologue``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..reasons import CompactReason, Unrepresentable
 from .encoding import decode, describe
 from .inputs import image_functions, unwind_table
 from .lower import CompactRow, body_row, inexact_spans, lower_compact, row_rules
-from .prologue import prologue_rules
+from .prologue import built_rules
 from .rules import Code, CompactRules
 from .table import Lookup
 from .words import HAS_LSDA, NOT_FUNCTION_START, PERSONALITY_MASK, is_dwarf
@@ -195,7 +196,7 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
 def _code_problem(view: MachoView, address: int, length: int, encoding: int, flavour: str,
                   names: dict[int, str]) -> str | bool | None:
     """An encoding against the code alone: why it does not decode, or why it is not
-    what the function's prologue builds (``prologue``); True when it is, None when
+    what the function's code builds (``prologue.built_rules``); True when it is, None when
     nothing could be read to compare with."""
     code = view.bytes_at(address, length)
     got = decode(encoding & ~FLAGS, flavour, Code(code) if code is not None else None)
@@ -203,7 +204,7 @@ def _code_problem(view: MachoView, address: int, length: int, encoding: int, fla
         return f"its encoding {encoding:#010x} does not decode: {got.detail}"
     if code is None:
         return None
-    built = prologue_rules(code, by_compact(flavour))
+    built = built_rules(code, by_compact(flavour))
     if built is None:
         return None
     if built == got:
@@ -238,7 +239,7 @@ def _check_object(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
     else:
         fdes = {fde.start: (fde, native_numbers(timeline, view.arch))
                 for fde, timeline in zip(cfi.fdes, cfi.timelines, strict=True)}
-    checked = 0
+    checked = from_code = 0
     starts = sorted(fdes)
     per_function = Counter(_holder(starts, fdes, row.start) for row in rows)
     for row in rows:
@@ -251,7 +252,12 @@ def _check_object(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
             else:
                 checked += found is not None
             continue
-        if found is None:
+        if found is None:  # no CFI for it: the encoding against what its code builds
+            problem = _code_problem(view, row.start, row.length, row.encoding, flavour, names)
+            if problem is True:
+                from_code += 1
+            elif problem:
+                problems.append(f"{where}: {problem}")
             continue
         fde, timeline = found
         code = view.bytes_at(fde.start, timeline.size)
@@ -272,7 +278,7 @@ def _check_object(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
         notes.append(f"{len(missing)} FDEs have no __compact_unwind row (the linker takes "
                      f"their DWARF CFI): {', '.join(f.name for f in missing[:5])}"
                      + (", ..." if len(missing) > 5 else ""))
-    return MachoCheck(len(rows), checked, tuple(problems), tuple(notes))
+    return MachoCheck(len(rows), checked, tuple(problems), tuple(notes), from_code)
 
 
 def _holder(starts: list[int], fdes: dict[int, tuple[Fde, Timeline]],

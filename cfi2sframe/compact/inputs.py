@@ -15,6 +15,7 @@ from ..kinds import Kind, refuse_unreadable
 from ..macho.read import MH_MAGIC, MH_MAGIC_64, MH_OBJECT, MachoView
 from ..macho.unwind import ObjectRow
 from ..model import Timeline
+from ..reasons import CompactReason, Unrepresentable
 from .lower import CompactFunction, lower_compact
 from .rules import Code
 from .table import UnwindInfo
@@ -153,7 +154,7 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
         # An image's __eh_frame is not read: ld64.lld 14 copies it unrelocated, so its FDE
         # starts are wrong there; an image's table is __unwind_info (``unwind_table``).
         cfi = eh_frame(view, path) if view.filetype == MH_OBJECT else None
-    arch = get_arch({"x86_64": "x86_64", "arm64": "aarch64", "i386": "i386"}[view.arch])
+    arch = _target(view)
     flavour = compact_arch(arch.name, path)
     functions = []
     for darwin in (cfi.timelines if cfi is not None else ()):
@@ -162,6 +163,32 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
         functions.append(lower_compact(timeline, flavour,
                                        Code(found) if found is not None else None, ranges))
     return arch, functions, rows, view
+
+
+def from_prologues(view: MachoView, rows: list[ObjectRow], functions: list[CompactFunction]
+                   ) -> dict[int, int | Unrepresentable[CompactReason]]:
+    """An object's rows that no function computed from CFI covers (``functions``: an
+    object's, at object addresses), each start with the encoding of what its code
+    builds (``prologue.prologue_encoding``) or why none; rows where nothing was read
+    are left out."""
+    from .prologue import prologue_encoding
+
+    arch = _target(view)
+    covered = [(func.start, func.start + max(func.size, 1)) for func in functions]
+    out: dict[int, int | Unrepresentable[CompactReason]] = {}
+    for row in rows:
+        code = view.bytes_at(row.start, row.length)
+        if code is None or any(lo <= row.start < hi for lo, hi in covered):
+            continue
+        found = prologue_encoding(code, arch)
+        if found is not None:
+            out[row.start] = found
+    return out
+
+
+def _target(view: MachoView) -> Arch:
+    """The target of a Mach-O file's CPU (its compact flavour's ``Arch``)."""
+    return get_arch({"x86_64": "x86_64", "arm64": "aarch64", "i386": "i386"}[view.arch])
 
 
 def unwind_table(path: str, view: MachoView) -> UnwindInfo | None:

@@ -1,6 +1,8 @@
 """What a prologue builds, read from the code: the check ``verify`` makes of a
 compact encoding where the image keeps no FDE for its function (linkers drop the
-FDEs of compact functions).  x86 here; arm64 in ``_arm64_rules``.
+FDEs of compact functions), and the encoding ``compact`` gives a function of an
+object without one (clang's arm64 objects keep FDEs only for DWARF-mode functions).
+x86 here; arm64 in ``_arm64_rules``; a leaf that builds nothing in ``built_rules``.
 
 From the function's first byte: an optional ``endbr64``/``endbr32``, then pushes
 (of callee-saved registers, saved; of others, stack only; ``arch.push_registers``),
@@ -14,7 +16,9 @@ where the code starts with none of these (nothing was read, so nothing is shown)
 from __future__ import annotations
 
 from ..arch.base import Arch
-from .rules import CompactRules
+from ..reasons import CompactReason, Unrepresentable
+from .encoding import encode
+from .rules import Code, CompactRules
 
 ENDBR = (b"\xf3\x0f\x1e\xfa", b"\xf3\x0f\x1e\xfb")  # endbr64, endbr32
 REX_B = 0x41
@@ -74,6 +78,28 @@ def prologue_rules(code: bytes, arch: Arch) -> CompactRules | None:
     if not read:
         return None
     return CompactRules(cfa_reg, cfa_offset, -ptr, tuple(sorted(saved)))
+
+
+def built_rules(code: bytes, arch: Arch) -> CompactRules | None:
+    """What a function's code builds: its prologue's rules; on arm64 also a leaf that
+    builds nothing (no word of it moves the stack pointer or calls:
+    ``arch.frame_changes``), whose CFA stays at sp and return address in the link
+    register.  None where neither is known (x86 code is not read past the prologue)."""
+    rules = prologue_rules(code, arch)
+    if rules is not None or not arch.frame_changes or len(code) < 4:
+        return rules
+    for pos in range(0, len(code) - 3, 4):
+        word = int.from_bytes(code[pos:pos + 4], "little")
+        if any(word & mask == value for mask, value in arch.frame_changes):
+            return None
+    return CompactRules(arch.sp, 0, None, ())
+
+
+def prologue_encoding(code: bytes, arch: Arch) -> int | Unrepresentable[CompactReason] | None:
+    """The encoding of what the code builds (``built_rules``), for a function that has
+    no CFI; why it has none; None where nothing could be read."""
+    rules = built_rules(code, arch)
+    return None if rules is None else encode(rules, arch, Code(code))
 
 
 def _arm64_rules(code: bytes, arch: Arch) -> CompactRules | None:

@@ -6,7 +6,6 @@ reads them; and the rows of Darwin assembly named by their functions."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 from tests.conftest import cfi2sframe, require
