@@ -34,8 +34,10 @@ def seeds(text: str) -> list[int]:
 
 
 def _run(command: list[str], cwd: Path) -> str:
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout
+    proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)}: exit {proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout
 
 
 def ir_file(seed: int, level: str, folder: Path) -> Path:
@@ -54,7 +56,8 @@ def ir_file(seed: int, level: str, folder: Path) -> Path:
 def one_file(ir: Path, level: str, arch: str, kind: str) -> tuple[int, int, int]:
     """(equal, differ, not computed) of one llc output."""
     out = ir.with_name(f"{ir.stem}-{arch}.{'s' if kind == 'asm' else 'o'}")
-    _run(["llc-14", f"-{level}", f"-mtriple={TRIPLES[arch]}", f"-filetype={kind}",
+    llc_level = level if level in ("O0", "O1", "O2", "O3") else "O2"  # llc has no -Os
+    _run(["llc-14", f"-{llc_level}", f"-mtriple={TRIPLES[arch]}", f"-filetype={kind}",
           str(ir), "-o", str(out)], ir.parent)
     text = _run([sys.executable, "-m", "cfi2sframe", "compact", str(out)], ir.parent)
     found = SUMMARY.search(text)
