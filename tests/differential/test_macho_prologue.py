@@ -17,6 +17,7 @@ from cfi2sframe.compact.rules import CompactRules
 from cfi2sframe.macho.read import open_macho
 from tests.conftest import cfi2sframe, require
 from tests.corpus import csmith_source
+from tests.differential.test_macho import _objdump_rows
 
 FRAME = """	.p2align	2
 _{name}:
@@ -53,13 +54,7 @@ def test_rows_of_darwin_assembly_are_named_by_their_functions(tmp_path: Path) ->
 def _objdump_encodings(path: Path) -> dict[int, int]:
     """Start -> compact encoding of each ``__compact_unwind`` row, as llvm-objdump-14
     reads them (the oracle)."""
-    text = subprocess.run(["llvm-objdump-14", "--unwind-info", str(path)], check=True,
-                          capture_output=True, text=True).stdout
-    rows = {}
-    for block in text.split("Entry at offset")[1:]:
-        fields = dict(re.findall(r"^\s+([a-z ]+):\s+(0x[0-9a-f]+)", block, re.M))
-        rows[int(fields["start"], 16)] = int(fields["compact encoding"], 16)
-    return rows
+    return {row[0]: row[2] for row in _objdump_rows(path)}
 
 
 def _listed(out: str) -> dict[int, tuple[int, str]]:
