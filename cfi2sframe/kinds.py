@@ -23,6 +23,7 @@ class Kind(Name):
     fat_macho = "universal Mach-O"
     sframe = "SFrame section"
     unwind_info = "__unwind_info section"
+    xray = "XRay trace"
     text = "text"
     binary = "binary"
 
@@ -60,11 +61,40 @@ def input_kind(data: bytes) -> Kind:
         return Kind.sframe
     if _is_unwind_info(data):
         return Kind.unwind_info
+    if xray_byte_order(data) is not None:
+        return Kind.xray
     sample = data[:_SAMPLE]
     if b"\0" in sample:
         return Kind.binary
     control = sum(sample.count(c) for c in _CONTROL)
     return Kind.binary if control * 20 > len(sample) else Kind.text
+
+
+# An XRay trace's header: u16 version, u16 type (0 basic mode: versions 1-3; 1 FDR:
+# 1-5), in the producer's byte order, 32 bytes.
+XRAY_TYPES = {0: range(1, 4), 1: range(1, 6)}
+XRAY_HEADER_SIZE = 32
+
+
+def xray_byte_order(data: bytes) -> ByteOrder | None:
+    """The byte order in which ``data`` starts with an XRay trace header (a type and a
+    version either type has had, so that verify can name a basic-mode header that
+    claims an FDR version), None if it does not."""
+    if len(data) < XRAY_HEADER_SIZE:
+        return None
+    orders: tuple[ByteOrder, ...] = ("little", "big")
+    for order in orders:
+        kind = int.from_bytes(data[2:4], order)
+        if kind in XRAY_TYPES and int.from_bytes(data[0:2], order) in XRAY_TYPES[1]:
+            return order
+    return None
+
+
+def _xray_words(data: bytes) -> str:
+    """An XRay trace's mode and version, as ``dump`` names it."""
+    order = xray_byte_order(data) or "little"
+    mode = "FDR" if int.from_bytes(data[2:4], order) == 1 else "basic-mode"
+    return f"{mode} version {int.from_bytes(data[0:2], order)}"
 
 
 def _is_unwind_info(data: bytes) -> bool:
@@ -118,6 +148,10 @@ def refuse_unreadable(path: str, data: bytes) -> Kind:
         raise Cfi2SframeError(path, "an __unwind_info section (Apple compact unwind): "
                                     "'compact', 'dump' and 'verify' read it; this command "
                                     "reads ELF files, assembly and raw SFrame sections")
+    if kind == Kind.xray:
+        raise Cfi2SframeError(path, f"an XRay trace ({_xray_words(data)}): 'dump' and "
+                                    "'verify' read it; this command reads ELF files, "
+                                    "assembly and raw SFrame sections")
     if kind == Kind.binary:
         raise Cfi2SframeError(path, "not assembly, ELF, an archive or SFrame (starts with "
                                     f"{data[:8].hex(' ')})")

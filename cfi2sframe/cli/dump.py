@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import decoding
 from ..files import read_input
-from ..kinds import AR_MAGIC, ELF_MAGIC
+from ..kinds import AR_MAGIC, ELF_MAGIC, xray_byte_order
 from . import macho
 from .common import Subparsers, address, sframe_or_made
 from .macho import add_binary_option, add_slice_option, is_macho
@@ -41,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
     data = read_input(args.file)
     if is_macho(data):
         return macho.dump(args, data)
+    if xray_byte_order(data) is not None:
+        from . import xray
+
+        return xray.dump(args.file, data)
     if data[:8] == AR_MAGIC:
         return _dump_archive(args, data)
     if _empty(args.file, data, args.json):

@@ -10,6 +10,7 @@ from ..analysis.compare import verify_elf
 from ..batch.record import Task
 from ..elf.read import open_elf_file
 from ..files import read_input
+from ..kinds import xray_byte_order
 from . import macho
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of, no_sframe
@@ -115,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
     if args.consumer:
         return _consumer(args.file, args.consumer)
     data = read_input(args.file)
+    if xray_byte_order(data) is not None and not is_macho(data):
+        from . import xray
+
+        return xray.verify(args.file, data)
     if is_macho(data):
         return macho.verify(args.file, data, args.arch, args.quiet, args.binary)
     view = open_elf_file(args.file, data) if data[:4] == b"\x7fELF" else None

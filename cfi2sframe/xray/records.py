@@ -12,15 +12,12 @@ from typing import NamedTuple, Union
 
 from ..arch.base import ByteOrder
 from ..errors import DecodeError
+from ..kinds import XRAY_HEADER_SIZE, XRAY_TYPES, xray_byte_order
 from ..model import Name
 
-HEADER_SIZE = 32
+HEADER_SIZE = XRAY_HEADER_SIZE
 BASIC, FDR = 0, 1
-# The file versions each trace type has had.
-VERSIONS = {BASIC: range(1, 4), FDR: range(1, 6)}
-# What input_kind accepts: any version either type has had, so that verify can say a
-# basic-mode header claims an FDR-only version.
-_ANY_VERSION = range(1, 6)
+VERSIONS = XRAY_TYPES  # the file versions each trace type has had
 METADATA_SIZE, FUNCTION_SIZE, BASIC_SIZE = 16, 8, 32
 
 
@@ -36,22 +33,9 @@ class Header(NamedTuple):
     order: ByteOrder
 
 
-def header_order(data: bytes) -> ByteOrder | None:
-    """The byte order in which ``data`` starts with an XRay header, None if it does not:
-    a type (0 basic, 1 FDR) and a version either type has had, and a whole header."""
-    if len(data) < HEADER_SIZE:
-        return None
-    for order in ("little", "big"):
-        version = int.from_bytes(data[0:2], order)
-        kind = int.from_bytes(data[2:4], order)
-        if kind in VERSIONS and version in _ANY_VERSION:
-            return order  # type: ignore[return-value]
-    return None
-
-
 def read_header(data: bytes) -> Header:
     """The header; a DecodeError at byte 0 for bytes that do not start with one."""
-    order = header_order(data)
+    order = xray_byte_order(data)
     if order is None:
         raise DecodeError(0, "not an XRay trace (no 32-byte header with type 0 or 1 and "
                              "version 1 to 5)")
