@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("files", "arch", "kinds", "core", "linker"),
     ("dwarf",),
     ("elf", "macho", "sections"),
-    ("frontend", "sframe", "compact.words", "compact.rules", "compact.x86", "compact.arm64",
+    ("frontend", "sframe", "xray", "compact.words", "compact.rules", "compact.x86", "compact.arm64",
      "compact.encoding", "compact.step", "compact.lower", "compact.writer", "compact.table",
      "compact.table_writer", "compact.listing", "compact.prologue"),
     ("compact.inputs", "compact.check"),
