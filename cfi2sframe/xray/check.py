@@ -12,11 +12,33 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..errors import DecodeError
-from .records import (BASIC_SIZE, FDR, HEADER_SIZE, VERSIONS, BasicKind, BasicRecord,
-                      BufferExtents, CallArgument, CustomEvent, EndOfBuffer, FuncKind,
-                      Function, Header, NewBuffer, NewCpu, PidEntry, Record, Skipped,
-                      TscWrap, TypedEvent, WallClock, _basic, fdr_records, read_header,
-                      record_size)
+from .records import (
+    BASIC_SIZE,
+    FDR,
+    HEADER_SIZE,
+    VERSIONS,
+    BasicKind,
+    BasicRecord,
+    BufferExtents,
+    CallArgument,
+    CustomEvent,
+    EndOfBuffer,
+    FuncKind,
+    Function,
+    Header,
+    NewBuffer,
+    NewCpu,
+    PidEntry,
+    Record,
+    Skipped,
+    TscWrap,
+    TypedEvent,
+    WallClock,
+    _basic,
+    fdr_records,
+    read_header,
+    record_size,
+)
 
 
 class Finding(NamedTuple):
@@ -127,7 +149,7 @@ class _FdrChecker:
 
     def grammar(self, record: Record) -> Iterator[Finding]:
         last = self.block.last
-        if type(record) not in _NEXT[last]:
+        if type(record) not in _NEXT.get(last, frozenset()):  # nothing after EndOfBuffer
             after = "at the start of a block" if last is None else f"after {_NAMES[last]}"
             yield self.finding(record.offset, f"{_NAMES[type(record)]} {after} (the block "
                                "grammar does not allow it)")
@@ -213,7 +235,7 @@ class _FdrChecker:
             stack.pop()
 
     def skipped(self, record: Skipped) -> Iterator[Finding]:
-        typed = self.block.typed
+        typed = self.block.typed + (self.data[record.offset] == (8 << 1 | 1))
         if typed:
             yield self.finding(record.offset, f"{record.reason}: the buffer holds {typed} "
                                f"typed event{'s' * (typed != 1)}, and LLVM 14's runtime adds "

@@ -9,9 +9,25 @@ from typing import NamedTuple
 
 from ..errors import DecodeError
 from ..model import Name
-from .records import (FDR, BasicKind, BufferExtents, CallArgument, CustomEvent, EndOfBuffer,
-                      Function, Header, NewBuffer, NewCpu, PidEntry, Record, TscWrap,
-                      TypedEvent, basic_records, fdr_records, read_header)
+from .records import (
+    FDR,
+    BasicKind,
+    BufferExtents,
+    CallArgument,
+    CustomEvent,
+    EndOfBuffer,
+    Function,
+    Header,
+    NewBuffer,
+    NewCpu,
+    PidEntry,
+    Record,
+    TscWrap,
+    TypedEvent,
+    basic_records,
+    fdr_records,
+    read_header,
+)
 
 
 class EventKind(Name):

@@ -8,7 +8,7 @@ mode).  Multi-byte fields follow the producer's byte order, told by the header.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from ..arch.base import ByteOrder
 from ..errors import DecodeError
@@ -151,8 +151,8 @@ class Skipped(NamedTuple):
     reason: str
 
 
-Record = Union[NewBuffer, EndOfBuffer, NewCpu, TscWrap, WallClock, CustomEvent,
-               CallArgument, BufferExtents, TypedEvent, PidEntry, Function, Skipped]
+Record = (NewBuffer | EndOfBuffer | NewCpu | TscWrap | WallClock | CustomEvent
+          | CallArgument | BufferExtents | TypedEvent | PidEntry | Function | Skipped)
 
 
 def _int(body: bytes, at: int, size: int, order: ByteOrder, signed: bool = False) -> int:

@@ -5,10 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .records import (FDR, BasicKind, BasicRecord, BufferExtents, CallArgument,
-                      CustomEvent, EndOfBuffer, FuncKind, Function, Header, NewBuffer,
-                      NewCpu, PidEntry, Record, Skipped, TscWrap, TypedEvent, WallClock,
-                      basic_records, fdr_records)
+from .records import (
+    FDR,
+    BasicKind,
+    BasicRecord,
+    BufferExtents,
+    CallArgument,
+    CustomEvent,
+    EndOfBuffer,
+    FuncKind,
+    Function,
+    Header,
+    NewBuffer,
+    NewCpu,
+    PidEntry,
+    Record,
+    TscWrap,
+    TypedEvent,
+    WallClock,
+    basic_records,
+    fdr_records,
+)
 
 _FUNCTION = {FuncKind.enter: "Function Enter", FuncKind.exit: "Function Exit",
              FuncKind.tail_exit: "Function Tail Exit",

@@ -29,8 +29,10 @@ PROGRAM = r"""
 [[clang::xray_always_instrument, clang::xray_log_args(1)]] __attribute__((noinline))
 int argf(int x) { return x + 1; }
 [[clang::xray_always_instrument]] __attribute__((noinline)) int leaf(int x) { return x * 3; }
-[[clang::xray_always_instrument]] __attribute__((noinline)) int tailer(int x) { return leaf(x + 2); }
-[[clang::xray_always_instrument]] __attribute__((noinline)) int rec(int n) { return n <= 0 ? 0 : 1 + rec(n - 1); }
+[[clang::xray_always_instrument]] __attribute__((noinline))
+int tailer(int x) { return leaf(x + 2); }
+[[clang::xray_always_instrument]] __attribute__((noinline))
+int rec(int n) { return n <= 0 ? 0 : 1 + rec(n - 1); }
 #ifdef EVENTS
 [[clang::xray_always_instrument]] __attribute__((noinline)) void ev(void) {
   static const char m[] = "hello"; __xray_customevent(m, 5); }

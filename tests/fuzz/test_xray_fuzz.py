@@ -1,0 +1,168 @@
+"""Hostile XRay traces (issue 41): traces built here byte by byte from LLVM's FDR
+format document and the notes (xray-notes.md), then cut at every byte and flipped
+at every bit.  Only findings and located errors may come out; never a traceback,
+and nothing allocated for what a header or record only claims.  The findings
+expected of hand-made problems are derived from the format, not from our output.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from cfi2sframe.errors import DecodeError
+from cfi2sframe.xray.check import check_trace
+from cfi2sframe.xray.expand import events
+from cfi2sframe.xray.records import read_header
+from cfi2sframe.xray.text import dump_lines
+from tests.conftest import cfi2sframe
+
+
+def header(version: int = 5, kind: int = 1, freq: int = 10**9, size: int = 4096) -> bytes:
+    return struct.pack("<HHIQQ8x", version, kind, 3, freq, size)
+
+
+def meta(kind: int, body: bytes) -> bytes:
+    return bytes([kind << 1 | 1]) + body.ljust(15, b"\0")
+
+
+def func(kind: int, func_id: int, delta: int) -> bytes:
+    return struct.pack("<II", func_id << 4 | kind << 1, delta)
+
+
+def block(tid: int, body: bytes, pid: bool = True, extra: int = 0, tsc: int = 1000) -> bytes:
+    """One version-5 buffer: extents, NewBuffer, WallClockTime, PIDEntry, NewCPUId, body."""
+    pre = meta(0, struct.pack("<i", tid)) + meta(4, struct.pack("<qi", 7, 5))
+    pre += meta(9, struct.pack("<i", 42)) if pid else b""
+    records = pre + meta(2, struct.pack("<HQ", 1, tsc)) + body
+    return meta(7, struct.pack("<Q", len(records) + extra)) + records
+
+
+BODY = (func(3, 1, 0) + meta(6, struct.pack("<Q", 41)) + func(0, 2, 10)
+        + meta(5, struct.pack("<ii", 3, 4)) + b"abc" + func(1, 2, 5) + func(1, 1, 6))
+TRACE = header() + block(7, BODY) + block(8, func(0, 3, 1) + func(2, 3, 2))
+BLOCK_END = 32 + len(block(7, BODY))  # a trace whose second buffer was never written
+
+
+def findings(data: bytes) -> list[tuple[int, str]]:
+    return [(f.offset, f.message) for f in check_trace(data)]
+
+
+def test_the_hand_made_trace_reads_as_the_format_says() -> None:
+    assert findings(TRACE) == []
+    got = [(str(e.kind), e.func_id, e.tsc, e.tid, e.pid, e.args, e.data)
+           for e in events(TRACE)]
+    assert got == [("function-enter-arg", 1, 1000, 7, 42, (41,), b""),
+                   ("function-enter", 2, 1010, 7, 42, (), b""),
+                   ("custom-event", 0, 1014, 7, 42, (), b"abc"),
+                   ("function-exit", 2, 1019, 7, 42, (), b""),
+                   ("function-exit", 1, 1025, 7, 42, (), b""),
+                   ("function-enter", 3, 1001, 8, 42, (), b""),
+                   ("function-tail-exit", 3, 1003, 8, 42, (), b"")]
+
+
+EXTENTS = 32 + 16  # where the first block's records start
+PROBLEMS = {
+    "typed-event shortfall": (
+        # The runtime flushes only the extent's bytes: the last 16 are never written.
+        (header() + block(7, func(0, 1, 0) + meta(8, struct.pack("<iiH", 2, 1, 9)) + b"xy"
+                          + func(1, 1, 1) + meta(5, struct.pack("<ii", 5, 0)) + b"hello",
+                          extra=-16))[:-16]
+        + block(8, func(0, 3, 1)),
+        "LLVM 14's runtime adds only the payload"),
+    "exit of another function": (header() + block(7, func(0, 1, 0) + func(1, 2, 1)),
+                                 "exit of function #2 while #1 is the innermost open call"),
+    "argument after a plain enter": (
+        header() + block(7, func(0, 1, 0) + meta(6, struct.pack("<Q", 1))),
+        "CallArgument not after an enter with arguments"),
+    "no PID in version 5": (header() + block(7, func(0, 1, 0), pid=False),
+                            "no PIDEntry after WallClockTime"),
+    "TSC backwards": (header() + block(7, func(0, 1, 9) + meta(2, struct.pack("<HQ", 2, 5))),
+                      "NewCPUId takes the TSC back from 1009 to 5 without a TSCWrap"),
+    "zero cycle frequency": (header(freq=0) + block(7, b""), "the cycle frequency is 0"),
+    "basic mode version 5": (header(kind=0), "basic-mode traces have versions 1 to 3"),
+    "EndOfBuffer in version 5": (header() + block(7, meta(1, b"")),
+                                 "EndOfBuffer in a version 5 trace"),
+    "grammar": (header() + meta(7, struct.pack("<Q", 16)) + meta(4, b""),
+                "WallClockTime after BufferExtents"),
+}
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_each_problem_is_found(name: str) -> None:
+    data, words = PROBLEMS[name]
+    found = findings(data)
+    assert any(words in message for _, message in found), found
+
+
+def test_verify_prints_every_problem_with_byte_and_block(tmp_path: Path) -> None:
+    data = header(freq=0) + block(7, func(0, 1, 0) + func(1, 2, 1), pid=False)
+    (tmp_path / "t.fdr").write_bytes(data)
+    proc = cfi2sframe("verify", "t.fdr", cwd=tmp_path)
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    # header, the missing PID (at NewCPUId, byte 32+16*3), the exit (byte 32+16*4+8)
+    assert lines[0] == "t.fdr: at byte 0x8: header: the cycle frequency is 0: no TSC can " \
+                       "be turned into time"
+    assert lines[1].startswith(f"t.fdr: at byte {32 + 48:#x}: block 1 (thread 7): no PIDEntry")
+    assert lines[2].startswith(f"t.fdr: at byte {32 + 72:#x}: block 1 (thread 7): exit of "
+                               "function #2 while #1")
+    assert lines[3] == "t.fdr: FAILED: FDR trace, 3 problems"
+
+
+def _everything(data: bytes) -> None:
+    """What the commands run on a trace: only DecodeErrors may leave them."""
+    try:
+        read_header(data)
+    except DecodeError:
+        return
+    list(check_trace(data))
+    for run in (lambda: list(events(data)), lambda: list(dump_lines(data, read_header(data)))):
+        try:
+            run()
+        except DecodeError:
+            pass
+
+
+def test_every_cut_is_a_finding_or_a_located_error(tmp_path: Path) -> None:
+    for end in range(len(TRACE) + 1):
+        _everything(TRACE[:end])
+        if end > 32 and end not in (len(TRACE), BLOCK_END):
+            assert findings(TRACE[:end]), end  # the cut is said
+    cut = TRACE[:EXTENTS + 16 * 4 + 4]  # inside the first function record
+    (tmp_path / "cut.fdr").write_bytes(cut)
+    dump = cfi2sframe("dump", "cut.fdr", cwd=tmp_path)
+    assert dump.returncode == 1
+    assert dump.stderr.strip() == (f"cut.fdr: error: at byte {EXTENTS + 64:#x}: the file ends "
+                                   "inside a 8-byte function record (4 bytes of it)")
+    assert dump.stdout.count("\n") == 6  # the header line and the five whole records
+    verify = cfi2sframe("verify", "cut.fdr", cwd=tmp_path)
+    assert verify.returncode == 1
+    assert f"at byte {EXTENTS + 64:#x}: block 1 (thread 7): the file ends inside" in verify.stdout
+
+
+def test_every_bit_flip_is_bounded() -> None:
+    started = time.perf_counter()
+    for at in range(len(TRACE)):
+        for bit in range(8):
+            flipped = bytearray(TRACE)
+            flipped[at] ^= 1 << bit
+            _everything(bytes(flipped))
+    assert time.perf_counter() - started < 30
+
+
+def test_claims_allocate_nothing() -> None:
+    """A header's buffer size, an extent or an event size near 2**63 is read as a
+    number: the walk stops at the file's end with a located error or finding."""
+    huge = header(version=1, size=2**64 - 1) + meta(0, b"\1") + meta(4, b"") + meta(2, b"") \
+        + meta(1, b"")
+    assert findings(huge) == []
+    claims = header() + meta(7, struct.pack("<Q", 2**63)) \
+        + meta(5, struct.pack("<ii", 2**31 - 1, 0))
+    found = findings(claims)
+    assert any("runs past the end of the file" in m for _, m in found), found
+    with pytest.raises(DecodeError):
+        list(events(claims))
