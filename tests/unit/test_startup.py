@@ -80,3 +80,13 @@ def test_the_early_start_imports_no_typing(tmp_path: Path) -> None:
 def test_the_check_sees_dataclasses(tmp_path: Path) -> None:
     """The check itself: a path that imports the module is reported."""
     assert _imported_after("import dataclasses", tmp_path) == list(HEAVY)
+
+
+@pytest.mark.parametrize("argv", [["dump", "small.o"], ["verify", "small.o"]])
+def test_other_inputs_do_not_load_the_xray_reader(tmp_path: Path, argv: list[str]) -> None:
+    """The XRay modules load only for a trace (``kinds`` tells one by its header)."""
+    (tmp_path / "small.s").write_bytes(EXAMPLE.read_bytes())
+    subprocess.run([sys.executable, "-m", "cfi2sframe", "small.s", "--emit", "obj",
+                    "-o", "small.o"], cwd=tmp_path, check=True)
+    code = f"from cfi2sframe.cli import main\nassert main({argv!r}) == 0, 'the command failed'"
+    assert _imported_after(code, tmp_path, ("cfi2sframe.xray", "cfi2sframe.cli.xray")) == []
