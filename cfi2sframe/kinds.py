@@ -85,9 +85,22 @@ def xray_byte_order(data: bytes) -> ByteOrder | None:
     orders: tuple[ByteOrder, ...] = ("little", "big")
     for order in orders:
         kind = int.from_bytes(data[2:4], order)
-        if kind in XRAY_TYPES and int.from_bytes(data[0:2], order) in XRAY_TYPES[1]:
+        if kind in XRAY_TYPES and int.from_bytes(data[0:2], order) in XRAY_TYPES[1] \
+                and _xray_first_record(data, kind, order):
             return order
     return None
+
+
+def _xray_first_record(data: bytes, kind: int, order: ByteOrder) -> bool:
+    """What follows an XRay header, if anything: an FDR trace's first record starts a
+    buffer (BufferExtents or NewBuffer), a basic-mode record's type is 0 or 1 (a few
+    bytes of it do for a trace cut short)."""
+    if len(data) == XRAY_HEADER_SIZE:
+        return True
+    if kind == 1:
+        return data[XRAY_HEADER_SIZE] in (7 << 1 | 1, 0 << 1 | 1)
+    return len(data) < XRAY_HEADER_SIZE + 2 or \
+        int.from_bytes(data[XRAY_HEADER_SIZE:XRAY_HEADER_SIZE + 2], order) in (0, 1)
 
 
 def _xray_words(data: bytes) -> str:

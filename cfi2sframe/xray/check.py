@@ -78,9 +78,6 @@ def header_findings(header: Header) -> Iterator[Finding]:
                                   f"{allowed.stop - 1}, this header says {header.version}")
     if header.cycle_frequency == 0:
         yield Finding(8, 0, None, "the cycle frequency is 0: no TSC can be turned into time")
-    if header.type == FDR and header.version == 1 and header.buffer_size == 0:
-        yield Finding(16, 0, None, "version 1 with a buffer size of 0: the padding after "
-                                   "each EndOfBuffer cannot be skipped")
 
 
 class _Block:

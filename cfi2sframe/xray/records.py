@@ -268,7 +268,7 @@ def fdr_records(data: bytes, header: Header) -> Iterator[Record]:
 def _v1_buffer_end(at: int, buffer_size: int, end: int) -> int:
     """Where the next version-1 buffer starts: buffers are ``buffer_size`` bytes each
     after the header (the rest of this one padding); the record's end where the size
-    cannot say (0, or past the file)."""
+    is 0 (no padding), the file's end where the buffer runs past it."""
     if buffer_size <= 0:
         return at
     used = at - HEADER_SIZE

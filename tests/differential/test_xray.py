@@ -20,6 +20,7 @@ import pytest
 
 from cfi2sframe.xray.expand import Event, events
 from tests.conftest import cfi2sframe, require
+from tests.support.xray_traces import block, custom, func, header, meta
 
 PROGRAM = r"""
 #include <xray/xray_interface.h>
@@ -134,7 +135,8 @@ def llvm_fdr_dump(path: Path) -> list[str]:
     out = subprocess.run(["llvm-xray-14", "fdr-dump", str(path)], capture_output=True,
                          check=True).stdout
     lines = []
-    for line in re.findall(rb"^<(.*?)>\n", out, re.M | re.S):
+    # (fdr-dump leaves the ">" off a typed event's line)
+    for line in re.findall(rb"^<(.*?)>?\n", out, re.M):
         payload = re.match(rb"(.*data = ')(.*)'$", line, re.S)
         lines.append(payload[1].decode() + _escaped(payload[2]) + "'" if payload
                      else line.decode())
@@ -174,18 +176,19 @@ def _yaml_records(path: Path) -> Counter[tuple[object, ...]]:
                          capture_output=True).stdout.decode("utf-8", "replace")
     doc = yaml.safe_load(out)
     return Counter(_key(r["kind"], 0 if r["kind"].endswith("event") else r["func-id"],
-                        r["tsc"], r["cpu"], r["thread"], r["process"], r.get("args", []),
-                        str(r["data"]).encode("latin-1")) for r in doc["records"])
+                        r["tsc"], r["cpu"], r["thread"], r.get("process", 0), r.get("args", []),
+                        str(r["data"]).encode("latin-1"), r["type"])
+                   for r in doc["records"])
 
 
 def _key(kind: str, func_id: int, tsc: int, cpu: int, tid: int, pid: int,
-         args: list[int], data: bytes) -> tuple[object, ...]:
-    return (kind, func_id, tsc, cpu, tid, pid, tuple(args), data)
+         args: list[int], data: bytes, event_type: int) -> tuple[object, ...]:
+    return (kind, func_id, tsc, cpu, tid, pid, tuple(args), data, event_type)
 
 
 def _ours(event: Event) -> tuple[object, ...]:
     return _key(str(event.kind), event.func_id, event.tsc, event.cpu, event.tid, event.pid,
-                list(event.args), event.data)
+                list(event.args), event.data, event.event_type)
 
 
 @pytest.mark.parametrize("name", ["fdr", "fdr-threads", "fdr-be", "basic"])
@@ -219,3 +222,87 @@ def test_every_command_names_a_trace(traces: dict[str, Path]) -> None:
         proc = cfi2sframe(*argv, str(traces["fdr"]), *extra, cwd=traces["fdr"].parent)
         assert proc.returncode != 0
         assert "an XRay trace (FDR version 5)" in proc.stdout + proc.stderr, argv
+
+
+def _hand_made(version: int, buffer_size: int = 0, payload: bytes = b"ab\0c") -> bytes:
+    """Two buffers in the version's layout (format document and notes): arguments, a
+    custom event, a TSCWrap, a tail exit; from version 5 a typed event."""
+    body1 = (func(3, 1, 0) + meta(6, struct.pack("<Q", 41)) + meta(6, struct.pack("<Q", 7))
+             + func(0, 2, 10) + custom(version, payload, tsc=1020, delta=4, cpu=3)
+             + func(1, 2, 5) + meta(3, struct.pack("<Q", 5000)) + func(1, 1, 6))
+    body2 = func(0, 3, 1) + func(2, 3, 2) + func(0, 4, 1) + func(1, 4, 1)
+    if version >= 5:
+        body2 += meta(8, struct.pack("<iiH", 3, 2, 9)) + b"xyz"
+    return (header(version=version, size=buffer_size)
+            + block(7, body1, version=version, buffer_size=buffer_size)
+            + block(8, body2, version=version, buffer_size=buffer_size, tsc=2000))
+
+
+VERSIONS = [(1, 0), (1, 256), (2, 0), (3, 0), (4, 0), (5, 0)]
+
+
+@pytest.mark.parametrize(("version", "buffer_size"), VERSIONS)
+def test_every_version_expands_as_llvm_convert(tmp_path: Path, version: int,
+                                               buffer_size: int) -> None:
+    """convert -f yaml as the oracle, with one correction: a version 1-3 custom event
+    has no CPU field, and llvm-xray gives it CPU 0; it ran on the CPU the last
+    NewCPUId named (1 here), which is what we give."""
+    require("llvm-xray-14")
+    path = tmp_path / f"v{version}.fdr"
+    # llvm-xray reads a version-1 buffer's padding as 8-byte records and drops them:
+    # a padding of a length not a multiple of 8 (a 4-byte payload's) fails it
+    # ("Invalid offset for a function record"), see the test below.
+    path.write_bytes(_hand_made(version, buffer_size, b"ab\0cdefg" if buffer_size else b"ab\0c"))
+    want = _cpu_corrected(_yaml_records(path), version)
+    assert Counter(_ours(e) for e in events(path.read_bytes())) == want
+    assert sum(want.values()) == 9 + (version >= 5)
+    assert cfi2sframe("verify", str(path), cwd=tmp_path).returncode == 0
+
+
+def _cpu_corrected(records: Counter[tuple[object, ...]], version: int
+                   ) -> Counter[tuple[object, ...]]:
+    """llvm-xray's records with a version 1-3 custom event's CPU (0: a field the
+    record lacks) the CPU the last NewCPUId named, 1 in ``_hand_made``."""
+    want: Counter[tuple[object, ...]] = Counter()
+    for key, count in records.items():
+        if key[0] == "custom-event" and version <= 3:
+            assert key[3] == 0
+            key = key[:3] + (1,) + key[4:]
+        want[key] += count
+    return want
+
+
+def test_version_1_padding_of_any_length_is_skipped(tmp_path: Path) -> None:
+    """The format document: after EndOfBuffer, "seek past the remaining buffer_size".
+    llvm-xray fails where the padding is not a multiple of 8 bytes; the records are
+    those of the same trace without padding (which llvm-xray reads)."""
+    require("llvm-xray-14")
+    padded, plain = tmp_path / "padded", tmp_path / "plain"
+    padded.write_bytes(_hand_made(1, 256))
+    plain.write_bytes(_hand_made(1))
+    assert subprocess.run(["llvm-xray-14", "convert", "-f", "yaml", str(padded)],
+                          capture_output=True).returncode != 0
+    assert Counter(_ours(e) for e in events(padded.read_bytes())) == \
+        _cpu_corrected(_yaml_records(plain), 1)
+    assert cfi2sframe("verify", str(padded), cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize(("version", "buffer_size"), VERSIONS)
+def test_every_version_dumps_as_llvm_fdr_dump(tmp_path: Path, version: int,
+                                              buffer_size: int) -> None:
+    """fdr-dump's lines, but where fdr-dump is wrong: it reads a version-1 buffer's
+    padding after EndOfBuffer as function records (``Function Enter: #0 delta = +0``,
+    and misaligned ones after), where the format document says to skip it (and
+    llvm-xray convert does); and it prints ``cpu = 0`` for custom events of versions
+    1 to 3, which have no CPU field."""
+    require("llvm-xray-14")
+    path = tmp_path / f"v{version}.fdr"
+    path.write_bytes(_hand_made(version, buffer_size))
+    ours = our_dump(path)
+    if buffer_size:  # fdr-dump of the same records without the padding
+        (tmp_path / "unpadded").write_bytes(_hand_made(version))
+        path = tmp_path / "unpadded"
+    theirs = [line.replace(", cpu = 0,", ",") if version <= 3 else line
+              for line in llvm_fdr_dump(path)]
+    assert ours == theirs
+    assert any(line.startswith("Custom Event") for line in ours)

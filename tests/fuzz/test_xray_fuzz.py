@@ -19,27 +19,7 @@ from cfi2sframe.xray.expand import events
 from cfi2sframe.xray.records import read_header
 from cfi2sframe.xray.text import dump_lines
 from tests.conftest import cfi2sframe
-
-
-def header(version: int = 5, kind: int = 1, freq: int = 10**9, size: int = 4096) -> bytes:
-    return struct.pack("<HHIQQ8x", version, kind, 3, freq, size)
-
-
-def meta(kind: int, body: bytes) -> bytes:
-    return bytes([kind << 1 | 1]) + body.ljust(15, b"\0")
-
-
-def func(kind: int, func_id: int, delta: int) -> bytes:
-    return struct.pack("<II", func_id << 4 | kind << 1, delta)
-
-
-def block(tid: int, body: bytes, pid: bool = True, extra: int = 0, tsc: int = 1000) -> bytes:
-    """One version-5 buffer: extents, NewBuffer, WallClockTime, PIDEntry, NewCPUId, body."""
-    pre = meta(0, struct.pack("<i", tid)) + meta(4, struct.pack("<qi", 7, 5))
-    pre += meta(9, struct.pack("<i", 42)) if pid else b""
-    records = pre + meta(2, struct.pack("<HQ", 1, tsc)) + body
-    return meta(7, struct.pack("<Q", len(records) + extra)) + records
-
+from tests.support.xray_traces import block, func, header, meta
 
 BODY = (func(3, 1, 0) + meta(6, struct.pack("<Q", 41)) + func(0, 2, 10)
         + meta(5, struct.pack("<ii", 3, 4)) + b"abc" + func(1, 2, 5) + func(1, 1, 6))
