@@ -34,6 +34,10 @@ int argf(int x) { return x + 1; }
 int tailer(int x) { return leaf(x + 2); }
 [[clang::xray_always_instrument]] __attribute__((noinline))
 int rec(int n) { return n <= 0 ? 0 : 1 + rec(n - 1); }
+#ifdef TYPED
+[[clang::xray_always_instrument]] __attribute__((noinline)) void tev(void) {
+  static const char m[] = "typed"; __xray_typedevent(7, m, 5); }
+#endif
 #ifdef EVENTS
 [[clang::xray_always_instrument]] __attribute__((noinline)) void ev(void) {
   static const char m[] = "hello"; __xray_customevent(m, 5); }
@@ -46,6 +50,9 @@ int main(void) {
   __xray_patch();
 #endif
   int t = argf(41) + tailer(5) + rec(3);
+#ifdef TYPED
+  tev();
+#endif
 #ifdef EVENTS
   ev();
 #endif
@@ -66,6 +73,9 @@ TRACES = {
     "fdr": (["-O2", "-DFDR"], "xray-fdr"),  # a tail call, recursion, arguments
     "fdr-threads": (["-O0", "-DFDR", "-DEVENTS", "-DTHREADS", "-pthread"], "xray-fdr"),
     "basic": (["-O2", "-DTHREADS", "-pthread"], "xray-basic"),
+    # a typed event, then a custom event last: LLVM 14's extents, 16 bytes short,
+    # cut the buffer inside the custom event
+    "fdr-typed": (["-O0", "-DFDR", "-DTYPED", "-DEVENTS"], "xray-fdr"),
 }
 
 
@@ -212,6 +222,22 @@ def test_real_traces_verify_clean(traces: dict[str, Path], name: str) -> None:
         check = subprocess.run(["llvm-xray-14", "fdr-dump", "--verify", str(traces[name])],
                                capture_output=True, text=True)
         assert check.returncode == 0, check.stderr
+
+
+def test_the_typed_event_shortfall_is_named(traces: dict[str, Path]) -> None:
+    """LLVM 14's runtime adds only a typed event's payload to the buffer extents (the
+    notes): the flushed buffer lacks its last 16 bytes and here ends inside the custom
+    event.  fdr-dump fails there ("Invalid offset for a custom event record") and its
+    verifier says nothing of the cause; verify names it."""
+    path = traces["fdr-typed"]
+    llvm = subprocess.run(["llvm-xray-14", "fdr-dump", "--verify", str(path)],
+                          capture_output=True, text=True, errors="replace")
+    assert llvm.returncode != 0 and "Invalid offset for a custom event record" in llvm.stderr
+    proc = cfi2sframe("verify", str(path), cwd=path.parent)
+    assert proc.returncode == 1
+    (problem,) = [line for line in proc.stdout.splitlines() if "typed event" in line]
+    assert "LLVM 14's runtime adds only the payload" in problem
+    assert "the last 16 bytes of this buffer were never written" in problem
 
 
 def test_every_command_names_a_trace(traces: dict[str, Path]) -> None:
