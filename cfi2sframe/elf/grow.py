@@ -175,7 +175,14 @@ def _checked(view: ElfView, segments: list[Segment], moved: tuple[int, ...], fir
 def _rela(view: ElfView, offset: int, size: int) -> list[tuple[int, int, int]]:
     order = "<" if view.little_endian else ">"
     return [(where, info, addend) for where, info, addend
-            in struct.iter_unpack(order + "QQq", view.data[offset:offset + size - size % 24])]
+            in struct.iter_unpack(order + "QQq", _whole(view.data, offset, size, 24))]
+
+
+def _whole(data: bytes, offset: int, size: int, entry: int) -> bytes:
+    """The whole ``entry``-byte entries of a table that the file holds: a section header
+    may claim more than the file has, or a size that is not whole entries."""
+    rows = data[offset:offset + size]
+    return rows[:len(rows) - len(rows) % entry]
 
 
 def _target(symbol: int, addend: int, values: dict[int, int]) -> int:
@@ -196,7 +203,7 @@ def _symbol_values(view: ElfView, index: int) -> dict[int, int]:
     if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
         return {}
     order = "<" if view.little_endian else ">"
-    rows = view.data[table.offset:table.offset + table.size - table.size % SYM_SIZE]
+    rows = _whole(view.data, table.offset, table.size, SYM_SIZE)
     return {n: value for n, (_, _, _, shndx, value, _)
             in enumerate(struct.iter_unpack(order + "IBBHQQ", rows)) if shndx}
 
@@ -207,7 +214,7 @@ def _relr(view: ElfView, offset: int, size: int) -> list[int]:
     order = "<" if view.little_endian else ">"
     places: list[int] = []
     base = 0
-    for word, in struct.iter_unpack(order + "Q", view.data[offset:offset + size - size % 8]):
+    for word, in struct.iter_unpack(order + "Q", _whole(view.data, offset, size, 8)):
         if not word & 1:
             places.append(word)
             base = word + 8
@@ -438,7 +445,7 @@ def _references(view: ElfView, segments: list[Segment], block: Block,
     for table in view.sections:
         if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
             continue
-        rows = view.data[table.offset:table.offset + table.size - table.size % SYM_SIZE]
+        rows = _whole(view.data, table.offset, table.size, SYM_SIZE)
         for n, (_, _, _, shndx, value, _) in enumerate(struct.iter_unpack(order + "IBBHQQ",
                                                                         rows)):
             if shndx in moved and shndx < SHN_LORESERVE:

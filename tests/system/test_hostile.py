@@ -623,3 +623,18 @@ def test_fuzz_finding_cie_shorter_than_its_fields(tmp_path: Path) -> None:
     assert proc.returncode == 1 and proc.stderr == (
         f"{obj}: error: .eh_frame: at byte 0x0: CIE of 12 bytes is shorter than its "
         "fields\n")
+
+
+def test_fuzz_finding_symbol_table_past_the_end_of_a_program(tmp_path: Path) -> None:
+    """A program's .symtab header claiming more bytes than the file has: the grown
+    table's symbol update (the symbols of the sections that move, ``__abi_tag``) read
+    it as whole entries and failed (an internal error, struct.error).  Now the table is
+    read as far as the file holds it, and the rewritten file's own check names the
+    overlap the claim makes; the input is left as it was."""
+    prog = _patched_program(tmp_path, 0, 1)  # p_type PT_LOAD: the file as gcc wrote it
+    data = bytearray(prog.read_bytes())
+    symtab = open_elf(bytes(data), "prog").section(".symtab")
+    assert symtab is not None
+    struct.pack_into("<Q", data, symtab.header_at + 32, symtab.size + len(data))
+    prog.write_bytes(data)
+    _refused_in_place_with(prog, ("-w",), "overlaps section '.symtab'")
