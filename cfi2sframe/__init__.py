@@ -69,6 +69,12 @@ if TYPE_CHECKING:
     from .sframe.recovery import Loc
     from .sframe.rules import FrameRules, RuleFre, fre_rules
     from .sframe.text import describe
+    from .xray.check import Finding as XrayFinding
+    from .xray.check import check_trace as check_xray
+    from .xray.expand import Event as XrayEvent
+    from .xray.expand import events as xray_events
+    from .xray.records import Header as XrayHeader
+    from .xray.records import read_header as xray_header
 
 __version__ = "0.1.0"
 
@@ -111,6 +117,9 @@ _EXPORTS = {
     "Loc": "sframe.recovery",
     "FrameRules": "sframe.rules", "RuleFre": "sframe.rules", "fre_rules": "sframe.rules",
     "describe": "sframe.text",
+    "XrayFinding": "xray.check:Finding", "check_xray": "xray.check:check_trace",
+    "XrayEvent": "xray.expand:Event", "xray_events": "xray.expand:events",
+    "XrayHeader": "xray.records:Header", "xray_header": "xray.records:read_header",
 }
 
 __all__ = [
@@ -128,6 +137,7 @@ __all__ = [
     "modules_from_maps", "modules_walk", "order_functions", "placed_functions",
     "read_unwind_info", "sframe_from_dwarf", "sframe_from_eh_frame", "sframe_walk",
     "step_compact", "timelines_from_asm",
+    "XrayEvent", "XrayFinding", "XrayHeader", "check_xray", "xray_events", "xray_header",
 ]
 
 if not TYPE_CHECKING:  # hidden from type checkers: an unknown name must be an error

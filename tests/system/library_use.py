@@ -6,7 +6,7 @@ Not a test module itself: its checks are what a user would write."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import cfi2sframe
 from cfi2sframe import (
@@ -48,7 +48,11 @@ from cfi2sframe import (
     TableFunction,
     Timeline,
     Unrepresentable,
+    XrayEvent,
+    XrayFinding,
+    XrayHeader,
     build_unwind_info,
+    check_xray,
     compact_asm,
     compact_elf,
     compact_walk,
@@ -80,6 +84,8 @@ from cfi2sframe import (
     sframe_walk,
     step_compact,
     timelines_from_asm,
+    xray_events,
+    xray_header,
 )
 
 
@@ -156,6 +162,15 @@ def compact(text: str) -> None:
 
 def signatures() -> None:
     """The calls that need files a script of this size does not make, by their types."""
+    trace_events: Callable[[bytes], Iterator[XrayEvent]] = xray_events
+    trace_header: Callable[[bytes], XrayHeader] = xray_header
+    trace_check: Callable[[bytes], Iterator[XrayFinding]] = check_xray
+    trace = b""  # an empty file is no trace: each call says so
+    for call in (trace_events, trace_header, trace_check):
+        try:
+            list(call(trace)) if call is not trace_header else call(trace)
+        except DecodeError:
+            pass
     elf: Callable[..., ElfConversion] = convert_elf
     elf_sframe: Callable[..., ElfConversion] = convert_sframe
     archive: Callable[..., ArchiveConversion] = convert_archive
