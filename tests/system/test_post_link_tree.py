@@ -43,9 +43,8 @@ WHOLE_TREE = os.environ.get("CFI2SFRAME_WHOLE_TREE") == "1"
 
 # Files that grow by more than a page by design, each reported with its figure (the
 # test's summary line): a table that grows where it is moves the sections after it,
-# large hash tables among them (x86-64: libc.so.6 its 16 KiB .hash, where moving the
-# table would take 47 KB of zeros; AArch64 libraries, whose moved table would be
-# aligned to 64 KiB: up to libstdc++'s 36 KiB .gnu.hash) -- allowed up to what may move
+# large hash tables among them (AArch64 libraries, whose moved table would be aligned
+# to 64 KiB: up to libstdc++'s 36 KiB .gnu.hash) -- allowed up to what may move
 # (``movable_bytes``); and
 # pam_cap.so, a library with PT_INTERP and an entry point whose table is followed by
 # .dynsym, which cannot move: it takes the moved table, with old kernels' page of zeros.
