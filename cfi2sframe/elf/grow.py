@@ -26,7 +26,7 @@ followed: a relocation, another dynamic tag), ``elf.linked`` moves the table ins
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from ..errors import Cfi2SframeError
@@ -45,6 +45,7 @@ from .read import (
     SHT_NOBITS,
     SHT_RELA,
     ElfView,
+    Section,
     Segment,
 )
 from .read import PHDR64_SIZE as PHDR_SIZE
@@ -60,6 +61,8 @@ DT_NULL, DT_HASH, DT_GNU_HASH = 0, 4, 0x6FFFFEF5
 ADDRESS_TAGS = frozenset({3, 4, 5, 6, 7, 12, 13, 17, 21, 23, 25, 26, 32, 34, 36,
                           0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE})
 ADDRESS_RANGE = range(0x6FFFFE00, 0x6FFFFF00)
+# The two a moved section may answer: the hash table each names.
+HASH_TABLES = {DT_HASH: SHT_HASH, DT_GNU_HASH: SHT_GNU_HASH}
 # The program headers that may describe a moved section: moved with it.
 FOLLOWERS = frozenset({PT_INTERP, PT_NOTE, PT_GNU_PROPERTY})
 ADDRESS_END = 1 << 64
@@ -163,11 +166,11 @@ def _checked(view: ElfView, segments: list[Segment], moved: tuple[int, ...], fir
             for where in _relr(view, section.offset, section.size):
                 if where in spans or _word_at(view, segments, where) in spans:
                     return None
+    kinds = {view.sections[i].addr: view.sections[i].kind for i in moved}
     for tag, value, _ in _dynamic(view, segments):
-        if (tag in ADDRESS_TAGS or tag in ADDRESS_RANGE) and value in spans:
-            kinds = {view.sections[i].addr: view.sections[i].kind for i in moved}
-            if kinds.get(value) != {DT_HASH: SHT_HASH, DT_GNU_HASH: SHT_GNU_HASH}.get(tag):
-                return None
+        if (tag in ADDRESS_TAGS or tag in ADDRESS_RANGE) and value in spans \
+                and kinds.get(value) != HASH_TABLES.get(tag):
+            return None
     align = max([8] + [_addralign(view, s.header_at) for s in sections])
     return Room(moved, start, end, address, align)
 
@@ -194,6 +197,14 @@ def _target(symbol: int, addend: int, values: dict[int, int]) -> int:
     return values[symbol] + addend if symbol in values else -1
 
 
+def _symbols(view: ElfView, table: Section) -> Iterator[tuple[int, int, int]]:
+    """(index, section index, value) of each whole entry of a symbol table."""
+    order = "<" if view.little_endian else ">"
+    rows = _whole(view.data, table.offset, table.size, SYM_SIZE)
+    for n, (_, _, _, shndx, value, _) in enumerate(struct.iter_unpack(order + "IBBHQQ", rows)):
+        yield n, shndx, value
+
+
 def _symbol_values(view: ElfView, index: int) -> dict[int, int]:
     """The values of the symbols a relocation section's symbol table (section
     ``index``) defines, by symbol index (undefined ones are resolved elsewhere)."""
@@ -202,10 +213,7 @@ def _symbol_values(view: ElfView, index: int) -> dict[int, int]:
     table = view.sections[index]
     if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
         return {}
-    order = "<" if view.little_endian else ">"
-    rows = _whole(view.data, table.offset, table.size, SYM_SIZE)
-    return {n: value for n, (_, _, _, shndx, value, _)
-            in enumerate(struct.iter_unpack(order + "IBBHQQ", rows)) if shndx}
+    return {n: value for n, shndx, value in _symbols(view, table) if shndx}
 
 
 def _relr(view: ElfView, offset: int, size: int) -> list[int]:
@@ -445,9 +453,7 @@ def _references(view: ElfView, segments: list[Segment], block: Block,
     for table in view.sections:
         if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
             continue
-        rows = _whole(view.data, table.offset, table.size, SYM_SIZE)
-        for n, (_, _, _, shndx, value, _) in enumerate(struct.iter_unpack(order + "IBBHQQ",
-                                                                        rows)):
+        for n, shndx, value in _symbols(view, table):
             if shndx in moved and shndx < SHN_LORESERVE:
                 patches.append((table.offset + n * SYM_SIZE + 8,
                                 struct.pack(order + "Q", value + shift)))
