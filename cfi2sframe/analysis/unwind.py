@@ -3,7 +3,7 @@
 SFrame: the spec's appendix ("Generating Stack Traces using SFrame"): find the
 FRE for the PC, CFA = base register + offset, RA and FP from their stack slots
 (or, for V3 FLEX and s390x V2 register words, from registers), the caller's SP
-is the CFA (CFA - 160 on s390x).  Compact unwind: ``compact.encoding.step``.
+is the CFA (CFA - 160 on s390x).  Compact unwind: ``compact.step.step``.
 
 Registers are DWARF numbers in a dict, and the program counter is kept under
 ``PC`` (the RA column is a register of its own on AArch64 and s390x: LR, r14);

@@ -11,7 +11,7 @@ RA bit) and returns exactly the FREs ``lower.lower`` would.  It answers
 ``None`` (the caller then takes the general path) for anything outside that
 subset: set_loc, expressions or register rules for SP/FP/RA, CFA not on
 SP/FP, RA not where the ABI wants it, an unknown opcode, truncated operands.
-``tests/differential/test_direct.py`` checks it against the general path on
+``tests/differential/test_fastpath.py`` checks it against the general path on
 every distinct FDE body of real libraries.
 """
 
