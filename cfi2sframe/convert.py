@@ -6,11 +6,11 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from .arch import as_arch, by_sframe_abi
+from .arch import arch_for_machine, as_arch, by_sframe_abi
 from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
 from .errors import Cfi2SframeError, DecodeError, decoding
-from .files import Payload, bytes_of, read_bytes, release
+from .files import Payload, bytes_of, read_bytes, release, rewrite, same_bytes
 from .kinds import AR_MAGIC, ELF_MAGIC, Kind, refuse_unreadable
 
 # The pipeline's other modules are imported where used: the command line starts the
@@ -481,7 +481,6 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     ``limits``: how far a compressed section may expand; ``cfi``: the file's CFI
     when the caller has read it already (one file lowered for several versions).
     """
-    from .arch import arch_for_machine
     from .elf.cfi import read_elf_cfi
     from .sframe.build import encode_sframe, lower_fdes, require_sframe_abi
 
@@ -679,7 +678,6 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
     """
     from .analysis.compare import check_rewritten
     from .elf.read import open_elf
-    from .files import rewrite
 
     if conversion.empty and not conversion.replace:
         return data  # nothing to describe: the file is left as it is
@@ -726,7 +724,6 @@ def already_converted(path: str, data: bytes, read_stat: os.stat_result, version
     memory, paid only for such files.  A file with several names is converted
     append-only, which adds again: never recognised (it stays ``has-sframe``)."""
     from .analysis.compare import check_rewritten
-    from .files import same_bytes
 
     try:
         conversion = convert_file(path, data, version=version, replace=True, limits=limits,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from ..arch import arch_for_machine
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.linked import OldKernels
-from ..errors import Cfi2SframeError, DecodeError
+from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..kinds import AR_MAGIC, ELF_MAGIC, Kind, input_kind, refuse_unreadable
 
 if TYPE_CHECKING:
@@ -241,7 +241,6 @@ def _fill_macho(record: dict[str, Any], path: str, data: bytes, task: Task) -> N
         record["status"] = "macho-kept"
         return
     from ..compact.check import check_macho, macho_coverage
-    from ..errors import decoding
     from ..macho.read import CPU_ARCH, fat_slices, open_macho
     from ..macho.unwind import eh_frame
 
@@ -310,7 +309,6 @@ def _fill_archive(record: dict[str, Any], path: str, read_path: str, data: bytes
     relocatable objects, which every later link takes in."""
     from ..elf.archive import read_archive
     from ..elf.read import open_elf_file
-    from ..errors import decoding
 
     with decoding(path, "ar archive"):
         members = [m for m in read_archive(data) if not m.special and m.data[:4] == ELF_MAGIC]
