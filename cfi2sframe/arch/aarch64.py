@@ -37,6 +37,7 @@ AARCH64 = Arch(
     # R_AARCH64_PREL32, PREL64, ABS64, ABS32
     elf_relocations={261: (4, True), 260: (8, True), 257: (8, False), 258: (4, False)},
     pcrel_relocations=(261, 260),
+    elf_relative_relocation=1027,
     landing_pad=4,  # one A64 instruction: bti c (hint #34) or nop (hint #0)
     sframe_abi_name="AARCH64 little-endian",
     default_assembler="aarch64-linux-gnu-as",

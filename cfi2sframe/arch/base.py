@@ -99,6 +99,9 @@ class Arch(NamedTuple):
     elf_machine_number: int = 0
     elf_relocations: Mapping[int, tuple[int, bool]] = MappingProxyType({})
     pcrel_relocations: tuple[int, int] = (0, 0)
+    # The dynamic relocation that adds the load base to an addend (R_*_RELATIVE): what
+    # places a PIE's absolute addresses (XRay's instrumentation map); 0: none known.
+    elf_relative_relocation: int = 0
     # SFrame, beyond the header's ids: the ABI's name (readelf's words); the section's
     # alignment (its end is zero-padded to it); an RA padding word when the FP is saved
     # and the RA is not; V2 FP/RA words that may name a register (``reg << 1 | 1``).

@@ -28,6 +28,7 @@ I386 = Arch(
     pc=8,
     elf_machine="EM_386",
     elf_machine_number=3,
+    elf_relative_relocation=8,  # R_386_RELATIVE (REL: the addend is in place)
     default_assembler="as --32",
     compact="i386",
     darwin_assembler="llvm-mc -triple i386-apple-macosx10.15 -filetype=obj",

@@ -43,6 +43,7 @@ S390X = Arch(
     # R_390_PC32, PC64, 64, 32
     elf_relocations={5: (4, True), 23: (8, True), 22: (8, False), 4: (4, False)},
     pcrel_relocations=(5, 23),
+    elf_relative_relocation=12,
     sframe_abi_name="s390x big-endian",
     sframe_section_align=8,
     sframe_ra_padding=True,

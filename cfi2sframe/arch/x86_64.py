@@ -49,6 +49,7 @@ X86_64 = Arch(
     elf_relocations={2: (4, True), 24: (8, True), 1: (8, False), 10: (4, False),
                      11: (4, False)},
     pcrel_relocations=(2, 24),
+    elf_relative_relocation=8,
     sframe_abi_name="AMD64 little-endian",
     sframe_v1_pcmask_rep=16,
     flex=True,

@@ -13,7 +13,7 @@ from ..files import read_input
 from ..kinds import AR_MAGIC, ELF_MAGIC, xray_byte_order
 from . import macho
 from .common import Subparsers, address, sframe_or_made
-from .macho import add_binary_option, add_slice_option, is_macho
+from .macho import add_binary_option, add_demangle_option, add_slice_option, is_macho
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:  # the SFrame modules are imported for ELF and SFrame input only
@@ -31,6 +31,7 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_slice_option(p)
     add_binary_option(p)
+    add_demangle_option(p)
     p.add_argument("--address", type=address, default=0, metavar="ADDR",
                    help="a raw section file: the address it is loaded at (the "
                         "--sframe-address it was made for; an ELF file says its own). "
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if xray_byte_order(data) is not None:
         from . import xray
 
-        return xray.dump(args.file, data)
+        return xray.dump(args.file, data, args.binary, args.demangle, args.json)
     if data[:8] == AR_MAGIC:
         return _dump_archive(args, data)
     if _empty(args.file, data, args.json):

@@ -22,7 +22,17 @@ def add_slice_option(p: argparse.ArgumentParser) -> None:
 def add_binary_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--binary", metavar="IMAGE",
                    help="FILE is a bare __unwind_info (compact --emit unwind-info, "
-                        "extract): read it as IMAGE's table (its names, code, __eh_frame)")
+                        "extract): read it as IMAGE's table (its names, code, __eh_frame); "
+                        "FILE is an XRay trace: IMAGE is the instrumented ELF program or "
+                        "library that wrote it (its xray_instr_map names the function IDs; "
+                        "verify also flags IDs it lacks and says whether IMAGE's SFrame or "
+                        ".eh_frame covers each function's entry and exit sleds)")
+
+
+def add_demangle_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-demangle", dest="demangle", action="store_false",
+                   help="an XRay trace with --binary: keep C++ names as the symbol table "
+                        "spells them (default: demangled as c++filt prints them)")
 
 
 def is_macho(data: bytes) -> bool:

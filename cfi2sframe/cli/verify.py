@@ -14,7 +14,7 @@ from ..kinds import xray_byte_order
 from . import macho
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of, no_sframe
-from .macho import add_binary_option, add_slice_option, is_macho
+from .macho import add_binary_option, add_demangle_option, add_slice_option, is_macho
 from .show import describe_fde, words
 from .subcommands import SUBCOMMANDS
 
@@ -51,6 +51,7 @@ def add_parser(sub: Subparsers) -> None:
                         "with --no-flex): a function that needs one is no gap")
     add_slice_option(p)
     add_binary_option(p)
+    add_demangle_option(p)
     add_limit_options(p)
     add_batch_options(p, quiet=False)
 
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if xray_byte_order(data) is not None and not is_macho(data):
         from . import xray
 
-        return xray.verify(args.file, data)
+        return xray.verify(args.file, data, args.binary, args.demangle, args.quiet)
     if is_macho(data):
         return macho.verify(args.file, data, args.arch, args.quiet, args.binary)
     view = open_elf_file(args.file, data) if data[:4] == b"\x7fELF" else None

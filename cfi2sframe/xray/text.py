@@ -3,7 +3,7 @@ the record's byte offset (payloads with their unprintable bytes escaped)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from .records import (
     FDR,
@@ -46,10 +46,19 @@ def header_line(header: Header) -> str:
             f"frequency {header.cycle_frequency} Hz{bits}{size}")
 
 
-def record_text(record: Record) -> str:
-    """One FDR record as fdr-dump words it (between its angle brackets)."""
+def function_id(func_id: int, names: Mapping[int, str] | None = None) -> str:
+    """``#ID``, and the function's name after it where ``names`` (a binary's
+    instrumentation map) has one."""
+    name = names.get(func_id) if names else None
+    return f"#{func_id}" if name is None else f"#{func_id} {name}"
+
+
+def record_text(record: Record, names: Mapping[int, str] | None = None) -> str:
+    """One FDR record as fdr-dump words it (between its angle brackets); ``names``:
+    each function's name beside its ID."""
     if isinstance(record, Function):
-        return f"{_FUNCTION[record.kind]}: #{record.func_id} delta = +{record.delta}"
+        return (f"{_FUNCTION[record.kind]}: {function_id(record.func_id, names)} "
+                f"delta = +{record.delta}")
     if isinstance(record, CallArgument):
         return f"Call Argument: data = {record.value} (hex = {record.value:#x})"
     if isinstance(record, NewCpu):
@@ -78,22 +87,46 @@ def record_text(record: Record) -> str:
     return f"Skipped to byte {record.end:#x}: {record.reason}"
 
 
-def basic_text(record: BasicRecord) -> str:
+def basic_text(record: BasicRecord, names: Mapping[int, str] | None = None) -> str:
     """One basic-mode record: its call, or the argument it carries."""
     where = f"thread = {record.tid}, process = {record.pid}"
     if record.kind == BasicKind.argument:
         return (f"Call Argument: data = {record.argument} (hex = {record.argument:#x}), "
-                f"#{record.func_id}, {where}")
+                f"{function_id(record.func_id, names)}, {where}")
     assert record.func_kind is not None
-    return (f"{_FUNCTION[record.func_kind]}: #{record.func_id} tsc = {record.tsc}, cpu = "
-            f"{record.cpu}, {where}")
+    return (f"{_FUNCTION[record.func_kind]}: {function_id(record.func_id, names)} tsc = "
+            f"{record.tsc}, cpu = {record.cpu}, {where}")
 
 
-def dump_lines(data: bytes, header: Header) -> Iterator[str]:
-    """Every record's line, streamed (a DecodeError where reading cannot go on)."""
+def dump_lines(data: bytes, header: Header, names: Mapping[int, str] | None = None
+               ) -> Iterator[str]:
+    """Every record's line, streamed (a DecodeError where reading cannot go on);
+    ``names``: each function's name beside its ID."""
     if header.type == FDR:
         for record in fdr_records(data, header):
-            yield f"{record.offset:#08x}  {record_text(record)}\n"
+            yield f"{record.offset:#08x}  {record_text(record, names)}\n"
     else:
         for basic in basic_records(data, header):
-            yield f"{basic.offset:#08x}  {basic_text(basic)}\n"
+            yield f"{basic.offset:#08x}  {basic_text(basic, names)}\n"
+
+
+def json_record(record: Record | BasicRecord, names: Mapping[int, str] | None = None
+                ) -> dict[str, object]:
+    """One record as a JSON object: its type, its fields (payloads as ``escaped``
+    text), and its function's name where ``names`` has one."""
+    out: dict[str, object] = {"record": type(record).__name__}
+    for field, value in record._asdict().items():
+        out[field] = escaped(value) if isinstance(value, bytes) else value
+    func_id = out.get("func_id")
+    if names and isinstance(func_id, int) and func_id in names:
+        out["name"] = names[func_id]
+    return out
+
+
+def json_records(data: bytes, header: Header, names: Mapping[int, str] | None = None
+                 ) -> Iterator[dict[str, object]]:
+    """``json_record`` of every record, streamed as ``dump_lines``."""
+    if header.type == FDR:
+        yield from (json_record(record, names) for record in fdr_records(data, header))
+    else:
+        yield from (json_record(basic, names) for basic in basic_records(data, header))

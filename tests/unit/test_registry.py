@@ -21,6 +21,9 @@ ELF = {
     "i386": (3, {}, (0, 0)),  # compact unwind only: no ELF objects are written or read
 }
 ELF["aarch64_be"] = ELF["aarch64"]
+# R_X86_64_RELATIVE 8, R_AARCH64_RELATIVE 1027, R_390_RELATIVE 12, R_386_RELATIVE 8
+# (the psABIs' relocation tables)
+RELATIVE = {"x86_64": 8, "aarch64": 1027, "aarch64_be": 1027, "s390x": 12, "i386": 8}
 
 # SFrame spec: SFRAME_ABI_AARCH64_ENDIAN_BIG 1, _LITTLE 2, AMD64_ENDIAN_LITTLE 3,
 # S390X_ENDIAN_BIG 4; the names are readelf's.
@@ -36,6 +39,7 @@ def test_every_target_answers_every_table() -> None:
         assert arch.elf_machine_number == machine, name
         assert arch.elf_relocations == relocations, name
         assert arch.pcrel_relocations == pcrel, name
+        assert arch.elf_relative_relocation == RELATIVE[name], name
         assert read.MACHINES[machine] == arch.elf_machine, name
         assert by_elf_machine(arch.elf_machine, arch.big_endian) is arch
         abi, abi_name = SFRAME[name]
