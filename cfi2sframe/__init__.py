@@ -73,6 +73,12 @@ if TYPE_CHECKING:
     from .xray.check import check_trace as check_xray
     from .xray.expand import Event as XrayEvent
     from .xray.expand import events as xray_events
+    from .xray.instr_map import InstrMap as XrayInstrMap
+    from .xray.instr_map import Sled as XraySled
+    from .xray.instr_map import XrayFunction
+    from .xray.instr_map import id_names as xray_function_names
+    from .xray.instr_map import open_instr_map as open_xray_instr_map
+    from .xray.instr_map import read_instr_map as xray_instr_map
     from .xray.records import Header as XrayHeader
     from .xray.records import read_header as xray_header
 
@@ -120,6 +126,10 @@ _EXPORTS = {
     "XrayFinding": "xray.check:Finding", "check_xray": "xray.check:check_trace",
     "XrayEvent": "xray.expand:Event", "xray_events": "xray.expand:events",
     "XrayHeader": "xray.records:Header", "xray_header": "xray.records:read_header",
+    "XrayInstrMap": "xray.instr_map:InstrMap", "XraySled": "xray.instr_map:Sled",
+    "XrayFunction": "xray.instr_map", "xray_function_names": "xray.instr_map:id_names",
+    "open_xray_instr_map": "xray.instr_map:open_instr_map",
+    "xray_instr_map": "xray.instr_map:read_instr_map",
 }
 
 __all__ = [
@@ -138,6 +148,8 @@ __all__ = [
     "read_unwind_info", "sframe_from_dwarf", "sframe_from_eh_frame", "sframe_walk",
     "step_compact", "timelines_from_asm",
     "XrayEvent", "XrayFinding", "XrayHeader", "check_xray", "xray_events", "xray_header",
+    "XrayFunction", "XrayInstrMap", "XraySled", "open_xray_instr_map", "xray_function_names",
+    "xray_instr_map",
 ]
 
 if not TYPE_CHECKING:  # hidden from type checkers: an unknown name must be an error

@@ -178,8 +178,9 @@ def _sleds(view: ElfView, section: Section, raw: bytes, relocated: dict[int, int
 def _walk_groups(sleds: list[Sled]) -> list[tuple[int, int]]:
     """[begin, end) sled ranges of one function each: a new one wherever the function
     field changes (the numbering without ``xray_fn_idx``)."""
-    starts = [i for i, sled in enumerate(sleds) if i == 0 or sled.function != sleds[i - 1].function]
-    return list(zip(starts, starts[1:] + [len(sleds)], strict=True))
+    starts = [i for i, sled in enumerate(sleds)
+              if i == 0 or sled.function != sleds[i - 1].function]
+    return list(zip(starts, [*starts[1:], len(sleds)][:len(starts)], strict=True))
 
 
 def _index_groups(view: ElfView, section: Section, index: Section, relocated: dict[int, int],

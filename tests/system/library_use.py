@@ -50,7 +50,10 @@ from cfi2sframe import (
     Unrepresentable,
     XrayEvent,
     XrayFinding,
+    XrayFunction,
     XrayHeader,
+    XrayInstrMap,
+    XraySled,
     build_unwind_info,
     check_xray,
     compact_asm,
@@ -76,6 +79,7 @@ from cfi2sframe import (
     lower_compact,
     modules_from_maps,
     modules_walk,
+    open_xray_instr_map,
     order_functions,
     placed_functions,
     read_unwind_info,
@@ -85,7 +89,9 @@ from cfi2sframe import (
     step_compact,
     timelines_from_asm,
     xray_events,
+    xray_function_names,
     xray_header,
+    xray_instr_map,
 )
 
 
@@ -166,6 +172,21 @@ def signatures() -> None:
     trace_header: Callable[[bytes], XrayHeader] = xray_header
     trace_check: Callable[[bytes], Iterator[XrayFinding]] = check_xray
     trace = b""  # an empty file is no trace: each call says so
+    instr_map: Callable[[bytes, str], XrayInstrMap] = xray_instr_map
+    open_map: Callable[[str], XrayInstrMap] = open_xray_instr_map
+    names: Callable[[XrayInstrMap, bool], dict[int, str]] = xray_function_names
+    empty = XrayInstrMap((), (), 0, "none")
+    assert names(empty, True) == {} and empty.function(1) is None
+    sled_fields, function_fields = XraySled._fields, XrayFunction._fields
+    assert "func_id" in sled_fields and "symbol" in function_fields
+    try:
+        instr_map(b"", "nothing")  # not ELF: a DecodeError
+    except DecodeError:
+        pass
+    try:
+        open_map("/nonexistent")  # a located error
+    except Cfi2SframeError:
+        pass
     for call in (trace_events, trace_header, trace_check):
         try:
             list(call(trace)) if call is not trace_header else call(trace)
