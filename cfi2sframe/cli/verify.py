@@ -99,11 +99,23 @@ def _is_archive(path: str) -> bool:
         return False  # the run below says why it cannot be read
 
 
+def _is_trace(path: str) -> bool:
+    """An XRay trace (told by its header, as every command tells one)."""
+    try:
+        with open(path, "rb") as handle:
+            return xray_byte_order(handle.read(64)) is not None
+    except OSError:
+        return False  # the run below says why it cannot be read
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.files and not args.files_from:
         usage_error("verify", "no input files (FILE..., -r FOLDER or --files-from)")
     if args.consumer and args.json:
         usage_error("verify", "--consumer prints its requirements as text; no --json")
+    if args.json and len(args.files) == 1 and _is_trace(args.files[0]):
+        usage_error("verify", "an XRay trace's problems are printed as text; no --json "
+                              "(dump --json prints its records)")
     # --json: one file's record and totals as many files' are, one JSON object.
     if many_files(args, args.files) or not args.files or args.json or \
             _is_archive(args.files[0]):

@@ -286,3 +286,66 @@ def test_a_pie_s_absolute_map_is_read_through_its_relocations(binaries: dict[str
     zeroed.write_bytes(data)
     assert ours(zeroed) == llvm_extract(zeroed, "--symbolize") == llvm_extract(path,
                                                                               "--symbolize")
+
+
+@pytest.fixture(scope="module")
+def traced(binaries: dict[str, Path]) -> tuple[Path, Path]:
+    """A basic-mode trace the C++ program writes (every call: threshold 0)."""
+    import os
+
+    path = binaries["cxx-O2-pie"]
+    env = {**os.environ, "XRAY_OPTIONS": "patch_premain=true xray_mode=xray-basic "
+                                         f"xray_logfile_base={path.parent}/trace-",
+           "XRAY_BASIC_OPTIONS": "func_duration_threshold_us=0"}
+    subprocess.run([str(path)], env=env, check=True, capture_output=True)
+    (trace,) = path.parent.glob(f"trace-{path.name}.*")
+    return trace, path
+
+
+def _convert_names(trace: Path, binary: Path) -> list[tuple[int, str]]:
+    import yaml
+
+    out = subprocess.run(["llvm-xray-14", "convert", "-f", "yaml", "--symbolize", "-m",
+                          str(binary), str(trace)], check=True, capture_output=True,
+                         text=True).stdout
+    return sorted((r["func-id"], r["function"]) for r in yaml.safe_load(out)["records"])
+
+
+def test_dump_names_the_ids_as_llvm_xray_convert(traced: tuple[Path, Path]) -> None:
+    """Each record's name beside its ID, text and JSON, against ``convert -f yaml
+    --symbolize`` (compared sorted: its order is not the file's)."""
+    import json
+
+    trace, binary = traced
+    want = _convert_names(trace, binary)
+    assert len({name for _, name in want}) >= 6
+    proc = cfi2sframe("dump", str(trace), "--binary", str(binary), cwd=trace.parent)
+    assert proc.returncode == 0, proc.stderr
+    got = sorted((int(m[1]), m[2]) for m in re.finditer(
+        r"^0x\w+  Function (?:Enter|Exit|Tail Exit|Enter With Arg): #(\d+) (.*?) tsc = ",
+        proc.stdout, re.M))
+    assert got == want
+    proc = cfi2sframe("dump", str(trace), "--binary", str(binary), "--json", cwd=trace.parent)
+    records = json.loads(proc.stdout)["records"]
+    assert sorted((r["func_id"], r["name"]) for r in records if r["kind"] == "function") \
+        == want
+
+
+def test_verify_flags_an_id_the_map_lacks(traced: tuple[Path, Path], tmp_path: Path) -> None:
+    """A trace (built from the format document) calling #1 and #99: the map holds
+    IDs 1 to N only (N from llvm-xray extract)."""
+    from tests.support.xray_traces import block, func, header
+
+    _, binary = traced
+    count = len({row["id"] for row in llvm_extract(binary)})
+    trace = tmp_path / "trace"
+    body = func(0, 1, 0) + func(1, 1, 1) + func(0, 99, 1) + func(1, 99, 1)
+    trace.write_bytes(header() + block(7, body))
+    where = 32 + 16 + 4 * 16 + 16  # header, extents, preamble, the first two records
+    proc = cfi2sframe("verify", str(trace), "--binary", str(binary), "-q", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert f"{trace}: at byte {where:#x}: thread 7: function ID #99 is not in {binary}'s " \
+           f"instrumentation map ({count} functions)" in proc.stdout.splitlines()
+    assert proc.stdout.splitlines()[-1] == f"{trace}: FAILED: FDR trace, 1 problem"
+    refused = cfi2sframe("verify", str(trace), "--json", cwd=tmp_path)
+    assert refused.returncode == 2 and "no --json" in refused.stderr

@@ -146,3 +146,29 @@ def test_claims_allocate_nothing() -> None:
     assert any("runs past the end of the file" in m for _, m in found), found
     with pytest.raises(DecodeError):
         list(events(claims))
+
+
+def test_dump_json_closes_its_object_where_a_trace_is_cut(tmp_path: Path) -> None:
+    """``dump --json`` of a trace cut inside a record: still one JSON object, holding
+    the records before the cut and the error, then the located error (exit 1)."""
+    import json
+
+    whole = cfi2sframe("dump", "--json", str(_written(tmp_path, "whole", TRACE)),
+                       cwd=tmp_path)
+    assert whole.returncode == 0
+    records = json.loads(whole.stdout)["records"]
+    # two buffers: extents and 4 preamble records each, 6 body records, then 2
+    assert len(records) == 18 and records[0]["record"] == "BufferExtents"
+    cut = _written(tmp_path, "cut", TRACE[:BLOCK_END + 16 + 3])  # inside NewBuffer
+    proc = cfi2sframe("dump", "--json", str(cut), cwd=tmp_path)
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    assert out["records"] == records[:len(out["records"])] and len(out["records"]) == 12
+    assert out["error"]["offset"] == BLOCK_END + 16
+    assert proc.stderr.startswith(f"{cut}: error: at byte {BLOCK_END + 16:#x}")
+
+
+def _written(folder: Path, name: str, data: bytes) -> Path:
+    path = folder / name
+    path.write_bytes(data)
+    return path
