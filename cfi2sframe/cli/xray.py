@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 
 from ..errors import DecodeError, decoding
+from ..files import read_input
 from ..xray.check import check_trace
 from ..xray.expand import events
 from ..xray.instr_map import InstrMap, id_names, open_instr_map
@@ -55,7 +56,8 @@ def verify(path: str, data: bytes, binary: str | None = None, demangle: bool = T
     """Every problem, one line each; exit 1 if there is one.  ``binary``: also the
     function IDs its map lacks, and whether its SFrame or ``.eh_frame`` covers every
     entry and exit sled (a sled neither covers is a problem)."""
-    instr_map = open_instr_map(binary) if binary else None
+    image = read_input(binary) if binary else b""
+    instr_map = open_instr_map(binary, image) if binary else None
     with decoding(path):
         header = read_header(data)
         count = 0
@@ -70,7 +72,7 @@ def verify(path: str, data: bytes, binary: str | None = None, demangle: bool = T
             count += 1
             print(f"{path}: at byte {offset:#x}: thread {tid}: function ID #{func_id} is not "
                   f"in {binary}'s instrumentation map ({len(instr_map.functions)} functions)")
-        count += _coverage(binary, instr_map, demangle, quiet)
+        count += _coverage(binary, image, instr_map, demangle, quiet)
     words = header_line(header).split(",")[0].removeprefix("XRay ")
     if count:
         print(f"{path}: FAILED: {words}, {count} problem{'s' * (count != 1)}")
@@ -93,17 +95,16 @@ def _unknown_ids(data: bytes, instr_map: InstrMap) -> Iterator[tuple[int, int, i
         return
 
 
-def _coverage(binary: str, instr_map: InstrMap, demangle: bool, quiet: bool) -> int:
+def _coverage(binary: str, data: bytes, instr_map: InstrMap, demangle: bool,
+              quiet: bool) -> int:
     """Print each function's entry and exit sleds against the binary's SFrame and
     ``.eh_frame`` FDEs, then the totals; return how many sleds neither covers."""
     from ..elf.cfi import read_elf_cfi
     from ..elf.read import open_elf_file
-    from ..files import read_input
     from ..sframe.decode import FdeTable
     from ..sframe.load import sframe_bytes
     from ..xray.coverage import sled_coverage
 
-    data = read_input(binary)
     view = open_elf_file(binary, data)
     sframe = None
     if view.holds_sframe:  # the FDE index alone: no FRE is decoded

@@ -94,9 +94,9 @@ def read_instr_map(data: bytes, where: str = "ELF file") -> InstrMap:
         raise DecodeError(0, f"{where} has no {MAP_SECTION} section (not built with "
                              "-fxray-instrument, or stripped of it)")
     word = 8 if view.is64 else 4
-    relocated = _relative_addends(view)
-    sleds = list(_sleds(view, section, _contents(view, section, 4 * word), relocated))
     index = view.section(INDEX_SECTION)
+    relocated = _relative_addends(view, [s for s in (section, index) if s is not None])
+    sleds = list(_sleds(view, section, _contents(view, section, 4 * word), relocated))
     if index is None or not sleds:
         layout, groups = "none", _walk_groups(sleds)
     else:
@@ -130,10 +130,11 @@ def _contents(view: ElfView, section: Section, entry: int) -> bytes:
     return view.data[section.offset:section.offset + section.size]
 
 
-def _relative_addends(view: ElfView) -> dict[int, int]:
+def _relative_addends(view: ElfView, within: list[Section]) -> dict[int, int]:
     """Place -> addend of every ``R_*_RELATIVE`` relocation of the file's RELA sections
-    (a PIE's absolute map fields are 0 or stale in the file until the loader adds the
-    base: llvm-xray reads the addend).  REL targets keep the addend in place."""
+    that places a field of ``within`` (a PIE's absolute map fields are 0 or stale in
+    the file until the loader adds the base: llvm-xray reads the addend).  REL targets
+    keep the addend in place."""
     arch = by_elf_machine(view.machine, not view.little_endian)
     relative = arch.elf_relative_relocation if arch is not None else 0
     if not relative:
@@ -147,7 +148,8 @@ def _relative_addends(view: ElfView) -> dict[int, int]:
             continue
         raw = view.data[section.offset:section.offset + section.size]
         for place, info, addend in struct.iter_unpack(layout, raw[:len(raw) // size * size]):
-            if info & kind_of == relative:
+            if info & kind_of == relative and any(
+                    s.addr <= place < s.addr + s.size for s in within):
                 found[place] = addend
     return found
 
