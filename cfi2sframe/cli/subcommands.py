@@ -10,5 +10,6 @@ SUBCOMMANDS = {
     "stats": ("stats", "SFrame coverage and sizes for ELF files"),
     "compact": ("compact", "Apple compact unwind encodings from the same CFI"),
     "extract": ("extract", "write one section's bytes (__unwind_info, .sframe) to a file"),
+    "stacks": ("stacks", "an XRay trace's call stacks: folded, Chrome trace events, account"),
     "unwind": ("unwind", "walk a register and stack snapshot with SFrame or compact unwind"),
 }
