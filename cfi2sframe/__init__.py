@@ -81,6 +81,10 @@ if TYPE_CHECKING:
     from .xray.instr_map import read_instr_map as xray_instr_map
     from .xray.records import Header as XrayHeader
     from .xray.records import read_header as xray_header
+    from .xray.stacks import Note as XrayNote
+    from .xray.stacks import Stacks as XrayStacks
+    from .xray.stacks import StackTotals as XrayStackTotals
+    from .xray.stacks import build_stacks as xray_stacks
 
 __version__ = "0.1.0"
 
@@ -130,6 +134,8 @@ _EXPORTS = {
     "XrayFunction": "xray.instr_map", "xray_function_names": "xray.instr_map:id_names",
     "open_xray_instr_map": "xray.instr_map:open_instr_map",
     "xray_instr_map": "xray.instr_map:read_instr_map",
+    "XrayNote": "xray.stacks:Note", "XrayStacks": "xray.stacks:Stacks",
+    "XrayStackTotals": "xray.stacks:StackTotals", "xray_stacks": "xray.stacks:build_stacks",
 }
 
 __all__ = [
@@ -147,7 +153,8 @@ __all__ = [
     "modules_from_maps", "modules_walk", "order_functions", "placed_functions",
     "read_unwind_info", "sframe_from_dwarf", "sframe_from_eh_frame", "sframe_walk",
     "step_compact", "timelines_from_asm",
-    "XrayEvent", "XrayFinding", "XrayHeader", "check_xray", "xray_events", "xray_header",
+    "XrayEvent", "XrayFinding", "XrayHeader", "XrayNote", "XrayStackTotals", "XrayStacks",
+    "check_xray", "xray_events", "xray_header", "xray_stacks",
     "XrayFunction", "XrayInstrMap", "XraySled", "open_xray_instr_map", "xray_function_names",
     "xray_instr_map",
 ]
