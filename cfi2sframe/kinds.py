@@ -162,9 +162,9 @@ def refuse_unreadable(path: str, data: bytes) -> Kind:
                                     "'compact', 'dump' and 'verify' read it; this command "
                                     "reads ELF files, assembly and raw SFrame sections")
     if kind == Kind.xray:
-        raise Cfi2SframeError(path, f"an XRay trace ({_xray_words(data)}): 'dump' and "
-                                    "'verify' read it; this command reads ELF files, "
-                                    "assembly and raw SFrame sections")
+        raise Cfi2SframeError(path, f"an XRay trace ({_xray_words(data)}): 'dump', "
+                                    "'verify' and 'stacks' read it; this command reads ELF "
+                                    "files, assembly and raw SFrame sections")
     if kind == Kind.binary:
         raise Cfi2SframeError(path, "not assembly, ELF, an archive or SFrame (starts with "
                                     f"{data[:8].hex(' ')})")

@@ -54,6 +54,9 @@ from cfi2sframe import (
     XrayHeader,
     XrayInstrMap,
     XraySled,
+    XrayNote,
+    XrayStacks,
+    XrayStackTotals,
     build_unwind_info,
     check_xray,
     compact_asm,
@@ -92,6 +95,7 @@ from cfi2sframe import (
     xray_function_names,
     xray_header,
     xray_instr_map,
+    xray_stacks,
 )
 
 
@@ -187,6 +191,9 @@ def signatures() -> None:
         open_map("/nonexistent")  # a located error
     except Cfi2SframeError:
         pass
+    no_calls: XrayStacks = xray_stacks(iter(()), per_thread=True)
+    totals: list[XrayStackTotals] = no_calls.stacks
+    assert not totals and not no_calls.notes[(XrayNote.tail_exit, 1)]
     for call in (trace_events, trace_header, trace_check):
         try:
             list(call(trace)) if call is not trace_header else call(trace)
