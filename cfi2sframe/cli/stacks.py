@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_input
 from ..xray.expand import events
+from ..xray.fast import fdr_stacks
 from ..xray.records import read_header
 from ..xray.report import (
     ACCOUNT_HEADING,
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
             raise Cfi2SframeError(args.file, "the header's cycle frequency is 0: cycles "
                                              "cannot be converted to time (--count can)")
         if args.format == "folded":
-            stacks = build_stacks(events(data), args.per_thread)
+            stacks = fdr_stacks(data, header, args.per_thread) or \
+                build_stacks(events(data), args.per_thread)
             sys.stdout.write("".join(line + "\n" for line in
                                      folded(stacks, names, frequency, args.count)))
             notes = stacks.notes

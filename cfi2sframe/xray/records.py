@@ -235,16 +235,17 @@ def record_size(record: Record) -> int:
     return METADATA_SIZE
 
 
-def fdr_records(data: bytes, header: Header) -> Iterator[Record]:
-    """Every record of an FDR trace in file order, one at a time.
+def fdr_records(data: bytes, header: Header, start: int = HEADER_SIZE,
+                buffer_end: int | None = None) -> Iterator[Record]:
+    """Every record of an FDR trace in file order, one at a time (from ``start``: the
+    header's end, or a record inside the buffer whose extent ends at ``buffer_end``).
 
     From version 2 each buffer is a BufferExtents record and that many bytes: a record
     that crosses the extent or cannot be read is a ``Skipped`` up to the extent's end,
     where reading goes on.  Version 1 buffers end with EndOfBuffer and padding to the
     header's buffer size.  A DecodeError where the file ends inside a record or holds
     one that cannot be read outside any extent."""
-    at, end = HEADER_SIZE, len(data)
-    buffer_end: int | None = None  # the current buffer's extent's end, from version 2
+    at, end = start, len(data)  # buffer_end: the current buffer's extent's end (v2 on)
     while at < end:
         if buffer_end is not None and at >= buffer_end:
             buffer_end = None

@@ -3,10 +3,16 @@ the record's byte offset (payloads with their unprintable bytes escaped)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import struct
+from collections.abc import Generator, Iterator, Mapping
 
+from ..errors import DecodeError
 from .records import (
     FDR,
+    FUNC_KINDS,
+    HEADER_SIZE,
+    META_KINDS,
+    METADATA_SIZE,
     BasicKind,
     BasicRecord,
     BufferExtents,
@@ -16,6 +22,7 @@ from .records import (
     FuncKind,
     Function,
     Header,
+    MetaKind,
     NewBuffer,
     NewCpu,
     PidEntry,
@@ -25,6 +32,7 @@ from .records import (
     WallClock,
     basic_records,
     fdr_records,
+    record_at,
 )
 
 _FUNCTION = {FuncKind.enter: "Function Enter", FuncKind.exit: "Function Exit",
@@ -100,14 +108,76 @@ def basic_text(record: BasicRecord, names: Mapping[int, str] | None = None) -> s
 
 def dump_lines(data: bytes, header: Header, names: Mapping[int, str] | None = None
                ) -> Iterator[str]:
-    """Every record's line, streamed (a DecodeError where reading cannot go on);
-    ``names``: each function's name beside its ID."""
+    """Every record's line (a buffer's lines at a time, where ``_whole_buffers``
+    reads it), streamed (a DecodeError where reading cannot go on); ``names``: each
+    function's name beside its ID."""
     if header.type == FDR:
-        for record in fdr_records(data, header):
+        start, buffer_end = yield from _whole_buffers(data, header, names or {})
+        for record in fdr_records(data, header, start, buffer_end):
             yield f"{record.offset:#08x}  {record_text(record, names)}\n"
     else:
         for basic in basic_records(data, header):
             yield f"{basic.offset:#08x}  {basic_text(basic, names)}\n"
+
+
+_PAIRS = struct.Struct("<II")
+_FUNCTION_WORDS = tuple(_FUNCTION[kind] for kind in FUNC_KINDS)
+
+
+def _whole_buffers(data: bytes, header: Header, names: Mapping[int, str]
+                   ) -> Generator[str, None, tuple[int, int | None]]:
+    """The lines of buffers, many at a time, as ``fdr_records`` and ``record_text``
+    give them but without an object per function record: little-endian traces from
+    version 2, buffers whose extents hold whole function records and 16-byte metadata
+    records.  At anything else (an event's payload, a second BufferExtents, a record
+    that cannot be read, a buffer past the file's end) it returns where the general
+    reader takes over: that record's offset and its buffer's end (None between
+    buffers)."""
+    at, end = HEADER_SIZE, len(data)
+    if header.version < 2 or header.order != "little":
+        return at, None
+    words, view = _FUNCTION_WORDS, memoryview(data)
+    labels = {func_id: function_id(func_id, names) for func_id in names}
+    while at + METADATA_SIZE <= end and data[at] == _EXTENTS_BYTE:
+        size = int.from_bytes(data[at + 1:at + 9], "little")
+        first, stop = at + METADATA_SIZE, at + METADATA_SIZE + size
+        if size % 8 or stop > end:
+            return at, None
+        lines = [f"{at:#08x}  {record_text(BufferExtents(at, size), names)}\n"]
+        units = _PAIRS.iter_unpack(view[first:stop])
+        pos = first
+        for word, delta in units:
+            if len(lines) >= _LINES_AT_ONCE:
+                yield "".join(lines)
+                lines.clear()
+            if not word & 1:
+                kind = (word >> 1) & 7
+                if kind > 3:
+                    break
+                func_id = word >> 4
+                label = labels.get(func_id) or f"#{func_id}"
+                lines.append(f"{pos:#08x}  {words[kind]}: {label} delta = +{delta}\n")
+                pos += 8
+                continue
+            if (word & 0xFF) >> 1 in _PAYLOAD_KINDS or next(units, None) is None:
+                break
+            try:
+                record = record_at(data, pos, stop, header.version, header.order)
+            except DecodeError:
+                break
+            lines.append(f"{pos:#08x}  {record_text(record, names)}\n")
+            pos += METADATA_SIZE
+        yield "".join(lines)
+        if pos < stop:
+            return pos, stop
+        at = stop
+    return at, None
+
+
+_LINES_AT_ONCE = 4096
+_EXTENTS_BYTE = META_KINDS.index(MetaKind.buffer_extents) << 1 | 1
+_PAYLOAD_KINDS = frozenset(META_KINDS.index(k) for k in (
+    MetaKind.custom_event, MetaKind.typed_event, MetaKind.buffer_extents))
 
 
 def json_record(record: Record | BasicRecord, names: Mapping[int, str] | None = None
