@@ -10,6 +10,8 @@ Input, per the performance issue:
   library  libLLVM-14.so.1 (Debian's llvm-14), 95k FDEs
   tree     a folder of installed libraries, ``stats -r`` with -j 1 and -j 2
   Mach-O   x86-64 macOS images of each dense size (llvm-mc, ld64.lld-14)
+  XRay     ``make_xray_trace.py``: a 4-thread clang-14 program's FDR trace, 10.8 million
+           function records (made once, cached in /tmp), dump and stacks
 
 Prints a markdown table (medians of ``--runs``; peak RSS is the largest of the runs,
 from ``os.wait4``; the rows whose ratio is a goal time ours and the C tool
@@ -203,6 +205,23 @@ def macho(table: Table, ours: str, tmp: str, sizes: list[int], runs: int) -> Non
                          str(image.with_suffix(".bin"))], runs), objdump, tool, n)
 
 
+def xray(table: Table, ours: str, runs: int) -> None:
+    """A trace of 10.8 million function records: ``dump`` against ``llvm-xray-14
+    fdr-dump`` and ``stacks`` (folded) against ``llvm-xray-14 stack``'s flame output."""
+    if not (shutil.which("clang-14") and shutil.which("llvm-xray-14")):
+        print("| (XRay) | clang-14 or llvm-xray-14 not found | | | | | |")
+        return
+    trace = subprocess.run([sys.executable, str(HERE / "make_xray_trace.py")], check=True,
+                           capture_output=True, text=True).stdout.strip()
+    what = "XRay FDR trace, 10.8M function records, 4 threads"
+    dumped, fdr_dump = paired([ours, "dump", trace], ["llvm-xray-14", "fdr-dump", trace], runs)
+    table.row("XRay dump", what, dumped, fdr_dump, "llvm-xray-14 fdr-dump")
+    stacked, stack = paired([ours, "stacks", trace],
+                            ["llvm-xray-14", "stack", "-all-stacks", "-stack-format=flame",
+                             "-aggregation-type=time", trace], runs)
+    table.row("XRay stacks", what, stacked, stack, "llvm-xray-14 stack (flame)")
+
+
 def tree(table: Table, ours: str, runs: int, folder: str) -> None:
     if not os.path.isdir(folder):
         print(f"| (tree) | {folder} not found | | | | | |")
@@ -240,6 +259,7 @@ def main() -> None:
         macho(table, ours, tmp, sizes, runs)
         if not args.quick:
             library(table, ours, tmp, runs, args.library)
+            xray(table, ours, runs)
             tree(table, ours, runs, args.tree)
     table.linearity()
 

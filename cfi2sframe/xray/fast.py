@@ -85,9 +85,10 @@ class _Walk:
                             span = 0
                         if stack:
                             stack[-1][3] += span
-                        node = frame[1]
+                        node, alone = frame[1], span - frame[3]
                         calls[node] += 1
-                        own[node] += max(span - frame[3], 0)
+                        if alone > 0:
+                            own[node] += alone
                         inclusive[node] += span
                     else:
                         self._exit(stack, func_id, base)
