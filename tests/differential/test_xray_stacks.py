@@ -286,6 +286,27 @@ def test_what_the_walk_decides_is_counted(tmp_path: Path) -> None:
     assert [(e["name"], e["ts"], e["tid"]) for e in opened] == [("#6", 270.5 / 1000, 7)]
 
 
+def test_chrome_typed_and_custom_events(tmp_path: Path) -> None:
+    """Hand-made, version 5 at 3 GHz: a custom event (delta 2 after the enter at 1000)
+    and a typed event of type 9 (delta 4 more) inside #1, which exits at 1009.  ts
+    from the earliest TSC (1000): 2 cycles = 2/3000 µs, to the picosecond 0.000667;
+    the typed event at 6 cycles, 0.002 µs; #1's span 9 cycles, 0.003 µs."""
+    from tests.support.xray_traces import custom, meta
+
+    body = (func(0, 1, 0) + custom(5, b"ab\x01", delta=2)
+            + meta(8, struct.pack("<iiH", 2, 4, 9)) + b"xy" + func(1, 1, 3))
+    path = tmp_path / "events.fdr"
+    path.write_bytes(header(freq=3 * 10**9) + block(7, body, tsc=1000))
+    proc = cfi2sframe("stacks", str(path), "--format", "chrome", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["traceEvents"] == [
+        {"name": "custom-event", "ph": "i", "s": "t", "ts": 0.000667, "pid": 42, "tid": 7,
+         "args": {"data": "ab\\x01"}},
+        {"name": "typed-event", "ph": "i", "s": "t", "ts": 0.002, "pid": 42, "tid": 7,
+         "args": {"type": 9, "data": "xy"}},
+        {"name": "#1", "ph": "X", "ts": 0, "dur": 0.003, "pid": 42, "tid": 7}]
+
+
 def test_chrome_trace_events(traces: dict[str, tuple[Path, Path]]) -> None:
     """Chrome JSON: numeric ts in µs from the earliest TSC, an X event per call (per
     function and thread, the count and summed durations llvm-xray's stacks give), the

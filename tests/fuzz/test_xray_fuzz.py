@@ -16,7 +16,10 @@ import pytest
 from cfi2sframe.errors import DecodeError
 from cfi2sframe.xray.check import check_trace
 from cfi2sframe.xray.expand import events
+from cfi2sframe.xray.fast import fdr_stacks
 from cfi2sframe.xray.records import read_header
+from cfi2sframe.xray.report import account
+from cfi2sframe.xray.stacks import StackWalk, build_stacks
 from cfi2sframe.xray.text import dump_lines
 from tests.conftest import cfi2sframe
 from tests.support.xray_traces import block, func, header, meta
@@ -100,7 +103,11 @@ def _everything(data: bytes) -> None:
     except DecodeError:
         return
     list(check_trace(data))
-    for run in (lambda: list(events(data)), lambda: list(dump_lines(data, read_header(data)))):
+    runs = (lambda: list(events(data)), lambda: list(dump_lines(data, read_header(data))),
+            lambda: build_stacks(events(data), True),
+            lambda: fdr_stacks(data, read_header(data), True),
+            lambda: account(StackWalk().calls(events(data))))
+    for run in runs:
         try:
             run()
         except DecodeError:

@@ -25,6 +25,7 @@ import cfi2sframe
 from cfi2sframe.cli import main
 from cfi2sframe.errors import EX_SOFTWARE
 from tests.conftest import gsframe_program, require, small_program
+from tests.support import xray_traces as xray
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -47,8 +48,13 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     exe = small_program(folder)
     exe_sframe = folder / "a.sframe.out"
     assert main([str(exe), "--emit", "elf", "-o", str(exe_sframe)]) == 0
+    trace = folder / "t.fdr"  # two threads, a tail exit, a call left open
+    trace.write_bytes(xray.header() + xray.block(7, xray.func(0, 1, 0) + xray.func(0, 2, 3)
+                                                 + xray.func(2, 2, 4) + xray.func(1, 1, 5)
+                                                 + xray.func(0, 3, 1))
+                      + xray.block(8, xray.func(0, 1, 0) + xray.func(1, 1, 9)))
     return {"obj": obj, "obj+sframe": with_sframe, "exe+sframe": exe_sframe,
-            "ld-v1": gsframe_program(folder)}
+            "ld-v1": gsframe_program(folder), "trace": trace}
 
 
 def _runs(inputs: dict[str, Path], out: Path) -> dict[str, list[str]]:
@@ -74,6 +80,9 @@ def _runs(inputs: dict[str, Path], out: Path) -> dict[str, list[str]]:
         "source-sframe": [str(inputs["ld-v1"]), "--source", "sframe", "--sframe-version",
                           "3", "-o", str(out)],
         "verify-consumer": ["verify", "--consumer", "glibc", exe],
+        "stacks": ["stacks", str(inputs["trace"]), "--per-thread"],
+        "stacks-account": ["stacks", str(inputs["trace"]), "--format", "account"],
+        "stacks-chrome": ["stacks", str(inputs["trace"]), "--format", "chrome"],
     }
 
 
