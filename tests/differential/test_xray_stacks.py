@@ -105,6 +105,13 @@ def test_inclusive_and_self_match_llvm_stack(traces: dict[str, tuple[Path, Path]
     assert inclusive == theirs
     assert own == _self_from_inclusive(theirs)
     assert len(theirs) >= 4
+    # What flamegraph.pl draws is the sum of a stack's lines and its descendants':
+    # ours gives each root its inclusive time, llvm-xray's counts callees again.
+    for root in (key for key in theirs if key.count(";") == 1):
+        below = [key for key in theirs if key == root or key.startswith(root + ";")]
+        assert sum(own[key] for key in below) == theirs[root]
+        if len(below) > 1:
+            assert sum(theirs[key] for key in below) > theirs[root]
     # -O0: worker;rec;rec;rec (recursion); basic: worker;argf; -O2 alone: flat
     depth = max(key.count(";") for key in theirs)
     assert depth >= {"fdr": 1, "basic": 2, "fdr-threads": 4}[name], "no nesting"
