@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from typing import NoReturn
 
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_input
@@ -57,7 +58,7 @@ def function_names(binary: str | None, demangle: bool) -> Mapping[int, str]:
     return {}
 
 
-def _usage(message: str) -> None:
+def _usage(message: str) -> NoReturn:
     print(f"cfi2sframe stacks: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -75,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
             raise Cfi2SframeError(args.file, "the header's cycle frequency is 0: cycles "
                                              "cannot be converted to time (--count can)")
         if args.format == "folded":
-            stacks = fdr_stacks(data, header, args.per_thread) or \
-                build_stacks(events(data), args.per_thread)
+            stacks = fdr_stacks(data, header, args.per_thread)  # (None: it declines)
+            if stacks is None:
+                stacks = build_stacks(events(data), args.per_thread)
             sys.stdout.write("".join(line + "\n" for line in
                                      folded(stacks, names, frequency, args.count)))
             notes = stacks.notes
