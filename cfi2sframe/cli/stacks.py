@@ -12,6 +12,7 @@ from ..errors import Cfi2SframeError, decoding
 from ..files import read_input
 from ..xray.expand import events
 from ..xray.fast import fdr_stacks
+from ..xray.instr_map import id_names, open_instr_map
 from ..xray.records import read_header
 from ..xray.report import (
     ACCOUNT_HEADING,
@@ -49,13 +50,9 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def function_names(binary: str | None, demangle: bool) -> Mapping[int, str]:
-    """Function ID -> name for ``--binary``.
-
-    TODO: return ``cfi2sframe.xray.instr_map``'s mapping of BIN's xray_instr_map
-    (demangled unless ``--no-demangle``) once that reader is merged; until then no
-    names, and every function prints as ``#ID``."""
-    del binary, demangle
-    return {}
+    """Function ID -> name for ``--binary`` (BIN's ``xray_instr_map``, demangled unless
+    ``--no-demangle``); without it none, and every function prints as ``#ID``."""
+    return id_names(open_instr_map(binary), demangle) if binary else {}
 
 
 def _usage(message: str) -> NoReturn:

@@ -120,9 +120,10 @@ def test_inclusive_and_self_match_llvm_stack(traces: dict[str, tuple[Path, Path]
 @pytest.mark.parametrize("name", NAMED)
 def test_folded_command_is_self_nanoseconds_merged(traces: dict[str, tuple[Path, Path]],
                                                    name: str) -> None:
-    """The command's folded lines (names not resolved yet: ``#ID``): llvm-xray's
-    per-thread inclusive values turned into self cycles, summed over threads and
-    converted once; sorted; and ``--count`` as llvm-xray's count aggregation."""
+    """The command's folded lines: llvm-xray's per-thread inclusive values turned into
+    self cycles, summed over threads and converted once; sorted; with ``--binary``
+    named as llvm-xray names them, without it ``#ID``; and ``--count`` as llvm-xray's
+    count aggregation."""
     trace, binary = traces[name]
     ids = {v: f"#{k}" for k, v in names_of(binary).items()}
     frequency = frequency_of(trace)
@@ -133,11 +134,18 @@ def test_folded_command_is_self_nanoseconds_merged(traces: dict[str, tuple[Path,
     merged: Counter[str] = Counter()
     for stack, value in _self_from_inclusive(
             llvm_stack(trace, binary, "-aggregation-type=time")).items():
-        merged[as_ids(stack.split(";", 1)[1])] += value
-    want = [f"{stack} {ns(value, frequency)}" for stack, value in sorted(merged.items())]
+        merged[stack.split(";", 1)[1]] += value
+    named = [f"{stack} {ns(value, frequency)}" for stack, value in sorted(merged.items())]
     proc = cfi2sframe("stacks", str(trace), "--binary", str(binary), cwd=trace.parent)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == want
+    assert proc.stdout.splitlines() == named
+    by_id: Counter[str] = Counter()
+    for stack, value in merged.items():
+        by_id[as_ids(stack)] += value
+    proc = cfi2sframe("stacks", str(trace), cwd=trace.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"{stack} {ns(value, frequency)}"
+                                        for stack, value in sorted(by_id.items())]
 
     counts = llvm_stack(trace, binary, "-aggregation-type=count", "-aggregate-threads")
     proc = cfi2sframe("stacks", str(trace), "--count", cwd=trace.parent)
