@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,11 +30,40 @@ def unavailable(message: str) -> NoReturn:
     pytest.skip(message)
 
 
+# The oracles whose output the tests read as their version writes it (readelf --sframe
+# reads V1, GNU ld merges only V1, llvm-objdump-14's listing and llvm-xray-14's known
+# errors): a tool of another version is missing, not a wrong answer.
+_BINUTILS = re.compile(r"^(?:[\w]+-linux-gnu-)?(?:as|ld|readelf|objcopy|strip|objdump|nm|ar)$")
+_LLVM = re.compile(r"^(?:llvm-mc|[\w.-]+-14)$")
+ORACLE_VERSIONS = ((_BINUTILS, re.compile(r"\b2\.40\b"), "GNU binutils 2.40"),
+                   (_LLVM, re.compile(r"\b14\.\d"), "LLVM 14"))
+
+
+@functools.cache
+def version_problem(tool: str) -> str | None:
+    """Why ``tool`` is not the version the tests assume (None: it is, or the tests
+    assume nothing of its version)."""
+    for name, version, wanted in ORACLE_VERSIONS:
+        if name.match(tool):
+            proc = subprocess.run([tool, "--version"], capture_output=True, text=True,
+                                  check=False)
+            said = proc.stdout + proc.stderr
+            if not version.search(said):
+                line = next((ln.strip() for ln in said.splitlines() if re.search(r"\d\.\d", ln)),
+                            "no version")
+                return f"{tool} is not {wanted} ({line})"
+    return None
+
+
 def require(*tools: str) -> None:
-    """Skip (locally) or fail (in CI) when a real tool the test needs is missing."""
+    """Skip (locally) or fail (in CI) when a real tool the test needs is missing, or is
+    not the version whose output the tests assume."""
     missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
         unavailable(f"missing tools: {', '.join(missing)}")
+    wrong = [problem for tool in tools if (problem := version_problem(tool))]
+    if wrong:
+        unavailable("; ".join(wrong))
 
 
 def require_path(*paths: str | Path) -> None:
