@@ -99,8 +99,8 @@ def described(record: dict[str, Any]) -> int:
 
 def warm_up() -> None:
     """Import what ``file_record`` uses, so that the children forked for each file
-    inherit it: importing it again in every child cost 0.13 s a file (more than the
-    work on a small one)."""
+    inherit it: importing it again in every child cost more than the work on a small
+    file."""
     from .. import convert, files  # noqa: F401
     from ..analysis import compare  # noqa: F401
     from ..dwarf import cfi  # noqa: F401

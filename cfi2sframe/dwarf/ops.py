@@ -4,8 +4,8 @@
 them, and CFI bytes (``.cfi_escape``, ``.eh_frame``, ``.debug_frame``) decode
 straight into them.  One type per operation, with the operands it has (as gimli's
 ``CallFrameInstruction``); offsets are in bytes, already multiplied by the alignment
-factors.  The types are named tuples (cheap to build and to create at import: a
-dataclass each cost 8 ms of start-up for 20 types) made ``_distinct``: two operations
+factors.  The types are named tuples (cheap to build and to create at import, where
+dataclasses added to every command's start-up) made ``_distinct``: two operations
 with the same operands are not equal (``DefCfaRegister(7)`` is not ``Undefined(7)``).
 """
 

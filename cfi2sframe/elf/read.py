@@ -1,9 +1,9 @@
 """A minimal ELF reader: header, section headers, program headers, symbols.
 
 The package's only ELF reader (the assembler's probe object, CFI, ``.sframe``,
-relocations, rewriting).  Reading these with ``struct`` takes milliseconds;
-importing pyelftools alone took ~50 ms, and building its section objects for a
-large library (hash tables, dynamic segment) ~0.5 s.  pyelftools is a test oracle.
+relocations, rewriting).  Reading these with ``struct`` costs little next to
+importing pyelftools and building its section objects for a large library (hash
+tables, dynamic segment).  pyelftools is a test oracle.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """An assembler process started on a source written to a temporary folder.
 
 The part of running the assembler that needs nothing of the conversion: the command
-line starts it before the conversion's modules are imported (``cli.early``: some
-50 ms of a small file's conversion), and ``probe.AssemblerJob`` adopts it where it is
+line starts it before the conversion's modules are imported (``cli.early``: the
+imports are a large part of a small file's conversion), and ``probe.AssemblerJob`` adopts it where it is
 the run the conversion would start, or starts its own.  Kept to the standard
 library's process modules, so that starting it costs little more than the process.
 """

@@ -81,8 +81,8 @@ class DecodedFre(NamedTuple):
 
 class DecodedFde(NamedTuple):
     """An FDE (V3: index entry plus attribute) with its absolute start address and FREs.
-    (A named tuple: a dump decodes one per function, and a frozen dataclass took 4 µs
-    to build, most of a 100k-function decode.)"""
+    (A named tuple: a dump decodes one per function, and a frozen dataclass's
+    construction was most of a large decode: docs/performance.md.)"""
 
     # The FDE's number; it shadows tuple.index, which nothing calls on an FDE.
     index: int  # type: ignore[assignment]

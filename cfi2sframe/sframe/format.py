@@ -156,7 +156,7 @@ class SFrameFunction(NamedTuple):
 
     ``anchor`` (symbol, distance) carries the timeline's way to name the start
     in assembly output.  A named tuple: a large library makes
-    a hundred thousand of them, and a frozen dataclass costs 3x more to build.
+    a hundred thousand of them, and a frozen dataclass costs several times more.
     """
 
     name: str
