@@ -8,7 +8,8 @@ A file that hangs is stopped by killing its worker (``--timeout``), one that
 crashes the interpreter costs only its own record; either way a new worker takes
 the next file.  Forking per file cost more than the work on a small file: the
 child's first writes to the pages it shares with the parent (reference counts)
-fault page by page, and forked siblings fault in each other's way on two cores.  A worker pays that once for many files.
+fault page by page, and forked siblings fault in each other's way on two cores.
+A worker pays that once for many files.
 
 The parent is a single thread that waits on the workers' pipes, so the fork never
 happens beside other threads.  Requests and records travel as a 4-byte length and

@@ -2,8 +2,8 @@
 
 The part of running the assembler that needs nothing of the conversion: the command
 line starts it before the conversion's modules are imported (``cli.early``: the
-imports are a large part of a small file's conversion), and ``probe.AssemblerJob`` adopts it where it is
-the run the conversion would start, or starts its own.  Kept to the standard
+imports are a large part of a small file's conversion), and ``probe.AssemblerJob``
+adopts it where it is the run the conversion would start, or starts its own.  Kept to the standard
 library's process modules, so that starting it costs little more than the process.
 """
 
