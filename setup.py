@@ -10,7 +10,7 @@ setup(ext_modules=[Extension("cfi2sframe._core",
                               "cfi2sframe/_core_sframe_index.c",
                               "cfi2sframe/_core_unwind_info.c",
                               "cfi2sframe/_core_verify.c", "cfi2sframe/_core_eh.c",
-                              "cfi2sframe/_core_scan.c"],
+                              "cfi2sframe/_core_scan.c", "cfi2sframe/_core_xray.c"],
                              depends=["cfi2sframe/_core.h", "cfi2sframe/_core_text.h"],
                              optional=True,
                              extra_compile_args=["-O2"])])

@@ -936,6 +936,15 @@ static PyMethodDef methods[] = {
      "unwind_info_text(section, base, image, symtab, wide, words, stack_ind)\n"
      "-> the listing of an __unwind_info section, or None (the Python reader reports\n"
      "what is wrong with it); see _core_unwind_info.c."},
+    {"xray_labels", (PyCFunction)(void (*)(void))xray_labels, METH_VARARGS | METH_KEYWORDS,
+     "xray_labels(labels) -> {function ID: label} prepared for xray_dump, or None;\n"
+     "see _core_xray.c."},
+    {"xray_dump", (PyCFunction)(void (*)(void))xray_dump, METH_VARARGS | METH_KEYWORDS,
+     "xray_dump(data, at, stop, labels, lines) -> (text, at, stop, more): an FDR\n"
+     "trace's dump lines from at; see _core_xray.c."},
+    {"xray_stacks", (PyCFunction)(void (*)(void))xray_stacks, METH_VARARGS | METH_KEYWORDS,
+     "xray_stacks(data, per_thread) -> (totals, notes), or None (the general path);\n"
+     "see _core_xray.c."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -109,4 +109,9 @@ PyObject *relocate(PyObject *self, PyObject *args);
 /* _core_sframe_index.c: where an SFrame section's FDE ranges start and end. */
 PyObject *fde_index(PyObject *self, PyObject *args);
 
+/* _core_xray.c: an XRay FDR trace's dump lines and stacks (keyword arguments). */
+PyObject *xray_labels(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *xray_dump(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *xray_stacks(PyObject *self, PyObject *args, PyObject *kwargs);
+
 #endif

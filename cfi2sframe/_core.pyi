@@ -1,6 +1,6 @@
 # The compiled core (_core.c, _core_reloc.c, _core_sframe_dump.c, _core_unwind_info.c,
-# _core_eh.c, _core_verify.c, _core_sframe_index.c); sframe/fastpath.py, sframe/build.py,
-# sframe/encode.py,
+# _core_eh.c, _core_verify.c, _core_sframe_index.c, _core_xray.c); xray/text.py,
+# xray/fast.py, sframe/fastpath.py, sframe/build.py, sframe/encode.py,
 # sframe/decode.py, sframe/dump.py, elf/reloc.py, compact/listing.py, dwarf/cfi.py and
 # analysis/compare.py hold the reference of each function.
 
@@ -87,3 +87,12 @@ def probe_symbols(symtab: bytes, strtab: bytes, is64: bool, big_endian: bool, pr
 
 def fde_index(data: bytes, fde_start: int, count: int, entry: int, wide: bool, big: bool,
               base: int, step: int) -> tuple[bytes, bytes, bool] | None: ...
+
+def xray_labels(labels: dict[int, str]) -> object | None: ...
+
+def xray_dump(data: bytes, at: int, stop: int | None, labels: object | None, lines: int
+              ) -> tuple[str, int, int | None, bool]: ...
+
+def xray_stacks(data: bytes, per_thread: bool
+                ) -> tuple[list[tuple[int | None, tuple[int, ...], int, int, int]],
+                           list[tuple[int, int, int]]] | None: ...

@@ -6,7 +6,9 @@ Only little-endian traces of version 2 or later whose buffers hold nothing but
 function records and the 16-byte metadata records without payload; anything else
 (custom or typed events, version 1, a buffer that is not whole, a record of an
 unknown kind) returns None and the general path reads the trace, located errors and
-all.  ``tests/differential/test_xray_stacks.py`` holds both equal.
+all.  ``tests/differential/test_xray_stacks.py`` holds both equal.  Where the
+compiled core is built its ``xray_stacks`` (``_core_xray.c``) runs this loop, the
+Python one below its reference and fallback (``tests/differential/test_core_xray.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import struct
 from collections import Counter
 
+from .. import core
 from .records import FDR, HEADER_SIZE, Header
 from .stacks import Note, Stacks, StackTotals, StackTrie
 
@@ -28,6 +31,23 @@ def fdr_stacks(data: bytes, header: Header, per_thread: bool = False) -> Stacks 
     not read it."""
     if header.type != FDR or header.version < 2 or header.order != "little":
         return None
+    compiled = core.compiled()
+    if compiled is None:
+        return python_stacks(data, per_thread)
+    found = compiled.xray_stacks(data=data, per_thread=per_thread)
+    if found is None:
+        return None
+    totals, notes = found
+    return Stacks([StackTotals(*row) for row in totals],
+                  Counter({(_NOTES[note], func_id): count for note, func_id, count in notes}))
+
+
+_NOTES = tuple(Note)  # xray_stacks numbers them in this order
+
+
+def python_stacks(data: bytes, per_thread: bool = False) -> Stacks | None:
+    """``fdr_stacks`` in Python, past the header's check: the reference of the
+    compiled loop and its fallback."""
     walk = _Walk(per_thread)
     view, at, end = memoryview(data), HEADER_SIZE, len(data)
     while at < end:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Generator, Iterator, Mapping
 
+from .. import core
 from ..errors import DecodeError
 from .records import (
     FDR,
@@ -108,16 +109,37 @@ def basic_text(record: BasicRecord, names: Mapping[int, str] | None = None) -> s
 
 def dump_lines(data: bytes, header: Header, names: Mapping[int, str] | None = None
                ) -> Iterator[str]:
-    """Every record's line (a buffer's lines at a time, where ``_whole_buffers``
-    reads it), streamed (a DecodeError where reading cannot go on); ``names``: each
-    function's name beside its ID."""
+    """Every record's line (many lines at a time, where ``_whole_buffers`` or its
+    compiled twin reads them), streamed (a DecodeError where reading cannot go on);
+    ``names``: each function's name beside its ID."""
     if header.type == FDR:
-        start, buffer_end = yield from _whole_buffers(data, header, names or {})
+        start, buffer_end = yield from _fast_buffers(data, header, names or {})
         for record in fdr_records(data, header, start, buffer_end):
             yield f"{record.offset:#08x}  {record_text(record, names)}\n"
     else:
         for basic in basic_records(data, header):
             yield f"{basic.offset:#08x}  {basic_text(basic, names)}\n"
+
+
+def _fast_buffers(data: bytes, header: Header, names: Mapping[int, str]
+                  ) -> Generator[str, None, tuple[int, int | None]]:
+    """``_whole_buffers`` through the compiled core's ``xray_dump`` (``_core_xray.c``)
+    where it is built, a chunk of lines a call: the same lines and the same place to
+    hand back; else (or where the labels are not all text) the Python loop itself."""
+    compiled = core.compiled()
+    if compiled is None or header.version < 2 or header.order != "little":
+        return (yield from _whole_buffers(data, header, names))
+    labels = compiled.xray_labels(
+        labels={func_id: function_id(func_id, names) for func_id in names}) if names else None
+    if names and labels is None:
+        return (yield from _whole_buffers(data, header, names))
+    at, stop, more = HEADER_SIZE, None, True
+    while more:
+        text, at, stop, more = compiled.xray_dump(data=data, at=at, stop=stop, labels=labels,
+                                                  lines=_LINES_AT_ONCE)
+        if text:
+            yield text
+    return at, stop
 
 
 _PAIRS = struct.Struct("<II")
