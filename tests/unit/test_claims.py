@@ -126,7 +126,7 @@ def _arch_fields() -> frozenset[str]:
 def problem(token: str) -> str | None:
     """Why a backticked token of ours does not resolve; None when it does or is not ours."""
     token = token.strip().rstrip("()")
-    if " " in token or token.startswith(("-", "/", "~", "$")) or PLACEHOLDER.search(token) \
+    if " " in token or token.startswith(("-", "/", "~", "$", "../")) or PLACEHOLDER.search(token) \
             or token in EXTERNAL:
         return None
     match = PATH_ATTR.match(token)
