@@ -271,20 +271,14 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
         raise Cfi2SframeError(where, "the file has too many program or section headers "
                                      "to add one")
     shstrndx = view.shstrndx
-    names_hdr = view.sections[shstrndx]
-    names = data[names_hdr.offset : names_hdr.offset + names_hdr.size]
     if previous is not None:
+        names, _ = name_table(view)
         name_new, name_phdrs = (struct.unpack_from(order + "I", data, view.sections[i].header_at)[0]
                                 for i in (previous.sframe, previous.phdrs))
-        old = None  # ours: written again, not kept as .sframe.old
+        old, name_old = None, 0  # ours: written again, not kept as .sframe.old
     else:
-        name_new = len(names)
-        names += b".sframe\0"
-        name_phdrs = len(names)
-        names += b".phdrs\0"
-    name_old = len(names)
-    if old is not None:
-        names += b".sframe.old\0"
+        names, (name_new, name_phdrs, name_old) = name_table(
+            view, ".sframe", ".phdrs", ".sframe.old" if old is not None else "")
     try:
         place: Placement | None = plan(view, segments, size, len(names), phnum, where,
                                        old_kernels, append_only, previous, program, page)
@@ -335,6 +329,20 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     return PatchedCopy(place.end, data, place.cut, patches), place.sframe_address
 
 
+def name_table(view: ElfView, *added: str) -> tuple[bytes, tuple[int, ...]]:
+    """The section name table with ``added`` appended, and where each starts (the new
+    sections' ``sh_name``), for both layouts.  An empty name adds nothing: its place
+    is 0, the empty name every table starts with."""
+    header = view.sections[view.shstrndx]
+    names = bytearray(view.data[header.offset:header.offset + header.size])
+    places = []
+    for name in added:
+        places.append(len(names) if name else 0)
+        if name:
+            names += name.encode() + b"\0"
+    return bytes(names), tuple(places)
+
+
 def segment_page(view: ElfView, segments: list[Segment], where: str) -> int:
     """The alignment of the segments a conversion adds: the file's own largest
     ``PT_LOAD`` alignment, but no more than the target's largest page, so that a
@@ -362,10 +370,9 @@ def _grow_table(view: ElfView, segments: list[Segment], size: int,
     it would change more than the first page."""
     data = view.data
     order = "<" if view.little_endian else ">"
-    names_hdr = view.sections[view.shstrndx]
-    names = data[names_hdr.offset:names_hdr.offset + names_hdr.size]
-    name_old = 0
     if grown is not None:
+        names, _ = name_table(view)
+        name_old = 0
         sframe, load = view.sections[grown.sframe], segments[grown.load]
         name_new = struct.unpack_from(order + "I", data, sframe.header_at)[0]
         inside = tuple(i for i, s in enumerate(view.sections) if i != grown.sframe
@@ -380,11 +387,8 @@ def _grow_table(view: ElfView, segments: list[Segment], size: int,
         if room is None:
             return None
         block = Block(room.start, room.end, room.address, room.align, room.moved, False)
-        name_new = len(names)
-        names += b".sframe\0"
-        if old is not None:
-            name_old = len(names)
-            names += b".sframe.old\0"
+        names, (name_new, name_old) = name_table(
+            view, ".sframe", ".sframe.old" if old is not None else "")
     cut = len(data) if append_only else _grown_tail(view, segments, grown, page)
     old_index = view.sections.index(old) if old is not None else None
     done = grow(view, segments, block, size, build, names, name_new, page, cut, where,
