@@ -11,9 +11,8 @@ The layout is chosen for the tools that run afterwards (docs/post-link.md):
 
 - file order: the rewritten section name table and headers, ``.sframe``, the table
   (the file's last bytes).  Three new read-only ``PT_LOAD``s, on pages of their
-  own: A maps the table, first in memory; B maps the table again from its ninth
-  byte, and an allocated section ``.phdrs`` there covers those bytes; C maps
-  ``.sframe``;
+  own: A maps the table; B maps the table again from its ninth byte, and an
+  allocated section ``.phdrs`` there covers those bytes; C maps ``.sframe``;
 - the table's first entry is ``PT_NULL``.  libelf (eu-strip, debugedit, dwz) zero-fills
   file bytes between sections that no section holds, so ``.phdrs``,
   an allocated section kept in place, protects the table except its first 8 bytes,
@@ -24,11 +23,17 @@ The layout is chosen for the tools that run afterwards (docs/post-link.md):
   no section, so nothing gets moved ("lma adjusted") and BFD can run again; the
   kernel (5.18 on) takes the last ``PT_LOAD`` holding it, also A, since B starts 8
   bytes later;
-- A's address is congruent (modulo the page size) to the end of the last existing
-  segment's file contents: BFD puts a moved table right there and keeps its address;
-- A's address minus its offset equals the first segment's, so Linux before 5.18 and
-  qemu-user, which take AT_PHDR from the first segment, find it (programs; a library
-  keeps this only where it costs no zeros: ld.so finds its table through PT_PHDR).
+- BFD writes A right where the ``PT_LOAD`` before it ends in the file, unpadded, and
+  keeps A's address, so A's address is congruent (modulo the page size) to that end.
+  A library's memory order is C, A, B: the table follows ``.sframe`` (zero-padded
+  to 8 bytes) in the file, so that congruence costs no padding (``_sframe_first``);
+- a program's order is A, B, C, with A's address minus its offset equal to the first
+  segment's, so Linux before 5.18 and qemu-user, which take AT_PHDR from the first
+  segment, find it; A then follows the last existing segment, and the table is padded
+  to an offset congruent to the end of that segment's file contents (less than a
+  page), plus the zeros that take it past the memory image (``OldKernels``).  A
+  library keeps this rule only with ``--old-kernels pad``: ld.so finds a library's
+  table through ``PT_PHDR``.
 """
 
 from __future__ import annotations
@@ -100,6 +105,8 @@ class Placement(NamedTuple):
     cover_address: int  # segment B: the table from its ninth byte, at this address
     end: int
     page: int  # the largest PT_LOAD alignment, that of the new segments
+    sframe_size: int  # the section's size as written: zero-padded to 8 where the table
+    #                   follows it in memory (BFD puts the table where the section ends)
 
     @property
     def cover_at(self) -> int:
@@ -147,8 +154,8 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     """The placement of a ``size``-byte ``.sframe`` and a ``phnum``-entry table.
 
     ``program``: a file the kernel may start keeps the table where Linux before 5.18
-    looks (``old_kernels``); a shared library keeps it there only where that costs no
-    zeros.  ``page``: the new segments' alignment (``segment_page``).
+    looks (``old_kernels``); a shared library takes ``_sframe_first``, no zeros, unless
+    ``old_kernels`` is "pad".  ``page``: the new segments' alignment (``segment_page``).
 
     ``append_only``: every old byte stays (the section names and headers are not
     written over), so the new file differs from the old one in its ELF header and
@@ -166,6 +173,9 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     shdrs_at = up(cut + names_size, 8)
     shnum = len(view.sections) + (0 if previous is not None else 2)
     sframe_at = shdrs_at + shnum * SHDR_SIZE
+    if not program and old_kernels != "pad":
+        return _sframe_first(cut, shdrs_at, sframe_at, size, table, memory_end, page,
+                             where)
     phdrs_at = congruent(sframe_at + size, contents_end, page)
     phdrs_address = phdrs_at + delta
     if phdrs_address < memory_end and not program and old_kernels != "pad":
@@ -197,7 +207,26 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
         raise Cfi2SframeError(where, f"the file's memory image ends at {memory_end:#x}: no "
                                      "addresses are left for the new segments")
     return Placement(cut, shdrs_at, sframe_at, sframe_address, phdrs_at, phdrs_address,
-                     cover_address, phdrs_at + table, page)
+                     cover_address, phdrs_at + table, page, size)
+
+
+def _sframe_first(cut: int, shdrs_at: int, sframe_at: int, size: int, table: int,
+                  memory_end: int, page: int, where: str) -> Placement:
+    """A library's placement, no padding: C (``.sframe``, zero-padded to 8 bytes) first
+    in memory after the image, then A, the table right after C in the file at an
+    address congruent to its offset, then B.  BFD writes A unpadded where C's last
+    section ends, which is then congruent too."""
+    sframe_address = congruent(memory_end, sframe_at, page)
+    padded = up(size, 8)
+    phdrs_at = sframe_at + padded
+    phdrs_address = congruent(up(sframe_address + padded, page), phdrs_at, page)
+    cover_address = congruent(up(phdrs_address + table, page), phdrs_at + NULL_PREFIX,
+                              page)
+    if cover_address + table > ADDRESS_END:
+        raise Cfi2SframeError(where, f"the file's memory image ends at {memory_end:#x}: no "
+                                     "addresses are left for the new segments")
+    return Placement(cut, shdrs_at, sframe_at, sframe_address, phdrs_at, phdrs_address,
+                     cover_address, phdrs_at + table, page, padded)
 
 
 def _tail_start(view: ElfView, segments: list[Segment],
@@ -287,12 +316,13 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
             raise
         place, refused = None, refusal
     if previous is None:
-        # A program's table grows where it is unless that costs more than a page and
-        # more than moving the table (node's 480 KB .gnu.hash); a library takes
-        # whichever grows it less.
+        # The table grows where it is (which BFD's strip afterwards keeps sound) unless
+        # that costs more than moving it and more than a page: the new segments' page
+        # for a program (node's 480 KB .gnu.hash moves the table), the smallest page
+        # for a library (AArch64's libstdc++ moves it rather than its 36 KB .gnu.hash).
         limit = None if place is None else place.end - size - len(data)
-        if program and limit is not None:
-            limit = max(limit, page)
+        if limit is not None:
+            limit = max(limit, page if program else _smallest_page(view, where))
         done = _grow_table(view, segments, size, build, where, old, None, page, append_only,
                            limit)
         if done is not None:
@@ -303,6 +333,8 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     sframe = build(place.sframe_address)
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
+    sframe += bytes(place.sframe_size - size)  # SFrame readers allow trailing zeros
+    size = place.sframe_size
 
     headers = [bytearray(data[s.header_at : s.header_at + SHDR_SIZE]) for s in view.sections]
     struct.pack_into(order + "QQ", headers[shstrndx], 24, place.cut, len(names))
@@ -341,6 +373,11 @@ def name_table(view: ElfView, *added: str) -> tuple[bytes, tuple[int, ...]]:
         if name:
             names += name.encode() + b"\0"
     return bytes(names), tuple(places)
+
+
+def _smallest_page(view: ElfView, where: str) -> int:
+    """The target's smallest page (``Arch.min_page_size``)."""
+    return arch_for_machine(view.machine, where, not view.little_endian).min_page_size
 
 
 def segment_page(view: ElfView, segments: list[Segment], where: str) -> int:
@@ -447,6 +484,9 @@ def _program_headers(view: ElfView, segments: list[Segment], place: Placement, s
               place.sframe_address, size, size, 8)
     rows: list[bytes] = [bytes(PHDR_SIZE)]
     last_load = max(i for i, seg in enumerate(segments) if seg.kind == PT_LOAD)
+    loads = sorted([(place.phdrs_address, place.phdrs_at, table),
+                    (place.cover_address, place.cover_at, cover),
+                    (place.sframe_address, place.sframe_at, size)])
     for i, seg in enumerate(segments):
         raw = view.data[seg.header_at : seg.header_at + PHDR_SIZE]
         if seg.kind == PT_PHDR:
@@ -457,13 +497,8 @@ def _program_headers(view: ElfView, segments: list[Segment], place: Placement, s
             raw = struct.pack(fmt, *sframe)
         rows.append(raw)
         if i == last_load:
-            rows.append(struct.pack(fmt, PT_LOAD, PF_R, place.phdrs_at, place.phdrs_address,
-                                    place.phdrs_address, table, table, page))
-            rows.append(struct.pack(fmt, PT_LOAD, PF_R, place.cover_at, place.cover_address,
-                                    place.cover_address, cover, cover, page))
-            rows.append(struct.pack(fmt, PT_LOAD, PF_R, place.sframe_at,
-                                    place.sframe_address, place.sframe_address, size, size,
-                                    page))
+            rows += [struct.pack(fmt, PT_LOAD, PF_R, at, address, address, length, length,
+                                 page) for address, at, length in loads]
     if len(rows) < phnum:
         rows.append(struct.pack(fmt, *sframe))
     return b"".join(rows)

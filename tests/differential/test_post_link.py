@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pinned_notes_program, require, require_path
+from tests.conftest import pinned_notes_program, readelf_section, require, require_path
 from tests.corpus import csmith_source
 
 HELLO = r"""
@@ -489,3 +489,65 @@ def test_debugedit_afterwards_keeps_them_running_and_sound(built, report) -> Non
                           capture_output=True, text=True).stdout
     assert dest in info
     report(f"post-link: debugedit on {len(programs)} converted files: all run, layout sound")
+
+
+def _readelf_rows(path: Path, option: str, kind: str) -> list[list[str]]:
+    """The rows of ``readelf -W option`` whose first word (after the index) is ``kind``."""
+    text = subprocess.run(["readelf", "-W", option, str(path)], capture_output=True,
+                          text=True, check=True).stdout
+    rows = [line.split("]", 1)[1].split() if "]" in line else line.split()
+            for line in text.splitlines()]
+    return [row for row in rows if row[:1] == [kind]]
+
+
+def test_a_library_table_follows_its_sframe(tmp_path: Path) -> None:
+    """Libraries whose .gnu.hash is larger than a page move their table instead, right
+    after .sframe, which is zero-padded to 8 bytes (BFD writes the table's segment where
+    the section before it ends, unpadded, and keeps its address: so that address is
+    congruent to the table's offset only from an 8-byte boundary).  For .sframe sizes
+    of several remainders modulo 8 (the sections before padding, --emit raw): no padding
+    (each file grows by under a page besides .sframe), every PT_LOAD's offset congruent to
+    its address (readelf), loaded by ld.so natively and under qemu-user before and after
+    BFD's strip twice, and V3 then V2 again gives the same bytes."""
+    require("gcc", "strip", "readelf", "qemu-x86_64")
+    probe = tmp_path / "probe.c"
+    probe.write_text("#include <dlfcn.h>\n#include <stdio.h>\nint main(int c, char **v) {\n"
+                     "  void *h = dlopen(v[1], RTLD_NOW | RTLD_LOCAL);\n"
+                     "  int (*f)(int) = h ? (int (*)(int))dlsym(h, \"f7\") : 0;\n"
+                     "  printf(\"%d\\n\", f ? f(c) : -1);\n  return 0;\n}\n")
+    subprocess.run(["gcc", "-o", str(tmp_path / "probe"), str(probe), "-ldl"], check=True)
+    remainders = set()
+    for n in range(1200, 1206):
+        source = tmp_path / f"lib{n}.c"
+        source.write_text("".join(f"int f{i}(int x) {{ return x * {i + 2}; }}\n"
+                                  for i in range(n)))
+        library = tmp_path / f"lib{n}.so"
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(library), str(source)],
+                       check=True)
+        raw = tmp_path / f"lib{n}.sframe"
+        proc = subprocess.run([sys.executable, "-m", "cfi2sframe", str(library), "--emit",
+                               "raw", "-o", str(raw)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        size = raw.stat().st_size
+        remainders.add(size % 8)
+        before = library.stat().st_size
+        _convert(library)
+        converted = library.read_bytes()
+        _, offset = readelf_section(library, ".sframe")
+        phoff = _header(converted)[0]
+        assert phoff == offset + -(-size // 8) * 8, (n, size)
+        assert len(converted) - before - size < PAGE, n
+        stripped = tmp_path / f"lib{n}.stripped.so"
+        shutil.copy(library, stripped)
+        for _ in range(2):
+            subprocess.run(["strip", str(stripped)], check=True)
+        for path in (library, stripped):
+            for row in _readelf_rows(path, "-l", "LOAD"):
+                assert int(row[1], 16) % PAGE == int(row[2], 16) % PAGE, (path, row)
+            for runner in ([], ["qemu-x86_64"]):
+                assert _out([*runner, str(tmp_path / "probe"), str(path)], tmp_path) \
+                    == "0:18\n", (runner, path)
+        _convert(library, "--replace", "--sframe-version", "3")
+        _convert(library, "--replace")
+        assert library.read_bytes() == converted, n
+    assert 0 in remainders and len(remainders) > 1, remainders

@@ -5,9 +5,11 @@ CFI2SFRAME_WHOLE_TREE=1) and of the AArch64 cross libraries is converted by
 ``--in-place -r`` (tests/support/post_link_tree.py, which benchmarks/post_link_tree.py
 shares): none is refused; every program gives the same exit status for ``--version``
 and ``--help`` before and after, natively and under qemu-user; every library dlopens
-after as it did before; ``verify -r`` is clean; each file grows besides ``.sframe`` by
-no more than the layout's promise (docs/post-link.md: its program header table, two
-section headers and less than a page).
+after as it did before; ``verify -r`` is clean;
+each file grows besides ``.sframe`` by no more than a page of its target (issue 39: 4
+KiB on x86-64, 64 KiB on AArch64), but for a program kept where Linux before 5.18 looks,
+which also needs the zeros that take it past its memory image (``growth_bound``); the
+whole x86-64 tree and the AArch64 libraries by at most 1.15x their ``.sframe``.
 
 Expected outcomes are the original files' own (each check is run on the copy before
 conversion); sizes and sections are read from the files' headers by the helper, not by
@@ -24,11 +26,11 @@ import pytest
 
 from tests.conftest import at_least, cfi2sframe, require, require_path
 from tests.support.post_link_tree import (
+    PAGE,
     Report,
     find_files,
     growth_bound,
     measure,
-    movable_bytes,
     sections,
     symbol_addends_among_first_sections,
 )
@@ -41,14 +43,8 @@ AARCH64_ROOT = "/usr/aarch64-linux-gnu/lib"
 LIMIT = 24 * 1024
 WHOLE_TREE = os.environ.get("CFI2SFRAME_WHOLE_TREE") == "1"
 
-# Files that grow by more than a page by design, each reported with its figure (the
-# test's summary line): a table that grows where it is moves the sections after it,
-# large hash tables among them (AArch64 libraries, whose moved table would be aligned
-# to 64 KiB: up to libstdc++'s 36 KiB .gnu.hash) -- allowed up to what may move
-# (``movable_bytes``); and
-# pam_cap.so, a library with PT_INTERP and an entry point whose table is followed by
-# .dynsym, which cannot move: it takes the moved table, with old kernels' page of zeros.
-KNOWN_LARGER = {"pam_cap.so"}
+# The tree's growth beyond .sframe's own bytes (issue 39).
+MAX_TREE_MULTIPLE = 1.15
 
 
 def _tools(*extra: str) -> None:
@@ -67,17 +63,10 @@ def _check(report: Report, work: Path, floors: dict[str, int], note) -> None:
     differing = report.differing()
     assert not differing, differing
     assert not report.verify_problems, report.verify_problems
-    over, explained = {}, {}
-    for rel, growth in report.growth.items():
-        bound = growth_bound(work / "conv" / rel)
-        if growth <= bound:
-            continue
-        over[rel] = (growth, bound)
-        if Path(rel).name in KNOWN_LARGER:
-            explained[rel] = "KNOWN_LARGER"
-        elif growth <= bound + movable_bytes(work / "orig" / rel):
-            explained[rel] = "moved hash tables"
-    assert set(over) == set(explained), {rel: over[rel] for rel in set(over) - set(explained)}
+    bounds = {rel: (growth, growth_bound(work / "conv" / rel, work / "orig" / rel))
+            for rel, growth in report.growth.items()}
+    assert all(growth <= bound for growth, bound in bounds.values()), \
+        {rel: pair for rel, pair in bounds.items() if pair[0] > pair[1]}
     at_least("files converted", report.converted, floors["converted"])
     programs = [run for run in report.runs if run["kind"] != "dlopen"]
     dlopened = [run for run in report.runs if run["kind"] == "dlopen" and run["orig"] == "exit 0"]
@@ -89,8 +78,8 @@ def _check(report: Report, work: Path, floors: dict[str, int], note) -> None:
          f"{report.converted} of {report.files} files converted, refused "
          f"{sorted(report.errors)}; growth beyond .sframe median {dist['median']:.0f}, "
          f"p90 {dist['p90']:.0f}, max {dist['max']:.0f} bytes; tree growth "
-         f"{report.tree_multiple:.3f}x .sframe; over a page: "
-         f"{ {Path(rel).name: (over[rel][0], why) for rel, why in explained.items()} }; "
+         f"{report.tree_multiple:.3f}x .sframe; over 4 KiB (growth, bound): "
+         f"{ {Path(rel).name: pair for rel, pair in bounds.items() if pair[0] > 4096} }; "
          f"{len(report.runs)} runs the same; seconds {report.seconds}")
 
 
@@ -112,8 +101,8 @@ def test_every_installed_file_converts_runs_and_verifies(tmp_path: Path, report)
     result = measure(X86_ROOTS, tmp_path, None, jobs=2)
     # Here: 1,546 converted, 2,440 program runs, 1,664 dlopens that succeed.
     _check(result, tmp_path, {"converted": 1200, "programs": 2000, "dlopened": 1300}, report)
-    # The tree's growth: .sframe and little more (1.018x here).
-    assert result.tree_multiple <= 1.15, result.tree_multiple
+    # The tree's growth: .sframe and little more (1.008x here).
+    assert result.tree_multiple <= MAX_TREE_MULTIPLE, result.tree_multiple
 
 
 def test_aarch64_cross_libraries_convert_load_and_verify(tmp_path: Path, report) -> None:
@@ -122,20 +111,9 @@ def test_aarch64_cross_libraries_convert_load_and_verify(tmp_path: Path, report)
     _tools("qemu-aarch64", "aarch64-linux-gnu-gcc")
     require_path(AARCH64_ROOT)
     result = measure([AARCH64_ROOT], tmp_path, None, jobs=2)
-    # Here: 29 converted, 2 runs of libc.so.6, 25 dlopens that succeed.
+    # Here: 29 converted, 2 runs of libc.so.6, 25 dlopens that succeed; 1.058x.
     _check(result, tmp_path, {"converted": 25, "programs": 2, "dlopened": 20}, report)
-
-
-@pytest.mark.xfail(strict=True, reason="layout cost (issue 39, reported to the lead): the "
-                   "AArch64 libraries grow by 1.18x their .sframe here: where the moved table "
-                   "would be aligned to 64 KiB, libstdc++, libtsan, libc, libasan, libm and "
-                   "libgomp move their hash tables instead (up to 36 KiB each)")
-def test_aarch64_cross_libraries_grow_by_little_more_than_sframe(tmp_path: Path) -> None:
-    _tools("aarch64-linux-gnu-gcc")
-    require_path(AARCH64_ROOT)
-    result = measure([AARCH64_ROOT], tmp_path, None, jobs=2, run=False)
-    at_least("files converted", result.converted, 20)
-    assert result.tree_multiple <= 1.15, result.tree_multiple
+    assert result.tree_multiple <= MAX_TREE_MULTIPLE, result.tree_multiple
 
 
 def test_the_file_set_is_what_the_helper_says() -> None:
@@ -173,7 +151,7 @@ def _convert_and_run(program: Path, env: dict[str, str] | None = None) -> None:
                              env=env, check=False)
         assert (run.returncode, run.stdout) == (0, "3\n"), (runner, run.stderr)
     sframe = sum(size for name, *_, size in sections(program) if name == ".sframe")
-    assert program.stat().st_size - before - sframe <= growth_bound(program)
+    assert program.stat().st_size - before - sframe <= PAGE
 
 
 def test_symbol_relative_addend_is_not_an_address(tmp_path: Path) -> None:
