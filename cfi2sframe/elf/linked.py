@@ -25,15 +25,16 @@ The layout is chosen for the tools that run afterwards (docs/post-link.md):
   bytes later;
 - BFD writes A right where the ``PT_LOAD`` before it ends in the file, unpadded, and
   keeps A's address, so A's address is congruent (modulo the page size) to that end.
-  A library's memory order is C, A, B: the table follows ``.sframe`` (zero-padded
-  to 8 bytes) in the file, so that congruence costs no padding (``_sframe_first``);
-- a program's order is A, B, C, with A's address minus its offset equal to the first
-  segment's, so Linux before 5.18 and qemu-user, which take AT_PHDR from the first
-  segment, find it; A then follows the last existing segment, and the table is padded
-  to an offset congruent to the end of that segment's file contents (less than a
-  page), plus the zeros that take it past the memory image (``OldKernels``).  A
-  library keeps this rule only with ``--old-kernels pad``: ld.so finds a library's
-  table through ``PT_PHDR``.
+  The memory order is C, A, B: the table follows ``.sframe`` (zero-padded to 8
+  bytes) in the file, so that congruence costs no padding (``_sframe_first``);
+- a program's A has an address minus offset equal to the first segment's, so Linux
+  before 5.18 and qemu-user, which take AT_PHDR from the first segment, find it.
+  Where the file does not reach a page past its memory image (C's place), the order
+  is A, B, C: A follows the last existing segment, and the table is padded to an
+  offset congruent to the end of that segment's file contents (less than a page),
+  plus the zeros that take it past the memory image (``OldKernels``).  A library
+  keeps this rule only with ``--old-kernels pad``: ld.so finds a library's table
+  through ``PT_PHDR``.
 """
 
 from __future__ import annotations
@@ -154,8 +155,11 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     """The placement of a ``size``-byte ``.sframe`` and a ``phnum``-entry table.
 
     ``program``: a file the kernel may start keeps the table where Linux before 5.18
-    looks (``old_kernels``); a shared library takes ``_sframe_first``, no zeros, unless
-    ``old_kernels`` is "pad".  ``page``: the new segments' alignment (``segment_page``).
+    looks (``old_kernels``): without padding where its file reaches a page past its
+    memory image (``_sframe_first``), else after padding for BFD and any zeros; a
+    shared library takes ``_sframe_first`` unless ``old_kernels`` is "pad", as does a
+    program with "no" where the first way fails.  ``page``: the new segments'
+    alignment (``segment_page``).
 
     ``append_only``: every old byte stays (the section names and headers are not
     written over), so the new file differs from the old one in its ELF header and
@@ -173,9 +177,17 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
     shdrs_at = up(cut + names_size, 8)
     shnum = len(view.sections) + (0 if previous is not None else 2)
     sframe_at = shdrs_at + shnum * SHDR_SIZE
-    if not program and old_kernels != "pad":
-        return _sframe_first(cut, shdrs_at, sframe_at, size, table, memory_end, page,
-                             where)
+    # No padding: a program's table kept where Linux before 5.18 looks where its file
+    # reaches past C; else where that rule is not asked for.
+    unpadded = None
+    if program:
+        unpadded = _sframe_first(cut, shdrs_at, sframe_at, size, table, memory_end, page,
+                                 where, delta)
+    if unpadded is None and (old_kernels == "no" if program else old_kernels != "pad"):
+        unpadded = _sframe_first(cut, shdrs_at, sframe_at, size, table, memory_end, page,
+                                 where)
+    if unpadded is not None:
+        return unpadded
     phdrs_at = congruent(sframe_at + size, contents_end, page)
     phdrs_address = phdrs_at + delta
     if phdrs_address < memory_end and not program and old_kernels != "pad":
@@ -211,15 +223,25 @@ def plan(view: ElfView, segments: list[Segment], size: int, names_size: int, phn
 
 
 def _sframe_first(cut: int, shdrs_at: int, sframe_at: int, size: int, table: int,
-                  memory_end: int, page: int, where: str) -> Placement:
-    """A library's placement, no padding: C (``.sframe``, zero-padded to 8 bytes) first
-    in memory after the image, then A, the table right after C in the file at an
-    address congruent to its offset, then B.  BFD writes A unpadded where C's last
-    section ends, which is then congruent too."""
+                  memory_end: int, page: int, where: str,
+                  delta: int | None = None) -> Placement | None:
+    """The placement without padding: C (``.sframe``, zero-padded to 8 bytes) first in
+    memory after the image, then A, the table right after C in the file at an address
+    congruent to its offset, then B.  BFD writes A unpadded where C's last section
+    ends, which is then congruent too.
+
+    ``delta``: A's address minus its offset must be this (a program's first segment's,
+    for old kernels); None where that address is below C's last page."""
     sframe_address = congruent(memory_end, sframe_at, page)
     padded = up(size, 8)
     phdrs_at = sframe_at + padded
-    phdrs_address = congruent(up(sframe_address + padded, page), phdrs_at, page)
+    lowest = up(sframe_address + padded, page)
+    if delta is None:
+        phdrs_address = congruent(lowest, phdrs_at, page)
+    elif phdrs_at + delta >= lowest:
+        phdrs_address = phdrs_at + delta
+    else:
+        return None
     cover_address = congruent(up(phdrs_address + table, page), phdrs_at + NULL_PREFIX,
                               page)
     if cover_address + table > ADDRESS_END:
