@@ -11,7 +11,7 @@ from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
 from .errors import Cfi2SframeError, DecodeError, decoding
 from .files import Payload, bytes_of, read_bytes, release, rewrite, same_bytes
-from .kinds import AR_MAGIC, ELF_MAGIC, Kind, refuse_unreadable
+from .kinds import Kind, is_archive, is_elf, refuse_unreadable
 
 # The pipeline's other modules are imported where used: the command line starts the
 # assembler (convert_file) before they load, and ELF input never needs the assembly
@@ -419,7 +419,7 @@ def check_sframe_address(data: bytes, path: str, address: int) -> None:
     (an FDE's start field)."""
     from .elf.read import PT_LOAD, open_elf
 
-    if data[:4] != b"\x7fELF":
+    if not is_elf(data):
         if refuse_unreadable(path, data) != Kind.sframe:
             raise Cfi2SframeError(path, "--sframe-address places a linked file's section; "
                                         "the linker places an object's")
@@ -541,7 +541,7 @@ def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = 
     for member in members:
         where = f"{source}({member.name})"
         payload = member.data
-        if not member.special and payload[:4] == b"\x7fELF":
+        if not member.special and is_elf(payload):
             with decoding(where):
                 view = open_elf(payload, "ELF file")
             names = set(view.section_names)
@@ -568,10 +568,10 @@ def object_arch(source: str, data: bytes) -> Arch | None:
     from .elf.archive import read_archive
     from .elf.read import elf_arch, open_elf
 
-    if data[:8] == AR_MAGIC:
+    if is_archive(data):
         with decoding(source, "ar archive"):
             members = read_archive(data)
-        first = next((m for m in members if not m.special and m.data[:4] == ELF_MAGIC), None)
+        first = next((m for m in members if not m.special and is_elf(m.data)), None)
         return None if first is None else elf_arch(f"{source}({first.name})", first.data)
     with decoding(source):
         if open_elf(data, "ELF file").elf_type != "ET_REL":
@@ -583,7 +583,7 @@ def _only_sframe(data: bytes) -> bool:
     """An ELF file whose only unwind information is ``.sframe`` (no DWARF CFI)."""
     from .elf.read import open_elf
 
-    if data[:4] != b"\x7fELF":
+    if not is_elf(data):
         return False
     try:
         view = open_elf(data, "ELF file")
@@ -621,7 +621,7 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     if source_kind == "sframe" or (source_kind == "auto" and (
             kind == Kind.sframe or _only_sframe(data))):
         return convert_sframe(source, data, version, sframe_address, limits, flex, pcrel)
-    if data[:4] == b"\x7fELF":
+    if is_elf(data):
         return convert_elf(source, data, version, sframe_address, replace, limits, flex=flex,
                            pcrel=pcrel)
     from .frontend.macho_probe import darwin_text

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, NamedTuple, cast
 
 from .errors import Cfi2SframeError
+from .kinds import is_elf
 
 
 def read_bytes(path: str) -> bytes:
@@ -25,7 +26,6 @@ def read_bytes(path: str) -> bytes:
 
 
 MAP_AT_LEAST = 1 << 20  # smaller files are read: a map costs more than it saves there
-_ELF_MAGIC = b"\x7fELF"
 
 
 def read_input(path: str) -> bytes:
@@ -52,7 +52,7 @@ def read_input(path: str) -> bytes:
 def _mapped_elf(handle: BinaryIO, size: int) -> bytes | None:
     """The open file, memory-mapped read-only, where it is a large ELF file (``size``
     bytes); else None, the handle left where it was."""
-    if size < MAP_AT_LEAST or handle.read(4) != _ELF_MAGIC:
+    if size < MAP_AT_LEAST or not is_elf(handle.read(4)):
         handle.seek(0)
         return None
     return cast("bytes", mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))

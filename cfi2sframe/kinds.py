@@ -40,10 +40,24 @@ _CONTROL = bytes(c for c in range(32) if chr(c) not in "\t\n\v\f\r") + b"\x7f"
 _SAMPLE = 65536
 
 
+# What reads each: the kinds whose unwind information is Apple's compact unwind.
+COMPACT_UNWIND_KINDS = frozenset((Kind.macho, Kind.fat_macho, Kind.unwind_info))
+
+
+def is_elf(data: bytes) -> bool:
+    """An ELF file (its magic number; whether it is sound is the ELF reader's to say)."""
+    return data[:4] == ELF_MAGIC
+
+
+def is_archive(data: bytes) -> bool:
+    """A static library (System V / GNU ar; a thin one is not: its members are apart)."""
+    return data[:8] == AR_MAGIC
+
+
 def input_kind(data: bytes) -> Kind:
     """The kind of an input from its bytes."""
     head = data[:8]
-    if head[:4] == ELF_MAGIC:
+    if is_elf(head):
         return Kind.elf
     if head == AR_MAGIC:
         return Kind.archive

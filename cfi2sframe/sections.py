@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .elf.read import open_elf
 from .errors import Cfi2SframeError, decoding
-from .kinds import ELF_MAGIC, Kind, input_kind
+from .kinds import Kind, input_kind, is_elf
 from .macho.read import (
     CPU_ARCH,
     CPU_TYPE_I386,
@@ -33,7 +33,7 @@ def extract_section(data: bytes, name: str, path: str = "<input>",
     name (``.sframe``), a Mach-O one as ``SEGMENT,SECTION`` or by its section name
     alone where one segment has it (``__unwind_info``); ``arch``: a universal file's
     slice."""
-    if data[:4] == ELF_MAGIC:
+    if is_elf(data):
         with decoding(path):
             view = open_elf(data, path)
         found = view.section(name)

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from ..elf.read import PT_LOAD, STT_FUNC, ElfView, Symbol, open_elf
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_bytes
+from ..kinds import is_elf
 from ..sframe.decode import DecodedSection, decode
 from ..sframe.load import load_sframe
 
@@ -195,7 +196,7 @@ def modules_from_maps(path: str, make_section: SectionMaker) -> list[Module]:
         if offset != 0 or not os.path.isfile(name):
             continue
         data = read_bytes(name)
-        if data[:4] != b"\x7fELF":
+        if not is_elf(data):
             continue
         try:
             loads = [seg for seg in open_elf(data, name).segments() if seg.kind == PT_LOAD]

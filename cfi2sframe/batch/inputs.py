@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterable
 
 from ..errors import Cfi2SframeError
-from ..kinds import AR_MAGIC, ELF_MAGIC, Kind, input_kind
+from ..kinds import Kind, input_kind
 
 
 def is_elf(path: str) -> bool:
@@ -21,8 +21,7 @@ def is_elf(path: str) -> bool:
             head = handle.read(8)
     except OSError:
         return False
-    return head[:4] == ELF_MAGIC or head == AR_MAGIC or input_kind(head) in (
-        Kind.macho, Kind.fat_macho)
+    return input_kind(head) in (Kind.elf, Kind.archive, Kind.macho, Kind.fat_macho)
 
 
 def walk_tree(root: str) -> list[str]:

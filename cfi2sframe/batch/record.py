@@ -19,7 +19,7 @@ from ..arch import arch_for_machine
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.linked import OldKernels
 from ..errors import Cfi2SframeError, DecodeError, decoding
-from ..kinds import AR_MAGIC, ELF_MAGIC, Kind, input_kind, refuse_unreadable
+from ..kinds import Kind, input_kind, is_archive, is_elf, refuse_unreadable
 
 if TYPE_CHECKING:
     from ..analysis.compare import VerifyResult
@@ -183,7 +183,7 @@ def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None
                 else "text (assembly converts with 'cfi2sframe FILE -o FILE.o')")
         raise Cfi2SframeError(path, f"{what}: {task.command} reads ELF files and static "
                                     "libraries")
-    if data[:8] == AR_MAGIC:
+    if is_archive(data):
         _fill_archive(record, path, read_path, data, read_stat, task)
         return
     _fill_data(record, path, data, task, read_path, read_stat)
@@ -311,7 +311,7 @@ def _fill_archive(record: dict[str, Any], path: str, read_path: str, data: bytes
     from ..elf.read import open_elf_file
 
     with decoding(path, "ar archive"):
-        members = [m for m in read_archive(data) if not m.special and m.data[:4] == ELF_MAGIC]
+        members = [m for m in read_archive(data) if not m.special and is_elf(m.data)]
     record.update(elf_type="archive", members=len(members))
     for member in members:
         part = empty_record(path, task)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..arch import get_arch
 from ..errors import Cfi2SframeError, decoding
 from ..files import Payload, write_output
+from ..kinds import is_elf
 from .stdout import StdoutFailed
 
 if TYPE_CHECKING:  # the ELF modules are imported where a command reads ELF
@@ -130,7 +131,7 @@ def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
     from ..elf.read import open_elf_file
     from ..sframe.load import LoadedSFrame, load_sframe
 
-    if data[:4] == b"\x7fELF":
+    if is_elf(data):
         view = open_elf_file(path, data)
         names = set(view.section_names)
         cfi = next((n for n in (".eh_frame", ".debug_frame") if n in names), None)
@@ -158,7 +159,7 @@ def function_names_of(path: str, data: bytes, values: Container[int] | None = No
                       ) -> dict[tuple[str, int], str]:
     """(section or "", start) -> function symbol of an ELF file (``values``: at these
     addresses only); none for a raw section."""
-    if data[:4] != b"\x7fELF":
+    if not is_elf(data):
         return {}
     from ..elf.cfi import function_names
     from ..elf.read import open_elf_file

@@ -14,7 +14,7 @@ from ..arch import ARCHES
 from ..core import name as core_name
 from ..errors import Cfi2SframeError
 from ..files import read_for_rewrite, read_input, refuse_output_naming_input
-from ..kinds import AR_MAGIC
+from ..kinds import is_archive, is_elf
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import add_limit_options, address, arch_name, limits_of, write
 from .diagnostics import WARNING_HELP, WarningPolicy, warning_policy
@@ -275,11 +275,11 @@ def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
     display = "<stdin>" if args.input == "-" else args.input
     if args.format == "compact-unwind":
         return _convert_compact(args, display, data, output, emit)
-    if data[:8] == AR_MAGIC:
+    if is_archive(data):
         return _convert_archive(args, display, data, read_stat)
     from ..convert import AsmConversion, ElfConversion, convert_file
 
-    if emit == "asm" and data[:4] == b"\x7fELF":  # before any work
+    if emit == "asm" and is_elf(data):  # before any work
         from ..convert import asm_needs_assembly
 
         raise asm_needs_assembly(display)
@@ -343,7 +343,7 @@ def _object_arch(display: str, data: bytes, asm_arch: str) -> Arch | None:
     from ..arch import get_arch
     from ..convert import object_arch
 
-    if data[:4] != b"\x7fELF" and data[:8] != AR_MAGIC:
+    if not is_elf(data) and not is_archive(data):
         return get_arch(asm_arch)
     return object_arch(display, data)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import decoding
 from ..files import read_input
-from ..kinds import AR_MAGIC, ELF_MAGIC, xray_byte_order
+from ..kinds import is_archive, is_elf, xray_byte_order
 from . import macho
 from .common import Subparsers, address, sframe_or_made
 from .macho import add_binary_option, add_demangle_option, add_slice_option, is_macho
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         from . import xray
 
         return xray.dump(args.file, data, args.binary, args.demangle, args.json)
-    if data[:8] == AR_MAGIC:
+    if is_archive(data):
         return _dump_archive(args, data)
     if _empty(args.file, data, args.json):
         return 0
@@ -71,7 +71,7 @@ def _compiled(path: str, data: bytes, raw_address: int) -> Iterator[str] | None:
     from ..sframe.load import sframe_bytes
 
     core = compiled()
-    if core is None or (data[:4] == ELF_MAGIC and not open_elf_file(path, data).holds_sframe):
+    if core is None or (is_elf(data) and not open_elf_file(path, data).holds_sframe):
         return None
     raw = sframe_bytes(path, data, True, raw_address)
     return compiled_chunks(raw.data, raw.address, raw.v1_pcrel, raw.section_name, core)
@@ -83,7 +83,7 @@ def _empty(path: str, data: bytes, as_json: bool) -> bool:
     section of no FDEs with no header).  False for anything else."""
     from ..elf.read import open_elf_file
 
-    empty = open_elf_file(path, data).empty_sframe() if data[:4] == ELF_MAGIC else None
+    empty = open_elf_file(path, data).empty_sframe() if is_elf(data) else None
     if empty is None:
         return False
     if as_json:
@@ -119,7 +119,7 @@ def _dump_archive(args: argparse.Namespace, data: bytes) -> int:
     for member in members:
         where = f"{args.file}({member.name})"
         names = set(open_elf_file(where, member.data).section_names) \
-            if member.data[:4] == ELF_MAGIC else set()
+            if is_elf(member.data) else set()
         if _empty(where, member.data, args.json):
             continue
         if not names & {".sframe", ".eh_frame", ".debug_frame"}:

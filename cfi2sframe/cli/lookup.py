@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import Cfi2SframeError
 from ..files import read_input
+from ..kinds import is_elf
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import fre_rules, outermost
 from ..sframe.text import describe
@@ -151,7 +152,7 @@ def _debug_names(path: str, data: bytes, names: dict[tuple[str, int], str],
     """The function names a linked file's separate debug file adds (found by build ID:
     the names ``unwind`` prints for a stripped library's local functions), where the
     file's own tables name no function at that address; ``values``: those only."""
-    if data[:4] != b"\x7fELF":
+    if not is_elf(data):
         return {}
     from ..analysis.process import debug_file_functions
     from ..elf.read import open_elf_file

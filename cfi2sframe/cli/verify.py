@@ -10,7 +10,7 @@ from ..analysis.compare import verify_elf
 from ..batch.record import Task
 from ..elf.read import open_elf_file
 from ..files import read_input
-from ..kinds import xray_byte_order
+from ..kinds import is_archive, is_elf, xray_byte_order
 from . import macho
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of, no_sframe
@@ -90,11 +90,9 @@ def uncovered_words(count: int, name: str, section: str, address: int) -> str:
 
 def _is_archive(path: str) -> bool:
     """A static library: checked member by member, as a run over many files does."""
-    from ..kinds import AR_MAGIC
-
     try:
         with open(path, "rb") as handle:
-            return handle.read(8) == AR_MAGIC
+            return is_archive(handle.read(8))
     except OSError:
         return False  # the run below says why it cannot be read
 
@@ -135,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         return xray.verify(args.file, data, args.binary, args.demangle, args.quiet)
     if is_macho(data):
         return macho.verify(args.file, data, args.arch, args.quiet, args.binary)
-    view = open_elf_file(args.file, data) if data[:4] == b"\x7fELF" else None
+    view = open_elf_file(args.file, data) if is_elf(data) else None
     if view is not None and not view.holds_sframe:
         # As dump and lookup read such a file (and a run over many files checks it):
         # the section cfi2sframe would add, made in memory (its contents, not its place).

@@ -11,7 +11,7 @@ from ..arch import as_arch, get_arch
 from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
-from ..kinds import Kind, refuse_unreadable
+from ..kinds import Kind, is_elf, refuse_unreadable
 from ..macho.read import MH_MAGIC, MH_MAGIC_64, MH_OBJECT, MachoView
 from ..macho.unwind import ObjectRow
 from ..model import Timeline
@@ -371,7 +371,7 @@ def compact_file(source: str, data: bytes, arch_name: str = "x86_64",
     if refuse_unreadable(source, data) == Kind.sframe:
         raise Cfi2SframeError(source, "a raw SFrame section: compact unwind is computed "
                                       "from DWARF CFI (assembly or an ELF file)")
-    if data[:4] == b"\x7fELF":
+    if is_elf(data):
         functions = compact_elf(source, data, ranges)
         return elf_arch(source, data), functions
     functions = compact_asm(data.decode("utf-8", "surrogateescape"), source, arch_name,

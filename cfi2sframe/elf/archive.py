@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..errors import DecodeError
-from ..kinds import AR_MAGIC
+from ..kinds import AR_MAGIC, is_archive
 
 THIN_MAGIC = b"!<thin>\n"
 HEADER_SIZE = 60
@@ -41,7 +41,7 @@ class Member(NamedTuple):
 
 def read_archive(data: bytes) -> list[Member]:
     """Every member in order; ``DecodeError`` at the offset of what is malformed."""
-    if data[:8] != AR_MAGIC:
+    if not is_archive(data):
         raise DecodeError(0, "not an ar archive" if data[:8] != THIN_MAGIC else
                           "a thin archive (its members are other files): convert those")
     members: list[Member] = []

@@ -19,6 +19,7 @@ from ..arch import ARCHES
 from ..core import compiled as compiled_core
 from ..dwarf.leb128 import read_uleb, uleb
 from ..errors import Cfi2SframeError, DecodeError
+from ..kinds import is_elf
 from .read import (
     SHF_ALLOC,
     SHF_INFO_LINK,
@@ -96,7 +97,7 @@ def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_s
     their section headers, which then describe the new contents; no section
     index changes, so nothing that refers to one needs renumbering.
     """
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] not in (1, 2):
+    if not is_elf(data) or data[4] != 2 or data[5] not in (1, 2):
         raise Cfi2SframeError(where, "--emit obj for ELF input needs a 64-bit object")
     order = "<" if data[5] == 1 else ">"
     e_type, e_machine = struct.unpack_from(order + "HH", data, 16)

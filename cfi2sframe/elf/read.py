@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import ARCHES, arch_for_machine
 from ..errors import Cfi2SframeError, DecodeError, decoding
+from ..kinds import is_elf
 
 if TYPE_CHECKING:
     from ..arch.base import Arch
@@ -319,7 +320,7 @@ def is_mapping_symbol(name: str) -> bool:
 
 def open_elf(data: bytes, where: str) -> ElfView:
     """Read the section headers; raise ``DecodeError`` when ``data`` is not sound ELF."""
-    if data[:4] != b"\x7fELF" or len(data) < 52:
+    if not is_elf(data) or len(data) < 52:
         raise DecodeError(0, f"{where} is not an ELF file")
     if data[4] not in (1, 2) or data[5] not in (1, 2):
         raise DecodeError(4, f"{where}: unknown ELF class {data[4]} or data encoding {data[5]}")
@@ -359,7 +360,7 @@ def open_elf(data: bytes, where: str) -> ElfView:
 
 def open_elf_file(path: str, data: bytes) -> ElfView:
     """``open_elf`` for a named input: not ELF, or malformed, is a located input error."""
-    if data[:4] != b"\x7fELF":
+    if not is_elf(data):
         raise Cfi2SframeError(path, "not an ELF file")
     with decoding(path):
         return open_elf(data, "ELF file")

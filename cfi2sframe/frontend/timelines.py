@@ -29,6 +29,7 @@ from ..elf.read import (
     open_elf,
 )
 from ..errors import Cfi2SframeError, CfiError, DecodeError, decoding
+from ..kinds import is_elf
 from ..macho.read import MH_MAGIC, MH_MAGIC_64, open_macho
 from ..model import Location, Row, Timeline
 from .directives import evaluate, parse_statement, render
@@ -215,7 +216,7 @@ def _placed_by_assembler_cfi(builder: _Builder, functions: Sequence[_Function], 
     """The unit of a source assembled as it is, each function placed by the FDE the
     assembler wrote for it; None where that cannot be told (not ELF, an FDE whose
     operations are not the function's, a section name used twice)."""
-    if obj[:4] != b"\x7fELF":
+    if not is_elf(obj):
         return None
     view = open_elf(obj, "assembler output")
     if not functions:

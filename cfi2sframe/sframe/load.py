@@ -18,7 +18,7 @@ from ..elf.read import open_elf_file
 from ..elf.reloc import relocate_view
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_bytes
-from ..kinds import ELF_MAGIC, Kind, input_kind, refuse_unreadable
+from ..kinds import Kind, input_kind, is_elf, refuse_unreadable
 from .decode import DecodedSection, decode, decode_covering
 
 
@@ -91,7 +91,7 @@ def sframe_bytes(path: str, data: bytes | None = None, as_readelf: bool = False,
     into objects first)."""
     if data is None:
         data = read_bytes(path)
-    if data[:4] != ELF_MAGIC:
+    if not is_elf(data):
         kind = input_kind(data)
         if kind == Kind.archive:
             raise Cfi2SframeError(path, "a static library (ar archive): this command reads "

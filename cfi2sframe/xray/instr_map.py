@@ -25,6 +25,7 @@ from ..elf.cfi import function_names
 from ..elf.read import SHT_NOBITS, SHT_RELA, ElfView, Section, open_elf
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_input
+from ..kinds import is_elf
 from ..model import Name
 
 MAP_SECTION, INDEX_SECTION = "xray_instr_map", "xray_fn_idx"
@@ -228,7 +229,7 @@ def open_instr_map(path: str, data: bytes | None = None) -> InstrMap:
     """``read_instr_map`` of a named file: every problem a located input error."""
     if data is None:
         data = read_input(path)
-    if data[:4] != b"\x7fELF":
+    if not is_elf(data):
         raise Cfi2SframeError(path, "not an ELF file (an XRay-instrumented program or "
                                     "library is needed for its instrumentation map)")
     with decoding(path):
