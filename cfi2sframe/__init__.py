@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     )
     from .elf.compressed import Limits
     from .errors import AssemblerFailed, Cfi2SframeError, CfiError, DecodeError
+    from .inputs import Input, input_of, open_input
+    from .kinds import Kind as InputKind
     from .model import CfaExpr, CfaReg, FunctionSpan, Location, Row, Rule, RuleKind, Timeline
     from .reasons import CompactReason, SframeReason, Unrepresentable
     from .sections import extract_section
@@ -114,6 +116,7 @@ _EXPORTS = {
     "Limits": "elf.compressed",
     "Cfi2SframeError": "errors", "CfiError": "errors", "DecodeError": "errors",
     "AssemblerFailed": "errors",
+    "Input": "inputs", "input_of": "inputs", "open_input": "inputs", "InputKind": "kinds:Kind",
     "CfaExpr": "model", "CfaReg": "model", "Location": "model", "Row": "model",
     "Rule": "model", "RuleKind": "model", "Timeline": "model", "FunctionSpan": "model",
     "SframeReason": "reasons", "CompactReason": "reasons", "Unrepresentable": "reasons",
@@ -157,6 +160,7 @@ __all__ = [
     "check_xray", "xray_events", "xray_header", "xray_stacks",
     "XrayFunction", "XrayInstrMap", "XraySled", "open_xray_instr_map", "xray_function_names",
     "xray_instr_map",
+    "Input", "InputKind", "input_of", "open_input",
 ]
 
 if not TYPE_CHECKING:  # hidden from type checkers: an unknown name must be an error

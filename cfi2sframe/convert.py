@@ -412,15 +412,17 @@ def default_sframe_address(data: bytes, path: str = "") -> int:
     return (end + page - 1) // page * page
 
 
-def check_sframe_address(data: bytes, path: str, address: int) -> None:
+def check_sframe_address(data: bytes, path: str, address: int,
+                         kind: Kind | None = None) -> None:
     """Refuse, before any work, an ``--sframe-address`` no section can have: one for an
     input the linker places (an object, assembly), one inside a ``PT_LOAD`` of the file
     (over its code or data), or one beyond the 32-bit PC-relative reach of its code
-    (an FDE's start field)."""
+    (an FDE's start field); ``kind``: the input's, told already."""
     from .elf.read import PT_LOAD, open_elf
 
-    if not is_elf(data):
-        if refuse_unreadable(path, data) != Kind.sframe:
+    kind = refuse_unreadable(path, data, kind)
+    if kind != Kind.elf:
+        if kind != Kind.sframe:
             raise Cfi2SframeError(path, "--sframe-address places a linked file's section; "
                                         "the linker places an object's")
         return
@@ -580,11 +582,9 @@ def object_arch(source: str, data: bytes) -> Arch | None:
 
 
 def _only_sframe(data: bytes) -> bool:
-    """An ELF file whose only unwind information is ``.sframe`` (no DWARF CFI)."""
+    """An ELF file's only unwind information is ``.sframe`` (no DWARF CFI)."""
     from .elf.read import open_elf
 
-    if not is_elf(data):
-        return False
     try:
         view = open_elf(data, "ELF file")
     except DecodeError:
@@ -605,9 +605,10 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
                  sframe_address: int | None = None, replace: bool = False,
                  source_kind: str = "auto", limits: Limits = DEFAULT_LIMITS,
                  flex: bool = True, launched: Launch | None = None,
-                 pcrel: bool = True) -> Conversion:
+                 pcrel: bool = True, kind: Kind | None = None) -> Conversion:
     """Any input -> SFrame: an ELF file (``arch`` is its own), a raw SFrame section, or
-    assembly, told from the bytes (``kinds``); other kinds are refused in one line.
+    assembly, told from the bytes (``kinds``; ``kind``: told already, as
+    ``inputs.Input`` tells it); other kinds are refused in one line.
 
     For assembly the assembler is started before the directive parser (Lark) is
     loaded, so the two overlap.  ``source`` names the input in messages; ``flex``
@@ -615,13 +616,13 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     assembler's run started already (``cli.early``), taken over where it is the one
     this conversion starts; ``pcrel`` False: V2 without the errata-1 flag.
     """
-    kind = refuse_unreadable(source, data)
+    kind = refuse_unreadable(source, data, kind)
     if sframe_address is not None:
-        check_sframe_address(data, source, sframe_address)
+        check_sframe_address(data, source, sframe_address, kind)
     if source_kind == "sframe" or (source_kind == "auto" and (
-            kind == Kind.sframe or _only_sframe(data))):
+            kind == Kind.sframe or (kind == Kind.elf and _only_sframe(data)))):
         return convert_sframe(source, data, version, sframe_address, limits, flex, pcrel)
-    if is_elf(data):
+    if kind == Kind.elf:
         return convert_elf(source, data, version, sframe_address, replace, limits, flex=flex,
                            pcrel=pcrel)
     from .frontend.macho_probe import darwin_text

@@ -150,10 +150,11 @@ def _macho_words(data: bytes) -> str:
             f"{_MACHO_TYPES.get(kind, f'file type {kind}')}")
 
 
-def refuse_unreadable(path: str, data: bytes) -> Kind:
-    """The input's kind; a located one-line error for kinds no command reads yet
-    (archives, Mach-O) and for binary data that is none of the kinds we read."""
-    kind = input_kind(data)
+def refuse_unreadable(path: str, data: bytes, kind: Kind | None = None) -> Kind:
+    """The input's kind (``kind``: told already, not again); a located one-line error
+    for kinds the conversion does not read (archives, Mach-O) and for binary data that
+    is none of the kinds we read."""
+    kind = input_kind(data) if kind is None else kind
     if kind == Kind.archive:
         raise Cfi2SframeError(path, f"a static library ({kind}): conversion with --in-place "
                                     "or -o FILE.a converts its members (convert_archive); "

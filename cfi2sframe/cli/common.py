@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 from ..arch import get_arch
 from ..errors import Cfi2SframeError, decoding
 from ..files import Payload, write_output
-from ..kinds import is_elf
 from .stdout import StdoutFailed
 
 if TYPE_CHECKING:  # the ELF modules are imported where a command reads ELF
     from ..analysis.process import Module
     from ..elf.compressed import Limits
     from ..elf.read import ElfView
+    from ..inputs import Input
     from ..sframe.load import LoadedSFrame
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:  # not subscriptable at run time before Python 3.12
@@ -123,7 +123,7 @@ def limits_of(args: argparse.Namespace) -> Limits:
     return Limits(args.max_section_size, args.max_section_ratio)
 
 
-def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
+def sframe_or_made(source: Input, as_readelf: bool = False,
                    pcs: Sequence[int] | None = None, raw_address: int = 0) -> LoadedSFrame:
     """The file's ``.sframe``; for an ELF file without one but with DWARF CFI, the
     section cfi2sframe makes of it, in memory (V3, as ``--module`` walks such files),
@@ -131,7 +131,8 @@ def sframe_or_made(path: str, data: bytes, as_readelf: bool = False,
     from ..elf.read import open_elf_file
     from ..sframe.load import LoadedSFrame, load_sframe
 
-    if is_elf(data):
+    path, data = source.path, source.data
+    if source.is_elf:
         view = open_elf_file(path, data)
         names = set(view.section_names)
         cfi = next((n for n in (".eh_frame", ".debug_frame") if n in names), None)
@@ -155,16 +156,16 @@ def no_sframe(view: ElfView) -> str:
         f"its {empty.name} is empty (0 bytes: no SFrame FDEs)"
 
 
-def function_names_of(path: str, data: bytes, values: Container[int] | None = None
+def function_names_of(source: Input, values: Container[int] | None = None
                       ) -> dict[tuple[str, int], str]:
     """(section or "", start) -> function symbol of an ELF file (``values``: at these
     addresses only); none for a raw section."""
-    if not is_elf(data):
+    if not source.is_elf:
         return {}
     from ..elf.cfi import function_names
     from ..elf.read import open_elf_file
 
-    return function_names(open_elf_file(path, data), values)
+    return function_names(open_elf_file(source.path, source.data), values)
 
 
 def number_or_none(text: str) -> int | None:

@@ -14,7 +14,7 @@ from ..arch import ARCHES
 from ..core import name as core_name
 from ..errors import Cfi2SframeError
 from ..files import read_for_rewrite, read_input, refuse_output_naming_input
-from ..kinds import is_archive, is_elf
+from ..inputs import Input, input_of
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import add_limit_options, address, arch_name, limits_of, write
 from .diagnostics import WARNING_HELP, WarningPolicy, warning_policy
@@ -273,21 +273,23 @@ def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
     else:
         data = read_input(args.input)
     display = "<stdin>" if args.input == "-" else args.input
+    source = input_of(display, data)
     if args.format == "compact-unwind":
-        return _convert_compact(args, display, data, output, emit)
-    if is_archive(data):
-        return _convert_archive(args, display, data, read_stat)
+        return _convert_compact(args, source, output, emit)
+    if source.is_archive:
+        return _convert_archive(args, source, read_stat)
     from ..convert import AsmConversion, ElfConversion, convert_file
 
-    if emit == "asm" and is_elf(data):  # before any work
+    if emit == "asm" and source.is_elf:  # before any work
         from ..convert import asm_needs_assembly
 
         raise asm_needs_assembly(display)
-    form = _sframe_form(args, display, data, emit)
+    form = _sframe_form(args, source, emit)
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
                               form.version, args.sframe_address, args.replace,
-                              args.source, limits_of(args), args.flex, launched, form.pcrel)
+                              args.source, limits_of(args), args.flex, launched, form.pcrel,
+                              source.kind)
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
     _report_skips(display, conversion.skips, args)
@@ -320,32 +322,31 @@ def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
     return 0
 
 
-def _sframe_form(args: argparse.Namespace, display: str, data: bytes,
-                 emit: str) -> ObjectForm:
+def _sframe_form(args: argparse.Namespace, source: Input, emit: str) -> ObjectForm:
     """The SFrame to write: an object's (and an assembly fragment's, assembled into
     one) is what its linker merges (``linker``); a linked file's or a raw section's is
     ``--sframe-version`` (2 by default)."""
     from ..linker import ObjectForm, object_form
 
     if emit in ("obj", "asm") or args.in_place:
-        arch = _object_arch(display, data, args.arch)
+        arch = _object_arch(source, args.arch)
         if arch is not None:
-            return object_form(args.linker_reads, args.sframe_version, arch, display)
+            return object_form(args.linker_reads, args.sframe_version, arch, source.path)
     if args.sframe_version == 1:
         usage_error("", "--sframe-version 1 is written into objects only (GNU ld 2.40 merges "
                         "it; no reader of linked files reads V1 from cfi2sframe)")
     return ObjectForm(args.sframe_version or 2)
 
 
-def _object_arch(display: str, data: bytes, asm_arch: str) -> Arch | None:
+def _object_arch(source: Input, asm_arch: str) -> Arch | None:
     """The target of an object the command writes: ``--arch`` for assembly, else
     ``convert.object_arch`` (None for a linked file)."""
     from ..arch import get_arch
     from ..convert import object_arch
 
-    if not is_elf(data) and not is_archive(data):
+    if not source.is_elf and not source.is_archive:
         return get_arch(asm_arch)
-    return object_arch(display, data)
+    return object_arch(source.path, source.data)
 
 
 def converted_line(record: dict[str, Any]) -> str:
@@ -389,18 +390,19 @@ def _convert_many(args: argparse.Namespace) -> int:
     return status
 
 
-def _convert_archive(args: argparse.Namespace, display: str, data: bytes,
+def _convert_archive(args: argparse.Namespace, source: Input,
                      read_stat: os.stat_result | None) -> int:
     """A static library: each object member given SFrame, the archive written back
     (in place, or to -o) with its names, order, dates, modes and symbol index."""
     from ..convert import convert_archive
     from ..files import rewrite
 
+    display, data = source.path, source.data
     if args.emit not in (None, "obj") or (read_stat is None and not (
             args.output or "").endswith(".a")):
         raise Cfi2SframeError(display, "a static library (ar archive) converts to a static "
                                        "library: --in-place, or -o FILE.a")
-    form = _sframe_form(args, display, data, "obj")
+    form = _sframe_form(args, source, "obj")
     archive = convert_archive(display, data, form.version, args.replace,
                               limits_of(args), args.flex, form.pcrel)
     _report_skips(display, archive.skips, args)
@@ -411,16 +413,18 @@ def _convert_archive(args: argparse.Namespace, display: str, data: bytes,
     return 0
 
 
-def _convert_compact(args: argparse.Namespace, display: str, data: bytes, output: str,
+def _convert_compact(args: argparse.Namespace, source: Input, output: str,
                      emit: str) -> int:
     """``--format compact-unwind``: __LD,__compact_unwind rows as assembly or bytes."""
     from ..compact.inputs import compact_arch, compact_file
     from ..compact.writer import rows_asm, rows_binary
 
+    display = source.path
     if emit not in ("asm", "raw") or args.in_place:
         raise Cfi2SframeError(display, "compact unwind is written as --emit asm (rows for the "
                                        "assembler) or --emit raw (32-byte rows)")
-    arch, functions = compact_file(display, data, args.arch, args.assembler)
+    arch, functions = compact_file(display, source.data, args.arch, args.assembler,
+                                   kind=source.kind)
     flavour = compact_arch(arch.name, display)
     from ..reasons import CompactReason
 

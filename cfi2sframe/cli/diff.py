@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..files import read_bytes
+from ..inputs import open_input
 from ..sframe.load import load_sframe
 from .common import Subparsers, address, function_names_of
 from .show import describe_fde, json_rules, words
@@ -29,14 +29,14 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.compare import diff_sections
 
-    data_a, data_b = read_bytes(args.a), read_bytes(args.b)
-    a = load_sframe(args.a, data_a, raw_address=args.address)
-    b = load_sframe(args.b, data_b, raw_address=args.address)
+    input_a, input_b = open_input(args.a, mapped=False), open_input(args.b, mapped=False)
+    a = load_sframe(args.a, input_a.data, raw_address=args.address)
+    b = load_sframe(args.b, input_b.data, raw_address=args.address)
     # Names of linked files' functions (an object's are per section, which a
     # difference does not carry), A's first.
     names = {address: name for (section, address), name in
-             [*function_names_of(args.b, data_b).items(),
-              *function_names_of(args.a, data_a).items()] if not section}
+             [*function_names_of(input_b).items(), *function_names_of(input_a).items()]
+             if not section}
     if a.fde_sections and b.fde_sections:  # two relocatable objects: match by section too
         result = diff_sections(a.section, b.section,
                                lambda fde: (a.section_of(fde.field_offset), fde.start_address),

@@ -9,11 +9,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import decoding
-from ..files import read_input
-from ..kinds import is_archive, is_elf, xray_byte_order
+from ..inputs import Input, input_of, open_input
 from . import macho
 from .common import Subparsers, address, sframe_or_made
-from .macho import add_binary_option, add_demangle_option, add_slice_option, is_macho
+from .macho import add_binary_option, add_demangle_option, add_slice_option
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:  # the SFrame modules are imported for ELF and SFrame input only
@@ -39,29 +38,30 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = read_input(args.file)
-    if is_macho(data):
+    source = open_input(args.file)
+    data = source.data
+    if source.is_compact_unwind:
         return macho.dump(args, data)
-    if xray_byte_order(data) is not None:
+    if source.is_xray:
         from . import xray
 
         return xray.dump(args.file, data, args.binary, args.demangle, args.json)
-    if is_archive(data):
+    if source.is_archive:
         return _dump_archive(args, data)
-    if _empty(args.file, data, args.json):
+    if _empty(source, args.json):
         return 0
-    chunks = None if args.json else _compiled(args.file, data, args.address)
+    chunks = None if args.json else _compiled(source, args.address)
     if chunks is not None:
         write = sys.stdout.write
         for chunk in chunks:
             write(chunk)
         return 0
-    _dump(sframe_or_made(args.file, data, as_readelf=not args.json,
+    _dump(sframe_or_made(source, as_readelf=not args.json,
                          raw_address=args.address), args.json)
     return 0
 
 
-def _compiled(path: str, data: bytes, raw_address: int) -> Iterator[str] | None:
+def _compiled(source: Input, raw_address: int) -> Iterator[str] | None:
     """The text of the file's own section made by the compiled core, without an object
     per FDE or FRE; None where the Python path runs (no compiled core, an ELF file
     without .sframe, a malformed section: it says where)."""
@@ -70,20 +70,21 @@ def _compiled(path: str, data: bytes, raw_address: int) -> Iterator[str] | None:
     from ..sframe.dump import compiled_chunks
     from ..sframe.load import sframe_bytes
 
+    path, data = source.path, source.data
     core = compiled()
-    if core is None or (is_elf(data) and not open_elf_file(path, data).holds_sframe):
+    if core is None or (source.is_elf and not open_elf_file(path, data).holds_sframe):
         return None
     raw = sframe_bytes(path, data, True, raw_address)
     return compiled_chunks(raw.data, raw.address, raw.v1_pcrel, raw.section_name, core)
 
 
-def _empty(path: str, data: bytes, as_json: bool) -> bool:
+def _empty(source: Input, as_json: bool) -> bool:
     """An ELF file whose SFrame section is empty (0 bytes, binutils 2.45's Scrt1.o): it
     holds no FDE, and that is all there is to print; readelf's line for it (JSON: a
     section of no FDEs with no header).  False for anything else."""
     from ..elf.read import open_elf_file
 
-    empty = open_elf_file(path, data).empty_sframe() if is_elf(data) else None
+    empty = open_elf_file(source.path, source.data).empty_sframe() if source.is_elf else None
     if empty is None:
         return False
     if as_json:
@@ -118,14 +119,15 @@ def _dump_archive(args: argparse.Namespace, data: bytes) -> int:
         members = [m for m in read_archive(data) if not m.special]
     for member in members:
         where = f"{args.file}({member.name})"
+        source = input_of(where, member.data)
         names = set(open_elf_file(where, member.data).section_names) \
-            if is_elf(member.data) else set()
-        if _empty(where, member.data, args.json):
+            if source.is_elf else set()
+        if _empty(source, args.json):
             continue
         if not names & {".sframe", ".eh_frame", ".debug_frame"}:
             print(f"{where}: note: no .sframe and no DWARF CFI", file=sys.stderr)
             continue
         if not args.json:
             print(f"File: {where}")
-        _dump(sframe_or_made(where, member.data, as_readelf=not args.json), args.json)
+        _dump(sframe_or_made(source, as_readelf=not args.json), args.json)
     return 0

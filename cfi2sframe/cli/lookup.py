@@ -8,8 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..errors import Cfi2SframeError
-from ..files import read_input
-from ..kinds import is_elf
+from ..inputs import Input, open_input
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import fre_rules, outermost
 from ..sframe.text import describe
@@ -25,7 +24,7 @@ from .common import (
     number_or_none,
     sframe_or_made,
 )
-from .macho import add_binary_option, add_slice_option, is_macho
+from .macho import add_binary_option, add_slice_option
 from .show import json_rules
 from .subcommands import SUBCOMMANDS
 
@@ -66,28 +65,28 @@ def run(args: argparse.Namespace) -> int:
         usage_error("lookup", "lookup needs FILE, --module or --maps (see --help)")
     else:
         modules = []
-        data = read_input(args.file)
-        if is_macho(data):
-            return macho.lookup(args, data)
+        source = open_input(args.file)
+        if source.is_compact_unwind:
+            return macho.lookup(args, source.data)
         numbers = [number_or_none(text) for text in args.pcs]
         by_symbol = None in numbers  # a symbol given: every function's name is needed
-        names = function_names_of(args.file, data) if by_symbol else {}
+        names = function_names_of(source) if by_symbol else {}
         if by_symbol:
-            names.update(_debug_names(args.file, data, names))
+            names.update(_debug_names(source, names))
             starts = {name: start for (_, start), name in sorted(names.items(),
                                                                  reverse=True)}
             pcs = [_pc_or_error(text, starts, args.file) for text in args.pcs]
         else:
             pcs = [number for number in numbers if number is not None]
         # Only the FDEs that cover the PCs asked for are decoded (the spec's look-up).
-        loaded = sframe_or_made(args.file, data, pcs=[pc for pc in pcs if isinstance(pc, int)],
+        loaded = sframe_or_made(source, pcs=[pc for pc in pcs if isinstance(pc, int)],
                                 raw_address=args.address)
         default = loaded.section
         if not by_symbol:  # only the names of the functions found are read
             found = (default.find_fde(pc) for pc in pcs if isinstance(pc, int))
             starts_found = {fde.start_address for fde in found if fde}
-            names = function_names_of(args.file, data, starts_found)
-            names.update(_debug_names(args.file, data, names, starts_found))
+            names = function_names_of(source, starts_found)
+            names.update(_debug_names(source, names, starts_found))
     status = 0
     results: list[dict[str, object]] = []
     for pc, text in zip(pcs, args.pcs, strict=True):
@@ -147,13 +146,14 @@ def _module_pc(text: str, modules: list[Module]) -> int | Cfi2SframeError:
         return exc
 
 
-def _debug_names(path: str, data: bytes, names: dict[tuple[str, int], str],
+def _debug_names(source: Input, names: dict[tuple[str, int], str],
                  values: set[int] | None = None) -> dict[tuple[str, int], str]:
     """The function names a linked file's separate debug file adds (found by build ID:
     the names ``unwind`` prints for a stripped library's local functions), where the
     file's own tables name no function at that address; ``values``: those only."""
-    if not is_elf(data):
+    if not source.is_elf:
         return {}
+    path, data = source.path, source.data
     from ..analysis.process import debug_file_functions
     from ..elf.read import open_elf_file
 

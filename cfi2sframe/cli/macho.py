@@ -8,6 +8,7 @@ import json
 import sys
 
 from ..errors import Cfi2SframeError, decoding
+from ..inputs import open_input
 from ..kinds import Kind, input_kind
 from ..macho.read import MH_OBJECT, MachoView
 
@@ -35,11 +36,6 @@ def add_demangle_option(p: argparse.ArgumentParser) -> None:
                         "spells them (default: demangled as c++filt prints them)")
 
 
-def is_macho(data: bytes) -> bool:
-    """Mach-O, or a bare ``__unwind_info``: what this module reads."""
-    return input_kind(data) in (Kind.macho, Kind.fat_macho, Kind.unwind_info)
-
-
 def open_view(path: str, data: bytes, arch: str | None,
               binary: str | None = None) -> MachoView:
     """The file (or its ``--arch`` slice), malformed ones refused in one located line; a
@@ -48,10 +44,9 @@ def open_view(path: str, data: bytes, arch: str | None,
 
     slice_arch = {"aarch64": "arm64"}.get(arch, arch) if arch else None
     if input_kind(data) == Kind.unwind_info:
-        from ..files import read_input
         from ..sections import table_view
 
-        image = open_view(binary, read_input(binary), arch) if binary else None
+        image = open_view(binary, open_input(binary).data, arch) if binary else None
         return table_view(data, image, slice_arch or "x86_64")
     if binary:
         raise Cfi2SframeError(path, "--binary names the image of a bare __unwind_info; "

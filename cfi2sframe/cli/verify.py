@@ -9,12 +9,12 @@ from typing import Any
 from ..analysis.compare import verify_elf
 from ..batch.record import Task
 from ..elf.read import open_elf_file
-from ..files import read_input
-from ..kinds import is_archive, is_elf, xray_byte_order
+from ..inputs import file_head, open_input
+from ..kinds import is_archive, xray_byte_order
 from . import macho
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of, no_sframe
-from .macho import add_binary_option, add_demangle_option, add_slice_option, is_macho
+from .macho import add_binary_option, add_demangle_option, add_slice_option
 from .show import describe_fde, words
 from .subcommands import SUBCOMMANDS
 
@@ -90,20 +90,12 @@ def uncovered_words(count: int, name: str, section: str, address: int) -> str:
 
 def _is_archive(path: str) -> bool:
     """A static library: checked member by member, as a run over many files does."""
-    try:
-        with open(path, "rb") as handle:
-            return is_archive(handle.read(8))
-    except OSError:
-        return False  # the run below says why it cannot be read
+    return is_archive(file_head(path, 8))  # (unreadable: the run below says why)
 
 
 def _is_trace(path: str) -> bool:
     """An XRay trace (told by its header, as every command tells one)."""
-    try:
-        with open(path, "rb") as handle:
-            return xray_byte_order(handle.read(64)) is not None
-    except OSError:
-        return False  # the run below says why it cannot be read
+    return xray_byte_order(file_head(path, 64)) is not None  # (unreadable: as above)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,14 +118,15 @@ def run(args: argparse.Namespace) -> int:
     args.file = args.files[0]
     if args.consumer:
         return _consumer(args.file, args.consumer)
-    data = read_input(args.file)
-    if xray_byte_order(data) is not None and not is_macho(data):
+    source = open_input(args.file)
+    data = source.data
+    if source.is_xray:
         from . import xray
 
         return xray.verify(args.file, data, args.binary, args.demangle, args.quiet)
-    if is_macho(data):
+    if source.is_compact_unwind:
         return macho.verify(args.file, data, args.arch, args.quiet, args.binary)
-    view = open_elf_file(args.file, data) if is_elf(data) else None
+    view = open_elf_file(args.file, data) if source.is_elf else None
     if view is not None and not view.holds_sframe:
         # As dump and lookup read such a file (and a run over many files checks it):
         # the section cfi2sframe would add, made in memory (its contents, not its place).
@@ -187,10 +180,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _consumer(path: str, consumer: str) -> int:
     from ..analysis.consumers import CONSUMERS, check_consumer, facts_of
-    from ..files import read_input
 
     reader = CONSUMERS[consumer][0]
-    results = check_consumer(consumer, facts_of(path, read_input(path)))
+    results = check_consumer(consumer, facts_of(path, open_input(path).data))
     failed = [(req, found) for req, found in results if found is not None]
     for req, found in results:
         mark = "ok  " if found is None else "FAIL"

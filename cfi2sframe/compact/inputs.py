@@ -11,7 +11,7 @@ from ..arch import as_arch, get_arch
 from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError
-from ..kinds import Kind, is_elf, refuse_unreadable
+from ..kinds import Kind, refuse_unreadable
 from ..macho.read import MH_MAGIC, MH_MAGIC_64, MH_OBJECT, MachoView
 from ..macho.unwind import ObjectRow
 from ..model import Timeline
@@ -363,20 +363,23 @@ def darwin_object(text: str, filename: str, arch: Arch, assembler: str | None,
         return _with_new_rows(view, rows, placed, arch, filename)
 
 
-def compact_file(source: str, data: bytes, arch_name: str = "x86_64",
-                 assembler: str | None = None,
-                 ranges: bool = False) -> tuple[Arch, list[CompactFunction]]:
-    """Any input -> compact rows and its target: an ELF file (by its magic; its target is
-    its own) or assembly for ``arch_name``; other kinds are refused in one line."""
-    if refuse_unreadable(source, data) == Kind.sframe:
+def compact_file(source: str, data: bytes, arch: str | Arch = "x86_64",
+                 assembler: str | None = None, ranges: bool = False,
+                 kind: Kind | None = None) -> tuple[Arch, list[CompactFunction]]:
+    """Any input -> compact rows and its target: an ELF file (its target is its own) or
+    assembly for ``arch`` (an ``Arch`` or its name), as ``kind`` says (told from the
+    bytes when not given); other kinds are refused in one line."""
+    kind = refuse_unreadable(source, data, kind)
+    if kind == Kind.sframe:
         raise Cfi2SframeError(source, "a raw SFrame section: compact unwind is computed "
                                       "from DWARF CFI (assembly or an ELF file)")
-    if is_elf(data):
+    if kind == Kind.elf:
         functions = compact_elf(source, data, ranges)
         return elf_arch(source, data), functions
-    functions = compact_asm(data.decode("utf-8", "surrogateescape"), source, arch_name,
+    target = as_arch(arch)
+    functions = compact_asm(data.decode("utf-8", "surrogateescape"), source, target,
                             assembler, ranges)
-    return get_arch(arch_name), functions
+    return target, functions
 
 
 def placed_functions(objects: list[tuple[str, bytes, int]], image_base: int,

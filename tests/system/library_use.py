@@ -33,6 +33,8 @@ from cfi2sframe import (
     FrameRules,
     Fre,
     FunctionSpan,
+    Input,
+    InputKind,
     Limits,
     Loc,
     Location,
@@ -75,6 +77,7 @@ from cfi2sframe import (
     extract_section,
     fre_rules,
     get_arch,
+    input_of,
     load_module,
     lookup_unwind_info,
     lower,
@@ -82,6 +85,7 @@ from cfi2sframe import (
     lower_compact,
     modules_from_maps,
     modules_walk,
+    open_input,
     open_xray_instr_map,
     order_functions,
     placed_functions,
@@ -218,8 +222,18 @@ def signatures() -> None:
     assert cfi2sframe.__version__
 
 
+def one_way_in(path: str) -> None:
+    """Any input opened once and told what it is; what reads it follows from its kind."""
+    opened: Input = open_input(path)
+    assert opened.kind == InputKind.text and not opened.is_elf and opened.elf_arch is None
+    again = input_of(path, opened.data)
+    assert again == opened and not (again.is_archive or again.is_compact_unwind
+                                    or again.is_xray)
+
+
 if __name__ == "__main__":
     source = open(sys.argv[1]).read()
+    one_way_in(sys.argv[1])
     sframe(source)
     by_hand()
     compact(source)

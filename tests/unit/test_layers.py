@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "model", "reasons"),
     ("files", "arch", "kinds", "core", "linker"),
     ("dwarf",),
-    ("elf", "macho", "sections"),
+    ("elf", "macho", "sections", "inputs"),
     ("frontend", "sframe", "xray", "compact.words", "compact.rules", "compact.x86", "compact.arm64",
      "compact.encoding", "compact.step", "compact.lower", "compact.writer", "compact.table",
      "compact.table_writer", "compact.listing", "compact.prologue"),
