@@ -7,13 +7,34 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from ..arch import by_compact, get_arch
+from ..compact.encoding import describe
+from ..compact.inputs import (
+    compact_arch,
+    compact_asm_rows,
+    compact_file,
+    compact_macho,
+    darwin_object,
+    from_prologues,
+    image_functions,
+    macho_object_with_ours,
+    placed_functions,
+    unwind_table,
+)
+from ..compact.table_writer import build_unwind_info
+from ..compact.words import HAS_LSDA, NOT_FUNCTION_START, PERSONALITY_MASK, is_dwarf
+from ..compact.writer import rows_asm, rows_binary
 from ..errors import Cfi2SframeError
-from ..files import read_bytes, refuse_output_naming_input
-from ..kinds import Kind, input_kind
-from ..macho.read import MH_OBJECT
+from ..files import read_bytes, read_for_rewrite, refuse_output_naming_input, rewrite
+from ..frontend.macho_probe import darwin_arch, darwin_text
+from ..inputs import Input, input_of, open_input
+from ..kinds import Kind
+from ..macho.read import MH_OBJECT, open_macho
+from ..macho.unwind import compact_unwind_rows
+from ..reasons import Unrepresentable
 from .batch import usage_error
-from .common import Subparsers, address, arch_name, write
-from .macho import add_binary_option
+from .common import Subparsers, address, arch_name, parse_pc, write
+from .macho import add_binary_option, open_view
 from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
@@ -22,7 +43,7 @@ if TYPE_CHECKING:
     from ..compact.table import UnwindInfo
     from ..macho.read import MachoView
     from ..macho.unwind import ObjectRow
-    from ..reasons import CompactReason, Unrepresentable  # noqa: F401 (annotations)
+    from ..reasons import CompactReason
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -83,10 +104,6 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     args.arch_given = args.arch is not None
     args.arch = args.arch or "x86_64"
-    from ..compact.encoding import describe
-    from ..compact.inputs import compact_arch, compact_file
-    from ..compact.words import NOT_FUNCTION_START, is_dwarf
-
     if args.output:  # before any work: writing it would destroy an input
         placed = [text.rpartition("@")[0] for text in args.place]
         refuse_output_naming_input(args.output, [args.file or "-", *placed])
@@ -97,81 +114,105 @@ def run(args: argparse.Namespace) -> int:
                                   "unwind-info); see --help")
     if args.in_place:
         return _rewrite_macho_object(args)
-    data = read_bytes(args.file)
-    object_rows = None
-    if input_kind(data) == Kind.unwind_info:
-        return _bare_table(args, data)
-    if input_kind(data) in (Kind.macho, Kind.fat_macho):
-        from ..compact.inputs import compact_macho
+    source = open_input(args.file, mapped=False)
+    if source.kind == Kind.unwind_info:
+        return _bare_table(args, source.data)
+    if source.kind in (Kind.macho, Kind.fat_macho):
+        return _macho_file(args, source)
+    if args.emit == "unwind-info":
+        raise Cfi2SframeError(args.file, "--emit unwind-info builds a Mach-O image's "
+                                         "__unwind_info again; this is not a Mach-O image")
+    if source.kind == Kind.text:  # assembly: Mach-O when written for Apple
+        return _assembly(args, source)
+    arch, functions = compact_file(args.file, source.data, args.arch, args.assembler,
+                                   args.ranges, source.kind)
+    return _listing(args, arch, in_address_order(functions, True), None, None)
 
-        arch, functions, object_rows, view = compact_macho(
-            args.file, data, args.arch if args.arch_given else None, args.ranges)
-        if view.filetype == MH_OBJECT and args.emit == "unwind-info":
-            raise Cfi2SframeError(args.file, "--emit unwind-info builds a Mach-O image's "
-                                             "__unwind_info again; this is an object "
-                                             "(a linker builds the image's table)")
-        if view.filetype != MH_OBJECT:  # an image: its table, as libunwind reads it
-            from ..compact.inputs import unwind_table
 
-            flavour = compact_arch(arch.name, args.file)
-            table = unwind_table(args.file, view)
-            if table is None:
-                print(f"{args.file}: no __unwind_info section")
-                return 0
-            if args.emit == "unwind-info":
-                return _write_unwind_info(args, view, table)
-            _print_unwind_info(table, view.image_base, view.function_names, flavour,
-                               arch.register_names)
-            return 0
-    else:
-        if args.emit == "unwind-info":
-            raise Cfi2SframeError(args.file, "--emit unwind-info builds a Mach-O image's "
-                                             "__unwind_info again; this is not a Mach-O "
-                                             "image")
-        if input_kind(data) == Kind.text:  # assembly: Mach-O when written for Apple
-            from ..arch import get_arch
-            from ..compact.inputs import compact_asm_rows
-            from ..frontend.macho_probe import darwin_arch, darwin_text
+def _macho_file(args: argparse.Namespace, source: Input) -> int:
+    """A Mach-O file: an image's ``__unwind_info`` as libunwind reads it; an object's
+    functions from its ``__eh_frame``, beside its own ``__compact_unwind`` rows."""
+    arch, functions, object_rows, view = compact_macho(
+        args.file, source.data, args.arch if args.arch_given else None, args.ranges)
+    if view.filetype == MH_OBJECT and args.emit == "unwind-info":
+        raise Cfi2SframeError(args.file, "--emit unwind-info builds a Mach-O image's "
+                                         "__unwind_info again; this is an object "
+                                         "(a linker builds the image's table)")
+    if view.filetype == MH_OBJECT:
+        return _listing(args, arch, in_address_order(functions, False), object_rows, view)
+    flavour = compact_arch(arch.name, args.file)
+    table = unwind_table(args.file, view)
+    if table is None:
+        print(f"{args.file}: no __unwind_info section")
+        return 0
+    if args.emit == "unwind-info":
+        return _write_unwind_info(args, view, table)
+    _print_unwind_info(table, view.image_base, view.function_names, flavour,
+                       arch.register_names)
+    return 0
 
-            text = data.decode("utf-8", "surrogateescape")
-            arch = get_arch(args.arch if args.arch_given or not darwin_text(text)
-                            else darwin_arch(text) or args.arch)
-            functions, object_rows = compact_asm_rows(text, args.file, arch, args.assembler,
-                                                      args.ranges)
-            if args.emit == "obj":
-                return _write_darwin_object(args, text, arch, functions, object_rows)
-        else:
-            arch, functions = compact_file(args.file, data, args.arch, args.assembler,
-                                           args.ranges)
+
+def _assembly(args: argparse.Namespace, source: Input) -> int:
+    """Assembly: for ``--arch`` (an Apple target's own when it is written for one,
+    assembled as Mach-O, its assembler's rows beside ours), or ``--emit obj``'s object."""
+    text = source.data.decode("utf-8", "surrogateescape")
+    arch = get_arch(args.arch if args.arch_given or not darwin_text(text)
+                    else darwin_arch(text) or args.arch)
+    functions, object_rows = compact_asm_rows(text, args.file, arch, args.assembler,
+                                              args.ranges)
+    if args.emit == "obj":
+        return _write_darwin_object(args, text, arch, functions, object_rows)
+    return _listing(args, arch, in_address_order(functions, True), object_rows, None)
+
+
+def _listing(args: argparse.Namespace, arch: Arch, functions: list[CompactFunction],
+             object_rows: list[ObjectRow] | None, view: MachoView | None) -> int:
+    """The functions' rows as ``--emit`` asks (assembly, binary rows, JSON or the
+    listing), then the object's own rows against them (``view``: a Mach-O object's,
+    whose rows without CFI are computed from the prologue)."""
     flavour = compact_arch(arch.name, args.file)
     names = arch.register_names
-    functions = in_address_order(functions, input_kind(data) not in (Kind.macho,
-                                                                     Kind.fat_macho))
-
-    def meaning(func: CompactFunction, encoding: int) -> str:
-        if is_dwarf(encoding, flavour):
-            return f"DWARF: {func.reason} ({func.detail})" if func.reason else "DWARF"
-        return describe(encoding & ~NOT_FUNCTION_START, flavour, None, names)
-
     if args.emit == "asm":
-        from ..compact.writer import rows_asm
-
         sys.stdout.write(rows_asm(functions, flavour))
         return 0
     if args.emit == "bin":
-        from ..compact.writer import rows_binary
-
         write(args.output or "-", rows_binary(functions, flavour))
         return 0
     if args.json:
-        print(json.dumps([{
-            "name": f.name, "section": f.section, "start": f.start, "length": f.size,
+        print(json.dumps([_function_json(f, flavour, names) for f in functions], indent=1))
+        return 0
+    _print_functions(functions, flavour, names, args.check)
+    if object_rows is not None:
+        from_code: dict[int, int | Unrepresentable[CompactReason]] = {}
+        if view is not None:  # an object: rows without CFI
+            from_code = from_prologues(view, object_rows, functions)
+        _print_object_rows(object_rows, functions, flavour, names, from_code)
+    return 0
+
+
+def _meaning(func: CompactFunction, encoding: int, flavour: str,
+             names: dict[int, str]) -> str:
+    """A row's encoding in words; DWARF mode with why."""
+    if is_dwarf(encoding, flavour):
+        return f"DWARF: {func.reason} ({func.detail})" if func.reason else "DWARF"
+    return describe(encoding & ~NOT_FUNCTION_START, flavour, None, names)
+
+
+def _function_json(f: CompactFunction, flavour: str, names: dict[int, str]
+                   ) -> dict[str, object]:
+    """One function of ``--json``."""
+    return {"name": f.name, "section": f.section, "start": f.start, "length": f.size,
             "reason": f.reason, "detail": f.detail or None, "exact_bytes": f.exact_bytes,
             "personality": f.personality, "lsda": f.lsda,
             "rows": [{"start": f.start + r.start, "length": r.length,
-                      "encoding": f"{r.encoding:#010x}", "meaning": meaning(f, r.encoding)}
-                     for r in f.rows]} for f in functions], indent=1))
-        return 0
+                      "encoding": f"{r.encoding:#010x}",
+                      "meaning": _meaning(f, r.encoding, flavour, names)}
+                     for r in f.rows]}
+
+
+def _print_functions(functions: list[CompactFunction], flavour: str, names: dict[int, str],
+                     check: bool) -> None:
+    """Each function's rows, the summary, and with ``--check`` where rows are inexact."""
     compact = exact = total = needs_ranges = 0
     body_inexact = sum(1 for f in functions if f.reason is None and not f.exact_in_body)
     for func in functions:
@@ -184,37 +225,24 @@ def run(args: argparse.Namespace) -> int:
         for i, row in enumerate(func.rows):
             label = func.name if i == 0 else ""
             print(f"{label:<24} {func.start + row.start:#8x} {row.length:#6x}  "
-                  f"{row.encoding:#010x}  {meaning(func, row.encoding)}")
-        if args.check and func.reason is None and func.inexact:
+                  f"{row.encoding:#010x}  {_meaning(func, row.encoding, flavour, names)}")
+        if check and func.reason is None and func.inexact:
             needs_ranges += 1
             print(f"{'':<24} check: {_check_words(func)}")
     share = f"{100 * exact / total:.1f}%" if total else "-"
     print(f"{len(functions)} functions: {compact} compact, {len(functions) - compact} "
           f"DWARF; the rows unwind exactly as the CFI at {exact} of {total} bytes ({share})")
-    if args.check:
+    if check:
         print(f"check: {needs_ranges} compact functions are not exact at every byte and "
               f"need --ranges for asynchronous unwinding; {body_inexact} of them also "
               "inside the body")
-    if object_rows is not None:
-        from_code: dict[int, int | Unrepresentable[CompactReason]] = {}
-        if input_kind(data) in (Kind.macho, Kind.fat_macho):  # an object: rows without CFI
-            from ..compact.inputs import from_prologues
-
-            from_code = from_prologues(view, object_rows, functions)
-        _print_object_rows(object_rows, functions, flavour, names, from_code)
-    return 0
 
 
 def _rewrite_macho_object(args: argparse.Namespace) -> int:
     """``--in-place`` on a Mach-O object: its rows with our encodings, written only when
     complete (``files.rewrite``), and the rows read back before."""
-    from ..compact.inputs import macho_object_with_ours
-    from ..files import read_for_rewrite, rewrite
-    from ..macho.read import open_macho
-    from ..macho.unwind import compact_unwind_rows
-
     data, read_stat = read_for_rewrite(args.file)
-    if input_kind(data) != Kind.macho:
+    if input_of(args.file, data).kind != Kind.macho:
         raise Cfi2SframeError(args.file, "compact --in-place rewrites a thin Mach-O object "
                                          "(a universal file's slices: take one with lipo)")
     new, notes = macho_object_with_ours(args.file, data, ranges=args.ranges)
@@ -230,10 +258,6 @@ def _bare_table(args: argparse.Namespace, data: bytes) -> int:
     """A bare ``__unwind_info`` (``--emit unwind-info``'s, an extracted one): listed, or
     built again, as the table of ``--binary IMAGE`` (else of an image of ``--arch`` at
     0, its functions unnamed)."""
-    from ..arch import by_compact
-    from ..compact.inputs import unwind_table
-    from .macho import open_view
-
     view = open_view(args.file, data, args.arch if args.arch_given else None, args.binary)
     table = unwind_table(args.file, view)
     if table is None:  # the view holds the table it was given
@@ -248,8 +272,6 @@ def _bare_table(args: argparse.Namespace, data: bytes) -> int:
 def _write_darwin_object(args: argparse.Namespace, text: str, arch: Arch,
                          functions: list[CompactFunction],
                          object_rows: list[ObjectRow] | None) -> int:
-    from ..compact.inputs import darwin_object
-
     if object_rows is None:
         raise Cfi2SframeError(args.file, "--emit obj writes a Mach-O object: this is not "
                                          "assembly for an Apple target (the main command "
@@ -263,10 +285,6 @@ def _write_darwin_object(args: argparse.Namespace, text: str, arch: Arch,
 
 def _write_placed(args: argparse.Namespace) -> int:
     """``--place``: the table for objects at the addresses given."""
-    from ..compact.inputs import placed_functions
-    from ..compact.table_writer import build_unwind_info
-    from .common import parse_pc
-
     if args.emit != "unwind-info" or args.file is not None:
         usage_error("compact", "--place builds __unwind_info: use it with --emit "
                                   "unwind-info and no FILE")
@@ -295,7 +313,6 @@ def _write_placed(args: argparse.Namespace) -> int:
     functions, notes = placed_functions(objects, args.image_base, personalities, sections)
     if not functions:
         raise Cfi2SframeError(objects[0][0], "no __compact_unwind rows in these objects")
-    from .macho import open_view
 
     arch = open_view(objects[0][0], objects[0][1], None).arch
     built = build_unwind_info(functions, arch, objects[0][0])
@@ -308,9 +325,6 @@ def _write_placed(args: argparse.Namespace) -> int:
 def _write_unwind_info(args: argparse.Namespace, view: MachoView, table: UnwindInfo) -> int:
     """The image's table built again by our writer (every function looked up before it
     is written), to -o or standard output; what changed is said on standard error."""
-    from ..compact.inputs import image_functions
-    from ..compact.table_writer import build_unwind_info
-
     built = build_unwind_info(image_functions(view, table), view.arch, args.file)
     for note in built.notes:
         print(f"{args.file}: note: {note}", file=sys.stderr)
@@ -321,9 +335,6 @@ def _write_unwind_info(args: argparse.Namespace, view: MachoView, table: UnwindI
 def _print_unwind_info(table: UnwindInfo, base: int, symbols: dict[int, str], flavour: str,
                        names: dict[int, str]) -> None:
     """An image's ``__unwind_info``: each function's row as libunwind finds it."""
-    from ..compact.encoding import describe
-    from ..compact.words import HAS_LSDA, PERSONALITY_MASK
-
     pages = ", ".join(f"{kind} ({count} entries)" for kind, count in table.pages)
     print(f"the file's __unwind_info: {len(table.entries)} entries; {len(table.common)} "
           f"common encodings, {len(table.personalities)} personality routine(s); "
@@ -349,10 +360,6 @@ def _print_object_rows(rows: list[ObjectRow], functions: list[CompactFunction],
     from its DWARF CFI, or where it has none from what its code builds (``from_code``,
     by row start; labelled so) (the personality and LSDA bits set aside: they come
     from the object's relocations, not from the CFI)."""
-    from ..compact.encoding import describe
-    from ..compact.words import HAS_LSDA, PERSONALITY_MASK
-    from ..reasons import Unrepresentable
-
     encodings = {_key(func.name, func.start, functions): func.rows[0].encoding
                  for func in functions if func.rows}
     print(f"the object's own __compact_unwind (its compiler's or assembler's): {len(rows)} rows")
