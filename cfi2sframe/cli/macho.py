@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import Cfi2SframeError, decoding
 from ..inputs import open_input
 from ..kinds import Kind, input_kind
-from ..macho.read import MH_OBJECT, MachoView
+
+if TYPE_CHECKING:  # the Mach-O modules load when a command reads a Mach-O file
+    from ..macho.read import MachoView
 
 
 def add_slice_option(p: argparse.ArgumentParser) -> None:
@@ -58,6 +61,7 @@ def open_view(path: str, data: bytes, arch: str | None,
 def dump(args: argparse.Namespace, data: bytes) -> int:
     from ..compact.listing import unwind_info_text
     from ..core import compiled
+    from ..macho.read import MH_OBJECT
 
     view = open_view(args.file, data, args.arch, args.binary)
     text = None if args.json or view.filetype == MH_OBJECT else \
@@ -101,6 +105,7 @@ def lookup(args: argparse.Namespace, data: bytes) -> int:
     from ..compact.inputs import unwind_table
     from ..compact.listing import meaning
     from ..compact.table import Lookup
+    from ..macho.read import MH_OBJECT
     from ..macho.unwind import compact_unwind_rows
     from .common import address_of
 
@@ -159,6 +164,7 @@ def verify(path: str, data: bytes, arch: str | None, quiet: bool,
     ``__eh_frame`` and code (``compact.check``); exit 1 on a problem.  A bare table:
     against ``binary``'s (the image it is for)."""
     from ..compact.check import check_macho
+    from ..macho.read import MH_OBJECT
 
     view = open_view(path, data, arch, binary)
     with decoding(path, "Mach-O file"):
