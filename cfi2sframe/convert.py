@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from .arch import arch_for_machine, as_arch, by_sframe_abi
 from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
+from .elf.read import PT_LOAD, elf_arch, open_elf
 from .errors import Cfi2SframeError, DecodeError, decoding
 from .files import Payload, bytes_of, read_bytes, release, rewrite, same_bytes
 from .kinds import Kind, is_archive, is_elf, refuse_unreadable
@@ -158,7 +159,6 @@ class AsmConversion(Conversion):
         in its command, or built to by default), which ours then replaces.
         """
         from .elf.obj import without_local_symbols
-        from .elf.read import open_elf
         from .frontend.probe import PROBE
 
         assert self.unit is not None and self.assembler is not None  # set by the makers
@@ -179,7 +179,6 @@ def _without_sframe(obj: bytes, where: str) -> bytes:
     """The object without the ``.sframe`` an earlier conversion gave it (nothing is left
     to describe), or a one-line error where that section cannot be taken out here."""
     from .elf.obj import remove_sframe
-    from .elf.read import open_elf
 
     with decoding(where):
         if open_elf(obj, "object").section(".sframe") is None:
@@ -369,7 +368,6 @@ def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
     The obj and elf outputs replace the section.
     """
     from .elf.cfi import function_names
-    from .elf.read import open_elf
     from .sframe.load import load_sframe
     from .sframe.reencode import fde_names, lower_section
 
@@ -403,8 +401,6 @@ def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
 
 def default_sframe_address(data: bytes, path: str = "") -> int:
     """Where a new loadable ``.sframe`` goes: after the last PT_LOAD, page aligned."""
-    from .elf.read import PT_LOAD, open_elf
-
     with decoding(path):
         segments = open_elf(data, "ELF file").segments()
     end = max((seg.vaddr + seg.memsz for seg in segments if seg.kind == PT_LOAD), default=0)
@@ -418,8 +414,6 @@ def check_sframe_address(data: bytes, path: str, address: int,
     input the linker places (an object, assembly), one inside a ``PT_LOAD`` of the file
     (over its code or data), or one beyond the 32-bit PC-relative reach of its code
     (an FDE's start field); ``kind``: the input's, told already."""
-    from .elf.read import PT_LOAD, open_elf
-
     kind = refuse_unreadable(path, data, kind)
     if kind != Kind.elf:
         if kind != Kind.sframe:
@@ -533,7 +527,6 @@ def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = 
     named ``LIB(MEMBER)`` in messages, as ld names them."""
     from .analysis.compare import check_rewritten
     from .elf.archive import read_archive, write_archive
-    from .elf.read import open_elf
 
     with decoding(source, "ar archive"):
         members = read_archive(data)
@@ -568,7 +561,6 @@ def object_arch(source: str, data: bytes) -> Arch | None:
     a static library's first object member's; None for a linked file (no linker takes
     it in) or a library without an ELF member."""
     from .elf.archive import read_archive
-    from .elf.read import elf_arch, open_elf
 
     if is_archive(data):
         with decoding(source, "ar archive"):
@@ -583,8 +575,6 @@ def object_arch(source: str, data: bytes) -> Arch | None:
 
 def _only_sframe(data: bytes) -> bool:
     """An ELF file's only unwind information is ``.sframe`` (no DWARF CFI)."""
-    from .elf.read import open_elf
-
     try:
         view = open_elf(data, "ELF file")
     except DecodeError:
@@ -595,8 +585,6 @@ def _only_sframe(data: bytes) -> bool:
 
 def _empty_sframe(data: bytes) -> bool:
     """An ELF file whose SFrame section is empty (0 bytes: no header, no FDE)."""
-    from .elf.read import open_elf
-
     return open_elf(data, "ELF file").empty_sframe() is not None
 
 
@@ -678,7 +666,6 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
     rewritten in its own inode (``files.rewrite``).
     """
     from .analysis.compare import check_rewritten
-    from .elf.read import open_elf
 
     if conversion.empty and not conversion.replace:
         return data  # nothing to describe: the file is left as it is

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from ..arch import arch_for_machine
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.linked import OldKernels
+from ..elf.read import open_elf_file
 from ..errors import Cfi2SframeError, DecodeError, decoding
+from ..files import read_for_rewrite, rewrite
 from ..kinds import Kind, input_kind, is_archive, is_elf, refuse_unreadable
 
 if TYPE_CHECKING:
@@ -169,8 +171,6 @@ def identity(info: os.stat_result) -> dict[str, int]:
 
 
 def _fill(record: dict[str, Any], path: str, read_path: str, task: Task) -> None:
-    from ..files import read_for_rewrite
-
     data, read_stat = read_for_rewrite(read_path)  # the status: for --in-place
     kind = input_kind(data)
     if kind in (Kind.macho, Kind.fat_macho):
@@ -194,7 +194,6 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
     """``_fill`` for a file's bytes (also an archive member's: ``read_stat`` None, and
     conversion is the archive's)."""
     from ..elf.cfi import read_elf_cfi
-    from ..elf.read import open_elf_file
 
     view = open_elf_file(path, data)
     names = set(view.section_names)
@@ -308,7 +307,6 @@ def _fill_archive(record: dict[str, Any], path: str, read_path: str, data: bytes
     library (``convert.convert_archive``) only with ``--objects``: its members are
     relocatable objects, which every later link takes in."""
     from ..elf.archive import read_archive
-    from ..elf.read import open_elf_file
 
     with decoding(path, "ar archive"):
         members = [m for m in read_archive(data) if not m.special and is_elf(m.data)]
@@ -377,7 +375,6 @@ def per_member(record: dict[str, Any]) -> list[dict[str, Any]]:
 def _convert_archive(record: dict[str, Any], path: str, read_path: str, data: bytes,
                      read_stat: os.stat_result, task: Task) -> None:
     from ..convert import archive_already_converted, convert_archive
-    from ..files import rewrite
 
     form = _object_form(path, data, task)
     archive = convert_archive(path, data, form.version, task.replace, task.limits,

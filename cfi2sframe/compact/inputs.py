@@ -7,19 +7,29 @@ object the assembler wrote; for ELF input, the file), so STACK_IND's
 
 from __future__ import annotations
 
-from ..arch import as_arch, get_arch
+import shutil
+
+from ..arch import arch_for_machine, as_arch, get_arch
 from ..arch.base import Arch
 from ..elf.read import address_reader, elf_arch, open_elf
-from ..errors import Cfi2SframeError
+from ..errors import Cfi2SframeError, decoding
 from ..kinds import Kind, refuse_unreadable
-from ..macho.read import MH_MAGIC, MH_MAGIC_64, MH_OBJECT, MachoView
-from ..macho.unwind import ObjectRow
+from ..macho.read import MH_MAGIC, MH_MAGIC_64, MH_OBJECT, MachoView, open_macho
+from ..macho.unwind import (
+    ObjectRow,
+    cie_personalities,
+    compact_unwind_rows,
+    eh_frame,
+    native_numbers,
+    with_encodings,
+)
 from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
 from .lower import CompactFunction, lower_compact
 from .rules import Code
-from .table import UnwindInfo
+from .table import UnwindInfo, read_unwind_info
 from .table_writer import TableFunction
+from .words import ARM64_DWARF, HAS_LSDA, MODE_MASK, PERSONALITY_MASK, X86_DWARF, is_dwarf
 
 
 def compact_arch(arch_name: str, where: str) -> str:
@@ -68,8 +78,6 @@ def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x
     """``compact_asm``, and for assembly the assembler wrote as Mach-O, the rows of its
     own ``__LD,__compact_unwind`` (LLVM's encoder: what the rows here are compared
     with); None for ELF."""
-    import shutil
-
     from ..frontend.macho_probe import darwin_text
     from ..frontend.probe import Assembler
     from ..frontend.timelines import parse_asm
@@ -93,9 +101,6 @@ def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x
     unit, _ = parse_asm(text, filename, arch, Assembler.from_string(command), probes=darwin)
     if int.from_bytes(unit.obj[:4], "little") not in (MH_MAGIC, MH_MAGIC_64):
         return compact_functions(unit.timelines, unit.obj, flavour, ranges), None
-    from ..errors import decoding
-    from ..macho.read import open_macho
-    from ..macho.unwind import compact_unwind_rows
 
     with decoding(filename, "assembler output"):
         view = open_macho(unit.obj)
@@ -125,7 +130,6 @@ def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x
 
 def compact_elf(path: str, data: bytes, ranges: bool = False) -> list[CompactFunction]:
     """Compact rows for every FDE of an ELF file (object, library or program)."""
-    from ..arch import arch_for_machine
     from ..elf.cfi import read_elf_cfi
 
     cfi = read_elf_cfi(path, data)
@@ -142,10 +146,6 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
     FDE per function; arm64 objects from clang have none), and the rows the file's own
     ``__LD,__compact_unwind`` holds, as its compiler wrote them.  ``arch_name`` picks
     the slice of a universal file (``x86_64`` or ``aarch64``/``arm64``)."""
-    from ..errors import decoding
-    from ..macho.read import open_macho
-    from ..macho.unwind import compact_unwind_rows, eh_frame, native_numbers
-
     slice_arch = None if arch_name is None else ("arm64" if arch_name in ("aarch64", "arm64")
                                                  else arch_name)  # i386, x86_64
     with decoding(path, "Mach-O file"):
@@ -193,9 +193,6 @@ def _target(view: MachoView) -> Arch:
 
 def unwind_table(path: str, view: MachoView) -> UnwindInfo | None:
     """An image's ``__TEXT,__unwind_info``, decoded (None without one)."""
-    from ..errors import decoding
-    from .table import read_unwind_info
-
     section = view.section("__TEXT", "__unwind_info")
     if section is None:
         return None
@@ -207,8 +204,6 @@ def image_functions(view: MachoView, table: UnwindInfo) -> list[TableFunction]:
     """An image's functions as its ``__unwind_info`` gives them, each running to the next
     entry (the last to the end of the code section holding it: a linker's sentinel may
     stop short of it), with the FDE offset a DWARF-mode encoding holds."""
-    from .words import ARM64_DWARF, MODE_MASK, X86_DWARF
-
     dwarf = ARM64_DWARF if view.arch == "arm64" else X86_DWARF
     base = view.image_base
     out = []
@@ -234,8 +229,6 @@ def macho_object_with_ours(path: str, data: bytes, arch_name: str | None = None,
     ``__eh_frame`` in its ``__LD,__compact_unwind`` rows; what changed, in words.  An
     object without rows gets the section (``macho.write``); with ``ranges``, one row
     per CFI state replaces each function's row."""
-    from ..errors import decoding
-
     arch, functions, rows, view = compact_macho(path, data, arch_name, ranges)
     if view.filetype != MH_OBJECT:
         raise Cfi2SframeError(path, "--in-place rewrites a Mach-O object's __compact_unwind "
@@ -258,9 +251,7 @@ def _with_new_rows(view: MachoView, rows: list[ObjectRow], functions: list[Compa
     DWARF mode as a whole gets no row, as LLVM writes none: the linker takes its FDE; a
     function with a personality routine and no row of the object's own gets its
     routine from the relocation of its CIE's personality field."""
-    from ..macho.unwind import cie_personalities, eh_frame
     from ..macho.write import NewRow, with_compact_unwind
-    from .words import HAS_LSDA, is_dwarf
 
     flavour = compact_arch(arch.name, where)
     cfi = eh_frame(view, where)
@@ -308,9 +299,6 @@ def _with_ours(view: MachoView, rows: list[ObjectRow], functions: list[CompactFu
     """``view`` with the encodings of ``functions`` (by object address) in its rows, the
     rows' own personality and LSDA bits kept; a function in DWARF mode here needs an
     FDE in the object (``fdes``: their starts, when the caller has read them)."""
-    from ..macho.unwind import eh_frame, with_encodings
-    from .words import HAS_LSDA, PERSONALITY_MASK, is_dwarf
-
     if fdes is None:
         cfi = eh_frame(view, where)
         fdes = {fde.start for fde in cfi.fdes} if cfi is not None else set()
@@ -344,10 +332,7 @@ def darwin_object(text: str, filename: str, arch: Arch, assembler: str | None,
     kept), and what was changed, in words.  A function computed here in DWARF mode needs
     an FDE in the object's ``__eh_frame``, which LLVM writes only for its own DWARF-mode
     functions: without one it is a one-line error."""
-    from ..errors import decoding
     from ..frontend.probe import Assembler
-    from ..macho.read import open_macho
-    from ..macho.unwind import compact_unwind_rows
 
     assert arch.darwin_assembler is not None
     obj, _ = Assembler.from_string(assembler or arch.darwin_assembler).run(text, filename,
@@ -397,11 +382,6 @@ def placed_functions(objects: list[tuple[str, bytes, int]], image_base: int,
     ``personalities``.  Functions with no row are
     named in a note (a linker takes their FDEs); a DWARF-mode row is an error: its
     FDE's offset in the image's ``__eh_frame`` is the linker's to know."""
-    from ..errors import decoding
-    from ..macho.read import open_macho
-    from ..macho.unwind import compact_unwind_rows, eh_frame
-    from .words import is_dwarf
-
     out: list[TableFunction] = []
     notes: list[str] = []
     arch = None

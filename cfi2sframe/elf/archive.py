@@ -16,9 +16,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..errors import DecodeError
-from ..kinds import AR_MAGIC, is_archive
+from ..kinds import AR_MAGIC, Kind, input_kind, is_archive
 
-THIN_MAGIC = b"!<thin>\n"
 HEADER_SIZE = 60
 _INDEXES = {"/": 4, "/SYM64/": 8}  # the symbol index and its word size
 _LONG_NAMES = "//"
@@ -42,8 +41,9 @@ class Member(NamedTuple):
 def read_archive(data: bytes) -> list[Member]:
     """Every member in order; ``DecodeError`` at the offset of what is malformed."""
     if not is_archive(data):
-        raise DecodeError(0, "not an ar archive" if data[:8] != THIN_MAGIC else
-                          "a thin archive (its members are other files): convert those")
+        thin = input_kind(data[:8]) == Kind.thin_archive
+        raise DecodeError(0, "a thin archive (its members are other files): convert those"
+                          if thin else "not an ar archive")
     members: list[Member] = []
     long_names = b""
     pos = len(AR_MAGIC)
