@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, NamedTuple, cast
 
 from .errors import Cfi2SframeError
-from .kinds import is_elf
+from .kinds import is_elf, xray_byte_order
 
 
 def read_bytes(path: str) -> bytes:
@@ -31,9 +31,10 @@ MAP_AT_LEAST = 1 << 20  # smaller files are read: a map costs more than it saves
 def read_input(path: str) -> bytes:
     """``read_bytes`` for commands that read an ELF file and write no file in its place:
     a large ELF file is memory-mapped read-only, not copied, so that only the pages
-    its sections use are read (a 110 MB library is converted in 200 MB, not 290 MB).
+    its sections use are read (a 110 MB library is converted in 200 MB, not 290 MB);
+    so is a large XRay trace, whose pages ``dump`` gives back as it reads on.
 
-    The map stands in for ``bytes`` where an ELF file is read: slicing (which gives
+    The map stands in for ``bytes`` where an ELF file or trace is read: slicing (which gives
     ``bytes``), indexing, ``len``, ``find`` and the ``struct`` calls.  Anything else
     (assembly, archives, small files, standard input) is read as ``read_bytes`` does.
     ``--in-place`` maps only a file with one name (``read_for_rewrite``): a file
@@ -43,19 +44,24 @@ def read_input(path: str) -> bytes:
         return read_bytes(path)
     try:
         with open(path, "rb") as handle:
-            mapped = _mapped_elf(handle, os.fstat(handle.fileno()).st_size)
+            mapped = _mapped(handle, os.fstat(handle.fileno()).st_size)
     except (OSError, ValueError):
         mapped = None  # not mappable (a pipe, a special file): read it
     return read_bytes(path) if mapped is None else mapped
 
 
-def _mapped_elf(handle: BinaryIO, size: int) -> bytes | None:
-    """The open file, memory-mapped read-only, where it is a large ELF file (``size``
-    bytes); else None, the handle left where it was."""
-    if size < MAP_AT_LEAST or not is_elf(handle.read(4)):
+def _mapped(handle: BinaryIO, size: int) -> bytes | None:
+    """The open file, memory-mapped read-only, where it is a large ELF file or XRay
+    trace (``size`` bytes: a trace is read once, front to back, and ``dump`` gives its
+    pages back as it goes); else None, the handle left where it was."""
+    head = handle.read(_HEAD) if size >= MAP_AT_LEAST else b""
+    if not (is_elf(head) or xray_byte_order(head) is not None):
         handle.seek(0)
         return None
     return cast("bytes", mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+_HEAD = 64  # an XRay header and its first record (a basic-mode record is 32 bytes)
 
 
 def same_file(a: str, b: str) -> bool:
@@ -236,7 +242,7 @@ def read_for_rewrite(path: str) -> tuple[bytes, os.stat_result]:
     try:
         status = os.stat(path)
         with open(path, "rb") as handle:
-            mapped = _mapped_elf(handle, status.st_size) if status.st_nlink == 1 else None
+            mapped = _mapped(handle, status.st_size) if status.st_nlink == 1 else None
             data = handle.read() if mapped is None else mapped
     except (OSError, ValueError) as exc:
         raise Cfi2SframeError(path, f"cannot read input: {getattr(exc, 'strerror', exc)}") \

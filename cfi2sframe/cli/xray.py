@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 
 from ..errors import DecodeError, decoding
-from ..files import read_input
+from ..files import read_input, release
 from ..xray.check import check_trace
 from ..xray.expand import events
 from ..xray.instr_map import InstrMap, id_names, open_instr_map
@@ -30,7 +30,7 @@ def dump(path: str, data: bytes, binary: str | None = None, demangle: bool = Tru
             _dump_json(data, header, names)
             return 0
         write(header_line(header) + "\n")
-        for line in dump_lines(data, header, names):
+        for line in dump_lines(data, header, names, lambda offset: release(data, 0, offset)):
             write(line)
     return 0
 

@@ -4,7 +4,7 @@ the record's byte offset (payloads with their unprintable bytes escaped)."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 
 from .. import core
 from ..errors import DecodeError
@@ -107,38 +107,47 @@ def basic_text(record: BasicRecord, names: Mapping[int, str] | None = None) -> s
             f"{record.tsc}, cpu = {record.cpu}, {where}")
 
 
-def dump_lines(data: bytes, header: Header, names: Mapping[int, str] | None = None
-               ) -> Iterator[str]:
+def dump_lines(data: bytes, header: Header, names: Mapping[int, str] | None = None,
+               read_to: Callable[[int], None] | None = None) -> Iterator[str]:
     """Every record's line (many lines at a time, where ``_whole_buffers`` or its
     compiled twin reads them), streamed (a DecodeError where reading cannot go on);
-    ``names``: each function's name beside its ID."""
+    ``names``: each function's name beside its ID; ``read_to(offset)``, called now and
+    then: nothing before ``offset`` is read again (the caller may give those pages
+    back)."""
     if header.type == FDR:
-        start, buffer_end = yield from _fast_buffers(data, header, names or {})
-        for record in fdr_records(data, header, start, buffer_end):
-            yield f"{record.offset:#08x}  {record_text(record, names)}\n"
+        start, buffer_end = yield from _fast_buffers(data, header, names or {}, read_to)
+        records: Iterator[Record | BasicRecord] = fdr_records(data, header, start, buffer_end)
     else:
-        for basic in basic_records(data, header):
-            yield f"{basic.offset:#08x}  {basic_text(basic, names)}\n"
+        records = basic_records(data, header)
+    for count, record in enumerate(records, 1):
+        text = basic_text(record, names) if isinstance(record, BasicRecord) \
+            else record_text(record, names)
+        yield f"{record.offset:#08x}  {text}\n"
+        if read_to is not None and count % _LINES_AT_ONCE == 0:
+            read_to(record.offset)
 
 
-def _fast_buffers(data: bytes, header: Header, names: Mapping[int, str]
+def _fast_buffers(data: bytes, header: Header, names: Mapping[int, str],
+                  read_to: Callable[[int], None] | None = None
                   ) -> Generator[str, None, tuple[int, int | None]]:
     """``_whole_buffers`` through the compiled core's ``xray_dump`` (``_core_xray.c``)
     where it is built, a chunk of lines a call: the same lines and the same place to
     hand back; else (or where the labels are not all text) the Python loop itself."""
     compiled = core.compiled()
     if compiled is None or header.version < 2 or header.order != "little":
-        return (yield from _whole_buffers(data, header, names))
+        return (yield from _whole_buffers(data, header, names, read_to))
     labels = compiled.xray_labels(
         labels={func_id: function_id(func_id, names) for func_id in names}) if names else None
     if names and labels is None:
-        return (yield from _whole_buffers(data, header, names))
+        return (yield from _whole_buffers(data, header, names, read_to))
     at, stop, more = HEADER_SIZE, None, True
     while more:
         text, at, stop, more = compiled.xray_dump(data=data, at=at, stop=stop, labels=labels,
                                                   lines=_LINES_AT_ONCE)
         if text:
             yield text
+        if read_to is not None:
+            read_to(at)
     return at, stop
 
 
@@ -146,7 +155,8 @@ _PAIRS = struct.Struct("<II")
 _FUNCTION_WORDS = tuple(_FUNCTION[kind] for kind in FUNC_KINDS)
 
 
-def _whole_buffers(data: bytes, header: Header, names: Mapping[int, str]
+def _whole_buffers(data: bytes, header: Header, names: Mapping[int, str],
+                   read_to: Callable[[int], None] | None = None
                    ) -> Generator[str, None, tuple[int, int | None]]:
     """The lines of buffers, many at a time, as ``fdr_records`` and ``record_text``
     give them but without an object per function record: little-endian traces from
@@ -172,6 +182,8 @@ def _whole_buffers(data: bytes, header: Header, names: Mapping[int, str]
             if len(lines) >= _LINES_AT_ONCE:
                 yield "".join(lines)
                 lines.clear()
+                if read_to is not None:
+                    read_to(pos)
             if not word & 1:
                 kind = (word >> 1) & 7
                 if kind > 3:
