@@ -778,7 +778,8 @@ static PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
             buf = more;
             cap = grown;
         }
-        memcpy(buf + used, PyBytes_AS_STRING(encoded), (size_t)len);
+        if (len)  /* buf is NULL until the first FREs: memcpy from or to NULL is UB */
+            memcpy(buf + used, PyBytes_AS_STRING(encoded), (size_t)len);
         used += len;
         num_fres += (unsigned long long)count;
     }
