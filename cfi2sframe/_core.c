@@ -616,7 +616,7 @@ static PyObject *encode_fres(PyObject *fres, int addr_size, int big_endian, PyOb
         return NULL;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(fres);
-    PyObject **found = PyMem_New(PyObject *, count > 0 ? count : 1);
+    PyObject **found = PyMem_New(PyObject *, count > 0 ? (size_t)count : 1);
     if (!found) return PyErr_NoMemory();
     PyObject *out = NULL;
     Py_ssize_t total = 0, kept = 0;
@@ -823,11 +823,7 @@ static PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!fres) { PyBuffer_Release(&data); return NULL; }
     for (Py_ssize_t n = 0; n < count; n++) {
         if (pos + addr_size + 1 > end) goto fallback;
-        uint64_t start = 0;
-        for (int b = 0; b < addr_size; b++) {
-            int shift = big_endian ? 8 * (addr_size - 1 - b) : 8 * b;
-            start |= (uint64_t)bytes[pos + b] << shift;
-        }
+        uint64_t start = read_uint(bytes + pos, addr_size, big_endian);
         uint8_t info = bytes[pos + addr_size];
         PyObject *entry = PyTuple_GET_ITEM(table, info);
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 5) goto fallback;
@@ -835,18 +831,15 @@ static PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
         long words = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
         long width = PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
         if (PyErr_Occurred()) { Py_DECREF(fres); PyBuffer_Release(&data); return NULL; }
-        if (width == 0 || (flex && base_fp != Py_True)) goto fallback;  /* FLEX: bit 0 is 0 */
+        /* 0 marks an invalid info byte; anything but 1, 2 or 4 is not a table of ours */
+        if ((width != 1 && width != 2 && width != 4) || (flex && base_fp != Py_True))
+            goto fallback;  /* FLEX: bit 0 is 0 */
         Py_ssize_t body = pos + addr_size + 1;
-        if (body + words * width > end) goto fallback;
+        if (words < 0 || words > (end - body) / width) goto fallback;
         PyObject *offsets = PyTuple_New(words);
         if (!offsets) { Py_DECREF(fres); PyBuffer_Release(&data); return NULL; }
         for (long w = 0; w < words; w++) {
-            const uint8_t *at = bytes + body + w * width;
-            uint32_t raw = 0;
-            for (int b = 0; b < width; b++) {
-                int shift = big_endian ? 8 * (width - 1 - b) : 8 * b;
-                raw |= (uint32_t)at[b] << shift;
-            }
+            uint64_t raw = read_uint(bytes + body + w * width, (int)width, big_endian);
             int64_t value = width == 1 ? (int8_t)raw : width == 2 ? (int16_t)raw :
                 (int32_t)raw;
             PyObject *number = PyLong_FromLongLong(value);

@@ -162,8 +162,9 @@ int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_
     int result = 1;
     while (pos + 4 <= size) {
         Py_ssize_t start = pos;
-        uint64_t length, ident;
-        get_uint(&b, pos, 4, &length);
+        uint64_t length, ident;  /* each read checked: never used unset (gcc's
+                                  * -Wmaybe-uninitialized, issue 42) */
+        if (!get_uint(&b, pos, 4, &length)) { result = 0; break; }
         pos += 4;
         if (length == 0xffffffffu) { result = 0; break; }  /* 64-bit DWARF */
         if (length == 0) {  /* zero terminators, then the word of the next non-zero byte */
@@ -174,7 +175,7 @@ int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_
         }
         Py_ssize_t end = pos + (Py_ssize_t)length;
         if ((Py_ssize_t)length > size - pos || pos + 4 > end) { result = 0; break; }
-        get_uint(&b, pos, 4, &ident);
+        if (!get_uint(&b, pos, 4, &ident)) { result = 0; break; }
         Py_ssize_t body = pos + 4;
         if (ident == 0) {  /* a CIE */
             if (ncies == cap) {

@@ -152,7 +152,7 @@ static int split(Scan *sc, const char *line, Py_ssize_t n, const char *comment_c
     while (i < n) {
         char ch = line[i];
         if (in_comment) {
-            const char *end = memmem(line + i, n - i, "*/", 2);
+            const char *end = memmem(line + i, (size_t)(n - i), "*/", 2);
             if (!end) break;
             in_comment = 0;
             i = end - line + 2;
@@ -200,13 +200,14 @@ PyObject *scan_cfi(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!PyUnicode_IS_ASCII(text_obj)) Py_RETURN_NONE;
     const char *text = (const char *)PyUnicode_DATA(text_obj);
     Py_ssize_t size = PyUnicode_GET_LENGTH(text_obj);
+    size_t usize = (size_t)size;  /* a length: never negative */
     Scan sc = {cls, PyList_New(0), PyList_New(0), 0, 0, 0, 1};
     if (!sc.items || !sc.in_bodies) goto fail;
-    sc.bodies = memmem(text, size, ".macro", 6) || memmem(text, size, ".rept", 5)
-        || memmem(text, size, ".irp", 4);
+    sc.bodies = memmem(text, usize, ".macro", 6) || memmem(text, usize, ".rept", 5)
+        || memmem(text, usize, ".irp", 4);
     const char *needles[8] = {".cfi_", ".macro", ".endm", ".rept", ".irp", ".endr", NULL, NULL};
     int count = sc.bodies ? 6 : 1;
-    if (memmem(text, size, "/*", 2)) {
+    if (memmem(text, usize, "/*", 2)) {
         needles[count++] = "/*";
         needles[count++] = "*/";
     }
@@ -215,19 +216,19 @@ PyObject *scan_cfi(PyObject *Py_UNUSED(self), PyObject *args) {
     int in_comment = 0;
     Py_ssize_t counted_to = 0;
     for (Py_ssize_t start = 0; start <= size;) {
-        const char *nl = memchr(text + start, '\n', size - start);
+        const char *nl = memchr(text + start, '\n', (size_t)(size - start));
         Py_ssize_t end = nl ? nl - text : size;
         const char *line = text + start;
         Py_ssize_t n = end - start;
         int wanted = 0;
-        for (int k = 0; k < count && !wanted; k++) wanted = holds(line, n, needles[k]);
+        for (int k = 0; k < count && !wanted; k++) wanted = holds(line, (size_t)n, needles[k]);
         if (wanted) {
             for (Py_ssize_t j = counted_to; j < start; j++) sc.line_no += text[j] == '\n';
             counted_to = start;
             if (n > longest) {
-                char *chars = PyMem_Realloc(piece.chars, n + 1);
+                char *chars = PyMem_Realloc(piece.chars, (size_t)n + 1);
                 if (chars) piece.chars = chars;
-                Py_ssize_t *cols = PyMem_Realloc(piece.cols, (n + 1) * sizeof(Py_ssize_t));
+                Py_ssize_t *cols = PyMem_Realloc(piece.cols, ((size_t)n + 1) * sizeof(Py_ssize_t));
                 if (cols) piece.cols = cols;
                 if (!chars || !cols) { PyErr_NoMemory(); goto fail_piece; }
                 longest = n;
@@ -283,14 +284,14 @@ PyObject *with_labels(PyObject *Py_UNUSED(self), PyObject *args) {
     last = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, i));
-        memcpy(dst, text + last, at - last);
+        memcpy(dst, text + last, (size_t)(at - last));  /* at >= last: checked above */
         dst += at - last;
-        memcpy(dst, prefix, plen);
+        memcpy(dst, prefix, (size_t)plen);
         dst += plen;
         dst += sprintf(dst, "%zd: ", i);
         last = at;
     }
-    memcpy(dst, text + last, size - last);
+    memcpy(dst, text + last, (size_t)(size - last));
     return out;
 }
 
@@ -322,7 +323,8 @@ PyObject *probe_symbols(PyObject *Py_UNUSED(self), PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         const uint8_t *e = sym + i * entry;
         uint64_t name = read_uint(e, 4, big);
-        int probe = name + plen <= (uint64_t)size && memcmp(names + name, prefix, plen) == 0;
+        int probe = name + (uint64_t)plen <= (uint64_t)size &&
+            memcmp(names + name, prefix, (size_t)plen) == 0;
         if (!probe) {
             PyObject *index = PyLong_FromSsize_t(i);
             if (!index || PyList_Append(others, index) < 0) { Py_XDECREF(index); goto done; }

@@ -41,18 +41,23 @@ PyObject *fde_index(PyObject *Py_UNUSED(self), PyObject *args) {
     ends = starts ? PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t))
                   : NULL;
     if (!ends) goto fail;
-    int64_t *s = (int64_t *)PyBytes_AS_STRING(starts), *e = (int64_t *)PyBytes_AS_STRING(ends);
+    /* Stored through memcpy: a bytes object's characters have no alignment the C API
+     * promises (clang's -Wcast-align). */
+    char *s = PyBytes_AS_STRING(starts), *e = PyBytes_AS_STRING(ends);
     const uint8_t *p = (const uint8_t *)data.buf + start;
     int disjoint = 1;
+    int64_t last_end = 0;
     for (Py_ssize_t i = 0; i < count; i++, p += entry) {
         uint64_t raw = read_uint(p, field, big);
         int64_t value = wide ? (int64_t)raw : (int64_t)(int32_t)(uint32_t)raw;
         __int128 at = (__int128)base + value + (__int128)step * i;
         __int128 end = at + (__int128)read_uint(p + field, 4, big);
         if (at < INT64_MIN || end > INT64_MAX) goto give_up;
-        s[i] = (int64_t)at;
-        e[i] = (int64_t)end;
-        if (i && e[i - 1] > s[i]) disjoint = 0;
+        int64_t at64 = (int64_t)at, end64 = (int64_t)end;
+        memcpy(s + i * 8, &at64, 8);
+        memcpy(e + i * 8, &end64, 8);
+        if (i && last_end > at64) disjoint = 0;
+        last_end = end64;
     }
     PyBuffer_Release(&data);
     return Py_BuildValue("(NNO)", starts, ends, disjoint ? Py_True : Py_False);

@@ -240,7 +240,7 @@ static int read_index(const Bytes *sf, PyObject *index, PyObject *layout, PyObje
         return 0;
     unused = PyLong_AsLong(PyTuple_GET_ITEM(unused_masks, version));
     if (unused == -1 && PyErr_Occurred()) return -1;
-    SfFde *fdes = PyMem_New(SfFde, n > 0 ? n : 1);
+    SfFde *fdes = PyMem_New(SfFde, n > 0 ? (size_t)n : 1);
     if (!fdes) { PyErr_NoMemory(); return -1; }
     Py_ssize_t total = 0;
     Bytes fre_bytes = {sf->d, fre_end, sf->big};

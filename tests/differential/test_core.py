@@ -219,6 +219,59 @@ def test_the_fre_decoder_on_damaged_sections(noise: bytes, where: int, version: 
 _SMALL_SECTIONS: dict[int, bytes] = {}
 
 
+# FRE bytes weighted to what decodes: info bytes with a valid size code (bits 5-6 below
+# 3, SFrame spec "SFrame FRE Info Word") half the time, any byte otherwise.
+_FRE_BYTES = st.lists(st.one_of(st.integers(0, 255), st.integers(0, 0x5F)), max_size=80)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_FRE_BYTES, st.integers(0, 90), st.integers(0, 90), st.integers(-1, 40),
+       st.sampled_from([1, 2, 4]), st.booleans(), st.booleans())
+def test_decode_fres_is_the_python_fre_loop(raw: list[int], pos: int, end: int, count: int,
+                                            addr_size: int, big: bool, flex: bool) -> None:
+    """``_core.decode_fres`` called as ``decode._Reader.fres`` calls it, on any bytes,
+    position, end, count, FRE type, byte order and FDE type: the FREs of the Python loop
+    (its reference) and the position after them, or None exactly where that loop raises
+    its located error (the compiled loop reports none itself)."""
+    from cfi2sframe.sframe.decode import FRE_TABLE, DecodedFre, _Reader
+    from cfi2sframe.sframe.format import FRE_ADDR_SIZE
+
+    data = bytes(raw)
+    end = min(end, len(data))
+    fre_type = next(t for t, size in FRE_ADDR_SIZE.items() if size == addr_size)
+    reader = _Reader(data, ">" if big else "<", 0, end, 3, 0)
+    got = compiled_core().decode_fres(data, pos, end, count, addr_size, big, flex,
+                                      DecodedFre, FRE_TABLE)
+    if pos > end or count < 0:  # no call the Python loop makes: only no answer
+        assert got is None
+        return
+    try:
+        python = reader.fres(pos, count, fre_type, 0, flex, compiled=None)
+    except DecodeError:
+        assert got is None
+        return
+    assert got is not None
+    fres, after = got
+    assert fres == python and all(type(fre) is DecodedFre for fre in fres)
+    assert after == pos + sum(addr_size + 1 + len(fre.offsets) * (1 << fre.offset_size)
+                              for fre in python)
+
+
+def test_decode_fres_leaves_a_foreign_table_to_python() -> None:
+    """A table whose word widths are not SFrame's 1, 2 or 4 bytes (none of ours: a
+    width of 8 once shifted a 32-bit word by 32 and more) or whose counts are negative
+    is no answer, never a read."""
+    from cfi2sframe.sframe.decode import FRE_TABLE, DecodedFre
+
+    data = bytes(64)
+    for bad in ((False, 1, 8, False, 0), (False, -1, 1, False, 0), (False, 1, 3, False, 0)):
+        table = (bad,) * 256
+        assert compiled_core().decode_fres(data, 0, 64, 2, 1, False, False, DecodedFre,
+                                           table) is None
+    assert compiled_core().decode_fres(data, 0, 64, 2, 1, False, False, DecodedFre,
+                                       FRE_TABLE) is not None
+
+
 def test_a_count_past_the_bytes_is_the_python_loops_error() -> None:
     """Found by the fuzzer (tests/support/fuzz.py sframe): an FDE claiming 2**32-ish
     FREs in a 100-byte section.  The compiled loop allocated a tuple of that many FREs
