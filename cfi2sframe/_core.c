@@ -971,5 +971,18 @@ PyMODINIT_FUNC PyInit__core(void) {
         Py_DECREF(m);
         return NULL;
     }
+    /* The other numbers C repeats, for the tests that bind them to their Python home. */
+    PyObject *eh_pe = eh_constants();
+    if (!eh_pe || PyModule_AddObject(m, "EH_PE", eh_pe) < 0) {
+        Py_XDECREF(eh_pe);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *unwind_info = unwind_info_constants();
+    if (!unwind_info || PyModule_AddObject(m, "UNWIND_INFO", unwind_info) < 0) {
+        Py_XDECREF(unwind_info);
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

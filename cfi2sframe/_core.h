@@ -76,6 +76,7 @@ typedef int (*OnFde)(void *ctx, const EhFde *fde);
 int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_size,
             int big, const Params *arch, OnFde on_fde, void *ctx);
 PyObject *eh_fdes(PyObject *self, PyObject *args);
+PyObject *eh_constants(void);  /* the DW_EH_PE numbers it reads, by name */
 
 /* _core_verify.c: verify's check of functions, one (agree) or a whole file's. */
 PyObject *agree(PyObject *self, PyObject *args);
@@ -99,6 +100,7 @@ static inline PyObject *memo_lookup(PyObject *memo, PyObject *key, PyObject *mak
 
 /* _core_unwind_info.c: an image's __unwind_info listed as ``dump`` prints it. */
 PyObject *unwind_info_text(PyObject *self, PyObject *args);
+PyObject *unwind_info_constants(void);  /* its __unwind_info and Mach-O numbers */
 
 /* _core_sframe_dump.c: an SFrame section's FDEs checked, or written as dump prints them. */
 PyObject *sframe_dump(PyObject *self, PyObject *args);

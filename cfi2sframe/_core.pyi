@@ -7,6 +7,8 @@
 from collections.abc import Callable
 
 OPCODES: dict[str, int]
+EH_PE: dict[str, int]
+UNWIND_INFO: dict[str, int]
 
 _State = tuple[int, int, int | None, int | None, bool]
 

@@ -39,17 +39,39 @@ static int get_leb(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int is_sig
     return 1;
 }
 
+/* DW_EH_PE pointer encodings (LSB 5.0, "DWARF Extensions"): their Python home is
+ * ``dwarf/opcodes.EH_PE`` (with ``EH_PE_FORMAT`` and ``EH_PE_APPLICATION``), and
+ * ``eh_constants`` hands them to tests/differential/test_core_eh.py, which holds
+ * them equal.  PCREL_SDATA4 is the encoding nearly every .eh_frame uses. */
+enum {
+    EH_PE_absptr = 0x00, EH_PE_uleb128 = 0x01, EH_PE_udata2 = 0x02, EH_PE_udata4 = 0x03,
+    EH_PE_udata8 = 0x04, EH_PE_sleb128 = 0x09, EH_PE_sdata2 = 0x0a, EH_PE_sdata4 = 0x0b,
+    EH_PE_sdata8 = 0x0c, EH_PE_pcrel = 0x10, EH_PE_indirect = 0x80, EH_PE_omit = 0xff,
+    EH_PE_FORMAT = 0x0f, EH_PE_APPLICATION = 0x70, EH_PE_SIGNED = 0x08,
+    EH_PE_PCREL_SDATA4 = EH_PE_pcrel | EH_PE_sdata4,
+};
+
+PyObject *eh_constants(void) {
+    return Py_BuildValue(
+        "{sisisisisisisisisisisisisisisi}", "absptr", EH_PE_absptr, "uleb128", EH_PE_uleb128,
+        "udata2", EH_PE_udata2, "udata4", EH_PE_udata4, "udata8", EH_PE_udata8,
+        "sleb128", EH_PE_sleb128, "sdata2", EH_PE_sdata2, "sdata4", EH_PE_sdata4,
+        "sdata8", EH_PE_sdata8, "pcrel", EH_PE_pcrel, "indirect", EH_PE_indirect,
+        "omit", EH_PE_omit, "FORMAT", EH_PE_FORMAT, "APPLICATION", EH_PE_APPLICATION,
+        "SIGNED", EH_PE_SIGNED);
+}
+
 /* The size of a pointer in ``encoding``'s format (skipped, not read); 0: not known. */
 static int pointer_skip(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int encoding,
                         int address_size) {
     int64_t ignored;
-    switch (encoding & 0x0f) {
-    case 0x00: *pos += address_size; break;
-    case 0x01: return get_leb(b, pos, limit, 0, &ignored);
-    case 0x09: return get_leb(b, pos, limit, 1, &ignored);
-    case 0x02: case 0x0a: *pos += 2; break;
-    case 0x03: case 0x0b: *pos += 4; break;
-    case 0x04: case 0x0c: *pos += 8; break;
+    switch (encoding & EH_PE_FORMAT) {
+    case EH_PE_absptr: *pos += address_size; break;
+    case EH_PE_uleb128: return get_leb(b, pos, limit, 0, &ignored);
+    case EH_PE_sleb128: return get_leb(b, pos, limit, 1, &ignored);
+    case EH_PE_udata2: case EH_PE_sdata2: *pos += 2; break;
+    case EH_PE_udata4: case EH_PE_sdata4: *pos += 4; break;
+    case EH_PE_udata8: case EH_PE_sdata8: *pos += 8; break;
     default: return 0;
     }
     return *pos <= limit;
@@ -59,20 +81,20 @@ static int pointer_skip(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int e
  * absolute or PC-relative: anything else is left to it (0). */
 static int pointer_read(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int encoding,
                         int address_size, uint64_t base, uint64_t mask, uint64_t *out) {
-    int app = encoding & 0xf0, size;
-    if (app != 0x00 && app != 0x10) return 0;
-    switch (encoding & 0x0f) {
-    case 0x00: size = address_size; break;
-    case 0x02: case 0x0a: size = 2; break;
-    case 0x03: case 0x0b: size = 4; break;
-    case 0x04: case 0x0c: size = 8; break;
+    int app = encoding & (EH_PE_APPLICATION | EH_PE_indirect), size;
+    if (app != EH_PE_absptr && app != EH_PE_pcrel) return 0;
+    switch (encoding & EH_PE_FORMAT) {
+    case EH_PE_absptr: size = address_size; break;
+    case EH_PE_udata2: case EH_PE_sdata2: size = 2; break;
+    case EH_PE_udata4: case EH_PE_sdata4: size = 4; break;
+    case EH_PE_udata8: case EH_PE_sdata8: size = 8; break;
     default: return 0;
     }
     uint64_t value;
     if (*pos + size > limit || !get_uint(b, *pos, size, &value)) return 0;
-    if ((encoding & 0x08) && size < 8 && (value >> (8 * size - 1)) & 1)
+    if ((encoding & EH_PE_SIGNED) && size < 8 && (value >> (8 * size - 1)) & 1)
         value |= ~(uint64_t)0 << (8 * size);  /* signed formats */
-    if (app == 0x10) value += base + (uint64_t)*pos;
+    if (app == EH_PE_pcrel) value += base + (uint64_t)*pos;
     *pos += size;
     *out = value & mask;
     return 1;
@@ -111,8 +133,8 @@ static int parse_cie(const Bytes *b, Py_ssize_t pos, Py_ssize_t end, int address
     } else if (!get_leb(b, &pos, end, 0, &cie->ra)) {
         return 0;
     }
-    cie->fde_encoding = 0;  /* absptr */
-    cie->lsda_encoding = 0xff;  /* omit */
+    cie->fde_encoding = EH_PE_absptr;
+    cie->lsda_encoding = EH_PE_omit;
     cie->augmented = aug_len > 0 && aug[0] == 'z';
     if (cie->augmented) {
         int64_t data_len;
@@ -126,7 +148,7 @@ static int parse_cie(const Bytes *b, Py_ssize_t pos, Py_ssize_t end, int address
                 pos++;
             } else if (aug[i] == 'P') {
                 if (pos + 1 > data_end) return 0;
-                int encoding = b->d[pos++] & 0x7f;
+                int encoding = b->d[pos++] & ~EH_PE_indirect;
                 if (!pointer_skip(b, &pos, data_end, encoding, address_size)) return 0;
             }
         }
@@ -206,22 +228,22 @@ int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_
             result = 0;
             break;
         }
-        if (fde.cie->fde_encoding == 0x1b) {  /* pcrel|sdata4: its range read unsigned */
+        if (fde.cie->fde_encoding == EH_PE_PCREL_SDATA4) {  /* its range read unsigned */
             if (at + 4 > end || !get_uint(&b, at, 4, &fde.range)) { result = 0; break; }
             at += 4;
-        } else if (!pointer_read(&b, &at, end, fde.cie->fde_encoding & 0x0f, address_size,
-                                 0, mask, &fde.range)) {
+        } else if (!pointer_read(&b, &at, end, fde.cie->fde_encoding & EH_PE_FORMAT,
+                                 address_size, 0, mask, &fde.range)) {
             result = 0;
             break;
         }
         if (fde.cie->augmented) {
             int64_t aug;
             if (!get_leb(&b, &at, end, 0, &aug) || aug > end - at) { result = 0; break; }
-            if (aug && fde.cie->lsda_encoding != 0xff) {
+            if (aug && fde.cie->lsda_encoding != EH_PE_omit) {
                 /* The LSDA as the Python reader takes it (Mach-O checks read it). */
                 Py_ssize_t lsda_at = at;
                 if (!pointer_read(&b, &lsda_at, at + (Py_ssize_t)aug,
-                                  fde.cie->lsda_encoding & 0x7f, address_size, address, mask,
+                                  fde.cie->lsda_encoding & ~EH_PE_indirect, address_size, address, mask,
                                   &fde.lsda)) {
                     result = 0;
                     break;

@@ -32,6 +32,17 @@ enum {
     N_STAB = 0xE0, N_TYPE = 0x0E, N_SECT = 0x0E, N_EXT = 0x01,
 };
 
+/* Each number above has its Python home (``compact/table.py``, ``compact/words.py``,
+ * ``macho/read.py``); tests/differential/test_core_unwind_info.py holds them equal. */
+PyObject *unwind_info_constants(void) {
+    return Py_BuildValue(
+        "{sisisisIsIsisIsisisisi}", "UNWIND_INFO_VERSION", UNWIND_INFO_VERSION,
+        "PAGE_REGULAR", PAGE_REGULAR, "PAGE_COMPRESSED", PAGE_COMPRESSED,
+        "MODE_MASK", (unsigned)MODE_MASK, "PERSONALITY_MASK", (unsigned)PERSONALITY_MASK,
+        "PERSONALITY_SHIFT", PERSONALITY_SHIFT, "HAS_LSDA", (unsigned)HAS_LSDA,
+        "N_STAB", N_STAB, "N_TYPE", N_TYPE, "N_SECT", N_SECT, "N_EXT", N_EXT);
+}
+
 /* Mach-O and __unwind_info fields are little-endian on every target here. */
 static uint32_t rd16(const uint8_t *p) { return (uint32_t)read_uint(p, 2, 0); }
 static uint32_t rd32(const uint8_t *p) { return (uint32_t)read_uint(p, 4, 0); }

@@ -8,9 +8,7 @@ from __future__ import annotations
 import re
 
 from ..elf.read import Symbol
-from ..macho.read import MachoView
-
-_N_EXT = 0x01
+from ..macho.read import N_EXT, MachoView
 
 
 def darwin_text(text: str) -> bool:
@@ -54,5 +52,5 @@ def elf_like_symbols(view: MachoView) -> list[Symbol]:
             continue
         section = view.sections[symbol.sect - 1]
         out.append(Symbol(symbol.name, symbol.value - section.addr, 0, 0,
-                          1 if symbol.kind & _N_EXT else 0, symbol.sect))
+                          1 if symbol.kind & N_EXT else 0, symbol.sect))
     return out

@@ -21,7 +21,7 @@ LC_SEGMENT, LC_SEGMENT_64, LC_SYMTAB = 0x1, 0x19, 0x2
 CPU_TYPE_I386, CPU_TYPE_X86_64, CPU_TYPE_ARM64 = 7, 0x01000007, 0x0100000C
 R_SCATTERED = 0x80000000  # a scattered relocation_info (32-bit files): the target's address
 MH_OBJECT, MH_EXECUTE, MH_DYLIB, MH_BUNDLE = 1, 2, 6, 8
-N_TYPE, N_SECT, N_STAB = 0x0E, 0x0E, 0xE0
+N_TYPE, N_SECT, N_STAB, N_EXT = 0x0E, 0x0E, 0xE0, 0x01  # a symbol's n_type bits
 # The compact unwind flavour (compact/) of each CPU type.
 CPU_ARCH = {CPU_TYPE_X86_64: "x86_64", CPU_TYPE_ARM64: "arm64", CPU_TYPE_I386: "i386"}
 FILE_TYPES = {MH_OBJECT: "object", MH_EXECUTE: "executable", MH_DYLIB: "dynamic library",
@@ -172,7 +172,7 @@ class MachoView:
     def function_names(self) -> dict[int, str]:
         """Address -> the name of a symbol defined there (a global one first)."""
         names: dict[int, str] = {}
-        for symbol in sorted(self.symbols, key=lambda s: not s.kind & 1):  # N_EXT first
+        for symbol in sorted(self.symbols, key=lambda s: not s.kind & N_EXT):  # global first
             if symbol.defined_in_section and symbol.name:
                 names.setdefault(symbol.value, symbol.name)
         return names

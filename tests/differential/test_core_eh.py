@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe.dwarf.cfi import parse_cfi
+from cfi2sframe.dwarf.opcodes import EH_PE, EH_PE_APPLICATION, EH_PE_FORMAT
 from cfi2sframe.elf.cfi import function_names
 from cfi2sframe.elf.read import open_elf_file
 from cfi2sframe.errors import DecodeError
@@ -132,3 +133,16 @@ def test_relocatable_objects_give_the_python_walkers_fdes(tmp_path: Path) -> Non
             assert python.fdes and all(fde.section for fde in python.fdes), obj
     finally:
         dwarf_cfi.parse_cfi.__defaults__ = original
+
+
+def test_the_compiled_pointer_encodings_are_dwarfs() -> None:
+    """Every DW_EH_PE number _core_eh.c reads is the one of ``dwarf/opcodes.EH_PE``,
+    their Python home (bound there to pyelftools' tables), so neither can change alone."""
+    numbers = dict(compiled_core().EH_PE)
+    assert numbers.pop("FORMAT") == EH_PE_FORMAT
+    assert numbers.pop("APPLICATION") == EH_PE_APPLICATION
+    signed = numbers.pop("SIGNED")  # what sets the signed formats apart from the unsigned
+    for size in (2, 4, 8):
+        assert EH_PE[f"sdata{size}"] == EH_PE[f"udata{size}"] | signed
+        assert not EH_PE[f"udata{size}"] & signed
+    assert numbers == {member.name: member.value for member in EH_PE}
