@@ -9,6 +9,7 @@ slower than the bound fails the test.  Longer runs: python tests/support/fuzz.py
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -18,15 +19,26 @@ from pathlib import Path
 
 import pytest
 
+from cfi2sframe.core import compiled
 from tests.conftest import at_least, require, require_module
 from tests.corpus import csmith_asm
 
 ROOT = Path(__file__).resolve().parents[2]
 # Executions per target in CI (the cheap decoders get more); scale with the variable.
-RUNS = {"sframe": 200000, "compact": 200000, "elf": 20000, "asm": 5000, "rewrite": 30000,
-        "compressed": 50000, "macho": 20000, "unwind_info": 50000}
+RUNS = {"sframe": 200000, "compact": 200000, "elf": 20000, "cfi": 20000, "asm": 5000,
+        "rewrite": 30000, "compressed": 50000, "macho": 20000, "unwind_info": 50000}
 SCALE = float(os.environ.get("CFI2SFRAME_FUZZ_SCALE", "1"))
-SEED_FLOORS = {"sframe": 8, "elf": 4, "compact": 6, "asm": 9, "rewrite": 12,
+# The compiled core's entry points (cfi2sframe/_core.pyi) each target must call, with
+# mutated real inputs, where the core is built (measured: what each reaches from its
+# seeds); together every entry point (test_every_entry_point_has_a_target).
+ENTRY_POINTS = {"sframe": {"decode_fres", "fde_index", "sframe_dump"},
+                "elf": {"eh_fdes", "relocate", "lower_fdes", "fdes_v2", "fres_bytes"},
+                "cfi": {"eh_fdes", "fast_fres", "probe_symbols"},
+                "asm": {"scan_cfi", "with_labels"},
+                "rewrite": {"eh_fdes", "agree", "verify_scan"},
+                "compressed": {"lower_fdes"}, "macho": {"eh_fdes"},
+                "unwind_info": {"unwind_info_text"}, "compact": set()}
+SEED_FLOORS = {"sframe": 8, "elf": 4, "cfi": 8, "compact": 6, "asm": 9, "rewrite": 12,
                "compressed": 5, "macho": 6, "unwind_info": 3}
 
 
@@ -49,6 +61,19 @@ def _seeds(target: str, folder: Path) -> None:
     if target == "elf":
         for obj in objects:
             shutil.copy(obj, folder / obj.name)
+    elif target == "cfi":  # the assembler's objects with probe labels, and libraries
+        from cfi2sframe.frontend.probe import with_probes
+        from cfi2sframe.frontend.scan import scan
+
+        for path, obj in zip(examples, objects, strict=True):
+            text = path.read_text()
+            probed = folder.parent / f"{path.stem}.probed.s"
+            probed.write_text(with_probes(text, scan(text, path.name, "#").items, None))
+            subprocess.run(["as", str(probed), "-o", str(folder / f"{path.stem}.probed.o")],
+                           check=True)
+            subprocess.run(["ld", "-shared", "--unresolved-symbols=ignore-all", str(obj),
+                            "-o", str(folder / f"{obj.stem}.so")], check=True,
+                           capture_output=True)
     elif target == "rewrite":  # objects, and programs and libraries ld links from them
         for obj in objects:
             shutil.copy(obj, folder / obj.name)
@@ -120,7 +145,7 @@ def make_bomb(folder: Path, zeros: int) -> Path:
     return source
 
 
-@pytest.mark.parametrize("target", ["sframe", "elf", "compact", "asm", "rewrite",
+@pytest.mark.parametrize("target", ["sframe", "elf", "cfi", "compact", "asm", "rewrite",
                                     "compressed", "macho", "unwind_info"])
 def test_fuzz_target_within_budget(target: str, tmp_path: Path, report) -> None:
     require("as", "ld", "objcopy", "gcc", "csmith")
@@ -131,13 +156,36 @@ def test_fuzz_target_within_budget(target: str, tmp_path: Path, report) -> None:
     # Seeds per target, counted from the inputs above (4 examples/*.s):
     # a target fuzzed from fewer seeds than these lost its real inputs.
     at_least(f"{target} seeds", seed_count, SEED_FLOORS[target])
+    called = tmp_path / "entry-points"
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "fuzz.py"), target,
                            f"-runs={int(RUNS[target] * SCALE)}", "-max_total_time=120",
                            "-rss_limit_mb=2048", "-timeout=10", str(seeds)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1",
+                                   CFI2SFRAME_FUZZ_ENTRY_POINTS=str(called)))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    if compiled() is not None:  # (CFI2SFRAME_CORE=python: no entry point is called)
+        reached = set(called.read_text().split()) if called.exists() else set()
+        assert ENTRY_POINTS[target] <= reached, f"not reached: {ENTRY_POINTS[target] - reached}"
     done = re.search(r"Done (\d+) runs in (\d+) second", proc.stderr)
     assert done, proc.stderr[-2000:]
     report(f"fuzz {target}: {done.group(1)} executions in {done.group(2)} s, no finding "
-           f"(seeds: {seed_count} real inputs)")
+           f"(seeds: {seed_count} real inputs; compiled entry points: "
+           f"{', '.join(sorted(ENTRY_POINTS[target])) or 'none'})")
+
+
+def _declared_entry_points() -> set[str]:
+    """The functions cfi2sframe/_core.pyi declares: the compiled core's entry points."""
+    tree = ast.parse((ROOT / "cfi2sframe" / "_core.pyi").read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def test_every_entry_point_has_a_target() -> None:
+    """Every function of the compiled core is fuzzed by some target (which asserts it
+    calls it above), and _core.pyi lists every function the built module has."""
+    declared = _declared_entry_points()
+    assert set().union(*ENTRY_POINTS.values()) == declared
+    core = compiled()
+    if core is not None:
+        assert {name for name in dir(core) if callable(getattr(core, name))
+                and not name.startswith("_")} == declared

@@ -3,10 +3,16 @@
     python tests/support/fuzz.py TARGET [libFuzzer options, e.g. -runs=100000 -max_total_time=600]
 
 Targets:
-  sframe   SFrame decoder (V1-V3, both byte orders) and the dump of what it decodes
-  elf      the ELF/DWARF CFI reader and SFrame conversion (convert_elf, raw output)
+  sframe   SFrame decoder (V1-V3, both byte orders), the dump of what it decodes (the
+           compiled dump held equal to it) and the FDE index look-ups use
+  elf      the ELF/DWARF CFI reader and SFrame conversion (convert_elf, raw output;
+           V2, V3 or V1 by the input's length)
   compact  compact unwind decoder, x86-64/i386/arm64, and the exact encoders
-  asm      the statement scanner and the Lark directive parser (no assembler run)
+  asm      the statement scanner and the Lark directive parser (no assembler run), and
+           the probe labels' insertion (compiled and Python, held equal)
+  cfi      an assembler's object with probe labels, or a library: its probes found in
+           the symbol table, and each FDE's fast path (compiled and Python, held equal
+           where the compiled loop answers)
   rewrite  the ELF rewriting path of --in-place: conversion to the obj or elf form,
            the self-check, and the write through one name or two (hard links);
            afterwards the file holds the old bytes or exactly the new ones
@@ -16,7 +22,8 @@ Targets:
   macho    the Mach-O reader (thin and universal), an object's __compact_unwind rows,
            __eh_frame, and what dump, verify and stats do with an image or object
   unwind_info  a raw __unwind_info: the strict reader, libunwind's look-up at every
-           function, and the writer building the table again from what was read
+           function, the compiled listing, and the writer building the table again
+           from what was read
 
 Seeds are real inputs: our own SFrame sections, installed ELF objects and
 libraries' first bytes, csmith assembly. The only allowed exceptions are the
@@ -31,39 +38,108 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import atheris
 
 with atheris.instrument_imports():
+    from cfi2sframe.arch import arch_for_machine
     from cfi2sframe.compact.check import check_macho, macho_coverage
     from cfi2sframe.compact.encoding import decode, encode
-    from cfi2sframe.compact.listing import object_rows_lines, unwind_info_lines
+    from cfi2sframe.compact.listing import object_rows_lines, unwind_info_lines, unwind_info_text
     from cfi2sframe.compact.rules import Code, CompactRules
     from cfi2sframe.compact.table import Lookup, read_unwind_info
     from cfi2sframe.compact.table_writer import TableFunction, build_unwind_info
     from cfi2sframe.convert import convert_elf, rewrite_in_place
+    from cfi2sframe.core import compiled
+    from cfi2sframe.elf.cfi import read_elf_cfi
     from cfi2sframe.elf.compressed import Limits
+    from cfi2sframe.elf.read import open_elf
     from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
     from cfi2sframe.files import bytes_of, read_for_rewrite
     from cfi2sframe.frontend.directives import parse_statement
+    from cfi2sframe.frontend.probe import PROBE, read_probes, with_probes
     from cfi2sframe.frontend.scan import scan
     from cfi2sframe.frontend.syntax import SyntaxProblem
     from cfi2sframe.macho.read import MH_OBJECT, open_macho
     from cfi2sframe.macho.unwind import compact_unwind_rows
+    from cfi2sframe.sections import table_view
+    from cfi2sframe.sframe.decode import FdeTable
     from cfi2sframe.sframe.decode import decode as decode_sframe
-    from cfi2sframe.sframe.dump import dump_text
+    from cfi2sframe.sframe.dump import compiled_chunks, dump_text
+    from cfi2sframe.sframe.fastpath import direct_fres
 
 SLOW_SECONDS = float(os.environ.get("CFI2SFRAME_FUZZ_SLOW", "2"))
+# Where to write the name of each compiled-core entry point the target calls (once
+# each, as first called): tests/fuzz/test_fuzz_budget.py asserts every one is reached.
+ENTRY_POINTS = os.environ.get("CFI2SFRAME_FUZZ_ENTRY_POINTS", "")
+
+
+def _count_entry_points(path: str) -> None:
+    """Wrap every function of the compiled core (the callers look each up on the module
+    when they call it) so that its first call writes its name to ``path``."""
+    import importlib
+
+    core = importlib.import_module("cfi2sframe._core")
+    seen: set[str] = set()
+
+    def counted(name: str, function: Callable[..., object]) -> Callable[..., object]:
+        def call(*args: object) -> object:
+            if name not in seen:
+                seen.add(name)
+                with open(path, "a") as out:
+                    out.write(name + "\n")
+            return function(*args)
+        return call
+
+    for name in dir(core):
+        function = getattr(core, name)
+        if callable(function) and not name.startswith("_"):
+            setattr(core, name, counted(name, function))
 EXPECTED = (Cfi2SframeError, DecodeError, SyntaxProblem)
+
+
+CORE = compiled()  # the compiled core, where built: its entry points are fuzzed too
 
 
 def _sframe(data: bytes) -> None:
     section = decode_sframe(data)
-    dump_text(section, ".sframe")
+    text = dump_text(section, ".sframe")
+    chunks = compiled_chunks(data, compiled=CORE)
+    if chunks is not None:  # the compiled dump (None: the core or the FRE total says no)
+        assert "".join(chunks) == text, "the compiled dump differs from the Python one"
+    table = FdeTable(data, 0, False)  # what a look-up reads first: the FDE index
+    index, python = table.index(CORE), table.index(None)
+    assert (list(index.starts), list(index.ends), index.disjoint) == \
+        (list(python.starts), list(python.ends), python.disjoint), "the FDE index differs"
+    if section.fdes:
+        index.find(section.fdes[len(section.fdes) // 2].start_address)
 
 
 def _elf(data: bytes) -> None:
-    convert_elf("fuzz.o", data).raw()
+    convert_elf("fuzz.o", data, version=(2, 3, 1)[len(data) % 3]).raw()
+
+
+def _cfi(data: bytes) -> None:
+    view = open_elf(data, "fuzz.o")
+    table = view.symbol_table()
+    if CORE is not None and table is not None:
+        # The probes, where the compiled loop answers (None: a probe name that is not
+        # ours, which only our own assembler run writes), as the Python loop finds them.
+        if CORE.probe_symbols(table[0], table[1], view.is64, not view.little_endian,
+                              PROBE.encode(), 64) is not None:
+            assert read_probes(view, 64, CORE) == read_probes(view, 64, None), \
+                "the compiled probes differ"
+    cfi = read_elf_cfi("fuzz.o", data)
+    arch = arch_for_machine(cfi.machine, "fuzz.o", cfi.big_endian)
+    for fde in cfi.fdes[:100]:
+        cie = fde.cie
+        args = (cie.initial, fde.body, cie.code_align, cie.data_align, arch, cfi.big_endian)
+        ours = direct_fres(*args, compiled=CORE)
+        # The compiled loop may give up where Python goes on (rows past 2**63, deep
+        # remember_state), never give other FREs.
+        if ours is not None:
+            assert ours == direct_fres(*args, compiled=None), "the compiled FREs differ"
 
 
 SCRATCH = tempfile.mkdtemp(prefix="cfi2sframe-fuzz-")
@@ -131,6 +207,7 @@ def _macho(data: bytes) -> None:
 
 def _unwind_info(data: bytes) -> None:
     table = read_unwind_info(data)
+    unwind_info_text(table_view(data, None), CORE)
     look = Lookup(data)
     for entry in table.entries[:200]:
         look.find(entry.offset)
@@ -150,6 +227,8 @@ def _unwind_info(data: bytes) -> None:
 def _asm(data: bytes) -> None:
     text = data.decode("utf-8", "replace")
     result = scan(text, "fuzz.s", "#")
+    probed = with_probes(text, result.items, CORE)
+    assert probed == with_probes(text, result.items, None), "the compiled labels differ"
     for statement in result.items[:50]:
         try:
             parse_statement(statement.text)
@@ -168,7 +247,7 @@ def _require_located(target: str, exc: Exception) -> None:
         raise AssertionError(f"input error of more than one line: {exc!r}") from exc
 
 
-TARGETS = {"sframe": _sframe, "elf": _elf, "compact": _compact, "asm": _asm,
+TARGETS = {"sframe": _sframe, "elf": _elf, "cfi": _cfi, "compact": _compact, "asm": _asm,
            "rewrite": _rewrite, "compressed": _compressed, "macho": _macho,
            "unwind_info": _unwind_info}
 
@@ -178,6 +257,8 @@ def main() -> None:
     if name not in TARGETS:
         sys.exit(f"usage: fuzz.py {{{'|'.join(TARGETS)}}} [libFuzzer options]")
     target = TARGETS[name]
+    if ENTRY_POINTS:
+        _count_entry_points(ENTRY_POINTS)
 
     def one(data: bytes) -> None:
         start = time.perf_counter()
