@@ -33,7 +33,7 @@ else
     runtime="$("$cc" -print-file-name=libclang_rt.asan-x86_64.so)"
 fi
 [ -f "$runtime" ] || { echo "sanitize.sh: no ASan runtime for $cc ($runtime)" >&2; exit 1; }
-if [ "$#" -eq 0 ]; then  # CI's selection: some 3 minutes on 2 cores (docs/hacking.md)
+if [ "$#" -eq 0 ]; then  # CI's selection: 250 CPU-seconds (docs/hacking.md)
     budget=tests/fuzz/test_fuzz_budget.py::test_fuzz_target_within_budget
     set -- -n 2 tests/differential/test_core*.py tests/fuzz/test_elf_fuzz.py \
         tests/fuzz/test_fuzz_budget.py -k "not LLVM and not s390x-v2" \
