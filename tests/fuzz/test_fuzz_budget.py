@@ -26,7 +26,8 @@ from tests.corpus import csmith_asm
 ROOT = Path(__file__).resolve().parents[2]
 # Executions per target in CI (the cheap decoders get more); scale with the variable.
 RUNS = {"sframe": 200000, "compact": 200000, "elf": 20000, "cfi": 20000, "asm": 5000,
-        "rewrite": 30000, "compressed": 50000, "macho": 20000, "unwind_info": 50000}
+        "rewrite": 30000, "compressed": 50000, "macho": 20000, "unwind_info": 50000,
+        "xray": 20000}
 SCALE = float(os.environ.get("CFI2SFRAME_FUZZ_SCALE", "1"))
 # The compiled core's entry points (cfi2sframe/_core.pyi) each target must call, with
 # mutated real inputs, where the core is built (measured: what each reaches from its
@@ -37,9 +38,10 @@ ENTRY_POINTS = {"sframe": {"decode_fres", "fde_index", "sframe_dump"},
                 "asm": {"scan_cfi", "with_labels"},
                 "rewrite": {"eh_fdes", "agree", "verify_scan"},
                 "compressed": {"lower_fdes"}, "macho": {"eh_fdes"},
-                "unwind_info": {"unwind_info_text"}, "compact": set()}
+                "unwind_info": {"unwind_info_text"}, "compact": set(),
+                "xray": {"xray_labels", "xray_dump", "xray_stacks"}}
 SEED_FLOORS = {"sframe": 8, "elf": 4, "cfi": 8, "compact": 6, "asm": 9, "rewrite": 12,
-               "compressed": 5, "macho": 6, "unwind_info": 3}
+               "compressed": 5, "macho": 6, "unwind_info": 3, "xray": 4}
 
 
 def _seeds(target: str, folder: Path) -> None:
@@ -52,6 +54,15 @@ def _seeds(target: str, folder: Path) -> None:
         return
     if target in ("macho", "unwind_info"):
         _macho_seeds(target, folder)
+        return
+    if target == "xray":  # clang-14's runtime's traces: FDR (threads, events) and basic
+        require("clang-14")
+        from tests.differential.test_xray import TRACES, _make_trace
+
+        for name in TRACES:
+            work = folder.parent / name
+            work.mkdir()
+            shutil.copy(_make_trace(work, name), folder / name)
         return
     objects = []
     for path in examples:
@@ -146,7 +157,7 @@ def make_bomb(folder: Path, zeros: int) -> Path:
 
 
 @pytest.mark.parametrize("target", ["sframe", "elf", "cfi", "compact", "asm", "rewrite",
-                                    "compressed", "macho", "unwind_info"])
+                                    "compressed", "macho", "unwind_info", "xray"])
 def test_fuzz_target_within_budget(target: str, tmp_path: Path, report) -> None:
     require("as", "ld", "objcopy", "gcc", "csmith")
     require_module("atheris")

@@ -38,7 +38,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 import atheris
 
@@ -68,6 +68,10 @@ with atheris.instrument_imports():
     from cfi2sframe.sframe.decode import decode as decode_sframe
     from cfi2sframe.sframe.dump import compiled_chunks, dump_text
     from cfi2sframe.sframe.fastpath import direct_fres
+    from cfi2sframe.xray.check import check_trace
+    from cfi2sframe.xray.fast import fdr_stacks, python_stacks
+    from cfi2sframe.xray.records import FDR, read_header
+    from cfi2sframe.xray.text import _fast_buffers, _whole_buffers, dump_lines
 
 SLOW_SECONDS = float(os.environ.get("CFI2SFRAME_FUZZ_SLOW", "2"))
 # Where to write the name of each compiled-core entry point the target calls (once
@@ -84,12 +88,12 @@ def _count_entry_points(path: str) -> None:
     seen: set[str] = set()
 
     def counted(name: str, function: Callable[..., object]) -> Callable[..., object]:
-        def call(*args: object) -> object:
+        def call(*args: object, **keywords: object) -> object:
             if name not in seen:
                 seen.add(name)
                 with open(path, "a") as out:
                     out.write(name + "\n")
-            return function(*args)
+            return function(*args, **keywords)
         return call
 
     for name in dir(core):
@@ -236,6 +240,33 @@ def _asm(data: bytes) -> None:
             pass
 
 
+def _drained(lines: Generator[str, None, tuple[int, int | None]]
+             ) -> tuple[str, tuple[int, int | None]]:
+    """A dump loop's text and where it handed back to the general reader."""
+    text = []
+    while True:
+        try:
+            text.append(next(lines))
+        except StopIteration as done:
+            return "".join(text), done.value
+
+
+def _xray(data: bytes) -> None:
+    """dump's lines, stacks and verify's findings of a trace; the compiled loops
+    (``_core_xray.c``) against the Python ones where the core is built."""
+    header = read_header(data)
+    names = {1: "one", 2: "two"}
+    "".join(dump_lines(data, header, names))
+    if header.type == FDR and header.version >= 2 and header.order == "little":
+        assert _drained(_fast_buffers(data, header, names)) == \
+            _drained(_whole_buffers(data, header, names)), "the compiled dump differs"
+        for per_thread in (False, True):
+            assert fdr_stacks(data, header, per_thread) == python_stacks(data, per_thread), \
+                "the compiled stacks differ"
+    for _ in check_trace(data):
+        pass
+
+
 def _require_located(target: str, exc: Exception) -> None:
     """Accept an error only as a located input error: the ELF reader names the file,
     the decoders give a byte offset. Anything else is a finding."""
@@ -249,7 +280,7 @@ def _require_located(target: str, exc: Exception) -> None:
 
 TARGETS = {"sframe": _sframe, "elf": _elf, "cfi": _cfi, "compact": _compact, "asm": _asm,
            "rewrite": _rewrite, "compressed": _compressed, "macho": _macho,
-           "unwind_info": _unwind_info}
+           "unwind_info": _unwind_info, "xray": _xray}
 
 
 def main() -> None:
