@@ -6,11 +6,15 @@ the end of the file is found there only if the file is padded to its memory imag
 large ``.bss`` made that megabytes of zeros).  So a program keeps its table where it is
 and the table grows by the two entries SFrame needs (``PT_LOAD`` and
 ``PT_GNU_SFRAME``) into the bytes of the sections that follow it: ``.interp``, the
-notes and the symbol hash tables, which nothing addresses but the program headers
+notes, the symbol hash tables and the dynamic linking tables (``.dynsym``,
+``.dynstr``, the version tables), which nothing addresses but the program headers
 (``PT_INTERP``, ``PT_NOTE``, ``PT_GNU_PROPERTY``), the dynamic section (``DT_HASH``,
-``DT_GNU_HASH``) and symbols defined in them (``__abi_tag``).  As few of them as make
-the room move, with those references, into a new read-only segment at the end of the
-file, ``.sframe`` after them:
+``DT_GNU_HASH``, ``DT_SYMTAB``, ``DT_STRTAB``, ``DT_VERSYM``, ``DT_VERDEF``,
+``DT_VERNEED``: ld.so's only way to them; the hash and version tables index
+``.dynsym`` by symbol number, and names are offsets in ``.dynstr``) and symbols
+defined in them (``__abi_tag``).  As few of them as make the room move, with those
+references, into a new read-only segment at the end of the file, ``.sframe`` after
+them:
 
 - file order: the old file, its section names and headers written again (dropped
   where they were its last bytes), then segment D: the moved sections, ``.sframe``;
@@ -52,17 +56,28 @@ from .read import PHDR64_SIZE as PHDR_SIZE
 from .read import SHDR64_SIZE as SHDR_SIZE
 
 SYM_SIZE, DYN_SIZE = 24, 16  # ELF64 symbol and dynamic entries
-SHT_HASH, SHT_DYNSYM, SHT_NOTE, SHT_SYMTAB, SHT_RELR = 5, 11, 7, 2, 19
+SHT_HASH, SHT_DYNSYM, SHT_NOTE, SHT_SYMTAB, SHT_RELR, SHT_STRTAB = 5, 11, 7, 2, 19, 3
 SHT_GNU_HASH = 0x6FFFFFF6
+SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
 SHN_LORESERVE = 0xFF00
-DT_NULL, DT_HASH, DT_GNU_HASH = 0, 4, 0x6FFFFEF5
+DT_NULL, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_GNU_HASH = 0, 4, 5, 6, 0x6FFFFEF5
+DT_VERSYM, DT_VERDEF, DT_VERNEED = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE
 # The dynamic tags whose value is an address (gABI d_ptr, and GNU's DT_ADDRRNG range,
 # DT_VERSYM, DT_VERDEF, DT_VERNEED): none but the hash tables' may name a moved byte.
 ADDRESS_TAGS = frozenset({3, 4, 5, 6, 7, 12, 13, 17, 21, 23, 25, 26, 32, 34, 36,
                           0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE})
 ADDRESS_RANGE = range(0x6FFFFE00, 0x6FFFFF00)
-# The two a moved section may answer: the hash table each names.
-HASH_TABLES = {DT_HASH: SHT_HASH, DT_GNU_HASH: SHT_GNU_HASH}
+# The tags a moved section may answer, and the kind of table each names at its start:
+# the hash tables, and the dynamic linking tables ld.so finds only through these tags
+# (the version tables parallel .dynsym, and the hash tables index it, by symbol index;
+# the version tables and symbols name strings by offset in .dynstr).
+TABLES = {DT_HASH: SHT_HASH, DT_GNU_HASH: SHT_GNU_HASH, DT_SYMTAB: SHT_DYNSYM,
+          DT_STRTAB: SHT_STRTAB, DT_VERSYM: SHT_GNU_VERSYM, DT_VERDEF: SHT_GNU_VERDEF,
+          DT_VERNEED: SHT_GNU_VERNEED}
+# Those of them that move only where their tag names them (an allocated string table
+# that DT_STRTAB does not name could be anyone's).
+DYNAMIC_TABLES = frozenset({SHT_DYNSYM, SHT_STRTAB, SHT_GNU_VERSYM, SHT_GNU_VERDEF,
+                            SHT_GNU_VERNEED})
 # The program headers that may describe a moved section: moved with it.
 FOLLOWERS = frozenset({PT_INTERP, PT_NOTE, PT_GNU_PROPERTY})
 ADDRESS_END = 1 << 64
@@ -78,9 +93,21 @@ def starts_as_program(view: ElfView, segments: list[Segment]) -> bool:
             or any(seg.kind == PT_INTERP for seg in segments))
 
 
-def _movable(view: ElfView, index: int) -> bool:
+def _movable(view: ElfView, index: int, named: dict[int, int]) -> bool:
+    """Whether section ``index`` is one that only known pointers address: ``.interp``,
+    a note, a hash table, or a dynamic linking table at the address its tag names
+    (``named``: address -> kind of table, ``_named``)."""
     section = view.sections[index]
+    if section.kind in DYNAMIC_TABLES:
+        return named.get(section.addr) == section.kind
     return (section.name == ".interp" or section.kind in (SHT_NOTE, SHT_HASH, SHT_GNU_HASH))
+
+
+def _named(view: ElfView, segments: list[Segment]) -> dict[int, int]:
+    """The addresses the dynamic section gives its tables (``TABLES``), with the kind of
+    table each tag names."""
+    return {value: TABLES[tag] for tag, value, _ in _dynamic(view, segments)
+            if tag in TABLES}
 
 
 class Room(NamedTuple):
@@ -114,12 +141,13 @@ def find_room(view: ElfView, segments: list[Segment], added: int) -> Room | None
     after = [i for offset, i in contents if offset >= table_end]
     load_end = first.offset + first.filesz
     moved: list[int] = []
+    named = _named(view, segments)
     for i in after + [-1]:
         bound = view.sections[i].offset if i >= 0 else load_end
         if need <= min(bound, load_end) and not _splits(segments, first, moved, view, bound):
             return _checked(view, segments, tuple(moved), first, phoff, table_end)
         section = view.sections[i] if i >= 0 else None
-        if (section is None or not _movable(view, i) or not section.flags & SHF_ALLOC
+        if (section is None or not _movable(view, i, named) or not section.flags & SHF_ALLOC
                 or section.offset + section.size > load_end):
             return None
         moved.append(i)
@@ -169,7 +197,7 @@ def _checked(view: ElfView, segments: list[Segment], moved: tuple[int, ...], fir
     kinds = {view.sections[i].addr: view.sections[i].kind for i in moved}
     for tag, value, _ in _dynamic(view, segments):
         if (tag in ADDRESS_TAGS or tag in ADDRESS_RANGE) and value in spans \
-                and kinds.get(value) != HASH_TABLES.get(tag):
+                and kinds.get(value) != TABLES.get(tag):
             return None
     align = max([8] + [_addralign(view, s.header_at) for s in sections])
     return Room(moved, start, end, address, align)
@@ -304,8 +332,9 @@ def previous_growth(view: ElfView, segments: list[Segment]) -> Grown | None:
             or not d.vaddr <= sframe.addr or d.offset + (sframe.addr - d.vaddr) != sframe.offset
             or _flags(view, d) != PF_R):
         return None
+    named = _named(view, segments)
     if any(i != index and s.flags & SHF_ALLOC and d.vaddr <= s.addr < d.vaddr + d.memsz
-           and not _movable(view, i) for i, s in enumerate(view.sections)):
+           and not _movable(view, i, named) for i, s in enumerate(view.sections)):
         return None
     described = next((i for i, seg in enumerate(segments) if seg.kind == PT_GNU_SFRAME
                       and seg.vaddr == sframe.addr), None)
@@ -402,10 +431,10 @@ def grow(view: ElfView, segments: list[Segment], block: Block, size: int,
     if not block.keep_address and block.end > block.start:
         patches.append((block.start, bytes(block.end - block.start)))
     patches.append((phoff, rows))
-    if shift_address:
-        patches += _references(view, segments, block, shift_address)
     patches += [(cut, names), (shdrs_at, b"".join(headers)),
                 (at, data[block.start:block.end]), (sframe_at, sframe)]
+    if shift_address:  # after the moved bytes: a moved .dynsym's symbols change there
+        patches += _references(view, segments, block, shift_offset, shift_address)
     return PatchedCopy(end, data, cut, tuple(patches)), sframe_address
 
 
@@ -440,21 +469,23 @@ def _rows(view: ElfView, segments: list[Segment], block: Block, previous: Grown 
     return b"".join(rows)
 
 
-def _references(view: ElfView, segments: list[Segment], block: Block,
+def _references(view: ElfView, segments: list[Segment], block: Block, shift_offset: int,
                 shift: int) -> list[tuple[int, bytes]]:
-    """The dynamic entries of the moved hash tables and the symbols defined in moved
-    sections, at their new addresses."""
+    """The dynamic entries of the moved tables and the symbols defined in moved
+    sections, at their new addresses (written into a symbol table's moved copy where
+    the table moved too)."""
     order = "<" if view.little_endian else ">"
     spans = range(block.address, block.address + (block.end - block.start))
     patches = [(at + 8, struct.pack(order + "Q", value + shift))
                for tag, value, at in _dynamic(view, segments)
-               if tag in (DT_HASH, DT_GNU_HASH) and value in spans]
+               if tag in TABLES and value in spans]
     moved = set(block.sections)
-    for table in view.sections:
+    for index, table in enumerate(view.sections):
         if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
             continue
+        base = table.offset + (shift_offset if index in moved else 0)
         for n, shndx, value in _symbols(view, table):
             if shndx in moved and shndx < SHN_LORESERVE:
-                patches.append((table.offset + n * SYM_SIZE + 8,
+                patches.append((base + n * SYM_SIZE + 8,
                                 struct.pack(order + "Q", value + shift)))
     return patches

@@ -140,8 +140,12 @@ def built(tmp_path_factory: pytest.TempPathFactory
 
 
 # The sections a program's table may grow into, which move to the new segment: .interp,
-# the notes and the symbol hash tables (SHT_NOTE, SHT_HASH, SHT_GNU_HASH).
-MOVABLE_KINDS = (7, 5, 0x6FFFFFF6)
+# the notes and the symbol hash tables (SHT_NOTE, SHT_HASH, SHT_GNU_HASH), and the
+# dynamic linking tables (SHT_DYNSYM, SHT_STRTAB, SHT_GNU_verdef, _verneed, _versym).
+MOVABLE_KINDS = (7, 5, 0x6FFFFFF6, 11, 3, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF)
+# Their dynamic tags (gABI: DT_HASH, DT_STRTAB, DT_SYMTAB; GNU: DT_GNU_HASH, DT_VERSYM,
+# DT_VERDEF, DT_VERNEED).
+MOVABLE_TAGS = (4, 5, 6, 0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE)
 
 
 def _moved(old: bytes, new: bytes, name: str) -> list[int]:
@@ -189,14 +193,14 @@ def test_nothing_moves_and_the_growth_is_bounded(built, report) -> None:
             changed = [(tag, value) for (tag, value), new_entry in zip(before, after,
                                                                         strict=True)
                        if (tag, value) != new_entry]
-            # DT_HASH and DT_GNU_HASH, only for a moved table
-            assert all(tag in (4, 0x6FFFFEF5) and value in moved_addresses
+            # the tags of the moved tables only
+            assert all(tag in MOVABLE_TAGS and value in moved_addresses
                        for tag, value in changed), (name, changed)
-        for table in (s for s in was.sections if s.kind in (2, 11)):
+        for index, table in ((i, s) for i, s in enumerate(was.sections) if s.kind in (2, 11)):
+            at = view.sections[index].offset  # a moved .dynsym is read where it went
             rows = zip(struct.iter_unpack("<IBBHQQ", old[table.offset:table.offset
                                                          + table.size]),
-                       struct.iter_unpack("<IBBHQQ", new[table.offset:table.offset
-                                                         + table.size]), strict=True)
+                       struct.iter_unpack("<IBBHQQ", new[at:at + table.size]), strict=True)
             assert all(a == b or a[3] in moved for a, b in rows), (name, table.name)
         sframe = view.section(".sframe")
         assert sframe is not None
@@ -551,3 +555,212 @@ def test_a_library_table_follows_its_sframe(tmp_path: Path) -> None:
         _convert(library, "--replace")
         assert library.read_bytes() == converted, n
     assert 0 in remainders and len(remainders) > 1, remainders
+
+
+VERSIONED = r"""
+#include <unistd.h>
+const char interp[] __attribute__((section(".interp"))) = "/lib64/ld-linux-x86-64.so.2";
+int twice_old(int x) { return 2 * x + 1; }
+int twice_new(int x) { return 2 * x; }
+__asm__(".symver twice_old, twice@LIBT_2.2.5");
+__asm__(".symver twice_new, twice@@LIBT_2.3");
+int counter = 7;
+void entry(void) { static const char m[] = "runnable\n"; write(1, m, sizeof m - 1); _exit(0); }
+"""
+# libc-like versions: an old default kept (twice@LIBT_2.2.5) beside the new one.
+VERSION_SCRIPT = ("LIBT_2.2.5 { global: twice; counter; local: *; };\n"
+                  "LIBT_2.3 { global: twice; } LIBT_2.2.5;\n")
+VERSIONED_PROBE = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int c, char **v) {
+  (void)c; void *h = dlopen(v[1], RTLD_NOW | RTLD_LOCAL);
+  if (!h) { printf("%s\n", dlerror()); return 1; }
+  int (*o)(int) = (int (*)(int))dlvsym(h, "twice", "LIBT_2.2.5");
+  int (*n)(int) = (int (*)(int))dlvsym(h, "twice", "LIBT_2.3");
+  int (*d)(int) = (int (*)(int))dlsym(h, "twice");
+  int *k = (int *)dlsym(h, "counter");
+  printf("%d %d %d %d\n", o(20), n(20), d(20), *k);
+  return 0;
+}
+"""
+VERSIONED_USER = ('#include <stdio.h>\nint twice(int); extern int counter;\n'
+                  'int main(void) { printf("%d %d\\n", twice(21), counter); return 0; }\n')
+PAM_CAP = Path("/usr/lib/x86_64-linux-gnu/security/pam_cap.so")
+# readelf -d names of the tags that follow a moved table, and the section each names.
+TAG_SECTIONS = {"SYMTAB": ".dynsym", "STRTAB": ".dynstr", "VERSYM": ".gnu.version",
+                "VERNEED": ".gnu.version_r", "VERDEF": ".gnu.version_d",
+                "GNU_HASH": ".gnu.hash"}
+
+
+def _dynamic_tables(path: Path) -> dict[str, tuple[int, int]]:
+    """(tag's value, address of the section it should name) by readelf -d tag name."""
+    text = subprocess.run(["readelf", "-dW", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+    rows = [line.split() for line in text.splitlines() if line.strip().startswith("0x")]
+    tags = {row[1].strip("()"): int(row[2], 16) for row in rows
+            if row[1].strip("()") in TAG_SECTIONS}
+    return {tag: (tags[tag], readelf_section(path, name)[0])
+            for tag, name in TAG_SECTIONS.items() if tag in tags}
+
+
+def _symbol_answers(path: Path) -> list[str]:
+    """readelf's dynamic symbols and version tables (but the tables' own addresses and
+    offsets) and nm -D: what a moved table must answer the same."""
+    out = []
+    for cmd in (["readelf", "-W", "--dyn-syms", "-V"], ["nm", "-D"]):
+        text = subprocess.run([*cmd, str(path)], capture_output=True, text=True,
+                              check=True).stdout
+        out += [line for line in text.splitlines() if "Addr:" not in line]
+    return out
+
+
+def test_dynamic_tables_move_with_a_grown_table(tmp_path: Path, report) -> None:
+    """Where .dynsym directly follows the sections a table grows into (a gold-linked PIE
+    without a build-id note, a symbol-versioned library, the same library runnable with
+    PT_INTERP and an entry point, and Debian's pam_cap.so, whose table was moved before
+    at 6,526 bytes beyond .sframe, 5,486 of them zeros up to its memory image): the
+    table grows where it is (e_phoff kept, the first-segment rule) and .dynsym moves
+    with the tables in front of it; DT_SYMTAB, DT_GNU_HASH (and DT_STRTAB, DT_VERSYM,
+    ... where those moved) name the moved sections (readelf -d against readelf -S);
+    readelf --dyn-syms -V and nm -D answer the same; each grows by its .sframe and at
+    most a page; the programs print the same natively and under qemu-x86_64, the
+    libraries dlopen with every version resolving (dlvsym), before and after BFD's
+    strip."""
+    require("gcc", "ld.gold", "strip", "readelf", "nm", "qemu-x86_64")
+    require_path(PAM_CAP)
+    for name, text in (("v.c", VERSIONED), ("v.map", VERSION_SCRIPT),
+                       ("probe.c", VERSIONED_PROBE), ("u.c", VERSIONED_USER)):
+        (tmp_path / name).write_text(text)
+    library = ["gcc", "-O2", "-shared", "-fPIC", "-Wl,--build-id=none",
+               "-Wl,--version-script=v.map", "v.c"]
+    for cmd in ([*library, "-o", "libv.so"], [*library, "-Wl,-e,entry", "-o", "runv.so"],
+                ["gcc", "-O2", "-fuse-ld=gold", "-Wl,--build-id=none", "u.c", "-L.", "-lv",
+                 "-Wl,-rpath,$ORIGIN", "-o", "pie"],
+                ["gcc", "-O2", "probe.c", "-o", "probe", "-ldl"]):
+        subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True)
+    shutil.copy(PAM_CAP, tmp_path / "pam_cap.so")
+    (tmp_path / "pam_cap.so").chmod(0o755)
+    orig = tmp_path / "orig"
+    orig.mkdir()
+    names = ["libv.so", "runv.so", "pie", "pam_cap.so"]
+    runs = {"libv.so": [["./probe", "./libv.so"]],
+            "runv.so": [["./probe", "./runv.so"], ["./runv.so"]],
+            "pie": [["./pie"]], "pam_cap.so": [["./pam_cap.so"]]}
+    expected = {"libv.so": ["0:41 40 40 7\n"], "runv.so": ["0:41 40 40 7\n", "0:runnable\n"],
+                "pie": ["0:42 7\n"]}
+    expected["pam_cap.so"] = [_out(["./pam_cap.so"], tmp_path)]
+    assert "PAM module" in expected["pam_cap.so"][0]
+    for name in names:
+        shutil.copy(tmp_path / name, orig / name)
+        phoff, _, phnum, _ = _header((tmp_path / name).read_bytes())
+        # .dynsym starts before the table's end with two more entries: it must move
+        assert readelf_section(tmp_path / name, ".dynsym")[1] < phoff + 56 * (phnum + 2)
+        _convert(tmp_path / name)
+    stripped = tmp_path / "stripped"
+    stripped.mkdir()
+    for name in names:
+        old, new = orig / name, tmp_path / name
+        old_bytes, new_bytes = old.read_bytes(), new.read_bytes()
+        assert _header(new_bytes)[0] == _header(old_bytes)[0] and _first_segment_rule(new)
+        assert readelf_section(new, ".dynsym") != readelf_section(old, ".dynsym"), name
+        tables = _dynamic_tables(new)
+        assert {"SYMTAB", "STRTAB", "GNU_HASH"} <= set(tables), (name, tables)
+        assert all(value == address for value, address in tables.values()), (name, tables)
+        assert _symbol_answers(new) == _symbol_answers(old), name
+        sframe = readelf_section(new, ".sframe")
+        size = int(next(row for row in _readelf_rows(new, "-S", ".sframe"))[4], 16)
+        growth = len(new_bytes) - len(old_bytes) - size
+        assert 0 < growth <= PAGE, (name, growth)
+        report(f"post-link {name}: {len(old_bytes)} -> {len(new_bytes)} bytes "
+               f"(.sframe {size} at {sframe[1]:#x}, beyond it {growth})")
+        shutil.copy(new, stripped / name)
+        subprocess.run(["strip", str(stripped / name)], check=True)
+    shutil.copy(tmp_path / "probe", stripped / "probe")
+    for folder in (tmp_path, stripped):
+        for name in names:
+            for cmd, want in zip(runs[name], expected[name], strict=True):
+                for runner in ([], ["qemu-x86_64"]):
+                    assert _out([*runner, *cmd], folder) == want, (folder, runner, cmd)
+    assert _symbol_answers(stripped / "libv.so") == _symbol_answers(orig / "libv.so")
+
+
+
+def _patched(source: Path, target: Path, section: str, row: str, match: int,
+             field: int, value: int) -> None:
+    """``target``: ``source`` with field ``field`` of the first ``row``-packed entry of
+    ``section`` whose field 0 (a dynamic tag) or, for RELA, type (info & 0xffffffff)
+    is ``match`` set to ``value``."""
+    data = bytearray(source.read_bytes())
+    _, offset = readelf_section(source, section)
+    size = struct.calcsize(row)
+    for at in range(offset, len(data) - size, size):
+        entry = list(struct.unpack_from(row, data, at))
+        key = entry[1] & 0xFFFFFFFF if section.startswith(".rela") else entry[0]
+        if key == match:
+            entry[field] = value
+            struct.pack_into(row, data, at, *entry)
+            target.write_bytes(bytes(data))
+            return
+    raise AssertionError((source, section, match))
+
+
+def test_dynamic_tables_referred_to_otherwise_keep_their_place(tmp_path: Path) -> None:
+    """The symbol-versioned library above, where .dynsym must move for the table to grow,
+    but something besides DT_SYMTAB refers into it (written into a copy by hand, as
+    gABI lays the entries out): a RELATIVE relocation's addend (.dynsym + 8), or another
+    address tag (DT_VERSYM at .dynsym + 24).  The table is then moved (e_phoff changes)
+    and .dynsym keeps its address; the unchanged library keeps e_phoff."""
+    require("gcc", "readelf")
+    (tmp_path / "v.c").write_text(VERSIONED)
+    (tmp_path / "v.map").write_text(VERSION_SCRIPT)
+    plain = tmp_path / "libv.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-Wl,--build-id=none",
+                    "-Wl,--version-script=v.map", "v.c", "-o", "libv.so"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    dynsym, _ = readelf_section(plain, ".dynsym")
+    relocated, tagged = tmp_path / "relocated.so", tmp_path / "tagged.so"
+    _patched(plain, relocated, ".rela.dyn", "<QQq", 8, 2, dynsym + 8)  # R_X86_64_RELATIVE
+    _patched(plain, tagged, ".dynamic", "<qQ", 0x6FFFFFF0, 1, dynsym + 24)  # DT_VERSYM
+    for path, kept in ((plain, True), (relocated, False), (tagged, False)):
+        phoff = _header(path.read_bytes())[0]
+        _convert(path)
+        assert (_header(path.read_bytes())[0] == phoff) == kept, path.name
+        assert (readelf_section(path, ".dynsym")[0] == dynsym) != kept, path.name
+
+
+def test_dynamic_tables_move_on_aarch64(tmp_path: Path) -> None:
+    """The runnable symbol-versioned library for AArch64 (cross gcc, .dynsym right after
+    .gnu.hash): its table grows where it is, .dynsym and the tables before it move,
+    DT_SYMTAB and the others name them, readelf and nm answer the same, and under
+    qemu-aarch64 it runs and dlopens with every version resolving, before and after
+    the cross strip."""
+    require("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-strip", "qemu-aarch64", "readelf")
+    (tmp_path / "v.c").write_text(VERSIONED.replace("/lib64/ld-linux-x86-64.so.2",
+                                                    "/lib/ld-linux-aarch64.so.1"))
+    (tmp_path / "v.map").write_text(VERSION_SCRIPT)
+    (tmp_path / "probe.c").write_text(VERSIONED_PROBE)
+    gcc = "aarch64-linux-gnu-gcc"
+    for cmd in ([gcc, "-O2", "-shared", "-fPIC", "-Wl,--build-id=none",
+                 "-Wl,--version-script=v.map", "-Wl,-e,entry", "v.c", "-o", "runv.so"],
+                [gcc, "-O2", "probe.c", "-o", "probe", "-ldl"]):
+        subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True)
+    library, old = tmp_path / "runv.so", tmp_path / "runv.orig"
+    shutil.copy(library, old)
+    phoff, _, phnum, _ = _header(old.read_bytes())
+    assert readelf_section(old, ".dynsym")[1] < phoff + 56 * (phnum + 2)
+    _convert(library)
+    assert _header(library.read_bytes())[0] == phoff and _first_segment_rule(library)
+    assert readelf_section(library, ".dynsym") != readelf_section(old, ".dynsym")
+    tables = _dynamic_tables(library)
+    assert {"SYMTAB", "GNU_HASH"} <= set(tables)
+    assert all(value == address for value, address in tables.values()), tables
+    assert _symbol_answers(library) == _symbol_answers(old)
+    stripped = tmp_path / "stripped.so"
+    shutil.copy(library, stripped)
+    subprocess.run(["aarch64-linux-gnu-strip", str(stripped)], check=True)
+    qemu = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]
+    for path in (library, stripped):
+        assert _out([*qemu, "./probe", str(path)], tmp_path) == "0:41 40 40 7\n", path
+        assert _out([*qemu, str(path)], tmp_path) == "0:runnable\n", path
