@@ -707,11 +707,13 @@ def _patched(source: Path, target: Path, section: str, row: str, match: int,
 
 
 def test_dynamic_tables_referred_to_otherwise_keep_their_place(tmp_path: Path) -> None:
-    """The symbol-versioned library above, where .dynsym must move for the table to grow,
-    but something besides DT_SYMTAB refers into it (written into a copy by hand, as
-    gABI lays the entries out): a RELATIVE relocation's addend (.dynsym + 8), or another
-    address tag (DT_VERSYM at .dynsym + 24).  The table is then moved (e_phoff changes)
-    and .dynsym keeps its address; the unchanged library keeps e_phoff."""
+    """The symbol-versioned library above, where .dynsym (and .gnu.hash before it) must
+    move for the table to grow, but something besides DT_SYMTAB refers into it (written
+    into a copy by hand, as gABI lays the entries out): a RELATIVE relocation's addend
+    (.dynsym + 8, or its last byte), another address tag (DT_VERSYM at .dynsym + 24),
+    or DT_SYMTAB itself not at its start.  The table is then moved (e_phoff changes)
+    and .dynsym keeps its address; the unchanged library, and the addend one past
+    .dynsym (.dynstr, which stays), keep e_phoff."""
     require("gcc", "readelf")
     (tmp_path / "v.c").write_text(VERSIONED)
     (tmp_path / "v.map").write_text(VERSION_SCRIPT)
@@ -720,10 +722,16 @@ def test_dynamic_tables_referred_to_otherwise_keep_their_place(tmp_path: Path) -
                     "-Wl,--version-script=v.map", "v.c", "-o", "libv.so"],
                    cwd=tmp_path, check=True, capture_output=True)
     dynsym, _ = readelf_section(plain, ".dynsym")
-    relocated, tagged = tmp_path / "relocated.so", tmp_path / "tagged.so"
-    _patched(plain, relocated, ".rela.dyn", "<QQq", 8, 2, dynsym + 8)  # R_X86_64_RELATIVE
-    _patched(plain, tagged, ".dynamic", "<qQ", 0x6FFFFFF0, 1, dynsym + 24)  # DT_VERSYM
-    for path, kept in ((plain, True), (relocated, False), (tagged, False)):
+    dynstr, _ = readelf_section(plain, ".dynstr")  # right after .dynsym, stays
+    cases = {"relocated": (".rela.dyn", "<QQq", 8, 2, dynsym + 8),  # R_X86_64_RELATIVE
+             "last-byte": (".rela.dyn", "<QQq", 8, 2, dynstr - 1),  # .dynsym's last byte
+             "past-end": (".rela.dyn", "<QQq", 8, 2, dynstr),  # one past: not moved
+             "tagged": (".dynamic", "<qQ", 0x6FFFFFF0, 1, dynsym + 24),  # DT_VERSYM
+             "off-start": (".dynamic", "<qQ", 6, 1, dynsym + 24)}  # DT_SYMTAB not at it
+    for name, (section, row, match, field, value) in cases.items():
+        _patched(plain, tmp_path / f"{name}.so", section, row, match, field, value)
+    for path, kept in ((plain, True), *((tmp_path / f"{name}.so", name == "past-end")
+                                        for name in cases)):
         phoff = _header(path.read_bytes())[0]
         _convert(path)
         assert (_header(path.read_bytes())[0] == phoff) == kept, path.name
