@@ -18,12 +18,12 @@ PACKAGE = ROOT / "cfi2sframe"
 # Bottom to top.  A module belongs to the first entry that is it or a package above it.
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "model", "reasons"),
-    ("files", "arch", "kinds", "core", "linker"),
+    ("files", "arch", "kinds", "core", "linker", "cstruct"),
     ("dwarf",),
     ("elf", "macho", "sections", "inputs"),
     ("frontend", "sframe", "xray", "compact.words", "compact.rules", "compact.x86", "compact.arm64",
-     "compact.encoding", "compact.step", "compact.lower", "compact.writer", "compact.table",
-     "compact.table_writer", "compact.listing", "compact.prologue"),
+     "compact.encoding", "compact.step", "compact.lower", "compact.writer", "compact.layout",
+     "compact.table", "compact.table_writer", "compact.listing", "compact.prologue"),
     ("compact.inputs", "compact.check"),
     ("analysis",),
     ("convert",),
