@@ -159,7 +159,7 @@ def unwind_info_json(table: UnwindInfo, view: MachoView) -> dict[str, Any]:
 
 def object_rows_lines(rows: list[ObjectRow], view: MachoView) -> Iterator[str]:
     """``__compact_unwind`` as llvm-objdump prints it, with each encoding's meaning."""
-    size, _ = view.compact_unwind_layout
+    size = view.compact_unwind_entry.size
     names = {address: name for address, name in view.function_names.items()}
     symbols = {s.value: s.name for s in view.symbols if s.defined_in_section}
     yield "Contents of __compact_unwind section:"

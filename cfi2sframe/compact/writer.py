@@ -10,10 +10,10 @@ the functions' offsets and symbols are 0.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 
 from ..arch import by_compact
+from ..macho.layout import widths
 from .lower import CompactFunction
 
 
@@ -35,9 +35,9 @@ def rows_asm(functions: Sequence[CompactFunction], arch: str = "x86_64",
 
 def rows_binary(functions: Sequence[CompactFunction], arch: str = "x86_64") -> bytes:
     """The rows as little-endian records (32 or 20 bytes), starts as function offsets."""
-    row_struct = struct.Struct("<IIIII" if by_compact(arch).address_size == 4 else "<QIIQQ")
+    entry = widths(by_compact(arch).address_size).compact_unwind_entry
     out = bytearray()
     for func in functions:
         for row in func.rows:
-            out += row_struct.pack(func.start + row.start, row.length, row.encoding, 0, 0)
+            out += entry.pack(func.start + row.start, row.length, row.encoding, 0, 0)
     return bytes(out)

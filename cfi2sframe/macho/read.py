@@ -9,17 +9,28 @@ big-endian).  Errors are ``DecodeError`` at the offset of the field that is wron
 
 from __future__ import annotations
 
-import struct
 from functools import cached_property
 from typing import Final, NamedTuple
 
+from ..cstruct import CStruct
 from ..errors import DecodeError
+from .layout import (
+    FAT_ARCH,
+    FAT_ARCH_64,
+    FAT_HEADER,
+    LOAD_COMMAND,
+    MACH_HEADER,
+    RELOCATION_INFO,
+    SYMTAB_COMMAND,
+    Widths,
+    relocation_fields,
+    widths,
+)
 
 MH_MAGIC, MH_MAGIC_64 = 0xFEEDFACE, 0xFEEDFACF
 FAT_MAGIC, FAT_MAGIC_64 = 0xCAFEBABE, 0xCAFEBABF
-LC_SEGMENT, LC_SEGMENT_64, LC_SYMTAB = 0x1, 0x19, 0x2
+LC_SYMTAB = 0x2
 CPU_TYPE_I386, CPU_TYPE_X86_64, CPU_TYPE_ARM64 = 7, 0x01000007, 0x0100000C
-R_SCATTERED = 0x80000000  # a scattered relocation_info (32-bit files): the target's address
 MH_OBJECT, MH_EXECUTE, MH_DYLIB, MH_BUNDLE = 1, 2, 6, 8
 N_TYPE, N_SECT, N_STAB, N_EXT = 0x0E, 0x0E, 0xE0, 0x01  # a symbol's n_type bits
 # The compact unwind flavour (compact/) of each CPU type.
@@ -109,11 +120,10 @@ class MachoView:
         return next((seg.vmaddr for seg in self.segments if seg.name == "__TEXT"), 0)
 
     @property
-    def compact_unwind_layout(self) -> tuple[int, str]:
-        """An ``__LD,__compact_unwind`` row's size and ``struct`` layout: pointers of
-        the file's size around two 32-bit words (start, length, encoding, personality,
-        LSDA)."""
-        return (32, "<QIIQQ") if self.pointer_size == 8 else (20, "<IIIII")
+    def compact_unwind_entry(self) -> CStruct:
+        """An ``__LD,__compact_unwind`` row's layout: pointers of the file's size around
+        two 32-bit words (start, length, encoding, personality, LSDA)."""
+        return widths(self.pointer_size).compact_unwind_entry
 
     def section(self, segment: str, name: str) -> Section | None:
         return next((s for s in self.sections if s.segment == segment and s.name == name),
@@ -135,31 +145,27 @@ class MachoView:
     def relocations(self, section: Section) -> list[Reloc]:
         """The section's relocations in file order (objects only have them)."""
         out = []
+        size = RELOCATION_INFO.size
         for i in range(section.nreloc):
-            at = section.reloff + 8 * i
-            _need(self.data, at, 8, f"relocation {i} of {section.segment},{section.name}")
-            address, info = struct.unpack_from("<II", self.data, at)
-            if address & R_SCATTERED:  # the field holds the target's address, as a
-                # section relocation's does
-                out.append(Reloc(address & 0xFFFFFF, 0, bool(address >> 30 & 1),
-                                 address >> 28 & 3, False, address >> 24 & 0xF))
-                continue
-            out.append(Reloc(address, info & 0xFFFFFF, bool(info >> 24 & 1), info >> 25 & 3,
-                             bool(info >> 27 & 1), info >> 28))
+            at = section.reloff + size * i
+            _need(self.data, at, size, f"relocation {i} of {section.segment},{section.name}")
+            # (a scattered one holds the target's address, as a section relocation's
+            # field does: symbol number 0, not extern)
+            out.append(Reloc(*relocation_fields(*RELOCATION_INFO.unpack_from(self.data, at))))
         return out
 
     @cached_property
     def symbols(self) -> tuple[Symbol, ...]:
         """The ``nlist`` entries in file order."""
         symoff, nsyms, stroff, strsize = self.symtab
-        entry, nlist = (16, "<IBBhQ") if self.pointer_size == 8 else (12, "<IBBhI")
+        nlist = widths(self.pointer_size).nlist
         data = self.data
         strings = data[stroff:stroff + strsize]
         out = []
         # Each name is read up to its NUL (slicing the rest of the table for every
         # symbol made reading 100k symbols quadratic: 9 s).
-        for strx, kind, sect, desc, value in struct.iter_unpack(
-                nlist, data[symoff:symoff + entry * nsyms]):
+        for strx, kind, sect, desc, value in nlist.iter_unpack(
+                data[symoff:symoff + nlist.size * nsyms]):
             if strx < strsize:
                 end = strings.find(b"\0", strx)
                 name = strings[strx:end if end >= 0 else strsize].decode("utf-8", "replace")
@@ -189,83 +195,95 @@ def _cstr(raw: bytes) -> str:
 
 def fat_slices(data: bytes) -> list[tuple[int, int, int]]:
     """(cputype, offset, size) of each slice of a universal file."""
-    magic, count = struct.unpack_from(">II", data, 0)
-    wide = magic == FAT_MAGIC_64
-    entry = 32 if wide else 20
+    magic, count = FAT_HEADER.unpack_from(data, 0)
+    entry = FAT_ARCH_64 if magic == FAT_MAGIC_64 else FAT_ARCH
     out = []
     for i in range(count):
-        at = 8 + entry * i
-        _need(data, at, entry, f"fat_arch {i}")
-        if wide:
-            cputype, _, offset, size = struct.unpack_from(">iiQQ", data, at)
-        else:
-            cputype, _, offset, size = struct.unpack_from(">iiII", data, at)
+        at = FAT_HEADER.size + entry.size * i
+        _need(data, at, entry.size, f"fat_arch {i}")
+        cputype, _, offset, size = entry.unpack_from(data, at)[:4]
         _need(data, offset, size, f"slice {i}")
         out.append((cputype & 0xFFFFFFFF, offset, size))
     return out
 
 
+def _slice(data: bytes, arch: str | None) -> bytes:
+    """The slice of a universal file for ``arch`` (any, where it has one we read)."""
+    slices = [(CPU_ARCH[cpu], offset, size) for cpu, offset, size in fat_slices(data)
+              if cpu in CPU_ARCH]
+    chosen = [s for s in slices if arch is None or s[0] == arch]
+    if not chosen:
+        have = ", ".join(s[0] for s in slices) or "none we read"
+        raise DecodeError(0, f"the universal file has no {arch or 'x86_64 or arm64'} "
+                             f"slice (it has {have})")
+    if len(chosen) > 1:
+        raise DecodeError(0, "the universal file has slices for "
+                             f"{', '.join(s[0] for s in chosen)}: pick one with --arch")
+    _, offset, size = chosen[0]
+    return data[offset:offset + size]
+
+
 def open_macho(data: bytes, arch: str | None = None) -> MachoView:
     """The thin file, or the slice of a universal file for ``arch`` (``x86_64`` or
     ``arm64``; required when it has more than one slice we read)."""
-    if len(data) >= 8 and struct.unpack_from(">I", data, 0)[0] in (FAT_MAGIC, FAT_MAGIC_64):
-        slices = [(CPU_ARCH[cpu], offset, size) for cpu, offset, size in fat_slices(data)
-                  if cpu in CPU_ARCH]
-        chosen = [s for s in slices if arch is None or s[0] == arch]
-        if not chosen:
-            have = ", ".join(s[0] for s in slices) or "none we read"
-            raise DecodeError(0, f"the universal file has no {arch or 'x86_64 or arm64'} "
-                                 f"slice (it has {have})")
-        if len(chosen) > 1:
-            raise DecodeError(0, "the universal file has slices for "
-                                 f"{', '.join(s[0] for s in chosen)}: pick one with --arch")
-        _, offset, size = chosen[0]
-        return open_macho(data[offset:offset + size])
-    _need(data, 0, 28, "the Mach-O header")
-    magic, cputype, _, filetype, ncmds, sizeofcmds = struct.unpack_from("<IiiIII", data, 0)
+    if len(data) >= FAT_HEADER.size and FAT_HEADER.get(data, 0, "magic") in (FAT_MAGIC,
+                                                                            FAT_MAGIC_64):
+        return open_macho(_slice(data, arch))
+    _need(data, 0, MACH_HEADER.size, "the Mach-O header")
+    magic, cputype, _, filetype, ncmds, sizeofcmds, _ = MACH_HEADER.unpack_from(data, 0)
     if magic not in (MH_MAGIC, MH_MAGIC_64):
         raise DecodeError(0, f"not a little-endian Mach-O file (magic {magic:#x})")
-    wide = magic == MH_MAGIC_64
-    header = 32 if wide else 28
+    form = widths(8 if magic == MH_MAGIC_64 else 4)
     cputype &= 0xFFFFFFFF
     if cputype not in CPU_ARCH:
-        raise DecodeError(4, f"CPU type {cputype:#x} is not x86-64 or arm64")
+        raise DecodeError(MACH_HEADER.offset("cputype"),
+                          f"CPU type {cputype:#x} is not x86-64 or arm64")
     if arch is not None and CPU_ARCH[cputype] != arch:
-        raise DecodeError(4, f"a {CPU_ARCH[cputype]} file, not {arch}")
+        raise DecodeError(MACH_HEADER.offset("cputype"),
+                          f"a {CPU_ARCH[cputype]} file, not {arch}")
+    header = form.header.size
     _need(data, header, sizeofcmds, f"the {ncmds} load commands")
     sections: list[Section] = []
     symtab = (0, 0, 0, 0)
     segments: list[Segment] = []
-    # 64-bit: LC_SEGMENT_64 (72 bytes) and 80-byte sections; 32-bit: 56 and 68 bytes.
-    segment_cmd, seg_fmt, sect_fmt = ((LC_SEGMENT_64, "<16sQQQQ", "<16s16sQQIIIII") if wide
-                                      else (LC_SEGMENT, "<16sIIII", "<16s16sIIIIIII"))
-    seg_size, sect_size_of = (72, 80) if wide else (56, 68)
     at = header
     for i in range(ncmds):
-        _need(data, at, 8, f"load command {i}")
-        cmd, size = struct.unpack_from("<II", data, at)
-        if size < 8 or at + size > header + sizeofcmds:
-            raise DecodeError(at + 4, f"load command {i} has a size of {size}")
-        if cmd == segment_cmd:
-            _need(data, at, seg_size, f"segment command {i}")
-            segname, vmaddr, vmsize, fileoff, filesize = struct.unpack_from(seg_fmt, data,
-                                                                            at + 8)
-            segments.append(Segment(_cstr(segname), vmaddr, vmsize, fileoff, filesize))
-            nsects = struct.unpack_from("<I", data, at + seg_size - 8)[0]
-            if seg_size + sect_size_of * nsects > size:
-                raise DecodeError(at + seg_size - 8, f"segment command {i}: {nsects} sections "
-                                                     f"do not fit in {size} bytes")
-            for j in range(nsects):
-                s = at + seg_size + sect_size_of * j
-                (sectname, segname, addr, sect_size, offset, _, reloff, nreloc,
-                 flags) = struct.unpack_from(sect_fmt, data, s)
-                sections.append(Section(len(sections) + 1, _cstr(segname), _cstr(sectname),
-                                        addr, sect_size, offset, reloff, nreloc, flags))
+        _need(data, at, LOAD_COMMAND.size, f"load command {i}")
+        cmd, size = LOAD_COMMAND.unpack_from(data, at)
+        if size < LOAD_COMMAND.size or at + size > header + sizeofcmds:
+            raise DecodeError(at + LOAD_COMMAND.offset("cmdsize"),
+                              f"load command {i} has a size of {size}")
+        if cmd == form.segment_cmd:
+            segments.append(_segment(data, at, size, i, form, sections))
         elif cmd == LC_SYMTAB:
-            symoff, nsyms, stroff, strsize = struct.unpack_from("<IIII", data, at + 8)
-            _need(data, symoff, (16 if wide else 12) * nsyms, "the symbol table")
-            _need(data, stroff, strsize, "the string table")
-            symtab = (symoff, nsyms, stroff, strsize)
+            symtab = _symtab(data, at, form)
         at += size
     return MachoView(data, cputype, filetype, tuple(sections), symtab, tuple(segments),
-                     8 if wide else 4)
+                     form.pointer)
+
+
+def _segment(data: bytes, at: int, size: int, i: int, form: Widths,
+             sections: list[Section]) -> Segment:
+    """Segment command ``i`` (``size`` bytes at ``at``); its sections appended to
+    ``sections``, numbered on from those before."""
+    layout, section = form.segment, form.section
+    _need(data, at, layout.size, f"segment command {i}")
+    (_, _, segname, vmaddr, vmsize, fileoff, filesize, _, _, nsects,
+     _) = layout.unpack_from(data, at)
+    if layout.size + section.size * nsects > size:
+        raise DecodeError(at + layout.offset("nsects"), f"segment command {i}: {nsects} "
+                                                        f"sections do not fit in {size} bytes")
+    for j in range(nsects):
+        (sectname, sect_segname, addr, sect_size, offset, _, reloff, nreloc,
+         flags) = section.unpack_from(data, at + layout.size + section.size * j)[:9]
+        sections.append(Section(len(sections) + 1, _cstr(sect_segname), _cstr(sectname),
+                                addr, sect_size, offset, reloff, nreloc, flags))
+    return Segment(_cstr(segname), vmaddr, vmsize, fileoff, filesize)
+
+
+def _symtab(data: bytes, at: int, form: Widths) -> tuple[int, int, int, int]:
+    """LC_SYMTAB's (symoff, nsyms, stroff, strsize), checked to lie in the file."""
+    _, _, symoff, nsyms, stroff, strsize = SYMTAB_COMMAND.unpack_from(data, at)
+    _need(data, symoff, form.nlist.size * nsyms, "the symbol table")
+    _need(data, stroff, strsize, "the string table")
+    return symoff, nsyms, stroff, strsize

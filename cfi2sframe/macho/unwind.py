@@ -12,12 +12,12 @@ for an undefined personality routine, is 0).
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from ..dwarf.cfi import Cfi, parse_cfi
 from ..errors import DecodeError
 from ..model import CfaReg, RuleKind, Timeline
+from .layout import RELOCATED_FIELD
 from .read import MH_OBJECT, MachoView, Reloc, Section, Symbol
 
 
@@ -39,19 +39,21 @@ def compact_unwind_rows(view: MachoView) -> list[ObjectRow]:
     if section is None:
         return []
     data = view.section_data(section)
-    size, layout = view.compact_unwind_layout
+    entry = view.compact_unwind_entry
+    size = entry.size
     if len(data) % size:
         raise DecodeError(section.offset, f"__compact_unwind is {len(data)} bytes, not a "
                                           f"multiple of {size}")
     relocs = {reloc.address: reloc for reloc in view.relocations(section)}
     names = view.function_names
-    pointer = view.pointer_size
+    personality_at, lsda_at = entry.offset("personality"), entry.offset("lsda")
     rows = []
-    for at in range(0, len(data), size):
-        start, length, encoding, personality, lsda = struct.unpack_from(layout, data, at)
+    for at, (start, length, encoding, personality, lsda) in zip(
+            range(0, len(data), size), entry.iter_unpack(data), strict=True):
         start_value, start_name = _field(view, relocs.get(at), start)
-        person_value, person_name = _field(view, relocs.get(at + pointer + 8), personality)
-        lsda_value, _ = _field(view, relocs.get(at + 2 * pointer + 8), lsda)
+        person_value, person_name = _field(view, relocs.get(at + personality_at),
+                                           personality)
+        lsda_value, _ = _field(view, relocs.get(at + lsda_at), lsda)
         rows.append(ObjectRow(start_value, start_name or names.get(start_value, "") or
                               f"pc+{start_value:#x}", length, encoding,
                               person_name or (f"{person_value:#x}" if person_value else None),
@@ -117,13 +119,13 @@ def relocated(view: MachoView, section: Section) -> bytes:
 
 def _add_to_field(out: bytearray, reloc: Reloc, delta: int, section: Section) -> None:
     """``delta`` added to the 4- or 8-byte little-endian field a relocation names."""
-    layout = "<Q" if reloc.length == 3 else "<I"
-    size = struct.calcsize(layout)
-    if reloc.address + size > len(out):
+    field = RELOCATED_FIELD[3 if reloc.length == 3 else 2]
+    if reloc.address + field.size > len(out):
         raise DecodeError(section.reloff, f"{section.segment},{section.name}: a relocation "
                                           f"at {reloc.address:#x} past the section's end")
-    value = struct.unpack_from(layout, out, reloc.address)[0]
-    struct.pack_into(layout, out, reloc.address, (value + delta) % (1 << 8 * size))
+    (value,) = field.unpack_from(out, reloc.address, 1)
+    out[reloc.address:reloc.address + field.size] = field.pack(
+        ((value + delta) % (1 << 8 * field.size),))
 
 
 def eh_frame(view: MachoView, path: str) -> Cfi | None:
@@ -178,8 +180,8 @@ def cie_personalities(view: MachoView, cie_offsets: set[int]) -> dict[int, int]:
     data = view.section_data(section)
     ends = {}
     for at in cie_offsets:
-        if at + 4 <= len(data):
-            ends[at] = at + 4 + struct.unpack_from("<I", data, at)[0]
+        if at + 4 <= len(data):  # the CIE's 32-bit length, then that many bytes
+            ends[at] = at + 4 + int.from_bytes(data[at:at + 4], "little")
     out: dict[int, int] = {}
     for reloc in view.relocations(section):
         if not reloc.extern:
@@ -198,9 +200,9 @@ def with_encodings(view: MachoView, encodings: dict[int, int]) -> bytes:
     out = bytearray(view.data)
     if section is None:
         return bytes(out)
-    size, _ = view.compact_unwind_layout
-    for at, row in zip(range(0, section.size, size), compact_unwind_rows(view), strict=True):
-        if row.start in encodings:  # the encoding follows the start pointer and length
-            struct.pack_into("<I", out, section.offset + at + view.pointer_size + 4,
-                             encodings[row.start])
+    entry = view.compact_unwind_entry
+    for at, row in zip(range(0, section.size, entry.size), compact_unwind_rows(view),
+                       strict=True):
+        if row.start in encodings:
+            entry.put(out, section.offset + at, "encoding", encodings[row.start])
     return bytes(out)

@@ -18,11 +18,25 @@ a new section comes last.
 
 from __future__ import annotations
 
-import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from ..cstruct import CStruct
 from ..errors import DecodeError
-from .read import LC_SEGMENT, LC_SEGMENT_64, LC_SYMTAB, MH_OBJECT, MachoView
+from .layout import (
+    DYLIB_TABLE_OF_CONTENTS_SIZE,
+    DYSYMTAB_COMMAND,
+    DYSYMTAB_TABLES,
+    INDEX,
+    LINKEDIT_DATA_COMMAND,
+    LOAD_COMMAND,
+    MACH_HEADER,
+    RELOCATION_INFO,
+    SYMTAB_COMMAND,
+    Widths,
+    relocation_info,
+    widths,
+)
+from .read import LC_SYMTAB, MH_OBJECT, MachoView
 
 LC_DYSYMTAB = 0xB
 # linkedit_data_command: (cmd, cmdsize, dataoff, datasize)
@@ -34,7 +48,11 @@ NO_OFFSETS = {0x24: "LC_VERSION_MIN_MACOSX", 0x25: "LC_VERSION_MIN_IPHONEOS",
               0x32: "LC_BUILD_VERSION", 0x2D: "LC_LINKER_OPTION", 0x1B: "LC_UUID",
               0x2A: "LC_SOURCE_VERSION"}
 S_ATTR_DEBUG = 0x02000000  # how LLVM flags __compact_unwind
+SECTION_TYPE = 0xFF  # the low byte of a section's flags
 ZEROFILL = (0x1, 0xC, 0x12)  # S_ZEROFILL, S_GB_ZEROFILL, S_THREAD_LOCAL_ZEROFILL
+ROW_ALIGN = 3  # __compact_unwind's alignment, a power of 2 (its rows' 8-byte pointers)
+TABLE_ALIGN = 8  # relocations and link-edit tables start on 8 bytes (not the strings)
+MAX_ALIGN = 4096  # a section's alignment, as far as an object's file offsets keep it
 
 
 class NewRow(NamedTuple):
@@ -62,149 +80,256 @@ def _section_of(view: MachoView, address: int) -> int:
 
 def _reloc(address: int, symbolnum: int, length: int, extern: bool) -> bytes:
     """An unsigned (type 0), absolute relocation_info."""
-    return struct.pack("<II", address, symbolnum | length << 25 | int(extern) << 27)
+    return relocation_info(address, symbolnum, False, length, extern, 0)
 
 
 def _rows(view: MachoView, rows: list[NewRow]) -> tuple[bytes, bytes]:
     """The section's bytes and its relocations."""
-    pointer = view.pointer_size
-    fmt = "<QIIQQ" if pointer == 8 else "<IIIII"
-    length = 3 if pointer == 8 else 2
+    form = widths(view.pointer_size)
+    entry, length = form.compact_unwind_entry, form.reloc_length
     data, relocs = bytearray(), bytearray()
     for i, row in enumerate(rows):
-        at = i * struct.calcsize(fmt)
-        data += struct.pack(fmt, row.start, row.length, row.encoding, 0, row.lsda or 0)
-        relocs += _reloc(at, _section_of(view, row.start), length, False)
+        at = i * entry.size
+        data += entry.pack(row.start, row.length, row.encoding, 0, row.lsda or 0)
+        relocs += _reloc(at + entry.offset("start"), _section_of(view, row.start), length,
+                         False)
         if row.personality_symbol is not None:
-            relocs += _reloc(at + pointer + 8, row.personality_symbol, length, True)
+            relocs += _reloc(at + entry.offset("personality"), row.personality_symbol,
+                             length, True)
         if row.lsda:
-            relocs += _reloc(at + 2 * pointer + 8, _section_of(view, row.lsda), length, False)
+            relocs += _reloc(at + entry.offset("lsda"), _section_of(view, row.lsda), length,
+                             False)
     return bytes(data), bytes(relocs)
+
+
+class _Command(NamedTuple):
+    """A load command as the file has it: where, its number, its bytes."""
+
+    at: int
+    cmd: int
+    body: bytes
+
+
+class _Section(NamedTuple):
+    """A section to write: its header's fields, contents and relocations, and its old
+    file offset (None for the new section or one without contents), which orders it."""
+
+    header: dict[str, Any]
+    contents: bytes
+    relocations: bytes
+    old_offset: int | None
+
+
+class _Piece(NamedTuple):
+    """A link-edit table: where it was, its size, and the command field naming it."""
+
+    offset: int
+    size: int
+    command: int  # index in the load commands
+    field: str
+
+
+class _Plan(NamedTuple):
+    """The new file's layout, every offset known before a byte is written."""
+
+    placed: list[tuple[int, bytes]]  # (file offset, bytes): contents, relocations, tables
+    commands: list[bytes]  # every load command's new bytes, in order
+    sizeofcmds: int
+    size: int
 
 
 def with_compact_unwind(view: MachoView, rows: list[NewRow]) -> bytes:
     """The object with ``rows`` as its ``__LD,__compact_unwind`` (replacing the one it
     has, or added after its last section)."""
     if view.filetype != MH_OBJECT:
-        raise DecodeError(12, "only an object's __compact_unwind is written")
+        raise DecodeError(MACH_HEADER.offset("filetype"),
+                          "only an object's __compact_unwind is written")
+    form = widths(view.pointer_size)
+    commands = _load_commands(view, form)
+    return _write(view, form, _plan(view, form, commands, _sections(view, form, commands,
+                                                                    rows)))
+
+
+def _load_commands(view: MachoView, form: Widths) -> list[_Command]:
+    """The load commands, checked: one segment, and none that may hold a file offset
+    we would not rewrite."""
     data = view.data
-    wide = view.pointer_size == 8
-    header_size = 32 if wide else 28
-    seg_cmd, seg_size, sect_size = ((LC_SEGMENT_64, 72, 80) if wide else (LC_SEGMENT, 56, 68))
-    _, _, _, _, ncmds, sizeofcmds = struct.unpack_from("<IiiIII", data, 0)
+    ncmds = form.header.get(data, 0, "ncmds")
     commands = []
-    at = header_size
+    at = form.header.size
     for _ in range(ncmds):
-        cmd, size = struct.unpack_from("<II", data, at)
-        commands.append((at, cmd, bytearray(data[at:at + size])))
+        cmd, size = LOAD_COMMAND.unpack_from(data, at)
+        commands.append(_Command(at, cmd, data[at:at + size]))
         at += size
-    segments = [c for c in commands if c[1] == seg_cmd]
+    segments = [c for c in commands if c.cmd == form.segment_cmd]
     if len(segments) != 1:
-        raise DecodeError(header_size, f"an object has one segment command; this one has "
-                                       f"{len(segments)}")
-    for where, cmd, _ in commands:
-        if cmd not in (seg_cmd, LC_SYMTAB, LC_DYSYMTAB, *LINKEDIT_DATA, *NO_OFFSETS):
-            raise DecodeError(where, f"load command {cmd:#x}: not known to hold no file "
-                                     "offsets, so the object is not laid out again")
-    old = view.section("__LD", "__compact_unwind")
+        raise DecodeError(form.header.size, f"an object has one segment command; this one "
+                                            f"has {len(segments)}")
+    for command in commands:
+        if command.cmd not in (form.segment_cmd, LC_SYMTAB, LC_DYSYMTAB, *LINKEDIT_DATA,
+                               *NO_OFFSETS):
+            raise DecodeError(command.at, f"load command {command.cmd:#x}: not known to "
+                                          "hold no file offsets, so the object is not laid "
+                                          "out again")
+    return commands
+
+
+def _segment_of(commands: list[_Command], form: Widths) -> bytes:
+    return next(c.body for c in commands if c.cmd == form.segment_cmd)
+
+
+def _sections(view: MachoView, form: Widths, commands: list[_Command],
+              rows: list[NewRow]) -> list[_Section]:
+    """Every section as it will be written: ``__LD,__compact_unwind`` with ``rows``
+    (its header's address moved past the others where it grew, or a new header)."""
+    segment, section = _segment_of(commands, form), form.section
+    nsects = form.segment.get(segment, 0, "nsects")
+    out = []
+    for i, kept in enumerate(view.sections[:nsects]):
+        out.append(_Section(section.read(segment, form.segment.size + section.size * i),
+                            view.section_data(kept) if kept.offset else b"",
+                            view.data[kept.reloff:kept.reloff
+                                      + RELOCATION_INFO.size * kept.nreloc],
+                            kept.offset or None))
     new_data, new_relocs = _rows(view, rows)
-    segment = segments[0][2]
-    nsects = struct.unpack_from("<I", segment, seg_size - 8)[0]
-    headers = [bytearray(segment[seg_size + sect_size * i:seg_size + sect_size * (i + 1)])
-               for i in range(nsects)]
-    contents = [view.section_data(s) if s.offset else b"" for s in view.sections]
-    relocations = [data[s.reloff:s.reloff + 8 * s.nreloc] for s in view.sections]
+    old = view.section("__LD", "__compact_unwind")
+    end = max((s.addr + s.size for s in view.sections), default=0)
     if old is None:  # a new section header: addresses after the last section
-        end = max((s.addr + s.size for s in view.sections), default=0)
-        name = b"__compact_unwind".ljust(16, b"\0") + b"__LD".ljust(16, b"\0")
-        addr = _align(end, 8)
-        fields = (name + struct.pack("<QQIIIIIIII" if wide else "<IIIIIIIII",
-                                     addr, len(new_data), 0, 3, 0, 0, S_ATTR_DEBUG, 0, 0,
-                                     *((0,) if wide else ())))
-        headers.append(bytearray(fields))
-        contents.append(new_data)
-        relocations.append(new_relocs)
-        index = len(headers) - 1
+        header: dict[str, Any] = dict.fromkeys((name for name, _ in section.fields), 0)
+        header.update(sectname=b"__compact_unwind", segname=b"__LD",
+                      addr=_align(end, 1 << ROW_ALIGN), align=ROW_ALIGN, flags=S_ATTR_DEBUG)
+        out.append(_Section(header, new_data, new_relocs, None))
     else:
-        index = old.number - 1
-        contents[index] = new_data
-        relocations[index] = new_relocs
+        header = out[old.number - 1].header
         if len(new_data) > old.size:  # it grew: after the last section, overlapping none
-            end = max(s.addr + s.size for s in view.sections)
-            struct.pack_into("<Q" if wide else "<I", headers[index], 32, _align(end, 8))
-    # sizes: the section's size, the segment's command and extent
-    size_at, reloc_at = (40, 56) if wide else (36, 48)
-    struct.pack_into("<Q" if wide else "<I", headers[index], size_at, len(new_data))
-    new_sizeofcmds = sizeofcmds + sect_size * (len(headers) - nsects)
-    out = bytearray(header_size + new_sizeofcmds)
-    # section data, in the order of the old file offsets, each at its alignment
-    order = sorted(range(len(headers)), key=lambda i: (
-        view.sections[i].offset if i < len(view.sections) and view.sections[i].offset
-        else 1 << 62, i))
+            header["addr"] = _align(end, 1 << ROW_ALIGN)
+        out[old.number - 1] = out[old.number - 1]._replace(contents=new_data,
+                                                           relocations=new_relocs)
+    header["size"] = len(new_data)
+    return out
+
+
+def _plan(view: MachoView, form: Widths, commands: list[_Command],
+          sections: list[_Section]) -> _Plan:
+    """Where everything goes: header and load commands, section contents in their old
+    order at their alignment, relocations, then the link-edit tables in their old
+    order; the segment and the commands naming those tables rewritten."""
+    added = len(sections) - form.segment.get(_segment_of(commands, form), 0, "nsects")
+    sizeofcmds = form.header.get(view.data, 0, "sizeofcmds") + form.section.size * added
+    placed: list[tuple[int, bytes]] = []
+    first, data_end = _place_contents(sections, form.header.size + sizeofcmds, placed)
+    end = _place_relocations(sections, data_end, placed)
+    bodies = [bytearray(c.body) for c in commands]
+    size = _place_tables(view, form, commands, bodies, end, placed)
+    fileoff = first if first is not None else form.header.size + sizeofcmds
+    segment = _segment_command(form, _segment_of(commands, form), sections, fileoff,
+                               data_end - fileoff)
+    new = [segment if c.cmd == form.segment_cmd else bytes(body)
+           for c, body in zip(commands, bodies, strict=True)]
+    return _Plan(placed, new, sizeofcmds, size)
+
+
+def _place_contents(sections: list[_Section], at: int,
+                    placed: list[tuple[int, bytes]]) -> tuple[int | None, int]:
+    """Each section's contents from ``at`` on, in the order of the old file offsets
+    (new sections last), each at its alignment (zero-fill ones have no offset); the
+    first offset and the end."""
     first = None
-    offsets: dict[int, int] = {}
+    order = sorted(range(len(sections)), key=lambda i: (
+        sections[i].old_offset or 1 << 62, i))
     for i in order:
-        flags = struct.unpack_from("<I", headers[i], reloc_at + 8)[0]
-        if flags & 0xFF in ZEROFILL:
-            offsets[i] = 0
+        header = sections[i].header
+        if header["flags"] & SECTION_TYPE in ZEROFILL:
+            header["offset"] = 0
             continue
-        align = 1 << struct.unpack_from("<I", headers[i], reloc_at - 4)[0]
-        pos = _align(len(out), min(align, 4096))
-        out += bytes(pos - len(out))
-        offsets[i] = pos
-        first = pos if first is None else first
-        out += contents[i]
-    data_end = len(out)
-    addrs = [struct.unpack_from("<Q" if wide else "<I", h, 32)[0] for h in headers]
-    sizes = [struct.unpack_from("<Q" if wide else "<I", h, size_at)[0] for h in headers]
+        at = _align(at, min(1 << header["align"], MAX_ALIGN))
+        header["offset"] = at
+        first = at if first is None else first
+        placed.append((at, sections[i].contents))
+        at += len(sections[i].contents)
+    return first, at
+
+
+def _place_relocations(sections: list[_Section], at: int,
+                       placed: list[tuple[int, bytes]]) -> int:
+    """Each section's relocations, section by section, from the next 8 bytes."""
+    at = _align(at, TABLE_ALIGN)
+    for section in sections:
+        block = section.relocations
+        section.header["reloff"] = at if block else 0
+        section.header["nreloc"] = len(block) // RELOCATION_INFO.size
+        placed.append((at, block))
+        at += len(block)
+    return at
+
+
+def _segment_command(form: Widths, old: bytes, sections: list[_Section], fileoff: int,
+                     filesize: int) -> bytes:
+    """The segment command with every section's header and the extent they cover."""
+    fields = form.segment.read(old)
+    addrs = [s.header["addr"] for s in sections]
     vm_start = min(addrs, default=0)
-    vm_end = max((a + s for a, s in zip(addrs, sizes, strict=True)), default=0)
-    for i, header in enumerate(headers):
-        struct.pack_into("<I", header, reloc_at - 8, offsets[i])
-    # relocations, section by section
-    out += bytes(_align(len(out), 8) - len(out))
-    for i, block in enumerate(relocations):
-        struct.pack_into("<II", headers[i], reloc_at, len(out) if block else 0,
-                         len(block) // 8)
-        out += block
-    # the segment command, now with every section's offsets
-    segment_bytes = bytearray(segment[:seg_size]) + b"".join(headers)
-    struct.pack_into("<I", segment_bytes, 4, len(segment_bytes))
-    struct.pack_into("<I", segment_bytes, seg_size - 8, len(headers))
-    fileoff = first if first is not None else header_size + new_sizeofcmds
-    filesize = data_end - fileoff
-    struct.pack_into("<QQQQ" if wide else "<IIII", segment_bytes, 24, vm_start,
-                     max(vm_end - vm_start, filesize), fileoff, filesize)
-    # link-edit data, in the old order
+    vm_end = max((s.header["addr"] + s.header["size"] for s in sections), default=0)
+    fields.update(cmdsize=form.segment.size + form.section.size * len(sections),
+                  nsects=len(sections), vmaddr=vm_start,
+                  vmsize=max(vm_end - vm_start, filesize), fileoff=fileoff,
+                  filesize=filesize)
+    return form.segment.pack_fields(fields) + b"".join(
+        form.section.pack_fields(s.header) for s in sections)
+
+
+def _tables(form: Widths, commands: list[_Command]) -> list[_Piece]:
+    """The link-edit tables the load commands name, in command order."""
+    entry_sizes = (DYLIB_TABLE_OF_CONTENTS_SIZE, form.dylib_module_size, INDEX.size,
+                   INDEX.size, RELOCATION_INFO.size, RELOCATION_INFO.size)
     pieces = []
-    for _, cmd, body in commands:
+    for i, (_, cmd, body) in enumerate(commands):
         if cmd == LC_SYMTAB:
-            symoff, nsyms, stroff, strsize = struct.unpack_from("<IIII", body, 8)
-            pieces += [(symoff, nsyms * (16 if wide else 12), body, 8),
-                       (stroff, strsize, body, 16)]
+            symtab = SYMTAB_COMMAND.read(body)
+            pieces += [_Piece(symtab["symoff"], symtab["nsyms"] * form.nlist.size, i,
+                              "symoff"),
+                       _Piece(symtab["stroff"], symtab["strsize"], i, "stroff")]
         elif cmd == LC_DYSYMTAB:
-            # toc, modtab, extrefsym, indirectsym, extrel, locrel: (offset, count) each
-            for field, entry in ((32, 8), (40, 56 if wide else 52), (48, 4), (56, 4),
-                                 (64, 8), (72, 8)):
-                off, count = struct.unpack_from("<II", body, field)
-                if off:
-                    pieces.append((off, count * entry, body, field))
+            dysymtab = DYSYMTAB_COMMAND.read(body)
+            for (off, count), entry in zip(DYSYMTAB_TABLES, entry_sizes, strict=True):
+                if dysymtab[off]:
+                    pieces.append(_Piece(dysymtab[off], dysymtab[count] * entry, i, off))
         elif cmd in LINKEDIT_DATA:
-            off, size = struct.unpack_from("<II", body, 8)
-            if off:
-                pieces.append((off, size, body, 8))
-    for off, size, body, field in sorted(pieces, key=lambda p: p[0]):
-        pos = _align(len(out), 8) if field != 16 else len(out)
-        out += bytes(pos - len(out))
-        struct.pack_into("<I", body, field, pos)
-        out += data[off:off + size]
-    # header and load commands
-    out[:header_size] = data[:header_size]
-    struct.pack_into("<I", out, 16, ncmds)
-    struct.pack_into("<I", out, 20, new_sizeofcmds)
-    at = header_size
-    for _, cmd, body in commands:
-        piece = segment_bytes if cmd == seg_cmd else body
-        out[at:at + len(piece)] = piece
-        at += len(piece)
+            data = LINKEDIT_DATA_COMMAND.read(body)
+            if data["dataoff"]:
+                pieces.append(_Piece(data["dataoff"], data["datasize"], i, "dataoff"))
+    return pieces
+
+
+def _command_layout(cmd: int) -> CStruct:
+    return {LC_SYMTAB: SYMTAB_COMMAND, LC_DYSYMTAB: DYSYMTAB_COMMAND}.get(
+        cmd, LINKEDIT_DATA_COMMAND)
+
+
+def _place_tables(view: MachoView, form: Widths, commands: list[_Command],
+                  bodies: list[bytearray], at: int, placed: list[tuple[int, bytes]]) -> int:
+    """The link-edit tables in their old order (each but the strings on 8 bytes), their
+    new offsets written into ``bodies``; the file's end."""
+    for piece in sorted(_tables(form, commands), key=lambda p: p.offset):
+        if piece.field != "stroff":
+            at = _align(at, TABLE_ALIGN)
+        _command_layout(commands[piece.command].cmd).put(bodies[piece.command], 0,
+                                                         piece.field, at)
+        placed.append((at, view.data[piece.offset:piece.offset + piece.size]))
+        at += len(placed[-1][1])
+    return at
+
+
+def _write(view: MachoView, form: Widths, plan: _Plan) -> bytes:
+    """The file the plan lays out: its header (the commands' new size), the load
+    commands, then every placed piece."""
+    out = bytearray(plan.size)
+    out[:form.header.size] = view.data[:form.header.size]
+    form.header.put(out, 0, "sizeofcmds", plan.sizeofcmds)
+    at = form.header.size
+    for body in plan.commands:
+        out[at:at + len(body)] = body
+        at += len(body)
+    for offset, blob in plan.placed:
+        out[offset:offset + len(blob)] = blob
     return bytes(out)
