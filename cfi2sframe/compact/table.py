@@ -12,17 +12,28 @@ as libunwind's look-up would find them.
 
 from __future__ import annotations
 
-import struct
 from bisect import bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
 
 from ..errors import DecodeError
+from .layout import (
+    COMPRESSED,
+    COMPRESSED_ENTRY,
+    COMPRESSED_PAGE,
+    ENCODINGS,
+    HEADER,
+    INDEX_ENTRY,
+    LSDA_ENTRY,
+    PAGE_KIND,
+    PERSONALITIES,
+    REGULAR,
+    REGULAR_ENTRY,
+    VERSION,
+    entry_encoding_index,
+    entry_offset,
+)
 from .words import HAS_LSDA, PERSONALITY_MASK, PERSONALITY_SHIFT
-
-VERSION = 1
-REGULAR, COMPRESSED = 2, 3
-HEADER = struct.Struct("<7I")
 
 
 class UnwindEntry(NamedTuple):
@@ -114,25 +125,19 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
      index_count) = HEADER.unpack_from(data, 0)
     if version != VERSION:
         raise DecodeError(0, f"unknown __unwind_info version {version}")
-    _need(data, common_at, 4 * common_count, f"{common_count} common encodings")
-    _need(data, person_at, 4 * person_count, f"{person_count} personality routines")
-    _need(data, index_at, 12 * index_count, f"{index_count} first-level index entries")
+    _need(data, common_at, ENCODINGS.size * common_count, f"{common_count} common encodings")
+    _need(data, person_at, PERSONALITIES.size * person_count,
+          f"{person_count} personality routines")
+    _need(data, index_at, INDEX_ENTRY.size * index_count,
+          f"{index_count} first-level index entries")
     if index_count == 0:
         raise DecodeError(index_at, "the first-level index is empty (it needs its sentinel)")
-    common = struct.unpack_from(f"<{common_count}I", data, common_at)
-    personalities = struct.unpack_from(f"<{person_count}I", data, person_at)
-    index = [struct.unpack_from("<3I", data, index_at + 12 * i) for i in range(index_count)]
-    lsdas: dict[int, int] = {}
-    lsda_index = []
-    first_lsda, end_lsda = index[0][2], index[-1][2]
-    if end_lsda < first_lsda or (end_lsda - first_lsda) % 8:
-        raise DecodeError(index_at + 8, f"LSDA index [{first_lsda:#x}, {end_lsda:#x}) is not "
-                                        "a whole number of 8-byte entries")
-    _need(data, first_lsda, end_lsda - first_lsda, "the LSDA index")
-    for at in range(first_lsda, end_lsda, 8):
-        function, lsda = struct.unpack_from("<II", data, at)
-        lsdas[function] = lsda
-        lsda_index.append((function, lsda))
+    common = ENCODINGS.unpack_from(data, common_at, common_count)
+    personalities = PERSONALITIES.unpack_from(data, person_at, person_count)
+    index = _index(data, index_at, index_count)
+    first_lsda = index[0][2]
+    lsda_index = _lsda_index(data, index_at, first_lsda, index[-1][2])
+    lsdas = dict(lsda_index)
     entries: list[UnwindEntry] = []
     pages: list[tuple[str, int]] = []
     details: list[Page] = []
@@ -149,16 +154,8 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
                                                 i == len(index) - 2))
             if entries and offset < entries[-1].offset:
                 problems.append(entry_order_problem(i, offset, entries[-1].offset))
-            slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
-            if slot > len(personalities):
-                raise DecodeError(page_at, f"page {i}: function {offset:#x} names personality "
-                                           f"{slot} of {len(personalities)}")
-            lsda = lsdas.get(offset) if encoding & HAS_LSDA else None
-            if encoding & HAS_LSDA and lsda is None:
-                raise DecodeError(first_lsda, f"function {offset:#x} has HAS_LSDA but no "
-                                              "LSDA index entry")
-            entries.append(UnwindEntry(offset, encoding, personalities[slot - 1] if slot
-                                       else None, lsda))
+            entries.append(_entry(offset, encoding, personalities, lsdas,
+                                  (i, page_at, first_lsda)))
         pages.append((page.kind, len(page.entries)))
     return UnwindInfo(tuple(entries), index[-1][0], tuple(common), tuple(personalities),
                       tuple(pages), tuple(problems), (version, common_at, common_count,
@@ -168,36 +165,79 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
                       tuple(details))
 
 
+def _entry(offset: int, encoding: int, personalities: tuple[int, ...],
+           lsdas: dict[int, int], where: tuple[int, int, int]) -> UnwindEntry:
+    """A page entry with its personality and LSDA resolved (``where``: the page's number
+    and offset and the LSDA index's, for the errors)."""
+    number, page_at, first_lsda = where
+    slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
+    if slot > len(personalities):
+        raise DecodeError(page_at, f"page {number}: function {offset:#x} names personality "
+                                   f"{slot} of {len(personalities)}")
+    lsda = lsdas.get(offset) if encoding & HAS_LSDA else None
+    if encoding & HAS_LSDA and lsda is None:
+        raise DecodeError(first_lsda, f"function {offset:#x} has HAS_LSDA but no LSDA "
+                                      "index entry")
+    return UnwindEntry(offset, encoding, personalities[slot - 1] if slot else None, lsda)
+
+
+def _index(data: bytes, at: int, count: int) -> list[tuple[int, int, int]]:
+    """The first-level index: (function, page, LSDA index) offsets, the sentinel last."""
+    return [INDEX_ENTRY.unpack_from(data, at + INDEX_ENTRY.size * i)
+            for i in range(count)]
+
+
+def _lsda_index(data: bytes, index_at: int, first: int, end: int) -> list[tuple[int, int]]:
+    """The LSDA index's (function, LSDA) entries, from the first index entry's start
+    to the sentinel's."""
+    if end < first or (end - first) % LSDA_ENTRY.size:
+        raise DecodeError(index_at + INDEX_ENTRY.offset("lsdaIndexArraySectionOffset"),
+                          f"LSDA index [{first:#x}, {end:#x}) is not a whole number of "
+                          f"{LSDA_ENTRY.size}-byte entries")
+    _need(data, first, end - first, "the LSDA index")
+    return list(LSDA_ENTRY.iter_unpack(data[first:end]))
+
+
 def _page(data: bytes, at: int, base: int, common: tuple[int, ...],
           number: int) -> Page:
     """A second-level page, each entry's encoding resolved."""
-    _need(data, at, 8, f"page {number}'s header")
-    kind, entry_at, count = struct.unpack_from("<IHH", data, at)
+    _need(data, at, PAGE_KIND.size, f"page {number}'s header")
+    kind, entry_at, count = PAGE_KIND.unpack_from(data, at)
     if kind == REGULAR:
-        _need(data, at + entry_at, 8 * count, f"page {number}'s {count} entries")
-        pairs = (struct.unpack_from("<II", data, at + entry_at + 8 * i) for i in range(count))
+        _need(data, at + entry_at, REGULAR_ENTRY.size * count,
+              f"page {number}'s {count} entries")
+        pairs = (REGULAR_ENTRY.unpack_from(data, at + entry_at + REGULAR_ENTRY.size * i)
+                 for i in range(count))
         return Page("regular", at, base, (),
                     tuple(PageEntry(offset, None, encoding) for offset, encoding in pairs))
     if kind != COMPRESSED:
         raise DecodeError(at, f"page {number} is of unknown kind {kind}")
-    _need(data, at, 12, f"page {number}'s header")
-    encodings_at, encodings_count = struct.unpack_from("<HH", data, at + 8)
-    _need(data, at + entry_at, 4 * count, f"page {number}'s {count} entries")
-    _need(data, at + encodings_at, 4 * encodings_count, f"page {number}'s encodings")
-    local = struct.unpack_from(f"<{encodings_count}I", data, at + encodings_at)
+    return _compressed_page(data, at, base, common, number)
+
+
+def _compressed_page(data: bytes, at: int, base: int, common: tuple[int, ...],
+                     number: int) -> Page:
+    """A compressed page, each entry's encoding index resolved against the common
+    encodings, then the page's own."""
+    _need(data, at, COMPRESSED_PAGE.size, f"page {number}'s header")
+    _, entry_at, count, encodings_at, encodings_count = COMPRESSED_PAGE.unpack_from(data, at)
+    _need(data, at + entry_at, COMPRESSED_ENTRY.size * count,
+          f"page {number}'s {count} entries")
+    _need(data, at + encodings_at, ENCODINGS.size * encodings_count,
+          f"page {number}'s encodings")
+    local = ENCODINGS.unpack_from(data, at + encodings_at, encodings_count)
     out = []
-    for i in range(count):
-        (word,) = struct.unpack_from("<I", data, at + entry_at + 4 * i)
-        which = word >> 24
+    for i, word in enumerate(COMPRESSED_ENTRY.unpack_from(data, at + entry_at, count)):
+        which = entry_encoding_index(word)
         if which < len(common):
             encoding = common[which]
         elif which - len(common) < len(local):
             encoding = local[which - len(common)]
         else:
-            raise DecodeError(at + entry_at + 4 * i, f"page {number}: encoding index {which} "
-                                                     f"past {len(common)} common and "
-                                                     f"{len(local)} page encodings")
-        out.append(PageEntry(base + (word & 0xFFFFFF), which, encoding))
+            raise DecodeError(at + entry_at + COMPRESSED_ENTRY.size * i,
+                              f"page {number}: encoding index {which} past {len(common)} "
+                              f"common and {len(local)} page encodings")
+        out.append(PageEntry(base + entry_offset(word), which, encoding))
     return Page("compressed", at, base, tuple(local), tuple(out))
 
 
@@ -229,9 +269,8 @@ class Lookup:
         (_, common_at, common_count, self.person_at, self.person_count, index_at,
          index_count) = HEADER.unpack_from(data, 0)
         self.data = data
-        self.common = struct.unpack_from(f"<{common_count}I", data, common_at)
-        self.index = [struct.unpack_from("<3I", data, index_at + 12 * i)
-                      for i in range(index_count)]
+        self.common = ENCODINGS.unpack_from(data, common_at, common_count)
+        self.index = _index(data, index_at, index_count)
         self.starts = [entry[0] for entry in self.index]
         self.pages: dict[int, tuple[list[int], list[int]]] = {}
 
@@ -241,25 +280,33 @@ class Lookup:
         if found is not None:
             return found
         data, page_at = self.data, self.index[e][1]
-        kind, entry_at, count = struct.unpack_from("<IHH", data, page_at)
+        kind, entry_at, count = PAGE_KIND.unpack_from(data, page_at)
         if kind == REGULAR:
-            pairs = [struct.unpack_from("<II", data, page_at + entry_at + 8 * i)
+            pairs = [REGULAR_ENTRY.unpack_from(data, page_at + entry_at + REGULAR_ENTRY.size * i)
                      for i in range(count)]
             found = [p[0] for p in pairs], [p[1] for p in pairs]
         elif kind == COMPRESSED:
-            encodings_at, local_count = struct.unpack_from("<HH", data, page_at + 8)
-            local = struct.unpack_from(f"<{local_count}I", data, page_at + encodings_at)
-            table = (*self.common, *local)
-            words = struct.unpack_from(f"<{count}I", data, page_at + entry_at)
-            base = self.starts[e]
-            if words and max(words) >> 24 >= len(table):
-                raise DecodeError(page_at, f"page {e}: an encoding index past the "
-                                           f"{len(table)} encodings")
-            found = [base + (w & 0xFFFFFF) for w in words], [table[w >> 24] for w in words]
+            found = self._compressed(e, page_at, entry_at, count)
         else:
             raise DecodeError(page_at, f"page {e} is of unknown kind {kind}")
         self.pages[e] = found
         return found
+
+    def _compressed(self, e: int, page_at: int, entry_at: int,
+                    count: int) -> tuple[list[int], list[int]]:
+        """A compressed page's (function offsets, encodings)."""
+        data = self.data
+        encodings_at = COMPRESSED_PAGE.get(data, page_at, "encodingsPageOffset")
+        local_count = COMPRESSED_PAGE.get(data, page_at, "encodingsCount")
+        table = (*self.common, *ENCODINGS.unpack_from(data, page_at + encodings_at,
+                                                      local_count))
+        words = COMPRESSED_ENTRY.unpack_from(data, page_at + entry_at, count)
+        base = self.starts[e]
+        if words and entry_encoding_index(max(words)) >= len(table):
+            raise DecodeError(page_at, f"page {e}: an encoding index past the "
+                                       f"{len(table)} encodings")
+        return ([base + entry_offset(w) for w in words],
+                [table[entry_encoding_index(w)] for w in words])
 
     def find(self, offset: int) -> Found | None:
         """``lookup`` of ``offset`` in this table."""
@@ -275,12 +322,13 @@ class Lookup:
             return None
         data = self.data
         slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
-        personality = struct.unpack_from("<I", data, self.person_at + 4 * (slot - 1))[0] \
+        personality = PERSONALITIES.unpack_from(
+            data, self.person_at + PERSONALITIES.size * (slot - 1), 1)[0] \
             if 0 < slot <= self.person_count else None
         lsda = None
         if encoding & HAS_LSDA:
-            for at in range(self.index[e][2], self.index[e + 1][2], 8):
-                function, value = struct.unpack_from("<II", data, at)
+            for at in range(self.index[e][2], self.index[e + 1][2], LSDA_ENTRY.size):
+                function, value = LSDA_ENTRY.unpack_from(data, at)
                 if function == start:
                     lsda = value
                     break

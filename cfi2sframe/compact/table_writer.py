@@ -14,7 +14,6 @@ encodings by index) while it can be; where a compressed page would stop early
 
 from __future__ import annotations
 
-import struct
 from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -22,7 +21,23 @@ from typing import NamedTuple
 from ..arch import compact_flavour
 from ..arch.base import Arch
 from ..errors import Cfi2SframeError
-from .table import COMPRESSED, HEADER, REGULAR, VERSION, Lookup
+from .layout import (
+    COMPRESSED,
+    COMPRESSED_ENTRY,
+    COMPRESSED_PAGE,
+    ENCODINGS,
+    ENTRY_FUNC_OFFSET_BITS,
+    HEADER,
+    INDEX_ENTRY,
+    LSDA_ENTRY,
+    PERSONALITIES,
+    REGULAR,
+    REGULAR_ENTRY,
+    REGULAR_PAGE,
+    VERSION,
+    compressed_entry,
+)
+from .table import Lookup
 from .words import (
     ARM64_DWARF,
     HAS_LSDA,
@@ -36,9 +51,9 @@ from .words import (
 PAGE_SIZE = 4096
 MAX_COMMON = 127  # the common encodings' indices leave room for page-local ones
 MAX_INDEX = 256  # a compressed entry's 8-bit encoding index
-MAX_COMPRESSED = (PAGE_SIZE - 12) // 4  # 1021
-MAX_REGULAR = (PAGE_SIZE - 8) // 8  # 511
-OFFSET_REACH = 1 << 24  # a compressed entry's 24-bit function offset from the page's base
+MAX_COMPRESSED = (PAGE_SIZE - COMPRESSED_PAGE.size) // COMPRESSED_ENTRY.size  # 1021
+MAX_REGULAR = (PAGE_SIZE - REGULAR_PAGE.size) // REGULAR_ENTRY.size  # 511
+OFFSET_REACH = 1 << ENTRY_FUNC_OFFSET_BITS  # a compressed entry's reach from the page's base
 MAX_PERSONALITIES = 3  # the encoding's 2-bit personality index
 DWARF_OFFSET_MASK = 0x00FFFFFF
 
@@ -164,7 +179,19 @@ class _Page(NamedTuple):
     local: tuple[int, ...]  # a compressed page's own encodings
 
 
+def _compressed_size(entries: int, encodings: int) -> int:
+    """A compressed page's bytes: header, entries, its own encodings."""
+    return COMPRESSED_PAGE.size + COMPRESSED_ENTRY.size * entries + ENCODINGS.size * encodings
+
+
+def _page_size(page: _Page) -> int:
+    if page.kind == REGULAR:
+        return REGULAR_PAGE.size + REGULAR_ENTRY.size * page.size
+    return _compressed_size(page.size, len(page.local))
+
+
 def _pages(rows: list[tuple[int, int, int | None]], common: list[int]) -> list[_Page]:
+    """The second-level pages: compressed while one can hold the rows, else regular."""
     index = {enc: i for i, enc in enumerate(common)}
     pages = []
     i = 0
@@ -178,10 +205,10 @@ def _pages(rows: list[tuple[int, int, int | None]], common: list[int]) -> list[_
                 break
             if encoding not in index and encoding not in local:
                 if len(common) + len(local) >= MAX_INDEX or \
-                        12 + 4 * (n + 1) + 4 * (len(local) + 1) > PAGE_SIZE:
+                        _compressed_size(n + 1, len(local) + 1) > PAGE_SIZE:
                     break
                 local.append(encoding)
-            elif 12 + 4 * (n + 1) + 4 * len(local) > PAGE_SIZE:
+            elif _compressed_size(n + 1, len(local)) > PAGE_SIZE:
                 break
             n += 1
         if i + n < len(rows) and n < MAX_REGULAR:
@@ -194,31 +221,55 @@ def _pages(rows: list[tuple[int, int, int | None]], common: list[int]) -> list[_
     return pages
 
 
+class _Plan(NamedTuple):
+    """Where each part of the table goes (section offsets), before it is written."""
+
+    common_at: int
+    person_at: int
+    index_at: int
+    lsda_at: int
+    page_at: tuple[int, ...]  # each page's
+    lsda_first: tuple[int, ...]  # each page's first LSDA index entry, then the end's
+    size: int
+
+
+def _plan(rows: list[tuple[int, int, int | None]], common: list[int],
+          personalities: list[int], pages: list[_Page]) -> _Plan:
+    """Header, common encodings, personalities, first-level index (a page's entry,
+    then the sentinel), LSDA index and pages, in that order."""
+    common_at = HEADER.size
+    person_at = common_at + ENCODINGS.size * len(common)
+    index_at = person_at + PERSONALITIES.size * len(personalities)
+    lsda_at = index_at + INDEX_ENTRY.size * (len(pages) + 1)
+    page_at, lsda_first = [], [0]
+    at = lsda_at + LSDA_ENTRY.size * sum(lsda is not None for _, _, lsda in rows)
+    for page in pages:
+        page_at.append(at)
+        at += _page_size(page)
+        lsda_first.append(lsda_first[-1] + sum(
+            lsda is not None for _, _, lsda in rows[page.first:page.first + page.size]))
+    return _Plan(common_at, person_at, index_at, lsda_at, tuple(page_at), tuple(lsda_first),
+                 at)
+
+
 def _layout(rows: list[tuple[int, int, int | None]], common: list[int],
             personalities: list[int], pages: list[_Page], end: int) -> bytes:
-    lsdas = [(offset, lsda) for offset, _, lsda in rows if lsda is not None]
-    common_at = HEADER.size
-    person_at = common_at + 4 * len(common)
-    index_at = person_at + 4 * len(personalities)
-    lsda_at = index_at + 12 * (len(pages) + 1)
-    page_at = lsda_at + 8 * len(lsdas)
-    out = bytearray(HEADER.pack(VERSION, common_at, len(common), person_at,
-                                len(personalities), index_at, len(pages) + 1))
-    out += struct.pack(f"<{len(common)}I", *common)
-    out += struct.pack(f"<{len(personalities)}I", *personalities)
-    page_bytes = [_page_bytes(rows, page, common) for page in pages]
-    lsda_index = 0
-    at = page_at
-    for page, blob in zip(pages, page_bytes, strict=True):
-        out += struct.pack("<III", rows[page.first][0], at, lsda_at + 8 * lsda_index)
-        lsda_index += sum(1 for offset, _, lsda in rows[page.first:page.first + page.size]
-                          if lsda is not None)
-        at += len(blob)
-    out += struct.pack("<III", end, 0, lsda_at + 8 * len(lsdas))
-    for offset, lsda in lsdas:
-        out += struct.pack("<II", offset, lsda)
-    for blob in page_bytes:
-        out += blob
+    """The table's bytes, as ``_plan`` places them."""
+    plan = _plan(rows, common, personalities, pages)
+    out = bytearray(HEADER.pack(VERSION, plan.common_at, len(common), plan.person_at,
+                                len(personalities), plan.index_at, len(pages) + 1))
+    out += ENCODINGS.pack(common)
+    out += PERSONALITIES.pack(personalities)
+    for page, page_at, lsda_first in zip(pages, plan.page_at, plan.lsda_first[:-1], strict=True):
+        out += INDEX_ENTRY.pack(rows[page.first][0], page_at,
+                                plan.lsda_at + LSDA_ENTRY.size * lsda_first)
+    out += INDEX_ENTRY.pack(end, 0, plan.lsda_at + LSDA_ENTRY.size * plan.lsda_first[-1])
+    for offset, _, lsda in rows:
+        if lsda is not None:
+            out += LSDA_ENTRY.pack(offset, lsda)
+    for page in pages:
+        out += _page_bytes(rows, page, common)
+    assert len(out) == plan.size, (len(out), plan.size)
     return bytes(out)
 
 
@@ -226,16 +277,18 @@ def _page_bytes(rows: list[tuple[int, int, int | None]], page: _Page,
                 common: list[int]) -> bytes:
     chosen = rows[page.first:page.first + page.size]
     if page.kind == REGULAR:
-        return struct.pack("<IHH", REGULAR, 8, len(chosen)) + b"".join(
-            struct.pack("<II", offset, encoding) for offset, encoding, _ in chosen)
+        return REGULAR_PAGE.pack(REGULAR, REGULAR_PAGE.size, len(chosen)) + b"".join(
+            REGULAR_ENTRY.pack(offset, encoding) for offset, encoding, _ in chosen)
     index = {enc: i for i, enc in enumerate(common)}
     index.update({enc: len(common) + i for i, enc in enumerate(page.local)})
     base = chosen[0][0]
-    entries = b"".join(struct.pack("<I", (index[encoding] << 24) | (offset - base))
-                       for offset, encoding, _ in chosen)
-    header = struct.pack("<IHHHH", COMPRESSED, 12, len(chosen), 12 + len(entries),
-                         len(page.local))
-    return header + entries + struct.pack(f"<{len(page.local)}I", *page.local)
+    entries_at = COMPRESSED_PAGE.size
+    encodings_at = entries_at + COMPRESSED_ENTRY.size * len(chosen)
+    header = COMPRESSED_PAGE.pack(COMPRESSED, entries_at, len(chosen), encodings_at,
+                                  len(page.local))
+    return header + COMPRESSED_ENTRY.pack(
+        [compressed_entry(offset - base, index[encoding]) for offset, encoding, _ in chosen]
+    ) + ENCODINGS.pack(page.local)
 
 
 def _check(data: bytes, functions: list[TableFunction], final: list[int],
