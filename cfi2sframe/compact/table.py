@@ -135,15 +135,15 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
     common = ENCODINGS.unpack_from(data, common_at, common_count)
     personalities = PERSONALITIES.unpack_from(data, person_at, person_count)
     index = _index(data, index_at, index_count)
-    first_lsda = index[0][2]
-    lsda_index = _lsda_index(data, index_at, first_lsda, index[-1][2])
+    first_lsda = index[0].lsda
+    lsda_index = _lsda_index(data, index_at, first_lsda, index[-1].lsda)
     lsdas = dict(lsda_index)
     entries: list[UnwindEntry] = []
     pages: list[tuple[str, int]] = []
     details: list[Page] = []
     problems: list[str] = []
     for i, (function, page_at, _) in enumerate(index[:-1]):
-        next_function = index[i + 1][0]
+        next_function = index[i + 1].function
         if next_function < function:
             problems.append(index_order_problem(i, next_function, function))
         page = _page(data, page_at, function, common, i)
@@ -157,7 +157,7 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
             entries.append(_entry(offset, encoding, personalities, lsdas,
                                   (i, page_at, first_lsda)))
         pages.append((page.kind, len(page.entries)))
-    return UnwindInfo(tuple(entries), index[-1][0], tuple(common), tuple(personalities),
+    return UnwindInfo(tuple(entries), index[-1].function, tuple(common), tuple(personalities),
                       tuple(pages), tuple(problems), (version, common_at, common_count,
                                                       person_at, person_count, index_at,
                                                       index_count),
@@ -181,9 +181,18 @@ def _entry(offset: int, encoding: int, personalities: tuple[int, ...],
     return UnwindEntry(offset, encoding, personalities[slot - 1] if slot else None, lsda)
 
 
-def _index(data: bytes, at: int, count: int) -> list[tuple[int, int, int]]:
-    """The first-level index: (function, page, LSDA index) offsets, the sentinel last."""
-    return [INDEX_ENTRY.unpack_from(data, at + INDEX_ENTRY.size * i)
+class IndexEntry(NamedTuple):
+    """A first-level index entry: the offsets of its first function, its page and its
+    part of the LSDA index."""
+
+    function: int
+    page: int
+    lsda: int
+
+
+def _index(data: bytes, at: int, count: int) -> list[IndexEntry]:
+    """The first-level index, the sentinel last."""
+    return [IndexEntry._make(INDEX_ENTRY.unpack_from(data, at + INDEX_ENTRY.size * i))
             for i in range(count)]
 
 
@@ -271,7 +280,7 @@ class Lookup:
         self.data = data
         self.common = ENCODINGS.unpack_from(data, common_at, common_count)
         self.index = _index(data, index_at, index_count)
-        self.starts = [entry[0] for entry in self.index]
+        self.starts = [entry.function for entry in self.index]
         self.pages: dict[int, tuple[list[int], list[int]]] = {}
 
     def _page(self, e: int) -> tuple[list[int], list[int]]:
@@ -279,7 +288,7 @@ class Lookup:
         found = self.pages.get(e)
         if found is not None:
             return found
-        data, page_at = self.data, self.index[e][1]
+        data, page_at = self.data, self.index[e].page
         kind, entry_at, count = PAGE_KIND.unpack_from(data, page_at)
         if kind == REGULAR:
             pairs = [REGULAR_ENTRY.unpack_from(data, page_at + entry_at + REGULAR_ENTRY.size * i)
@@ -327,7 +336,7 @@ class Lookup:
             if 0 < slot <= self.person_count else None
         lsda = None
         if encoding & HAS_LSDA:
-            for at in range(self.index[e][2], self.index[e + 1][2], LSDA_ENTRY.size):
+            for at in range(self.index[e].lsda, self.index[e + 1].lsda, LSDA_ENTRY.size):
                 function, value = LSDA_ENTRY.unpack_from(data, at)
                 if function == start:
                     lsda = value

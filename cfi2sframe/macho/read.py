@@ -20,8 +20,10 @@ from .layout import (
     FAT_HEADER,
     LOAD_COMMAND,
     MACH_HEADER,
+    NARROW,
     RELOCATION_INFO,
     SYMTAB_COMMAND,
+    WIDE,
     Widths,
     relocation_fields,
     widths,
@@ -201,7 +203,7 @@ def fat_slices(data: bytes) -> list[tuple[int, int, int]]:
     for i in range(count):
         at = FAT_HEADER.size + entry.size * i
         _need(data, at, entry.size, f"fat_arch {i}")
-        cputype, _, offset, size = entry.unpack_from(data, at)[:4]
+        cputype, _, offset, size, *_ = entry.unpack_from(data, at)
         _need(data, offset, size, f"slice {i}")
         out.append((cputype & 0xFFFFFFFF, offset, size))
     return out
@@ -233,7 +235,7 @@ def open_macho(data: bytes, arch: str | None = None) -> MachoView:
     magic, cputype, _, filetype, ncmds, sizeofcmds, _ = MACH_HEADER.unpack_from(data, 0)
     if magic not in (MH_MAGIC, MH_MAGIC_64):
         raise DecodeError(0, f"not a little-endian Mach-O file (magic {magic:#x})")
-    form = widths(8 if magic == MH_MAGIC_64 else 4)
+    form = WIDE if magic == MH_MAGIC_64 else NARROW
     cputype &= 0xFFFFFFFF
     if cputype not in CPU_ARCH:
         raise DecodeError(MACH_HEADER.offset("cputype"),
@@ -274,8 +276,8 @@ def _segment(data: bytes, at: int, size: int, i: int, form: Widths,
         raise DecodeError(at + layout.offset("nsects"), f"segment command {i}: {nsects} "
                                                         f"sections do not fit in {size} bytes")
     for j in range(nsects):
-        (sectname, sect_segname, addr, sect_size, offset, _, reloff, nreloc,
-         flags) = section.unpack_from(data, at + layout.size + section.size * j)[:9]
+        (sectname, sect_segname, addr, sect_size, offset, _, reloff, nreloc, flags,
+         *_) = section.unpack_from(data, at + layout.size + section.size * j)
         sections.append(Section(len(sections) + 1, _cstr(sect_segname), _cstr(sectname),
                                 addr, sect_size, offset, reloff, nreloc, flags))
     return Segment(_cstr(segname), vmaddr, vmsize, fileoff, filesize)
