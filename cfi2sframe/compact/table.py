@@ -154,8 +154,12 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
                                                 i == len(index) - 2))
             if entries and offset < entries[-1].offset:
                 problems.append(entry_order_problem(i, offset, entries[-1].offset))
-            entries.append(_entry(offset, encoding, personalities, lsdas,
-                                  (i, page_at, first_lsda)))
+            slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
+            lsda = lsdas.get(offset) if encoding & HAS_LSDA else None
+            if slot > len(personalities) or (encoding & HAS_LSDA and lsda is None):
+                raise _entry_error(offset, slot, len(personalities), (i, page_at, first_lsda))
+            entries.append(UnwindEntry(offset, encoding, personalities[slot - 1] if slot
+                                       else None, lsda))
         pages.append((page.kind, len(page.entries)))
     return UnwindInfo(tuple(entries), index[-1].function, tuple(common), tuple(personalities),
                       tuple(pages), tuple(problems), (version, common_at, common_count,
@@ -165,20 +169,17 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
                       tuple(details))
 
 
-def _entry(offset: int, encoding: int, personalities: tuple[int, ...],
-           lsdas: dict[int, int], where: tuple[int, int, int]) -> UnwindEntry:
-    """A page entry with its personality and LSDA resolved (``where``: the page's number
-    and offset and the LSDA index's, for the errors)."""
+def _entry_error(offset: int, slot: int, personalities: int,
+                 where: tuple[int, int, int]) -> DecodeError:
+    """What is wrong with a page entry: a personality past the table's, else HAS_LSDA
+    with no LSDA index entry (``where``: the page's number and offset and the LSDA
+    index's)."""
     number, page_at, first_lsda = where
-    slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
-    if slot > len(personalities):
-        raise DecodeError(page_at, f"page {number}: function {offset:#x} names personality "
-                                   f"{slot} of {len(personalities)}")
-    lsda = lsdas.get(offset) if encoding & HAS_LSDA else None
-    if encoding & HAS_LSDA and lsda is None:
-        raise DecodeError(first_lsda, f"function {offset:#x} has HAS_LSDA but no LSDA "
-                                      "index entry")
-    return UnwindEntry(offset, encoding, personalities[slot - 1] if slot else None, lsda)
+    if slot > personalities:
+        return DecodeError(page_at, f"page {number}: function {offset:#x} names personality "
+                                    f"{slot} of {personalities}")
+    return DecodeError(first_lsda, f"function {offset:#x} has HAS_LSDA but no LSDA index "
+                                   "entry")
 
 
 class IndexEntry(NamedTuple):

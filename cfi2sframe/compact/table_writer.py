@@ -53,6 +53,9 @@ MAX_COMMON = 127  # the common encodings' indices leave room for page-local ones
 MAX_INDEX = 256  # a compressed entry's 8-bit encoding index
 MAX_COMPRESSED = (PAGE_SIZE - COMPRESSED_PAGE.size) // COMPRESSED_ENTRY.size  # 1021
 MAX_REGULAR = (PAGE_SIZE - REGULAR_PAGE.size) // REGULAR_ENTRY.size  # 511
+# A compressed page's entries and own encodings are words of the same size, so what
+# fits is a count of words (the page filler counts them, row by row).
+assert COMPRESSED_ENTRY.size == ENCODINGS.size
 OFFSET_REACH = 1 << ENTRY_FUNC_OFFSET_BITS  # a compressed entry's reach from the page's base
 MAX_PERSONALITIES = 3  # the encoding's 2-bit personality index
 DWARF_OFFSET_MASK = 0x00FFFFFF
@@ -179,15 +182,12 @@ class _Page(NamedTuple):
     local: tuple[int, ...]  # a compressed page's own encodings
 
 
-def _compressed_size(entries: int, encodings: int) -> int:
-    """A compressed page's bytes: header, entries, its own encodings."""
-    return COMPRESSED_PAGE.size + COMPRESSED_ENTRY.size * entries + ENCODINGS.size * encodings
-
-
 def _page_size(page: _Page) -> int:
+    """A page's bytes: header, entries, a compressed page's own encodings."""
     if page.kind == REGULAR:
         return REGULAR_PAGE.size + REGULAR_ENTRY.size * page.size
-    return _compressed_size(page.size, len(page.local))
+    return COMPRESSED_PAGE.size + COMPRESSED_ENTRY.size * page.size + \
+        ENCODINGS.size * len(page.local)
 
 
 def _pages(rows: list[tuple[int, int, int | None]], common: list[int]) -> list[_Page]:
@@ -205,10 +205,10 @@ def _pages(rows: list[tuple[int, int, int | None]], common: list[int]) -> list[_
                 break
             if encoding not in index and encoding not in local:
                 if len(common) + len(local) >= MAX_INDEX or \
-                        _compressed_size(n + 1, len(local) + 1) > PAGE_SIZE:
+                        n + 1 + len(local) + 1 > MAX_COMPRESSED:  # words on the page
                     break
                 local.append(encoding)
-            elif _compressed_size(n + 1, len(local)) > PAGE_SIZE:
+            elif n + 1 + len(local) > MAX_COMPRESSED:
                 break
             n += 1
         if i + n < len(rows) and n < MAX_REGULAR:
@@ -241,13 +241,15 @@ def _plan(rows: list[tuple[int, int, int | None]], common: list[int],
     person_at = common_at + ENCODINGS.size * len(common)
     index_at = person_at + PERSONALITIES.size * len(personalities)
     lsda_at = index_at + INDEX_ENTRY.size * (len(pages) + 1)
-    page_at, lsda_first = [], [0]
-    at = lsda_at + LSDA_ENTRY.size * sum(lsda is not None for _, _, lsda in rows)
+    lsda_first = [0]
+    for page in pages:
+        lsda_first.append(lsda_first[-1] + sum(
+            lsda is not None for _, _, lsda in rows[page.first:page.first + page.size]))
+    page_at = []
+    at = lsda_at + LSDA_ENTRY.size * lsda_first[-1]
     for page in pages:
         page_at.append(at)
         at += _page_size(page)
-        lsda_first.append(lsda_first[-1] + sum(
-            lsda is not None for _, _, lsda in rows[page.first:page.first + page.size]))
     return _Plan(common_at, person_at, index_at, lsda_at, tuple(page_at), tuple(lsda_first),
                  at)
 
