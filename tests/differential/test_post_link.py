@@ -160,10 +160,10 @@ def _moved(old: bytes, new: bytes, name: str) -> list[int]:
 def test_nothing_moves_and_the_growth_is_bounded(built, report) -> None:
     """Every section keeps its name, size, offset, address and bytes, but the few a
     program's table grows into (.interp, the notes, the hash tables, and .dynsym in
-    libtwice.so), which keep their bytes at their new place; the dynamic entries and symbols that change are exactly
-    those of the moved sections; a program's table keeps its offset (e_phoff) and so its
-    address, where Linux before 5.18 finds it; each file grows by its .sframe and at most
-    a page."""
+    libtwice.so), which keep their bytes at their new place; the dynamic entries and
+    symbols that change are exactly those of the moved sections; a program's table keeps
+    its offset (e_phoff) and so its address, where Linux before 5.18 finds it; each file
+    grows by its .sframe and at most a page."""
     from cfi2sframe.elf.read import open_elf
 
     tmp, programs, _ = built
