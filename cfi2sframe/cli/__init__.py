@@ -91,6 +91,12 @@ def _dispatch(argv: list[str]) -> int:
         args = parser.parse_args(argv)
         status: int = module.run(args)
         return status
+    if argv == ["--version"]:  # as the conversion's parser prints it, without building it
+        from .. import __version__
+        from ..core import name as core_name
+
+        print(f"cfi2sframe {__version__} ({core_name()})")
+        return 0
     mistyped = _mistyped_command(argv[0]) if argv else None
     if mistyped is not None:
         print(f"cfi2sframe: error: unknown command '{argv[0]}' (did you mean '{mistyped}'?)",
