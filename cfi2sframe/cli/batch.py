@@ -4,7 +4,6 @@ options, and the run that ties inputs, workers, journal, progress and summary.""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -204,6 +203,8 @@ def print_summary(records: list[dict[str, Any]], as_json: bool,
 
     summary = summarize(records)
     if as_json:
+        import json  # (JSON output only: its import is a start-up cost)
+
         print(json.dumps({"files": records, "total": summary, "failed": summary["failed"],
                           **(extra or {})}, indent=1))
     else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING
 
@@ -179,6 +178,8 @@ def _listing(args: argparse.Namespace, arch: Arch, functions: list[CompactFuncti
         write(args.output or "-", rows_binary(functions, flavour))
         return 0
     if args.json:
+        import json  # (JSON output only: its import is a start-up cost)
+
         print(json.dumps([_function_json(f, flavour, names) for f in functions], indent=1))
         return 0
     _print_functions(functions, flavour, names, args.check)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from ..inputs import open_input
 from ..sframe.load import load_sframe
@@ -45,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         result = diff_sections(a.section, b.section)
     abi = a.section.abi
     if args.json:
+        import json  # (JSON output only: its import is a start-up cost)
+
         print(json.dumps({
             "equivalent": result.equivalent, "same": result.same,
             "differing": [{"pc": d.address, "name": names.get(d.address),

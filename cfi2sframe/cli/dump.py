@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -88,6 +87,8 @@ def _empty(source: Input, as_json: bool) -> bool:
     if empty is None:
         return False
     if as_json:
+        import json  # (JSON output only: its import is a start-up cost)
+
         print(json.dumps({"version": None, "flags": None, "abi": None, "fixed_fp_offset": None,
                           "fixed_ra_offset": None, "num_fdes": 0, "num_fres": 0, "fdes": []},
                          indent=1))
@@ -101,6 +102,8 @@ def _dump(loaded: LoadedSFrame, as_json: bool) -> None:
     from .show import section_json
 
     if as_json:
+        import json
+
         print(json.dumps(section_json(loaded.section), indent=1))
     else:
         write = sys.stdout.write

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING
 
@@ -115,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
             status |= _one(module.section, pc, module.bias, f" {module.symbolize(pc)}:",
                            args.json, results)
     if args.json:
+        import json  # (JSON output only: its import is a start-up cost)
+
         print(json.dumps(results, indent=1))
     return status
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING
 
@@ -85,6 +84,8 @@ def dump(args: argparse.Namespace, data: bytes) -> int:
         if not rows:
             raise Cfi2SframeError(args.file, "no __LD,__compact_unwind rows to dump")
         if args.json:
+            import json  # (JSON output only: its import is a start-up cost)
+
             print(json.dumps(object_rows_json(rows, view), indent=1))
         else:
             print("\n".join(object_rows_lines(rows, view)))
@@ -93,6 +94,8 @@ def dump(args: argparse.Namespace, data: bytes) -> int:
     if table is None:
         raise Cfi2SframeError(args.file, "no __TEXT,__unwind_info section to dump")
     if args.json:
+        import json
+
         print(json.dumps(unwind_info_json(table, view), indent=1))
     else:
         sys.stdout.write("".join(line + "\n" for line in unwind_info_lines(table, view)))
@@ -154,6 +157,8 @@ def lookup(args: argparse.Namespace, data: bytes) -> int:
             print(f"{pc:#x}: {name}+{pc - start:#x}: row at {start:#x}, encoding "
                   f"{encoding:#010x}: {words}{extra}")
     if args.json:
+        import json
+
         print(json.dumps(results, indent=1))
     return status
 

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 
@@ -38,6 +37,8 @@ def dump(path: str, data: bytes, binary: str | None = None, demangle: bool = Tru
 def _dump_json(data: bytes, header: Header, names: dict[int, str] | None) -> None:
     """One JSON object, streamed: the header and every record; where the trace cannot
     be read on, the object still closes, with the error, before the located error."""
+    import json  # (JSON output only: its import is a start-up cost)
+
     write = sys.stdout.write
     write('{"header": ' + json.dumps(header._asdict()) + ', "records": [')
     separator = "\n "
