@@ -6,9 +6,12 @@ an ELF object's are."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..elf.read import Symbol
-from ..macho.read import N_EXT, MachoView
+
+if TYPE_CHECKING:  # the Mach-O reader loads for an Apple target's probe object only
+    from ..macho.read import MachoView
 
 
 def darwin_text(text: str) -> bool:
@@ -46,6 +49,8 @@ def section_names(view: MachoView) -> list[str]:
 def elf_like_symbols(view: MachoView) -> list[Symbol]:
     """The symbols defined in a section, with section-relative values (ELF's kind and
     binding: no function type in Mach-O, external symbols global)."""
+    from ..macho.read import N_EXT
+
     out = []
     for symbol in view.symbols:
         if not symbol.defined_in_section or not 0 < symbol.sect <= len(view.sections):

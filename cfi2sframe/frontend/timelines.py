@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ..arch.base import Arch, ByteOrder
 from ..dwarf import ops
@@ -30,7 +30,6 @@ from ..elf.read import (
 )
 from ..errors import Cfi2SframeError, CfiError, DecodeError, decoding
 from ..kinds import is_elf
-from ..macho.read import MH_MAGIC, MH_MAGIC_64, open_macho
 from ..model import Location, Row, Timeline
 from .directives import evaluate, parse_statement, render
 from .macho_probe import elf_like_symbols, section_names
@@ -47,6 +46,9 @@ from .probe import (
 )
 from .scan import Statement, find_assignments, labels_between
 from .syntax import EXPRESSIONS, Arg, Directive, EscapeItem, Num, Reg, Sym, SyntaxProblem
+
+if TYPE_CHECKING:  # the Mach-O reader loads for an Apple target's assembler output only
+    from ..macho.read import MachoView
 
 KNOWN_DIRECTIVES = frozenset(
     "startproc endproc sections def_cfa def_cfa_register def_cfa_offset adjust_cfa_offset "
@@ -157,9 +159,8 @@ def finish_asm(run: ProbeRun, arch: Arch, meanwhile: Callable[[], object] | None
         run = with_probe_run(run)
         with run.job as job:
             obj, messages = job.finish()
-    if int.from_bytes(obj[:4], "little") in (MH_MAGIC, MH_MAGIC_64):  # for an Apple target
-        with decoding(filename, "assembler output"):
-            macho = open_macho(obj)
+    macho = _macho_of(obj, filename)
+    if macho is not None:  # for an Apple target
         every = elf_like_symbols(macho)
         names: Sequence[str] = section_names(macho)
         view = None
@@ -174,6 +175,19 @@ def finish_asm(run: ProbeRun, arch: Arch, meanwhile: Callable[[], object] | None
         check_fde_count(view, len(timelines), filename)
     return AsmUnit(filename, run.text, tuple(timelines), obj,
                    symbols if view is not None else ()), messages
+
+
+def _macho_of(obj: bytes, filename: str) -> MachoView | None:
+    """The assembler's output read as Mach-O (an Apple target's), or None where it is not
+    Mach-O; the Mach-O reader is imported only for a file that is not ELF."""
+    if is_elf(obj):
+        return None
+    from ..macho.read import MH_MAGIC, MH_MAGIC_64, open_macho
+
+    if int.from_bytes(obj[:4], "little") not in (MH_MAGIC, MH_MAGIC_64):
+        return None
+    with decoding(filename, "assembler output"):
+        return open_macho(obj)
 
 
 def _placeable_by_cfi(run: ProbeRun, functions: Sequence[_Function]) -> bool:
