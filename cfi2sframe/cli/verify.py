@@ -6,8 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-from ..analysis.compare import verify_elf
-from ..batch.record import Task
 from ..elf.read import open_elf_file
 from ..inputs import file_head, open_input
 from ..kinds import is_archive, xray_byte_order
@@ -111,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
             _is_archive(args.files[0]):
         if args.consumer:
             usage_error("verify", "--consumer checks one file at a time")
+        from ..batch.record import Task  # (not for a single file, nor an XRay trace)
+
         task = Task("verify", limits=limits_of(args), flex=args.flex)
         records, status = run_batch(args, args.files, task, verify_line)
         print_summary(records, args.json)
@@ -143,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
               "when it is written)", file=sys.stderr)
         result, abi = made
     else:
+        from ..analysis.compare import verify_elf  # (ELF and SFrame input only)
+
         result, abi = verify_elf(args.file, data, limits=limits_of(args), flex=args.flex)
     for problem in result.layout:
         print(f"{args.file}: bad layout: {problem.text} (header at {problem.at:#x})")
