@@ -12,7 +12,6 @@ import json
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
-from ..compact.inputs import compact_arch, compact_elf
 from ..elf.read import address_reader, open_elf
 from ..errors import Cfi2SframeError
 from ..files import read_bytes
@@ -81,6 +80,8 @@ def walk_snapshot(path: str, snapshot: str, compact: bool = False,
     if not compact:
         frames, why = sframe_walk(loaded.section, regs, read, max_frames)
         return arch, frames, why
+
+    from ..compact.inputs import compact_arch, compact_elf  # (--compact only: start-up)
 
     data = read_bytes(path)
     functions = compact_elf(path, data, ranges=True)
