@@ -68,8 +68,16 @@ DEFERRED: dict[str, tuple[str, frozenset[str]]] = {
                        "for what reads or writes them", frozenset({
                            "_with_new_rows", "compact_asm_rows", "compact_elf",
                            "darwin_object", "from_prologues"})),
+    "frontend.macho_probe": ("the Mach-O reader loads only for an Apple target's probe "
+                             "object, not where ELF assembly asks whether it is Darwin's",
+                             frozenset({"elf_like_symbols"})),
+    "frontend.timelines": ("the Mach-O reader loads only for an assembler that wrote "
+                           "Mach-O (an Apple target), never on the ELF path",
+                           frozenset({"_macho_of"})),
     "frontend.directives": ("the Lark grammar loads only for a statement read not at a "
                             "glance", frozenset({"parse_statement"})),
+    "analysis.snapshot": ("the compact unwind rows are made (and their modules loaded) "
+                          "only for a walk with --compact", frozenset({"walk_snapshot"})),
     "batch.record": ("warm_up imports what the per-file children run, before they fork; "
                      "each task loads only what it runs", frozenset({
                          "_convert", "_convert_archive", "_coverage", "_fill_archive",

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import cfi2sframe
+from tests.support.xray_traces import block, func, header
 
 # Imported by dataclasses alone among what the commands need.
 HEAVY = ("dataclasses", "inspect")
@@ -90,3 +91,80 @@ def test_other_inputs_do_not_load_the_xray_reader(tmp_path: Path, argv: list[str
                     "-o", "small.o"], cwd=tmp_path, check=True)
     code = f"from cfi2sframe.cli import main\nassert main({argv!r}) == 0, 'the command failed'"
     assert _imported_after(code, tmp_path, ("cfi2sframe.xray", "cfi2sframe.cli.xray")) == []
+
+
+# What each command must not import on the smallest input of its kind (measured with
+# ``benchmarks/startup.py --names``; docs/performance.md, "Start-up").  Not timed: a
+# module on this list is one the command's own work never needs.
+NOT_ELF = ("cfi2sframe.compact", "cfi2sframe.macho", "cfi2sframe.xray", "cfi2sframe.cli.xray",
+           "cfi2sframe.cli.compact", "lark", "tqdm")
+READ_ONLY = ("cfi2sframe.sframe.build", "cfi2sframe.sframe.encode", "cfi2sframe.convert",
+             "cfi2sframe.frontend", "cfi2sframe.batch", "subprocess", "json")
+XRAY_ONLY = ("cfi2sframe.analysis", "cfi2sframe.sframe.build", "cfi2sframe.sframe.encode",
+             "cfi2sframe.batch", "cfi2sframe.compact", "cfi2sframe.macho", "cfi2sframe.convert",
+             "cfi2sframe.frontend", "subprocess", "lark", "tqdm", "json")
+NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    "--version": (["--version"], ("argparse", "cfi2sframe.cli.convert", "cfi2sframe.elf",
+                                  "cfi2sframe.frontend", "subprocess", "json", "lark")),
+    "convert .s": (["small.s", "-o", "small2.o"],
+                   (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis")),
+    "convert ELF": (["small.o", "-o", "small.sframe"],
+                    (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
+                     "cfi2sframe.frontend.directives", "cfi2sframe.frontend.timelines")),
+    "dump": (["dump", "small.o"], (*NOT_ELF, *READ_ONLY, "cfi2sframe.dwarf",
+                                   "cfi2sframe.analysis")),
+    "lookup": (["lookup", "small.o", "0x1"], (*NOT_ELF, *READ_ONLY)),
+    "verify": (["verify", "small.o"], (*NOT_ELF, "cfi2sframe.batch", "cfi2sframe.convert",
+                                       "cfi2sframe.frontend", "subprocess", "json")),
+    "unwind": (["unwind", "small.o", "--snapshot", "snap.json"],
+               ("cfi2sframe.macho", "cfi2sframe.compact.inputs", "cfi2sframe.compact.lower",
+                "cfi2sframe.xray", "cfi2sframe.sframe.build", "cfi2sframe.sframe.encode",
+                "cfi2sframe.frontend", "cfi2sframe.batch", "lark", "tqdm")),
+    "dump trace": (["dump", "trace.xray"], (*XRAY_ONLY, "cfi2sframe.sframe")),
+    "verify trace": (["verify", "trace.xray"], XRAY_ONLY),
+}
+
+
+def _inputs(tmp_path: Path) -> None:
+    """The smallest input of each kind: the example, its object, a one-call XRay trace
+    (FDR, version 5: one entry and its exit) and a snapshot of one frame."""
+    (tmp_path / "small.s").write_bytes(EXAMPLE.read_bytes())
+    subprocess.run([sys.executable, "-m", "cfi2sframe", "small.s", "--emit", "obj",
+                    "-o", "small.o"], cwd=tmp_path, check=True)
+    (tmp_path / "trace.xray").write_bytes(header() + block(1, func(0, 1, 10) + func(1, 1, 10)))
+    (tmp_path / "snap.json").write_text('{"regs": {"rip": 16, "rsp": 4096, "rbp": 4112}, '
+                                        '"memory": [{"address": 4096, "hex": "00"}]}')
+
+
+def _names_under(names: tuple[str, ...], code: str, cwd: Path) -> list[str]:
+    """Every module imported, of ``names`` or inside a package ``names`` holds."""
+    probe = (f"{code}\nimport sys\n"
+             f"print('held:', *sorted(m for m in sys.modules if any(m == n or "
+             f"m.startswith(n + '.') for n in {names!r})))")
+    env = {**os.environ, "PYTHONPATH": str(Path(cfi2sframe.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=cwd, env=env,
+                          capture_output=True, text=True, check=True)
+    held = done.stdout.splitlines()[-1].split()
+    assert held[0] == "held:", done.stdout
+    return held[1:]
+
+
+@pytest.mark.parametrize("command", sorted(NOT_NEEDED))
+def test_a_command_imports_only_what_it_runs(tmp_path: Path, command: str) -> None:
+    """Each command on its smallest input, in a fresh interpreter without ``site``:
+    none of the modules its work does not need (the Mach-O, compact and XRay
+    packages on an ELF path; the SFrame writer, the conversion and ``json`` where a
+    file is only read; Lark and tqdm nowhere here) is imported."""
+    _inputs(tmp_path)
+    argv, heavy = NOT_NEEDED[command]
+    code = (f"from cfi2sframe.cli import main\nstatus = main({argv!r})\n"
+            f"assert status in (0, 1), status")  # (unwind: 1, the walk stops early)
+    assert _names_under(heavy, code, tmp_path) == []
+
+
+def test_the_command_check_sees_an_import(tmp_path: Path) -> None:
+    """The check itself: a module imported, or one inside a package listed, is
+    reported."""
+    assert _names_under(("json", "cfi2sframe.xray"), "import json, cfi2sframe.xray.records",
+                        tmp_path) == ["cfi2sframe.xray", "cfi2sframe.xray.records", "json",
+                                      "json.decoder", "json.encoder", "json.scanner"]

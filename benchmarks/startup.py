@@ -1,0 +1,117 @@
+"""Start-up per command on the smallest input (docs/performance.md, "Start-up").
+
+For each command: the modules it imports beyond the interpreter's own start-up, their
+summed ``-X importtime`` self times (what our imports cost, the interpreter's ``site``
+apart), and the wall time best-of-N and median of ``python3 -m cfi2sframe`` and of
+``python3 -S -c 'from cfi2sframe.cli import entry; entry()'`` (no ``site``: the
+interpreter and our code only).  Run from anywhere::
+
+    python3 benchmarks/startup.py [-n 20] [--root CHECKOUT]
+
+It works in a temporary folder: the example's object, an XRay trace and a snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+COMMANDS: list[tuple[str, list[str]]] = [
+    ("--version", ["--version"]),
+    ("--help", ["--help"]),
+    ("convert .s -> .o", ["small.s", "-o", "small2.o"]),
+    ("convert .s -> .sframe", ["small.s", "-o", "small.sframe"]),
+    ("convert ELF .o -> .sframe", ["small.o", "-o", "elf.sframe"]),
+    ("dump x.o", ["dump", "small.o"]),
+    ("lookup x.o 0", ["lookup", "small.o", "0"]),
+    ("verify x.o", ["verify", "small.o"]),
+    ("verify /usr/bin/true", ["verify", "/usr/bin/true"]),
+    ("stats /usr/bin/true", ["stats", "/usr/bin/true"]),
+    ("unwind x.o --snapshot", ["unwind", "small.o", "--snapshot", "snap.json"]),
+    ("compact .s", ["compact", "small.s"]),
+    ("dump trace.xray", ["dump", "trace.xray"]),
+    ("stacks trace.xray", ["stacks", "trace.xray"]),
+    ("verify trace.xray", ["verify", "trace.xray"]),
+]
+
+
+def prepare(work: Path, root: Path) -> None:
+    shutil.copy(HERE / "examples" / "frame_pointer.s", work / "small.s")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    subprocess.run([sys.executable, "-m", "cfi2sframe", "small.s", "-o", "small.o"],
+                   cwd=work, env=env, check=True)
+    sys.path.insert(0, str(HERE / "tests" / "support"))
+    import xray_traces as t  # noqa: PLC0415 (the tests' trace writer)
+
+    (work / "trace.xray").write_bytes(t.header() + t.block(1, t.func(0, 1, 10) + t.func(1, 1, 10)))
+    (work / "snap.json").write_text('{"regs": {"rip": 16, "rsp": 4096, "rbp": 4112}, '
+                                    '"memory": [{"address": 4096, "hex": "0000000000000000"}]}')
+
+
+def imports(argv: list[str], work: Path, root: Path) -> tuple[int, float, list[str]]:
+    """(modules, their summed self µs in ms, names) imported after ``site``."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "cfi2sframe", *argv],
+                          cwd=work, env=env, capture_output=True, text=True)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    names, total, after_site = [], 0, False
+    for line in lines[1:]:
+        self_us, _, name = (part.strip() for part in line[12:].split("|"))
+        if after_site:
+            names.append(name.strip())
+            total += int(self_us)
+        elif name == "site":  # the top of site's tree: everything after is ours
+            after_site = True
+    return len(names), total / 1000, names
+
+
+def wall(cmd: list[str], work: Path, root: Path, n: int) -> tuple[float, float]:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        subprocess.run(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return min(times) * 1000, statistics.median(times) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-n", type=int, default=20)
+    parser.add_argument("--root", type=Path, default=HERE)
+    parser.add_argument("--names", action="store_true", help="list each command's modules")
+    args = parser.parse_args()
+    root = args.root.resolve()
+    with tempfile.TemporaryDirectory() as name:
+        work = Path(name)
+        prepare(work, root)
+        for label, cmd in [("python3 -c pass", [sys.executable, "-c", "pass"]),
+                           ("python3 -S -c pass", [sys.executable, "-S", "-c", "pass"])]:
+            best, median = wall(cmd, work, root, args.n)
+            print(f"{label:28} {'':>7} {'':>8} {best:7.1f} {median:7.1f}")
+        print(f"{'command':28} {'modules':>7} {'imp ms':>8} {'-m best':>7} {'median':>7} "
+              f"{'-S best':>7} {'median':>7}")
+        entry = "from cfi2sframe.cli import entry; entry()"
+        for label, argv in COMMANDS:
+            count, ms, names = imports(argv, work, root)
+            best, median = wall([sys.executable, "-m", "cfi2sframe", *argv], work, root, args.n)
+            sbest, smedian = wall([sys.executable, "-S", "-c", entry, *argv], work, root,
+                                  args.n)
+            print(f"{label:28} {count:7} {ms:8.1f} {best:7.1f} {median:7.1f} {sbest:7.1f} "
+                  f"{smedian:7.1f}", flush=True)
+            if args.names:
+                print("   ", " ".join(names))
+
+
+if __name__ == "__main__":
+    main()
