@@ -17,7 +17,10 @@ import shutil
 import stat
 
 from ..errors import Cfi2SframeError
-from ..frontend.launch import Launch
+
+TYPE_CHECKING = False  # (as type checkers read it: ``typing`` costs this path ~5 ms)
+if TYPE_CHECKING:  # (the launcher, with subprocess, loads for a run it starts only)
+    from ..frontend.launch import Launch
 
 # Options of the conversion that leave the assembler's run as it is: those that take
 # a value, and switches.  Any other option starts nothing early.
@@ -59,6 +62,8 @@ def launch(argv: list[str]) -> Launch | None:
         return None
     if b".sframe" in data or shutil.which(_ASSEMBLER[0]) is None:
         return None  # (a probe run, or no assembler: the conversion decides)
+    from ..frontend.launch import Launch
+
     try:
         return Launch(_ASSEMBLER, data, path, os.path.dirname(os.path.abspath(path)))
     except Cfi2SframeError:
