@@ -155,12 +155,13 @@ def _debug_names(source: Input, names: dict[tuple[str, int], str],
     if not source.is_elf:
         return {}
     path, data = source.path, source.data
-    from ..analysis.process import debug_file_functions
     from ..elf.read import open_elf_file
 
     view = open_elf_file(path, data)
     if view.elf_type == "ET_REL":
         return {}
+    from ..analysis.process import debug_file_functions  # (linked files: their DWARF too)
+
     return {("", value): name for value, name in debug_file_functions(data, view).items()
             if ("", value) not in names and (values is None or value in values)}
 
