@@ -85,13 +85,34 @@ def wall(cmd: list[str], work: Path, root: Path, n: int) -> tuple[float, float]:
     return min(times) * 1000, statistics.median(times) * 1000
 
 
+def paired(argv_of: dict[Path, list[str]], work: Path, n: int) -> dict[Path, tuple[float, float]]:
+    """Wall time best-of-n and median of each checkout's command, their runs
+    alternated (this machine's speed drifts between blocks of runs)."""
+    times: dict[Path, list[float]] = {root: [] for root in argv_of}
+    for _ in range(n):
+        for root, cmd in argv_of.items():
+            env = {**os.environ, "PYTHONPATH": str(root)}
+            start = time.perf_counter()
+            subprocess.run(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            times[root].append(time.perf_counter() - start)
+    return {root: (min(t) * 1000, statistics.median(t) * 1000) for root, t in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", type=int, default=20)
     parser.add_argument("--root", type=Path, default=HERE)
     parser.add_argument("--names", action="store_true", help="list each command's modules")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT",
+                        help="compare with another checkout (its compiled core built): "
+                             "modules, import ms and python3 -m wall time of both, the "
+                             "runs alternated")
     args = parser.parse_args()
     root = args.root.resolve()
+    if args.against:
+        compare(root, args.against.resolve(), args.n)
+        return
     with tempfile.TemporaryDirectory() as name:
         work = Path(name)
         prepare(work, root)
@@ -111,6 +132,25 @@ def main() -> None:
                   f"{smedian:7.1f}", flush=True)
             if args.names:
                 print("   ", " ".join(names))
+
+
+def compare(root: Path, other: Path, n: int) -> None:
+    with tempfile.TemporaryDirectory() as name:
+        work = Path(name)
+        prepare(work, root)
+        print(f"{'command':28} {'before: modules':>15} {'imp ms':>6} {'best':>6} {'median':>6}"
+              f"   {'after: modules':>14} {'imp ms':>6} {'best':>6} {'median':>6}")
+        for label, argv in COMMANDS:
+            counts = {r: imports(argv, work, r) for r in (other, root)}
+            for _ in range(4):  # import ms: the least of 5, alternated
+                for r in (other, root):
+                    again = imports(argv, work, r)
+                    counts[r] = min(counts[r], again, key=lambda c: c[1])
+            walls = paired({r: [sys.executable, "-m", "cfi2sframe", *argv]
+                            for r in (other, root)}, work, n)
+            print(f"{label:28} " + "   ".join(
+                f"{counts[r][0]:15} {counts[r][1]:6.1f} {walls[r][0]:6.1f} {walls[r][1]:6.1f}"
+                for r in (other, root)), flush=True)
 
 
 if __name__ == "__main__":
