@@ -1,4 +1,4 @@
-"""The compiled core (cfi2sframe/_core.c) as an optional extension: where no C compiler
+"""The compiled core (cfi2sframe/csrc/*.c, the extension cfi2sframe._core) as an optional extension: where no C compiler
 or Python headers are found, the build goes on without it and the pure-Python core
 runs (``cfi2sframe --version`` says which).  Everything else is in pyproject.toml.
 
@@ -8,6 +8,7 @@ each an error and the extension required, so a warning fails the build there
 instead of leaving the pure-Python core.  A user's build never fails on a warning
 that a newer compiler adds."""
 
+import glob
 import os
 
 from setuptools import Extension, setup
@@ -30,13 +31,7 @@ class BuildCore(build_ext):
 
 
 setup(cmdclass={"build_ext": BuildCore},
-      ext_modules=[Extension("cfi2sframe._core",
-                             ["cfi2sframe/_core.c", "cfi2sframe/_core_reloc.c",
-                              "cfi2sframe/_core_sframe_dump.c",
-                              "cfi2sframe/_core_sframe_index.c",
-                              "cfi2sframe/_core_unwind_info.c",
-                              "cfi2sframe/_core_verify.c", "cfi2sframe/_core_eh.c",
-                              "cfi2sframe/_core_scan.c", "cfi2sframe/_core_xray.c"],
-                             depends=["cfi2sframe/_core.h", "cfi2sframe/_core_text.h"],
+      ext_modules=[Extension("cfi2sframe._core", sorted(glob.glob("cfi2sframe/csrc/*.c")),
+                             depends=sorted(glob.glob("cfi2sframe/csrc/*.h")),
                              optional=not STRICT,
                              extra_compile_args=["-O2"])])

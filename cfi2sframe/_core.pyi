@@ -1,7 +1,9 @@
-# The compiled core (_core.c, _core_reloc.c, _core_sframe_dump.c, _core_unwind_info.c,
-# _core_eh.c, _core_verify.c, _core_sframe_index.c, _core_xray.c); xray/text.py,
-# xray/fast.py, sframe/fastpath.py, sframe/build.py, sframe/encode.py,
-# sframe/decode.py, sframe/dump.py, elf/reloc.py, compact/listing.py, dwarf/cfi.py and
+# The compiled core (cfi2sframe/csrc/, one C file per Python module it mirrors, named
+# after it: sframe_fastpath.c, sframe_encode.c, sframe_decode.c, sframe_dump.c,
+# dwarf_replay.c, dwarf_cfi.c, elf_reloc.c, compact_listing.c, analysis_compare.c,
+# frontend_scan.c, xray.c; module.c the module); xray/text.py, xray/fast.py,
+# sframe/fastpath.py, sframe/build.py, sframe/encode.py, sframe/decode.py,
+# sframe/dump.py, elf/reloc.py, compact/listing.py, dwarf/cfi.py, frontend/scan.py and
 # analysis/compare.py hold the reference of each function.
 
 from collections.abc import Callable

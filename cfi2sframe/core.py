@@ -1,4 +1,4 @@
-"""Which core runs the hot loops: the compiled one (``_core.c``, built by ``pip
+"""Which core runs the hot loops: the compiled one (``csrc/*.c``, the extension ``_core``, built by ``pip
 install`` where a C compiler and the Python headers are found) or the pure-Python
 code it was written from, which stays the reference and the fallback.
 

@@ -163,7 +163,7 @@ def scan(text: str, filename: str, comment_chars: str,
          compiled: ModuleType | None = _COMPILED) -> ScanResult:
     """Collect the CFI statements of ``text`` with their lines and offsets.
 
-    ``compiled``: the compiled core's scanner (``_core_scan.c``; by default where it
+    ``compiled``: the compiled core's scanner (``csrc/frontend_scan.c``; by default where it
     is built), which takes ASCII text; this loop is its reference (None).
     """
     if compiled is not None:

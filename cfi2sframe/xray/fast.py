@@ -7,7 +7,7 @@ function records and the 16-byte metadata records without payload; anything else
 (custom or typed events, version 1, a buffer that is not whole, a record of an
 unknown kind) returns None and the general path reads the trace, located errors and
 all.  ``tests/differential/test_xray_stacks.py`` holds both equal.  Where the
-compiled core is built its ``xray_stacks`` (``_core_xray.c``) runs this loop, the
+compiled core is built its ``xray_stacks`` (``csrc/xray.c``) runs this loop, the
 Python one below its reference and fallback (``tests/differential/test_core_xray.py``).
 """
 

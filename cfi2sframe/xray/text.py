@@ -130,7 +130,7 @@ def dump_lines(data: bytes, header: Header, names: Mapping[int, str] | None = No
 def _fast_buffers(data: bytes, header: Header, names: Mapping[int, str],
                   read_to: Callable[[int], None] | None = None
                   ) -> Generator[str, None, tuple[int, int | None]]:
-    """``_whole_buffers`` through the compiled core's ``xray_dump`` (``_core_xray.c``)
+    """``_whole_buffers`` through the compiled core's ``xray_dump`` (``csrc/xray.c``)
     where it is built, a chunk of lines a call: the same lines and the same place to
     hand back; else (or where the labels are not all text) the Python loop itself."""
     compiled = core.compiled()

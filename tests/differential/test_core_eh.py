@@ -1,4 +1,4 @@
-"""The compiled .eh_frame walker (``_core_eh.c``, ``eh_fdes``) against the Python walker
+"""The compiled .eh_frame walker (``csrc/dwarf_cfi.c``, ``eh_fdes``) against the Python walker
 it was written from (``dwarf/cfi._walk``), which stays the reference and the fallback.
 
 ``parse_cfi`` must give the same FDEs, field for field (names, starts and sizes, CIEs,
@@ -136,7 +136,7 @@ def test_relocatable_objects_give_the_python_walkers_fdes(tmp_path: Path) -> Non
 
 
 def test_the_compiled_pointer_encodings_are_dwarfs() -> None:
-    """Every DW_EH_PE number _core_eh.c reads is the one of ``dwarf/opcodes.EH_PE``,
+    """Every DW_EH_PE number csrc/dwarf_cfi.c reads is the one of ``dwarf/opcodes.EH_PE``,
     their Python home (bound there to pyelftools' tables), so neither can change alone."""
     numbers = dict(compiled_core().EH_PE)
     assert numbers.pop("FORMAT") == EH_PE_FORMAT

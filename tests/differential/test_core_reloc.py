@@ -1,4 +1,4 @@
-"""The compiled relocation loop (``_core_reloc.c``) against ``elf/reloc.py``'s, which
+"""The compiled relocation loop (``csrc/elf_reloc.c``) against ``elf/reloc.py``'s, which
 it was written from and which stays the reference and the fallback.
 
 On the objects the compilers of three targets write (x86-64 and AArch64 RELA, s390x

@@ -1,4 +1,4 @@
-"""The compiled directive scanner (``_core_scan.c``, ``scan_cfi``) against the Python
+"""The compiled directive scanner (``csrc/frontend_scan.c``, ``scan_cfi``) against the Python
 scanner it was written from (``frontend/scan.scan``), which stays the reference and
 the fallback; and the probe labels' insertion (``with_labels`` against
 ``frontend/probe.with_probes``'s loop).

@@ -1,4 +1,4 @@
-"""The compiled SFrame dump (``_core_sframe_dump.c``) against the Python reader and
+"""The compiled SFrame dump (``csrc/sframe_dump.c``) against the Python reader and
 dump it was written from (``sframe/decode.py``, ``sframe/dump.py``), which stay the
 reference and the fallback.
 

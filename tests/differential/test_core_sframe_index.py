@@ -1,4 +1,4 @@
-"""The compiled FDE index (``_core_sframe_index.c``) against ``sframe/decode.py``'s
+"""The compiled FDE index (``csrc/sframe_decode.c``) against ``sframe/decode.py``'s
 ``FdeTable.ranges`` and ``FdeIndex.of_ranges``, which it was written from and which stay
 the reference and the fallback.
 

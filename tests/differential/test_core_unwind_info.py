@@ -1,4 +1,4 @@
-"""The compiled core's ``__unwind_info`` listing (``_core_unwind_info.c``) against the
+"""The compiled core's ``__unwind_info`` listing (``csrc/compact_listing.c``) against the
 Python reader and listing it was written from (``compact/table.read_unwind_info``,
 ``compact/listing.unwind_info_lines``), which stay the reference and the fallback.
 
@@ -227,7 +227,7 @@ def test_a_global_name_before_a_local_one_at_the_same_address(
 
 
 def test_the_compiled_numbers_are_the_readers() -> None:
-    """The __unwind_info and Mach-O symbol numbers _core_unwind_info.c repeats are those
+    """The __unwind_info and Mach-O symbol numbers csrc/compact_listing.c repeats are those
     of their Python homes (compact/table.py, compact/words.py, macho/read.py)."""
     from cfi2sframe.compact import table, words
     from cfi2sframe.macho import read

@@ -1,4 +1,4 @@
-"""verify's check in the compiled core (``_core_verify.c``: ``agree`` per function,
+"""verify's check in the compiled core (``csrc/analysis_compare.c``: ``agree`` per function,
 ``verify_scan`` over a whole linked file) against the full check it shortens
 (``analysis/compare.py``), which stays the reference and the fallback.
 

@@ -1,4 +1,4 @@
-"""The compiled XRay loops (``_core_xray.c``) against the Python loops they were
+"""The compiled XRay loops (``csrc/xray.c``) against the Python loops they were
 written from, which stay the reference and the fallback: ``xray_dump`` against
 ``xray/text.py``'s ``_whole_buffers`` (the same text and the same place to hand back
 to the general reader, from any chunk size) and ``xray_stacks`` against

@@ -253,7 +253,7 @@ def _drained(lines: Generator[str, None, tuple[int, int | None]]
 
 def _xray(data: bytes) -> None:
     """dump's lines, stacks and verify's findings of a trace; the compiled loops
-    (``_core_xray.c``) against the Python ones where the core is built."""
+    (``csrc/xray.c``) against the Python ones where the core is built."""
     header = read_header(data)
     names = {1: "one", 2: "two"}
     "".join(dump_lines(data, header, names))

@@ -1,5 +1,6 @@
-/* The compiled core's parts: _core.c holds the module and the ELF loops, each other
- * file one function it registers. */
+/* The compiled core's parts (the extension cfi2sframe._core): one C file per Python
+ * module whose loops it runs, named after it (sframe_decode.c for sframe/decode.py),
+ * module.c the module.  Each declares here what the others use of it. */
 #ifndef CFI2SFRAME_CORE_H
 #define CFI2SFRAME_CORE_H
 
@@ -14,7 +15,7 @@ static inline uint64_t read_uint(const uint8_t *p, int size, int big) {
     return v;
 }
 
-/* The DWARF replay of _core.c (the fast path's loop, ``sframe/fastpath._run``): the
+/* dwarf_replay.c: the DWARF replay (the fast path's loop, ``sframe/fastpath._run``): the
  * state a default FRE holds, the target facts it reads, and where each changed row goes. */
 #define NO_CFA (-1)  /* cfa_reg before any CFA rule */
 
@@ -41,6 +42,21 @@ int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit e
  * slot or None, RA signed); and back. */
 PyObject *state_key(const State *s);
 int read_state(PyObject *tuple, State *s);
+int state_same(const State *a, const State *b);
+PyObject *dwarf_opcodes(void);  /* the DWARF CFA opcode numbers it reads, by name */
+
+/* sframe_fastpath.c: one FDE body's FREs (fast_fres), a file's functions (lower_fdes). */
+PyObject *fast_fres(PyObject *self, PyObject *args);
+PyObject *lower_fdes(PyObject *self, PyObject *args);
+
+/* sframe_encode.c: FREs to bytes (fres_bytes), a V2 section's FDEs and FREs (fdes_v2). */
+PyObject *fres_bytes(PyObject *self, PyObject *args);
+PyObject *fdes_v2(PyObject *self, PyObject *args);
+
+/* sframe_decode.c: FREs from bytes (decode_fres), where the FDE ranges start and end
+ * (fde_index). */
+PyObject *decode_fres(PyObject *self, PyObject *args);
+PyObject *fde_index(PyObject *self, PyObject *args);
 
 /* Bytes of a section in the file's byte order, for the readers in C. */
 typedef struct {
@@ -52,7 +68,7 @@ typedef struct {
 /* The unsigned number of ``size`` bytes at ``pos`` of ``b``; 0 where it runs past. */
 int get_uint(const Bytes *b, Py_ssize_t pos, int size, uint64_t *out);
 
-/* _core_eh.c: an .eh_frame walked.  A CIE as the walk keeps it, and an
+/* dwarf_cfi.c: an .eh_frame walked (dwarf/cfi._walk).  A CIE as the walk keeps it, and an
  * FDE as it hands it on (``body``: its instructions' offset; ``params``: the target's,
  * with the CIE's alignment factors). */
 typedef struct {
@@ -78,12 +94,14 @@ int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_
 PyObject *eh_fdes(PyObject *self, PyObject *args);
 PyObject *eh_constants(void);  /* the DW_EH_PE numbers it reads, by name */
 
-/* _core_verify.c: verify's check of functions, one (agree) or a whole file's. */
+/* analysis_compare.c: verify's check of functions, one (agree) or a whole file's. */
 PyObject *agree(PyObject *self, PyObject *args);
+PyObject *verify_scan(PyObject *self, PyObject *args);
+
+/* frontend_scan.c: the assembler text's CFI directives and probe labels. */
 PyObject *scan_cfi(PyObject *self, PyObject *args);
 PyObject *with_labels(PyObject *self, PyObject *args);
 PyObject *probe_symbols(PyObject *self, PyObject *args);
-PyObject *verify_scan(PyObject *self, PyObject *args);
 
 /* ``memo[key]``, else ``make(key)`` kept there: a borrowed reference (the dict holds
  * it), or NULL with a Python error set.  How the loops in C ask Python once per
@@ -98,20 +116,17 @@ static inline PyObject *memo_lookup(PyObject *memo, PyObject *key, PyObject *mak
     return failed ? NULL : PyDict_GetItemWithError(memo, key);
 }
 
-/* _core_unwind_info.c: an image's __unwind_info listed as ``dump`` prints it. */
+/* compact_listing.c: an image's __unwind_info listed as ``dump`` prints it. */
 PyObject *unwind_info_text(PyObject *self, PyObject *args);
 PyObject *unwind_info_constants(void);  /* its __unwind_info and Mach-O numbers */
 
-/* _core_sframe_dump.c: an SFrame section's FDEs checked, or written as dump prints them. */
+/* sframe_dump.c: an SFrame section's FDEs checked, or written as dump prints them. */
 PyObject *sframe_dump(PyObject *self, PyObject *args);
 
-/* _core_reloc.c: one relocation section of an ELF object applied. */
+/* elf_reloc.c: one relocation section of an ELF object applied. */
 PyObject *relocate(PyObject *self, PyObject *args);
 
-/* _core_sframe_index.c: where an SFrame section's FDE ranges start and end. */
-PyObject *fde_index(PyObject *self, PyObject *args);
-
-/* _core_xray.c: an XRay FDR trace's dump lines and stacks (keyword arguments). */
+/* xray.c: an XRay FDR trace's dump lines and stacks (keyword arguments). */
 PyObject *xray_labels(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *xray_dump(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *xray_stacks(PyObject *self, PyObject *args, PyObject *kwargs);

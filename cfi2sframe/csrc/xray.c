@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_core.h"
+#include "core.h"
 
 #define META_SIZE 16
 #define EXTENTS_BYTE 15 /* BufferExtents: kind 7 << 1 | 1 */

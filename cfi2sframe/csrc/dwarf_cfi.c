@@ -2,7 +2,7 @@
  * ``dwarf/cfi.parse_cfi`` reads them (its reference: the same fields, and "not
  * ordinary" wherever it would fail or read something this walker does not, so the
  * Python walker then reads or reports it).  ``verify_scan`` compares each FDE it
- * finds (``_core_verify.c``); ``eh_fdes`` gives them to Python as ``Fde``s, for
+ * finds (``analysis_compare.c``); ``eh_fdes`` gives them to Python as ``Fde``s, for
  * conversion.  tests/differential/test_core_eh.py holds ``eh_fdes`` equal to the
  * Python walker on installed files and damaged ones. */
 
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "_core.h"
+#include "core.h"
 
 int get_uint(const Bytes *b, Py_ssize_t pos, int size, uint64_t *out) {
     if (pos < 0 || size > b->end - pos) return 0;

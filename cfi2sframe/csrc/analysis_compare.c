@@ -6,7 +6,7 @@
  * ``agree`` compares one function; ``verify_scan`` walks a linked file's .eh_frame and
  * its .sframe index itself and compares every function covered by one SFrame FDE
  * alone, so a file where all agree never builds an object per FDE.  The DWARF side is
- * the fast path's replay (_core.c: CFA, FP, RA and the signed-RA bit; anything else
+ * the fast path's replay (dwarf_replay.c: CFA, FP, RA and the signed-RA bit; anything else
  * is "not known"); the SFrame side the FREs as stored.  What a state or an FRE means
  * is Python's answer, asked once per distinct one and kept as a value id
  * (``compare._FastCheck``): this file compares ids and holds no rule of meaning.
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_core.h"
+#include "core.h"
 
 /* A step function over [0, size) as verify compares one: (start, value id) pairs,
  * strictly increasing starts, no two neighbours with one id, the first at 0. */

@@ -1,5 +1,5 @@
-/* The compiled core's text output, shared by its listings (_core_unwind_info.c,
- * _core_sframe_dump.c): a buffer grown as needed and the few number formats Python's
+/* The compiled core's text output, shared by its listings (compact_listing.c,
+ * sframe_dump.c): a buffer grown as needed and the few number formats Python's
  * f-strings give there. */
 #ifndef CFI2SFRAME_CORE_TEXT_H
 #define CFI2SFRAME_CORE_TEXT_H

@@ -12,7 +12,7 @@
 #include <Python.h>
 #include <string.h>
 
-#include "_core.h"
+#include "core.h"
 
 static inline int is_space(unsigned char c) {
     return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_core.h"
+#include "core.h"
 
 #define MAX_KINDS 32
 

@@ -18,8 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_core.h"
-#include "_core_text.h"
+#include "core.h"
+#include "out.h"
 
 /* One FRE info byte's fields (``decode._FRE_TABLE``). */
 typedef struct { int base_fp, words, width, valid; } FreInfo;

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_core.h"
-#include "_core_text.h"
+#include "core.h"
+#include "out.h"
 
 enum {
     UNWIND_INFO_VERSION = 1, PAGE_REGULAR = 2, PAGE_COMPRESSED = 3,

@@ -1,0 +1,283 @@
+/* The DWARF CFA replay: one FDE body run from its CIE's state, as
+ * ``sframe/fastpath.py``'s ``_run`` runs it (its reference and fallback), tracking
+ * only what a default SFrame FRE holds (CFA register and offset, FP and RA save
+ * slots, the signed-RA bit).  Written once: the fast path (sframe_fastpath.c), the
+ * .eh_frame walk's CIEs (dwarf_cfi.c) and verify (analysis_compare.c) all call
+ * ``replay``.  tests/differential/test_core.py holds it equal to the Python loop;
+ * the opcode numbers are given as ``_core.OPCODES``, held equal to dwarf/opcodes.py. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core.h"
+
+/* DWARF 5 section 7.24 (and GNU/AArch64 extensions); checked against CFA. */
+enum {
+    OP_NOP = 0x00, OP_ADVANCE_LOC1 = 0x02, OP_ADVANCE_LOC2 = 0x03,
+    OP_ADVANCE_LOC4 = 0x04, OP_OFFSET_EXTENDED = 0x05, OP_RESTORE_EXTENDED = 0x06,
+    OP_UNDEFINED = 0x07, OP_SAME_VALUE = 0x08, OP_REGISTER = 0x09,
+    OP_REMEMBER_STATE = 0x0a, OP_RESTORE_STATE = 0x0b, OP_DEF_CFA = 0x0c,
+    OP_DEF_CFA_REGISTER = 0x0d, OP_DEF_CFA_OFFSET = 0x0e, OP_EXPRESSION = 0x10,
+    OP_OFFSET_EXTENDED_SF = 0x11, OP_VAL_EXPRESSION = 0x16, OP_MIPS_ADVANCE_LOC8 = 0x1d,
+    OP_AARCH64_NEGATE_RA_STATE = 0x2d, OP_GNU_ARGS_SIZE = 0x2e,
+    OP_ADVANCE_LOC = 0x40, OP_OFFSET = 0x80, OP_RESTORE = 0xc0,
+};
+
+/* A number as the Python loop holds it: exact when it fits 64 bits; else ``huge``.
+ * A huge number the loop never uses (an ignored register's slot, a GNU_args_size)
+ * changes nothing; one in a row the loop emits would give an FRE no default FRE can
+ * hold, so the Python loop gives up there too (the general path decides). */
+typedef struct { int64_t v; int huge; } Num;
+
+enum { H_CFA_REG = 1, H_CFA_OFF = 2, H_FP = 4, H_RA = 8 };
+
+typedef struct {
+    const uint8_t *data;
+    Py_ssize_t pos, end;
+    int failed;  /* the CFI left the subset, or was truncated: fall back */
+} Reader;
+
+/* LEB128 read into 128 bits (exact for numbers of up to 17 bytes; longer ones with
+ * bits past 120 count as huge), then held as a Num. */
+static Num leb(Reader *r, int is_signed) {
+    unsigned __int128 result = 0;
+    int shift = 0, past = 0;
+    uint8_t byte;
+    do {
+        if (r->pos >= r->end) { r->failed = 1; return (Num){0, 0}; }
+        byte = r->data[r->pos++];
+        if (shift < 120) result |= (unsigned __int128)(byte & 0x7f) << shift;
+        else if (byte & 0x7f) past = 1;
+        shift += 7;
+    } while (byte & 0x80);
+    __int128 value = (__int128)result;
+    if (is_signed && (byte & 0x40) && shift < 128) value -= (__int128)1 << shift;
+    if (past || value > INT64_MAX || value < INT64_MIN) return (Num){0, 1};
+    return (Num){(int64_t)value, 0};
+}
+
+static Num uleb(Reader *r) { return leb(r, 0); }
+static Num sleb(Reader *r) { return leb(r, 1); }
+
+static Num times(Num a, int64_t b) {
+    Num out = {0, a.huge};
+    if (!out.huge && __builtin_mul_overflow(a.v, b, &out.v)) out.huge = 1;
+    return out;
+}
+
+static int is_reg(Num reg, int64_t which) { return !reg.huge && reg.v == which; }
+
+static PyObject *slot(int has, int64_t value) {
+    if (!has) Py_RETURN_NONE;
+    return PyLong_FromLongLong(value);
+}
+
+PyObject *state_key(const State *s) {
+    PyObject *fp = slot(s->has_fp, s->fp_slot);
+    PyObject *ra = slot(s->has_ra, s->ra_slot);
+    if (!fp || !ra) { Py_XDECREF(fp); Py_XDECREF(ra); return NULL; }
+    PyObject *key = Py_BuildValue("(LLNNO)", (long long)s->cfa_reg, (long long)s->cfa_off,
+                                  fp, ra, s->signed_ra ? Py_True : Py_False);
+    return key;
+}
+
+int state_same(const State *a, const State *b) {
+    return a->cfa_reg == b->cfa_reg && a->cfa_off == b->cfa_off && a->has_fp == b->has_fp &&
+        (!a->has_fp || a->fp_slot == b->fp_slot) && a->has_ra == b->has_ra &&
+        (!a->has_ra || a->ra_slot == b->ra_slot) && a->signed_ra == b->signed_ra;
+}
+
+int read_state(PyObject *tuple, State *s) {
+    PyObject *fp, *ra;
+    long long cfa_reg, cfa_off;
+    int signed_ra;
+    if (!PyArg_ParseTuple(tuple, "LLOOp", &cfa_reg, &cfa_off, &fp, &ra, &signed_ra))
+        return 0;
+    s->cfa_reg = cfa_reg;
+    s->cfa_off = cfa_off;
+    s->has_fp = fp != Py_None;
+    s->has_ra = ra != Py_None;
+    s->fp_slot = s->has_fp ? PyLong_AsLongLong(fp) : 0;
+    s->ra_slot = s->has_ra ? PyLong_AsLongLong(ra) : 0;
+    s->signed_ra = signed_ra;
+    s->huge = 0;
+    return !PyErr_Occurred();
+}
+
+static void set(int64_t *field, int *huge, int bit, Num value) {
+    *field = value.v;
+    *huge = value.huge ? (*huge | bit) : (*huge & ~bit);
+}
+
+#define STACK_MAX 64
+
+/* See core.h. */
+int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit emit,
+           void *ctx) {
+    State initial = s, last = {0, 0, 0, 0, 0, 0, 0, 0}, stack[STACK_MAX];
+    int depth = 0, have_last = 0;
+    Reader r = {data, 0, len, 0};
+    const long long code_align = p->code_align, data_align = p->data_align;
+    const long long sp = p->sp, fp = p->fp, ra = p->ra;
+    int64_t at = 0;
+    int at_huge = 0;  /* the row start is past 64 bits (a huge 8-byte advance) */
+    for (;;) {
+        Num delta = {0, 0};
+        if (r.failed) break;  /* a truncated operand of the last operation */
+        if (r.pos < r.end) {
+            uint8_t op = r.data[r.pos++];
+            uint8_t high = op & 0xc0;
+            if (high == OP_ADVANCE_LOC) {
+                delta = times((Num){op & 0x3f, 0}, code_align);
+            } else if (high == OP_OFFSET || op == OP_OFFSET_EXTENDED ||
+                       op == OP_OFFSET_EXTENDED_SF) {
+                Num reg, value;
+                if (high == OP_OFFSET) {
+                    reg = (Num){op & 0x3f, 0};
+                    value = uleb(&r);
+                } else {
+                    reg = uleb(&r);
+                    value = op == OP_OFFSET_EXTENDED_SF ? sleb(&r) : uleb(&r);
+                }
+                if (r.failed) break;
+                if (is_reg(reg, fp)) {
+                    set(&s.fp_slot, &s.huge, H_FP, times(value, data_align));
+                    s.has_fp = 1;
+                } else if (is_reg(reg, ra)) {
+                    set(&s.ra_slot, &s.huge, H_RA, times(value, data_align));
+                    s.has_ra = 1;
+                } else if (is_reg(reg, sp)) {
+                    r.failed = 1;
+                    break;
+                }
+                continue;
+            } else if (op == OP_DEF_CFA_OFFSET) {
+                if (s.cfa_reg == NO_CFA && !(s.huge & H_CFA_REG)) { r.failed = 1; break; }
+                set(&s.cfa_off, &s.huge, H_CFA_OFF, uleb(&r));
+                continue;
+            } else if (high == OP_RESTORE || op == OP_RESTORE_EXTENDED) {
+                Num reg = high == OP_RESTORE ? (Num){op & 0x3f, 0} : uleb(&r);
+                if (r.failed) break;
+                if (is_reg(reg, fp)) {
+                    s.fp_slot = initial.fp_slot;
+                    s.has_fp = initial.has_fp;
+                    s.huge &= ~H_FP;
+                } else if (is_reg(reg, ra)) {
+                    s.ra_slot = initial.ra_slot;
+                    s.has_ra = initial.has_ra;
+                    s.huge &= ~H_RA;
+                } else if (is_reg(reg, sp)) {
+                    r.failed = 1;
+                    break;
+                }
+                continue;
+            } else if (op == OP_DEF_CFA_REGISTER) {
+                if (s.cfa_reg == NO_CFA && !(s.huge & H_CFA_REG)) { r.failed = 1; break; }
+                set(&s.cfa_reg, &s.huge, H_CFA_REG, uleb(&r));
+                continue;
+            } else if (op == OP_DEF_CFA) {
+                set(&s.cfa_reg, &s.huge, H_CFA_REG, uleb(&r));
+                set(&s.cfa_off, &s.huge, H_CFA_OFF, uleb(&r));
+                continue;
+            } else if (op == OP_REMEMBER_STATE) {
+                if (depth == STACK_MAX) { r.failed = 1; break; }
+                stack[depth++] = s;
+                continue;
+            } else if (op == OP_RESTORE_STATE) {
+                if (!depth) { r.failed = 1; break; }
+                s = stack[--depth];
+                continue;
+            } else if (op == OP_GNU_ARGS_SIZE) {
+                uleb(&r);
+                continue;
+            } else if (op == OP_NOP) {
+                continue;
+            } else if (op == OP_ADVANCE_LOC1 || op == OP_ADVANCE_LOC2 || op == OP_ADVANCE_LOC4 ||
+                       op == OP_MIPS_ADVANCE_LOC8) {
+                int size = op == OP_ADVANCE_LOC1 ? 1 : op == OP_ADVANCE_LOC2 ? 2 :
+                    op == OP_ADVANCE_LOC4 ? 4 : 8;
+                if (r.pos + size > r.end) { r.failed = 1; break; }
+                uint64_t value = 0;
+                for (int i = 0; i < size; i++) {
+                    int shift = p->big_endian ? 8 * (size - 1 - i) : 8 * i;
+                    value |= (uint64_t)r.data[r.pos + i] << shift;
+                }
+                r.pos += size;
+                delta = times((Num){(int64_t)value, value > (uint64_t)INT64_MAX}, code_align);
+            } else if (op == OP_UNDEFINED || op == OP_SAME_VALUE) {
+                Num reg = uleb(&r);
+                if (r.failed || is_reg(reg, sp) || is_reg(reg, ra) ||
+                    (is_reg(reg, fp) && op == OP_UNDEFINED)) {
+                    r.failed = 1;
+                    break;
+                }
+                if (is_reg(reg, fp)) { s.has_fp = 0; s.huge &= ~H_FP; }
+                continue;
+            } else if (op == OP_REGISTER) {
+                Num reg = uleb(&r);
+                uleb(&r);
+                if (r.failed || is_reg(reg, sp) || is_reg(reg, fp) || is_reg(reg, ra)) {
+                    r.failed = 1;
+                    break;
+                }
+                continue;
+            } else if (op == OP_EXPRESSION || op == OP_VAL_EXPRESSION) {
+                Num reg = uleb(&r);
+                Num length = uleb(&r);
+                if (r.failed || length.huge || length.v > (int64_t)(r.end - r.pos)) {
+                    r.failed = 1;
+                    break;
+                }
+                r.pos += (Py_ssize_t)length.v;
+                if (is_reg(reg, sp) || is_reg(reg, fp) || is_reg(reg, ra)) {
+                    r.failed = 1;
+                    break;
+                }
+                continue;
+            } else if (op == OP_AARCH64_NEGATE_RA_STATE && p->tracks_ra) {
+                s.signed_ra = !s.signed_ra;
+                continue;
+            } else {
+                r.failed = 1;
+                break;
+            }
+            if (r.failed) break;
+            if (!delta.v && !delta.huge) continue;
+        }
+        /* The row in force from ``at`` ends here; an unchanged state adds nothing.  A
+         * row the loop emits with a huge number has no default FRE: give up, as the
+         * Python loop does when it finds no FRE shape for it. */
+        if (!have_last || !state_same(&s, &last) || s.huge) {
+            if (s.huge || at_huge) { r.failed = 1; break; }
+            int taken = emit(ctx, at, &s);
+            if (taken <= 0) return taken;
+            last = s;
+            have_last = 1;
+        }
+        if (r.pos >= r.end) break;
+        /* The Python loop's row starts are unbounded: a row emitted past 64 bits is
+         * left to it (only an emitted one: an unchanged state adds no row). */
+        if (delta.huge || __builtin_add_overflow(at, delta.v, &at)) at_huge = 1;
+    }
+    return r.failed ? 0 : 1;
+}
+
+/* See core.h. */
+PyObject *dwarf_opcodes(void) {
+    return Py_BuildValue(
+        "{sisisisisisisisisisisisisisisisisisisisisisi}",
+        "nop", OP_NOP, "advance_loc1", OP_ADVANCE_LOC1, "advance_loc2", OP_ADVANCE_LOC2,
+        "advance_loc4", OP_ADVANCE_LOC4, "MIPS_advance_loc8", OP_MIPS_ADVANCE_LOC8,
+        "offset_extended", OP_OFFSET_EXTENDED,
+        "restore_extended", OP_RESTORE_EXTENDED, "undefined", OP_UNDEFINED,
+        "same_value", OP_SAME_VALUE, "register", OP_REGISTER,
+        "remember_state", OP_REMEMBER_STATE, "restore_state", OP_RESTORE_STATE,
+        "def_cfa", OP_DEF_CFA, "def_cfa_register", OP_DEF_CFA_REGISTER,
+        "def_cfa_offset", OP_DEF_CFA_OFFSET, "expression", OP_EXPRESSION,
+        "offset_extended_sf", OP_OFFSET_EXTENDED_SF, "val_expression", OP_VAL_EXPRESSION,
+        "AARCH64_negate_ra_state", OP_AARCH64_NEGATE_RA_STATE,
+        "GNU_args_size", OP_GNU_ARGS_SIZE, "advance_loc", OP_ADVANCE_LOC,
+        "offset", OP_OFFSET, "restore", OP_RESTORE);
+}

@@ -1,0 +1,106 @@
+/* The module cfi2sframe._core: each entry point, the file that defines it (core.h),
+ * and the numbers the C files repeat (OPCODES, EH_PE, UNWIND_INFO). */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core.h"
+
+static PyMethodDef methods[] = {
+    {"fast_fres", fast_fres, METH_VARARGS,
+     "fast_fres(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian,\n"
+     "          fre_type, shapes, shape_of) -> tuple of FREs, or None (general path)."},
+    {"eh_fdes", eh_fdes, METH_VARARGS,
+     "eh_fdes(eh, address, address_size, big_endian, names, cie_of, fde_type, placements)\n"
+     "-> the Fdes of an .eh_frame, or None; see dwarf_cfi.c."},
+    {"verify_scan", verify_scan, METH_VARARGS,
+     "verify_scan(eh, eh_address, address_size, big_endian, sframe, index, arch, table,\n"
+     "            states, state_of, fre_ids, fre_id_of) -> (checked, used, todo), or None;\n"
+     "see analysis_compare.c."},
+    {"agree", agree, METH_VARARGS,
+     "agree(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian, size,\n"
+     "      states, state_of, fres, fre_ids, fre_id_of, none_id) -> whether a DWARF FDE\n"
+     "and its SFrame FREs give the same rules at every PC (False: not known here)."},
+    {"scan_cfi", scan_cfi, METH_VARARGS,
+     "scan_cfi(text, comment_chars, statement) -> (CFI statements, those in bodies),\n"
+     "or None for text that is not ASCII; see frontend_scan.c."},
+    {"probe_symbols", probe_symbols, METH_VARARGS,
+     "probe_symbols(symtab, strtab, is64, big_endian, prefix, count) -> (places, indices\n"
+     "of the other symbols), or None; see frontend_scan.c."},
+    {"with_labels", with_labels, METH_VARARGS,
+     "with_labels(text, offsets, prefix) -> text with PREFIX<i>: at each offset, or None\n"
+     "for text that is not ASCII; see frontend_scan.c."},
+    {"lower_fdes", lower_fdes, METH_VARARGS,
+     "lower_fdes(fdes, cies, version, max_size, max_fres_v3, sp, fp, ra, tracks_ra,\n"
+     "           big_endian, fre_type, shapes, shape_of, function_type, direct)\n"
+     "-> per FDE its SFrameFunction, or None (the general path)."},
+    {"fdes_v2", fdes_v2, METH_VARARGS,
+     "fdes_v2(functions, big_endian, tails, tail_of, addr_sizes, pc_mask_bit, pauth_bit)\n"
+     "-> (FDE tails, FRE bytes, FRE count) of an SFrame V2 section."},
+    {"decode_fres", decode_fres, METH_VARARGS,
+     "decode_fres(data, pos, end, count, addr_size, big_endian, flex, fre_type, table)\n"
+     "-> (FREs, position after them), or None (the Python loop reports the error)."},
+    {"fres_bytes", fres_bytes, METH_VARARGS,
+     "fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> the FREs' bytes."},
+    {"relocate", relocate, METH_VARARGS,
+     "relocate(contents, rel, is64, little, rela, kinds, target_of)\n"
+     "-> {field offset: (target, S + A)}, contents relocated; or None (the Python loop\n"
+     "reports what is wrong); see elf_reloc.c."},
+    {"sframe_dump", sframe_dump, METH_VARARGS,
+     "sframe_dump(data, fde_start, first, last, entry, fre_start, fre_end, version, big,\n"
+     "pcrel, address, aarch64, masks, fre_table, columns_of, heads, text)\n"
+     "-> the FDEs' text (text) or their FRE count, or None (the Python reader reports\n"
+     "what is wrong); see sframe_dump.c."},
+    {"fde_index", fde_index, METH_VARARGS,
+     "fde_index(data, fde_start, count, entry, wide, big, base, step)\n"
+     "-> (starts, ends, disjoint): native int64 arrays' bytes, or None (Python's numbers\n"
+     "are needed, or the table is cut short); see sframe_decode.c."},
+    {"unwind_info_text", unwind_info_text, METH_VARARGS,
+     "unwind_info_text(section, base, image, symtab, wide, words, stack_ind)\n"
+     "-> the listing of an __unwind_info section, or None (the Python reader reports\n"
+     "what is wrong with it); see compact_listing.c."},
+    {"xray_labels", (PyCFunction)(void (*)(void))xray_labels, METH_VARARGS | METH_KEYWORDS,
+     "xray_labels(labels) -> {function ID: label} prepared for xray_dump, or None;\n"
+     "see xray.c."},
+    {"xray_dump", (PyCFunction)(void (*)(void))xray_dump, METH_VARARGS | METH_KEYWORDS,
+     "xray_dump(data, at, stop, labels, lines) -> (text, at, stop, more): an FDR\n"
+     "trace's dump lines from at; see xray.c."},
+    {"xray_stacks", (PyCFunction)(void (*)(void))xray_stacks, METH_VARARGS | METH_KEYWORDS,
+     "xray_stacks(data, per_thread) -> (totals, notes), or None (the general path);\n"
+     "see xray.c."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "cfi2sframe._core",
+    "The compiled core: the ELF fast path's loop (sframe/fastpath.py is its reference) "
+    "and the __unwind_info listing (compact/listing.py is its reference).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__core(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    PyObject *opcodes = dwarf_opcodes();
+    if (!opcodes || PyModule_AddObject(m, "OPCODES", opcodes) < 0) {
+        Py_XDECREF(opcodes);
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* The other numbers C repeats, for the tests that bind them to their Python home. */
+    PyObject *eh_pe = eh_constants();
+    if (!eh_pe || PyModule_AddObject(m, "EH_PE", eh_pe) < 0) {
+        Py_XDECREF(eh_pe);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *unwind_info = unwind_info_constants();
+    if (!unwind_info || PyModule_AddObject(m, "UNWIND_INFO", unwind_info) < 0) {
+        Py_XDECREF(unwind_info);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,162 @@
+/* The SFrame decoder's loops (``sframe/decode.py`` their reference and fallback):
+ * ``decode_fres`` is ``_Reader.fres`` (tests/differential/test_core.py), ``fde_index``
+ * ``FdeTable.ranges`` with ``FdeIndex.of_ranges`` (test_core_sframe_index.py). */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core.h"
+
+/* decode_fres(data, pos, end, count, addr_size, big_endian, flex, fre_type, table)
+ * -> (tuple of FREs, position after them), or None where anything is out of order
+ * (the Python loop, ``decode._Reader.fres``, then raises the located error).  ``table``
+ * holds per info byte (base_fp, word count, word width or 0 when invalid, mangled_ra,
+ * size code): the bit layouts stay in Python (``sframe/words.py``).  Each FRE is a
+ * ``fre_type`` (``DecodedFre``): start, base_fp, words, mangled_ra, size code, info. */
+PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t pos, end, count;
+    int addr_size, big_endian, flex;
+    PyObject *fre_type, *table;
+    if (!PyArg_ParseTuple(args, "y*nnnippO!O!", &data, &pos, &end, &count, &addr_size,
+                          &big_endian, &flex, &PyType_Type, &fre_type, &PyTuple_Type, &table))
+        return NULL;
+    PyTypeObject *type = (PyTypeObject *)fre_type;
+    /* Each FRE takes at least its start and info byte: a count the bytes cannot hold is
+     * the Python loop's error to report (and never a tuple of that size to allocate). */
+    if (PyTuple_GET_SIZE(table) != 256 || end > data.len || pos < 0 || count < 0 ||
+        (addr_size != 1 && addr_size != 2 && addr_size != 4) || pos > end ||
+        count > (end - pos) / (addr_size + 1) || !PyType_IsSubtype(type, &PyTuple_Type)) {
+        PyBuffer_Release(&data);
+        Py_RETURN_NONE;
+    }
+    const uint8_t *bytes = data.buf;
+    PyObject *fres = PyTuple_New(count);
+    if (!fres) { PyBuffer_Release(&data); return NULL; }
+    for (Py_ssize_t n = 0; n < count; n++) {
+        if (pos + addr_size + 1 > end) goto fallback;
+        uint64_t start = read_uint(bytes + pos, addr_size, big_endian);
+        uint8_t info = bytes[pos + addr_size];
+        PyObject *entry = PyTuple_GET_ITEM(table, info);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 5) goto fallback;
+        PyObject *base_fp = PyTuple_GET_ITEM(entry, 0);
+        long words = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
+        long width = PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
+        if (PyErr_Occurred()) { Py_DECREF(fres); PyBuffer_Release(&data); return NULL; }
+        /* 0 marks an invalid info byte; anything but 1, 2 or 4 is not a table of ours */
+        if ((width != 1 && width != 2 && width != 4) || (flex && base_fp != Py_True))
+            goto fallback;  /* FLEX: bit 0 is 0 */
+        Py_ssize_t body = pos + addr_size + 1;
+        if (words < 0 || words > (end - body) / width) goto fallback;
+        PyObject *offsets = PyTuple_New(words);
+        if (!offsets) { Py_DECREF(fres); PyBuffer_Release(&data); return NULL; }
+        for (long w = 0; w < words; w++) {
+            uint64_t raw = read_uint(bytes + body + w * width, (int)width, big_endian);
+            int64_t value = width == 1 ? (int8_t)raw : width == 2 ? (int16_t)raw :
+                (int32_t)raw;
+            PyObject *number = PyLong_FromLongLong(value);
+            if (!number) {
+                Py_DECREF(offsets); Py_DECREF(fres); PyBuffer_Release(&data);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(offsets, w, number);
+        }
+        PyObject *fre = type->tp_alloc(type, 6);
+        PyObject *start_obj = PyLong_FromUnsignedLongLong(start);
+        PyObject *info_obj = PyLong_FromLong(info);
+        if (!fre || !start_obj || !info_obj) {
+            Py_XDECREF(fre); Py_XDECREF(start_obj); Py_XDECREF(info_obj);
+            Py_DECREF(offsets); Py_DECREF(fres); PyBuffer_Release(&data);
+            return NULL;
+        }
+        PyObject *mangled = PyTuple_GET_ITEM(entry, 3);
+        PyObject *size_code = PyTuple_GET_ITEM(entry, 4);
+        Py_INCREF(base_fp); Py_INCREF(mangled); Py_INCREF(size_code);
+        PyTuple_SET_ITEM(fre, 0, start_obj);
+        PyTuple_SET_ITEM(fre, 1, base_fp);
+        PyTuple_SET_ITEM(fre, 2, offsets);
+        PyTuple_SET_ITEM(fre, 3, mangled);
+        PyTuple_SET_ITEM(fre, 4, size_code);
+        PyTuple_SET_ITEM(fre, 5, info_obj);
+        PyTuple_SET_ITEM(fres, n, fre);
+        pos = body + words * width;
+    }
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(Nn)", fres, pos);
+fallback:
+    Py_DECREF(fres);
+    PyBuffer_Release(&data);
+    Py_RETURN_NONE;
+}
+
+/* The compiled core's SFrame FDE index: where each FDE's range starts and ends, and
+ * whether the ranges follow one another (then a PC's FDE is found by the spec's
+ * binary search).
+ *
+ * ``fde_index`` is ``sframe/decode.py``'s ``FdeTable.ranges`` with ``FdeIndex.of_ranges``
+ * (their reference and fallback): every entry's start field read (signed, 32 bits, or
+ * 64 in V3), placed (``base`` plus the field, plus ``step`` per entry where starts are
+ * PC-relative), its end the start plus the size field.  The starts and ends come back
+ * as native 64-bit integers (an ``array('q')`` each); where one leaves 64 bits it
+ * gives None and the Python loop, with Python's numbers, runs.  A look-up reads the
+ * index of every FDE but decodes one: this keeps that index out of Python objects.
+ * tests/differential/test_core_sframe_index.py holds the two equal.
+ */
+
+
+PyObject *fde_index(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t start, count, entry;
+    int wide, big;
+    PyObject *base_obj, *step_obj;
+    if (!PyArg_ParseTuple(args, "y*nnnppOO", &data, &start, &count, &entry, &wide, &big,
+                          &base_obj, &step_obj))
+        return NULL;
+    PyObject *starts = NULL, *ends = NULL;
+    int overflow = 0;
+    long long base = PyLong_AsLongLongAndOverflow(base_obj, &overflow);
+    if (base == -1 && PyErr_Occurred()) goto fail;
+    int step_overflow = 0;
+    long long step = PyLong_AsLongLongAndOverflow(step_obj, &step_overflow);
+    if (step == -1 && PyErr_Occurred()) goto fail;
+    int field = wide ? 8 : 4;
+    if (overflow || step_overflow || count < 0 || entry < field + 4 || start < 0 ||
+        count > (data.len - start) / entry)
+        goto give_up;  /* Python says why (or works with its numbers) */
+    starts = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    ends = starts ? PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t))
+                  : NULL;
+    if (!ends) goto fail;
+    /* Stored through memcpy: a bytes object's characters have no alignment the C API
+     * promises (clang's -Wcast-align). */
+    char *s = PyBytes_AS_STRING(starts), *e = PyBytes_AS_STRING(ends);
+    const uint8_t *p = (const uint8_t *)data.buf + start;
+    int disjoint = 1;
+    int64_t last_end = 0;
+    for (Py_ssize_t i = 0; i < count; i++, p += entry) {
+        uint64_t raw = read_uint(p, field, big);
+        int64_t value = wide ? (int64_t)raw : (int64_t)(int32_t)(uint32_t)raw;
+        __int128 at = (__int128)base + value + (__int128)step * i;
+        __int128 end = at + (__int128)read_uint(p + field, 4, big);
+        if (at < INT64_MIN || end > INT64_MAX) goto give_up;
+        int64_t at64 = (int64_t)at, end64 = (int64_t)end;
+        memcpy(s + i * 8, &at64, 8);
+        memcpy(e + i * 8, &end64, 8);
+        if (i && last_end > at64) disjoint = 0;
+        last_end = end64;
+    }
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(NNO)", starts, ends, disjoint ? Py_True : Py_False);
+give_up:
+    Py_XDECREF(starts);
+    Py_XDECREF(ends);
+    PyBuffer_Release(&data);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(starts);
+    Py_XDECREF(ends);
+    PyBuffer_Release(&data);
+    return NULL;
+}

@@ -1,0 +1,247 @@
+/* The SFrame encoder's loops: ``fres_bytes`` is ``sframe/encode.py``'s ``_fres_bytes``
+ * (starts packed here, each FRE's info byte and words asked of Python once per distinct
+ * FRE), ``fdes_v2`` its ``build_v2`` loop.  tests/differential/test_core.py holds each
+ * equal to its Python reference. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core.h"
+
+/* fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> bytes: each FRE's start
+ * in ``addr_size`` bytes, then its info byte and data words, which are found by the
+ * FRE's fields after ``start`` in ``tails`` or asked of ``tail_of`` (kept there): the
+ * word layouts stay in Python (``encode._fre_bytes``). */
+/* An FRE's bytes after its start, kept by the identity of its fields after ``start``
+ * (borrowed, from ``tails``; every FRE of the call stays alive through it, so no
+ * field's address is reused): the FREs of the fast path share their fields with
+ * their state's shape, so a file's few hundred distinct FREs are each looked up in
+ * ``tails`` (a tuple built and hashed) once.  A miss only costs that look-up. */
+#define TAIL_SLOTS 4096
+#define TAIL_FIELDS 10
+typedef struct { PyObject *field[TAIL_FIELDS]; Py_ssize_t n; PyObject *tail; } TailSlot;
+typedef struct { TailSlot slot[TAIL_SLOTS]; } TailMemo;
+
+static PyObject **tail_slot(TailMemo *m, PyObject *fre, int *found) {
+    Py_ssize_t n = PyTuple_GET_SIZE(fre) - 1;
+    *found = 0;
+    if (n > TAIL_FIELDS) return NULL;
+    uintptr_t h = (uintptr_t)n;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = h * 1000003u ^ (uintptr_t)PyTuple_GET_ITEM(fre, i + 1) >> 4;
+    size_t at = (size_t)(h ^ (h >> 17)) % TAIL_SLOTS;
+    for (int probe = 0; probe < 16; probe++, at = (at + 1) % TAIL_SLOTS) {
+        TailSlot *slot = &m->slot[at];
+        if (!slot->tail) {
+            slot->n = n;
+            for (Py_ssize_t i = 0; i < n; i++) slot->field[i] = PyTuple_GET_ITEM(fre, i + 1);
+            return &slot->tail;
+        }
+        if (slot->n != n) continue;
+        Py_ssize_t i = 0;
+        while (i < n && slot->field[i] == PyTuple_GET_ITEM(fre, i + 1)) i++;
+        if (i == n) { *found = 1; return &slot->tail; }
+    }
+    return NULL;
+}
+
+static PyObject *encode_fres(PyObject *fres, int addr_size, int big_endian, PyObject *tails,
+                             PyObject *tail_of, TailMemo *memo);
+
+PyObject *fres_bytes(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *fres, *tails, *tail_of;
+    int addr_size, big_endian;
+    if (!PyArg_ParseTuple(args, "O!ipO!O", &PyTuple_Type, &fres, &addr_size, &big_endian,
+                          &PyDict_Type, &tails, &tail_of))
+        return NULL;
+    return encode_fres(fres, addr_size, big_endian, tails, tail_of, NULL);
+}
+
+/* ``fres_bytes`` of a tuple of FREs (a new bytes object, or NULL with an error set). */
+static PyObject *encode_fres(PyObject *fres, int addr_size, int big_endian, PyObject *tails,
+                             PyObject *tail_of, TailMemo *memo) {
+    if (addr_size != 1 && addr_size != 2 && addr_size != 4) {
+        PyErr_SetString(PyExc_ValueError, "addr_size must be 1, 2 or 4");
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(fres);
+    PyObject **found = PyMem_New(PyObject *, count > 0 ? (size_t)count : 1);
+    if (!found) return PyErr_NoMemory();
+    PyObject *out = NULL;
+    Py_ssize_t total = 0, kept = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *fre = PyTuple_GET_ITEM(fres, i);
+        if (!PyTuple_Check(fre) || PyTuple_GET_SIZE(fre) < 1) {
+            PyErr_SetString(PyExc_TypeError, "an FRE must be a tuple");
+            goto done;
+        }
+        int hit = 0;
+        PyObject **slot = memo ? tail_slot(memo, fre, &hit) : NULL;
+        PyObject *tail = hit ? *slot : NULL;
+        if (!tail) {
+            PyObject *shape = PyTuple_GetSlice(fre, 1, PyTuple_GET_SIZE(fre));
+            if (!shape) goto done;
+            tail = memo_lookup(tails, shape, tail_of);  /* borrowed */
+            Py_DECREF(shape);
+            if (!tail) goto done;
+            if (slot) *slot = tail;
+        }
+        if (!PyBytes_Check(tail)) {
+            PyErr_SetString(PyExc_TypeError, "tail_of must give bytes");
+            goto done;
+        }
+        Py_INCREF(tail);
+        found[i] = tail;
+        kept = i + 1;
+        total += addr_size + PyBytes_GET_SIZE(tail);
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (!out) goto done;
+    char *to = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        unsigned long long start = PyLong_AsUnsignedLongLong(
+            PyTuple_GET_ITEM(PyTuple_GET_ITEM(fres, i), 0));
+        if (PyErr_Occurred() || (addr_size < 8 && start >> (8 * addr_size))) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_OverflowError, "an FRE start does not fit addr_size");
+            Py_CLEAR(out);
+            goto done;
+        }
+        for (int b = 0; b < addr_size; b++)
+            to[big_endian ? addr_size - 1 - b : b] = (char)((start >> (8 * b)) & 0xff);
+        to += addr_size;
+        Py_ssize_t n = PyBytes_GET_SIZE(found[i]);
+        memcpy(to, PyBytes_AS_STRING(found[i]), (size_t)n);
+        to += n;
+    }
+done:
+    for (Py_ssize_t i = 0; i < kept; i++) Py_DECREF(found[i]);
+    PyMem_Free(found);
+    return out;
+}
+
+/* fdes_v2(functions, big_endian, tails, tail_of, addr_sizes, pc_mask_bit, pauth_bit)
+ * -> (FDE tails, FRE bytes, FRE count): ``encode.build_v2``'s loop (its reference).
+ * Per function (``SFrameFunction``, in FDE order) its FDE without the start field,
+ * its FREs at the end of the FRE bytes; functions sharing one FRE tuple share its
+ * encoding.  ``addr_sizes``: the FRE start size by FRE type (smallest first). */
+PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *functions, *tails, *tail_of, *addr_sizes;
+    int big;
+    long pc_mask_bit, pauth_bit;
+    if (!PyArg_ParseTuple(args, "O!pO!OO!ll", &PyTuple_Type, &functions, &big, &PyDict_Type,
+                          &tails, &tail_of, &PyTuple_Type, &addr_sizes, &pc_mask_bit,
+                          &pauth_bit))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(functions), types = PyTuple_GET_SIZE(addr_sizes);
+    PyObject *fde_tails = PyTuple_New(n), *memo = PyDict_New(), *blob = NULL, *out = NULL;
+    TailMemo *kept = PyMem_Calloc(1, sizeof(TailMemo));
+    char *buf = NULL;
+    Py_ssize_t used = 0, cap = 0;
+    unsigned long long num_fres = 0;
+    if (!fde_tails || !memo || !kept) {
+        if (!kept) PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *func = PyTuple_GET_ITEM(functions, i);
+        if (!PyTuple_Check(func) || PyTuple_GET_SIZE(func) != 11) {
+            PyErr_SetString(PyExc_TypeError, "a function must be an SFrameFunction");
+            goto done;
+        }
+        if (PyObject_IsTrue(PyTuple_GET_ITEM(func, 9))) {  /* flex */
+            PyErr_Format(PyExc_TypeError, "V2 has no FLEX FDE (function '%U')",
+                         PyTuple_GET_ITEM(func, 0));
+            goto done;
+        }
+        PyObject *fres = PyTuple_GET_ITEM(func, 4);
+        if (!PyTuple_Check(fres)) {
+            PyErr_SetString(PyExc_TypeError, "a function's FREs must be a tuple");
+            goto done;
+        }
+        PyObject *id = PyLong_FromVoidPtr(fres);
+        if (!id) goto done;
+        PyObject *hit = PyDict_GetItemWithError(memo, id);  /* (fre type, bytes) */
+        if (!hit) {
+            if (PyErr_Occurred()) { Py_DECREF(id); goto done; }
+            unsigned long long top = 0;
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(fres); k++) {
+                unsigned long long at = PyLong_AsUnsignedLongLong(
+                    PyTuple_GET_ITEM(PyTuple_GET_ITEM(fres, k), 0));
+                if (PyErr_Occurred()) { Py_DECREF(id); goto done; }
+                if (at > top) top = at;
+            }
+            long type = 0, size = 0;
+            for (; type < types; type++) {
+                size = PyLong_AsLong(PyTuple_GET_ITEM(addr_sizes, type));
+                if (size >= 8 || top < (1ULL << (8 * size))) break;
+            }
+            if (type == types) {
+                PyErr_SetString(PyExc_OverflowError, "an FRE start past every FRE type");
+                Py_DECREF(id);
+                goto done;
+            }
+            PyObject *encoded = encode_fres(fres, (int)size, big, tails, tail_of, kept);
+            if (!encoded) { Py_DECREF(id); goto done; }
+            PyObject *entry = Py_BuildValue("(lN)", type, encoded);
+            if (!entry || PyDict_SetItem(memo, id, entry) < 0) {
+                Py_XDECREF(entry);
+                Py_DECREF(id);
+                goto done;
+            }
+            Py_DECREF(entry);
+            hit = PyDict_GetItemWithError(memo, id);
+            if (!hit) { Py_DECREF(id); goto done; }
+        }
+        Py_DECREF(id);
+        long type = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
+        PyObject *encoded = PyTuple_GET_ITEM(hit, 1);
+        unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(func, 3));
+        unsigned long long rep = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(func, 7));
+        if (PyErr_Occurred()) goto done;
+        Py_ssize_t count = PyTuple_GET_SIZE(fres);
+        if (size > 0xffffffffULL || rep > 0xff || (unsigned long long)used > 0xffffffffULL ||
+            (unsigned long long)count > 0xffffffffULL) {
+            PyErr_SetString(PyExc_OverflowError, "an FDE field past its width");
+            goto done;
+        }
+        long info = type | (PyObject_IsTrue(PyTuple_GET_ITEM(func, 6)) ? pc_mask_bit : 0) |
+            (PyObject_IsTrue(PyTuple_GET_ITEM(func, 5)) ? pauth_bit : 0);
+        uint8_t tail[16];
+        uint32_t words[3] = {(uint32_t)size, (uint32_t)used, (uint32_t)count};
+        for (int w = 0; w < 3; w++)
+            for (int b = 0; b < 4; b++)
+                tail[4 * w + (big ? 3 - b : b)] = (uint8_t)(words[w] >> (8 * b));
+        tail[12] = (uint8_t)info;
+        tail[13] = (uint8_t)rep;
+        tail[14] = tail[15] = 0;
+        PyObject *packed = PyBytes_FromStringAndSize((const char *)tail, 16);
+        if (!packed) goto done;
+        PyTuple_SET_ITEM(fde_tails, i, packed);
+        Py_ssize_t len = PyBytes_GET_SIZE(encoded);
+        if (used + len > cap) {
+            Py_ssize_t grown = cap ? cap : 4096;
+            while (grown < used + len) grown *= 2;
+            char *more = PyMem_Realloc(buf, (size_t)grown);
+            if (!more) { PyErr_NoMemory(); goto done; }
+            buf = more;
+            cap = grown;
+        }
+        if (len)  /* buf is NULL until the first FREs: memcpy from or to NULL is UB */
+            memcpy(buf + used, PyBytes_AS_STRING(encoded), (size_t)len);
+        used += len;
+        num_fres += (unsigned long long)count;
+    }
+    blob = PyBytes_FromStringAndSize(buf ? buf : "", used);
+    if (!blob) goto done;
+    out = Py_BuildValue("(OOK)", fde_tails, blob, num_fres);
+done:
+    Py_XDECREF(fde_tails);
+    Py_XDECREF(memo);
+    Py_XDECREF(blob);
+    PyMem_Free(buf);
+    PyMem_Free(kept);
+    return out;
+}

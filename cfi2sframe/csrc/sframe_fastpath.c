@@ -1,0 +1,299 @@
+/* The ELF fast path in C: ``fast_fres`` is ``sframe/fastpath.py``'s ``_run`` over one
+ * FDE body (dwarf_replay.c's ``replay``, each changed state an FRE), ``lower_fdes``
+ * ``sframe/build.py``'s ``lower_fdes`` loop over a file's FDEs.  Which FRE a state
+ * gives is Python's answer (``_state_shape``), asked once per distinct state: this file
+ * holds no target fact.  tests/differential/test_core.py holds both equal to Python. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core.h"
+
+/* Each changed state as an FRE (a ``Fre`` named tuple), its fields after
+ * ``start`` found by state key in ``shapes``, or asked of ``shape_of`` (whose answer,
+ * None included, is kept there).  The rules that map a state to an FRE stay in
+ * Python (``fastpath._state_shape``, from ``arch/``): this file holds no target fact. */
+/* A whole file's loop meets a few hundred distinct states: each one's entry of
+ * ``shapes`` (borrowed; the dict outlives the call) kept by the state itself, so the
+ * key tuple is built and looked up once per distinct state, not once per FRE.  A full
+ * table only stops taking entries. */
+#define MEMO_SLOTS 4096
+typedef struct { State s; PyObject *shape; } MemoSlot;
+typedef struct { MemoSlot slot[MEMO_SLOTS]; } StateMemo;
+
+static size_t state_hash(const State *s) {
+    uint64_t h = (uint64_t)s->cfa_reg * 0x9e3779b97f4a7c15ULL ^ (uint64_t)s->cfa_off;
+    h = h * 31 + (s->has_fp ? (uint64_t)s->fp_slot * 2 + 1 : 0);
+    h = h * 31 + (s->has_ra ? (uint64_t)s->ra_slot * 2 + 1 : 0);
+    h = h * 31 + (uint64_t)s->signed_ra;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static PyObject **memo_slot(StateMemo *m, const State *s, int *found) {
+    size_t at = state_hash(s) % MEMO_SLOTS;
+    for (int probe = 0; probe < 16; probe++, at = (at + 1) % MEMO_SLOTS) {
+        MemoSlot *slot = &m->slot[at];
+        if (!slot->shape) { *found = 0; slot->s = *s; return &slot->shape; }
+        if (state_same(&slot->s, s)) { *found = 1; return &slot->shape; }
+    }
+    *found = 0;
+    return NULL;
+}
+
+/* Equal FREs (one start, one shape) recur across a file's bodies (the push at 1, the
+ * frame pointer at 4): one object each, kept here (a reference held) for the call. */
+#define FRE_SLOTS 65536
+typedef struct { int64_t at; PyObject *shape, *fre; } FreSlot;
+typedef struct { FreSlot slot[FRE_SLOTS]; } FreMemo;
+
+static PyObject **fre_slot(FreMemo *m, int64_t at, PyObject *shape) {
+    uint64_t h = ((uint64_t)at * 0x9e3779b97f4a7c15ULL) ^ ((uintptr_t)shape >> 4);
+    size_t i = (size_t)(h ^ (h >> 31)) % FRE_SLOTS;
+    for (int probe = 0; probe < 16; probe++, i = (i + 1) % FRE_SLOTS) {
+        FreSlot *slot = &m->slot[i];
+        if (!slot->fre) { slot->at = at; slot->shape = shape; return &slot->fre; }
+        if (slot->at == at && slot->shape == shape) return &slot->fre;
+    }
+    return NULL;
+}
+
+static void fre_memo_free(FreMemo *m) {
+    if (!m) return;
+    for (size_t i = 0; i < FRE_SLOTS; i++) Py_XDECREF(m->slot[i].fre);
+    PyMem_Free(m);
+}
+
+typedef struct {
+    PyObject *fres, *shapes, *shape_of;
+    PyTypeObject *fre_type;
+    StateMemo *memo;  /* NULL: none (one body) */
+    FreMemo *made;    /* NULL: none (one body) */
+} FreCtx;
+
+static int emit_fre(void *raw, int64_t at, const State *s) {
+    FreCtx *ctx = raw;
+    int hit = 0;
+    PyObject **kept = ctx->memo && !s->huge ? memo_slot(ctx->memo, s, &hit) : NULL;
+    PyObject *shape = hit ? *kept : NULL;
+    if (!shape) {
+        PyObject *key = state_key(s);
+        if (!key) return -1;
+        shape = memo_lookup(ctx->shapes, key, ctx->shape_of);  /* borrowed */
+        Py_DECREF(key);
+        if (!shape) return -1;
+        if (kept) *kept = shape;
+    }
+    if (shape == Py_None) return 0;
+    if (!PyTuple_Check(shape)) {
+        PyErr_SetString(PyExc_TypeError, "shape_of must give a tuple or None");
+        return -1;
+    }
+    PyObject **same_fre = ctx->made ? fre_slot(ctx->made, at, shape) : NULL;
+    if (same_fre && *same_fre) return PyList_Append(ctx->fres, *same_fre) < 0 ? -1 : 1;
+    Py_ssize_t n = PyTuple_GET_SIZE(shape);
+    PyObject *fre = ctx->fre_type->tp_alloc(ctx->fre_type, n + 1);
+    if (!fre) return -1;
+    PyObject *start = PyLong_FromLongLong((long long)at);
+    if (!start) { Py_DECREF(fre); return -1; }
+    PyTuple_SET_ITEM(fre, 0, start);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(shape, i);
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(fre, i + 1, item);
+    }
+    if (same_fre) {
+        Py_INCREF(fre);
+        *same_fre = fre;
+    }
+    int failed = PyList_Append(ctx->fres, fre) < 0;
+    Py_DECREF(fre);
+    return failed ? -1 : 1;
+}
+
+/* fast_fres(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian,
+ *           fre_type, shapes, shape_of) -> tuple of FREs, or None (general path). */
+PyObject *fast_fres(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer body;
+    PyObject *start, *fre_type;
+    Params p;
+    State s;
+    FreCtx ctx;
+    if (!PyArg_ParseTuple(args, "y*OLLLLLppO!O!O", &body, &start, &p.code_align,
+                          &p.data_align, &p.sp, &p.fp, &p.ra, &p.tracks_ra, &p.big_endian,
+                          &PyType_Type, &fre_type, &PyDict_Type, &ctx.shapes, &ctx.shape_of))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)fre_type, &PyTuple_Type)) {
+        PyBuffer_Release(&body);
+        PyErr_SetString(PyExc_TypeError, "fre_type must be a tuple type");
+        return NULL;
+    }
+    ctx.fre_type = (PyTypeObject *)fre_type;
+    ctx.memo = NULL;
+    ctx.made = NULL;
+    if (!read_state(start, &s)) { PyBuffer_Release(&body); return NULL; }
+    ctx.fres = PyList_New(0);
+    if (!ctx.fres) { PyBuffer_Release(&body); return NULL; }
+    int done = replay((const uint8_t *)body.buf, body.len, s, &p, emit_fre, &ctx);
+    PyBuffer_Release(&body);
+    if (done <= 0) {
+        Py_DECREF(ctx.fres);
+        if (done < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyList_AsTuple(ctx.fres);
+    Py_DECREF(ctx.fres);
+    return out;
+}
+
+/* The FREs of one body from its CIE's state (``fast_fres``'s loop); a new reference
+ * to a tuple, Py_None (the general path), or NULL with an error set. */
+static PyObject *replay_fres(PyObject *body, const State *start, const Params *p,
+                             FreCtx *ctx) {
+    char *bytes;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(body, &bytes, &len) < 0) return NULL;
+    ctx->fres = PyList_New(0);
+    if (!ctx->fres) return NULL;
+    int done = replay((const uint8_t *)bytes, len, *start, p, emit_fre, ctx);
+    if (done <= 0) {
+        Py_CLEAR(ctx->fres);
+        if (done < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyList_AsTuple(ctx->fres);
+    Py_CLEAR(ctx->fres);
+    return out;
+}
+
+/* lower_fdes(fdes, cies, version, max_size, max_fres_v3, sp, fp, ra, tracks_ra,
+ *            big_endian, fre_type, shapes, shape_of, function_type, direct)
+ * -> list: for each FDE (``dwarf.cfi.Fde``) its ``SFrameFunction``, or None where the
+ * general path decides (``sframe.build.lower_fdes`` is this loop's reference: the
+ * same conditions, FREs and fields).  ``cies``: CIE offset -> (start state or None,
+ * code_align, data_align, ra, b_key, signal), made in Python once per CIE; ``direct``:
+ * (CIE offset, body) -> FREs or None, the caller's memo. */
+PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *fdes, *cies, *fre_type, *func_type, *direct;
+    int version, tracks_ra, big;
+    long long max_size, max_fres, sp, fp, ra;
+    FreCtx ctx = {NULL, NULL, NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTuple(args, "O!O!iLLLLLppO!O!OO!O!", &PyTuple_Type, &fdes,
+                          &PyDict_Type, &cies, &version, &max_size, &max_fres, &sp, &fp, &ra,
+                          &tracks_ra, &big, &PyType_Type, &fre_type, &PyDict_Type,
+                          &ctx.shapes, &ctx.shape_of, &PyType_Type, &func_type,
+                          &PyDict_Type, &direct))
+        return NULL;
+    PyTypeObject *ftype = (PyTypeObject *)func_type;
+    if (!PyType_IsSubtype((PyTypeObject *)fre_type, &PyTuple_Type) ||
+        !PyType_IsSubtype(ftype, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "fre_type and function_type must be tuple types");
+        return NULL;
+    }
+    ctx.fre_type = (PyTypeObject *)fre_type;
+    ctx.memo = PyMem_Calloc(1, sizeof(StateMemo));
+    ctx.made = PyMem_Calloc(1, sizeof(FreMemo));
+    if (!ctx.memo || !ctx.made) {
+        PyMem_Free(ctx.memo);
+        PyMem_Free(ctx.made);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(fdes);
+    PyObject *out = PyList_New(n);
+    if (!out) { PyMem_Free(ctx.memo); fre_memo_free(ctx.made); return NULL; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *fde = PyTuple_GET_ITEM(fdes, i);
+        PyObject *made = Py_None;
+        Py_INCREF(made);
+        if (!PyTuple_Check(fde) || PyTuple_GET_SIZE(fde) < 7) {
+            PyErr_SetString(PyExc_TypeError, "an FDE must be a dwarf.cfi.Fde");
+            goto fail_made;
+        }
+        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(fde, 3));
+        if (size == -1 && PyErr_Occurred()) { PyErr_Clear(); goto store; }
+        PyObject *cie = PyDict_GetItemWithError(cies, PyTuple_GET_ITEM(fde, 5));
+        if (!cie) { if (PyErr_Occurred()) goto fail_made; goto store; }
+        /* (start state or None, code_align, data_align, ra, b_key, signal) */
+        PyObject *start = PyTuple_GET_ITEM(cie, 0);
+        long long cie_ra = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 3));
+        if (cie_ra == -1 && PyErr_Occurred()) { PyErr_Clear(); goto store; }
+        if (size <= 0 || size > max_size || cie_ra != ra || start == Py_None) goto store;
+        PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(fde, 5), PyTuple_GET_ITEM(fde, 6));
+        if (!key) goto fail_made;
+        PyObject *fres = PyDict_GetItemWithError(direct, key);  /* borrowed */
+        if (fres) {
+            Py_INCREF(fres);
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            goto fail_made;
+        } else {
+            Params p = {0, 0, sp, fp, ra, tracks_ra, big};
+            State s;
+            p.code_align = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 1));
+            p.data_align = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 2));
+            if (PyErr_Occurred() || !read_state(start, &s)) {
+                /* a value past 64 bits: the general path (no memo entry) */
+                Py_DECREF(key);
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError)) goto fail_made;
+                PyErr_Clear();
+                goto store;
+            }
+            fres = replay_fres(PyTuple_GET_ITEM(fde, 6), &s, &p, &ctx);
+            if (!fres || PyDict_SetItem(direct, key, fres) < 0) {
+                Py_XDECREF(fres);
+                Py_DECREF(key);
+                goto fail_made;
+            }
+        }
+        Py_DECREF(key);
+        if (fres == Py_None) { Py_DECREF(fres); goto store; }
+        /* FREs at or past the function's end are dropped (rows are unbounded). */
+        Py_ssize_t count = PyTuple_GET_SIZE(fres), kept = count;
+        while (kept > 0) {
+            long long at = PyLong_AsLongLong(PyTuple_GET_ITEM(
+                PyTuple_GET_ITEM(fres, kept - 1), 0));
+            if (at == -1 && PyErr_Occurred()) { Py_DECREF(fres); goto fail_made; }
+            if (at < size) break;
+            kept--;
+        }
+        if (kept < count) {
+            /* Only the tail can be past the end: starts grow along the tuple. */
+            PyObject *cut = PyTuple_GetSlice(fres, 0, kept);
+            Py_DECREF(fres);
+            if (!cut) goto fail_made;
+            fres = cut;
+        }
+        if (version >= 3 && kept > max_fres) { Py_DECREF(fres); goto store; }
+        PyObject *func = ftype->tp_alloc(ftype, 11);
+        if (!func) { Py_DECREF(fres); goto fail_made; }
+        PyObject *signal = version == 3 && PyObject_IsTrue(PyTuple_GET_ITEM(cie, 5)) ?
+            Py_True : Py_False;
+        PyObject *b_key = PyObject_IsTrue(PyTuple_GET_ITEM(cie, 4)) ? Py_True : Py_False;
+        PyObject *zero = PyLong_FromLong(0);
+        if (!zero) { Py_DECREF(func); Py_DECREF(fres); goto fail_made; }
+        PyObject *fields[11] = {PyTuple_GET_ITEM(fde, 0), PyTuple_GET_ITEM(fde, 1),
+                                PyTuple_GET_ITEM(fde, 2), PyTuple_GET_ITEM(fde, 3), fres,
+                                b_key, Py_False, zero, Py_None, Py_False, signal};
+        for (int f = 0; f < 11; f++) {
+            Py_INCREF(fields[f]);
+            PyTuple_SET_ITEM(func, f, fields[f]);
+        }
+        Py_DECREF(zero);
+        Py_DECREF(fres);
+        Py_DECREF(made);
+        made = func;
+    store:
+        PyList_SET_ITEM(out, i, made);
+        continue;
+    fail_made:
+        Py_DECREF(made);
+        Py_DECREF(out);
+        PyMem_Free(ctx.memo);
+        fre_memo_free(ctx.made);
+        return NULL;
+    }
+    PyMem_Free(ctx.memo);
+    fre_memo_free(ctx.made);
+    return out;
+}
