@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "kept.h"
 #include "out.h"
 
 enum {
@@ -105,54 +106,14 @@ static int by_number(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Meanings asked of Python, one per encoding: open addressing on the encoding. */
-typedef struct { uint32_t *keys; PyObject **values; size_t size, used; } Words;
-
-static void words_free(Words *w) {
-    for (size_t i = 0; w->values && i < w->size; i++) Py_XDECREF(w->values[i]);
-    PyMem_Free(w->keys);
-    PyMem_Free(w->values);
-}
-
-static size_t slot_of(const Words *w, uint32_t key) {
-    uint32_t h = key;  /* encodings differ in their high bits: mix them all down */
-    h ^= h >> 16;
-    h *= 0x45d9f3bu;
-    h ^= h >> 16;
-    size_t i = h & (w->size - 1);
-    while (w->values[i] && w->keys[i] != key) i = (i + 1) & (w->size - 1);
-    return i;
-}
-
-static int words_grow(Words *w) {
-    Words bigger = {PyMem_Calloc(w->size * 2, sizeof(uint32_t)),
-                    PyMem_Calloc(w->size * 2, sizeof(PyObject *)), w->size * 2, w->used};
-    if (!bigger.keys || !bigger.values) {
-        PyMem_Free(bigger.keys);
-        PyMem_Free(bigger.values);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (size_t i = 0; i < w->size; i++) {
-        if (!w->values[i]) continue;
-        size_t j = slot_of(&bigger, w->keys[i]);
-        bigger.keys[j] = w->keys[i];
-        bigger.values[j] = w->values[i];
-    }
-    PyMem_Free(w->keys);
-    PyMem_Free(w->values);
-    *w = bigger;
-    return 0;
-}
-
 /* The meaning of ``encoding`` at ``address`` (plus 2**64 where ``wrapped``) as UTF-8 (a bytes object owned by the
- * cache, or a new reference in *fresh for a STACK_IND's); NULL on error. */
-static PyObject *meaning(Words *w, PyObject *describe, uint32_t encoding, uint64_t address,
+ * cache, or a new reference in *fresh for a STACK_IND's); NULL on error.  Meanings are
+ * asked of Python once per encoding, kept by it in ``w``. */
+static PyObject *meaning(Kept *w, PyObject *describe, uint32_t encoding, uint64_t address,
                          int wrapped, int keep, PyObject **fresh) {
-    size_t i = 0;
     if (keep) {
-        i = slot_of(w, encoding);
-        if (w->values[i]) return w->values[i];
+        PyObject *kept = kept_get(w, &encoding, sizeof encoding);
+        if (kept) return kept;
     }
     PyObject *where = PyLong_FromUnsignedLongLong(address);
     if (where && wrapped) {  /* the address is 2**64 more */
@@ -173,11 +134,7 @@ static PyObject *meaning(Words *w, PyObject *describe, uint32_t encoding, uint64
     Py_DECREF(text);
     if (!utf8) return NULL;
     if (!keep) return *fresh = utf8;
-    w->keys[i] = encoding;
-    w->values[i] = utf8;
-    if (++w->used * 2 > w->size && words_grow(w) < 0) return NULL;
-    /* the slot may have moved: find it again */
-    return w->values[slot_of(w, encoding)];
+    return kept_put(w, &encoding, sizeof encoding, utf8) < 0 ? NULL : utf8;
 }
 
 static const char *const HEADER_LABELS[7] = {
@@ -191,7 +148,6 @@ static const char *const HEADER_LABELS[7] = {
 static int put_words(Out *o, const char *indent, const char *title, const char *label,
                      const uint8_t *words, uint32_t count, uint32_t first) {
     size_t width = strlen(indent);
-    if (reserve(o, 64 + (width + 48) * (count + 1ull)) < 0) return -1;
     put(o, indent, width);
     put(o, title, strlen(title));
     PUTS(o, ": (count = ");
@@ -207,7 +163,7 @@ static int put_words(Out *o, const char *indent, const char *title, const char *
         put_hex(o, rd32(words + 4ull * i), 8);
         PUTS(o, "\n");
     }
-    return 0;
+    return o->failed ? -1 : 0;
 }
 
 /* The first name at or after ``address``. */
@@ -237,7 +193,7 @@ static int problem(PyObject *problems, const char *format, ...) {
  * (the Python reader then raises and says where), -1 on error, 0 when done. */
 static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
                       const uint8_t *strings, const Name *names, size_t name_count,
-                      Words *w, PyObject *describe, long long stack_ind,
+                      Kept *w, PyObject *describe, long long stack_ind,
                       PyObject *problems, uint32_t **lsda_functions_out) {
     if (len < 28) return 1;
     uint32_t head[7];
@@ -262,13 +218,12 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         lsda_functions[i] = rd32(d + first_lsda + 8ull * i);
     qsort(lsda_functions, lsda_count, sizeof(uint32_t), by_number);
 
-    if (reserve(o, 4096) < 0) return -1;
     PUTS(o, "Contents of __unwind_info section:\n");
     for (int i = 0; i < 7; i++) {
         size_t n = strlen(HEADER_LABELS[i]);
         PUTS(o, "  ");
         put(o, HEADER_LABELS[i], n);
-        for (; n < 43; n++) o->buf[o->len++] = ' ';
+        if (n < 43) put_fill(o, ' ', 43 - n);
         put_hex(o, head[i], 1);
         PUTS(o, "\n");
     }
@@ -276,7 +231,7 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         put_words(o, "  ", "Personality functions", "personality", d + person_at,
                   person_count, 1) < 0)
         return -1;
-    if (reserve(o, 64 + 110ull * index_count) < 0) return -1;
+    if (o->failed) return -1;
     PUTS(o, "  Top level indices: (count = ");
     put_dec(o, index_count);
     PUTS(o, ")\n");
@@ -292,7 +247,7 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         put_hex(o, rd32(e + 8), 8);
         PUTS(o, "\n");
     }
-    if (reserve(o, 64 + 80ull * lsda_count) < 0) return -1;
+    if (o->failed) return -1;
     PUTS(o, "  LSDA descriptors:\n");
     for (uint32_t i = 0; i < lsda_count; i++) {
         const uint8_t *e = d + first_lsda + 8ull * i;
@@ -305,6 +260,7 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         PUTS(o, "\n");
     }
     PUTS(o, "  Second level indices:\n");
+    if (o->failed) return -1;  /* before Python is called */
 
     size_t name_at = 0;  /* entries come in address order: the names are walked once
                           * (searched again where an entry comes out of order) */
@@ -333,7 +289,7 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         } else {
             return 1;
         }
-        if (reserve(o, 128) < 0) return -1;
+        if (o->failed) return -1;
         PUTS(o, "    Second level index[");
         put_dec(o, number);
         PUTS(o, "]: offset in section=");
@@ -398,10 +354,6 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
             PyObject *words = meaning(w, describe, encoding, address, wrapped, keep, &fresh);
             if (!words) return -1;
             size_t words_size = (size_t)PyBytes_GET_SIZE(words);
-            if (reserve(o, 128 + (name ? name->size : 0) + words_size) < 0) {
-                Py_XDECREF(fresh);
-                return -1;
-            }
             PUTS(o, "      [");
             put_dec(o, i);
             PUTS(o, "]: function offset=");
@@ -421,7 +373,7 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
                 PUTS(o, "pc+");
                 if (wrapped) {
                     PUTS(o, "0x1");
-                    put_digits(o, address, 16);
+                    put_hex_digits(o, address, 16);
                 } else {
                     put_hex(o, address, 1);
                 }
@@ -430,9 +382,10 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
             put(o, PyBytes_AS_STRING(words), words_size);
             PUTS(o, "\n");
             Py_XDECREF(fresh);
+            if (o->failed) return -1;  /* before Python is called again */
         }
     }
-    return 0;
+    return o->failed ? -1 : 0;
 }
 
 PyObject *unwind_info_text(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -445,17 +398,13 @@ PyObject *unwind_info_text(PyObject *Py_UNUSED(self), PyObject *args) {
                           &stroff, &strsize, &wide, &describe, &stack_ind))
         return NULL;
     PyObject *result = NULL;
-    Out out = {NULL, 0, 0};
-    Words words = {PyMem_Calloc(64, sizeof(uint32_t)), PyMem_Calloc(64, sizeof(PyObject *)),
-                   64, 0};
+    Out out = {NULL, 0, 0, 0};
+    Kept words = {NULL, 0, 0};
     size_t name_count = 0;
     int bad = 0;
     Name *names = NULL;
     uint32_t *lsda_functions = NULL;
-    if (!words.keys || !words.values) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    if (kept_init(&words, 64) < 0) goto done;
     names = read_names(image.buf, (uint64_t)image.len, symoff, nsyms, stroff, strsize, wide,
                        &name_count, &bad);
     if (PyErr_Occurred()) goto done;
@@ -468,9 +417,9 @@ PyObject *unwind_info_text(PyObject *Py_UNUSED(self), PyObject *args) {
     int status = list_table(&out, section.buf, (uint64_t)section.len, base,
                             (const uint8_t *)image.buf + stroff, names, name_count, &words,
                             describe, stack_ind, problems, &lsda_functions);
+    if (out.failed) status = -1;  /* a write failed: its MemoryError, not a verdict */
     if (status == 0) {
-        PyObject *text = PyUnicode_DecodeUTF8(out.buf ? out.buf : "", (Py_ssize_t)out.len,
-                                              "replace");
+        PyObject *text = out_text(&out, "replace");
         if (text) result = Py_BuildValue("(NO)", text, problems);
     } else if (status == 1) {
         result = Py_NewRef(Py_None);
@@ -479,8 +428,8 @@ PyObject *unwind_info_text(PyObject *Py_UNUSED(self), PyObject *args) {
 done:
     PyMem_Free(lsda_functions);
     PyMem_Free(names);
-    PyMem_Free(out.buf);
-    words_free(&words);
+    out_free(&out);
+    kept_free(&words);
     PyBuffer_Release(&section);
     PyBuffer_Release(&image);
     return result;

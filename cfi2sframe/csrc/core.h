@@ -7,13 +7,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* The unsigned number of ``size`` bytes (1 to 8) at ``p`` in the file's byte order
- * (``big``: most significant first): what the readers of ELF and SFrame fields share. */
-static inline uint64_t read_uint(const uint8_t *p, int size, int big) {
-    uint64_t v = 0;
-    for (int i = 0; i < size; i++) v |= (uint64_t)p[big ? size - 1 - i : i] << (8 * i);
-    return v;
-}
+#include "bytes.h"
 
 /* dwarf_replay.c: the DWARF replay (the fast path's loop, ``sframe/fastpath._run``): the
  * state a default FRE holds, the target facts it reads, and where each changed row goes. */
@@ -57,16 +51,6 @@ PyObject *fdes_v2(PyObject *self, PyObject *args);
  * (fde_index). */
 PyObject *decode_fres(PyObject *self, PyObject *args);
 PyObject *fde_index(PyObject *self, PyObject *args);
-
-/* Bytes of a section in the file's byte order, for the readers in C. */
-typedef struct {
-    const uint8_t *d;
-    Py_ssize_t end;
-    int big;
-} Bytes;
-
-/* The unsigned number of ``size`` bytes at ``pos`` of ``b``; 0 where it runs past. */
-int get_uint(const Bytes *b, Py_ssize_t pos, int size, uint64_t *out);
 
 /* dwarf_cfi.c: an .eh_frame walked (dwarf/cfi._walk).  A CIE as the walk keeps it, and an
  * FDE as it hands it on (``body``: its instructions' offset; ``params``: the target's,

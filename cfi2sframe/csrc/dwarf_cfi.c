@@ -14,12 +14,6 @@
 
 #include "core.h"
 
-int get_uint(const Bytes *b, Py_ssize_t pos, int size, uint64_t *out) {
-    if (pos < 0 || size > b->end - pos) return 0;
-    *out = read_uint(b->d + pos, size, b->big);
-    return 1;
-}
-
 /* LEB128 within [pos, limit); 0 where it runs past or does not fit 64 bits. */
 static int get_leb(const Bytes *b, Py_ssize_t *pos, Py_ssize_t limit, int is_signed,
                    int64_t *out) {

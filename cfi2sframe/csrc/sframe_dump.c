@@ -19,46 +19,15 @@
 #include <string.h>
 
 #include "core.h"
+#include "kept.h"
 #include "out.h"
 
 /* One FRE info byte's fields (``decode._FRE_TABLE``). */
 typedef struct { int base_fp, words, width, valid; } FreInfo;
 
-/* Column texts by FRE shape (flex, info byte, data words): open addressing. */
-typedef struct { uint8_t key[64]; size_t size; PyObject *text; } Shape;
-typedef struct { Shape *slots; size_t size, used; } Shapes;
-
-static uint64_t hash_of(const uint8_t *key, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ key[i]) * 1099511628211ull;
-    return h;
-}
-
-static Shape *slot_for(Shapes *s, const uint8_t *key, size_t n) {
-    size_t i = hash_of(key, n) & (s->size - 1);
-    while (s->slots[i].text && (s->slots[i].size != n || memcmp(s->slots[i].key, key, n)))
-        i = (i + 1) & (s->size - 1);
-    return &s->slots[i];
-}
-
-static void shapes_free(Shapes *s) {
-    for (size_t i = 0; s->slots && i < s->size; i++) Py_XDECREF(s->slots[i].text);
-    PyMem_Free(s->slots);
-}
-
-static int shapes_grow(Shapes *s) {
-    Shapes bigger = {PyMem_Calloc(s->size * 2, sizeof(Shape)), s->size * 2, s->used};
-    if (!bigger.slots) { PyErr_NoMemory(); return -1; }
-    for (size_t i = 0; i < s->size; i++)
-        if (s->slots[i].text)
-            *slot_for(&bigger, s->slots[i].key, s->slots[i].size) = s->slots[i];
-    PyMem_Free(s->slots);
-    *s = bigger;
-    return 0;
-}
-
-/* The columns of one FRE shape as UTF-8 (owned by the table); NULL on error. */
-static PyObject *columns(Shapes *s, PyObject *columns_of, int flex, uint8_t info,
+/* The columns of one FRE shape as UTF-8, kept by the shape (flex, info byte, data
+ * words) in ``shapes``, which owns it; NULL on error. */
+static PyObject *columns(Kept *shapes, PyObject *columns_of, int flex, uint8_t info,
                          const int64_t *words, int count) {
     uint8_t key[64];
     size_t n = 0;
@@ -69,8 +38,8 @@ static PyObject *columns(Shapes *s, PyObject *columns_of, int flex, uint8_t info
         memcpy(key + n, &v, 4);
         n += 4;
     }
-    Shape *slot = slot_for(s, key, n);
-    if (slot->text) return slot->text;
+    PyObject *kept = kept_get(shapes, key, n);
+    if (kept) return kept;
     PyObject *tuple = PyTuple_New(count);
     if (!tuple) return NULL;
     for (int w = 0; w < count; w++) {
@@ -87,11 +56,7 @@ static PyObject *columns(Shapes *s, PyObject *columns_of, int flex, uint8_t info
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "columns must be a str");
         return NULL;
     }
-    memcpy(slot->key, key, n);
-    slot->size = n;
-    slot->text = utf8;
-    if (++s->used * 2 > s->size && shapes_grow(s) < 0) return NULL;
-    return utf8;
+    return kept_put(shapes, key, n, utf8) < 0 ? NULL : utf8;
 }
 
 /* The masks, as ``dump.py`` hands them over from ``sframe/words.py``. */
@@ -113,12 +78,12 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
                           &columns_of, &PyTuple_Type, &heads, &text))
         return NULL;
     PyObject *result = NULL, *addr_sizes;
-    Out out = {NULL, 0, 0};
-    Shapes shapes = {PyMem_Calloc(256, sizeof(Shape)), 256, 0};
+    Out out = {NULL, 0, 0, 0};
+    Kept shapes = {NULL, 0, 0};
     FreInfo infos[256];
     const char *head[2];
     Py_ssize_t head_size[2];
-    if (!shapes.slots) { PyErr_NoMemory(); goto done; }
+    if (kept_init(&shapes, 256) < 0) goto done;
     if (!PyArg_ParseTuple(masks_in, "IIIIIIIiO!", &m.fre_type, &m.pc_mask, &m.pauth,
                           &m.signal, &m.unused, &m.fde_type, &m.flex_type, &m.attr_size,
                           &PyTuple_Type, &addr_sizes) ||
@@ -186,13 +151,12 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
         __int128 start = (__int128)address + raw_start + (pcrel ? pos : 0);
         if (text) {
             int signal = version >= 3 && info & m.signal, pauth = aarch64 && info & m.pauth;
-            if (reserve(&out, 192 + (size_t)head_size[1]) < 0) goto done;
             put(&out, "\n    func idx [", 15);
             put_dec(&out, (uint64_t)index);
             put(&out, "]: pc = ", 8);
             if (start < 0) put(&out, "-", 1);
             put(&out, "0x", 2);
-            put_digits(&out, (uint64_t)(start < 0 ? -start : start), 1);
+            put_hex_digits(&out, (uint64_t)(start < 0 ? -start : start), 1);
             put(&out, ", size = ", 9);
             put_dec(&out, size);
             put(&out, " bytes", 6);
@@ -224,29 +188,26 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
                 words[w] = f->width == 1 ? (int8_t)raw : f->width == 2 ? (int16_t)raw
                                                                        : (int32_t)raw;
             }
+            if (out.failed) goto done;  /* before Python is called again */
             PyObject *cells = columns(&shapes, columns_of, flex, fre_info, words, f->words);
             if (!cells) goto done;
-            if (reserve(&out, 32 + (size_t)PyBytes_GET_SIZE(cells)) < 0) goto done;
             put(&out, "\n    ", 5);
-            put_digits(&out, base + fre_start_pc, 16);
+            put_hex_digits(&out, base + fre_start_pc, 16);
             put(&out, "  ", 2);
             put(&out, PyBytes_AS_STRING(cells), (size_t)PyBytes_GET_SIZE(cells));
         }
-        if (text) {
-            if (reserve(&out, 1) < 0) goto done;
-            put(&out, "\n", 1);
-        }
+        if (text) put(&out, "\n", 1);
     }
     if (text)
-        result = PyUnicode_DecodeUTF8(out.buf ? out.buf : "", (Py_ssize_t)out.len, "strict");
+        result = out_text(&out, "strict");
     else
         result = PyLong_FromLongLong(fres_total);
     goto done;
 give_up:
-    result = Py_NewRef(Py_None);
+    result = out.failed ? NULL : Py_NewRef(Py_None);  /* a failed write: its error */
 done:
-    shapes_free(&shapes);
-    PyMem_Free(out.buf);
+    kept_free(&shapes);
+    out_free(&out);
     PyBuffer_Release(&data);
     return result;
 }

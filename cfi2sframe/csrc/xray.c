@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "out.h"
 
 #define META_SIZE 16
 #define EXTENTS_BYTE 15 /* BufferExtents: kind 7 << 1 | 1 */
@@ -217,80 +218,12 @@ fail:
     return NULL;
 }
 
-/* The text being made: every put checks its own room. */
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} Out;
-
-static int out_room(Out *o, size_t n) {
-    if (o->cap - o->len >= n) return 0;
-    size_t cap = o->cap ? o->cap : 1 << 16;
-    while (cap - o->len < n) {
-        if (cap > PY_SSIZE_T_MAX / 2) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        cap *= 2;
-    }
-    char *moved = PyMem_Realloc(o->buf, cap);
-    if (!moved) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    o->buf = moved;
-    o->cap = cap;
-    return 0;
-}
-
-static int put(Out *o, const char *s, size_t n) {
-    if (out_room(o, n) < 0) return -1;
-    memcpy(o->buf + o->len, s, n);
-    o->len += n;
-    return 0;
-}
-
-#define PUT_LITERAL(o, s) put((o), (s), sizeof(s) - 1)
-
-/* ``v`` in decimal, at least ``width`` digits (zeros before). */
-static int put_digits(Out *o, uint64_t v, int width) {
-    char tmp[24];
-    int i = (int)sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + (int)(v % 10));
-        v /= 10;
-    } while (v);
-    while ((int)sizeof tmp - i < width && i > 0) tmp[--i] = '0';
-    return put(o, tmp + i, sizeof tmp - (size_t)i);
-}
-
-static int put_u64(Out *o, uint64_t v) { return put_digits(o, v, 1); }
-
-/* Python's ``f"{v:0{width}}"``: the sign, then the digits zero-padded to fill width. */
-static int put_signed(Out *o, int64_t v, int width) {
-    if (v >= 0) return put_digits(o, (uint64_t)v, width);
-    if (PUT_LITERAL(o, "-") < 0) return -1;
-    return put_digits(o, (uint64_t)0 - (uint64_t)v, width - 1);
-}
-
-/* ``f"{v:#0{width}x}"`` with width = 2 + ``digits``: 0x and at least that many digits. */
-static int put_hex(Out *o, uint64_t v, int digits) {
-    char tmp[20];
-    int i = (int)sizeof tmp;
-    do {
-        tmp[--i] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
-    while ((int)sizeof tmp - i < digits) tmp[--i] = '0';
-    tmp[--i] = 'x';
-    tmp[--i] = '0';
-    return put(o, tmp + i, sizeof tmp - (size_t)i);
-}
+/* The text being made: out.h's writers, each checking its own room. */
 
 /* A record's offset as ``f"{pos:#08x}  "``. */
 static int put_offset(Out *o, size_t pos) {
     if (put_hex(o, (uint64_t)pos, 6) < 0) return -1;
-    return PUT_LITERAL(o, "  ");
+    return PUTS(o, "  ");
 }
 
 static const char *const FUNCTION_WORDS[4] = {
@@ -307,11 +240,11 @@ static int function_line(Out *o, const Labels *labels, size_t pos, uint32_t word
     uint32_t entry = labels ? map_get(&labels->ids, id) : NO_VALUE;
     if (entry != NO_VALUE) {
         if (put(o, labels->arena + labels->start[entry], labels->size[entry]) < 0) return -1;
-    } else if (PUT_LITERAL(o, "#") < 0 || put_u64(o, id) < 0) {
+    } else if (PUTS(o, "#") < 0 || put_dec(o, id) < 0) {
         return -1;
     }
-    if (PUT_LITERAL(o, " delta = +") < 0 || put_u64(o, delta) < 0) return -1;
-    return PUT_LITERAL(o, "\n");
+    if (PUTS(o, " delta = +") < 0 || put_dec(o, delta) < 0) return -1;
+    return PUTS(o, "\n");
 }
 
 /* The line of the 16-byte metadata record at ``r`` (its kind one ``record_text``
@@ -323,35 +256,35 @@ static int metadata_line(Out *o, size_t pos, const uint8_t *r) {
     int bad = 0;
     switch (kind) {
     case 0:
-        bad = PUT_LITERAL(o, "Thread ID: ") < 0 ||
+        bad = PUTS(o, "Thread ID: ") < 0 ||
               put_signed(o, (int32_t)le32(body), 1) < 0;
         break;
     case 1:
-        bad = PUT_LITERAL(o, "End of Buffer") < 0;
+        bad = PUTS(o, "End of Buffer") < 0;
         break;
     case 2:
-        bad = PUT_LITERAL(o, "CPU: id = ") < 0 ||
-              put_u64(o, (uint64_t)body[0] | (uint64_t)body[1] << 8) < 0 ||
-              PUT_LITERAL(o, ", tsc = ") < 0 || put_u64(o, le64(body + 2)) < 0;
+        bad = PUTS(o, "CPU: id = ") < 0 ||
+              put_dec(o, (uint64_t)body[0] | (uint64_t)body[1] << 8) < 0 ||
+              PUTS(o, ", tsc = ") < 0 || put_dec(o, le64(body + 2)) < 0;
         break;
     case 3:
-        bad = PUT_LITERAL(o, "TSC Wrap: base = ") < 0 || put_u64(o, le64(body)) < 0;
+        bad = PUTS(o, "TSC Wrap: base = ") < 0 || put_dec(o, le64(body)) < 0;
         break;
     case 4:
-        bad = PUT_LITERAL(o, "Wall Time: seconds = ") < 0 ||
-              put_signed(o, (int64_t)le64(body), 1) < 0 || PUT_LITERAL(o, ".") < 0 ||
+        bad = PUTS(o, "Wall Time: seconds = ") < 0 ||
+              put_signed(o, (int64_t)le64(body), 1) < 0 || PUTS(o, ".") < 0 ||
               put_signed(o, (int32_t)le32(body + 8), 6) < 0;
         break;
     case 6:
-        bad = PUT_LITERAL(o, "Call Argument: data = ") < 0 || put_u64(o, le64(body)) < 0 ||
-              PUT_LITERAL(o, " (hex = ") < 0 || put_hex(o, le64(body), 1) < 0 ||
-              PUT_LITERAL(o, ")") < 0;
+        bad = PUTS(o, "Call Argument: data = ") < 0 || put_dec(o, le64(body)) < 0 ||
+              PUTS(o, " (hex = ") < 0 || put_hex(o, le64(body), 1) < 0 ||
+              PUTS(o, ")") < 0;
         break;
     default: /* 9 */
-        bad = PUT_LITERAL(o, "PID: ") < 0 || put_signed(o, (int32_t)le32(body), 1) < 0;
+        bad = PUTS(o, "PID: ") < 0 || put_signed(o, (int32_t)le32(body), 1) < 0;
         break;
     }
-    return bad ? -1 : PUT_LITERAL(o, "\n");
+    return bad ? -1 : PUTS(o, "\n");
 }
 
 /* xray_dump(data, at, stop, labels, lines) -> (text, at, stop, more).  ``at`` a
@@ -369,7 +302,7 @@ PyObject *xray_dump(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs)
                                      &at_arg, &stop_arg, &labels_arg, &lines))
         return NULL;
     const Labels *labels = NULL;
-    Out o = {NULL, 0, 0};
+    Out o = {NULL, 0, 0, 0};
     size_t end = (size_t)data.len, at, stop = 0;
     int inside = stop_arg != Py_None, more = 0;
     if (labels_arg != Py_None) {
@@ -395,8 +328,8 @@ PyObject *xray_dump(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs)
             if (end - at < META_SIZE || d[at] != EXTENTS_BYTE) break;
             uint64_t size = le64(d + at + 1);
             if (size % 8 || size > end - at - META_SIZE) break;
-            if (put_offset(&o, at) < 0 || PUT_LITERAL(&o, "Buffer: size = ") < 0 ||
-                put_u64(&o, size) < 0 || PUT_LITERAL(&o, " bytes\n") < 0)
+            if (put_offset(&o, at) < 0 || PUTS(&o, "Buffer: size = ") < 0 ||
+                put_dec(&o, size) < 0 || PUTS(&o, " bytes\n") < 0)
                 goto fail;
             made++;
             at += META_SIZE;
@@ -433,7 +366,7 @@ done:;
     } else {
         text = PyUnicode_DecodeUTF8(o.buf ? o.buf : "", (Py_ssize_t)o.len, "strict");
     }
-    PyMem_Free(o.buf);
+    out_free(&o);
     PyBuffer_Release(&data);
     if (!text) return NULL;
     PyObject *stop_out = inside ? PyLong_FromSize_t(stop) : Py_NewRef(Py_None);
@@ -445,7 +378,7 @@ done:;
 bad_position:
     PyErr_SetString(PyExc_ValueError, "xray_dump: at and stop are not a record's position");
 fail:
-    PyMem_Free(o.buf);
+    out_free(&o);
     PyBuffer_Release(&data);
     return NULL;
 }

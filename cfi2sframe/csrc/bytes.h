@@ -1,0 +1,38 @@
+/* The compiled core's byte reader: the fields of a file's sections, in either byte
+ * order, read where they are (no copy).
+ *
+ * ``Bytes`` is a span (its bytes, where it ends, its byte order); ``get_uint`` reads
+ * a field of it only where the whole field lies inside, and says whether it did: what
+ * every reader of untrusted sections calls.  ``read_uint`` reads a field the caller
+ * has already found inside its span (a loop that checked a record's whole extent once
+ * reads the record's fields with it). */
+#ifndef CFI2SFRAME_BYTES_H
+#define CFI2SFRAME_BYTES_H
+
+#include <Python.h>
+#include <stdint.h>
+
+/* The unsigned number of ``size`` bytes (1 to 8) at ``p`` in the file's byte order
+ * (``big``: most significant first); the caller has checked they are there. */
+static inline uint64_t read_uint(const uint8_t *p, int size, int big) {
+    uint64_t v = 0;
+    for (int i = 0; i < size; i++) v |= (uint64_t)p[big ? size - 1 - i : i] << (8 * i);
+    return v;
+}
+
+/* Bytes of a section in the file's byte order: [d, d + end). */
+typedef struct {
+    const uint8_t *d;
+    Py_ssize_t end;
+    int big;
+} Bytes;
+
+/* The unsigned number of ``size`` bytes at ``pos`` of ``b`` into *out: 1, or 0 (and
+ * *out untouched) where any of them lies outside. */
+static inline int get_uint(const Bytes *b, Py_ssize_t pos, int size, uint64_t *out) {
+    if (pos < 0 || size > b->end - pos) return 0;
+    *out = read_uint(b->d + pos, size, b->big);
+    return 1;
+}
+
+#endif
