@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "sframe.h"
 
 /* A step function over [0, size) as verify compares one: (start, value id) pairs,
  * strictly increasing starts, no two neighbours with one id, the first at 0. */
@@ -182,36 +183,30 @@ static int by_start(const void *x, const void *y) {
 
 /* The SFrame side of one FDE as steps over [0, size): each FRE's (info, words) bytes
  * keyed in ``fre_ids``.  1 done, 0 not known, -1 error. */
-static int sframe_steps(const Bytes *sf, const SfFde *fde, int64_t size, PyObject *table,
-                        PyObject *fre_ids, PyObject *fre_id_of, long none_id, Steps *out) {
+static int sframe_steps(const SfSection *sec, const SfFreInfo *infos, const SfFde *fde,
+                        int64_t size, PyObject *fre_ids, PyObject *fre_id_of, long none_id,
+                        Steps *out) {
     out->n = 0;
     if (!steps_push(out, 0, none_id)) return -1;
     Py_ssize_t pos = fde->fres;
     int64_t last = -1;
     for (Py_ssize_t n = 0; n < fde->count; n++) {
-        uint64_t at;
-        if (!get_uint(sf, pos, fde->addr_size, &at) || pos + fde->addr_size + 1 > sf->end)
-            return 0;
-        uint8_t info = sf->d[pos + fde->addr_size];
-        PyObject *entry = PyTuple_GET_ITEM(table, info);
-        long words = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
-        long width = PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
-        if (PyErr_Occurred()) return -1;
-        Py_ssize_t tail = 1 + words * width;
-        if (!width || pos + fde->addr_size + tail > sf->end) return 0;
-        if ((int64_t)at <= last) return 0;  /* out of order: the full check decides */
-        last = (int64_t)at;
-        if ((int64_t)at < size) {
-            PyObject *key = PyBytes_FromStringAndSize(
-                (const char *)sf->d + pos + fde->addr_size, tail);
+        SfFre fre;
+        if (!sf_fre(sec, pos, fde->addr_size, 0, infos, &fre)) return 0;
+        int64_t at = (int64_t)fre.start;
+        if (at <= last) return 0;  /* out of order: the full check decides */
+        last = at;
+        if (at < size) {
+            PyObject *key = PyBytes_FromStringAndSize((const char *)sec->d + fre.body - 1,
+                                                      fre.next - fre.body + 1);
             if (!key) return -1;
             long id = id_for(fre_ids, fre_id_of, key);
             Py_DECREF(key);
             if (id == -2) return -1;
             if (id == -1) return 0;
-            if (!steps_push(out, (int64_t)at, id)) return -1;
+            if (!steps_push(out, at, id)) return -1;
         }
-        pos += fde->addr_size + tail;
+        pos = fre.next;
     }
     return 1;
 }
@@ -219,7 +214,7 @@ static int sframe_steps(const Bytes *sf, const SfFde *fde, int64_t size, PyObjec
 /* Every FDE of the index, checked as ``decode.FdeTable``/``_Reader`` check them (any
  * failure: 0, and the Python reader reports it), its FREs' bounds too. */
 static int read_index(const Bytes *sf, PyObject *index, PyObject *layout, PyObject *table,
-                      SfFde **out, Py_ssize_t *count) {
+                      SfSection *sec_out, SfFreInfo *infos, SfFde **out, Py_ssize_t *count) {
     Py_ssize_t fde_start, entry, n, fre_start, fre_end, num_fres;
     int version, pcrel;
     unsigned long long address;
@@ -240,72 +235,43 @@ static int read_index(const Bytes *sf, PyObject *index, PyObject *layout, PyObje
         return 0;
     unused = PyLong_AsLong(PyTuple_GET_ITEM(unused_masks, version));
     if (unused == -1 && PyErr_Occurred()) return -1;
+    if (sf_fre_infos(table, infos) < 0) return -1;
     SfFde *fdes = PyMem_New(SfFde, n > 0 ? (size_t)n : 1);
     if (!fdes) { PyErr_NoMemory(); return -1; }
     Py_ssize_t total = 0;
-    Bytes fre_bytes = {sf->d, fre_end, sf->big};
+    SfSection sec = {sf->d, fre_start, fre_end, sf->big, version, attr_size,
+                     (unsigned)fde_type_mask, (unsigned)flex_type, (unsigned)unused};
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t pos = fde_start + i * entry;
-        uint64_t raw, size, fre_off, cnt = 0, info = 0, info2 = 0, rep = 0;
-        Py_ssize_t first;
-        if (version == 3) {
-            get_uint(sf, pos, 8, &raw);
-            get_uint(sf, pos + 8, 4, &size);
-            get_uint(sf, pos + 12, 4, &fre_off);
-            Py_ssize_t attr = fre_start + (Py_ssize_t)fre_off;
-            if (attr + attr_size > fre_end) goto bad;
-            get_uint(sf, attr, 2, &cnt);
-            info = sf->d[attr + 2];
-            info2 = sf->d[attr + 3];
-            rep = sf->d[attr + 4];
-            if ((long)(info2 & (uint64_t)fde_type_mask) > flex_type ||
-                (info2 & ~(uint64_t)fde_type_mask))
-                goto bad;
-            first = attr + attr_size;
-        } else {
-            get_uint(sf, pos, 4, &raw);
-            if (raw >> 31) raw |= ~(uint64_t)0 << 32;  /* a signed 32-bit start */
-            get_uint(sf, pos + 4, 4, &size);
-            get_uint(sf, pos + 8, 4, &fre_off);
-            get_uint(sf, pos + 12, 4, &cnt);
-            info = sf->d[pos + 16];
-            rep = sf->d[pos + 17];
-            first = fre_start + (Py_ssize_t)fre_off;
-            if (cnt && !(first < fre_end)) goto bad;
-        }
-        if (info & (uint64_t)unused) goto bad;
-        int fre_type = (int)(info & (uint64_t)type_mask);
+        SfEntry e;
+        if (!sf_entry(&sec, pos, &e)) goto bad;
+        int fre_type = (int)(e.info & (unsigned)type_mask);
         if (fre_type >= PyTuple_GET_SIZE(addr_sizes)) goto bad;
         int addr_size = (int)PyLong_AsLong(PyTuple_GET_ITEM(addr_sizes, fre_type));
         if (addr_size <= 0) goto bad;
-        int pc_mask = (info & (uint64_t)pc_mask_bit) != 0;
-        if (pc_mask && !rep) goto bad;
-        int flex = version == 3 && (long)(info2 & (uint64_t)fde_type_mask) == flex_type;
+        int pc_mask = (e.info & (unsigned)pc_mask_bit) != 0;
+        if (pc_mask && !e.rep) goto bad;
         SfFde *f = &fdes[i];
-        uint64_t begins = address + raw + (pcrel ? (uint64_t)pos : 0);
-        if (begins >> 62 || size >> 32) goto bad;  /* far addresses: the Python reader */
+        uint64_t begins = address + (uint64_t)e.raw_start + (pcrel ? (uint64_t)pos : 0);
+        if (begins >> 62 || e.size >> 32) goto bad;  /* far addresses: the Python reader */
         f->start = (int64_t)begins;
-        f->size = (int64_t)size;
-        f->fres = first;
-        f->count = (Py_ssize_t)cnt;
+        f->size = (int64_t)e.size;
+        f->fres = e.fres;
+        f->count = (Py_ssize_t)e.count;
         f->index = i;
         f->addr_size = addr_size;
-        f->usable = !pc_mask && !flex && cnt > 0;
+        f->usable = !pc_mask && !e.flex && e.count > 0;
         /* Every FRE within the sub-section, as the decoder requires. */
-        Py_ssize_t at = first;
-        for (uint64_t k = 0; k < cnt; k++) {
-            if (at + addr_size + 1 > fre_end) goto bad;
-            PyObject *e = PyTuple_GET_ITEM(table, fre_bytes.d[at + addr_size]);
-            long words = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
-            long width = PyLong_AsLong(PyTuple_GET_ITEM(e, 2));
-            if (PyErr_Occurred()) { PyMem_Free(fdes); return -1; }
-            if (!width || (flex && PyTuple_GET_ITEM(e, 0) != Py_True)) goto bad;
-            at += addr_size + 1 + words * width;
-            if (at > fre_end) goto bad;
+        Py_ssize_t at = e.fres;
+        for (uint64_t k = 0; k < e.count; k++) {
+            SfFre fre;
+            if (!sf_fre(&sec, at, addr_size, e.flex, infos, &fre)) goto bad;
+            at = fre.next;
         }
-        total += (Py_ssize_t)cnt;
+        total += (Py_ssize_t)e.count;
     }
     if (total != num_fres) goto bad;
+    *sec_out = sec;
     *out = fdes;
     *count = n;
     return 1;
@@ -318,8 +284,9 @@ bad:
 typedef struct {
     const SfFde *fdes;
     Py_ssize_t nfdes;
-    const Bytes *sf;
-    PyObject *table, *states, *state_of, *fre_ids, *fre_id_of;
+    const SfSection *sec;
+    const SfFreInfo *infos;
+    PyObject *states, *state_of, *fre_ids, *fre_id_of;
     Steps *dwarf, *sframe;
     PyObject *todo;
     char *used;
@@ -351,7 +318,7 @@ static int scan_fde(void *raw, const EhFde *e) {
                             (int64_t)range, ctx->states, ctx->state_of, 0, ctx->dwarf);
         if (d < 0) return -1;
         if (d == 1) {
-            int s = sframe_steps(ctx->sf, f, (int64_t)range, ctx->table, ctx->fre_ids,
+            int s = sframe_steps(ctx->sec, ctx->infos, f, (int64_t)range, ctx->fre_ids,
                                  ctx->fre_id_of, 0, ctx->sframe);
             if (s < 0) return -1;
             fast = s == 1 && steps_equal(ctx->dwarf, ctx->sframe);
@@ -400,7 +367,9 @@ PyObject *verify_scan(PyObject *Py_UNUSED(self), PyObject *args) {
     p.sp = sp; p.fp = fp; p.ra = ra; p.tracks_ra = tracks_ra;
     if (address_size != 4 && address_size != 8) goto none;
     Bytes sfb = {sf.buf, sf.len, big};
-    int got = read_index(&sfb, index, layout, table, &fdes, &nfdes);
+    SfSection sec;
+    SfFreInfo infos[256];
+    int got = read_index(&sfb, index, layout, table, &sec, infos, &fdes, &nfdes);
     if (got < 0) goto done;
     if (got == 0) goto none;
     qsort(fdes, (size_t)nfdes, sizeof *fdes, by_start);
@@ -408,7 +377,7 @@ PyObject *verify_scan(PyObject *Py_UNUSED(self), PyObject *args) {
     used = PyByteArray_FromStringAndSize(NULL, nfdes);
     if (!todo || !used) goto done;
     memset(PyByteArray_AS_STRING(used), 0, (size_t)nfdes);
-    ScanCtx ctx = {fdes, nfdes, &sfb, table, states, state_of, fre_ids, fre_id_of, &dwarf,
+    ScanCtx ctx = {fdes, nfdes, &sec, infos, states, state_of, fre_ids, fre_id_of, &dwarf,
                    &sframe, todo, PyByteArray_AS_STRING(used), 0, ra};
     int walked = eh_walk(eh.buf, eh.len, eh_address, address_size, big, &p, scan_fde, &ctx);
     if (walked < 0) goto done;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "sframe.h"
 
 /* decode_fres(data, pos, end, count, addr_size, big_endian, flex, fre_type, table)
  * -> (tuple of FREs, position after them), or None where anything is out of order
@@ -32,37 +33,45 @@ PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
         PyBuffer_Release(&data);
         Py_RETURN_NONE;
     }
-    const uint8_t *bytes = data.buf;
+    /* The reader's FRE info table, each entry filled from ``table`` when first met. */
+    SfFreInfo infos[256];
+    uint8_t known[256] = {0};
+    SfSection sec = {data.buf, 0, end, big_endian, 0, 0, 0, 0, 0};
     PyObject *fres = PyTuple_New(count);
     if (!fres) { PyBuffer_Release(&data); return NULL; }
     for (Py_ssize_t n = 0; n < count; n++) {
         if (pos + addr_size + 1 > end) goto fallback;
-        uint64_t start = read_uint(bytes + pos, addr_size, big_endian);
-        uint8_t info = bytes[pos + addr_size];
+        uint8_t info = ((const uint8_t *)data.buf)[pos + addr_size];
         PyObject *entry = PyTuple_GET_ITEM(table, info);
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 5) goto fallback;
+        if (!known[info]) {
+            long words = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
+            long width = PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
+            if (PyErr_Occurred()) { Py_DECREF(fres); PyBuffer_Release(&data); return NULL; }
+            /* 0 marks an invalid info byte; anything but 1, 2 or 4 is not a table of
+             * ours, nor more words than an info byte counts */
+            infos[info].base_fp = PyTuple_GET_ITEM(entry, 0) == Py_True;
+            infos[info].words = (int)words;
+            infos[info].width = (int)width;
+            infos[info].valid = (width == 1 || width == 2 || width == 4) && words >= 0 &&
+                                words <= 15;
+            known[info] = 1;
+        }
+        SfFre read;
+        if (!sf_fre(&sec, pos, addr_size, flex, infos, &read)) goto fallback;
         PyObject *base_fp = PyTuple_GET_ITEM(entry, 0);
-        long words = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
-        long width = PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
-        if (PyErr_Occurred()) { Py_DECREF(fres); PyBuffer_Release(&data); return NULL; }
-        /* 0 marks an invalid info byte; anything but 1, 2 or 4 is not a table of ours */
-        if ((width != 1 && width != 2 && width != 4) || (flex && base_fp != Py_True))
-            goto fallback;  /* FLEX: bit 0 is 0 */
-        Py_ssize_t body = pos + addr_size + 1;
-        if (words < 0 || words > (end - body) / width) goto fallback;
+        int words = infos[info].words, width = infos[info].width;
         PyObject *offsets = PyTuple_New(words);
         if (!offsets) { Py_DECREF(fres); PyBuffer_Release(&data); return NULL; }
-        for (long w = 0; w < words; w++) {
-            uint64_t raw = read_uint(bytes + body + w * width, (int)width, big_endian);
-            int64_t value = width == 1 ? (int8_t)raw : width == 2 ? (int16_t)raw :
-                (int32_t)raw;
-            PyObject *number = PyLong_FromLongLong(value);
+        for (int w = 0; w < words; w++) {
+            PyObject *number = PyLong_FromLongLong(sf_word(&sec, read.body, w, width));
             if (!number) {
                 Py_DECREF(offsets); Py_DECREF(fres); PyBuffer_Release(&data);
                 return NULL;
             }
             PyTuple_SET_ITEM(offsets, w, number);
         }
+        uint64_t start = read.start;
         PyObject *fre = type->tp_alloc(type, 6);
         PyObject *start_obj = PyLong_FromUnsignedLongLong(start);
         PyObject *info_obj = PyLong_FromLong(info);
@@ -81,7 +90,7 @@ PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
         PyTuple_SET_ITEM(fre, 4, size_code);
         PyTuple_SET_ITEM(fre, 5, info_obj);
         PyTuple_SET_ITEM(fres, n, fre);
-        pos = body + words * width;
+        pos = read.next;
     }
     PyBuffer_Release(&data);
     return Py_BuildValue("(Nn)", fres, pos);

@@ -21,9 +21,7 @@
 #include "core.h"
 #include "kept.h"
 #include "out.h"
-
-/* One FRE info byte's fields (``decode._FRE_TABLE``). */
-typedef struct { int base_fp, words, width, valid; } FreInfo;
+#include "sframe.h"
 
 /* The columns of one FRE shape as UTF-8, kept by the shape (flex, info byte, data
  * words) in ``shapes``, which owns it; NULL on error. */
@@ -80,7 +78,7 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *result = NULL, *addr_sizes;
     Out out = {NULL, 0, 0, 0};
     Kept shapes = {NULL, 0, 0};
-    FreInfo infos[256];
+    SfFreInfo infos[256];
     const char *head[2];
     Py_ssize_t head_size[2];
     if (kept_init(&shapes, 256) < 0) goto done;
@@ -96,18 +94,7 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
         m.addr_size[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(addr_sizes, i));
         if (PyErr_Occurred()) goto done;
     }
-    for (int i = 0; i < 256; i++) {
-        PyObject *e = PyTuple_GET_ITEM(table, i);
-        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 5) {
-            PyErr_SetString(PyExc_ValueError, "bad FRE info table");
-            goto done;
-        }
-        infos[i].base_fp = PyObject_IsTrue(PyTuple_GET_ITEM(e, 0));
-        infos[i].words = (int)PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
-        infos[i].width = (int)PyLong_AsLong(PyTuple_GET_ITEM(e, 2));
-        if (PyErr_Occurred()) goto done;
-        infos[i].valid = infos[i].width != 0 && infos[i].words <= 15;
-    }
+    if (sf_fre_infos(table, infos) < 0) goto done;
     for (int i = 0; i < 2; i++) {
         head[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(heads, i), &head_size[i]);
         if (!head[i]) goto done;
@@ -117,37 +104,20 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
     if (first < 0 || last < first || fde_start < 0 || fre_start < 0 || fre_end > len ||
         fre_start > fre_end || fde_start + last * entry > len)
         goto give_up;
+    SfSection sec = {d, fre_start, fre_end, big, version, m.attr_size, m.fde_type,
+                     m.flex_type, m.unused};
     long long fres_total = 0;
     for (Py_ssize_t index = first; index < last; index++) {
-        Py_ssize_t pos = fde_start + index * entry, at;
-        int64_t raw_start;
-        uint64_t size, count;
-        unsigned info, info2 = 0, rep = 0;
-        if (version == 3) {
-            raw_start = (int64_t)read_uint(d + pos, 8, big);
-            size = read_uint(d + pos + 8, 4, big);
-            Py_ssize_t attr = fre_start + (Py_ssize_t)read_uint(d + pos + 12, 4, big);
-            if (attr + m.attr_size > fre_end) goto give_up;
-            count = read_uint(d + attr, 2, big);
-            info = d[attr + 2];
-            info2 = d[attr + 3];
-            rep = d[attr + 4];
-            if ((info2 & m.fde_type) > m.flex_type || info2 & ~m.fde_type ||
-                info & m.unused)
-                goto give_up;
-            at = attr + m.attr_size;
-        } else {
-            raw_start = (int32_t)read_uint(d + pos, 4, big);
-            size = read_uint(d + pos + 4, 4, big);
-            at = fre_start + (Py_ssize_t)read_uint(d + pos + 8, 4, big);
-            count = read_uint(d + pos + 12, 4, big);
-            info = d[pos + 16];
-            rep = version == 2 ? d[pos + 17] : 0;  /* V1 has none, and needs none */
-            if (info & m.unused || (count && !(at < fre_end))) goto give_up;
-        }
+        Py_ssize_t pos = fde_start + index * entry;
+        SfEntry e;
+        if (!sf_entry(&sec, pos, &e)) goto give_up;
+        Py_ssize_t at = e.fres;
+        int64_t raw_start = e.raw_start;
+        uint64_t size = e.size, count = e.count;
+        unsigned info = e.info, rep = e.rep;
         int addr_size = m.addr_size[info & m.fre_type];
         if (!addr_size || (info & m.pc_mask && !rep && version != 1)) goto give_up;
-        int flex = version == 3 && (info2 & m.fde_type) == m.flex_type;
+        int flex = e.flex;
         __int128 start = (__int128)address + raw_start + (pcrel ? pos : 0);
         if (text) {
             int signal = version >= 3 && info & m.signal, pauth = aarch64 && info & m.pauth;
@@ -172,27 +142,19 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
         }
         uint64_t base = info & m.pc_mask ? 0 : (uint64_t)start;
         for (uint64_t n = 0; n < count; n++) {
-            if (at + addr_size + 1 > fre_end) goto give_up;
-            uint64_t fre_start_pc = read_uint(d + at, addr_size, big);
-            uint8_t fre_info = d[at + addr_size];
-            const FreInfo *f = &infos[fre_info];
-            if (!f->valid || (flex && !f->base_fp)) goto give_up;  /* FLEX: bit 0 must be 0 */
-            Py_ssize_t body = at + addr_size + 1;
-            if (body + (Py_ssize_t)f->words * f->width > fre_end) goto give_up;
-            at = body + (Py_ssize_t)f->words * f->width;
+            SfFre fre;
+            if (!sf_fre(&sec, at, addr_size, flex, infos, &fre)) goto give_up;
+            at = fre.next;
             fres_total++;
             if (!text) continue;
+            const SfFreInfo *f = &infos[fre.info];
             int64_t words[15];
-            for (int w = 0; w < f->words; w++) {
-                uint64_t raw = read_uint(d + body + w * f->width, f->width, big);
-                words[w] = f->width == 1 ? (int8_t)raw : f->width == 2 ? (int16_t)raw
-                                                                       : (int32_t)raw;
-            }
+            for (int w = 0; w < f->words; w++) words[w] = sf_word(&sec, fre.body, w, f->width);
             if (out.failed) goto done;  /* before Python is called again */
-            PyObject *cells = columns(&shapes, columns_of, flex, fre_info, words, f->words);
+            PyObject *cells = columns(&shapes, columns_of, flex, fre.info, words, f->words);
             if (!cells) goto done;
             put(&out, "\n    ", 5);
-            put_hex_digits(&out, base + fre_start_pc, 16);
+            put_hex_digits(&out, base + fre.start, 16);
             put(&out, "  ", 2);
             put(&out, PyBytes_AS_STRING(cells), (size_t)PyBytes_GET_SIZE(cells));
         }
