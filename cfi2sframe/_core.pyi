@@ -39,7 +39,7 @@ def relocate(contents: bytearray, rel: bytes, is64: bool, little: bool, rela: bo
              target_of: Callable[[int], tuple[str, int] | str]
              ) -> dict[int, tuple[str, int]] | None: ...
 
-def sframe_dump(data: bytes, fde_start: int, first: int, last: int, entry: int,
+def sframe_dump(data: bytes, first: int, last: int, *, fde_start: int, entry: int,
                 fre_start: int, fre_end: int, version: int, big: bool, pcrel: bool,
                 address: int, aarch64: bool, masks: tuple[object, ...],
                 fre_table: tuple[tuple[bool, int, int, bool, int], ...],

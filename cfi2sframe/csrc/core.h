@@ -105,7 +105,7 @@ PyObject *unwind_info_text(PyObject *self, PyObject *args);
 PyObject *unwind_info_constants(void);  /* its __unwind_info and Mach-O numbers */
 
 /* sframe_dump.c: an SFrame section's FDEs checked, or written as dump prints them. */
-PyObject *sframe_dump(PyObject *self, PyObject *args);
+PyObject *sframe_dump(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* elf_reloc.c: one relocation section of an ELF object applied. */
 PyObject *relocate(PyObject *self, PyObject *args);

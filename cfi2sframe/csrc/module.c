@@ -48,9 +48,9 @@ static PyMethodDef methods[] = {
      "relocate(contents, rel, is64, little, rela, kinds, target_of)\n"
      "-> {field offset: (target, S + A)}, contents relocated; or None (the Python loop\n"
      "reports what is wrong); see elf_reloc.c."},
-    {"sframe_dump", sframe_dump, METH_VARARGS,
-     "sframe_dump(data, fde_start, first, last, entry, fre_start, fre_end, version, big,\n"
-     "pcrel, address, aarch64, masks, fre_table, columns_of, heads, text)\n"
+    {"sframe_dump", (PyCFunction)(void (*)(void))sframe_dump, METH_VARARGS | METH_KEYWORDS,
+     "sframe_dump(data, first, last, *, fde_start, entry, fre_start, fre_end, version,\n"
+     "big, pcrel, address, aarch64, masks, fre_table, columns_of, heads, text)\n"
      "-> the FDEs' text (text) or their FRE count, or None (the Python reader reports\n"
      "what is wrong); see sframe_dump.c."},
     {"fde_index", fde_index, METH_VARARGS,

@@ -63,17 +63,25 @@ typedef struct {
     int attr_size, addr_size[16];
 } Masks;
 
-PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args) {
+/* sframe_dump(data, first, last, *, fde_start, entry, fre_start, fre_end, version, big,
+ *             pcrel, address, aarch64, masks, fre_table, columns_of, heads, text): the
+ * section's parameters by name (``dump.compiled_chunks`` builds them once), so no two
+ * of its numbers can change places unnoticed. */
+PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"data", "first", "last", "fde_start", "entry", "fre_start",
+                             "fre_end", "version", "big", "pcrel", "address", "aarch64",
+                             "masks", "fre_table", "columns_of", "heads", "text", NULL};
     Py_buffer data;
     Py_ssize_t fde_start, first, last, entry, fre_start, fre_end;
     int version, big, pcrel, aarch64, text;
     unsigned long long address;
     PyObject *masks_in, *table, *columns_of, *heads;
     Masks m;
-    if (!PyArg_ParseTuple(args, "y*nnnnnniipKiO!O!OO!p", &data, &fde_start, &first, &last,
-                          &entry, &fre_start, &fre_end, &version, &big, &pcrel, &address,
-                          &aarch64, &PyTuple_Type, &masks_in, &PyTuple_Type, &table,
-                          &columns_of, &PyTuple_Type, &heads, &text))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nn$nnnniipKiO!O!OO!p:sframe_dump",
+                                     kwlist, &data, &first, &last, &fde_start, &entry,
+                                     &fre_start, &fre_end, &version, &big, &pcrel, &address,
+                                     &aarch64, &PyTuple_Type, &masks_in, &PyTuple_Type,
+                                     &table, &columns_of, &PyTuple_Type, &heads, &text))
         return NULL;
     PyObject *result = NULL, *addr_sizes;
     Out out = {NULL, 0, 0, 0};

@@ -85,18 +85,20 @@ def compiled_chunks(data: bytes, section_address: int = 0, v1_pcrel: bool = Fals
     masks = (FDE_INFO_FRE_TYPE, FDE_INFO_PC_MASK, FDE_INFO_PAUTH_B_KEY, FDE_INFO_SIGNAL,
              FDE_INFO_UNUSED[version], FDE_TYPE_MASK, FDE_TYPE_FLEX, V3_ATTR_SIZE,
              tuple(FRE_ADDR_SIZE.get(fre_type, 0) for fre_type in range(16)))
-    fixed = (data, table.fde_start)
-    rest = (table.entry, table.reader.fre_start, table.reader.fre_end, version, big,
-            table.pcrel, table.address, arch.name.startswith("aarch64"), masks, FRE_TABLE,
-            columns_of, (_heading(False), _heading(True)))
-    if compiled.sframe_dump(*fixed, 0, table.count, *rest, False) != table.num_fres:
+    params = {"fde_start": table.fde_start, "entry": table.entry,
+              "fre_start": table.reader.fre_start, "fre_end": table.reader.fre_end,
+              "version": version, "big": big, "pcrel": table.pcrel, "address": table.address,
+              "aarch64": arch.name.startswith("aarch64"), "masks": masks,
+              "fre_table": FRE_TABLE, "columns_of": columns_of,
+              "heads": (_heading(False), _heading(True))}
+    if compiled.sframe_dump(data, 0, table.count, text=False, **params) != table.num_fres:
         return None  # a malformed FDE or FRE, or the header's FRE total wrong
 
     def chunks() -> Iterator[str]:
         yield _title(section, name, table.count)
         for first in range(0, table.count, batch):
-            text: str = compiled.sframe_dump(*fixed, first, min(first + batch, table.count),
-                                             *rest, True)
+            text: str = compiled.sframe_dump(data, first, min(first + batch, table.count),
+                                             text=True, **params)
             yield text
 
     return chunks()
