@@ -65,12 +65,14 @@ def eh_fdes(eh: bytes, address: int, address_size: int, big_endian: bool,
             fde_type: type, placements: dict[int, tuple[str, int]]
             ) -> list[tuple[object, ...]] | None: ...
 
-def agree(body: bytes, start: _State, code_align: int, data_align: int, sp: int, fp: int,
-          ra: int, tracks_ra: bool, big_endian: bool, size: int,
-          states: dict[object, int | None], state_of: Callable[[_State], int | None],
-          fres: tuple[tuple[object, ...], ...], fre_ids: dict[object, int | None],
-          fre_id_of: Callable[[tuple[int, tuple[int, ...]]], int | None],
-          none_id: int) -> bool: ...
+# agree's checker: the target's sp, fp, ra, tracks_ra, the byte order, then states,
+# state_of, fre_ids, fre_id_of and none_id; built once per check (compare._FastCheck).
+_Checker = tuple[int, int, int, bool, bool, dict[object, int | None],
+                 Callable[[_State], int | None], dict[object, int | None],
+                 Callable[[tuple[int, tuple[int, ...]]], int | None], int]
+
+def agree(body: bytes, start: _State, code_align: int, data_align: int, size: int,
+          fres: tuple[tuple[object, ...], ...], checker: _Checker) -> bool: ...
 
 def verify_scan(eh: bytes, eh_address: int, address_size: int, big_endian: bool,
                 sframe: bytes, index: tuple[object, ...], layout: tuple[object, ...],

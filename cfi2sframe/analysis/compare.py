@@ -445,6 +445,9 @@ class _FastCheck:
         self.states: dict[object, int | None] = {}
         self.fre_ids: dict[object, int | None] = {}
         self.fre_bytes_ids: dict[object, int | None] = {}
+        # _core.agree's checker, built once: the target's and the memos' parameters.
+        self.checker = (arch.sp, arch.fp, arch.ra, arch.tracks_ra, big_endian, self.states,
+                        self.state_id, self.fre_ids, self._fre_id, 0)
 
     def _id(self, value: object) -> int:
         return self.ids.setdefault(value, len(self.ids))
@@ -488,10 +491,9 @@ class _FastCheck:
         if start is None:
             return False
         try:
-            same: bool = self.compiled.agree(
-                fde.body, start, cie.code_align, cie.data_align, arch.sp, arch.fp, arch.ra,
-                arch.tracks_ra, self.big_endian, fde.size, self.states, self.state_id,
-                sframe.fres, self.fre_ids, self._fre_id, 0)
+            same: bool = self.compiled.agree(fde.body, start, cie.code_align,
+                                             cie.data_align, fde.size, sframe.fres,
+                                             self.checker)
         except OverflowError:
             return False  # a value past 64 bits: the full check
         return same

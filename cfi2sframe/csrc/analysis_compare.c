@@ -120,10 +120,12 @@ PyObject *agree(PyObject *Py_UNUSED(self), PyObject *args) {
     State s;
     long long size;
     long none_id;
-    if (!PyArg_ParseTuple(args, "y*OLLLLLppLO!OO!O!Ol", &body, &start, &p.code_align,
-                          &p.data_align, &p.sp, &p.fp, &p.ra, &p.tracks_ra, &p.big_endian,
-                          &size, &PyDict_Type, &states, &state_of, &PyTuple_Type, &fres,
-                          &PyDict_Type, &fre_ids, &fre_id_of, &none_id))
+    /* The function's fields, then the checker's (the target's registers, the byte
+     * order, the memos and the id of no value) as one tuple, built once per check. */
+    if (!PyArg_ParseTuple(args, "y*OLLLO!(LLLppO!OO!Ol):agree", &body, &start,
+                          &p.code_align, &p.data_align, &size, &PyTuple_Type, &fres, &p.sp,
+                          &p.fp, &p.ra, &p.tracks_ra, &p.big_endian, &PyDict_Type, &states,
+                          &state_of, &PyDict_Type, &fre_ids, &fre_id_of, &none_id))
         return NULL;
     Steps dwarf = {0}, sframe = {0};
     PyObject *out = NULL;

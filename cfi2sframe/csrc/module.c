@@ -20,8 +20,8 @@ static PyMethodDef methods[] = {
      "            states, state_of, fre_ids, fre_id_of) -> (checked, used, todo), or None;\n"
      "see analysis_compare.c."},
     {"agree", agree, METH_VARARGS,
-     "agree(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian, size,\n"
-     "      states, state_of, fres, fre_ids, fre_id_of, none_id) -> whether a DWARF FDE\n"
+     "agree(body, start, code_align, data_align, size, fres, (sp, fp, ra, tracks_ra,\n"
+     "      big_endian, states, state_of, fre_ids, fre_id_of, none_id)) -> whether a DWARF FDE\n"
      "and its SFrame FREs give the same rules at every PC (False: not known here)."},
     {"scan_cfi", scan_cfi, METH_VARARGS,
      "scan_cfi(text, comment_chars, statement) -> (CFI statements, those in bodies),\n"
