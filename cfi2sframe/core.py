@@ -1,6 +1,7 @@
-"""Which core runs the hot loops: the compiled one (``csrc/*.c``, the extension ``_core``, built by ``pip
-install`` where a C compiler and the Python headers are found) or the pure-Python
-code it was written from, which stays the reference and the fallback.
+"""Which core runs the hot loops: the compiled one (``csrc/*.c``, the extension
+``_core``, built by ``pip install`` where a C compiler and the Python headers are
+found) or the pure-Python code it was written from, which stays the reference and the
+fallback.
 
 ``CFI2SFRAME_CORE=python`` in the environment picks the pure-Python core even where the
 compiled one is built (the tests run both and compare them).

@@ -1,5 +1,6 @@
 """The compiled core (``csrc/dwarf_replay.c``, ``csrc/sframe_fastpath.c``,
-``csrc/sframe_encode.c``, ``csrc/sframe_decode.c``) against the pure-Python loop it was written from.
+``csrc/sframe_encode.c``, ``csrc/sframe_decode.c``) against the pure-Python loop it
+was written from.
 
 The fast path's loop over one FDE's CFI bytes exists twice: ``fastpath._run`` (the
 reference, and what runs without a C compiler) and ``_core.fast_fres``.  Both must
