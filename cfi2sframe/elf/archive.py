@@ -17,10 +17,18 @@ from typing import NamedTuple
 
 from ..errors import DecodeError
 from ..kinds import AR_MAGIC, Kind, input_kind, is_archive
+from .structs import Layout
 
-HEADER_SIZE = 60
+# A member's header: text fields, space-padded (System V ABI, ar(5)).
+AR_HDR = Layout("ar_hdr", (("ar_name", "16s"), ("ar_date", "12s"), ("ar_uid", "6s"),
+                           ("ar_gid", "6s"), ("ar_mode", "8s"), ("ar_size", "10s"),
+                           ("ar_fmag", "2s")))
+HEADER_SIZE = AR_HDR.size
+_NAME, _SIZE, _FMAG = AR_HDR.span("ar_name"), AR_HDR.span("ar_size"), AR_HDR.span("ar_fmag")
+_SIZE_AT = AR_HDR.offset("ar_size")
 _INDEXES = {"/": 4, "/SYM64/": 8}  # the symbol index and its word size
 _LONG_NAMES = "//"
+ARFMAG = b"`\n"  # every header's last field
 
 
 class Member(NamedTuple):
@@ -52,16 +60,16 @@ def read_archive(data: bytes) -> list[Member]:
             pos += 1
             continue
         header = data[pos:pos + HEADER_SIZE]
-        if len(header) < HEADER_SIZE or header[58:60] != b"`\n":
+        if len(header) < HEADER_SIZE or header[_FMAG] != ARFMAG:
             raise DecodeError(pos, "truncated or malformed ar member header")
         try:
-            size = int(header[48:58].decode("ascii").strip() or "0")
+            size = int(header[_SIZE].decode("ascii").strip() or "0")
         except (UnicodeDecodeError, ValueError):
-            raise DecodeError(pos + 48, "ar member size is not a decimal number") from None
+            raise DecodeError(pos + _SIZE_AT, "ar member size is not a decimal number") from None
         start = pos + HEADER_SIZE
         if start + size > len(data):
-            raise DecodeError(pos + 48, f"ar member of {size} bytes runs past the end")
-        raw_name = header[:16].decode("ascii", "replace").rstrip(" ")
+            raise DecodeError(pos + _SIZE_AT, f"ar member of {size} bytes runs past the end")
+        raw_name = header[_NAME].decode("ascii", "replace").rstrip(" ")
         name = _name(raw_name, long_names, pos)
         member = Member(header, name, data[start:start + size], pos)
         if name == _LONG_NAMES:
@@ -96,7 +104,8 @@ def write_archive(members: list[Member], contents: list[bytes]) -> bytes:
     for member, data in zip(members, contents, strict=True):
         if member.name in _INDEXES:
             data = _repoint(data, _INDEXES[member.name], moved, member.offset)
-        out += member.header[:48] + f"{len(data):<10}".encode() + b"`\n" + data
+        out += member.header[:_SIZE_AT] + f"{len(data):<{_SIZE.stop - _SIZE_AT}}".encode() \
+            + ARFMAG + data
         if len(data) & 1:
             out += b"\n"
     return bytes(out)

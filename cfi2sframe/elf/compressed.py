@@ -9,12 +9,12 @@ error: the work and memory follow the limit, never the file's word.
 
 from __future__ import annotations
 
-import struct
 import zlib
 from typing import NamedTuple
 
 from ..errors import DecodeError
 from .read import SHF_COMPRESSED, ElfView, Section
+from .structs import CHDR
 
 ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 1, 2
 _STEP = 1 << 20  # bytes inflated per step: the most the loop holds beyond the output
@@ -41,12 +41,10 @@ def decompress(raw: bytes, little: bool, is64: bool, file_size: int,
     and the stream); ``DecodeError`` (at ``header_at``, the section header, or at an
     offset in ``raw``) for a claim beyond the limits, an unknown or broken stream, or
     one whose length is not what it claimed.  The caller names the section."""
-    order = "<" if little else ">"
-    layout = struct.Struct(order + ("IIQQ" if is64 else "III"))
-    if len(raw) < layout.size:
+    chdr = CHDR[is64]
+    if len(raw) < chdr.size:
         raise DecodeError(header_at, "compressed section shorter than its header")
-    fields = layout.unpack_from(raw)
-    kind, size = (fields[0], fields[2]) if is64 else (fields[0], fields[1])
+    kind, size = (chdr.read(raw, 0, field, little) for field in ("ch_type", "ch_size"))
     allowed = limits.allowed(file_size)
     if size > allowed:
         raise DecodeError(header_at, f"compressed section claims {size} bytes "
@@ -59,7 +57,7 @@ def decompress(raw: bytes, little: bool, is64: bool, file_size: int,
         raise DecodeError(header_at, f"unknown compression type {kind}")
     inflater = zlib.decompressobj()
     out = bytearray()
-    pending = memoryview(raw)[layout.size:]
+    pending = memoryview(raw)[chdr.size:]
     try:
         while pending and len(out) <= size:
             out += inflater.decompress(pending, min(_STEP, size + 1 - len(out)))
@@ -69,7 +67,7 @@ def decompress(raw: bytes, little: bool, is64: bool, file_size: int,
         if not inflater.eof and len(out) <= size:
             out += inflater.flush()  # what zlib still holds: at most its window
     except zlib.error as exc:
-        raise DecodeError(layout.size, f"broken zlib stream: {exc}") from None
+        raise DecodeError(chdr.size, f"broken zlib stream: {exc}") from None
     if len(out) != size or not inflater.eof:
         grew = "more" if len(out) > size else "fewer"
         raise DecodeError(header_at, f"compressed section gives {grew} bytes than "

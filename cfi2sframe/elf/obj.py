@@ -10,7 +10,6 @@ function's offset, exactly as an assembler writes it for ``.eh_frame``.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from types import ModuleType
 from typing import NamedTuple
@@ -21,6 +20,7 @@ from ..dwarf.leb128 import read_uleb, uleb
 from ..errors import Cfi2SframeError, DecodeError
 from ..kinds import is_elf
 from .read import (
+    ET_REL,
     SHF_ALLOC,
     SHF_INFO_LINK,
     SHN_LORESERVE,
@@ -34,16 +34,36 @@ from .read import (
     SHT_SYMTAB_SHNDX,
     STT_SECTION,
 )
+from .structs import (
+    EHDR,
+    EI_CLASS,
+    EI_DATA,
+    ELFCLASS64,
+    ELFDATA2LSB,
+    ELFDATA2MSB,
+    REL,
+    RELA,
+    SHDR,
+    SYM,
+    r_info,
+    r_sym,
+    r_type,
+    st_type,
+)
 
 # e_machine -> (32-bit, 64-bit) PC-relative relocation types for the FDE start fields.
 _COMPILED = compiled_core()
+
+# This module writes ELF64 objects only.
+_EHDR, _SHDR, _SYM, _RELA, _REL = EHDR[True], SHDR[True], SYM[True], RELA[True], REL[True]
 
 PCREL_TYPES = {arch.elf_machine_number: arch.pcrel_relocations for arch in ARCHES.values()
                if arch.pcrel_relocations != (0, 0)}
 
 
 class _Header:
-    """A section header being rewritten (its offset and size change)."""
+    """A section header being rewritten (its offset and size change): ``Elf64_Shdr``'s
+    fields, in its order."""
 
     __slots__ = ("name", "kind", "flags", "addr", "offset", "size", "link", "info", "align",
                  "entsize")
@@ -76,11 +96,22 @@ class StartField(NamedTuple):
 def _section_table(data: bytes, order: str) -> tuple[int, int, list[_Header]]:
     """(offset of the section header table, index of the section names, the headers)
     of the ELF64 file ``data``."""
-    (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
-    shnum, shstrndx = struct.unpack_from(order + "HH", data, 0x3C)
-    return shoff, shstrndx, [_Header(*struct.unpack_from(order + "IIQQQQIIQQ", data,
-                                                         shoff + 64 * i))
+    little = order == "<"
+    shoff, shnum, shstrndx = (_EHDR.read(data, 0, field, little)
+                              for field in ("e_shoff", "e_shnum", "e_shstrndx"))
+    layout = _SHDR.of(little)
+    return shoff, shstrndx, [_Header(*layout.unpack_from(data, shoff + _SHDR.size * i))
                              for i in range(shnum)]
+
+
+def _header_bytes(h: _Header, little: bool) -> bytes:
+    return _SHDR.of(little).pack(h.name, h.kind, h.flags, h.addr, h.offset, h.size, h.link,
+                                 h.info, h.align, h.entsize)
+
+
+def _order(data: bytes) -> str:
+    """The ``struct`` byte order of the ELF file ``data``."""
+    return "<" if data[EI_DATA] == ELFDATA2LSB else ">"
 
 
 def _align(value: int, alignment: int) -> int:
@@ -97,17 +128,20 @@ def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_s
     their section headers, which then describe the new contents; no section
     index changes, so nothing that refers to one needs renumbering.
     """
-    if not is_elf(data) or data[4] != 2 or data[5] not in (1, 2):
+    if not is_elf(data) or data[EI_CLASS] != ELFCLASS64 or \
+            data[EI_DATA] not in (ELFDATA2LSB, ELFDATA2MSB):
         raise Cfi2SframeError(where, "--emit obj for ELF input needs a 64-bit object")
-    order = "<" if data[5] == 1 else ">"
-    e_type, e_machine = struct.unpack_from(order + "HH", data, 16)
+    order = _order(data)
+    little = order == "<"
+    e_type, e_machine = (_EHDR.read(data, 0, field, little) for field in ("e_type", "e_machine"))
     if e_machine not in PCREL_TYPES:
         raise Cfi2SframeError(where, f"--emit obj does not know the relocations of ELF "
                                      f"machine {e_machine}")
-    if e_type != 1:
+    if e_type != ET_REL:
         raise Cfi2SframeError(where, "--emit obj needs a relocatable object (use --emit raw)")
-    shentsize, shnum = struct.unpack_from(order + "HH", data, 0x3A)
-    if shnum == 0 or shnum >= SHN_LORESERVE or shentsize != 64:
+    shentsize, shnum = (_EHDR.read(data, 0, field, little)
+                        for field in ("e_shentsize", "e_shnum"))
+    if shnum == 0 or shnum >= SHN_LORESERVE or shentsize != _SHDR.size:
         raise Cfi2SframeError(where, "unsupported section header table")
     shoff, shstrndx, headers = _section_table(data, order)
     names = data[headers[shstrndx].offset : headers[shstrndx].offset + headers[shstrndx].size]
@@ -126,8 +160,8 @@ def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_s
         raise Cfi2SframeError(where, "the object has no symbol table")
     out = bytearray(data)
     symtab = headers[symtab_index]
-    if symtab.size % 24 or symtab.offset + symtab.size > len(data) \
-            or symtab.info > symtab.size // 24:
+    if symtab.size % _SYM.size or symtab.offset + symtab.size > len(data) \
+            or symtab.info > symtab.size // _SYM.size:
         raise Cfi2SframeError(where, f"malformed symbol table ({symtab.size} bytes at "
                                      f"{symtab.offset:#x}, first global {symtab.info})")
     symbols = bytearray(data[symtab.offset : symtab.offset + symtab.size])
@@ -147,17 +181,18 @@ def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_s
         for index in missing:
             section_symbol[index] = symtab.info + missing.index(index)
         _shift_relocations(out, headers, symtab_index, symtab.info, shift, order,
-                           symtab.size // 24, where)
+                           symtab.size // _SYM.size, where)
         symtab.info += shift
     relocs = bytearray()  # RELA: the start fields hold 0, the addends decide
     kind = PCREL_TYPES[e_machine][0 if start_size == 4 else 1]
     for start in starts:
-        info = (section_symbol[section_names.index(start.section)] << 32) | kind
+        info = r_info(section_symbol[section_names.index(start.section)], kind, True)
         if not -(1 << 63) <= start.addend < 1 << 63:
             raise Cfi2SframeError(where, f"function '{start.name}' starts at "
                                          f"{start.addend:#x} in its section: no relocation "
                                          "addend holds that")
-        relocs += struct.pack(order + "QQq", start.offset, info, start.addend)
+        relocs += _RELA.pack(little, r_offset=start.offset, r_info=info,
+                             r_addend=start.addend)
     if reuse is not None:
         del out[_reusable_tail(headers, reuse, shoff, shnum, len(out)):]
     return _append(out, headers, symtab_index, bytes(symbols), sframe, bytes(relocs),
@@ -170,7 +205,8 @@ def remove_sframe(data: bytes) -> bytes | None:
     no FDE makes GNU ld refuse every later link's ``.sframe``), or None when those are
     not the last section headers or a symbol refers to them (removing them would
     renumber the others)."""
-    order = "<" if data[5] == 1 else ">"
+    order = _order(data)
+    little = order == "<"
     shoff, shstrndx, headers = _section_table(data, order)
     shnum = len(headers)
     names = data[headers[shstrndx].offset : headers[shstrndx].offset + headers[shstrndx].size]
@@ -183,20 +219,19 @@ def remove_sframe(data: bytes) -> bytes | None:
         return None
     for h in headers:
         if h.kind == SHT_SYMTAB:
-            for at in range(h.offset, h.offset + h.size - 23, 24):
-                (shndx,) = struct.unpack_from(order + "H", data, at + 6)
-                if shndx in ours:
+            for at in range(h.offset, h.offset + h.size - _SYM.size + 1, _SYM.size):
+                if _SYM.read(data, at, "st_shndx", little) in ours:
                     return None
     out = bytearray(data)
-    struct.pack_into(order + "H", out, 0x3C, shnum - len(ours))
+    _EHDR.write(out, 0, "e_shnum", shnum - len(ours), little)
     reuse = (ours[0], ours[1] if len(ours) > 1 else None)
     cut = _reusable_tail(headers, reuse, shoff, shnum, len(data))
     if cut < len(data):  # ours were the tail: write the header table again where they were
         del out[cut:]
         new_shoff = _align(len(out), 8)
         out.extend(bytes(new_shoff - len(out)))
-        out += data[shoff : shoff + 64 * (shnum - len(ours))]
-        struct.pack_into(order + "Q", out, 0x28, new_shoff)
+        out += data[shoff : shoff + _SHDR.size * (shnum - len(ours))]
+        _EHDR.write(out, 0, "e_shoff", new_shoff, little)
     return bytes(out)
 
 
@@ -213,7 +248,8 @@ def without_local_symbols(data: bytes, prefix: bytes, where: str,
     ``compiled``: the compiled core's ``probe_symbols`` finds the labels (this
     module's loop is its reference).
     """
-    order = "<" if data[5] == 1 else ">"
+    order = _order(data)
+    little = order == "<"
     _, shstrndx, headers = _section_table(data, order)
     symtab_index = next((i for i, h in enumerate(headers) if h.kind == SHT_SYMTAB), None)
     if symtab_index is None:
@@ -221,24 +257,26 @@ def without_local_symbols(data: bytes, prefix: bytes, where: str,
     symtab = headers[symtab_index]
     strtab = headers[symtab.link]
     strings = data[strtab.offset : strtab.offset + strtab.size]
-    symbols = data[symtab.offset : symtab.offset + symtab.size // 24 * 24]
-    count = len(symbols) // 24
+    symbols = data[symtab.offset : symtab.offset + symtab.size // _SYM.size * _SYM.size]
+    count = len(symbols) // _SYM.size
     staying = _staying_symbols(symbols, strings, symtab.info, prefix, order, compiled)
     renumbered = [-1] * count  # old index -> new index; -1: dropped
     kept = bytearray()
     names = bytearray(b"\0")
     new_name: dict[int, int] = {0: 0}
     first_global = 0
+    layout = _SYM.of(little)
     for index in staying:
-        entry = struct.unpack_from(order + "IBBHQQ", symbols, 24 * index)
-        name = entry[0]
+        entry = list(layout.unpack_from(symbols, _SYM.size * index))
+        name = entry[_ST_NAME]
         if name not in new_name:
             new_name[name] = len(names)
             names += strings[name : strings.index(b"\0", name) + 1]
-        renumbered[index] = len(kept) // 24
-        kept += struct.pack(order + "IBBHQQ", new_name[name], *entry[1:])
+        renumbered[index] = len(kept) // _SYM.size
+        entry[_ST_NAME] = new_name[name]
+        kept += layout.pack(*entry)
         if index < symtab.info:
-            first_global = len(kept) // 24
+            first_global = len(kept) // _SYM.size
     if len(kept) == len(symbols):
         return data
     if symtab.link == shstrndx:  # one table for both (LLVM's): section names kept too
@@ -275,12 +313,16 @@ def _staying_symbols(symbols: bytes, strings: bytes, first_global: int, prefix: 
     found = None if compiled is None else \
         compiled.probe_symbols(symbols, strings, True, order == ">", prefix, 0)
     if found is None:  # (also where a name goes on with more than digits)
-        return [index for index, (name,) in enumerate(struct.iter_unpack(
-            order + "I20x", symbols)) if not (0 < index < first_global
-                                              and strings.startswith(prefix, name))]
+        return [index for index, (name,) in enumerate(
+            _SYM.alone("st_name", order == "<").iter_unpack(symbols))
+                if not (0 < index < first_global and strings.startswith(prefix, name))]
     others: list[int] = found[1]
-    named_globals = set(range(first_global, len(symbols) // 24)).difference(others)
+    named_globals = set(range(first_global, len(symbols) // _SYM.size)).difference(others)
     return sorted([*others, *named_globals]) if named_globals else others
+
+
+_ST_NAME = _SYM.index("st_name")
+_INFO_AND_SHNDX = _SYM.pick("st_info", "st_shndx")
 
 
 def _kept_symbol(renumbered: Sequence[int], old: int, where: str, what: str) -> int:
@@ -307,12 +349,13 @@ def _renumbered_addrsig(table: bytes, renumbered: Sequence[int], where: str) -> 
 
 def _renumbered_relocations(data: bytes, h: _Header, order: str, renumbered: Sequence[int],
                             where: str) -> bytes:
-    entry = 24 if h.kind == SHT_RELA else 16
+    little = order == "<"
+    layout = _RELA if h.kind == SHT_RELA else _REL
     out = bytearray(data[h.offset : h.offset + h.size])
-    for at in range(0, len(out) - entry + 1, entry):
-        (info,) = struct.unpack_from(order + "Q", out, at + 8)
-        new = _kept_symbol(renumbered, info >> 32, where, "a relocation")
-        struct.pack_into(order + "Q", out, at + 8, (new << 32) | (info & 0xFFFFFFFF))
+    for at in range(0, len(out) - layout.size + 1, layout.size):
+        info = layout.read(out, at, "r_info", little)
+        new = _kept_symbol(renumbered, r_sym(info, True), where, "a relocation")
+        layout.write(out, at, "r_info", r_info(new, r_type(info, True), True), little)
     return bytes(out)
 
 
@@ -321,7 +364,8 @@ def _laid_out(data: bytes, headers: list[_Header], contents: dict[int, bytes],
     """The object again: the ELF header, each section's contents (``contents`` where
     given, else as they were) in their old file order at their alignment (a
     ``NOBITS`` section's too, as GNU as aligns it), the section header table last."""
-    out = bytearray(data[:64])
+    little = order == "<"
+    out = bytearray(data[:_EHDR.size])
     for _, index in sorted((h.offset, index) for index, h in enumerate(headers) if index):
         h = headers[index]
         out.extend(bytes(_align(len(out), max(h.align, 1)) - len(out)))
@@ -334,9 +378,8 @@ def _laid_out(data: bytes, headers: list[_Header], contents: dict[int, bytes],
     shoff = _align(len(out), 8)
     out.extend(bytes(shoff - len(out)))
     for h in headers:
-        out += struct.pack(order + "IIQQQQIIQQ", h.name, h.kind, h.flags, h.addr, h.offset,
-                           h.size, h.link, h.info, h.align, h.entsize)
-    struct.pack_into(order + "Q", out, 0x28, shoff)
+        out += _header_bytes(h, little)
+    _EHDR.write(out, 0, "e_shoff", shoff, little)
     return bytes(out)
 
 
@@ -350,7 +393,7 @@ def _reusable_tail(headers: Sequence[_Header], reuse: tuple[int, int | None], sh
     cut = min([headers[i].offset for i in ours] + [shoff])
     others = [h.offset + h.size for i, h in enumerate(headers)
               if i not in ours and h.kind != SHT_NOBITS]
-    if max(others, default=0) > cut or shoff + shnum * 64 != end:
+    if max(others, default=0) > cut or shoff + shnum * _SHDR.size != end:
         return end
     return cut
 
@@ -374,18 +417,18 @@ def _existing_sframe(headers: Sequence[_Header], names: Sequence[str],
 def _section_symbols(symbols: bytes | bytearray, order: str) -> dict[int, int]:
     """Section index -> index of its STT_SECTION symbol."""
     out: dict[int, int] = {}
-    for i, (_, info, _, shndx, _, _) in enumerate(struct.iter_unpack(order + "IBBHQQ",
-                                                                     symbols)):
-        if info & 0xF == STT_SECTION:
+    for i, (info, shndx) in enumerate(map(_INFO_AND_SHNDX,
+                                          _SYM.of(order == "<").iter_unpack(symbols))):
+        if st_type(info) == STT_SECTION:
             out.setdefault(shndx, i)
     return out
 
 
 def _insert_section_symbols(symbols: bytearray, first_global: int, sections: Sequence[int],
                             order: str) -> tuple[bytearray, int]:
-    new = b"".join(struct.pack(order + "IBBHQQ", 0, STT_SECTION, 0, index, 0, 0)
+    new = b"".join(_SYM.pack(order == "<", st_info=STT_SECTION, st_shndx=index)
                    for index in sections)
-    at = first_global * 24
+    at = first_global * _SYM.size
     return bytearray(symbols[:at] + new + symbols[at:]), len(sections)
 
 
@@ -397,19 +440,20 @@ def _shift_relocations(out: bytearray, headers: Sequence[_Header], symtab_index:
     for h in headers:
         if h.link != symtab_index or h.kind not in (SHT_RELA, SHT_REL):
             continue
-        entry = 24 if h.kind == SHT_RELA else 16
+        layout = _RELA if h.kind == SHT_RELA else _REL
+        entry = layout.size
         if h.offset + h.size > len(out):
             raise Cfi2SframeError(where, f"a relocation section ({h.size} bytes at "
                                          f"{h.offset:#x}) runs past the end of the file")
         for at in range(h.offset, h.offset + h.size - entry + 1, entry):
-            (info,) = struct.unpack_from(order + "Q", out, at + 8)
-            sym = info >> 32
+            info = layout.read(out, at, "r_info", order == "<")
+            sym = r_sym(info, True)
             if sym >= count:
                 raise Cfi2SframeError(where, f"at byte {at:#x}: relocation names symbol "
                                              f"{sym} of {count}")
             if sym >= first_global:
-                struct.pack_into(order + "Q", out, at + 8,
-                                 ((sym + shift) << 32) | (info & 0xFFFFFFFF))
+                layout.write(out, at, "r_info", r_info(sym + shift, r_type(info, True), True),
+                             order == "<")
     # Group sections (SHT_GROUP) name their signature by symbol index.
     for h in headers:
         if h.kind == SHT_GROUP and h.link == symtab_index and h.info >= first_global:
@@ -449,7 +493,7 @@ def _append(out: bytearray, headers: list[_Header], symtab_index: int, symbols: 
     if rela_index is None:
         rela_index = len(headers)
         headers.append(_Header(name(".rela.sframe"), SHT_RELA, SHF_INFO_LINK, 0, 0, 0, 0, 0,
-                               8, 24))
+                               8, _RELA.size))
     if len(shstr) != names_header.size:
         names_header.offset = place(shstr, 1)
         names_header.size = len(shstr)
@@ -460,13 +504,13 @@ def _append(out: bytearray, headers: list[_Header], symtab_index: int, symbols: 
     rela = headers[rela_index]
     rela.kind, rela.flags, rela.link, rela.info = SHT_RELA, SHF_INFO_LINK, symtab_index, \
         sframe_index
-    rela.align, rela.entsize = 8, 24
+    rela.align, rela.entsize = 8, _RELA.size
     rela.offset, rela.size = place(relocs, 8), len(relocs)
     shoff = _align(len(out), 8)
     out.extend(b"\0" * (shoff - len(out)))
+    little = order == "<"
     for h in headers:
-        out.extend(struct.pack(order + "IIQQQQIIQQ", h.name, h.kind, h.flags, h.addr, h.offset,
-                               h.size, h.link, h.info, h.align, h.entsize))
-    struct.pack_into(order + "Q", out, 0x28, shoff)
-    struct.pack_into(order + "H", out, 0x3C, len(headers))
+        out.extend(_header_bytes(h, little))
+    _EHDR.write(out, 0, "e_shoff", shoff, little)
+    _EHDR.write(out, 0, "e_shnum", len(headers), little)
     return bytes(out)

@@ -12,12 +12,26 @@ import struct
 import sys
 from collections.abc import Callable, Container, Iterable, Iterator
 from itertools import chain, compress
-from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import ARCHES, arch_for_machine
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..kinds import is_elf
+from .structs import (
+    EHDR,
+    EI_CLASS,
+    EI_DATA,
+    ELFCLASS32,
+    ELFCLASS64,
+    ELFDATA2LSB,
+    ELFDATA2MSB,
+    PHDR,
+    SHDR,
+    SYM,
+    Layout,
+    st_bind,
+    st_type,
+)
 
 if TYPE_CHECKING:
     from ..arch.base import Arch
@@ -34,11 +48,12 @@ SHF_ALLOC, SHF_INFO_LINK, SHF_COMPRESSED = 0x2, 0x40, 0x800
 STT_FUNC, STT_SECTION, STT_FILE = 2, 3, 4
 SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
 SHT_PROGBITS = 1
+ET_REL = 1
 PT_NULL, PT_LOAD, PT_NOTE, PT_PHDR, PT_GNU_SFRAME = 0, 1, 4, 6, 0x6474E554
 PT_DYNAMIC, PT_INTERP, PT_TLS = 2, 3, 7
 PT_GNU_EH_FRAME, PT_GNU_RELRO, PT_GNU_PROPERTY = 0x6474E550, 0x6474E552, 0x6474E553
 PF_R = 4
-PHDR64_SIZE, SHDR64_SIZE = 56, 64  # ELF64 program and section header entries
+PHDR64_SIZE, SHDR64_SIZE = PHDR[True].size, SHDR[True].size  # ELF64's entries
 
 # e_machine and e_type names as pyelftools spells them: the targets' own (registry) and
 # others we name in messages.
@@ -101,18 +116,18 @@ class ElfView(NamedTuple):
     @property
     def header_offsets(self) -> tuple[int, int]:
         """Where e_phoff and e_shoff are in the ELF header (for messages)."""
-        return (0x20, 0x28) if self.is64 else (0x1C, 0x20)
+        ehdr = EHDR[self.is64]
+        return ehdr.offset("e_phoff"), ehdr.offset("e_shoff")
 
     def program_table(self) -> tuple[int, int, int]:
         """(e_phoff, e_phentsize, e_phnum)."""
-        order = "<" if self.little_endian else ">"
-        at = (0x20, 0x36) if self.is64 else (0x1C, 0x2A)
+        ehdr, data, little = EHDR[self.is64], self.data, self.little_endian
         try:
-            phoff, = struct.unpack_from(order + ("Q" if self.is64 else "I"), self.data, at[0])
-            entsize, count = struct.unpack_from(order + "HH", self.data, at[1])
+            return (ehdr.read(data, 0, "e_phoff", little),
+                    ehdr.read(data, 0, "e_phentsize", little),
+                    ehdr.read(data, 0, "e_phnum", little))
         except struct.error:
             raise DecodeError(0, "the ELF header is truncated") from None
-        return int(phoff), int(entsize), int(count)
 
     def section(self, name: str) -> Section | None:
         """The first section called ``name``."""
@@ -120,17 +135,16 @@ class ElfView(NamedTuple):
 
     def segments(self) -> list[Segment]:
         """The program headers (none for a relocatable object)."""
-        order = "<" if self.little_endian else ">"
         data = self.data
-        fmt = order + ("IIQQQQQQ" if self.is64 else "IIIIIIII")
+        layout = PHDR[self.is64].of(self.little_endian)
+        pick = _SEGMENT_FIELDS[self.is64]
         phoff, entsize, count = self.program_table()
-        if count and (entsize < struct.calcsize(fmt) or phoff + count * entsize > len(data)):
+        if count and (entsize < layout.size or phoff + count * entsize > len(data)):
             raise DecodeError(self.header_offsets[0], "program headers run past the end")
         out: list[Segment] = []
         for pos in range(phoff, phoff + count * entsize, entsize or 1):
-            r = struct.unpack_from(fmt, data, pos)
-            out.append(Segment(r[0], r[2], r[3], r[5], r[6], pos, r[7]) if self.is64
-                       else Segment(r[0], r[1], r[2], r[4], r[5], pos, r[7]))
+            kind, offset, vaddr, filesz, memsz, align = pick(layout.unpack_from(data, pos))
+            out.append(Segment(kind, offset, vaddr, filesz, memsz, pos, align))
         return out
 
     def sframe_section(self) -> Section | None:
@@ -171,16 +185,12 @@ class ElfView(NamedTuple):
         layout, size, pick = self._symbol_layout()
         _, info, shndx, value, _ = pick(layout.unpack_from(
             self.data, self.sections[index].offset + size * number))
-        return value, info & 0xF, shndx
+        return value, st_type(info), shndx
 
     def _symbol_layout(self) -> tuple[struct.Struct, int, Callable[[tuple[int, ...]], SymbolRow]]:
         """How this file stores a symbol-table entry: its ``struct``, its size, and what
         picks (name offset, info, section index, value, size) out of it."""
-        if self.is64:
-            return (struct.Struct(("<" if self.little_endian else ">") + "IBBHQQ"), 24,
-                    itemgetter(0, 1, 3, 4, 5))
-        return (struct.Struct(("<" if self.little_endian else ">") + "IIIBBH"), 16,
-                itemgetter(0, 3, 5, 1, 2))
+        return _SYMBOL_LAYOUTS[self.is64, self.little_endian]
 
     def symbol_table_size(self, index: int) -> int:
         """How many entries the symbol table at section ``index`` holds (those whose
@@ -212,7 +222,7 @@ class ElfView(NamedTuple):
             return []
         strings, rows = table
         names = _string_table(strings)
-        return [Symbol(names(name_off), value, size, info & 0xF, info >> 4, shndx)
+        return [Symbol(names(name_off), value, size, st_type(info), st_bind(info), shndx)
                 for name_off, info, shndx, value, size in rows]
 
     def _symbols_valued(self, name: str | int, values: Container[int]) -> list[Symbol]:
@@ -226,18 +236,18 @@ class ElfView(NamedTuple):
         kept = compress(range(len(raw) // size), map(values.__contains__,
                                                      self._symbol_values(raw)))
         rows = (pick(layout.unpack_from(raw, size * index)) for index in kept)
-        return [Symbol(string_at(strings, name_off), value, entry_size, info & 0xF, info >> 4,
-                       shndx) for name_off, info, shndx, value, entry_size in rows]
+        return [Symbol(string_at(strings, name_off), value, entry_size, st_type(info),
+                       st_bind(info), shndx) for name_off, info, shndx, value, entry_size in rows]
 
     def _symbol_values(self, raw: bytes) -> Iterable[int]:
         """The value of every entry of a symbol table's bytes, in table order: a strided
         view of them where the file's byte order is this machine's (no object per
         entry), else unpacked."""
         if self.little_endian == (sys.byteorder == "little"):
-            return memoryview(raw).cast("Q")[1::3] if self.is64 else \
-                memoryview(raw).cast("I")[1::4]
-        return chain.from_iterable(struct.iter_unpack(">8xQ8x" if self.is64 else ">4xI8x",
-                                                      raw))
+            first, step = _SYMBOL_VALUE_STRIDE[self.is64]
+            return memoryview(raw).cast("Q" if self.is64 else "I")[first::step]
+        return chain.from_iterable(SYM[self.is64].alone("st_value", self.little_endian)
+                                   .iter_unpack(raw))
 
     def symbols_at(self, indices: Iterable[int]) -> tuple[Symbol, ...]:
         """The entries of the first ``SHT_SYMTAB`` at ``indices`` (each in range), in
@@ -248,7 +258,7 @@ class ElfView(NamedTuple):
         raw, strings = table
         layout, size, pick = self._symbol_layout()
         rows = (pick(layout.unpack_from(raw, size * index)) for index in indices)
-        return tuple(Symbol(string_at(strings, name_off), value, size, info & 0xF, info >> 4,
+        return tuple(Symbol(string_at(strings, name_off), value, size, st_type(info), st_bind(info),
                             shndx) for name_off, info, shndx, value, size in rows)
 
     def symbol_rows(self, name: str | int = "") -> tuple[bytes, Iterator[SymbolRow]] | None:
@@ -263,7 +273,7 @@ class ElfView(NamedTuple):
         return strings, map(pick, layout.iter_unpack(raw))
 
     def symbol_table(self, name: str | int = "") -> tuple[bytes, bytes] | None:
-        """A symbol table's whole entries (24 bytes each in ELF64, 16 in ELF32) and its
+        """A symbol table's whole entries (``Elf_Sym``: 24 bytes each in ELF64, 16 in ELF32) and its
         string table; None without the table (``name`` as for ``symbols``)."""
         if isinstance(name, int):
             symtab = self.sections[name] if 0 < name < len(self.sections) else None
@@ -280,6 +290,29 @@ class ElfView(NamedTuple):
         entry = self._symbol_layout()[1]
         raw = self.data[symtab.offset : symtab.offset + symtab.size]
         return raw[: len(raw) // entry * entry], strings
+
+
+# What each reader takes out of an entry, by class (ELF32, ELF64): a section header's
+# fields as ``Section`` orders them, a program header's as ``Segment`` does, and a
+# symbol's as ``SymbolRow`` (with its layout and size, per class and byte order).
+_SECTION_FIELDS = tuple(SHDR[is64].pick("sh_name", "sh_type", "sh_flags", "sh_addr",
+                                        "sh_offset", "sh_size", "sh_link", "sh_info")
+                        for is64 in (False, True))
+_SEGMENT_FIELDS = tuple(PHDR[is64].pick("p_type", "p_offset", "p_vaddr", "p_filesz",
+                                        "p_memsz", "p_align") for is64 in (False, True))
+_SYMBOL_LAYOUTS = {
+    (is64, little): (SYM[is64].of(little), SYM[is64].size,
+                     SYM[is64].pick("st_name", "st_info", "st_shndx", "st_value", "st_size"))
+    for is64 in (False, True) for little in (False, True)}
+
+
+def _value_stride(layout: Layout, width: int) -> tuple[int, int]:
+    """How ``st_value`` (``width`` bytes) strides through a table of native-order
+    entries cast to such words: (the first word's index, words per entry)."""
+    return layout.offset("st_value") // width, layout.size // width
+
+
+_SYMBOL_VALUE_STRIDE = (_value_stride(SYM[False], 4), _value_stride(SYM[True], 8))
 
 
 def _string_table(table: bytes) -> Callable[[int], str]:
@@ -320,39 +353,40 @@ def is_mapping_symbol(name: str) -> bool:
 
 def open_elf(data: bytes, where: str) -> ElfView:
     """Read the section headers; raise ``DecodeError`` when ``data`` is not sound ELF."""
-    if not is_elf(data) or len(data) < 52:
+    if not is_elf(data) or len(data) < EHDR[False].size:
         raise DecodeError(0, f"{where} is not an ELF file")
-    if data[4] not in (1, 2) or data[5] not in (1, 2):
-        raise DecodeError(4, f"{where}: unknown ELF class {data[4]} or data encoding {data[5]}")
-    is64 = data[4] == 2
-    little = data[5] == 1
-    order = "<" if little else ">"
-    if is64:
-        header_at, fmt = 0x3A, order + "IIQQQQIIQQ"
-        shoff, = struct.unpack_from(order + "Q", data, 0x28) if len(data) >= 64 else (0,)
-    else:
-        header_at, fmt = 0x2E, order + "IIIIIIIIII"
-        shoff, = struct.unpack_from(order + "I", data, 0x20)
-    if len(data) < header_at + 6:
+    if data[EI_CLASS] not in (ELFCLASS32, ELFCLASS64) or \
+            data[EI_DATA] not in (ELFDATA2LSB, ELFDATA2MSB):
+        raise DecodeError(EI_CLASS, f"{where}: unknown ELF class {data[EI_CLASS]} or data "
+                                    f"encoding {data[EI_DATA]}")
+    is64 = data[EI_CLASS] == ELFCLASS64
+    little = data[EI_DATA] == ELFDATA2LSB
+    ehdr, shdr = EHDR[is64], SHDR[is64].of(little)
+    shoff = ehdr.read(data, 0, "e_shoff", little) if len(data) >= ehdr.size else 0
+    if len(data) < ehdr.size:
         raise DecodeError(len(data), f"{where}: the ELF header is truncated")
-    shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, header_at)
-    if shnum and shentsize < struct.calcsize(fmt):
-        raise DecodeError(header_at, f"{where}: section header size {shentsize} is too small")
+    shentsize, shnum, shstrndx = (ehdr.read(data, 0, field, little)
+                                  for field in ("e_shentsize", "e_shnum", "e_shstrndx"))
+    if shnum and shentsize < shdr.size:
+        raise DecodeError(ehdr.offset("e_shentsize"),
+                          f"{where}: section header size {shentsize} is too small")
     if shoff + shnum * shentsize > len(data):
         raise DecodeError(shoff, f"{where}: the {shnum} section headers run past the end of "
                                  f"the file ({len(data)} bytes)")
-    headers = [struct.unpack_from(fmt, data, shoff + i * shentsize) for i in range(shnum)]
+    pick = _SECTION_FIELDS[is64]
+    headers = [pick(shdr.unpack_from(data, shoff + i * shentsize)) for i in range(shnum)]
     if not 0 <= shstrndx < len(headers):
-        raise DecodeError(header_at + 4, f"{where}: bad section name table index {shstrndx}")
-    names_hdr = headers[shstrndx]
-    names = data[names_hdr[4] : names_hdr[4] + names_hdr[5]]
+        raise DecodeError(ehdr.offset("e_shstrndx"),
+                          f"{where}: bad section name table index {shstrndx}")
+    *_, names_at, names_size, _, _ = headers[shstrndx]
+    names = data[names_at : names_at + names_size]
     sections = tuple(
-        Section(string_at(names, h[0]), h[1], h[4], 0 if h[1] == SHT_NOBITS else h[5], h[6], h[3],
-                h[7], h[2], shoff + i * shentsize)
-        for i, h in enumerate(headers)
+        Section(string_at(names, name), kind, offset, 0 if kind == SHT_NOBITS else size, link,
+                addr, info, flags, shoff + i * shentsize)
+        for i, (name, kind, flags, addr, offset, size, link, info) in enumerate(headers)
     )
-    elf_type, machine = struct.unpack_from(order + "HH", data, 0x10)
-    entry, = struct.unpack_from(order + ("Q" if is64 else "I"), data, 0x18)
+    elf_type, machine, entry = (ehdr.read(data, 0, field, little)
+                                for field in ("e_type", "e_machine", "e_entry"))
     return ElfView(data, little, is64, sections, MACHINES.get(machine, f"e_machine {machine}"),
                    ELF_TYPES.get(elf_type, f"e_type {elf_type}"), shoff, shentsize, shstrndx,
                    entry)

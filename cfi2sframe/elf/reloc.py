@@ -7,7 +7,6 @@ address fields (to know each FDE's section and offset).
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -16,7 +15,8 @@ from ..arch import ARCHES
 from ..arch.base import ByteOrder
 from ..core import compiled as compiled_core
 from ..errors import Cfi2SframeError
-from .read import SHN_LORESERVE, STT_SECTION
+from .read import SHN_LORESERVE, SHT_REL, SHT_RELA, STT_SECTION
+from .structs import REL, RELA, r_sym, r_type
 
 if TYPE_CHECKING:
     from .read import ElfView
@@ -33,6 +33,9 @@ for (_machine, _kind), _size in RELOC_SIZES.items():
     KINDS.setdefault(_machine, {})[_kind] = (_size, (_machine, _kind) in PC_RELATIVE)
 
 _COMPILED = compiled_core()
+# Where r_offset, r_info and r_addend are in an unpacked entry (the same in both classes).
+_R_OFFSET, _R_INFO, _R_ADDEND = (RELA[True].index(field)
+                                 for field in ("r_offset", "r_info", "r_addend"))
 
 SPECIAL_SECTIONS = {0: "SHN_UNDEF", 0xFFF1: "SHN_ABS", 0xFFF2: "SHN_COMMON"}
 
@@ -80,17 +83,14 @@ def relocate_view(view: ElfView, index: int, contents: bytearray, where: str,
     def bad(at: int, message: str) -> Cfi2SframeError:
         return Cfi2SframeError(where, f"at byte {at:#x}: {message}")
 
-    order = "<" if view.little_endian else ">"
     endian: ByteOrder = "little" if view.little_endian else "big"
     placed: dict[int, tuple[str, int]] = {}
     for rel in view.sections:
-        if rel.kind not in (4, 9) or rel.info != index:  # SHT_RELA, SHT_REL
+        if rel.kind not in (SHT_RELA, SHT_REL) or rel.info != index:
             continue
-        rela = rel.kind == 4
-        if view.is64:
-            fmt, entry = (order + "QQq", 24) if rela else (order + "QQ", 16)
-        else:
-            fmt, entry = (order + "IIi", 12) if rela else (order + "II", 8)
+        rela = rel.kind == SHT_RELA
+        layout = (RELA if rela else REL)[view.is64]
+        entry = layout.size
         if rel.offset + rel.size > len(view.data):
             raise bad(rel.header_at, f"relocation section {rel.name} runs past the end of "
                                      "the file")
@@ -105,11 +105,11 @@ def relocate_view(view: ElfView, index: int, contents: bytearray, where: str,
                 placed.update(done)
                 continue
             contents[:] = before  # it gave up: this loop says why, from the start
-        rows = struct.iter_unpack(fmt, view.data[rel.offset:rel.offset + count * entry])
+        rows = layout.of(view.little_endian).iter_unpack(
+            view.data[rel.offset:rel.offset + count * entry])
         for number, fields in enumerate(rows):
-            offset, info = fields[0], fields[1]
-            sym, kind = (info >> 32, info & 0xFFFFFFFF) if view.is64 else (info >> 8,
-                                                                             info & 0xFF)
+            offset, info = fields[_R_OFFSET], fields[_R_INFO]
+            sym, kind = r_sym(info, view.is64), r_type(info, view.is64)
             key = (view.machine, kind)
             size = RELOC_SIZES.get(key)
             if size is None:
@@ -121,7 +121,7 @@ def relocate_view(view: ElfView, index: int, contents: bytearray, where: str,
             if isinstance(found, str):
                 raise bad(at, found)
             target, value = found
-            addend = fields[2] if rela else int.from_bytes(contents[offset:offset + size],
+            addend = fields[_R_ADDEND] if rela else int.from_bytes(contents[offset:offset + size],
                                                            endian, signed=True)
             placed[offset] = (target, value + addend)
             stored = value + addend - offset if key in PC_RELATIVE else value + addend

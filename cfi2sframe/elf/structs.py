@@ -1,0 +1,179 @@
+"""ELF's fixed records, each field named once (the gABI's ``Elf32_*``/``Elf64_*``).
+
+Readers and writers ask a record for its ``struct.Struct``, a field's offset or
+one field's value, so no header offset is written as a number anywhere else.
+Each record is declared once with the gABI's type names; the class (32 or 64
+bit) decides their widths and, for ``Elf_Phdr`` and ``Elf_Sym``, the field order.
+Every ``struct.Struct`` is built here at import, once per record, class and byte
+order: these readers run over whole trees.  ``Layout`` is the plain record (one
+format for every file), which ``sframe/format.py`` uses for SFrame's.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import Any
+
+# e_ident: where the class and the data encoding are, and their values (gABI).
+EI_CLASS, EI_DATA = 4, 5
+ELFCLASS32, ELFCLASS64 = 1, 2
+ELFDATA2LSB, ELFDATA2MSB = 1, 2
+
+
+class Layout:
+    """A fixed record: fields named once, each with its ``struct`` code; the offsets,
+    the size and the two byte orders' ``struct.Struct``s computed from them."""
+
+    __slots__ = ("name", "names", "format", "size", "_structs", "_offsets", "_fields",
+                 "_codes")
+
+    def __init__(self, name: str, fields: Sequence[tuple[str, str]]) -> None:
+        self.name = name
+        self.names = tuple(field for field, _ in fields)
+        self._codes = tuple(code for _, code in fields)
+        codes = self.format = "".join(code for _, code in fields)  # without byte order
+        self._structs = (struct.Struct(">" + codes), struct.Struct("<" + codes))
+        self.size = self._structs[0].size
+        self._offsets: dict[str, int] = {}
+        self._fields: dict[tuple[str, bool], struct.Struct] = {}
+        at = 0
+        for field, code in fields:
+            self._offsets[field] = at
+            for little in (False, True):
+                self._fields[field, little] = struct.Struct((">", "<")[little] + code)
+            at += self._fields[field, True].size
+
+    def of(self, little: bool) -> struct.Struct:
+        """The whole record in one byte order."""
+        return self._structs[little]
+
+    def after(self, field: str, little: bool) -> struct.Struct:
+        """The fields after ``field``, for a record whose leading fields are written
+        later (an FDE whose start is placed when the section is)."""
+        return struct.Struct((">", "<")[little] + "".join(self._codes[self.index(field) + 1:]))
+
+    def alone(self, field: str, little: bool) -> struct.Struct:
+        """The whole record with only ``field`` kept (its other bytes skipped), to read
+        one field of every entry of a table with ``iter_unpack``."""
+        at = self._offsets[field]
+        end = at + self._fields[field, little].size
+        return struct.Struct(f"{(('>', '<')[little])}{at}x{self._codes[self.index(field)]}"
+                             f"{self.size - end}x")
+
+    def offset(self, field: str) -> int:
+        return self._offsets[field]
+
+    def span(self, field: str) -> slice:
+        """Where ``field`` is in a record's bytes (a text field of the ar header)."""
+        at = self._offsets[field]
+        return slice(at, at + self._fields[field, True].size)
+
+    def index(self, field: str) -> int:
+        """Where ``field`` is in an unpacked record."""
+        return self.names.index(field)
+
+    def pick(self, *fields: str) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+        """What takes ``fields``, in that order, out of an unpacked record."""
+        return itemgetter(*map(self.index, fields))
+
+    def pack(self, little: bool, **fields: int) -> bytes:
+        """The record with ``fields`` set by name, every other field 0."""
+        return self._structs[little].pack(*(fields.get(name, 0) for name in self.names))
+
+    def read(self, data: bytes | bytearray | memoryview, at: int, field: str,
+             little: bool) -> int:
+        """One field of the record at ``at``."""
+        value: int = self._fields[field, little].unpack_from(data, at + self._offsets[field])[0]
+        return value
+
+    def write(self, out: bytearray, at: int, field: str, value: int, little: bool) -> None:
+        """Set one field of the record at ``at``."""
+        self._fields[field, little].pack_into(out, at + self._offsets[field], value)
+
+
+# The gABI's types, by class: (ELF32, ELF64).  Xword and Sxword stand for the fields
+# that are Word/Sword in ELF32 and Xword/Sxword in ELF64 (sh_flags, r_info, d_tag...).
+_TYPES = {"Half": ("H", "H"), "Word": ("I", "I"), "Sword": ("i", "i"),
+          "Addr": ("I", "Q"), "Off": ("I", "Q"), "Xword": ("I", "Q"), "Sxword": ("i", "q"),
+          "uchar": ("B", "B"), "ident": ("16s", "16s")}
+
+
+class ElfRecord:
+    """An ELF record in both classes: ``record[is64]`` is its ``Layout``.  Fields are
+    given in ELF64's order; ``order32`` gives ELF32's where it differs (and leaves
+    out a field ELF32 has not)."""
+
+    __slots__ = ("name", "_classes")
+
+    def __init__(self, name: str, fields: Sequence[tuple[str, str]],
+                 order32: Sequence[str] | None = None) -> None:
+        self.name = name
+        types = dict(fields)
+        names32 = order32 if order32 is not None else [field for field, _ in fields]
+        self._classes = (
+            Layout(f"Elf32_{name}", [(field, _TYPES[types[field]][0]) for field in names32]),
+            Layout(f"Elf64_{name}", [(field, _TYPES[kind][1]) for field, kind in fields]))
+
+    def __getitem__(self, is64: bool) -> Layout:
+        return self._classes[is64]
+
+
+EHDR = ElfRecord("Ehdr", (
+    ("e_ident", "ident"), ("e_type", "Half"), ("e_machine", "Half"), ("e_version", "Word"),
+    ("e_entry", "Addr"), ("e_phoff", "Off"), ("e_shoff", "Off"), ("e_flags", "Word"),
+    ("e_ehsize", "Half"), ("e_phentsize", "Half"), ("e_phnum", "Half"),
+    ("e_shentsize", "Half"), ("e_shnum", "Half"), ("e_shstrndx", "Half")))
+
+SHDR = ElfRecord("Shdr", (
+    ("sh_name", "Word"), ("sh_type", "Word"), ("sh_flags", "Xword"), ("sh_addr", "Addr"),
+    ("sh_offset", "Off"), ("sh_size", "Xword"), ("sh_link", "Word"), ("sh_info", "Word"),
+    ("sh_addralign", "Xword"), ("sh_entsize", "Xword")))
+
+PHDR = ElfRecord("Phdr", (
+    ("p_type", "Word"), ("p_flags", "Word"), ("p_offset", "Off"), ("p_vaddr", "Addr"),
+    ("p_paddr", "Addr"), ("p_filesz", "Xword"), ("p_memsz", "Xword"), ("p_align", "Xword")),
+    order32=("p_type", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_flags",
+             "p_align"))
+
+SYM = ElfRecord("Sym", (
+    ("st_name", "Word"), ("st_info", "uchar"), ("st_other", "uchar"), ("st_shndx", "Half"),
+    ("st_value", "Addr"), ("st_size", "Xword")),
+    order32=("st_name", "st_value", "st_size", "st_info", "st_other", "st_shndx"))
+
+REL = ElfRecord("Rel", (("r_offset", "Addr"), ("r_info", "Xword")))
+
+RELA = ElfRecord("Rela", (("r_offset", "Addr"), ("r_info", "Xword"), ("r_addend", "Sxword")))
+
+DYN = ElfRecord("Dyn", (("d_tag", "Sxword"), ("d_un", "Xword")))
+
+CHDR = ElfRecord("Chdr", (
+    ("ch_type", "Word"), ("ch_reserved", "Word"), ("ch_size", "Xword"),
+    ("ch_addralign", "Xword")),
+    order32=("ch_type", "ch_size", "ch_addralign"))
+
+
+def r_sym(info: int, is64: bool) -> int:
+    """The symbol index of a relocation's r_info (ELF32_R_SYM, ELF64_R_SYM)."""
+    return info >> 32 if is64 else info >> 8
+
+
+def r_type(info: int, is64: bool) -> int:
+    """The relocation type of r_info (ELF32_R_TYPE, ELF64_R_TYPE)."""
+    return info & 0xFFFFFFFF if is64 else info & 0xFF
+
+
+def r_info(sym: int, kind: int, is64: bool) -> int:
+    """r_info from its symbol index and type (ELF32_R_INFO, ELF64_R_INFO)."""
+    return (sym << 32 | kind) if is64 else (sym << 8 | kind & 0xFF)
+
+
+def st_type(info: int) -> int:
+    """A symbol's type from st_info (ELF_ST_TYPE)."""
+    return info & 0xF
+
+
+def st_bind(info: int) -> int:
+    """A symbol's binding from st_info (ELF_ST_BIND)."""
+    return info >> 4
