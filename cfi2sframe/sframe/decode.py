@@ -24,14 +24,18 @@ from .format import (
     F_FDE_FUNC_START_PCREL,
     F_FDE_SORTED,
     F_FRAME_POINTER,
+    FDE_LAYOUT,
     FRE_ADDR_SIZE,
+    FRE_HEAD,
+    HEADER,
     HEADER_SIZE,
     MAGIC,
     OFFSET_SIZE,
+    PREAMBLE,
+    V3_ATTR,
     VERSION_1,
     VERSION_2,
     VERSION_3,
-    header_struct,
 )
 from .words import (
     FDE_INFO_FRE_TYPE,
@@ -50,8 +54,18 @@ VALID_FLAGS = {
     VERSION_2: F_FDE_SORTED | F_FRAME_POINTER | F_FDE_FUNC_START_PCREL,
     VERSION_3: F_FDE_SORTED | F_FDE_FUNC_START_PCREL,
 }
-FDE_ENTRY_SIZE = {VERSION_1: 17, VERSION_2: 20, VERSION_3: 16}
-V3_ATTR_SIZE = 5
+FDE_ENTRY_SIZE = {version: layout.size for version, layout in FDE_LAYOUT.items()}
+V3_ATTR_SIZE = V3_ATTR.size
+# The preamble's magic, read before the byte order is known.
+_MAGIC = slice(PREAMBLE.offset("magic"), PREAMBLE.offset("version"))
+# An FDE index entry's start and size, each version's.
+_START_AND_SIZE = {version: layout.pick("func_start", "func_size")
+                   for version, layout in FDE_LAYOUT.items()}
+# Where the fields an error names are, in an FDE (V1, V2) and in V3's attribute.
+_FDE_INFO_AT = FDE_LAYOUT[VERSION_2].offset("info")
+_FDE_FRE_OFF_AT = FDE_LAYOUT[VERSION_2].offset("func_start_fre_off")
+_V3_FRE_OFF_AT = FDE_LAYOUT[VERSION_3].offset("func_start_fre_off")
+_V3_INFO_AT, _V3_INFO2_AT = V3_ATTR.offset("func_info"), V3_ATTR.offset("func_info2")
 # Every FRE info byte's fields, decoded once (``words.fre_info_fields``).
 _FRE_INFO = tuple(fre_info_fields(info) for info in range(256))
 _COMPILED = compiled_core()
@@ -233,7 +247,8 @@ def decode(data: bytes, section_address: int = 0, v1_pcrel: bool = False) -> Dec
     fdes = [table.fde(index) for index in range(table.count)]
     total = sum(len(fde.fres) for fde in fdes)
     if total != table.num_fres:
-        raise DecodeError(12, f"header says {table.num_fres} FREs but the FDEs hold {total}")
+        raise DecodeError(HEADER.offset("num_fres"),
+                          f"header says {table.num_fres} FREs but the FDEs hold {total}")
     return table.section(fdes)
 
 
@@ -257,22 +272,23 @@ class FdeTable:
 
     def __init__(self, data: bytes, section_address: int, v1_pcrel: bool) -> None:
         _need(data, 0, HEADER_SIZE, "SFrame header")
-        if int.from_bytes(data[:2], "little") == MAGIC:
+        if int.from_bytes(data[_MAGIC], "little") == MAGIC:
             big = False
-        elif int.from_bytes(data[:2], "big") == MAGIC:
+        elif int.from_bytes(data[_MAGIC], "big") == MAGIC:
             big = True
         else:
             raise DecodeError(0, f"bad magic {data[0]:02x}{data[1]:02x} (not an SFrame "
                                  "section)")
         (_, version, flags, abi, fixed_fp, fixed_ra, auxhdr_len, num_fdes, num_fres, fre_len,
-         fdeoff, freoff) = header_struct(big).unpack_from(data, 0)
+         fdeoff, freoff) = HEADER.of(not big).unpack_from(data, 0)
         if version not in VALID_FLAGS:
-            raise DecodeError(2, f"unsupported SFrame version {version}")
+            raise DecodeError(HEADER.offset("version"), f"unsupported SFrame version {version}")
         if flags & ~VALID_FLAGS[version]:
-            raise DecodeError(3, f"unknown flags {flags & ~VALID_FLAGS[version]:#x} for "
-                                 f"version {version}")
+            raise DecodeError(HEADER.offset("flags"), f"unknown flags "
+                                                      f"{flags & ~VALID_FLAGS[version]:#x} for "
+                                                      f"version {version}")
         if not is_sframe_abi(abi):
-            raise DecodeError(4, f"unknown ABI/arch identifier {abi}")
+            raise DecodeError(HEADER.offset("abi_arch"), f"unknown ABI/arch identifier {abi}")
         if by_sframe_abi(abi).big_endian != big:
             raise DecodeError(0, f"byte order does not match the ABI "
                                  f"({by_sframe_abi(abi).sframe_abi_name})")
@@ -297,13 +313,13 @@ class FdeTable:
 
     def ranges(self) -> list[tuple[int, int]]:
         """(start address, size) of every FDE, from the index alone."""
-        layout = {VERSION_3: "qI4x", VERSION_2: "iI12x", VERSION_1: "iI9x"}[self.header[0]]
-        rows = struct.iter_unpack(self.reader.order + layout,
-                                  self.data[self.fde_start:self.fde_start
+        layout = FDE_LAYOUT[self.header[0]].of(self.reader.order == "<")
+        rows = layout.iter_unpack(self.data[self.fde_start:self.fde_start
                                             + self.count * self.entry])
         base, step = self._start_base()
         return [(base + raw + index * step, size)
-                for index, (raw, size) in enumerate(rows)]
+                for index, (raw, size) in enumerate(map(_START_AND_SIZE[self.header[0]],
+                                                        rows))]
 
     def _start_base(self) -> tuple[int, int]:
         """What the start field of FDE ``i`` is added to, as (base, step): base + i * step;
@@ -346,41 +362,46 @@ class _Reader:
         self.fre_end = fre_start + fre_len
         self.version = version
         self.abi = abi
+        self.fde_layout = FDE_LAYOUT[version].of(order == "<")  # this section's FDE
+        self.attr_layout = V3_ATTR.of(order == "<")
 
     def fde(self, index: int, pos: int, section_address: int, pcrel: bool) -> DecodedFde:
-        data, order = self.data, self.order
+        data = self.data
         if self.version == VERSION_3:
-            raw_start, size, fre_off = struct.unpack_from(order + "qII", data, pos)
+            raw_start, size, fre_off = self.fde_layout.unpack_from(data, pos)
             attr = self.fre_start + fre_off
             if not (self.fre_start <= attr and attr + V3_ATTR_SIZE <= self.fre_end):
-                raise DecodeError(pos + 12, f"FDE {index}: attribute at FRE offset "
-                                            f"{fre_off:#x} is outside the FRE sub-section")
-            count, info, info2, rep_size = struct.unpack_from(order + "HBBB", data, attr)
+                raise DecodeError(pos + _V3_FRE_OFF_AT, f"FDE {index}: attribute at FRE offset "
+                                                        f"{fre_off:#x} is outside the FRE "
+                                                        "sub-section")
+            count, info, info2, rep_size = self.attr_layout.unpack_from(data, attr)
             if fde_type(info2) > FDE_TYPE_FLEX or info2 & ~FDE_TYPE_MASK:
-                raise DecodeError(attr + 3, f"FDE {index}: unknown FDE type byte {info2:#04x}")
+                raise DecodeError(attr + _V3_INFO2_AT,
+                                  f"FDE {index}: unknown FDE type byte {info2:#04x}")
             if info & FDE_INFO_UNUSED[VERSION_3]:
-                raise DecodeError(attr + 2, f"FDE {index}: unused info bit 6 set")
+                raise DecodeError(attr + _V3_INFO_AT, f"FDE {index}: unused info bit 6 set")
             first = attr + V3_ATTR_SIZE
-            info_at = attr + 2
+            info_at = attr + _V3_INFO_AT
         else:
             if self.version == VERSION_1:
-                raw_start, size, fre_off, count, info = struct.unpack_from(
-                    order + "iIIIB", data, pos)
+                raw_start, size, fre_off, count, info = self.fde_layout.unpack_from(data, pos)
                 # V1 has no repetition size field: the target says what its PC-mask
                 # FDEs mean (``Arch.sframe_v1_pcmask_rep``).
                 rep_size = by_sframe_abi(self.abi).sframe_v1_pcmask_rep \
                     if info & FDE_INFO_PC_MASK else 0
             else:
-                raw_start, size, fre_off, count, info, rep_size, _ = struct.unpack_from(
-                    order + "iIIIBBH", data, pos)
+                raw_start, size, fre_off, count, info, rep_size, _ = \
+                    self.fde_layout.unpack_from(data, pos)
             info2 = 0
             if info & FDE_INFO_UNUSED[self.version]:
-                raise DecodeError(pos + 16, f"FDE {index}: unused info bits set ({info:#04x})")
+                raise DecodeError(pos + _FDE_INFO_AT,
+                                  f"FDE {index}: unused info bits set ({info:#04x})")
             first = self.fre_start + fre_off
-            info_at = pos + 16
+            info_at = pos + _FDE_INFO_AT
             if count and not self.fre_start <= first < self.fre_end:
-                raise DecodeError(pos + 8, f"FDE {index}: first FRE offset {fre_off:#x} is "
-                                           "outside the FRE sub-section")
+                raise DecodeError(pos + _FDE_FRE_OFF_AT, f"FDE {index}: first FRE offset "
+                                                         f"{fre_off:#x} is outside the FRE "
+                                                         "sub-section")
         fre_type = info & FDE_INFO_FRE_TYPE
         if fre_type not in FRE_ADDR_SIZE:
             raise DecodeError(info_at, f"FDE {index}: unknown FRE type {fre_type}")
@@ -406,22 +427,22 @@ class _Reader:
             if done is not None:
                 fres: tuple[DecodedFre, ...] = done[0]
                 return fres
-        start_field = struct.Struct(self.order + {1: "B", 2: "H", 4: "I"}[addr_size])
+        head = FRE_HEAD[addr_size].of(self.order == "<")
+        info_off = FRE_HEAD[addr_size].offset("sfre_info")
         order = self.order
         out = []
         for _ in range(count):
-            if pos + addr_size + 1 > end:
+            if pos + head.size > end:
                 raise DecodeError(pos, f"FDE {index}: FRE runs past the FRE sub-section")
-            (start,) = start_field.unpack_from(data, pos)
-            info = data[pos + addr_size]
+            start, info = head.unpack_from(data, pos)
             base_reg, n, size_code, mangled_ra = _FRE_INFO[info]
             if size_code not in OFFSET_SIZE:
-                raise DecodeError(pos + addr_size, f"FDE {index}: invalid data word size code 3")
+                raise DecodeError(pos + info_off, f"FDE {index}: invalid data word size code 3")
             if flex and base_reg:
-                raise DecodeError(pos + addr_size, f"FDE {index}: CFA base bit set in a "
-                                                   "FLEX FDE")
+                raise DecodeError(pos + info_off, f"FDE {index}: CFA base bit set in a "
+                                                  "FLEX FDE")
             width = OFFSET_SIZE[size_code]
-            body = pos + addr_size + 1
+            body = pos + head.size
             if body + n * width > end:
                 raise DecodeError(pos, f"FDE {index}: FRE data words run past the FRE "
                                        "sub-section")

@@ -26,11 +26,15 @@ from .format import (
     BASE_REG_SP,
     F_FDE_FUNC_START_PCREL,
     F_FDE_SORTED,
+    FDE_LAYOUT,
     FDE_SIZE,
     FRE_ADDR_SIZE,
+    FRE_HEAD,
+    HEADER,
     HEADER_SIZE,
     MAGIC,
     OFFSET_SIZE,
+    V3_ATTR,
     VERSION_1,
     VERSION_2,
     VERSION_3,
@@ -38,10 +42,8 @@ from .format import (
     FreShape,
     SFrameFunction,
     cfa_word,
-    fde_struct,
     fre_type_for,
     fre_words,
-    header_struct,
     offset_size_for,
 )
 from .rules import RA_UNDEFINED, Loc, RuleFre, as_loc, fre_rules, opt_loc
@@ -179,8 +181,8 @@ def _fre_bytes(fre: Fre, addr_size: int, arch: Arch) -> bytes:
 @lru_cache(maxsize=256)
 def _fre_struct(order: str, addr_size: int, word_size: int, count: int) -> struct.Struct:
     """The layout of one FRE: start address, info byte, ``count`` signed words."""
-    start_fmt = {1: "B", 2: "H", 4: "I"}[addr_size]
-    return struct.Struct(order + start_fmt + "B" + {1: "b", 2: "h", 4: "i"}[word_size] * count)
+    return struct.Struct(order + FRE_HEAD[addr_size].format
+                         + {1: "b", 2: "h", 4: "i"}[word_size] * count)
 
 
 def _default_fres(func: SFrameFunction) -> tuple[Fre, ...]:
@@ -220,7 +222,7 @@ def _build_v1_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: boo
                  version: int, pcrel: bool) -> SectionImage:
     """The V1 or V2 section, a function at a time: the reference of ``_core.fdes_v2``."""
     shape_bytes: dict[FreShape, bytes] = {}
-    fde = fde_struct(version, arch.big_endian)
+    fde_tail = FDE_LAYOUT[version].after("func_start", not arch.big_endian)
     tails = []
     memo: dict[int, tuple[tuple[Fre, ...], int, bytes]] = {}
     fre_blob = bytearray()
@@ -236,8 +238,7 @@ def _build_v1_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: boo
         _, fre_type, encoded = hit
         info = fde_info(fre_type, func.pc_mask, func.pauth_b_key)
         fields = (func.rep_size, 0) if version == VERSION_2 else ()  # rep size, padding
-        packed = fde.pack(0, func.size, len(fre_blob), len(fres), info, *fields)
-        tails.append(packed[4:])
+        tails.append(fde_tail.pack(func.size, len(fre_blob), len(fres), info, *fields))
         fre_blob += encoded
         num_fres += len(fres)
     return _image(functions, arch, sort_flag, tuple(tails), bytes(fre_blob), num_fres, version,
@@ -249,7 +250,7 @@ def _image(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
            pcrel: bool) -> SectionImage:
     """The V1 or V2 section image of encoded FDEs and FREs: the header in front."""
     flags = (F_FDE_FUNC_START_PCREL if pcrel else 0) | (F_FDE_SORTED if sort_flag else 0)
-    header = header_struct(arch.big_endian).pack(
+    header = HEADER.of(not arch.big_endian).pack(
         MAGIC, version, flags, arch.sframe_abi, arch.sframe_fixed_fp_offset,
         arch.sframe_fixed_ra_offset, 0, len(functions), num_fres, len(fres), 0,
         len(functions) * FDE_SIZE[version])
@@ -289,9 +290,9 @@ def _flex_words(rule: RuleFre, fixed_ra: Loc | None,
 
 def _flex_fre_bytes(rule: RuleFre, addr_size: int, order: str, fixed_ra: Loc | None,
                     arch: Arch) -> bytes:
-    start_fmt = {1: "B", 2: "H", 4: "I"}[addr_size]
+    head = FRE_HEAD[addr_size].of(order == "<")
     if rule.rules.ra == RA_UNDEFINED:
-        return struct.pack(order + start_fmt + "B", rule.start, 0)
+        return head.pack(rule.start, 0)
     words, controls = _flex_words(rule, fixed_ra, arch)
     offsets = tuple(w for i, w in enumerate(words) if i not in controls)
     size_code = offset_size_for(offsets) if offsets else 0
@@ -304,7 +305,7 @@ def _flex_fre_bytes(rule: RuleFre, addr_size: int, order: str, fixed_ra: Loc | N
                                                          "little")
         for i in range(len(words)))
     info = fre_info(0, len(words), size_code, rule.mangled_ra)  # base bit 0 in FLEX
-    return struct.pack(order + start_fmt + "B", rule.start, info) + packed
+    return head.pack(rule.start, info) + packed
 
 
 def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -> SectionImage:
@@ -314,6 +315,9 @@ def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
     preceded by its 5-byte attribute (FRE count, info bytes, repeat size).
     """
     order = ">" if arch.big_endian else "<"
+    little = not arch.big_endian
+    index_tail = FDE_LAYOUT[VERSION_3].after("func_start", little)
+    attr = V3_ATTR.of(little)
     fixed_ra = None if arch.tracks_ra else Loc(None, arch.sframe_fixed_ra_offset, True)
     tails = []
     fre_blob = bytearray()
@@ -321,21 +325,19 @@ def build_v3(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -
     for func in functions:
         fre_type = fre_type_for(max(map(_START, func.fres), default=0))
         addr_size = FRE_ADDR_SIZE[fre_type]
-        tails.append(struct.pack(order + "II", func.size, len(fre_blob)))
+        tails.append(index_tail.pack(func.size, len(fre_blob)))
         info = fde_info(fre_type, func.pc_mask, func.pauth_b_key, func.signal)
-        fre_blob += struct.pack(order + "HBBB", len(func.fres), info, int(func.flex),
-                                func.rep_size)
+        fre_blob += attr.pack(len(func.fres), info, int(func.flex), func.rep_size)
         for fre in func.fres:
             if isinstance(fre, RuleFre):
                 fre_blob += _flex_fre_bytes(fre, addr_size, order, fixed_ra, arch)
             elif fre.ra_undefined:
-                fre_blob += struct.pack(order + {1: "B", 2: "H", 4: "I"}[addr_size] + "B",
-                                        fre.start, 0)
+                fre_blob += FRE_HEAD[addr_size].of(little).pack(fre.start, 0)
             else:
                 fre_blob += _fre_bytes(fre, addr_size, arch)
         num_fres += len(func.fres)
     flags = F_FDE_FUNC_START_PCREL | (F_FDE_SORTED if sort_flag else 0)
-    header = header_struct(arch.big_endian).pack(
+    header = HEADER.of(not arch.big_endian).pack(
         MAGIC, VERSION_3, flags, arch.sframe_abi, arch.sframe_fixed_fp_offset,
         arch.sframe_fixed_ra_offset, 0, len(functions), num_fres, len(fre_blob), 0,
         len(functions) * 16)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import as_arch
+from ..elf.structs import Layout
 from .recovery import RA_UNDEFINED, FrameRules, Loc, Recovery, RuleFre
 from .words import s390x_reg_word
 
@@ -28,19 +28,34 @@ OFFSET_1B, OFFSET_2B, OFFSET_4B = 0, 1, 2
 OFFSET_SIZE = {OFFSET_1B: 1, OFFSET_2B: 2, OFFSET_4B: 4}
 BASE_REG_FP, BASE_REG_SP = 0, 1
 
-HEADER_SIZE = 28
-FDE_SIZE = {VERSION_1: 17, VERSION_2: 20}
+# The records, each field named once (the specs' sframe_preamble, sframe_header,
+# sframe_func_desc_entry (V1, V2), sframe_func_desc_idx and sframe_func_desc_attr
+# (V3)); sizes and offsets computed, sizes held to the specs by a unit test.
+_PREAMBLE_FIELDS = (("magic", "H"), ("version", "B"), ("flags", "B"))
+PREAMBLE = Layout("sframe_preamble", _PREAMBLE_FIELDS)
+HEADER = Layout("sframe_header", (
+    *_PREAMBLE_FIELDS, ("abi_arch", "B"), ("cfa_fixed_fp_offset", "b"),
+    ("cfa_fixed_ra_offset", "b"), ("auxhdr_len", "B"), ("num_fdes", "I"), ("num_fres", "I"),
+    ("fre_len", "I"), ("fdeoff", "I"), ("freoff", "I")))
+# func_start: the specs' func_start_address (V1, V2), func_start_offset (V3).
+_FDE_V1_FIELDS = (("func_start", "i"), ("func_size", "I"),
+                  ("func_start_fre_off", "I"), ("func_num_fres", "I"), ("info", "B"))
+FDE_LAYOUT = {
+    VERSION_1: Layout("sframe_func_desc_entry_v1", _FDE_V1_FIELDS),
+    VERSION_2: Layout("sframe_func_desc_entry", (*_FDE_V1_FIELDS, ("rep_size", "B"),
+                                                 ("padding", "H"))),
+    VERSION_3: Layout("sframe_func_desc_idx", (("func_start", "q"), ("func_size", "I"),
+                                               ("func_start_fre_off", "I")))}
+V3_ATTR = Layout("sframe_func_desc_attr", (("func_num_fres", "H"), ("func_info", "B"),
+                                           ("func_info2", "B"), ("func_rep_size", "B")))
+# An FRE's fixed part, by the size of its start address (the specs'
+# sframe_frame_row_entry_addr1, 2 and 4): the start, then the info byte.
+FRE_HEAD = {size: Layout(f"sframe_frame_row_entry_addr{size}",
+                         (("sfre_start_address", code), ("sfre_info", "B")))
+            for size, code in ((1, "B"), (2, "H"), (4, "I"))}
 
-
-def header_struct(big_endian: bool) -> struct.Struct:
-    """magic, version, flags, abi, fixed FP, fixed RA, aux len, FDEs, FREs, FRE len, offsets."""
-    return struct.Struct((">" if big_endian else "<") + "HBBBbbBIIIII")
-
-
-def fde_struct(version: int, big_endian: bool) -> struct.Struct:
-    """V1: start, size, FRE offset, FRE count, info.  V2 adds rep size and padding."""
-    order = ">" if big_endian else "<"
-    return struct.Struct(order + ("iIIIB" if version == VERSION_1 else "iIIIBBH"))
+HEADER_SIZE = HEADER.size
+FDE_SIZE = {VERSION_1: FDE_LAYOUT[VERSION_1].size, VERSION_2: FDE_LAYOUT[VERSION_2].size}
 
 
 def fre_type_for(max_start: int) -> int:
