@@ -27,9 +27,10 @@ from .structs import (
     ELFDATA2MSB,
     PHDR,
     SHDR,
+    ST_BIND_SHIFT,
+    ST_TYPE_MASK,
     SYM,
     Layout,
-    st_bind,
     st_type,
 )
 
@@ -222,7 +223,8 @@ class ElfView(NamedTuple):
             return []
         strings, rows = table
         names = _string_table(strings)
-        return [Symbol(names(name_off), value, size, st_type(info), st_bind(info), shndx)
+        return [Symbol(names(name_off), value, size, info & ST_TYPE_MASK,
+                       info >> ST_BIND_SHIFT, shndx)
                 for name_off, info, shndx, value, size in rows]
 
     def _symbols_valued(self, name: str | int, values: Container[int]) -> list[Symbol]:
@@ -236,8 +238,9 @@ class ElfView(NamedTuple):
         kept = compress(range(len(raw) // size), map(values.__contains__,
                                                      self._symbol_values(raw)))
         rows = (pick(layout.unpack_from(raw, size * index)) for index in kept)
-        return [Symbol(string_at(strings, name_off), value, entry_size, st_type(info),
-                       st_bind(info), shndx) for name_off, info, shndx, value, entry_size in rows]
+        return [Symbol(string_at(strings, name_off), value, entry_size, info & ST_TYPE_MASK,
+                       info >> ST_BIND_SHIFT, shndx)
+                for name_off, info, shndx, value, entry_size in rows]
 
     def _symbol_values(self, raw: bytes) -> Iterable[int]:
         """The value of every entry of a symbol table's bytes, in table order: a strided
@@ -258,8 +261,9 @@ class ElfView(NamedTuple):
         raw, strings = table
         layout, size, pick = self._symbol_layout()
         rows = (pick(layout.unpack_from(raw, size * index)) for index in indices)
-        return tuple(Symbol(string_at(strings, name_off), value, size, st_type(info), st_bind(info),
-                            shndx) for name_off, info, shndx, value, size in rows)
+        return tuple(Symbol(string_at(strings, name_off), value, size, info & ST_TYPE_MASK,
+                            info >> ST_BIND_SHIFT, shndx)
+                     for name_off, info, shndx, value, size in rows)
 
     def symbol_rows(self, name: str | int = "") -> tuple[bytes, Iterator[SymbolRow]] | None:
         """A symbol table's string table and its entries as they are stored, each
@@ -292,12 +296,16 @@ class ElfView(NamedTuple):
         return raw[: len(raw) // entry * entry], strings
 
 
-# What each reader takes out of an entry, by class (ELF32, ELF64): a section header's
+# What each reader takes out of an entry, by class (ELF32, ELF64): the file header's
+# fields ``open_elf`` keeps, a section header's
 # fields as ``Section`` orders them, a program header's as ``Segment`` does, and a
 # symbol's as ``SymbolRow`` (with its layout and size, per class and byte order).
 _SECTION_FIELDS = tuple(SHDR[is64].pick("sh_name", "sh_type", "sh_flags", "sh_addr",
                                         "sh_offset", "sh_size", "sh_link", "sh_info")
                         for is64 in (False, True))
+_HEADER_FIELDS = tuple(EHDR[is64].pick("e_shoff", "e_shentsize", "e_shnum", "e_shstrndx",
+                                       "e_type", "e_machine", "e_entry")
+                       for is64 in (False, True))
 _SEGMENT_FIELDS = tuple(PHDR[is64].pick("p_type", "p_offset", "p_vaddr", "p_filesz",
                                         "p_memsz", "p_align") for is64 in (False, True))
 _SYMBOL_LAYOUTS = {
@@ -362,11 +370,10 @@ def open_elf(data: bytes, where: str) -> ElfView:
     is64 = data[EI_CLASS] == ELFCLASS64
     little = data[EI_DATA] == ELFDATA2LSB
     ehdr, shdr = EHDR[is64], SHDR[is64].of(little)
-    shoff = ehdr.read(data, 0, "e_shoff", little) if len(data) >= ehdr.size else 0
     if len(data) < ehdr.size:
         raise DecodeError(len(data), f"{where}: the ELF header is truncated")
-    shentsize, shnum, shstrndx = (ehdr.read(data, 0, field, little)
-                                  for field in ("e_shentsize", "e_shnum", "e_shstrndx"))
+    shoff, shentsize, shnum, shstrndx, elf_type, machine, entry = _HEADER_FIELDS[is64](
+        ehdr.of(little).unpack_from(data))
     if shnum and shentsize < shdr.size:
         raise DecodeError(ehdr.offset("e_shentsize"),
                           f"{where}: section header size {shentsize} is too small")
@@ -385,8 +392,6 @@ def open_elf(data: bytes, where: str) -> ElfView:
                 addr, info, flags, shoff + i * shentsize)
         for i, (name, kind, flags, addr, offset, size, link, info) in enumerate(headers)
     )
-    elf_type, machine, entry = (ehdr.read(data, 0, field, little)
-                                for field in ("e_type", "e_machine", "e_entry"))
     return ElfView(data, little, is64, sections, MACHINES.get(machine, f"e_machine {machine}"),
                    ELF_TYPES.get(elf_type, f"e_type {elf_type}"), shoff, shentsize, shstrndx,
                    entry)

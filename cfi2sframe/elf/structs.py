@@ -169,11 +169,15 @@ def r_info(sym: int, kind: int, is64: bool) -> int:
     return (sym << 32 | kind) if is64 else (sym << 8 | kind & 0xFF)
 
 
+# st_info's two halves (ELF_ST_TYPE, ELF_ST_BIND), for loops that split it inline.
+ST_TYPE_MASK, ST_BIND_SHIFT = 0xF, 4
+
+
 def st_type(info: int) -> int:
     """A symbol's type from st_info (ELF_ST_TYPE)."""
-    return info & 0xF
+    return info & ST_TYPE_MASK
 
 
 def st_bind(info: int) -> int:
     """A symbol's binding from st_info (ELF_ST_BIND)."""
-    return info >> 4
+    return info >> ST_BIND_SHIFT
