@@ -1,6 +1,7 @@
-"""The compiled core (cfi2sframe/csrc/*.c, the extension cfi2sframe._core) as an optional extension: where no C compiler
-or Python headers are found, the build goes on without it and the pure-Python core
-runs (``cfi2sframe --version`` says which).  Everything else is in pyproject.toml.
+"""The compiled core (cfi2sframe/csrc/*.c, the extension cfi2sframe._core) as an
+optional extension: where no C compiler or Python headers are found, the build goes on
+without it and the pure-Python core runs (``cfi2sframe --version`` says which).
+Everything else is in pyproject.toml.
 
 GCC and Clang (any compiler setuptools drives as a Unix one) build it with the
 warnings below, always; ``CFI2SFRAME_STRICT_BUILD=1`` (CI and development) makes

@@ -26,7 +26,7 @@ from tests.corpus import csmith_asm
 ROOT = Path(__file__).resolve().parents[2]
 # Executions per target in CI (the cheap decoders get more); scale with the variable.
 RUNS = {"sframe": 200000, "compact": 200000, "elf": 20000, "cfi": 20000, "asm": 5000,
-        "rewrite": 30000, "compressed": 50000, "macho": 20000, "unwind_info": 50000,
+        "rewrite": 30000, "compressed": 50000, "macho": 12000, "unwind_info": 20000,
         "xray": 20000}
 SCALE = float(os.environ.get("CFI2SFRAME_FUZZ_SCALE", "1"))
 # The compiled core's entry points (cfi2sframe/_core.pyi) each target must call, with
