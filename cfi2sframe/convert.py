@@ -1,4 +1,14 @@
-"""The conversion pipeline as library calls: text -> timelines -> SFrame -> output."""
+"""The conversion pipeline as library calls: text -> timelines -> SFrame -> output.
+
+``Conversion`` with ``raw/asm/obj/elf`` and ``output(form)`` (kinds ``AsmConversion``,
+``ElfConversion``), ``convert_file`` (any input), ``convert_archive`` (a static library,
+member by member), ``convert_asm``, ``convert_elf``, ``convert_sframe``,
+``sframe_from_dwarf`` (handed to ``analysis.process``), ``verify_as_converted``
+(``verify`` of a file without ``.sframe``: a linked file's section as the conversion
+builds it, never placed in the file; an object's in the object), ``rewrite_in_place``,
+``already_converted`` and ``archive_already_converted`` (a file that is exactly what
+this conversion writes: ``--resume``'s ``ok`` for a file converted by a killed run). An
+assembled object must hold one ``.sframe``, ours."""
 
 from __future__ import annotations
 

@@ -1,4 +1,14 @@
-"""File input and output: one-line errors on read, atomic writes (complete or absent)."""
+"""File input and output: one-line errors on read, atomic writes (complete or absent).
+
+Reading: one-line errors; ``read_input`` memory-maps a large ELF file that no command
+writes in place. Output is complete or absent: an ``O_TMPFILE`` prepared and linked in
+when complete; a ``PatchedCopy`` (a large file's converted copy: the input's bytes with
+the changes over them) written a chunk at a time, never whole in memory; devices and
+FIFOs written in place; stale temporaries of dead runs swept. ``--in-place``:
+``rewrite`` (the new file checked as written, read back through a map before it takes
+the name; symbolic links followed and kept; owner, mode, attributes, dates kept; refused
+if the input changed) and ``rewrite_inode`` (hard links: append, sync, then the one-page
+header write)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,19 @@
 """One way in: an input read once and told what it is (``object``'s ``read::File``).
 
-Every command and library call that takes a file starts here: the bytes are read
-once (a large ELF file mapped, ``files.read_input``), its kind told once from them
-(``kinds.input_kind``: the magic numbers live there), and what follows dispatches on
-the kind instead of testing the bytes again.
+The commands that take a file of any kind (the conversion, ``dump``, ``lookup``,
+``diff``, ``verify``, ``compact``) start here: the bytes are read once (a large ELF
+file mapped, ``files.read_input``), its kind told once from them (``kinds.input_kind``:
+the magic numbers live there), and what follows dispatches on the kind instead of
+testing the bytes again.  Those that take one kind read it themselves (``extract``,
+``stacks``, ``unwind``'s snapshots), and a run over many files tells each file's kind
+in ``batch/record.py``.
+
+``open_input(path)`` reads a file (``mapped=False`` reads a large ELF file instead of
+mapping it) and ``input_of(path, data)`` takes bytes in hand, each an ``Input``
+(``path``, ``data``, ``kind``; ``is_elf``, ``is_archive``, ``is_compact_unwind``,
+``is_xray``, ``elf_arch``: the target its header names); ``file_head`` gives the first
+bytes, for a run over many files that reads each later. ``convert_file`` and
+``compact_file`` take the kind instead of telling it again.
 """
 
 from __future__ import annotations

@@ -4,6 +4,14 @@ A file's name says nothing (``libfoo.a`` may be text, ``x.s`` an object): the ki
 comes from magic numbers, and text is what an assembler can read.  Binary input that
 is none of the kinds we read never reaches an assembler, which would print an error
 for every line of it.
+
+Kinds: ELF, ar and thin archives, Mach-O thin and universal, raw SFrame, a bare
+``__unwind_info``, an XRay trace (``xray_byte_order``: its header), text, binary. The
+magic numbers ``ELF_MAGIC`` and ``AR_MAGIC`` are written here and nowhere else in the
+package: other modules ask ``is_elf``, ``is_archive`` or ``input_kind``.
+``COMPACT_UNWIND_KINDS`` is what is read for compact unwind; ``refuse_unreadable`` gives
+one located line for kinds the conversion does not read, before any assembler runs
+(given the kind when it is known).
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ create by the million when a large library is read.
 A ``Timeline`` is what DWARF CFI says about one function, independent of any
 output format.  Every frontend produces it and every backend consumes it, so
 equality here means "unwinds the same".
+
+Holds ``FunctionSpan`` (name, section, start, size: the four fields every per-function
+record opens with; ``span_of`` carries them on), ``in_force`` (the "row at PC" look-up),
+``Timeline``, ``Row`` (with ``ra_signed``, ``ra_signed_pc``), ``CfaReg``/``CfaExpr``,
+``Rule`` with ``RuleKind``, ``Location``, and ``Name`` (str-valued enums that print as
+their names).
 """
 
 from __future__ import annotations

@@ -2,7 +2,11 @@
 of reason codes (kebab-case, stable, listed by ``--list-reasons`` and docs/reasons.md).
 
 The codes are enums: a misspelt code is a type error, and each member prints as its
-kebab-case code in messages and JSON."""
+kebab-case code in messages and JSON.
+
+``SframeReason`` and ``CompactReason`` with their meanings (``SFRAME_REASONS``,
+``COMPACT_REASONS``); ``Unrepresentable(reason, detail)`` is the result both back ends
+give when they cannot be exact, and compact ``decode`` gives for a word without rules."""
 
 from __future__ import annotations
 

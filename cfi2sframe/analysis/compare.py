@@ -3,6 +3,18 @@
 All three compare recovery rules (``sframe.rules.FrameRules``) PC by PC,
 where a PC range is the stretch between two consecutive row starts of
 either side; rules are constant inside such a stretch.
+
+``verify`` goes by PC over every overlapping FDE, PC-mask FDEs expanded (``_Verifier``
+holds one section's FDE spans, decoding an FDE only when a function needs it);
+``verify_cfi`` is ``verify`` over a file's FDEs (the compiled core's ``agree`` first, a
+timeline only where it cannot confirm); ``verify_elf`` checks a linked file through
+``_scan`` (the compiled core's ``verify_scan``), else ``verify_cfi``, and the container
+(``elf/layout.py``), but not for a section the file does not hold (``made``: the one a
+conversion would add, checked at its address, never placed). A function no FDE covers is
+a gap (``VerifyResult.uncovered``, failing ``ok``) where
+``sframe/build.lower_function``, the conversion's decision, would give it one in the
+section's version. The rules of each distinct FRE and DWARF row are worked out once per
+section (``_RulesMemo``, ``_FastCheck``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""The shape of an architecture description: registers, ABI constants, CIE rules."""
+"""The shape of an architecture description: registers, ABI constants, CIE rules.
+
+``Arch`` holds registers, SP/FP/RA, CIE ops, the ELF machine number and relocation types
+(and the dynamic ``R_*_RELATIVE`` type), the SFrame ABI id, name and fixed offsets, the
+caller SP (``sp_val_offset``), the SFrame layout facts (``sframe_cfa_encoded``,
+``sframe_ra_padding``, ``sframe_register_words``, ``sframe_section_align``,
+``sp_copy_is_cfa``, V1 PC-mask repetition), FLEX use, the compact flavour, registers and
+pairs; ``ByteOrder``."""
 
 from __future__ import annotations
 

@@ -14,6 +14,9 @@ A worker pays that once for many files.
 The parent is a single thread that waits on the workers' pipes, so the fork never
 happens beside other threads.  Requests and records travel as a 4-byte length and
 JSON.
+
+``run_local`` runs at most ``-j`` workers at once; ``run_files`` is a Dask task's run
+(``batch/cluster.py``).
 """
 
 from __future__ import annotations

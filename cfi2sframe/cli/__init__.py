@@ -1,7 +1,12 @@
 """The ``cfi2sframe`` command: one module per subcommand, each parsing arguments and
 printing results only; the work is in the library.  This module dispatches and turns
 exceptions into one-line diagnostics and exit statuses (0 success, 1 bad input or
-failed conversion, 2 usage error, 70 internal error)."""
+failed conversion, 2 usage error, 70 internal error).
+
+The subcommands that take a file of any kind open it with ``inputs.open_input`` (or
+``inputs.input_of``) and dispatch on its kind: no module of ``cli/`` tests a magic
+number. A mistyped command is named; a closed
+standard output pipe ends the command by SIGPIPE, as ``cat``."""
 
 from __future__ import annotations
 

@@ -8,6 +8,9 @@ this starts the run the conversion would start, from the arguments alone; the
 conversion takes it over where it is that run (``probe.AssemblerJob``: the same
 command, input bytes, name and include folder) and stops it otherwise.  Any other
 command line starts nothing here.
+
+``launch`` starts it before ``cli.convert`` and the conversion's modules load;
+``cli.main`` stops it once the command ends (nothing where the conversion took it over).
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 The code bytes come from the assembled object (for ``.s`` input, the probe
 object the assembler wrote; for ELF input, the file), so STACK_IND's
 ``sub $imm32, %rsp`` is found where it really is.
+
+``compact_file`` takes any input; Mach-O files take ``compact_macho`` (from
+``__eh_frame``) and ``from_prologues`` (an object's rows without an FDE, from the code;
+a Darwin object's rows named by the function at their start).
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ From the function's first byte: an optional ``endbr64``/``endbr32``, then pushes
 other instruction.  The rules in force there are the body state an encoding must
 describe, as ``CompactRules`` (the encodings' own terms, ``encoding.decode``).  None
 where the code starts with none of these (nothing was read, so nothing is shown).
+
+arm64: ``stp`` pairs, ``sub sp``, ``add x29, sp``; an arm64 leaf none of whose words
+moves sp or calls (``Arch.frame_changes``) is frameless with stack 0. The result is
+given in compact terms (``built_rules``) and as an encoding (``prologue_encoding``);
+``compact.inputs.from_prologues`` computes an object's rows without an FDE from it.
 """
 
 from __future__ import annotations

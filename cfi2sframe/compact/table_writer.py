@@ -10,6 +10,10 @@ sentinel), LSDA index, second-level pages.  A page is compressed (4 bytes an ent
 encodings by index) while it can be; where a compressed page would stop early
 (more than 256 encodings on it, or a function past its 24-bit reach) a regular page
 (8 bytes an entry) takes up to 511 entries.
+
+``build_unwind_info`` lays the table out in two steps (``_plan``: every part's offset
+from the pages' sizes, then the bytes); a function with the encoding of the one before
+it and no LSDA shares that one's row (``_fold``).
 """
 
 from __future__ import annotations

@@ -25,6 +25,12 @@ them:
 
 Where a file gives no such room (or a reference into those sections could not be
 followed: a relocation, another dynamic tag), ``elf.linked`` moves the table instead.
+
+``starts_as_program`` tells the files the kernel may start; ``find_room`` picks the
+sections (each dynamic table only at the address its tag names; the relocation tables
+never move); ``grow`` writes them and ``.sframe`` in the new segment (their dynamic tags
+and the symbols defined in them follow, a moved ``.dynsym``'s own entries written in its
+copy); ``previous_growth`` finds an earlier such conversion, placed again.
 """
 
 from __future__ import annotations

@@ -35,6 +35,16 @@ The layout is chosen for the tools that run afterwards (docs/post-link.md):
   plus the zeros that take it past the memory image (``OldKernels``).  A library
   keeps this rule only with ``--old-kernels pad``: ld.so finds a library's table
   through ``PT_PHDR``.
+
+``add_loadable_sframe`` grows the table where it is (``elf/grow.py``) unless that costs
+more than moving it and more than a page (a program: the new segments' page; a library:
+the smallest, 4 KiB); else ``plan``/``Placement`` copy it to the end as above.
+``name_table`` gives the section names with the new ones, for both layouts;
+``segment_page`` aligns new segments to the target's largest page
+(``Arch.max_page_size``), never to a larger ``p_align``; ``replace_in_place`` puts a new
+section where the old one was; ``previous_conversion`` finds what an earlier moved-table
+conversion added (also after BFD's strip moved it), which is then placed again, not
+added to.
 """
 
 from __future__ import annotations

@@ -6,6 +6,13 @@ section header table are appended.  Each FDE start field gets one PC-relative
 RELA relocation against its function's section symbol, addend = the
 function's offset, exactly as an assembler writes it for ``.eh_frame``.
 64-bit x86-64, AArch64 and s390x objects are supported, in either byte order.
+
+The sections are given as bytes and ``StartField`` placements. With replace, the
+existing headers are pointed at new contents, written over the old ones when they are
+the file's tail; ``remove_sframe`` where nothing is left to describe;
+``without_local_symbols`` takes the probe labels out of the assembler's object
+(relocations, groups, ``SYMTAB_SHNDX`` and LLVM's ``.llvm_addrsig`` renumbered, a string
+table shared with the section names (LLVM's) kept whole).
 """
 
 from __future__ import annotations

@@ -4,6 +4,13 @@ The package's only ELF reader (the assembler's probe object, CFI, ``.sframe``,
 relocations, rewriting).  Reading these with ``struct`` costs little next to
 importing pyelftools and building its section objects for a large library (hash
 tables, dynamic segment).  pyelftools is a test oracle.
+
+Symbols: all, or those at given values with only their names read, or those at given
+indices (``symbols_at``); the raw table (``symbol_table``, ``symbol_rows``);
+``symbol_entry`` one entry without its name, for relocating. Also ``is_mapping_symbol``,
+``elf_arch``, ``address_reader`` (file bytes at a linked address),
+``ElfView.sframe_section`` and ``holds_sframe`` (an empty ``.sframe`` counts as none:
+every command asks this, not for the name).
 """
 
 from __future__ import annotations

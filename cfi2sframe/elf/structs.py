@@ -7,6 +7,15 @@ bit) decides their widths and, for ``Elf_Phdr`` and ``Elf_Sym``, the field order
 Every ``struct.Struct`` is built here at import, once per record, class and byte
 order: these readers run over whole trees.  ``Layout`` is the plain record (one
 format for every file), which ``sframe/format.py`` uses for SFrame's.
+
+The records: ``EHDR``, ``SHDR``, ``PHDR``, ``SYM``, ``REL``, ``RELA``, ``DYN``, ``CHDR``
+(each an ``ElfRecord``, whose ``record[is64]`` is the class's ``Layout``, with ELF32's
+field order where it differs); ``Layout.read``/``write`` one field by name, ``pick``
+fields out of an unpacked record, ``alone`` one field of every entry;
+``r_sym``/``r_type``/``r_info``, ``st_type``/``st_bind``. ``elf/read.py``,
+``elf/obj.py``, ``elf/reloc.py``, ``elf/compressed.py``, ``elf/archive.py`` and the
+SFrame layouts (``sframe/format.py``) write no header offset as a number;
+``tests/unit/test_elf_structs.py`` holds the sizes to the gABI's and the SFrame specs'.
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ line starts it before the conversion's modules are imported (``cli.early``: the
 imports are a large part of a small file's conversion), and ``probe.AssemblerJob``
 adopts it where it is the run the conversion would start, or starts its own.  Kept to the standard
 library's process modules, so that starting it costs little more than the process.
+
+``Launch`` is started, taken over (``take_over``, where it is a given run: its copy of
+the source is then let go) or stopped (``stop``). For GNU as, clang's
+``.addrsig``/``.addrsig_sym`` lines are left empty (``without_addrsig``: a linker's
+table GNU as does not know; ``is_gnu_as``, asked once per command).
 """
 
 from __future__ import annotations

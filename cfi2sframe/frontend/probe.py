@@ -8,6 +8,12 @@ values in the object's symbol table are the exact offsets (after relaxation,
 alignment and data) where the assembler itself records each directive.  This
 module is kept light (no Lark) so the assembler can start before the heavier
 modules are even imported.
+
+Holds the background run (``start_run``, scanning meanwhile; ``start_probe``,
+``with_probe_run`` with probe labels), ``Assembler.is_gnu_as``, the probe addresses
+(``read_probes``: places and the source's own symbols in one pass, the probes' names
+never decoded) and the FDE-count check; ``.sframe`` is dropped from ``.cfi_sections``
+(the section is ours to write).
 """
 
 from __future__ import annotations

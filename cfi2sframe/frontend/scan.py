@@ -4,6 +4,11 @@ Only lines that can matter are looked at: ``str.find`` locates the lines
 holding ``.cfi_`` (and comment delimiters, when the file has any) at C
 speed; everything else (instructions, data) is skipped unread.  Symbol
 assignments are looked for only when a CFI operand names a symbol.
+
+The compiled core's ``scan_cfi`` runs this scan where built, for ASCII text (this loop
+its reference). Statements inside ``.macro``/``.rept``/``.irp`` bodies are told apart
+(``ScanResult.in_bodies``); ``labels_between`` gives the labels that can name a
+function.
 """
 
 from __future__ import annotations

@@ -3,6 +3,19 @@
 Addresses are never estimated: they come from a real assembler run (see
 ``probe``).  Directives are lowered to DWARF operations exactly as an
 assembler encodes them, then replayed by the one CFI interpreter.
+
+Directives become ``Op``s as GNU as's dw2gencfi encodes them while the assembler runs
+(``_Builder.collect``: parsing, each distinct statement text once, structure and
+operands; then the modules the rest of the conversion uses are loaded). They are placed
+by the FDEs the assembler wrote for the source as it is, the n-th function by the n-th
+FDE where that FDE has exactly its operations (``_Builder.place_by_cfi``; such a unit
+agrees with the assembler by construction, ``AsmUnit.agrees``), else at the probes'
+addresses of a second run (``_Builder.place``). One ``Timeline`` per function (functions
+whose operations and size are the same share one rows tuple, interpreted once), with
+each directive's line (``Timeline.location_at``); names from the symbol table (among the
+symbols at the start, those labelled after the previous function, read only where
+several share it). A file with CFI in macro bodies is read from the assembler's own
+``.eh_frame`` instead (``_from_assembler``).
 """
 
 from __future__ import annotations

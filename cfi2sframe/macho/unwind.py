@@ -8,6 +8,10 @@ and LSDA fields are relocated (``X86_64_RELOC_UNSIGNED``/``ARM64_RELOC_UNSIGNED`
 scattered relocation on i386): a section relocation leaves the
 target's address in the field, a symbol relocation names the symbol (whose value,
 for an undefined personality routine, is 0).
+
+``relocated`` applies the symbol relocations and SUBTRACTOR pairs of ``__eh_frame`` in
+the object's one address space; i386's esp/ebp numbers are swapped back
+(``native_numbers``); the personality routine a CIE names is looked up here.
 """
 
 from __future__ import annotations

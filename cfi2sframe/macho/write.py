@@ -14,6 +14,9 @@ tables and the other link-edit data, every offset that names them rewritten.  Lo
 commands of which we do not know whether they hold file offsets are refused, so that
 nothing is left pointing at the wrong bytes.  Symbols' section numbers stay valid:
 a new section comes last.
+
+Two steps: a plan of every offset (``_plan``: contents, relocations, link-edit tables,
+the segment and commands naming them), then the bytes (``_write``).
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@ CFAs retried per PC, functions ordered and encoded into a section image.
 
 What the application (``convert``) and the library's callers run for every input:
 it reads no file and prints nothing.
+
+``lower_all``, ``lower_fdes`` (the fast path first), ``lower_function`` (one function's
+decision: FDEs, with the per-PC retry of PC-dependent CFAs, or a ``Skip``; ``verify``
+asks it of the functions a section lacks), ``order_functions``, ``encode_sframe``,
+``require_sframe_abi``.
 """
 
 from __future__ import annotations

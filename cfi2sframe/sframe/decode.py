@@ -3,6 +3,11 @@
 Every structural inconsistency (truncation, offsets past the end, FRE counts
 that do not add up, unknown version, ABI, flags or types) raises
 ``DecodeError`` with the byte offset where it was found; nothing else escapes.
+
+``FdeTable`` is the header, checked, and the FDE index; ``decode_covering`` (lookup)
+reads the FDE index in one pass and decodes only the FDEs covering the PCs;
+``DecodedSection.find_fde`` searches by bisection where FDEs follow one another, else
+takes the first in table order.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""SFrame layouts and constants, from the SFrame V2 (errata 1) and V3 specs."""
+"""SFrame layouts and constants, from the SFrame V2 (errata 1) and V3 specs.
+
+The records are declared once as ``elf.structs.Layout``s: ``PREAMBLE``, ``HEADER``,
+``FDE_LAYOUT`` (V1 17 bytes, V2 20, V3's index entry 16), ``V3_ATTR`` (5), ``FRE_HEAD``
+(an FRE's start address of 1, 2 or 4 bytes and its info byte); the readers and writers
+take offsets and ``struct``s from them. Also ``Fre`` (with ``frame_rules``),
+``SFrameFunction``, ``fre_words``, ``cfa_word``/``cfa_offset``, size selection and
+``fits`` (32-bit sizes, V3's 65535 FREs)."""
 
 from __future__ import annotations
 

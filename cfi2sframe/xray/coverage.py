@@ -1,7 +1,11 @@
 """Whether a binary's unwind information covers its XRay sleds (issue 41): a tracer
 that unwinds at an entry or exit sled (a profiler's stack at a call boundary) needs
 an SFrame or ``.eh_frame`` FDE there.  Ranges in, answers out; the caller reads them
-(``sframe.decode`` ``ranges``, ``elf.cfi``'s FDEs)."""
+(``sframe.decode`` ``ranges``, ``elf.cfi``'s FDEs).
+
+``sled_coverage`` answers which entry and exit sleds SFrame and ``.eh_frame`` cover;
+``cli/xray.py`` reads the ranges (``sframe.decode.FdeTable.ranges``,
+``elf.cfi.read_elf_cfi``) for ``verify TRACE --binary BIN``."""
 
 from __future__ import annotations
 

@@ -10,6 +10,12 @@ with ``xray_fn_idx``, the index of the function's entry there (the runtime's
 numbering); without, they go up each time the function field changes, walking the
 map in order (the runtime's and ``llvm-xray``'s).  Every count is the section's own
 bytes: nothing is allocated for what a field only claims.
+
+``read_instr_map`` reads with ``elf/read.py`` and names the functions with
+``elf.cfi.function_names`` (``.symtab``, else ``.dynsym``); ``id_names`` is the ID ->
+name map every trace command takes (demangled by libstdc++'s ``__cxa_demangle`` through
+ctypes: ``c++filt``'s demangler, no process); ``open_instr_map`` is the CLI's
+located-error entry.
 """
 
 from __future__ import annotations

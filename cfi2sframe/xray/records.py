@@ -3,6 +3,9 @@
 Facts: LLVM's FDR format document (version 1, 2017) and what LLVM 14's runtime
 writes and ``llvm-xray`` reads (file versions 1 to 5 for FDR, 1 to 3 for basic
 mode).  Multi-byte fields follow the producer's byte order, told by the header.
+
+Records are named tuples, streamed (``fdr_records``): a record crossing its buffer's
+extent is a ``Skipped`` up to the extent's end, as LLVM reads on.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Stacks and calls as text: folded stacks (what flamegraph.pl, inferno and speedscope
 read), a per-function account and Chrome's trace-event JSON.  Times are converted
 from TSC cycles with the header's cycle frequency in integer arithmetic, rounded once
-per printed value to the nearest unit (halves up)."""
+per printed value to the nearest unit (halves up).
+
+Names come from a ``Mapping[int, str]`` (``#ID`` for the rest)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,10 @@ exit closes lost their own exit and end with it, calls still open at the end hav
 duration.  Calls the runtime erased for being shorter than its duration threshold
 leave no record at all: their time is their caller's self time.  Times are TSC
 cycles, exact integers; ``report`` converts them.
+
+``StackWalk`` keeps every completed ``Call`` with its node in a ``StackTrie`` of
+distinct stacks, with self and inclusive cycles; ``build_stacks`` sums them per distinct
+stack, so memory grows with distinct stacks, not calls.
 """
 
 from __future__ import annotations

@@ -1,5 +1,11 @@
 """An XRay trace's records as lines: what ``llvm-xray fdr-dump`` says of each, after
-the record's byte offset (payloads with their unprintable bytes escaped)."""
+the record's byte offset (payloads with their unprintable bytes escaped).
+
+Each function's name is printed beside its ID where a map gives names; ``dump --json``'s
+records come from here too. ``_whole_buffers`` is one loop over whole buffers of
+function and metadata records (the general reader taking over at the first record it
+does not read); where the compiled core is built ``_fast_buffers`` runs it in C
+(``xray_dump``), this loop its reference and fallback."""
 
 from __future__ import annotations
 
