@@ -5,6 +5,10 @@ turns a few hundred kilobytes into gigabytes of zeros.  So the claim is checked
 against ``Limits`` before anything is allocated, the data are inflated in
 bounded steps, and a stream that gives more (or less) than it claimed is an
 error: the work and memory follow the limit, never the file's word.
+
+The limits are ``--max-section-size`` and ``--max-section-ratio``. ``section_contents``
+gives a section's bytes, bounds checked and inflated when compressed: the CFI reader and
+the ``.sframe`` loader share it.
 """
 
 from __future__ import annotations

@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Mapping
 from types import ModuleType
 
 import pytest
 
-from cfi2sframe.errors import DecodeError
 from cfi2sframe.xray.fast import fdr_stacks, python_stacks
 from cfi2sframe.xray.instr_map import id_names, open_instr_map
 from cfi2sframe.xray.records import HEADER_SIZE, read_header
-from cfi2sframe.xray.text import _whole_buffers, dump_lines, function_id
+from cfi2sframe.xray.text import dump_lines
 from tests.conftest import compiled_core, require
-from tests.differential.test_xray import TRACES, _make_trace
+from tests.support.xray_compare import c_dump, check, python_dump, readable, whole_dump
+from tests.support.xray_programs import make_traces
 from tests.support.xray_traces import block, custom, func, header, meta
 
 
@@ -41,81 +40,9 @@ def core() -> ModuleType:
 def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes, dict[int, str]]]:
     """name -> (trace, the names its program's map gives)."""
     require("clang-14", "llvm-xray-14")
-    folder = tmp_path_factory.mktemp("core-xray")
-    made = {}
-    for name in TRACES:
-        sub = folder / name
-        sub.mkdir()
-        trace = _make_trace(sub, name)
-        made[name] = (trace.read_bytes(), id_names(open_instr_map(str(sub / name))))
-    return made
-
-
-def python_dump(data: bytes, names: Mapping[int, str]) -> tuple[str, tuple[int, int | None]]:
-    """``_whole_buffers``' text and where it hands back."""
-    run = _whole_buffers(data, read_header(data), names)
-    chunks = []
-    while True:
-        try:
-            chunks.append(next(run))
-        except StopIteration as stop:
-            return "".join(chunks), stop.value
-
-
-def c_dump(core: ModuleType, data: bytes, names: Mapping[int, str], lines: int = 4096
-           ) -> tuple[str, tuple[int, int | None]]:
-    """``xray_dump`` called until it hands back, ``lines`` lines a call at most."""
-    labels = core.xray_labels(labels={i: function_id(i, names) for i in names}) \
-        if names else None
-    assert labels is not None or not names
-    at, stop, more, chunks = HEADER_SIZE, None, True, []
-    while more:
-        text, at, stop, more = core.xray_dump(data=data, at=at, stop=stop, labels=labels,
-                                              lines=lines)
-        assert text.count("\n") <= lines
-        chunks.append(text)
-    return "".join(chunks), (at, stop)
-
-
-def whole_dump(data: bytes) -> tuple[str, str | None]:
-    """Every line ``dump_lines`` gives and the error that stops it."""
-    lines: list[str] = []
-    try:
-        for chunk in dump_lines(data, read_header(data)):
-            lines.append(chunk)
-    except DecodeError as exc:
-        return "".join(lines), str(exc)
-    return "".join(lines), None
-
-
-def readable(data: bytes) -> bool:
-    """Little-endian FDR of version 2 on: what the compiled loops are given."""
-    try:
-        header_ = read_header(data)
-    except DecodeError:
-        return False
-    return header_.type == 1 and header_.version >= 2 and header_.order == "little"
-
-
-def check(core: ModuleType, data: bytes, names: Mapping[int, str] | None = None,
-          lines: tuple[int, ...] = (4096,)) -> None:
-    """The C loops equal to the Python ones on one trace (with names, if given)."""
-    if not readable(data):
-        return
-    expected = python_dump(data, names or {})
-    for each in lines:
-        assert c_dump(core, data, names or {}, each) == expected
-    for per_thread in (False, True):
-        found = core.xray_stacks(data=data, per_thread=per_thread)
-        reference = python_stacks(data, per_thread)
-        if reference is None:
-            assert found is None
-        else:
-            assert found is not None
-            totals, notes = found
-            assert [tuple(row) for row in reference.stacks] == totals
-            assert [(list(type(n)).index(n), f, c) for (n, f), c in reference.notes.items()] \
-                == notes
+    traces = make_traces(tmp_path_factory.mktemp("core-xray"))
+    return {name: (trace.read_bytes(), id_names(open_instr_map(str(trace.parent / name))))
+            for name, trace in traces.items()}
 
 
 def both_cores(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:

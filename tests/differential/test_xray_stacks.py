@@ -25,9 +25,10 @@ from cfi2sframe.xray.expand import events
 from cfi2sframe.xray.fast import fdr_stacks
 from cfi2sframe.xray.records import basic_records, fdr_records, read_header
 from cfi2sframe.xray.stacks import build_stacks
-from cfi2sframe.xray.text import basic_text, dump_lines, record_text
+from cfi2sframe.xray.text import basic_text, record_text
 from tests.conftest import cfi2sframe, require
-from tests.differential.test_xray import TRACES, _make_trace
+from tests.support.xray_compare import whole_dump
+from tests.support.xray_programs import TRACES, make_traces
 from tests.support.xray_traces import block, func, header
 
 NAMED = ["fdr", "fdr-threads", "basic"]
@@ -37,14 +38,9 @@ NAMED = ["fdr", "fdr-threads", "basic"]
 def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     """name -> (trace, the program that wrote it)."""
     require("clang-14", "llvm-xray-14")
-    folder = tmp_path_factory.mktemp("xray-stacks")
-    made = {}
-    for name in NAMED:
-        sub = folder / name
-        sub.mkdir()
-        made[name] = (_make_trace(sub, name), sub / name)
     assert set(NAMED) <= set(TRACES)
-    return made
+    made = make_traces(tmp_path_factory.mktemp("xray-stacks"), NAMED)
+    return {name: (trace, trace.parent / name) for name, trace in made.items()}
 
 
 def names_of(binary: Path) -> dict[int, str]:
@@ -392,16 +388,6 @@ def _general_dump(data: bytes) -> tuple[str, str | None]:
     return "".join(lines), None
 
 
-def _fast_dump(data: bytes) -> tuple[str, str | None]:
-    lines: list[str] = []
-    try:
-        for chunk in dump_lines(data, read_header(data)):
-            lines.append(chunk)
-    except DecodeError as exc:
-        return "".join(lines), str(exc)
-    return "".join(lines), None
-
-
 def _damaged(seed: int) -> list[bytes]:
     """Hand-made traces (every kind of record the fast loops skip or read), each with
     a few bytes changed at random."""
@@ -438,7 +424,7 @@ def test_fast_loops_equal_the_general_path(traces: dict[str, tuple[Path, Path]],
     samples = [trace.read_bytes() for trace, _ in traces.values()] + _damaged(41)
     read = 0
     for data in samples:
-        assert _fast_dump(data) == _general_dump(data)
+        assert whole_dump(data) == _general_dump(data)
         try:
             header_ = read_header(data)
             fast = fdr_stacks(data, header_, per_thread=True)

@@ -57,12 +57,10 @@ def _seeds(target: str, folder: Path) -> None:
         return
     if target == "xray":  # clang-14's runtime's traces: FDR (threads, events) and basic
         require("clang-14")
-        from tests.differential.test_xray import TRACES, _make_trace
+        from tests.support.xray_programs import make_traces
 
-        for name in TRACES:
-            work = folder.parent / name
-            work.mkdir()
-            shutil.copy(_make_trace(work, name), folder / name)
+        for name, trace in make_traces(folder.parent).items():
+            shutil.copy(trace, folder / name)
         return
     objects = []
     for path in examples:

@@ -17,23 +17,24 @@ from cfi2sframe.xray.instr_map import id_names, read_instr_map
 from tests.conftest import cfi2sframe
 from tests.support.xray_maps import (
     ET_DYN,
+    MAP_AT,
     SHT_PROGBITS,
     SHT_RELA,
     Part,
     elf,
     entry,
+    pcrel_map,
     rela,
     with_symbols,
 )
 
-MAP_AT, INDEX_AT = 0x4001, 0x5000
+INDEX_AT = 0x5000
 SLEDS = [(0x1000, 0x1000, 0), (0x100E, 0x1000, 1), (0x1020, 0x1020, 3),
          (0x1028, 0x1020, 2), (0x1030, 0x1030, 5)]
 
 
 def _binary(index_rows: list[tuple[int, int]] | None = None) -> bytes:
-    words = b"".join(entry(a - (MAP_AT + 32 * i), f - (MAP_AT + 32 * i + 8), k, 2)
-                     for i, (a, f, k) in enumerate(SLEDS))
+    words = pcrel_map(SLEDS)
     rows = index_rows if index_rows is not None else [(MAP_AT, MAP_AT + 64),
                                                       (MAP_AT + 64, MAP_AT + 160)]
     parts = [Part("xray_instr_map", SHT_PROGBITS, MAP_AT, words),

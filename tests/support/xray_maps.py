@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA = 1, 2, 3, 4
 ET_EXEC, ET_DYN = 2, 3
+MAP_AT = 0x4001  # where the maps go: an odd address, as seen in real binaries
 
 
 class Part(NamedTuple):
@@ -102,3 +103,19 @@ def with_symbols(parts: list[Part], symbols: list[tuple[str, int]], is64: bool =
     index = len(first) + 1  # the symbol table's own section index
     return [*first, Part(".symtab", SHT_SYMTAB, 0, table, index + 1, 24 if is64 else 16),
             Part(".strtab", SHT_STRTAB, 0, strings)]
+
+
+def pcrel_map(sleds: list[tuple[int, int, int]], at: int = MAP_AT, is64: bool = True,
+              order: str = "<") -> bytes:
+    """Version 2: each word is its target less its own field's address."""
+    size, word = (32, 8) if is64 else (16, 4)
+    return b"".join(entry(address - (at + i * size), function - (at + i * size + word), kind,
+                          2, is64=is64, order=order)
+                    for i, (address, function, kind) in enumerate(sleds))
+
+
+def absolute_map(sleds: list[tuple[int, int, int]], version: int, is64: bool = True,
+                 order: str = "<") -> bytes:
+    """Versions 0 and 1: each word is its target's address."""
+    return b"".join(entry(address, function, kind, version, is64=is64, order=order)
+                    for address, function, kind in sleds)

@@ -16,16 +16,18 @@ from cfi2sframe.errors import DecodeError
 from cfi2sframe.xray.instr_map import SledKind, id_names, read_instr_map
 from tests.support.xray_maps import (
     ET_DYN,
+    MAP_AT,
     SHT_PROGBITS,
     SHT_RELA,
     Part,
+    absolute_map,
     elf,
     entry,
+    pcrel_map,
     rela,
     with_symbols,
 )
 
-MAP_AT = 0x4001  # an odd address, as seen in real binaries
 # (sled address, function, kind): three functions, the six kinds
 SLEDS = [(0x1000, 0x1000, 0), (0x100E, 0x1000, 1),
          (0x1020, 0x1020, 3), (0x1028, 0x1020, 2),
@@ -34,21 +36,6 @@ SYMBOLS = [("f", 0x1000), ("_ZN2ns1gEi", 0x1020), ("_ZN2ns3BoxIiE3getEi", 0x1030
 # Itanium C++ ABI, by hand: N 2ns 1g E i; N 2ns 3Box I i E 3get E i
 NAMES = {1: "f", 2: "ns::g(int)", 3: "ns::Box<int>::get(int)"}
 IDS = [1, 1, 2, 2, 3, 3, 3, 3]
-
-
-def pcrel_map(sleds: list[tuple[int, int, int]], at: int = MAP_AT, is64: bool = True,
-              order: str = "<") -> bytes:
-    """Version 2: each word is its target less its own field's address."""
-    size, word = (32, 8) if is64 else (16, 4)
-    return b"".join(entry(address - (at + i * size), function - (at + i * size + word), kind,
-                          2, is64=is64, order=order)
-                    for i, (address, function, kind) in enumerate(sleds))
-
-
-def absolute_map(sleds: list[tuple[int, int, int]], version: int, is64: bool = True,
-                 order: str = "<") -> bytes:
-    return b"".join(entry(address, function, kind, version, is64=is64, order=order)
-                    for address, function, kind in sleds)
 
 
 def binary(map_bytes: bytes, extra: list[Part] | None = None, elf_type: int = 2,
