@@ -73,7 +73,8 @@ def located(where: str, exc: DecodeError, section: str = "", base: int = 0) -> C
 
 
 class decoding:  # noqa: N801 - used as ``with decoding(path):``, like a function
-    """The one adapter from a decoder's ``DecodeError`` to a located input error:
+    """The adapter from a decoder's ``DecodeError`` to a located input error (one caller
+    words its own: ``elf/obj._renumbered_addrsig``, for the assembler's object):
     ``with decoding(path, section): ...`` raises ``located(path, exc, section, base)``
     for one raised inside.  ``section`` may be set while the block runs (once the
     block knows which section it reads)."""

@@ -1,4 +1,5 @@
-"""Reading-side commands as pure functions: lookup, diff and verify.
+"""The reading side's comparisons: ``diff`` and ``verify`` (``verify_elf`` reads the
+file itself where it is not given the bytes).
 
 All three compare recovery rules (``sframe.rules.FrameRules``) PC by PC,
 where a PC range is the stretch between two consecutive row starts of

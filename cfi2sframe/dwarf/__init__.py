@@ -1,4 +1,5 @@
-"""DWARF call-frame information: the one home of its semantics.
+"""DWARF call-frame information: the general home of its semantics (the fast path of
+``sframe/fastpath.py`` replays a subset, held equal to it).
 
 ``opcodes`` (the DW_CFA table), ``leb128``, ``ops`` (bytes -> ``Op``),
 ``interpret`` (``Op``s -> ``Row``s), ``frames`` (the CIE/FDE entry walker) and

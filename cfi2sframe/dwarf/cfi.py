@@ -4,7 +4,7 @@ Container-free, as gimli's and pyelftools' readers are: the caller (``elf.cfi`` 
 ELF) finds, inflates and relocates the section and names the functions, then hands
 over its bytes, its address, the relocation placements, the address size and the
 byte order.  The instructions decode into the same DWARF operations the assembly
-frontend produces, replayed by the one interpreter.  (pyelftools' CFI decoder is too
+frontend produces, replayed by the same interpreter.  (pyelftools' CFI decoder is too
 slow for large libraries and rejects ``DW_CFA_GNU_args_size``; its errors carry no
 byte offsets.)
 """

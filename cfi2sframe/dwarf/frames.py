@@ -1,6 +1,8 @@
 """The CIE/FDE entry walker of ``.eh_frame`` and ``.debug_frame`` (DWARF 5 section 6.4.1,
-LSB ``.eh_frame``): the one place entry lengths, 64-bit escapes, zero terminators and
-CIE ids are read.  The ELF reader and the assembler probe's FDE count both use it."""
+LSB ``.eh_frame``): the one place in Python entry lengths, 64-bit escapes, zero
+terminators and CIE ids are read.  The ELF reader and the assembler probe's FDE count
+both use it; the compiled core's ``.eh_frame`` walker (``csrc/dwarf_cfi.c``) reads them
+too, held equal by ``tests/differential/test_core_eh.py``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The CFI interpreter: the single place where DWARF call-frame semantics live.
+"""The CFI interpreter: the general home of DWARF call-frame semantics.
+
+The ELF fast path replays the common subset on its own (``sframe/fastpath._run``, and
+``csrc/dwarf_replay.c`` in the compiled core), held equal to this interpreter by
+``tests/differential/test_fastpath.py`` and ``tests/differential/test_core.py``.
 
 It replays DWARF operations placed at code offsets and returns the rows of a
 ``Timeline``.  Remember/restore is a real stack, ``restore`` goes back to the

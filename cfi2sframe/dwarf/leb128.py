@@ -1,4 +1,5 @@
-"""LEB128 numbers (DWARF 5 section 7.6): the one decoder and encoder of the package."""
+"""LEB128 numbers (DWARF 5 section 7.6): the package's decoder and encoder in Python (the
+compiled core reads them on its own in ``csrc/dwarf_replay.c`` and ``csrc/dwarf_cfi.c``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The DW_CFA opcode table (DWARF 5 section 6.4.2, GNU and AArch64 extensions): the
-one place their numbers are written.  The decoder, the fast path and the tests name
-opcodes from here."""
+one place in Python their numbers are written.  The decoder, the fast path and the
+tests name opcodes from here; the compiled core repeats those it reads
+(``csrc/dwarf_replay.c``), exported as ``_core.OPCODES`` and held equal to these by
+``tests/differential/test_core.py``."""
 
 from __future__ import annotations
 

@@ -1,1 +1,3 @@
-"""Frontends: turn inputs (assembly now, ELF later) into ``Timeline`` objects."""
+"""The assembly frontend: ``.cfi_*`` directives into ``Timeline`` objects, placed by a
+real assembler run.  ELF input reaches the same ``Timeline``s through ``elf`` and
+``dwarf``."""

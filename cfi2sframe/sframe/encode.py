@@ -350,7 +350,7 @@ def functions_from_decoded(section: DecodedSection) -> list[SFrameFunction]:
 
     With ``build_v2`` this closes the round trip encode -> decode -> encode.
     Only what V2 can hold is carried: default FDEs, RA tracked per ABI.  The words
-    are read by ``rules.fre_rules``, the one interpreter of data words.
+    are read by ``rules.fre_rules``, the interpreter of data words.
     """
     arch = by_sframe_abi(section.abi)
     out = []

@@ -2,7 +2,7 @@
 
 ``--source sframe`` converts a section without DWARF (files built with
 ``--gsframe`` and ``-fno-asynchronous-unwind-tables``, or stripped of
-``.eh_frame``).  Each FRE's rules (``rules.fre_rules``, the one interpreter of
+``.eh_frame``).  Each FRE's rules (``rules.fre_rules``, the interpreter of
 data words, for V1, V2 and V3) become a DWARF-like row, so the target version
 is written by the same lowering as every other input: minimal sizes, and
 what the target cannot say is left out with the usual reason codes (V3's

@@ -1,8 +1,10 @@
 """What an FRE means: CFA, FP and RA recovery rules, for every version, ABI and FDE type.
 
-This is the one place that interprets data words (default FDEs per ABI, the
-s390x CFA encoding and V2 register encoding, V3 FLEX control words), so
-``dump``, ``lookup``, ``diff`` and ``verify`` agree by construction.
+This is the one place that interprets data words as recovery rules (default FDEs per
+ABI, the s390x CFA encoding and V2 register encoding, V3 FLEX control words), so
+``lookup``, ``diff`` and ``verify`` agree by construction.  ``dump`` prints the words
+as readelf does, reading their places itself (``sframe/dump._default_cells``,
+``_flex_cells``), held to readelf by the differential tests.
 """
 
 from __future__ import annotations

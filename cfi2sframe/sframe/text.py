@@ -1,5 +1,6 @@
-"""Rules as text: the one place DWARF rows and rules and SFrame recovery rules are put
-into words (for reasons and warnings) or into readelf's cells (for disagreements)."""
+"""Rules as text: where DWARF rows and rules and SFrame recovery rules are put into
+words (for reasons and warnings) or into readelf's cells (for disagreements); ``dump``
+writes its own cells from the words (``sframe/dump.py``)."""
 
 from __future__ import annotations
 
