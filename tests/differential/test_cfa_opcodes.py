@@ -36,31 +36,11 @@ from cfi2sframe.errors import Cfi2SframeError
 from cfi2sframe.model import CfaExpr, RuleKind, Timeline
 from cfi2sframe.sframe.rules import RA_UNDEFINED, FrameRules, Loc, rules_at
 from tests.conftest import require
+from tests.support.leb128 import sleb, uleb
 
 X86_REGS = {"rax": 0, "rdx": 1, "rcx": 2, "rbx": 3, "rsi": 4, "rdi": 5, "rbp": 6, "rsp": 7,
             **{f"r{n}": n for n in range(8, 16)}}
 A64_REGS = {**{f"x{n}": n for n in range(31)}, "sp": 31}
-
-
-def uleb(value: int) -> bytes:
-    """ULEB128 (DWARF 5 section 7.6), written here rather than taken from the package."""
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def sleb(value: int) -> bytes:
-    """SLEB128 (DWARF 5 section 7.6)."""
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        done = (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40)
-        out.append(byte | (0 if done else 0x80))
-        if done:
-            return bytes(out)
 
 
 @dataclass(frozen=True)

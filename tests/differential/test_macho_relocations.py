@@ -21,6 +21,8 @@ from cfi2sframe.macho.unwind import eh_frame, relocated
 from tests.conftest import at_least, cfi2sframe, require
 from tests.corpus import csmith_source
 
+from .test_macho import CXX
+
 TRIPLES = {"x86_64": "x86_64-apple-macosx10.15", "arm64": "arm64-apple-macosx11"}
 
 # Every form of a pointer field: symbol differences (SUBTRACTOR pairs) with and without
@@ -101,15 +103,6 @@ def test_every_pointer_form_resolves_in_the_objects_address_space(arch: str,
     got = [*struct.unpack_from("<6q", data), struct.unpack_from("<i", data, 0x30)[0],
            *struct.unpack_from("<5q", data, 0x38)]
     assert got == expected
-
-
-CXX = """int g(int);
-struct S { ~S(); };
-int f(int x) { S s; return g(x) + 1; }
-int leaf(int x) { return x * 3; }
-int big(int a, int b, int c, int d, int e, int f2) {
-  int v[64]; for (int i = 0; i < 64; i++) v[i] = g(i + a); return v[b & 63] + c + d + e + f2; }
-"""
 
 
 def test_arm64_eh_frame_starts_and_lsda_at_their_symbols(tmp_path: Path) -> None:

@@ -12,15 +12,7 @@ import pytest
 
 from cfi2sframe import Cfi2SframeError, decode_sframe, fre_rules, sframe_from_eh_frame
 from tests.conftest import cfi2sframe, require, require_path
-
-
-def _uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
+from tests.support.leb128 import uleb
 
 
 def _jit_blob(pc_begin: int, address: int) -> bytes:
@@ -28,7 +20,7 @@ def _jit_blob(pc_begin: int, address: int) -> bytes:
     the x86-64 CIE (CFA rsp+8, RA at CFA-8), absolute 8-byte pointers (no augmentation),
     and a 12-byte function that pushes rbp (at 1: CFA rsp+16, rbp at CFA-16) and makes
     it the frame pointer (at 4: CFA rbp+16)."""
-    cie_body = (b"\x00\x00\x00\x00" + b"\x01" + b"\x00" + _uleb(1) + b"\x78" + _uleb(16)
+    cie_body = (b"\x00\x00\x00\x00" + b"\x01" + b"\x00" + uleb(1) + b"\x78" + uleb(16)
                 + b"\x0c\x07\x08" + b"\x90\x01")
     cie_body += bytes(-(len(cie_body) + 4) % 8)
     cie = struct.pack("<I", len(cie_body)) + cie_body
