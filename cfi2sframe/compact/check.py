@@ -31,10 +31,17 @@ from ..reasons import CompactReason, Unrepresentable
 from .encoding import decode, describe
 from .inputs import image_functions, unwind_table
 from .lower import CompactRow, body_row, inexact_spans, lower_compact, row_rules
-from .prologue import built_rules
+from .prologue import PROLOGUE_REACH, built_rules
 from .rules import Code, CompactRules
 from .table import Lookup
-from .words import HAS_LSDA, NOT_FUNCTION_START, PERSONALITY_MASK, is_dwarf
+from .words import (
+    HAS_LSDA,
+    MODE_MASK,
+    NOT_FUNCTION_START,
+    PERSONALITY_MASK,
+    X86_STACK_IND,
+    is_dwarf,
+)
 
 S_ATTR_PURE_INSTRUCTIONS, S_ATTR_SOME_INSTRUCTIONS = 0x80000000, 0x400
 FLAGS = HAS_LSDA | PERSONALITY_MASK | NOT_FUNCTION_START
@@ -58,9 +65,9 @@ class MachoCheck(NamedTuple):
 def check_macho(path: str, view: MachoView, cfi: Cfi | None = None) -> MachoCheck:
     """An image's ``__unwind_info`` or an object's ``__compact_unwind`` rows (``cfi``:
     the file's ``macho.unwind.eh_frame``, when the caller has read it)."""
-    cfi = cfi if cfi is not None else eh_frame(view, path)
     if view.filetype == MH_OBJECT:
-        return _check_object(path, view, cfi)
+        return _check_object(path, view, cfi if cfi is not None else eh_frame(view, path))
+    cfi = cfi if cfi is not None else eh_frame(view, path, named=False)  # (names no FDE)
     return _check_image(path, view, cfi)
 
 
@@ -105,7 +112,6 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
     assert section is not None
     flavour = view.arch  # the compact flavour of its CPU
     names = by_compact(flavour).register_names
-    symbols = view.function_names
     base = view.image_base
     problems = list(table.problems)
     notes: list[str] = []
@@ -137,23 +143,23 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
         notes.append("no FDE in __eh_frame: compact encodings checked against the code")
     lookup = Lookup(view.section_data(section))
     checked = from_code = 0
+    from_prologue: dict[tuple[int, bytes | None], str | bool | None] = {}
     for func in image_functions(view, table):
         address = base + func.offset
-        name = symbols.get(address, f"pc+{address:#x}")
-        where = f"'{name}' at {address:#x}"
         encoding = func.encoding
         if encoding == 0:
             if address in by_start:
-                problems.append(f"{where}: its entry says no unwind information, but "
-                                "__eh_frame has an FDE for it")
+                problems.append(f"{_where(view, address)}: its entry says no unwind "
+                                "information, but __eh_frame has an FDE for it")
             continue
         if is_dwarf(encoding, flavour):
             target = by_offset.get(encoding & 0xFFFFFF)
             if target is None:
-                problems.append(f"{where}: DWARF mode at __eh_frame+"
+                problems.append(f"{_where(view, address)}: DWARF mode at __eh_frame+"
                                 f"{encoding & 0xFFFFFF:#x}, where no FDE starts")
             elif relocated and target.start != address:
-                problems.append(f"{where}: DWARF mode at __eh_frame+{target.offset:#x}, the "
+                problems.append(f"{_where(view, address)}: DWARF mode at __eh_frame+"
+                                f"{target.offset:#x}, the "
                                 f"FDE of [{target.start:#x}, {target.start + target.size:#x})")
             else:
                 checked += 1
@@ -161,12 +167,14 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
         lines = timelines.get(address)
         own = by_start.get(address)
         if lines is None or own is None:  # no CFI kept: the encoding against the code
-            problem = _code_problem(view, address, func.length, encoding, flavour, names)
+            problem = _code_problem_alike(view, address, func.length, encoding, flavour,
+                                          names, from_prologue)
             if problem is True:
                 from_code += 1
             elif problem:
-                problems.append(f"{where}: {problem}")
+                problems.append(f"{_where(view, address)}: {problem}")
             continue
+        where = _where(view, address)
         found = rules_problem(encoding, lines, flavour, view.bytes_at(address, lines.size),
                               names)
         if found is not None:
@@ -184,6 +192,7 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
         for pc in (start, start + max(fde.size, 1) - 1):
             hit = lookup.find(pc - base)
             if hit is None or hit.start != start - base:
+                symbols = view.function_names
                 name = symbols.get(start, f"pc+{start:#x}")
                 row = "no row" if hit is None else \
                     f"the row of {symbols.get(base + hit.start, f'pc+{base + hit.start:#x}')}"
@@ -191,6 +200,28 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
                                 f"look-up at {pc:#x} finds {row}")
                 break
     return MachoCheck(len(table.entries), checked, tuple(problems), tuple(notes), from_code)
+
+
+def _where(view: MachoView, address: int) -> str:
+    """A function named in a problem (the names are read only when one is found)."""
+    return f"'{view.function_names.get(address, f'pc+{address:#x}')}' at {address:#x}"
+
+
+def _code_problem_alike(view: MachoView, address: int, length: int, encoding: int,
+                        flavour: str, names: dict[int, str],
+                        memo: dict[tuple[int, bytes | None], str | bool | None]
+                        ) -> str | bool | None:
+    """``_code_problem`` once per distinct (encoding, code it reads): the answer is a
+    function of those alone (x86: the prologue's first ``PROLOGUE_REACH`` bytes, the
+    whole function for STACK_IND; arm64 reads a leaf whole)."""
+    code = view.bytes_at(address, length)
+    if code is not None and flavour != "arm64" and \
+            encoding & MODE_MASK != X86_STACK_IND:
+        code = code[:PROLOGUE_REACH]
+    key = (encoding, code)
+    if key not in memo:
+        memo[key] = _code_problem(view, address, length, encoding, flavour, names)
+    return memo[key]
 
 
 def _code_problem(view: MachoView, address: int, length: int, encoding: int, flavour: str,

@@ -29,7 +29,7 @@ from ..macho.unwind import (
 )
 from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
-from .lower import CompactFunction, lower_compact
+from .lower import CompactFunction, LowerMemo, lower_alike, lower_compact
 from .rules import Code
 from .table import UnwindInfo, read_unwind_info
 from .table_writer import TableFunction
@@ -51,6 +51,7 @@ def compact_functions(timelines: tuple[Timeline, ...], obj: bytes, arch: str,
     view = open_elf(obj, "object") if obj else None
     at_address = address_reader(view) if view is not None and linked else None
     section_bytes: dict[str, bytes] = {}
+    memo: LowerMemo = {}
     out = []
     for timeline in timelines:
         code = None
@@ -64,7 +65,7 @@ def compact_functions(timelines: tuple[Timeline, ...], obj: bytes, arch: str,
                     data = section_bytes[timeline.section] = view.section_data(
                         timeline.section)
                 code = Code(data[timeline.start:timeline.start + timeline.size])
-        out.append(lower_compact(timeline, arch, code, ranges))
+        out.append(lower_alike(timeline, arch, code, ranges, memo))
     return out
 
 
@@ -161,11 +162,12 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
     arch = _target(view)
     flavour = compact_arch(arch.name, path)
     functions = []
+    memo: LowerMemo = {}
     for darwin in (cfi.timelines if cfi is not None else ()):
         timeline = native_numbers(darwin, view.arch)  # i386: esp and ebp swapped back
         found = view.bytes_at(timeline.start, timeline.size)
-        functions.append(lower_compact(timeline, flavour,
-                                       Code(found) if found is not None else None, ranges))
+        functions.append(lower_alike(timeline, flavour,
+                                     Code(found) if found is not None else None, ranges, memo))
     return arch, functions, rows, view
 
 

@@ -28,6 +28,9 @@ from .rules import Code, CompactRules
 ENDBR = (b"\xf3\x0f\x1e\xfa", b"\xf3\x0f\x1e\xfb")  # endbr64, endbr32
 REX_B = 0x41
 MAX_PROLOGUE = 64  # bytes read at most
+# x86: the bytes an answer depends on, the last instruction started before MAX_PROLOGUE
+# included (``sub $imm32``: 7 bytes); a check may key on them (``check``).
+PROLOGUE_REACH = MAX_PROLOGUE + 8
 
 
 def prologue_rules(code: bytes, arch: Arch) -> CompactRules | None:

@@ -1,0 +1,75 @@
+"""Answers shared between functions alike against the per-function answers they stand
+for, on real files: ``compact.lower.lower_alike`` (what ``compact`` runs for an ELF
+file or a Mach-O object) against ``lower_compact`` on every FDE of the installed libc
+and libstdc++, and ``compact.check._code_problem_alike`` (what ``verify`` runs for an
+image's entries without an FDE) against ``_code_problem`` on zig's and ld64.lld-14's
+images of three targets.  ``test_compact.py`` and ``test_macho_checks.py`` hold the
+answers themselves to LLVM's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cfi2sframe.arch import by_compact
+from cfi2sframe.compact import check
+from cfi2sframe.compact.inputs import image_functions, unwind_table
+from cfi2sframe.compact.lower import LowerMemo, lower_alike, lower_compact
+from cfi2sframe.compact.rules import Code
+from cfi2sframe.elf.cfi import read_elf_cfi
+from cfi2sframe.elf.read import address_reader, open_elf
+from cfi2sframe.macho.read import open_macho
+from tests.conftest import at_least, require, require_path
+
+from .test_macho import _many_functions
+from .test_macho_checks import zig_images  # noqa: F401  (a fixture)
+
+LIBRARIES = ["/usr/lib/x86_64-linux-gnu/libc.so.6",
+             "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"]
+
+
+@pytest.mark.parametrize("ranges", [False, True])
+def test_lowered_once_per_shape_as_each_alone(ranges: bool) -> None:
+    require_path(*LIBRARIES)
+    compared = shared = 0
+    for path in LIBRARIES:
+        data = Path(path).read_bytes()
+        cfi = read_elf_cfi(path, data)
+        at = address_reader(open_elf(data, "object"))
+        memo: LowerMemo = {}
+        for timeline in cfi.timelines:
+            found = at(timeline.start, timeline.size)
+            code = Code(found) if found is not None else None
+            before = len(memo)
+            alike = lower_alike(timeline, "x86_64", code, ranges, memo)
+            shared += len(memo) == before
+            assert alike == lower_compact(timeline, "x86_64", code, ranges), timeline.name
+            compared += 1
+    at_least("FDEs", compared, 8000)
+    at_least("FDEs lowered by a shared answer", shared, 1000)
+
+
+def test_prologues_checked_once_as_each_alone(zig_images: dict[str, Path],  # noqa: F811
+                                              tmp_path: Path) -> None:
+    require("ld64.lld-14", "llvm-mc")
+    images = [*zig_images.values(), _many_functions(tmp_path, 1200, True),
+              _many_functions(tmp_path, 3000, False)]
+    compared = 0
+    for image in images:
+        view = open_macho(image.read_bytes())
+        table = unwind_table(str(image), view)
+        assert table is not None
+        flavour = view.arch
+        names = by_compact(flavour).register_names
+        memo: dict[tuple[int, bytes | None], str | bool | None] = {}
+        for func in image_functions(view, table):
+            if func.encoding == 0 or check.is_dwarf(func.encoding, flavour):
+                continue
+            address = view.image_base + func.offset
+            alike = check._code_problem_alike(view, address, func.length, func.encoding,
+                                              flavour, names, memo)
+            assert alike == check._code_problem(view, address, func.length, func.encoding,
+                                                flavour, names), (image.name, address)
+            compared += 1
+    at_least("image entries", compared, 4000)
