@@ -327,7 +327,30 @@ class Lookup:
         i = bisect_right(offsets, offset) - 1
         if i < 0:
             return None
-        start, encoding = offsets[i], encodings[i]
+        return self._found(e, offsets[i], encodings[i])
+
+    def rows_at(self, offsets: list[int]) -> list[tuple[int, int] | None]:
+        """The (start, encoding) of the row ``find`` finds at each of ``offsets``, in
+        one pass (no ``Found`` each: a table's own check asks at 200k offsets); None
+        where ``find`` finds none."""
+        starts, last, page_of = self.starts, len(self.index) - 1, self._page
+        out: list[tuple[int, int] | None] = []
+        e_was, offsets_e, encodings_e = -1, [0], [0]
+        for offset in offsets:
+            e = bisect_right(starts, offset) - 1
+            if e < 0 or e >= last:
+                out.append(None)
+                continue
+            if e != e_was:
+                (offsets_e, encodings_e), e_was = page_of(e), e
+            i = bisect_right(offsets_e, offset) - 1
+            out.append(None if i < 0 or encodings_e[i] == 0 else
+                       (offsets_e[i], encodings_e[i]))
+        return out
+
+    def _found(self, e: int, start: int, encoding: int) -> Found | None:
+        """The row at ``start`` of page ``e``, its personality and LSDA read; None for
+        encoding 0."""
         if encoding == 0:
             return None
         data = self.data

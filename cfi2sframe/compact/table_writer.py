@@ -302,14 +302,23 @@ def _check(data: bytes, functions: list[TableFunction], final: list[int],
     """Every function found, with its encoding, personality and LSDA, at its first and
     its last byte, by libunwind's look-up: a table that fails is a bug of ours."""
     table = Lookup(data)
+    pcs = [pc for func in functions for pc in (func.offset,
+                                               func.offset + max(func.length - 1, 0))]
+    rows = iter(zip(pcs, table.rows_at(pcs), strict=True))
     for func, encoding in zip(functions, final, strict=True):
         slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
         want = None if encoding == 0 else (  # 0: no unwind information, as libunwind reads it
             encoding, personalities[slot - 1] if slot else None,
             func.lsda if encoding & HAS_LSDA else None)
-        for pc in {func.offset, func.offset + max(func.length - 1, 0)}:
-            found = table.find(pc)
-            got = None if found is None else (found.encoding, found.personality, found.lsda)
+        for pc, row in (next(rows), next(rows)):
+            if row is None:
+                got: tuple[int, int | None, int | None] | None = None
+            elif row[1] & (PERSONALITY_MASK | HAS_LSDA):  # read as libunwind does
+                found = table.find(pc)
+                got = None if found is None else (found.encoding, found.personality,
+                                                  found.lsda)
+            else:  # neither a personality nor an LSDA to read
+                got = (row[1], None, None)
             if got != want:
                 raise AssertionError(f"{where}: the table gives {got} at {pc:#x}, not "
                                      f"{want}")

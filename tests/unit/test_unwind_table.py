@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cfi2sframe.compact.table import lookup, read_unwind_info
+from cfi2sframe.compact.table import Lookup, lookup, read_unwind_info
 from cfi2sframe.compact.table_writer import TableFunction, build_unwind_info
 from cfi2sframe.errors import Cfi2SframeError
 
@@ -61,6 +61,12 @@ def test_random_tables_are_found_at_every_function(functions) -> None:
             assert found.encoding & 0x0FFFFFFF == func.encoding
             assert found.personality == func.personality and found.lsda == func.lsda
     _pages_fit(built.data)
+    # the one-pass look-up the writer checks with finds what ``find`` finds, anywhere
+    look = Lookup(built.data)
+    probes = [pc for f in functions for pc in (f.offset - 1, f.offset, f.offset + f.length)]
+    probes += [0, table.sentinel, table.sentinel + 1, *reversed(probes)]
+    assert look.rows_at(probes) == [None if (f := look.find(pc)) is None else
+                                    (f.start, f.encoding) for pc in probes]
 
 
 def _pages_fit(data: bytes) -> None:
