@@ -216,8 +216,8 @@ def _page(data: bytes, at: int, base: int, common: tuple[int, ...],
     if kind == REGULAR:
         _need(data, at + entry_at, REGULAR_ENTRY.size * count,
               f"page {number}'s {count} entries")
-        pairs = (REGULAR_ENTRY.unpack_from(data, at + entry_at + REGULAR_ENTRY.size * i)
-                 for i in range(count))
+        first = at + entry_at
+        pairs = REGULAR_ENTRY.iter_unpack(data[first:first + REGULAR_ENTRY.size * count])
         return Page("regular", at, base, (),
                     tuple(PageEntry(offset, None, encoding) for offset, encoding in pairs))
     if kind != COMPRESSED:
