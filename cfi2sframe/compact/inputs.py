@@ -212,21 +212,18 @@ def image_functions(view: MachoView, table: UnwindInfo) -> list[TableFunction]:
     stop short of it), with the FDE offset a DWARF-mode encoding holds."""
     dwarf = ARM64_DWARF if view.arch == "arm64" else X86_DWARF
     base = view.image_base
-    out = []
-    for i, entry in enumerate(table.entries):
-        if i + 1 < len(table.entries):
-            end = table.entries[i + 1].offset
-        else:
-            address = base + entry.offset
-            holder = next((s for s in view.sections if s.addr <= address < s.addr + s.size),
-                          None)
-            end = max(table.sentinel, holder.addr + holder.size - base if holder else 0,
-                      entry.offset)
-        out.append(TableFunction(entry.offset, end - entry.offset, entry.encoding,
-                                 entry.personality, entry.lsda,
-                                 entry.encoding & 0xFFFFFF if entry.encoding & MODE_MASK ==
-                                 dwarf else None))
-    return out
+    entries = table.entries
+    ends = [entry.offset for entry in entries[1:]]
+    if entries:
+        last = entries[-1].offset
+        holder = next((s for s in view.sections if s.addr <= base + last < s.addr + s.size),
+                      None)
+        ends.append(max(table.sentinel, holder.addr + holder.size - base if holder else 0,
+                        last))
+    function = TableFunction
+    return [function(offset, end - offset, encoding, personality, lsda,
+                     encoding & 0xFFFFFF if encoding & MODE_MASK == dwarf else None)
+            for (offset, encoding, personality, lsda), end in zip(entries, ends, strict=True)]
 
 
 def macho_object_with_ours(path: str, data: bytes, arch_name: str | None = None,

@@ -142,6 +142,9 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
     pages: list[tuple[str, int]] = []
     details: list[Page] = []
     problems: list[str] = []
+    slot_routine = (None, *personalities)  # a personality slot's routine (0: none)
+    previous = -1  # the last entry's offset: none yet
+    add, entry = entries.append, UnwindEntry
     for i, (function, page_at, _) in enumerate(index[:-1]):
         next_function = index[i + 1].function
         if next_function < function:
@@ -152,14 +155,14 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
             if not function <= offset < next_function:
                 problems.append(outside_problem(i, offset, function, next_function,
                                                 i == len(index) - 2))
-            if entries and offset < entries[-1].offset:
-                problems.append(entry_order_problem(i, offset, entries[-1].offset))
+            if offset < previous:
+                problems.append(entry_order_problem(i, offset, previous))
+            previous = offset
             slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
             lsda = lsdas.get(offset) if encoding & HAS_LSDA else None
-            if slot > len(personalities) or (encoding & HAS_LSDA and lsda is None):
+            if slot >= len(slot_routine) or (encoding & HAS_LSDA and lsda is None):
                 raise _entry_error(offset, slot, len(personalities), (i, page_at, first_lsda))
-            entries.append(UnwindEntry(offset, encoding, personalities[slot - 1] if slot
-                                       else None, lsda))
+            add(entry(offset, encoding, slot_routine[slot], lsda))
         pages.append((page.kind, len(page.entries)))
     return UnwindInfo(tuple(entries), index[-1].function, tuple(common), tuple(personalities),
                       tuple(pages), tuple(problems), (version, common_at, common_count,
