@@ -15,8 +15,9 @@ Input, per the performance issue:
 
 Prints a markdown table (medians of ``--runs``; peak RSS is the largest of the runs,
 from ``os.wait4``; the rows whose ratio is a goal time ours and the C tool
-alternated) and, per path, the time per function at the largest dense size over that
-at the smallest: 1.3 or less is linear cost.  ``--quick``: sizes 2000 and 6000, one
+alternated: ``compact --check`` of the library against our own ``verify`` of it)
+and, per path, the time per function at the largest dense size over that at the
+smallest: 1.3 or less is linear cost.  ``--quick``: sizes 2000 and 6000, one
 run, no library or tree (a smoke run of this script).
 """
 
@@ -137,6 +138,9 @@ def library(table: Table, ours: str, tmp: str, runs: int, path: str) -> None:
                                     ["readelf", "--debug-dump=frames-interp", path], runs)
     tool = "readelf -wF"
     table.row("ELF -> SFrame", what, converted_once, frames, tool)
+    checked, verified = paired([ours, "compact", "--check", path],
+                               [ours, "verify", path], runs)
+    table.row("compact --check", what, checked, verified, "(ours) verify")
     table.row("--emit elf", what, timed([ours, "-w", path, "--emit", "elf", "-o", converted],
                                         runs), timed(["strip", path, "-o",
                                                       str(Path(tmp) / "s.so")], runs),
@@ -196,13 +200,14 @@ def macho(table: Table, ours: str, tmp: str, sizes: list[int], runs: int) -> Non
         tool = "llvm-objdump --unwind-info"
         table.row("Mach-O dump", what, timed([ours, "dump", str(image)], runs), objdump,
                   tool, n)
-        table.row("Mach-O verify", what, timed([ours, "verify", str(image)], runs), objdump,
-                  tool, n)
+        objdump_cmd = ["llvm-objdump-14", "--unwind-info", str(image)]
+        verified, objdump_v = paired([ours, "verify", str(image)], objdump_cmd, runs)
+        table.row("Mach-O verify", what, verified, objdump_v, tool, n)
         table.row("Mach-O lookup one PC", what, timed([ours, "lookup", str(image), "_f100"],
                                                       runs), objdump, tool, n)
-        table.row("__unwind_info built", what,
-                  timed([ours, "compact", str(image), "--emit", "unwind-info", "-o",
-                         str(image.with_suffix(".bin"))], runs), objdump, tool, n)
+        built, objdump_b = paired([ours, "compact", str(image), "--emit", "unwind-info", "-o",
+                                   str(image.with_suffix(".bin"))], objdump_cmd, runs)
+        table.row("__unwind_info built", what, built, objdump_b, tool, n)
 
 
 def xray(table: Table, ours: str, runs: int) -> None:
