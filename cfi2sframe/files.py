@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, NamedTuple, cast
 
+from .copying import pwrite_all, write_patched
 from .errors import Cfi2SframeError
 from .kinds import is_elf, xray_byte_order
 
@@ -60,6 +61,18 @@ def read_input(path: str) -> bytes:
     return read_bytes(path) if mapped is None else mapped
 
 
+class MappedFile(mmap.mmap):
+    """A read-only map that keeps its file open (``origin``, a descriptor of its own,
+    closed with the map): a converted copy of the file is then copied by the kernel
+    from there (``copying``), not through the map."""
+
+    __slots__ = ("origin",)
+    origin: int
+
+    def __del__(self) -> None:
+        os.close(self.origin)
+
+
 def _mapped(handle: BinaryIO, size: int) -> bytes | None:
     """The open file, memory-mapped read-only, where it is a large ELF file or XRay
     trace (``size`` bytes: a trace is read once, front to back, and ``dump`` gives its
@@ -68,7 +81,14 @@ def _mapped(handle: BinaryIO, size: int) -> bytes | None:
     if not (is_elf(head) or xray_byte_order(head) is not None):
         handle.seek(0)
         return None
-    return cast("bytes", mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+    origin = os.dup(handle.fileno())
+    try:
+        mapped = MappedFile(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except BaseException:
+        os.close(origin)
+        raise
+    mapped.origin = origin
+    return cast("bytes", mapped)
 
 
 _HEAD = 64  # an XRay header and its first record (a basic-mode record is 32 bytes)
@@ -187,10 +207,15 @@ def _alive(pid: int) -> bool:
 
 
 def _write_all(fd: int, payload: Payload) -> None:
-    for piece in _pieces(payload):
-        view = memoryview(piece)
-        while view:
-            view = view[os.write(fd, view):]
+    """``payload`` into the new, empty file at ``fd``, synced; a ``PatchedCopy`` of a
+    mapped input (``MappedFile``) with the bytes it keeps copied by the kernel."""
+    if isinstance(payload, PatchedCopy):
+        source = payload.source
+        origin = source.origin if isinstance(source, MappedFile) else None
+        write_patched(fd, origin, source, payload.kept, payload.size, payload.patches,
+                      release)
+    else:
+        pwrite_all(fd, payload, 0)
     os.fsync(fd)
 
 
@@ -425,7 +450,7 @@ def rewrite_inode(path: str, target: str, old: bytes, read_stat: os.stat_result,
     try:
         _check_unchanged(path, target, read_stat, fd)
         try:
-            _pwrite_all(fd, new[size:], size)
+            pwrite_all(fd, new[size:], size)
             os.fsync(fd)
         except OSError as exc:
             os.ftruncate(fd, size)
@@ -462,13 +487,6 @@ def _changed_span(old: bytes, new: bytes) -> tuple[int, int] | None:
     while old[end - 1] == new[end - 1]:
         end -= 1
     return start, end
-
-
-def _pwrite_all(fd: int, data: bytes, at: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, at)
-        view, at = view[written:], at + written
 
 
 def _check_unchanged(path: str, target: str, read_stat: os.stat_result,

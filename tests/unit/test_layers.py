@@ -18,7 +18,7 @@ PACKAGE = ROOT / "cfi2sframe"
 # Bottom to top.  A module belongs to the first entry that is it or a package above it.
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "model", "reasons"),
-    ("files", "arch", "kinds", "core", "linker", "cstruct"),
+    ("files", "copying", "arch", "kinds", "core", "linker", "cstruct"),
     ("dwarf",),
     ("elf", "macho", "sections", "inputs"),
     ("frontend", "sframe", "xray", "compact.words", "compact.rules", "compact.x86", "compact.arm64",
