@@ -35,8 +35,13 @@ copy); ``previous_growth`` finds an earlier such conversion, placed again.
 
 from __future__ import annotations
 
+import operator
 import struct
-from collections.abc import Callable, Iterator
+import sys
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
+from itertools import compress, repeat
 from typing import NamedTuple
 
 from ..errors import Cfi2SframeError
@@ -192,10 +197,8 @@ def _checked(view: ElfView, segments: list[Segment], moved: tuple[int, ...], fir
     spans = range(address, address + (end - start))
     for section in view.sections:
         if section.kind == SHT_RELA and section.flags & SHF_ALLOC:
-            symbols = _symbol_values(view, section.link)
-            for where, info, addend in _rela(view, section.offset, section.size):
-                if where in spans or _target(info >> 32, addend, symbols) in spans:
-                    return None
+            if _rela_refers(view, section, spans):
+                return None
         elif section.kind == SHT_RELR and section.flags & SHF_ALLOC:
             for where in _relr(view, section.offset, section.size):
                 if where in spans or _word_at(view, segments, where) in spans:
@@ -209,10 +212,33 @@ def _checked(view: ElfView, segments: list[Segment], moved: tuple[int, ...], fir
     return Room(moved, start, end, address, align)
 
 
-def _rela(view: ElfView, offset: int, size: int) -> list[tuple[int, int, int]]:
-    order = "<" if view.little_endian else ">"
-    return [(where, info, addend) for where, info, addend
-            in struct.iter_unpack(order + "QQq", _whole(view.data, offset, size, 24))]
+def _rela_refers(view: ElfView, section: Section, spans: range) -> bool:
+    """Whether a relocation of ``section`` writes in ``spans`` or an address there: with
+    no symbol (RELATIVE, IRELATIVE) its addend; with one the file defines, the symbol's
+    value plus the addend (a symbol resolved in another file gives no address of this
+    one: ``XtStrings + 0x2c7``).  Read as columns and searched sorted, in C loops:
+    libLLVM-14 has 355k relocations, which took 0.3 s one by one."""
+    rows = _whole(view.data, section.offset, section.size, 24)
+    words, signed = array("Q", rows), array("q", rows)
+    if view.little_endian != (sys.byteorder == "little"):
+        words.byteswap()
+        signed.byteswap()
+    addends = signed[2::3]
+    symbols = list(map(operator.rshift, words[1::3], repeat(32)))
+    if _any_within(words[0::3], spans) or _any_within(
+            compress(addends, map(operator.not_, symbols)), spans):
+        return True
+    named = list(compress(zip(symbols, addends, strict=True), symbols))
+    values = _symbol_values(view, section.link) if named else {}
+    return _any_within((values[symbol] + addend for symbol, addend in named
+                        if symbol in values), spans)
+
+
+def _any_within(numbers: Iterable[int], spans: range) -> bool:
+    """Whether one of ``numbers`` is in ``spans`` (sorted and searched: C loops)."""
+    ordered = sorted(numbers)
+    at = bisect_left(ordered, spans.start)
+    return at < len(ordered) and ordered[at] < spans.stop
 
 
 def _whole(data: bytes, offset: int, size: int, entry: int) -> bytes:
@@ -220,15 +246,6 @@ def _whole(data: bytes, offset: int, size: int, entry: int) -> bytes:
     may claim more than the file has, or a size that is not whole entries."""
     rows = data[offset:offset + size]
     return rows[:len(rows) - len(rows) % entry]
-
-
-def _target(symbol: int, addend: int, values: dict[int, int]) -> int:
-    """The address a relocation writes: with no symbol (RELATIVE, IRELATIVE) its addend;
-    with one the file defines, the symbol's value plus the addend; -1 for a symbol
-    resolved in another file (``XtStrings + 0x2c7`` is no address of this one)."""
-    if not symbol:
-        return addend
-    return values[symbol] + addend if symbol in values else -1
 
 
 def _symbols(view: ElfView, table: Section) -> Iterator[tuple[int, int, int]]:
@@ -247,7 +264,15 @@ def _symbol_values(view: ElfView, index: int) -> dict[int, int]:
     table = view.sections[index]
     if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
         return {}
-    return {n: value for n, shndx, value in _symbols(view, table) if shndx}
+    words = array("Q", _whole(view.data, table.offset, table.size, SYM_SIZE))
+    if view.little_endian != (sys.byteorder == "little"):
+        words.byteswap()
+    # A symbol's first word holds st_name, st_info, st_other, st_shndx; read as one
+    # number, st_shndx is its top 16 bits in a little-endian file, its low 16 bits in
+    # a big-endian one.  Its second word is st_value.
+    shndx = (map(operator.rshift, words[0::3], repeat(48)) if view.little_endian
+             else map(operator.and_, words[0::3], repeat(0xFFFF)))
+    return dict(compress(enumerate(words[1::3]), shndx))
 
 
 def _relr(view: ElfView, offset: int, size: int) -> list[int]:
