@@ -141,10 +141,7 @@ def library(table: Table, ours: str, tmp: str, runs: int, path: str) -> None:
     checked, verified = paired([ours, "compact", "--check", path],
                                [ours, "verify", path], runs)
     table.row("compact --check", what, checked, verified, "(ours) verify")
-    table.row("--emit elf", what, timed([ours, "-w", path, "--emit", "elf", "-o", converted],
-                                        runs), timed(["strip", path, "-o",
-                                                      str(Path(tmp) / "s.so")], runs),
-              "strip")
+    emit_elf(table, ours, tmp, runs, path, converted)
     table.row("verify", what + " converted", timed([ours, "verify", converted], runs), frames,
               tool)
     table.row("dump", what + " converted", timed([ours, "dump", converted], runs),
@@ -159,6 +156,17 @@ def library(table: Table, ours: str, tmp: str, runs: int, path: str) -> None:
         walls.append(wall)
         peak = max(peak, rss)
     table.row("--in-place", what, (statistics.median(walls), peak), frames, tool)
+
+
+def emit_elf(table: Table, ours: str, tmp: str, runs: int, path: str,
+             converted: str) -> None:
+    """``--emit elf`` of ``path`` to ``converted`` beside ``strip`` of it to a new file,
+    alternated: both read the file and write a copy of about its size.  Alone:
+    ``cd benchmarks && python3 -c "import run, tempfile; t = tempfile.mkdtemp();
+    run.emit_elf(run.Table(), 'cfi2sframe', t, 7, run.LIBRARY, t + '/lib.so')"``."""
+    emitted, stripped = paired([ours, "-w", path, "--emit", "elf", "-o", converted],
+                               ["strip", path, "-o", str(Path(tmp) / "s.so")], runs)
+    table.row("--emit elf", Path(path).name, emitted, stripped, "strip")
 
 
 def macho_image(path: Path, count: int) -> bool:
