@@ -27,8 +27,9 @@ import importlib
 # Type checkers take any name TYPE_CHECKING as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .analysis.compact_unwind import compact_walk
     from .analysis.process import Module, load_module, modules_from_maps
-    from .analysis.unwind import PC, compact_walk, modules_walk, sframe_walk
+    from .analysis.unwind import PC, modules_walk, sframe_walk
     from .arch import get_arch
     from .arch.base import Arch
     from .compact.encoding import decode as decode_compact
@@ -97,7 +98,7 @@ _EXPORTS = {
     "Module": "analysis.process", "load_module": "analysis.process",
     "modules_from_maps": "analysis.process",
     "sframe_walk": "analysis.unwind", "modules_walk": "analysis.unwind",
-    "compact_walk": "analysis.unwind", "PC": "analysis.unwind",
+    "compact_walk": "analysis.compact_unwind", "PC": "analysis.unwind",
     "get_arch": "arch",
     "Arch": "arch.base",
     "decode_compact": "compact.encoding:decode", "encode_compact": "compact.encoding:encode",

@@ -377,7 +377,7 @@ def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
     For files whose only unwind information is ``.sframe``; V1, V2 or V3 in.
     The obj and elf outputs replace the section.
     """
-    from .elf.cfi import function_names
+    from .elf.symbols import function_names
     from .sframe.load import load_sframe
     from .sframe.reencode import fde_names, lower_section
 

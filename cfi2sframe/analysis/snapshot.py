@@ -16,7 +16,7 @@ from ..elf.read import address_reader, open_elf
 from ..errors import Cfi2SframeError
 from ..files import read_bytes
 from ..sframe.load import load_sframe
-from .unwind import PC, Read, compact_walk, sframe_walk
+from .unwind import PC, Read, sframe_walk
 
 _PC_NAMES = ("pc", "ip", "rip", "eip", "pswa")
 
@@ -82,6 +82,7 @@ def walk_snapshot(path: str, snapshot: str, compact: bool = False,
         return arch, frames, why
 
     from ..compact.inputs import compact_arch, compact_elf  # (--compact only: start-up)
+    from .compact_unwind import compact_walk
 
     data = read_bytes(path)
     functions = compact_elf(path, data, ranges=True)

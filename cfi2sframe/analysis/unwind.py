@@ -3,7 +3,7 @@
 SFrame: the spec's appendix ("Generating Stack Traces using SFrame"): find the
 FRE for the PC, CFA = base register + offset, RA and FP from their stack slots
 (or, for V3 FLEX and s390x V2 register words, from registers), the caller's SP
-is the CFA (CFA - 160 on s390x).  Compact unwind: ``compact.step.step``.
+is the CFA (CFA - 160 on s390x).  Compact unwind: ``analysis.compact_unwind``.
 
 Registers are DWARF numbers in a dict, and the program counter is kept under
 ``PC`` (the RA column is a register of its own on AArch64 and s390x: LR, r14);
@@ -17,19 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..arch import by_sframe_abi, compact_flavour
-from ..compact.encoding import decode
-from ..compact.rules import Code
-from ..compact.step import step as compact_step
-from ..compact.words import HAS_LSDA, NOT_FUNCTION_START, is_dwarf
-from ..reasons import Unrepresentable
+from ..arch import by_sframe_abi
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
 from .process import module_for
 
 if TYPE_CHECKING:
-    from ..arch.base import Arch
-    from ..compact.lower import CompactFunction
     from .process import Module
 
 Read = Callable[[int], int]
@@ -132,43 +125,5 @@ def modules_walk(modules: Sequence[Module], regs: dict[int, int], read: Read,
         if found.error.startswith("no SFrame FDE") and module.in_entry_function(pc):
             return Step(None, f"{OUTERMOST_REACHED} (the entry point's function)")
         return found
-
-    return walk(step, regs, max_frames)
-
-
-def compact_walk(functions: Sequence[CompactFunction], code_of: Callable[[int, int], bytes],
-                 arch: str | Arch,
-                 regs: dict[int, int], read: Read, sp: int, fp: int, ra: int,
-                 max_frames: int = 64) -> tuple[list[dict[int, int]], str]:
-    """Frames from ``regs`` outwards with compact unwind rows (libunwind's step).
-
-    ``functions`` are ``compact.lower.CompactFunction``s with absolute starts,
-    ``code_of(address, size)`` gives code bytes (for STACK_IND).
-    """
-    arch = compact_flavour(arch)
-
-    def step(frame: dict[int, int], depth: int) -> Step:
-        pc = frame[PC] if depth == 0 else frame[PC] - 1
-        row = next(((f, r) for f in functions for r in f.rows
-                    if f.start + r.start <= pc < f.start + r.start + r.length), None)
-        if row is None:
-            return Step(None, f"no compact unwind row covers {frame[PC]:#x}")
-        func, crow = row
-        encoding = crow.encoding & ~NOT_FUNCTION_START & ~HAS_LSDA
-        if is_dwarf(encoding, arch):
-            return Step(None, f"DWARF mode at {frame[PC]:#x} "
-                              f"({func.reason or 'see the FDE'})")
-        rules = decode(encoding, arch, Code(code_of(func.start + crow.start, 260)))
-        if isinstance(rules, Unrepresentable):
-            return Step(None, rules.detail)
-        if rules.ra_offset is None and depth:
-            return Step(None, "RA still in its register below the topmost frame")
-        try:
-            caller = compact_step(rules, {**frame, ra: frame.get(ra, frame[PC])}, read, sp,
-                                  ra)
-        except LookupError as exc:
-            return Step(None, f"memory not in the snapshot: {exc}")
-        caller[PC] = caller[ra]
-        return Step(caller)
 
     return walk(step, regs, max_frames)

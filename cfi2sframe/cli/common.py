@@ -162,8 +162,8 @@ def function_names_of(source: Input, values: Container[int] | None = None
     addresses only); none for a raw section."""
     if not source.is_elf:
         return {}
-    from ..elf.cfi import function_names
     from ..elf.read import open_elf_file
+    from ..elf.symbols import function_names
 
     return function_names(open_elf_file(source.path, source.data), values)
 

@@ -7,24 +7,16 @@ symbol tables, and hands the bytes to the container-free parser (``dwarf.cfi``).
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Iterator, Sequence
-from itertools import chain
+from collections.abc import Sequence
 
 from ..arch import arch_for_machine
-from ..dwarf.cfi import Cfi, Fde, Names, function_name, parse_cfi
+from ..dwarf.cfi import Cfi, Fde, function_name, parse_cfi
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_input
 from .compressed import DEFAULT_LIMITS, Limits, section_contents
-from .read import (
-    SHN_LORESERVE,
-    SHT_NOBITS,
-    ElfView,
-    Symbol,
-    is_mapping_symbol,
-    open_elf_file,
-    string_at,
-)
+from .read import SHT_NOBITS, ElfView, Symbol, open_elf_file
 from .reloc import relocate_view
+from .symbols import function_names
 
 
 def read_elf_cfi(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LIMITS,
@@ -66,57 +58,3 @@ def named_fdes(view: ElfView, fdes: list[Fde]) -> list[Fde]:
     names = function_names(view, {fde.start for fde in fdes})
     return [fde._replace(name=function_name(names, "", fde.start)) for fde in fdes]
 
-
-def function_names(view: ElfView, values: Container[int] | None = None,
-                   symbols: Sequence[Symbol] | None = None) -> Names:
-    """(section or "", address) -> name of every function symbol (``values``: of
-    those at these addresses only, as the whole table names them).  ``symbols``: the
-    ``.symtab`` entries where the caller has read them (the assembler probe has).
-
-    The symbol table is unpacked with ``elf.read`` in one pass, and only the entries
-    that can name a function (typed a function or untyped, in a section) have their
-    names read: libraries have tens of thousands of symbols (libLLVM's 45k cost
-    0.16 s as objects, 0.05 s so).
-    """
-    is_rel = view.elf_type == "ET_REL"
-    sections = view.sections
-    limit = min(SHN_LORESERVE, len(sections))
-    names: dict[tuple[str, int], str] = {}
-    for table in (".symtab", ".dynsym"):
-        if symbols is not None and table == ".symtab" or values is not None:
-            entries = symbols if symbols is not None and table == ".symtab" else \
-                view.symbols(table, values)
-            rows: Iterable[tuple[int, int, str, int]] = (
-                (sym.kind, sym.shndx, sym.name, sym.value) for sym in entries
-                if 0 < sym.shndx < limit)
-        else:
-            rows = _function_rows(view, table, limit)
-        # Function symbols first; then untyped ones (hand-written assembly without
-        # .type), which name a function only where no function symbol does.
-        typed: list[tuple[int, str, int]] = []
-        untyped: list[tuple[int, str, int]] = []
-        for kind, shndx, name, value in rows:
-            if kind == 2:
-                typed.append((shndx, name, value))
-            elif kind == 0:
-                untyped.append((shndx, name, value))
-        for shndx, name, value in chain(typed, untyped):
-            if not name or name.startswith(".L") or is_mapping_symbol(name):
-                continue
-            names.setdefault((sections[shndx].name if is_rel else "", value), name)
-        if view.symbol_count(table):
-            break  # the first table with any entry names the functions
-    return names
-
-
-def _function_rows(view: ElfView, table: str, limit: int
-                   ) -> Iterator[tuple[int, int, str, int]]:
-    """(type, section index, name, value) of the entries of ``table`` typed a function
-    (2) or untyped (0) in a section below ``limit``; no other entry's name is read."""
-    found = view.symbol_rows(table)
-    if found is None:
-        return
-    strings, rows = found
-    for name_off, info, shndx, value, _ in rows:
-        if 0 < shndx < limit and info & 0xF in (0, 2):
-            yield info & 0xF, shndx, string_at(strings, name_off), value

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import NamedTuple
 
-from ..arch import ARCHES
+from ..arch import ELF_MACHINES, by_elf_machine
 from ..core import compiled as compiled_core
 from ..dwarf.leb128 import read_uleb, uleb
 from ..errors import Cfi2SframeError, DecodeError
@@ -64,8 +64,12 @@ _COMPILED = compiled_core()
 # This module writes ELF64 objects only.
 _EHDR, _SHDR, _SYM, _RELA, _REL = EHDR[True], SHDR[True], SYM[True], RELA[True], REL[True]
 
-PCREL_TYPES = {arch.elf_machine_number: arch.pcrel_relocations for arch in ARCHES.values()
-               if arch.pcrel_relocations != (0, 0)}
+
+def pcrel_types(e_machine: int) -> tuple[int, int] | None:
+    """The 32- and 64-bit PC-relative relocation types of ELF machine ``e_machine``,
+    from its target (loaded now); None where we write no relocations for it."""
+    arch = by_elf_machine(ELF_MACHINES.get(e_machine, ""), False)
+    return None if arch is None or arch.pcrel_relocations == (0, 0) else arch.pcrel_relocations
 
 
 class _Header:
@@ -141,7 +145,8 @@ def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_s
     order = _order(data)
     little = order == "<"
     e_type, e_machine = (_EHDR.read(data, 0, field, little) for field in ("e_type", "e_machine"))
-    if e_machine not in PCREL_TYPES:
+    pcrel = pcrel_types(e_machine)
+    if pcrel is None:
         raise Cfi2SframeError(where, f"--emit obj does not know the relocations of ELF "
                                      f"machine {e_machine}")
     if e_type != ET_REL:
@@ -191,7 +196,7 @@ def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_s
                            symtab.size // _SYM.size, where)
         symtab.info += shift
     relocs = bytearray()  # RELA: the start fields hold 0, the addends decide
-    kind = PCREL_TYPES[e_machine][0 if start_size == 4 else 1]
+    kind = pcrel[0 if start_size == 4 else 1]
     for start in starts:
         info = r_info(section_symbol[section_names.index(start.section)], kind, True)
         if not -(1 << 63) <= start.addend < 1 << 63:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Container, Iterable, Iterator
 from itertools import chain, compress
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..arch import ARCHES, arch_for_machine
+from ..arch import ELF_MACHINES, arch_for_machine
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..kinds import is_elf
 from .structs import (
@@ -65,8 +65,8 @@ PHDR64_SIZE, SHDR64_SIZE = PHDR[True].size, SHDR[True].size  # ELF64's entries
 
 # e_machine and e_type names as pyelftools spells them: the targets' own (registry) and
 # others we name in messages.
-MACHINES = {40: "EM_ARM", 243: "EM_RISCV", 8: "EM_MIPS", 20: "EM_PPC", 21: "EM_PPC64"} | {
-    arch.elf_machine_number: arch.elf_machine for arch in ARCHES.values()}
+MACHINES = {40: "EM_ARM", 243: "EM_RISCV", 8: "EM_MIPS", 20: "EM_PPC", 21: "EM_PPC64"} | \
+    ELF_MACHINES
 ELF_TYPES = {0: "ET_NONE", 1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
 
 

@@ -8,10 +8,11 @@ address fields (to know each FDE's section and offset).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ..arch import ARCHES
+from ..arch import by_elf_machine
 from ..arch.base import ByteOrder
 from ..core import compiled as compiled_core
 from ..errors import Cfi2SframeError
@@ -21,16 +22,15 @@ from .structs import REL, RELA, r_sym, r_type
 if TYPE_CHECKING:
     from .read import ElfView
 
-# (e_machine, relocation type) -> size in bytes, for the address relocations CFI and
-# SFrame sections use, and those that are PC-relative: from the target registry.
-RELOC_SIZES = {(arch.elf_machine, kind): size for arch in ARCHES.values()
-               for kind, (size, _) in arch.elf_relocations.items()}
-PC_RELATIVE = {(arch.elf_machine, kind) for arch in ARCHES.values()
-               for kind, (_, pcrel) in arch.elf_relocations.items() if pcrel}
-# The same per machine, as the compiled loop takes them: type -> (size, PC-relative).
-KINDS: dict[str, dict[int, tuple[int, bool]]] = {}
-for (_machine, _kind), _size in RELOC_SIZES.items():
-    KINDS.setdefault(_machine, {})[_kind] = (_size, (_machine, _kind) in PC_RELATIVE)
+
+@cache
+def kinds_of(machine: str) -> dict[int, tuple[int, bool]]:
+    """Relocation type -> (size in bytes, PC-relative) of the address relocations CFI
+    and SFrame sections use on the ELF ``machine``, from its target (loaded now: only
+    the file's own target is); empty for a machine we do not know."""
+    arch = by_elf_machine(machine, False)
+    return {} if arch is None else dict(arch.elf_relocations)
+
 
 _COMPILED = compiled_core()
 # Where r_offset, r_info and r_addend are in an unpacked entry (the same in both classes).
@@ -95,12 +95,13 @@ def relocate_view(view: ElfView, index: int, contents: bytearray, where: str,
             raise bad(rel.header_at, f"relocation section {rel.name} runs past the end of "
                                      "the file")
         target_of = _symbol_targets(view, rel.link)
+        kinds = kinds_of(view.machine)
         count = rel.size // entry
         if compiled is not None:
             before = bytes(contents)
             done = compiled.relocate(contents, view.data[rel.offset:rel.offset + count * entry],
                                      view.is64, view.little_endian, rela,
-                                     KINDS.get(view.machine, {}), target_of)
+                                     kinds, target_of)
             if done is not None:
                 placed.update(done)
                 continue
@@ -110,10 +111,9 @@ def relocate_view(view: ElfView, index: int, contents: bytearray, where: str,
         for number, fields in enumerate(rows):
             offset, info = fields[_R_OFFSET], fields[_R_INFO]
             sym, kind = r_sym(info, view.is64), r_type(info, view.is64)
-            key = (view.machine, kind)
-            size = RELOC_SIZES.get(key)
-            if size is None:
+            if kind not in kinds:
                 continue
+            size, pc_relative = kinds[kind]
             at = rel.offset + number * entry
             if offset + size > len(contents):
                 raise bad(at, f"relocation at {offset:#x} is outside its section")
@@ -124,7 +124,7 @@ def relocate_view(view: ElfView, index: int, contents: bytearray, where: str,
             addend = fields[_R_ADDEND] if rela else int.from_bytes(contents[offset:offset + size],
                                                            endian, signed=True)
             placed[offset] = (target, value + addend)
-            stored = value + addend - offset if key in PC_RELATIVE else value + addend
+            stored = value + addend - offset if pc_relative else value + addend
             contents[offset:offset + size] = (stored & ((1 << (8 * size)) - 1)).to_bytes(
                 size, endian)
     return placed

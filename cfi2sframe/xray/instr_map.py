@@ -27,8 +27,8 @@ from functools import cache
 from typing import NamedTuple
 
 from ..arch import by_elf_machine
-from ..elf.cfi import function_names
 from ..elf.read import SHT_NOBITS, SHT_RELA, ElfView, Section, open_elf
+from ..elf.symbols import function_names
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_input
 from ..kinds import is_elf

@@ -74,10 +74,10 @@ def i386_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
     tables."""
     from cfi2sframe.elf import reloc
 
-    monkeypatch.setitem(reloc.RELOC_SIZES, ("EM_386", 1), 4)
-    monkeypatch.setitem(reloc.RELOC_SIZES, ("EM_386", 2), 4)
-    monkeypatch.setattr(reloc, "PC_RELATIVE", reloc.PC_RELATIVE | {("EM_386", 2)})
-    monkeypatch.setitem(reloc.KINDS, "EM_386", {1: (4, False), 2: (4, True)})
+    known = reloc.kinds_of
+    i386 = {1: (4, False), 2: (4, True)}
+    monkeypatch.setattr(reloc, "kinds_of",
+                        lambda machine: i386 if machine == "EM_386" else known(machine))
 
 
 def test_the_same_relocations_on_four_targets_objects(objects: dict[str, Path],

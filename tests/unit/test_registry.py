@@ -8,6 +8,11 @@ supplement), SFrame ABI ids and names from the SFrame spec and readelf.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
+import cfi2sframe.arch as registry
 from cfi2sframe.arch import ARCHES, by_elf_machine, by_sframe_abi, get_arch, is_sframe_abi
 from cfi2sframe.elf import obj, read, reloc
 
@@ -47,12 +52,25 @@ def test_every_target_answers_every_table() -> None:
         assert is_sframe_abi(abi) == bool(abi)
         if abi:
             assert by_sframe_abi(abi) is arch
-        for kind, (size, pc_relative) in relocations.items():
-            assert reloc.RELOC_SIZES[(arch.elf_machine, kind)] == size
-            assert ((arch.elf_machine, kind) in reloc.PC_RELATIVE) == pc_relative
-        if pcrel != (0, 0):
-            assert obj.PCREL_TYPES[machine] == pcrel
+        assert reloc.kinds_of(arch.elf_machine) == relocations, name
+        assert obj.pcrel_types(machine) == (pcrel if pcrel != (0, 0) else None), name
     assert not is_sframe_abi(5) and not is_sframe_abi(0)
+
+
+def test_each_target_is_found_by_its_own_facts_and_loaded_alone() -> None:
+    """The registry finds a target by keys it holds before the target's module is
+    loaded (``arch._TARGETS``); a lookup loads that module and no other target's."""
+    for name, (_, _, machine, number, big, abi, flavour) in registry._TARGETS.items():
+        arch = ARCHES[name]
+        assert (arch.name, arch.elf_machine, arch.elf_machine_number, arch.big_endian,
+                arch.sframe_abi, arch.compact) == (name, machine, number, big, abi, flavour)
+    root = str(Path(registry.__file__).parents[2])
+    probe = ("import sys\nfrom cfi2sframe.arch import by_elf_machine\n"
+             "by_elf_machine('EM_S390', True)\n"
+             "print(*sorted(m for m in sys.modules if m.startswith('cfi2sframe.arch.')))")
+    done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=root, check=True,
+                          capture_output=True, text=True)
+    assert done.stdout.split() == ["cfi2sframe.arch.base", "cfi2sframe.arch.s390x"]
 
 
 def test_sframe_layout_facts_say_what_they_mean() -> None:

@@ -104,28 +104,40 @@ READ_ONLY = ("cfi2sframe.sframe.build", "cfi2sframe.sframe.encode", "cfi2sframe.
 XRAY_ONLY = ("cfi2sframe.analysis", "cfi2sframe.sframe.build", "cfi2sframe.sframe.encode",
              "cfi2sframe.batch", "cfi2sframe.compact", "cfi2sframe.macho", "cfi2sframe.convert",
              "cfi2sframe.frontend", "subprocess", "lark", "tqdm", "json")
+# An x86-64 input loads its own target's module, no other (``arch`` loads each by name).
+OTHER_TARGETS = ("cfi2sframe.arch.aarch64", "cfi2sframe.arch.s390x", "cfi2sframe.arch.i386")
+TARGETS = ("cfi2sframe.arch.x86_64", *OTHER_TARGETS)
+DWARF_CFI = ("cfi2sframe.dwarf.cfi", "cfi2sframe.dwarf.interpret", "cfi2sframe.elf.cfi")
 NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "--version": (["--version"], ("argparse", "cfi2sframe.cli.convert", "cfi2sframe.elf",
                                   "cfi2sframe.frontend", "subprocess", "json", "lark")),
     "--help": (["--help"], ("subprocess", "json", "cfi2sframe.frontend", "cfi2sframe.convert",
-                            "cfi2sframe.sframe", "cfi2sframe.dwarf", "lark")),
+                            "cfi2sframe.sframe", "cfi2sframe.dwarf", "lark", *TARGETS)),
     "convert .s": (["small.s", "-o", "small2.o"],
-                   (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis")),
+                   (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
+                    *OTHER_TARGETS)),
     "convert ELF": (["small.o", "-o", "small.sframe"],
                     (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
-                     "cfi2sframe.frontend.directives", "cfi2sframe.frontend.timelines")),
+                     "cfi2sframe.frontend.directives", "cfi2sframe.frontend.timelines",
+                     *OTHER_TARGETS)),
     # (the pure-Python core's dump still reads the object's CFI: dwarf allowed there)
     "dump": (["dump", "small.o"], (*NOT_ELF, *READ_ONLY, "cfi2sframe.analysis",
-                                   *(("cfi2sframe.dwarf",) if compiled() else ()))),
-    "lookup": (["lookup", "small.o", "0x1"], (*NOT_ELF, *READ_ONLY)),
+                                   *(("cfi2sframe.dwarf",) if compiled() else ()),
+                                   *OTHER_TARGETS)),
+    # (the functions' names come from the symbol table, not the CFI reader)
+    "lookup": (["lookup", "small.o", "0x1"], (*NOT_ELF, *READ_ONLY, *DWARF_CFI,
+                                              *OTHER_TARGETS)),
     "verify": (["verify", "small.o"], (*NOT_ELF, "cfi2sframe.batch", "cfi2sframe.convert",
-                                       "cfi2sframe.frontend", "subprocess", "json")),
+                                       "cfi2sframe.frontend", "subprocess", "json",
+                                       *OTHER_TARGETS)),
+    # (the SFrame walk: no compact unwind module; those load for --compact)
     "unwind": (["unwind", "small.o", "--snapshot", "snap.json"],
-               ("cfi2sframe.macho", "cfi2sframe.compact.inputs", "cfi2sframe.compact.lower",
-                "cfi2sframe.xray", "cfi2sframe.sframe.build", "cfi2sframe.sframe.encode",
-                "cfi2sframe.frontend", "cfi2sframe.batch", "lark", "tqdm")),
-    "dump trace": (["dump", "trace.xray"], (*XRAY_ONLY, "cfi2sframe.sframe")),
-    "verify trace": (["verify", "trace.xray"], XRAY_ONLY),
+               ("cfi2sframe.macho", "cfi2sframe.compact", "cfi2sframe.xray",
+                "cfi2sframe.sframe.build", "cfi2sframe.sframe.encode", "cfi2sframe.frontend",
+                "cfi2sframe.batch", "lark", "tqdm", *OTHER_TARGETS)),
+    "dump trace": (["dump", "trace.xray"], (*XRAY_ONLY, "cfi2sframe.sframe", *DWARF_CFI,
+                                            *TARGETS)),
+    "verify trace": (["verify", "trace.xray"], (*XRAY_ONLY, *DWARF_CFI, *TARGETS)),
 }
 
 
@@ -158,7 +170,8 @@ def test_a_command_imports_only_what_it_runs(tmp_path: Path, command: str) -> No
     """Each command on its smallest input, in a fresh interpreter without ``site``:
     none of the modules its work does not need (the Mach-O, compact and XRay
     packages on an ELF path; the SFrame writer, the conversion and ``json`` where a
-    file is only read; Lark and tqdm nowhere here) is imported."""
+    file is only read; the DWARF CFI reader for ``lookup``; a target other than the
+    input's, and any for a trace; Lark and tqdm nowhere here) is imported."""
     _inputs(tmp_path)
     argv, heavy = NOT_NEEDED[command]
     code = (f"from cfi2sframe.cli import main\ntry:\n    status = main({argv!r})\n"
