@@ -17,8 +17,8 @@ import pytest
 
 from cfi2sframe.dwarf.cfi import parse_cfi
 from cfi2sframe.dwarf.opcodes import EH_PE, EH_PE_APPLICATION, EH_PE_FORMAT
-from cfi2sframe.elf.cfi import function_names
 from cfi2sframe.elf.read import open_elf_file
+from cfi2sframe.elf.symbols import function_names
 from cfi2sframe.errors import DecodeError
 from tests.conftest import compiled_core, in_ci, require_path, unavailable
 

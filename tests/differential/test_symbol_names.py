@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cfi2sframe.elf.cfi import function_names
 from cfi2sframe.elf.read import _string_table, open_elf_file, string_at
+from cfi2sframe.elf.symbols import function_names
 from tests.conftest import cfi2sframe, require, require_path
 
 # Big-endian (s390x) and 32-bit (i386) tables too: the values at some addresses are
