@@ -11,6 +11,13 @@ child's first writes to the pages it shares with the parent (reference counts)
 fault page by page, and forked siblings fault in each other's way on two cores.
 A worker pays that once for many files.
 
+Files go out in chunks (up to ``CHUNK_FILES`` small ones, whose work is shorter than
+a round trip through the parent), and a worker whose file is small gets its next
+chunk before it ends the last one, so it never waits on the parent; each record comes
+back as its file is done (the journal, the progress and ``--timeout`` stay per file:
+a file's time starts when the record before it arrives, and the files of a killed
+worker's chunk go to the next one).
+
 The parent is a single thread that waits on the workers' pipes, so the fork never
 happens beside other threads.  Requests and records travel as a 4-byte length and
 JSON.
@@ -30,28 +37,35 @@ import signal
 import struct
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .record import Task, failed_record, file_record, warm_up
 
 # Files a worker does before it exits (and a fresh one is forked).
 FILES_PER_WORKER = 64
+# A chunk of files sent to a worker at once: at most this many, and more than one only
+# while they add up to at most CHUNK_BYTES (a small file's work is less than a
+# request's round trip through the parent).
+CHUNK_FILES = 16
+CHUNK_BYTES = 1 << 20
 _LENGTH = struct.Struct(">I")
 
 
 class _Worker:
     """A forked worker as the parent sees it."""
 
-    __slots__ = ("pid", "requests", "results", "job", "deadline", "given", "received")
+    __slots__ = ("pid", "requests", "results", "jobs", "deadline", "given", "received")
 
     def __init__(self, pid: int, requests: int, results: int) -> None:
         self.pid = pid
         # The write end of the worker's request pipe (-1: closed, retiring).
         self.requests = requests
         self.results = results  # the read end of its record pipe
-        self.job: tuple[int, str] | None = None  # (index, path) of the file it does
-        self.deadline: float | None = None
+        # (index, path, read_as) of the files sent and not yet recorded, in the order
+        # the worker does them: the first is the one it works on.
+        self.jobs: deque[tuple[int, str, str | None]] = deque()
+        self.deadline: float | None = None  # the first job's
         self.given = 0  # files sent to it
         self.received = bytearray()
 
@@ -80,19 +94,24 @@ def _spawn(task: Task, others: Iterable[int]) -> _Worker:
 
 
 def _serve(requests: int, results: int, task: Task) -> None:
-    """The worker's loop: a record for each request, until the parent closes the pipe."""
+    """The worker's loop: a record for each file of each request (a chunk of files),
+    each sent as soon as it is done, until the parent closes the pipe."""
+    memory = _Memory()
     while True:
         request = _read_frame(requests)
         if request is None:
             return
-        path, read_as = json.loads(request)
-        _reset_peak_memory()
-        record = file_record(path, task, read_as)
-        record["max_rss_kib"] = _peak_memory_kib()
-        payload = json.dumps(record).encode()
-        view = memoryview(_LENGTH.pack(len(payload)) + payload)
-        while view:
-            view = view[os.write(results, view):]
+        for path, read_as in json.loads(request):
+            memory.reset()
+            record = file_record(path, task, read_as)
+            record["max_rss_kib"] = memory.peak_kib()
+            _write_frame(results, json.dumps(record).encode())
+
+
+def _write_frame(fd: int, payload: bytes) -> None:
+    view = memoryview(_LENGTH.pack(len(payload)) + payload)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _read_frame(fd: int) -> bytes | None:
@@ -116,37 +135,67 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
     return data
 
 
-def _reset_peak_memory() -> None:
-    """Start the peak-memory count afresh for the next file (Linux: clear_refs 5)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-    except OSError:
-        pass  # (elsewhere the peak is the worker's so far)
+class _Memory:
+    """A worker's peak resident memory file by file (Linux: ``clear_refs`` 5 resets
+    ``VmHWM``); both files are opened once per worker, not per file (opening and
+    parsing them was a fifth of the work on a file with nothing to convert)."""
+
+    def __init__(self) -> None:
+        try:
+            self._clear: int | None = os.open("/proc/self/clear_refs", os.O_WRONLY)
+        except OSError:
+            self._clear = None  # (elsewhere the peak is the worker's so far)
+        try:
+            self._status: int | None = os.open("/proc/self/status", os.O_RDONLY)
+        except OSError:
+            self._status = None
+
+    def reset(self) -> None:
+        """Start the peak-memory count afresh for the next file."""
+        if self._clear is not None:
+            try:
+                os.write(self._clear, b"5")
+            except OSError:
+                pass
+
+    def peak_kib(self) -> int:
+        """The worker's peak resident memory since the last reset (``VmHWM``)."""
+        if self._status is not None:
+            try:
+                text = os.pread(self._status, 1 << 16, 0)
+                start = text.index(b"\nVmHWM:") + 7
+                return int(text[start:text.index(b"\n", start)].split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def _peak_memory_kib() -> int:
-    """The worker's peak resident memory since the last reset (``VmHWM``)."""
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def _chunk(pending: deque[tuple[int, str, str | None]], sizes: Mapping[int, int],
+           room: int, workers: int) -> list[tuple[int, str, str | None]]:
+    """The next files for a worker with ``room`` files left: up to ``CHUNK_FILES``
+    and ``CHUNK_BYTES`` (at least one), and no more than a share of what is left
+    so that the last chunks still spread over the ``workers``."""
+    most = min(room, CHUNK_FILES, max(1, len(pending) // (2 * workers)))
+    chunk = [pending.popleft()]
+    total = sizes.get(chunk[0][0], 0)
+    while pending and len(chunk) < most:
+        size = sizes.get(pending[0][0], 0)
+        if total + size > CHUNK_BYTES:
+            break
+        total += size
+        chunk.append(pending.popleft())
+    return chunk
 
 
-def _send(worker: _Worker, index: int, path: str, read_as: str | None,
+def _send(worker: _Worker, chunk: list[tuple[int, str, str | None]],
           timeout: float | None) -> None:
-    payload = json.dumps([path, read_as]).encode()
-    view = memoryview(_LENGTH.pack(len(payload)) + payload)
-    while view:
-        view = view[os.write(worker.requests, view):]
-    worker.job = (index, path)
-    worker.deadline = time.monotonic() + timeout if timeout else None
-    worker.given += 1
-    if worker.given >= FILES_PER_WORKER:  # its last file: it exits when done
+    _write_frame(worker.requests, json.dumps([[path, read_as] for _, path, read_as
+                                              in chunk]).encode())
+    if not worker.jobs:
+        worker.deadline = time.monotonic() + timeout if timeout else None
+    worker.jobs.extend(chunk)
+    worker.given += len(chunk)
+    if worker.given >= FILES_PER_WORKER:  # its last files: it exits when done
         os.close(worker.requests)
         worker.requests = -1
 
@@ -166,16 +215,17 @@ def _record(worker: _Worker) -> dict[str, Any] | None:
 
 def _gone(worker: _Worker, task: Task, kill: bool = False) -> dict[str, Any] | None:
     """Reap ``worker`` (killed first where ``kill``); the record of the file it was
-    doing, which says why it has none (timeout, crash), or None if it was idle."""
+    doing, which says why it has none (timeout, crash), or None if it was idle.  The
+    files sent after that one stay in ``worker.jobs``, for another worker."""
     if kill:
         os.kill(worker.pid, signal.SIGKILL)
     for fd in (worker.requests, worker.results):
         if fd >= 0:
             os.close(fd)
     _, status, _ = os.wait4(worker.pid, 0)
-    if worker.job is None:
+    if not worker.jobs:
         return None
-    path = worker.job[1]
+    path = worker.jobs.popleft()[1]
     if kill:
         return failed_record(path, task, "timeout", f"{path}: error: no result within the "
                              "time limit (--timeout)")
@@ -188,10 +238,12 @@ def _gone(worker: _Worker, task: Task, kill: bool = False) -> dict[str, Any] | N
 
 
 def run_local(items: Iterable[tuple[int, str]], task: Task, jobs: int,
-              timeout: float | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+              timeout: float | None = None,
+              sizes: Mapping[int, int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(index, record)`` for every ``(index, path)``, as each is done, at most ``jobs``
-    files at a time."""
-    return _run(((index, path, None) for index, path in items), task, jobs, timeout)
+    files at a time (``sizes``: the files' sizes by index, which bound a chunk)."""
+    return _run(((index, path, None) for index, path in items), task, jobs, timeout,
+                sizes or {})
 
 
 def run_files(files: list[tuple[str, str | None]], task: Task,
@@ -200,33 +252,36 @@ def run_files(files: list[tuple[str, str | None]], task: Task,
     another in forked workers, as ``run_local`` does them with ``-j 1`` (what a Dask
     task runs for its share of the files)."""
     done = dict(_run([(index, path, read_as) for index, (path, read_as) in enumerate(files)],
-                     task, 1, timeout))
+                     task, 1, timeout, {}))
     return [done[index] for index in range(len(files))]
 
 
 def _run(items: Iterable[tuple[int, str, str | None]], task: Task, jobs: int,
-         timeout: float | None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(index, record)`` for every ``(index, path, read_as)``: each file sent to an
-    idle worker (forked while fewer than ``jobs`` run), its record read from the
-    worker's pipe, or the worker killed at the file's deadline; an interruption
-    kills those still running."""
+         timeout: float | None, sizes: Mapping[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(index, record)`` for every ``(index, path, read_as)``: files sent in chunks to
+    workers (forked while fewer than ``jobs`` run; a worker whose current file is
+    small gets its next chunk before it ends it, so it never waits for the parent),
+    each record read from the worker's pipe as its file is done, or the worker killed
+    at the file's deadline (its other files go to another); an interruption kills
+    those still running."""
     warm_up()
     pending = deque(items)
     workers: dict[int, _Worker] = {}  # by the read end of their record pipe
     try:
         while pending or workers:
             for worker in workers.values():
-                if pending and worker.job is None and worker.requests >= 0:
-                    _send(worker, *pending.popleft(), timeout)
+                if pending and worker.requests >= 0 and _hungry(worker, sizes):
+                    _send(worker, _chunk(pending, sizes, FILES_PER_WORKER - worker.given,
+                                         jobs), timeout)
             while pending and len(workers) < max(1, jobs):
                 others = [fd for w in workers.values() for fd in (w.requests, w.results)
                           if fd >= 0]
                 worker = _spawn(task, others)
                 workers[worker.results] = worker
-                _send(worker, *pending.popleft(), timeout)
+                _send(worker, _chunk(pending, sizes, FILES_PER_WORKER, jobs), timeout)
             if not pending:  # idle workers are done: let them go
                 for worker in workers.values():
-                    if worker.job is None and worker.requests >= 0:
+                    if not worker.jobs and worker.requests >= 0:
                         os.close(worker.requests)
                         worker.requests = -1
             deadlines = [w.deadline for w in workers.values() if w.deadline is not None]
@@ -237,24 +292,26 @@ def _run(items: Iterable[tuple[int, str, str | None]], task: Task, jobs: int,
                 chunk = os.read(fd, 1 << 16)
                 if chunk:
                     worker.received += chunk
-                    record = _record(worker)
-                    if record is not None and worker.job is not None:
-                        index = worker.job[0]
-                        worker.job, worker.deadline = None, None
+                    while worker.jobs and (record := _record(worker)) is not None:
+                        index = worker.jobs.popleft()[0]
+                        worker.deadline = time.monotonic() + timeout \
+                            if timeout and worker.jobs else None
                         yield index, record
                     continue
                 del workers[fd]  # its pipe's end: it exited, or crashed on its file
+                index = worker.jobs[0][0] if worker.jobs else -1
                 lost = _gone(worker, task)
-                if lost is not None and worker.job is not None:
-                    yield worker.job[0], lost
+                _requeue(worker, pending)
+                if lost is not None:
+                    yield index, lost
             now = time.monotonic()
             for fd, worker in list(workers.items()):
-                if worker.deadline is not None and worker.deadline <= now and \
-                        worker.job is not None:
+                if worker.deadline is not None and worker.deadline <= now and worker.jobs:
                     del workers[fd]
-                    index = worker.job[0]
+                    index = worker.jobs[0][0]
                     timed_out = _gone(worker, task, kill=True)
                     assert timed_out is not None  # (it had a file)
+                    _requeue(worker, pending)
                     yield index, timed_out
     finally:
         for worker in workers.values():  # interrupted: leave no worker behind
@@ -263,3 +320,17 @@ def _run(items: Iterable[tuple[int, str, str | None]], task: Task, jobs: int,
                 if fd >= 0:
                     os.close(fd)
             os.waitpid(worker.pid, 0)
+
+
+def _hungry(worker: _Worker, sizes: Mapping[int, int]) -> bool:
+    """True when ``worker`` should get more files now: it has none, or only the one it
+    works on and that one is small (a large one ends late: the files after it would
+    wait there while another worker might take them)."""
+    return not worker.jobs or (len(worker.jobs) == 1 and
+                               sizes.get(worker.jobs[0][0], 0) < CHUNK_BYTES)
+
+
+def _requeue(worker: _Worker, pending: deque[tuple[int, str, str | None]]) -> None:
+    """Put the files a lost worker had not done back at the front of ``pending``."""
+    pending.extendleft(reversed(worker.jobs))
+    worker.jobs.clear()

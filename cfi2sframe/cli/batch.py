@@ -142,7 +142,7 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     journal = Journal(args.jsonl, append=args.resume) if args.jsonl else None
     printed = 0
     try:
-        for index, record in _runner(args, todo, task):
+        for index, record in _runner(args, todo, task, sizes):
             results[index] = record
             if journal is not None:
                 journal.add(record)
@@ -173,15 +173,15 @@ def _size(path: str) -> int:
         return 0
 
 
-def _runner(args: argparse.Namespace, todo: list[tuple[int, str]],
-            task: Task) -> Iterator[tuple[int, dict[str, Any]]]:
+def _runner(args: argparse.Namespace, todo: list[tuple[int, str]], task: Task,
+            sizes: dict[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
     if args.dask:
         from ..batch.cluster import run_dask
 
         return run_dask(args.dask, todo, task, args.timeout)
     from ..batch.pool import run_local
 
-    return run_local(todo, task, args.jobs, args.timeout)
+    return run_local(todo, task, args.jobs, args.timeout, sizes)
 
 
 def _show(record: dict[str, Any], describe: Describe, progress: Progress,

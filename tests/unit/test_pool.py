@@ -124,3 +124,57 @@ def test_an_interrupted_run_leaves_no_worker(monkeypatch) -> None:
     assert _children() - before  # (its workers run)
     run.close()  # (as an interruption unwinds it)
     assert _children() <= before
+
+
+def _slow_second(path: str, task: Task, read_as: str | None = None) -> dict[str, Any]:
+    if path == "f1":
+        import time
+
+        time.sleep(60)
+    return {"path": path, "pid": os.getpid(), "status": "ok"}
+
+
+def test_a_timeout_inside_a_chunk_sends_the_rest_to_a_new_worker(monkeypatch) -> None:
+    # One worker, 12 files: f0-f5 go out as one chunk; f1 hangs, and f2-f5, sent
+    # with it, must be done by the next worker, not lost nor recorded as timeouts.
+    records = _records(monkeypatch, _slow_second, 12, 1, timeout=1.0)
+    assert records[1]["status"] == "timeout"
+    assert all(records[i]["status"] == "ok" for i in range(12) if i != 1)
+    assert records[0]["pid"] != records[2]["pid"] == records[5]["pid"]
+
+
+def _steady(path: str, task: Task, read_as: str | None = None) -> dict[str, Any]:
+    import time
+
+    time.sleep(0.3)
+    return {"path": path, "pid": os.getpid(), "status": "ok"}
+
+
+def test_the_time_limit_is_per_file_not_per_chunk(monkeypatch) -> None:
+    # 8 files of 0.3 s in chunks of 4 take 1.2 s a chunk: past a 0.9 s limit were it
+    # counted from the chunk's start.
+    records = _records(monkeypatch, _steady, 8, 1, timeout=0.9)
+    assert all(record["status"] == "ok" for record in records.values())
+    assert len({record["pid"] for record in records.values()}) == 1
+
+
+def test_chunks_hold_small_files_up_to_their_bounds() -> None:
+    from collections import deque
+
+    def chunks(sizes: list[int], workers: int, room: int = 64) -> list[int]:
+        pending = deque((i, f"f{i}", None) for i in range(len(sizes)))
+        lengths = []
+        while pending:
+            lengths.append(len(pool._chunk(pending, dict(enumerate(sizes)), room, workers)))
+        return lengths
+
+    small = pool.CHUNK_BYTES // 64
+    # Many small files: full chunks, then shares that spread the rest over the workers.
+    assert chunks([small] * 100, 1) == [16, 16, 16, 16, 16, 10, 5, 2, 1, 1, 1]
+    assert chunks([small] * 40, 2) == [10, 7, 5, 4, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1]
+    # A large file goes alone; small ones join while they fit in CHUNK_BYTES.
+    big = pool.CHUNK_BYTES
+    assert chunks([big, big, small, small], 1, 64)[:2] == [1, 1]
+    assert chunks([big // 2, big // 2, big // 2] + [small] * 60, 1)[:2] == [2, 16]
+    # A worker near its share of files gets no more than it has room for.
+    assert chunks([small] * 100, 1, room=3)[0] == 3
