@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from collections.abc import Iterable
 
@@ -15,35 +14,50 @@ def is_elf(path: str) -> bool:
     """True when ``path`` is a regular file that starts with the ELF magic, is a
     static library (an ar archive of objects) or a Mach-O file (``stats`` and
     ``verify`` read its compact unwind; a conversion keeps it): the files a run
-    takes."""
+    takes.  Only the first 8 bytes are read (``O_NONBLOCK``: a FIFO put in the
+    file's place does not hang the walk)."""
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(8)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
-    return input_kind(head) in (Kind.elf, Kind.archive, Kind.macho, Kind.fat_macho)
+    try:
+        head = os.read(fd, 8)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return input_kind(head) in _TAKEN
+
+
+_TAKEN = (Kind.elf, Kind.archive, Kind.macho, Kind.fat_macho)
 
 
 def walk_tree(root: str) -> list[str]:
-    """The ELF files, static libraries and Mach-O files under ``root``, sorted; symbolic links are
-    not followed (a link names a file the walk finds under its own name, or one
-    outside the tree), and other files are skipped silently."""
+    """The ELF files, static libraries and Mach-O files under ``root``, sorted (a
+    folder's files, then its folders' in turn); symbolic links are not followed (a
+    link names a file the walk finds under its own name, or one outside the tree),
+    and other files are skipped silently.  A regular file is told by its directory
+    entry's type, without a ``stat`` (where the file system gives it)."""
     found: list[str] = []
-
-    def failed(exc: OSError) -> None:
-        raise Cfi2SframeError(exc.filename or root, f"cannot read the folder: "
-                                                    f"{exc.strerror}")
-
-    for folder, dirs, files in os.walk(root, onerror=failed):
-        dirs.sort()
-        for name in sorted(files):
-            path = os.path.join(folder, name)
+    folders = [root]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = sorted(entries, key=lambda entry: entry.name)
+        except OSError as exc:
+            raise Cfi2SframeError(exc.filename or root, f"cannot read the folder: "
+                                                        f"{exc.strerror}") from None
+        below = []
+        for entry in listed:
             try:
-                mode = os.lstat(path).st_mode
+                if entry.is_dir(follow_symlinks=False):
+                    below.append(entry.path)
+                elif entry.is_file(follow_symlinks=False) and is_elf(entry.path):
+                    found.append(entry.path)
             except OSError:
                 continue  # vanished while we walked
-            if stat.S_ISREG(mode) and is_elf(path):
-                found.append(path)
+        folders.extend(reversed(below))
     return found
 
 
