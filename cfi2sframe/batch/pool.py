@@ -171,10 +171,12 @@ class _Memory:
 
 
 def _chunk(pending: deque[tuple[int, str, str | None]], sizes: Mapping[int, int],
-           room: int, workers: int) -> list[tuple[int, str, str | None]]:
+           room: int, workers: int, together: Mapping[int, list[int]] | None = None,
+           ) -> list[tuple[int, str, str | None]]:
     """The next files for a worker with ``room`` files left: up to ``CHUNK_FILES``
     and ``CHUNK_BYTES`` (at least one), and no more than a share of what is left
-    so that the last chunks still spread over the ``workers``."""
+    so that the last chunks still spread over the ``workers``; the other names of a
+    file taken (``together``) come along, whatever the bounds."""
     most = min(room, CHUNK_FILES, max(1, len(pending) // (2 * workers)))
     chunk = [pending.popleft()]
     total = sizes.get(chunk[0][0], 0)
@@ -184,6 +186,21 @@ def _chunk(pending: deque[tuple[int, str, str | None]], sizes: Mapping[int, int]
             break
         total += size
         chunk.append(pending.popleft())
+    if together and any(item[0] in together for item in chunk):
+        taken = {item[0] for item in chunk}
+        wanted = {index for item in chunk for index in together.get(item[0], ())} - taken
+        if wanted:
+            chunk += [item for item in pending if item[0] in wanted]
+            kept = [item for item in pending if item[0] not in wanted]
+            pending.clear()
+            pending.extend(kept)
+        order = {index: rank for rank, (index, _, _) in enumerate(chunk)}
+        for group in {tuple(together[i]) for i in order if i in together}:
+            places = sorted(order[i] for i in group if i in order)
+            members = sorted((item for item in chunk if item[0] in group),
+                             key=lambda item: item[0])
+            for place, item in zip(places, members, strict=True):
+                chunk[place] = item
     return chunk
 
 
@@ -238,12 +255,14 @@ def _gone(worker: _Worker, task: Task, kill: bool = False) -> dict[str, Any] | N
 
 
 def run_local(items: Iterable[tuple[int, str]], task: Task, jobs: int,
-              timeout: float | None = None,
-              sizes: Mapping[int, int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+              timeout: float | None = None, sizes: Mapping[int, int] | None = None,
+              together: Mapping[int, list[int]] | None = None,
+              ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(index, record)`` for every ``(index, path)``, as each is done, at most ``jobs``
-    files at a time (``sizes``: the files' sizes by index, which bound a chunk)."""
+    files at a time (``sizes``: the files' sizes by index, which bound a chunk;
+    ``together``: indices that go in one chunk, in that order, with each of them)."""
     return _run(((index, path, None) for index, path in items), task, jobs, timeout,
-                sizes or {})
+                sizes or {}, together or {})
 
 
 def run_files(files: list[tuple[str, str | None]], task: Task,
@@ -252,12 +271,13 @@ def run_files(files: list[tuple[str, str | None]], task: Task,
     another in forked workers, as ``run_local`` does them with ``-j 1`` (what a Dask
     task runs for its share of the files)."""
     done = dict(_run([(index, path, read_as) for index, (path, read_as) in enumerate(files)],
-                     task, 1, timeout, {}))
+                     task, 1, timeout, {}, {}))
     return [done[index] for index in range(len(files))]
 
 
 def _run(items: Iterable[tuple[int, str, str | None]], task: Task, jobs: int,
-         timeout: float | None, sizes: Mapping[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
+         timeout: float | None, sizes: Mapping[int, int],
+         together: Mapping[int, list[int]]) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(index, record)`` for every ``(index, path, read_as)``: files sent in chunks to
     workers (forked while fewer than ``jobs`` run; a worker whose current file is
     small gets its next chunk before it ends it, so it never waits for the parent),
@@ -272,13 +292,14 @@ def _run(items: Iterable[tuple[int, str, str | None]], task: Task, jobs: int,
             for worker in workers.values():
                 if pending and worker.requests >= 0 and _hungry(worker, sizes):
                     _send(worker, _chunk(pending, sizes, FILES_PER_WORKER - worker.given,
-                                         jobs), timeout)
+                                         jobs, together), timeout)
             while pending and len(workers) < max(1, jobs):
                 others = [fd for w in workers.values() for fd in (w.requests, w.results)
                           if fd >= 0]
                 worker = _spawn(task, others)
                 workers[worker.results] = worker
-                _send(worker, _chunk(pending, sizes, FILES_PER_WORKER, jobs), timeout)
+                _send(worker, _chunk(pending, sizes, FILES_PER_WORKER, jobs, together),
+                      timeout)
             if not pending:  # idle workers are done: let them go
                 for worker in workers.values():
                     if not worker.jobs and worker.requests >= 0:

@@ -134,7 +134,8 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
             results[index] = record
         else:
             todo.append((index, path))
-    sizes = {index: _size(path) for index, path in todo}
+    status = {index: _status(path) for index, path in todo}
+    sizes = {index: info.st_size if info else 0 for index, info in status.items()}
     # Largest first: the long files start early and the short ones fill the gaps.
     todo.sort(key=lambda item: -sizes[item[0]])
     progress = Progress(len(todo), sum(sizes.values()), not args.quiet)
@@ -142,7 +143,7 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     journal = Journal(args.jsonl, append=args.resume) if args.jsonl else None
     printed = 0
     try:
-        for index, record in _runner(args, todo, task, sizes):
+        for index, record in _runner(args, todo, task, sizes, _same_files(status)):
             results[index] = record
             if journal is not None:
                 journal.add(record)
@@ -166,22 +167,36 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     return records, status
 
 
-def _size(path: str) -> int:
+def _status(path: str) -> os.stat_result | None:
     try:
-        return os.stat(path).st_size
+        return os.stat(path)
     except OSError:
-        return 0
+        return None
+
+
+def _same_files(status: dict[int, os.stat_result | None]) -> dict[int, list[int]]:
+    """The inputs that name one file (hard links, or a name given twice through a
+    link), each index to all of them in input order: a worker does them one after
+    another, so a conversion rewrites the first name and finds the next converted,
+    never two workers the one file at once."""
+    names: dict[tuple[int, int], list[int]] = {}
+    for index in sorted(status):
+        info = status[index]
+        if info is not None and info.st_nlink > 1:
+            names.setdefault((info.st_dev, info.st_ino), []).append(index)
+    return {index: group for group in names.values() if len(group) > 1 for index in group}
 
 
 def _runner(args: argparse.Namespace, todo: list[tuple[int, str]], task: Task,
-            sizes: dict[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
+            sizes: dict[int, int],
+            together: dict[int, list[int]]) -> Iterator[tuple[int, dict[str, Any]]]:
     if args.dask:
         from ..batch.cluster import run_dask
 
         return run_dask(args.dask, todo, task, args.timeout)
     from ..batch.pool import run_local
 
-    return run_local(todo, task, args.jobs, args.timeout, sizes)
+    return run_local(todo, task, args.jobs, args.timeout, sizes, together)
 
 
 def _show(record: dict[str, Any], describe: Describe, progress: Progress,

@@ -256,3 +256,28 @@ def test_full_disk_under_the_journal_then_resume(tmp_path: Path) -> None:
     proc = cli("stats", *libs, "-j", "1", "--jsonl", str(jsonl), "--resume", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert Counter(r["path"] for r in journal(jsonl)) == Counter(libs)
+
+
+def test_a_file_with_two_names_is_converted_once_by_its_first(tmp_path: Path) -> None:
+    # Two names of one inode among files that each fill a chunk: with -j 2 both
+    # names go to one worker, the first name (in the walk's order) is rewritten and
+    # the second found converted, as with -j 1; readelf says the one file has .sframe.
+    require("readelf")
+    require_path(LIB / "libz.so.1")
+    root = tmp_path / "tree"
+    root.mkdir()
+    for name in ("b1", "b2", "b3", "b4"):
+        shutil.copy(LIB / "libz.so.1", root / name)
+    os.link(root / "b2", root / "b4x")  # the walk's order: b1 b2 b3 b4 b4x
+    for jobs in ("2", "1"):
+        copy = tmp_path / f"j{jobs}"
+        shutil.copytree(root, copy)  # (copytree keeps no hard link: make it again)
+        (copy / "b4x").unlink()
+        os.link(copy / "b2", copy / "b4x")
+        proc = cli("--in-place", "-r", str(copy), "-j", jobs, "--json", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        statuses = {Path(r["path"]).name: r["status"] for r in json.loads(proc.stdout)["files"]}
+        assert statuses == {"b1": "ok", "b2": "ok", "b3": "ok", "b4": "ok",
+                            "b4x": "has-sframe"}, jobs
+        assert os.path.samefile(copy / "b2", copy / "b4x")
+        assert readelf_size(copy / "b4x", ".sframe") > 0

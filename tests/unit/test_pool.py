@@ -178,3 +178,18 @@ def test_chunks_hold_small_files_up_to_their_bounds() -> None:
     assert chunks([big // 2, big // 2, big // 2] + [small] * 60, 1)[:2] == [2, 16]
     # A worker near its share of files gets no more than it has room for.
     assert chunks([small] * 100, 1, room=3)[0] == 3
+
+
+def test_the_names_of_one_file_go_to_one_worker_in_their_order() -> None:
+    # Files 1 and 30 are one inode (a hard link): whichever comes first in the queue,
+    # both go out in its chunk, the first name first, so no two workers convert one
+    # file at once and the first name is the one rewritten, as with -j 1.
+    from collections import deque
+
+    big = pool.CHUNK_BYTES  # each file alone in its chunk, but for the names it pulls
+    together = {1: [1, 30], 30: [1, 30]}
+    for order in ([30, 1], [1, 30]):
+        pending = deque((i, f"f{i}", None) for i in [*order, *range(2, 30)])
+        chunk = pool._chunk(pending, dict.fromkeys(range(31), big), 64, 2, together)
+        assert [index for index, _, _ in chunk] == [1, 30]
+        assert [index for index, _, _ in pending] == list(range(2, 30))
