@@ -134,8 +134,8 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
             results[index] = record
         else:
             todo.append((index, path))
-    status = {index: _status(path) for index, path in todo}
-    sizes = {index: info.st_size if info else 0 for index, info in status.items()}
+    found = {index: _status(path) for index, path in todo}
+    sizes = {index: info.st_size if info else 0 for index, info in found.items()}
     # Largest first: the long files start early and the short ones fill the gaps.
     todo.sort(key=lambda item: -sizes[item[0]])
     progress = Progress(len(todo), sum(sizes.values()), not args.quiet)
@@ -143,7 +143,7 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     journal = Journal(args.jsonl, append=args.resume) if args.jsonl else None
     printed = 0
     try:
-        for index, record in _runner(args, todo, task, sizes, _same_files(status)):
+        for index, record in _runner(args, todo, task, sizes, _same_files(found)):
             results[index] = record
             if journal is not None:
                 journal.add(record)
