@@ -49,6 +49,11 @@ FILES_PER_WORKER = 64
 # request's round trip through the parent).
 CHUNK_FILES = 16
 CHUNK_BYTES = 1 << 20
+# ... and while their names take at most this in a request (6 bytes a character, as
+# JSON escapes the worst): two chunks in a worker's request pipe stay below its 64 KiB,
+# so the parent's write never blocks on a worker that is itself blocked writing a
+# large record (a path is up to 4 KiB).
+CHUNK_NAMES = 24 << 10
 _LENGTH = struct.Struct(">I")
 
 
@@ -173,18 +178,18 @@ class _Memory:
 def _chunk(pending: deque[tuple[int, str, str | None]], sizes: Mapping[int, int],
            room: int, workers: int, together: Mapping[int, list[int]] | None = None,
            ) -> list[tuple[int, str, str | None]]:
-    """The next files for a worker with ``room`` files left: up to ``CHUNK_FILES``
-    and ``CHUNK_BYTES`` (at least one), and no more than a share of what is left
+    """The next files for a worker with ``room`` files left: up to ``CHUNK_FILES``,
+    ``CHUNK_BYTES`` and ``CHUNK_NAMES`` (at least one), and no more than a share of what is left
     so that the last chunks still spread over the ``workers``; the other names of a
     file taken (``together``) come along, whatever the bounds."""
     most = min(room, CHUNK_FILES, max(1, len(pending) // (2 * workers)))
     chunk = [pending.popleft()]
-    total = sizes.get(chunk[0][0], 0)
+    total, names = sizes.get(chunk[0][0], 0), 6 * len(chunk[0][1])
     while pending and len(chunk) < most:
-        size = sizes.get(pending[0][0], 0)
-        if total + size > CHUNK_BYTES:
+        size, name = sizes.get(pending[0][0], 0), 6 * len(pending[0][1])
+        if total + size > CHUNK_BYTES or names + name > CHUNK_NAMES:
             break
-        total += size
+        total, names = total + size, names + name
         chunk.append(pending.popleft())
     if together and any(item[0] in together for item in chunk):
         taken = {item[0] for item in chunk}

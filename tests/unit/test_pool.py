@@ -193,3 +193,23 @@ def test_the_names_of_one_file_go_to_one_worker_in_their_order() -> None:
         chunk = pool._chunk(pending, dict.fromkeys(range(31), big), 64, 2, together)
         assert [index for index, _, _ in chunk] == [1, 30]
         assert [index for index, _, _ in pending] == list(range(2, 30))
+
+
+def test_a_chunks_names_stay_well_below_a_pipes_buffer() -> None:
+    # Long paths (4 KiB each) would make a chunk of 16 larger than the 64 KiB a pipe
+    # holds; the parent could then block writing it while the worker blocks writing a
+    # large record back.  A chunk's names stay within CHUNK_NAMES.
+    from collections import deque
+
+    long = "/" + "d" * 4094
+    pending = deque((i, f"{long}/{i}", None) for i in range(40))
+    chunk = pool._chunk(pending, {}, 64, 1)
+    assert len(chunk) == 1  # 4 KiB of name: up to 24 KiB in JSON
+    pending = deque((i, f"/{i:04}" + "\udcff" * 8, None) for i in range(40))  # 6 bytes each
+    chunk = pool._chunk(pending, {}, 64, 1)
+    request = pool.json.dumps([[path, None] for _, path, _ in chunk]).encode()
+    assert len(chunk) == 16 and 2 * len(request) < 64 << 10
+    pending = deque((i, "/" + "\udcff" * 1000, None) for i in range(40))
+    chunk = pool._chunk(pending, {}, 64, 1)
+    request = pool.json.dumps([[path, None] for _, path, _ in chunk]).encode()
+    assert len(chunk) == 4 and 2 * len(request) < 64 << 10
