@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..cstruct import CStruct
 from ..errors import DecodeError
 from ..kinds import AR_MAGIC, Kind, input_kind, is_archive
-from .structs import Layout
 
-# A member's header: text fields, space-padded (System V ABI, ar(5)).
-AR_HDR = Layout("ar_hdr", (("ar_name", "16s"), ("ar_date", "12s"), ("ar_uid", "6s"),
-                           ("ar_gid", "6s"), ("ar_mode", "8s"), ("ar_size", "10s"),
-                           ("ar_fmag", "2s")))
+# A member's header: text fields, space-padded (System V ABI, ar(5)): no byte order.
+AR_HDR = CStruct("ar_hdr", (("ar_name", "16s"), ("ar_date", "12s"), ("ar_uid", "6s"),
+                            ("ar_gid", "6s"), ("ar_mode", "8s"), ("ar_size", "10s"),
+                            ("ar_fmag", "2s")))
 HEADER_SIZE = AR_HDR.size
 _NAME, _SIZE, _FMAG = AR_HDR.span("ar_name"), AR_HDR.span("ar_size"), AR_HDR.span("ar_fmag")
 _SIZE_AT = AR_HDR.offset("ar_size")

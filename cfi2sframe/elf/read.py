@@ -22,6 +22,7 @@ from itertools import chain, compress
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import ELF_MACHINES, arch_for_machine
+from ..cstruct import Layout
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..kinds import is_elf
 from .structs import (
@@ -37,7 +38,6 @@ from .structs import (
     ST_BIND_SHIFT,
     ST_TYPE_MASK,
     SYM,
-    Layout,
     st_type,
 )
 

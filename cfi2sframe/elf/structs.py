@@ -3,103 +3,30 @@
 Readers and writers ask a record for its ``struct.Struct``, a field's offset or
 one field's value, so no header offset is written as a number anywhere else.
 Each record is declared once with the gABI's type names; the class (32 or 64
-bit) decides their widths and, for ``Elf_Phdr`` and ``Elf_Sym``, the field order.
-Every ``struct.Struct`` is built here at import, once per record, class and byte
-order: these readers run over whole trees.  ``Layout`` is the plain record (one
-format for every file), which ``sframe/format.py`` uses for SFrame's.
+bit) decides their widths and, for ``Elf_Phdr`` and ``Elf_Sym``, the field order;
+each class is a ``cstruct.Layout`` (both byte orders).  Every ``struct.Struct`` is
+built here at import, once per record, class and byte order: these readers run over
+whole trees.
 
-The records: ``EHDR``, ``SHDR``, ``PHDR``, ``SYM``, ``REL``, ``RELA``, ``DYN``, ``CHDR``
-(each an ``ElfRecord``, whose ``record[is64]`` is the class's ``Layout``, with ELF32's
-field order where it differs); ``Layout.read``/``write`` one field by name, ``pick``
-fields out of an unpacked record, ``alone`` one field of every entry;
-``r_sym``/``r_type``/``r_info``, ``st_type``/``st_bind``. ``elf/read.py``,
-``elf/obj.py``, ``elf/reloc.py``, ``elf/compressed.py``, ``elf/archive.py`` and the
+The records: ``EHDR``, ``SHDR``, ``PHDR``, ``SYM``, ``REL``, ``RELA``, ``DYN``, ``CHDR``,
+``RELR`` and ``ADDR`` (each an ``ElfRecord``, whose ``record[is64]`` is the class's
+``cstruct.Layout``, with ELF32's field order where it differs); ``r_sym``/``r_type``/
+``r_info``, ``st_type``/``st_bind``.  ``elf/read.py``, ``elf/obj.py``, ``elf/reloc.py``,
+``elf/compressed.py``, ``elf/archive.py``, ``elf/grow.py``, ``elf/linked.py`` and the
 SFrame layouts (``sframe/format.py``) write no header offset as a number;
 ``tests/unit/test_elf_structs.py`` holds the sizes to the gABI's and the SFrame specs'.
 """
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable, Sequence
-from operator import itemgetter
-from typing import Any
+from collections.abc import Sequence
+
+from ..cstruct import Layout
 
 # e_ident: where the class and the data encoding are, and their values (gABI).
 EI_CLASS, EI_DATA = 4, 5
 ELFCLASS32, ELFCLASS64 = 1, 2
 ELFDATA2LSB, ELFDATA2MSB = 1, 2
-
-
-class Layout:
-    """A fixed record: fields named once, each with its ``struct`` code; the offsets,
-    the size and the two byte orders' ``struct.Struct``s computed from them."""
-
-    __slots__ = ("name", "names", "format", "size", "_structs", "_offsets", "_fields",
-                 "_codes")
-
-    def __init__(self, name: str, fields: Sequence[tuple[str, str]]) -> None:
-        self.name = name
-        self.names = tuple(field for field, _ in fields)
-        self._codes = tuple(code for _, code in fields)
-        codes = self.format = "".join(code for _, code in fields)  # without byte order
-        self._structs = (struct.Struct(">" + codes), struct.Struct("<" + codes))
-        self.size = self._structs[0].size
-        self._offsets: dict[str, int] = {}
-        self._fields: dict[tuple[str, bool], struct.Struct] = {}
-        at = 0
-        for field, code in fields:
-            self._offsets[field] = at
-            for little in (False, True):
-                self._fields[field, little] = struct.Struct((">", "<")[little] + code)
-            at += self._fields[field, True].size
-
-    def of(self, little: bool) -> struct.Struct:
-        """The whole record in one byte order."""
-        return self._structs[little]
-
-    def after(self, field: str, little: bool) -> struct.Struct:
-        """The fields after ``field``, for a record whose leading fields are written
-        later (an FDE whose start is placed when the section is)."""
-        return struct.Struct((">", "<")[little] + "".join(self._codes[self.index(field) + 1:]))
-
-    def alone(self, field: str, little: bool) -> struct.Struct:
-        """The whole record with only ``field`` kept (its other bytes skipped), to read
-        one field of every entry of a table with ``iter_unpack``."""
-        at = self._offsets[field]
-        end = at + self._fields[field, little].size
-        return struct.Struct(f"{(('>', '<')[little])}{at}x{self._codes[self.index(field)]}"
-                             f"{self.size - end}x")
-
-    def offset(self, field: str) -> int:
-        return self._offsets[field]
-
-    def span(self, field: str) -> slice:
-        """Where ``field`` is in a record's bytes (a text field of the ar header)."""
-        at = self._offsets[field]
-        return slice(at, at + self._fields[field, True].size)
-
-    def index(self, field: str) -> int:
-        """Where ``field`` is in an unpacked record."""
-        return self.names.index(field)
-
-    def pick(self, *fields: str) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-        """What takes ``fields``, in that order, out of an unpacked record."""
-        return itemgetter(*map(self.index, fields))
-
-    def pack(self, little: bool, **fields: int) -> bytes:
-        """The record with ``fields`` set by name, every other field 0."""
-        return self._structs[little].pack(*(fields.get(name, 0) for name in self.names))
-
-    def read(self, data: bytes | bytearray | memoryview, at: int, field: str,
-             little: bool) -> int:
-        """One field of the record at ``at``."""
-        value: int = self._fields[field, little].unpack_from(data, at + self._offsets[field])[0]
-        return value
-
-    def write(self, out: bytearray, at: int, field: str, value: int, little: bool) -> None:
-        """Set one field of the record at ``at``."""
-        self._fields[field, little].pack_into(out, at + self._offsets[field], value)
 
 
 # The gABI's types, by class: (ELF32, ELF64).  Xword and Sxword stand for the fields
@@ -156,6 +83,11 @@ REL = ElfRecord("Rel", (("r_offset", "Addr"), ("r_info", "Xword")))
 RELA = ElfRecord("Rela", (("r_offset", "Addr"), ("r_info", "Xword"), ("r_addend", "Sxword")))
 
 DYN = ElfRecord("Dyn", (("d_tag", "Sxword"), ("d_un", "Xword")))
+
+# Bare words: an SHT_RELR entry (Elf_Relr: an address, or a bitmap if odd) and a
+# pointer-sized word in a segment (a relocated place's implicit addend).
+RELR = ElfRecord("Relr", (("r_relr", "Xword"),))
+ADDR = ElfRecord("Addr", (("a_addr", "Addr"),))
 
 CHDR = ElfRecord("Chdr", (
     ("ch_type", "Word"), ("ch_reserved", "Word"), ("ch_size", "Xword"),
