@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import as_arch
-from ..elf.structs import Layout
+from ..cstruct import Layout
 from .recovery import RA_UNDEFINED, FrameRules, Loc, Recovery, RuleFre
 from .words import s390x_reg_word
 
@@ -33,6 +33,8 @@ FRE_ADDR_SIZE = {FRE_ADDR1: 1, FRE_ADDR2: 2, FRE_ADDR4: 4}
 FDE_PCINC, FDE_PCMASK = 0, 1
 OFFSET_1B, OFFSET_2B, OFFSET_4B = 0, 1, 2
 OFFSET_SIZE = {OFFSET_1B: 1, OFFSET_2B: 2, OFFSET_4B: 4}
+# The ``struct`` code of an FRE's signed data word, by its size in bytes.
+WORD_CODE = {1: "b", 2: "h", 4: "i"}
 BASE_REG_FP, BASE_REG_SP = 0, 1
 
 # The records, each field named once (the specs' sframe_preamble, sframe_header,
