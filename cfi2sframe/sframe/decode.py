@@ -41,6 +41,7 @@ from .format import (
     VERSION_1,
     VERSION_2,
     VERSION_3,
+    WORD_CODE,
 )
 from .words import (
     FDE_INFO_FRE_TYPE,
@@ -353,7 +354,7 @@ class FdeTable:
 @lru_cache(maxsize=64)
 def _data_words(order: str, width: int, count: int) -> struct.Struct:
     """The layout of ``count`` signed data words of ``width`` bytes."""
-    return struct.Struct(order + {1: "b", 2: "h", 4: "i"}[width] * count)
+    return struct.Struct(order + WORD_CODE[width] * count)
 
 
 class _Reader:

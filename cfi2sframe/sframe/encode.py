@@ -38,6 +38,7 @@ from .format import (
     VERSION_1,
     VERSION_2,
     VERSION_3,
+    WORD_CODE,
     Fre,
     FreShape,
     SFrameFunction,
@@ -182,7 +183,7 @@ def _fre_bytes(fre: Fre, addr_size: int, arch: Arch) -> bytes:
 def _fre_struct(order: str, addr_size: int, word_size: int, count: int) -> struct.Struct:
     """The layout of one FRE: start address, info byte, ``count`` signed words."""
     return struct.Struct(order + FRE_HEAD[addr_size].format
-                         + {1: "b", 2: "h", 4: "i"}[word_size] * count)
+                         + WORD_CODE[word_size] * count)
 
 
 def _default_fres(func: SFrameFunction) -> tuple[Fre, ...]:
