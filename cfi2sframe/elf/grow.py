@@ -36,7 +36,6 @@ copy); ``previous_growth`` finds an earlier such conversion, placed again.
 from __future__ import annotations
 
 import operator
-import struct
 import sys
 from array import array
 from bisect import bisect_left
@@ -58,15 +57,19 @@ from .read import (
     SHF_ALLOC,
     SHT_GNU_SFRAME,
     SHT_NOBITS,
+    SHT_PROGBITS,
     SHT_RELA,
     ElfView,
     Section,
     Segment,
 )
-from .read import PHDR64_SIZE as PHDR_SIZE
-from .read import SHDR64_SIZE as SHDR_SIZE
+from .structs import ADDR, DYN, EHDR, PHDR, RELA, RELR, SHDR, SYM
 
-SYM_SIZE, DYN_SIZE = 24, 16  # ELF64 symbol and dynamic entries
+# This layout is ELF64's (``find_room`` and ``add_loadable_sframe`` take no other).
+EHDR64, SHDR64, PHDR64, SYM64, DYN64 = EHDR[True], SHDR[True], PHDR[True], SYM[True], DYN[True]
+RELA64, RELR64, ADDR64 = RELA[True], RELR[True], ADDR[True]
+PHDR_SIZE, SHDR_SIZE = PHDR64.size, SHDR64.size
+_SHNDX, _VALUE = SYM64.index("st_shndx"), SYM64.index("st_value")
 SHT_HASH, SHT_DYNSYM, SHT_NOTE, SHT_SYMTAB, SHT_RELR, SHT_STRTAB = 5, 11, 7, 2, 19, 3
 SHT_GNU_HASH = 0x6FFFFFF6
 SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
@@ -218,7 +221,7 @@ def _rela_refers(view: ElfView, section: Section, spans: range) -> bool:
     value plus the addend (a symbol resolved in another file gives no address of this
     one: ``XtStrings + 0x2c7``).  Read as columns and searched sorted, in C loops:
     libLLVM-14 has 355k relocations, which took 0.3 s one by one."""
-    rows = _whole(view.data, section.offset, section.size, 24)
+    rows = _whole(view.data, section.offset, section.size, RELA64.size)
     words, signed = array("Q", rows), array("q", rows)
     if view.little_endian != (sys.byteorder == "little"):
         words.byteswap()
@@ -250,10 +253,9 @@ def _whole(data: bytes, offset: int, size: int, entry: int) -> bytes:
 
 def _symbols(view: ElfView, table: Section) -> Iterator[tuple[int, int, int]]:
     """(index, section index, value) of each whole entry of a symbol table."""
-    order = "<" if view.little_endian else ">"
-    rows = _whole(view.data, table.offset, table.size, SYM_SIZE)
-    for n, (_, _, _, shndx, value, _) in enumerate(struct.iter_unpack(order + "IBBHQQ", rows)):
-        yield n, shndx, value
+    rows = _whole(view.data, table.offset, table.size, SYM64.size)
+    for n, row in enumerate(SYM64.of(view.little_endian).iter_unpack(rows)):
+        yield n, row[_SHNDX], row[_VALUE]
 
 
 def _symbol_values(view: ElfView, index: int) -> dict[int, int]:
@@ -264,7 +266,7 @@ def _symbol_values(view: ElfView, index: int) -> dict[int, int]:
     table = view.sections[index]
     if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
         return {}
-    words = array("Q", _whole(view.data, table.offset, table.size, SYM_SIZE))
+    words = array("Q", _whole(view.data, table.offset, table.size, SYM64.size))
     if view.little_endian != (sys.byteorder == "little"):
         words.byteswap()
     # A symbol's first word holds st_name, st_info, st_other, st_shndx; read as one
@@ -278,21 +280,22 @@ def _symbol_values(view: ElfView, index: int) -> dict[int, int]:
 def _relr(view: ElfView, offset: int, size: int) -> list[int]:
     """The places a packed relative relocation section relocates (gABI ``SHT_RELR``:
     an even word is a place, an odd one a bitmap of the 63 words after the last)."""
-    order = "<" if view.little_endian else ">"
+    width = RELR64.size  # and the size of each place it relocates
     places: list[int] = []
     base = 0
-    for word, in struct.iter_unpack(order + "Q", _whole(view.data, offset, size, 8)):
+    for word, in RELR64.of(view.little_endian).iter_unpack(
+            _whole(view.data, offset, size, width)):
         if not word & 1:
             places.append(word)
-            base = word + 8
+            base = word + width
             continue
         bits, n = word >> 1, 0
         while bits:
             if bits & 1:
-                places.append(base + 8 * n)
+                places.append(base + width * n)
             bits >>= 1
             n += 1
-        base += 63 * 8
+        base += (8 * width - 1) * width
     return places
 
 
@@ -300,10 +303,9 @@ def _word_at(view: ElfView, segments: list[Segment], address: int) -> int:
     """The 8-byte word the file holds for ``address`` (a relocated place's implicit
     addend); -1 where no segment has it in the file."""
     for seg in segments:
-        if seg.kind == PT_LOAD and seg.vaddr <= address < seg.vaddr + seg.filesz - 7:
-            order = "<" if view.little_endian else ">"
-            return int(struct.unpack_from(order + "Q", view.data,
-                                          address - seg.vaddr + seg.offset)[0])
+        if seg.kind == PT_LOAD and seg.vaddr <= address <= seg.vaddr + seg.filesz - ADDR64.size:
+            return ADDR64.read(view.data, address - seg.vaddr + seg.offset, "a_addr",
+                               view.little_endian)
     return -1
 
 
@@ -312,11 +314,11 @@ def _dynamic(view: ElfView, segments: list[Segment]) -> list[tuple[int, int, int
     seg = next((s for s in segments if s.kind == PT_DYNAMIC), None)
     if seg is None:
         return []
-    order = "<" if view.little_endian else ">"
+    entry = DYN64.of(view.little_endian)
     out = []
-    for at in range(seg.offset, min(seg.offset + seg.filesz, len(view.data)) - DYN_SIZE + 1,
-                    DYN_SIZE):
-        tag, value = struct.unpack_from(order + "qQ", view.data, at)
+    for at in range(seg.offset, min(seg.offset + seg.filesz, len(view.data)) - entry.size + 1,
+                    entry.size):
+        tag, value = entry.unpack_from(view.data, at)
         if tag == DT_NULL:
             break
         out.append((tag, value, at))
@@ -324,8 +326,7 @@ def _dynamic(view: ElfView, segments: list[Segment]) -> list[tuple[int, int, int
 
 
 def _addralign(view: ElfView, header_at: int) -> int:
-    order = "<" if view.little_endian else ">"
-    return int(struct.unpack_from(order + "Q", view.data, header_at + 48)[0])
+    return SHDR64.read(view.data, header_at, "sh_addralign", view.little_endian)
 
 
 def up(value: int, align: int) -> int:
@@ -375,8 +376,7 @@ def previous_growth(view: ElfView, segments: list[Segment]) -> Grown | None:
 
 
 def _flags(view: ElfView, seg: Segment) -> int:
-    order = "<" if view.little_endian else ">"
-    return int(struct.unpack_from(order + "I", view.data, seg.header_at + 4)[0])
+    return PHDR64.read(view.data, seg.header_at, "p_flags", view.little_endian)
 
 
 class Block(NamedTuple):
@@ -390,6 +390,62 @@ class Block(NamedTuple):
     align: int
     sections: tuple[int, ...]
     keep_address: bool
+
+
+def read_only_segment(little: bool, kind: int, at: int, address: int, size: int,
+                      align: int) -> bytes:
+    """A read-only program header entry whose bytes in the file and in memory are
+    ``size`` (the segments and ``PT_GNU_SFRAME`` a conversion adds)."""
+    return PHDR64.pack(little, p_type=kind, p_flags=PF_R, p_offset=at, p_vaddr=address,
+                       p_paddr=address, p_filesz=size, p_memsz=size, p_align=align)
+
+
+def allocated_section(little: bool, name: int, kind: int, address: int, at: int,
+                      size: int) -> bytearray:
+    """The section header of an allocated section a conversion adds (8-byte aligned)."""
+    return bytearray(SHDR64.pack(little, sh_name=name, sh_type=kind, sh_flags=SHF_ALLOC,
+                                 sh_addr=address, sh_offset=at, sh_size=size,
+                                 sh_addralign=8))
+
+
+class Growth(NamedTuple):
+    """Where ``grow`` puts the file's parts, planned before anything is built: the
+    section names at ``cut``, ``shnum`` section headers at ``shdrs_at``, a table of
+    ``phnum`` entries, segment D at ``at`` (``address`` in memory) with the moved
+    bytes, then ``.sframe`` to the file's ``end``."""
+
+    cut: int
+    shdrs_at: int
+    shnum: int
+    phnum: int
+    at: int
+    address: int
+    sframe_at: int
+    sframe_address: int
+    end: int
+
+
+def plan_growth(view: ElfView, segments: list[Segment], block: Block, size: int,
+                names_size: int, page: int, cut: int, previous: Grown | None) -> Growth:
+    """The sizes and offsets of ``grow``'s file for a ``size``-byte ``.sframe`` and a
+    ``names_size``-byte section name table; nothing read but the headers."""
+    count = view.program_table()[2]
+    added = 0 if previous is not None else (
+        1 + (0 if any(seg.kind == PT_GNU_SFRAME for seg in segments) else 1))
+    shnum = len(view.sections) + (0 if previous is not None else 1)
+    shdrs_at = up(cut + names_size, 8)
+    shdrs_end = shdrs_at + shnum * SHDR_SIZE
+    if block.keep_address:
+        at = congruent(shdrs_end, block.address, page)
+        address = block.address
+    else:
+        at = congruent(shdrs_end, block.start, block.align)
+        loads = [seg for seg in segments if seg.kind == PT_LOAD]
+        memory_end = up(max(seg.vaddr + seg.memsz for seg in loads), page)
+        address = congruent(memory_end, at, page)
+    sframe_at = at + up(block.end - block.start, 8)
+    return Growth(cut, shdrs_at, shnum, count + added, at, address, sframe_at,
+                  address + (sframe_at - at), sframe_at + size)
 
 
 def grow(view: ElfView, segments: list[Segment], block: Block, size: int,
@@ -406,97 +462,94 @@ def grow(view: ElfView, segments: list[Segment], block: Block, size: int,
     file would grow by more than ``limit`` bytes besides ``.sframe`` (before any is built).
     """
     data = view.data
-    order = "<" if view.little_endian else ">"
-    phoff, _, count = view.program_table()
-    added = 0 if previous is not None else (
-        1 + (0 if any(seg.kind == PT_GNU_SFRAME for seg in segments) else 1))
-    shnum = len(view.sections) + (0 if previous is not None else 1)
-    shdrs_at = up(cut + len(names), 8)
-    shdrs_end = shdrs_at + shnum * SHDR_SIZE
-    if block.keep_address:
-        at = congruent(shdrs_end, block.address, page)
-        address = block.address
-    else:
-        at = congruent(shdrs_end, block.start, block.align)
-        loads = [seg for seg in segments if seg.kind == PT_LOAD]
-        memory_end = up(max(seg.vaddr + seg.memsz for seg in loads), page)
-        address = congruent(memory_end, at, page)
-    sframe_at = at + up(block.end - block.start, 8)
-    sframe_address = address + (sframe_at - at)
-    end = sframe_at + size
-    if limit is not None and end - size - len(data) > limit:
+    little = view.little_endian
+    place = plan_growth(view, segments, block, size, len(names), page, cut, previous)
+    if limit is not None and place.end - size - len(data) > limit:
         return None
-    if sframe_address + size > ADDRESS_END:
+    if place.sframe_address + size > ADDRESS_END:
         raise Cfi2SframeError(where, "no addresses are left after the file's memory image "
                                      "for a new segment")
-    sframe = build(sframe_address)
+    sframe = build(place.sframe_address)
     if len(sframe) != size:
         raise AssertionError(f"the SFrame section is {len(sframe)} bytes, not {size}")
-    shift_offset, shift_address = at - block.start, address - block.address
+    shift_offset, shift_address = place.at - block.start, place.address - block.address
 
+    shdr = SHDR64[little]
     headers = [bytearray(data[s.header_at:s.header_at + SHDR_SIZE]) for s in view.sections]
-    struct.pack_into(order + "QQ", headers[view.shstrndx], 24, cut, len(names))
+    shdr.put(headers[view.shstrndx], 0, "sh_offset", cut)
+    shdr.put(headers[view.shstrndx], 0, "sh_size", len(names))
     for i in block.sections:
         s = view.sections[i]
-        struct.pack_into(order + "Q", headers[i], 16, s.addr + shift_address)
-        struct.pack_into(order + "Q", headers[i], 24, s.offset + shift_offset)
+        shdr.put(headers[i], 0, "sh_addr", s.addr + shift_address)
+        shdr.put(headers[i], 0, "sh_offset", s.offset + shift_offset)
     if old_sframe is not None:
-        struct.pack_into(order + "II", headers[old_sframe], 0, name_old, 1)  # PROGBITS
-    new_sframe = struct.pack(order + "IIQQQQIIQQ", name_new, SHT_GNU_SFRAME, SHF_ALLOC,
-                             sframe_address, sframe_at, size, 0, 0, 8, 0)
+        shdr.put(headers[old_sframe], 0, "sh_name", name_old)
+        shdr.put(headers[old_sframe], 0, "sh_type", SHT_PROGBITS)
+    new_sframe = allocated_section(little, name_new, SHT_GNU_SFRAME, place.sframe_address,
+                                   place.sframe_at, size)
     if previous is not None:
-        headers[previous.sframe] = bytearray(new_sframe)
+        headers[previous.sframe] = new_sframe
     else:
-        headers.append(bytearray(new_sframe))
+        headers.append(new_sframe)
+    assert len(headers) == place.shnum
 
-    d_row = (PT_LOAD, PF_R, at, address, address, end - at, end - at, page)
-    sframe_row = (PT_GNU_SFRAME, PF_R, sframe_at, sframe_address, sframe_address, size,
-                  size, 8)
+    d_row = read_only_segment(little, PT_LOAD, place.at, place.address,
+                              place.end - place.at, page)
+    sframe_row = read_only_segment(little, PT_GNU_SFRAME, place.sframe_at,
+                                   place.sframe_address, size, 8)
     rows = _rows(view, segments, block, previous, d_row, sframe_row,
-                 (count + added) * PHDR_SIZE, shift_offset, shift_address)
-    elf_header = bytearray(data[:0x40])
-    struct.pack_into(order + "Q", elf_header, 0x28, shdrs_at)
-    struct.pack_into(order + "H", elf_header, 0x38, count + added)
-    struct.pack_into(order + "H", elf_header, 0x3C, len(headers))
+                 place.phnum * PHDR_SIZE, shift_offset, shift_address)
+    ehdr = EHDR64[little]
+    elf_header = bytearray(data[:ehdr.size])
+    ehdr.put(elf_header, 0, "e_shoff", place.shdrs_at)
+    ehdr.put(elf_header, 0, "e_phnum", place.phnum)
+    ehdr.put(elf_header, 0, "e_shnum", place.shnum)
     patches: list[tuple[int, bytes]] = [(0, bytes(elf_header))]
     if not block.keep_address and block.end > block.start:
         patches.append((block.start, bytes(block.end - block.start)))
-    patches.append((phoff, rows))
-    patches += [(cut, names), (shdrs_at, b"".join(headers)),
-                (at, data[block.start:block.end]), (sframe_at, sframe)]
+    patches.append((view.program_table()[0], rows))
+    patches += [(cut, names), (place.shdrs_at, b"".join(headers)),
+                (place.at, data[block.start:block.end]), (place.sframe_at, sframe)]
     if shift_address:  # after the moved bytes: a moved .dynsym's symbols change there
         patches += _references(view, segments, block, shift_offset, shift_address)
-    return PatchedCopy(end, data, cut, tuple(patches)), sframe_address
+    return PatchedCopy(place.end, data, cut, tuple(patches)), place.sframe_address
+
+
+_P_OFFSET, _P_VADDR, _P_PADDR, _P_FILESZ, _P_MEMSZ = (
+    PHDR64.index(field) for field in ("p_offset", "p_vaddr", "p_paddr", "p_filesz",
+                                      "p_memsz"))
 
 
 def _rows(view: ElfView, segments: list[Segment], block: Block, previous: Grown | None,
-          d_row: tuple[int, ...], sframe_row: tuple[int, ...], table: int,
-          shift_offset: int, shift_address: int) -> bytes:
+          d_row: bytes, sframe_row: bytes, table: int, shift_offset: int,
+          shift_address: int) -> bytes:
     """The program header table: ``PT_PHDR`` its new size, the moved sections' headers
     moved with them, D after the last ``PT_LOAD`` (placed again where it was), and
     ``PT_GNU_SFRAME`` reused or last."""
-    order = "<" if view.little_endian else ">"
-    fmt = order + "IIQQQQQQ"
+    entry = PHDR64.of(view.little_endian)
     last_load = max(i for i, seg in enumerate(segments) if seg.kind == PT_LOAD)
     rows: list[bytes] = []
     has_sframe_row = False
     for i, seg in enumerate(segments):
-        row = list(struct.unpack(fmt, view.data[seg.header_at:seg.header_at + PHDR_SIZE]))
+        row = list(entry.unpack_from(view.data, seg.header_at))
         if previous is not None and i == previous.load:
-            row = list(d_row)
-        elif seg.kind == PT_GNU_SFRAME and (previous is None or i == previous.sframe_segment):
-            row, has_sframe_row = list(sframe_row), True
-        elif seg.kind == PT_PHDR:
-            row[5] = row[6] = table
-        elif seg.filesz and block.start <= seg.offset < block.end:
-            row[2] += shift_offset
-            row[3] += shift_address
-            row[4] += shift_address
-        rows.append(struct.pack(fmt, *row))
+            rows.append(d_row)
+            continue
+        if seg.kind == PT_GNU_SFRAME and (previous is None or i == previous.sframe_segment):
+            rows.append(sframe_row)
+            has_sframe_row = True
+        else:
+            if seg.kind == PT_PHDR:
+                row[_P_FILESZ] = row[_P_MEMSZ] = table
+            elif seg.filesz and block.start <= seg.offset < block.end:
+                row[_P_OFFSET] += shift_offset
+                row[_P_VADDR] += shift_address
+                row[_P_PADDR] += shift_address
+            rows.append(entry.pack(*row))
         if previous is None and i == last_load:
-            rows.append(struct.pack(fmt, *d_row))
+            rows.append(d_row)
     if not has_sframe_row:
-        rows.append(struct.pack(fmt, *sframe_row))
+        rows.append(sframe_row)
     return b"".join(rows)
 
 
@@ -505,9 +558,10 @@ def _references(view: ElfView, segments: list[Segment], block: Block, shift_offs
     """The dynamic entries of the moved tables and the symbols defined in moved
     sections, at their new addresses (written into a symbol table's moved copy where
     the table moved too)."""
-    order = "<" if view.little_endian else ">"
+    dyn, sym = DYN64[view.little_endian], SYM64[view.little_endian]
+    d_un, st_value = dyn.offset("d_un"), sym.offset("st_value")
     spans = range(block.address, block.address + (block.end - block.start))
-    patches = [(at + 8, struct.pack(order + "Q", value + shift))
+    patches = [(at + d_un, dyn.pack_field("d_un", value + shift))
                for tag, value, at in _dynamic(view, segments)
                if tag in TABLES and value in spans]
     moved = set(block.sections)
@@ -517,6 +571,6 @@ def _references(view: ElfView, segments: list[Segment], block: Block, shift_offs
         base = table.offset + (shift_offset if index in moved else 0)
         for n, shndx, value in _symbols(view, table):
             if shndx in moved and shndx < SHN_LORESERVE:
-                patches.append((base + n * SYM_SIZE + 8,
-                                struct.pack(order + "Q", value + shift)))
+                patches.append((base + n * sym.size + st_value,
+                                sym.pack_field("st_value", value + shift)))
     return patches

@@ -49,7 +49,6 @@ added to.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Literal, NamedTuple
 
@@ -57,17 +56,23 @@ from ..arch import arch_for_machine
 from ..errors import Cfi2SframeError
 from ..files import PAGE, PatchedCopy
 from .grow import (
+    EHDR64,
+    PHDR64,
+    PHDR_SIZE,
+    SHDR64,
+    SHDR_SIZE,
     Block,
     Grown,
+    allocated_section,
     congruent,
     find_room,
     grow,
     previous_growth,
+    read_only_segment,
     starts_as_program,
     up,
 )
 from .read import (
-    PF_R,
     PT_GNU_SFRAME,
     PT_LOAD,
     PT_NULL,
@@ -81,8 +86,6 @@ from .read import (
     Segment,
     open_elf,
 )
-from .read import PHDR64_SIZE as PHDR_SIZE
-from .read import SHDR64_SIZE as SHDR_SIZE
 
 PN_XNUM, SHN_LORESERVE = 0xFFFF, 0xFF00
 # What to do where the table can only be where Linux before 5.18 and qemu-user look
@@ -312,7 +315,7 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     if old is not None and not replace:
         raise Cfi2SframeError(where, "the file already has an .sframe section; --replace "
                                      "regenerates it from the DWARF CFI")
-    order = "<" if view.little_endian else ">"
+    little = view.little_endian
     segments = view.segments()
     page = segment_page(view, segments, where)
     previous = previous_conversion(view, segments)
@@ -334,7 +337,7 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     shstrndx = view.shstrndx
     if previous is not None:
         names, _ = name_table(view)
-        name_new, name_phdrs = (struct.unpack_from(order + "I", data, view.sections[i].header_at)[0]
+        name_new, name_phdrs = (SHDR64.read(data, view.sections[i].header_at, "sh_name", little)
                                 for i in (previous.sframe, previous.phdrs))
         old, name_old = None, 0  # ours: written again, not kept as .sframe.old
     else:
@@ -368,25 +371,28 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     sframe += bytes(place.sframe_size - size)  # SFrame readers allow trailing zeros
     size = place.sframe_size
 
+    shdr = SHDR64[little]
     headers = [bytearray(data[s.header_at : s.header_at + SHDR_SIZE]) for s in view.sections]
-    struct.pack_into(order + "QQ", headers[shstrndx], 24, place.cut, len(names))
+    shdr.put(headers[shstrndx], 0, "sh_offset", place.cut)
+    shdr.put(headers[shstrndx], 0, "sh_size", len(names))
     if old is not None:
         index = view.sections.index(old)
-        struct.pack_into(order + "II", headers[index], 0, name_old, SHT_PROGBITS)
-    new_sframe = bytearray(struct.pack(order + "IIQQQQIIQQ", name_new, SHT_GNU_SFRAME,
-                                       SHF_ALLOC, place.sframe_address, place.sframe_at,
-                                       size, 0, 0, 8, 0))
-    new_phdrs = bytearray(struct.pack(order + "IIQQQQIIQQ", name_phdrs, SHT_PROGBITS,
-                                      SHF_ALLOC, place.cover_address, place.cover_at,
-                                      place.end - place.cover_at, 0, 0, 8, 0))
+        shdr.put(headers[index], 0, "sh_name", name_old)
+        shdr.put(headers[index], 0, "sh_type", SHT_PROGBITS)
+    new_sframe = allocated_section(little, name_new, SHT_GNU_SFRAME, place.sframe_address,
+                                   place.sframe_at, size)
+    new_phdrs = allocated_section(little, name_phdrs, SHT_PROGBITS, place.cover_address,
+                                  place.cover_at, place.end - place.cover_at)
     if previous is not None:
         headers[previous.sframe], headers[previous.phdrs] = new_sframe, new_phdrs
     else:
         headers += [new_sframe, new_phdrs]
-    elf_header = bytearray(data[:0x40])
-    struct.pack_into(order + "QQ", elf_header, 0x20, place.phdrs_at, place.shdrs_at)
-    struct.pack_into(order + "H", elf_header, 0x38, phnum)
-    struct.pack_into(order + "H", elf_header, 0x3C, len(headers))
+    ehdr = EHDR64[little]
+    elf_header = bytearray(data[:ehdr.size])
+    ehdr.put(elf_header, 0, "e_phoff", place.phdrs_at)
+    ehdr.put(elf_header, 0, "e_shoff", place.shdrs_at)
+    ehdr.put(elf_header, 0, "e_phnum", phnum)
+    ehdr.put(elf_header, 0, "e_shnum", len(headers))
     patches = ((0, bytes(elf_header)), (place.cut, names),
                (place.shdrs_at, b"".join(headers)), (place.sframe_at, sframe),
                (place.phdrs_at, _program_headers(view, segments, place, size, phnum)))
@@ -438,12 +444,11 @@ def _grow_table(view: ElfView, segments: list[Segment], size: int,
     would grow by more than ``limit`` besides ``.sframe``, or (``append_only``) where
     it would change more than the first page."""
     data = view.data
-    order = "<" if view.little_endian else ">"
     if grown is not None:
         names, _ = name_table(view)
         name_old = 0
         sframe, load = view.sections[grown.sframe], segments[grown.load]
-        name_new = struct.unpack_from(order + "I", data, sframe.header_at)[0]
+        name_new = SHDR64.read(data, sframe.header_at, "sh_name", view.little_endian)
         inside = tuple(i for i, s in enumerate(view.sections) if i != grown.sframe
                        and s.flags & SHF_ALLOC and load.vaddr <= s.addr < sframe.addr)
         block = Block(load.offset, sframe.offset, load.vaddr, page, inside, True)
@@ -507,14 +512,13 @@ def _program_headers(view: ElfView, segments: list[Segment], place: Placement, s
     """The table, moved: a ``PT_NULL`` entry first, ``PT_PHDR`` describing the copy,
     the three new ``PT_LOAD``s after the last one (ascending addresses: A, B, C),
     ``PT_GNU_SFRAME`` reused or added."""
-    order = "<" if view.little_endian else ">"
-    fmt = order + "IIQQQQQQ"
+    little = view.little_endian
     page = place.page
     table = phnum * PHDR_SIZE
     cover = place.end - place.cover_at
-    sframe = (PT_GNU_SFRAME, PF_R, place.sframe_at, place.sframe_address,
-              place.sframe_address, size, size, 8)
-    rows: list[bytes] = [bytes(PHDR_SIZE)]
+    sframe = read_only_segment(little, PT_GNU_SFRAME, place.sframe_at, place.sframe_address,
+                               size, 8)
+    rows: list[bytes] = [PHDR64.pack(little, p_type=PT_NULL)]
     last_load = max(i for i, seg in enumerate(segments) if seg.kind == PT_LOAD)
     loads = sorted([(place.phdrs_address, place.phdrs_at, table),
                     (place.cover_address, place.cover_at, cover),
@@ -522,17 +526,18 @@ def _program_headers(view: ElfView, segments: list[Segment], place: Placement, s
     for i, seg in enumerate(segments):
         raw = view.data[seg.header_at : seg.header_at + PHDR_SIZE]
         if seg.kind == PT_PHDR:
-            flags, = struct.unpack_from(order + "I", raw, 4)
-            raw = struct.pack(fmt, PT_PHDR, flags, place.phdrs_at, place.phdrs_address,
-                              place.phdrs_address, table, table, 8)
+            flags = PHDR64.read(raw, 0, "p_flags", little)
+            raw = PHDR64.pack(little, p_type=PT_PHDR, p_flags=flags, p_offset=place.phdrs_at,
+                              p_vaddr=place.phdrs_address, p_paddr=place.phdrs_address,
+                              p_filesz=table, p_memsz=table, p_align=8)
         elif seg.kind == PT_GNU_SFRAME:
-            raw = struct.pack(fmt, *sframe)
+            raw = sframe
         rows.append(raw)
         if i == last_load:
-            rows += [struct.pack(fmt, PT_LOAD, PF_R, at, address, address, length, length,
-                                 page) for address, at, length in loads]
+            rows += [read_only_segment(little, PT_LOAD, at, address, length, page)
+                     for address, at, length in loads]
     if len(rows) < phnum:
-        rows.append(struct.pack(fmt, *sframe))
+        rows.append(sframe)
     return b"".join(rows)
 
 
@@ -559,8 +564,12 @@ def replace_in_place(data: bytes, build: Callable[[int], bytes],
     sframe = build(old.addr)
     if len(sframe) > old.size:
         return None
-    order = "<" if view.little_endian else ">"
+    little = view.little_endian
+    section_header = bytearray(data[old.header_at:old.header_at + SHDR_SIZE])
+    SHDR64.write(section_header, 0, "sh_size", len(sframe), little)
+    segment = bytearray(data[segment_at:segment_at + PHDR_SIZE])
+    PHDR64.write(segment, 0, "p_filesz", len(sframe), little)
+    PHDR64.write(segment, 0, "p_memsz", len(sframe), little)
     patches = ((old.offset, sframe + bytes(old.size - len(sframe))),
-               (old.header_at + 32, struct.pack(order + "Q", len(sframe))),
-               (segment_at + 32, struct.pack(order + "QQ", len(sframe), len(sframe))))
+               (old.header_at, bytes(section_header)), (segment_at, bytes(segment)))
     return PatchedCopy(len(data), data, len(data), patches)
