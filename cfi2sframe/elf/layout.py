@@ -26,7 +26,6 @@ The rules, from the gABI and what the Linux loader and glibc's ld.so require:
 
 from __future__ import annotations
 
-import struct
 from itertools import pairwise
 from typing import NamedTuple
 
@@ -46,6 +45,7 @@ from .read import (
     ElfView,
     Segment,
 )
+from .structs import SHDR
 
 SHF_TLS = 0x400
 
@@ -196,10 +196,7 @@ def _sections_mapped(view: ElfView, mapping: list[Mapping]) -> list[Problem]:
 
 def _header_size(view: ElfView, header_at: int) -> int:
     """sh_size as the header says (``Section.size`` is 0 for NOBITS)."""
-    order = "<" if view.little_endian else ">"
-    if view.is64:
-        return int(struct.unpack_from(order + "Q", view.data, header_at + 32)[0])
-    return int(struct.unpack_from(order + "I", view.data, header_at + 20)[0])
+    return SHDR[view.is64].read(view.data, header_at, "sh_size", view.little_endian)
 
 
 def _sections_apart(view: ElfView) -> list[Problem]:

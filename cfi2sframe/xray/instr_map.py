@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from ..arch import by_elf_machine
 from ..elf.read import SHT_NOBITS, SHT_RELA, ElfView, Section, open_elf
+from ..elf.structs import RELA, r_type
 from ..elf.symbols import function_names
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_input
@@ -146,16 +147,15 @@ def _relative_addends(view: ElfView, within: list[Section]) -> dict[int, int]:
     relative = arch.elf_relative_relocation if arch is not None else 0
     if not relative:
         return {}
-    order = "<" if view.little_endian else ">"
-    layout, kind_of = (order + "QQq", 0xFFFFFFFF) if view.is64 else (order + "IIi", 0xFF)
-    size = struct.calcsize(layout)
+    rela = RELA[view.is64]
+    rows, size = rela.of(view.little_endian), rela.size
     found: dict[int, int] = {}
     for section in view.sections:
         if section.kind != SHT_RELA:
             continue
         raw = view.data[section.offset:section.offset + section.size]
-        for place, info, addend in struct.iter_unpack(layout, raw[:len(raw) // size * size]):
-            if info & kind_of == relative and any(
+        for place, info, addend in rows.iter_unpack(raw[:len(raw) // size * size]):
+            if r_type(info, view.is64) == relative and any(
                     s.addr <= place < s.addr + s.size for s in within):
                 found[place] = addend
     return found
