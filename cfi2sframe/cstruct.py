@@ -168,7 +168,7 @@ class Layout:
 
     def pack(self, little: bool, **fields: Any) -> bytes:
         """The record with ``fields`` set by name, every other field 0."""
-        return self.orders[little].pack_named(**fields)
+        return self.orders[little].struct.pack(*(fields.get(name, 0) for name in self.names))
 
     def read(self, data: Buffer, at: int, field: str, little: bool) -> int:
         """One field of the record at ``at``."""
