@@ -1,0 +1,92 @@
+"""The declared ELF and SFrame records have the sizes and offsets their specs give
+(derived by hand from the gABI's type widths and the SFrame specs), declared through
+``cfi2sframe/cstruct.py`` as every layout is (``test_layouts.py``: the mechanism,
+Mach-O's and ``__unwind_info``'s)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from cfi2sframe.elf import structs
+from cfi2sframe.elf.archive import AR_HDR, HEADER_SIZE
+from cfi2sframe.elf.grow import allocated_section, read_only_segment
+from cfi2sframe.sframe import format as sf
+
+SIZES = [  # (record, ELF32 size, ELF64 size), from the gABI
+    (structs.EHDR, 52, 64), (structs.SHDR, 40, 64), (structs.PHDR, 32, 56),
+    (structs.SYM, 16, 24), (structs.RELA, 12, 24), (structs.REL, 8, 16),
+    (structs.DYN, 8, 16), (structs.CHDR, 12, 24),
+    (structs.RELR, 4, 8), (structs.ADDR, 4, 8)]  # Elf_Relr: Word/Xword; a pointer: Addr
+
+
+@pytest.mark.parametrize(("record", "size32", "size64"), SIZES)
+def test_elf_record_sizes(record: structs.ElfRecord, size32: int, size64: int) -> None:
+    assert (record[False].size, record[True].size) == (size32, size64)
+    for is64 in (False, True):
+        for little in (False, True):
+            assert record[is64].of(little).size == record[is64].size
+
+
+def test_elf_offsets_the_gabi_gives() -> None:
+    e64, e32 = structs.EHDR[True], structs.EHDR[False]
+    assert [e64.offset(f) for f in ("e_entry", "e_phoff", "e_shoff", "e_phentsize",
+                                    "e_shentsize", "e_shstrndx")] == [0x18, 0x20, 0x28, 0x36,
+                                                                      0x3A, 0x3E]
+    assert [e32.offset(f) for f in ("e_entry", "e_phoff", "e_shoff", "e_phentsize",
+                                    "e_shentsize", "e_shstrndx")] == [0x18, 0x1C, 0x20, 0x2A,
+                                                                      0x2E, 0x32]
+    assert structs.PHDR[True].offset("p_flags") == 4
+    assert structs.PHDR[False].offset("p_flags") == 24
+    assert structs.SYM[False].offset("st_shndx") == 14
+    assert structs.SYM[True].offset("st_shndx") == 6
+
+
+def test_one_field_read_and_written_in_either_order() -> None:
+    for little in (False, True):
+        out = bytearray(structs.SHDR[True].size)
+        structs.SHDR[True].write(out, 0, "sh_offset", 0x1122334455, little)
+        assert structs.SHDR[True].of(little).unpack_from(out)[4] == 0x1122334455
+        assert structs.SHDR[True].read(out, 0, "sh_offset", little) == 0x1122334455
+
+
+def test_relocation_info() -> None:
+    for is64 in (False, True):
+        info = structs.r_info(5, 7, is64)
+        assert (structs.r_sym(info, is64), structs.r_type(info, is64)) == (5, 7)
+
+
+def test_sframe_record_sizes() -> None:
+    """SFrame V2 errata 1 and V3: preamble 4, header 28, FDE 17 (V1), 20 (V2), 16 (V3
+    index entry) with V3's 5-byte attribute; FRE start fields of 1, 2 and 4 bytes."""
+    assert sf.PREAMBLE.size == 4
+    assert sf.HEADER.size == sf.HEADER_SIZE == 28
+    assert {v: layout.size for v, layout in sf.FDE_LAYOUT.items()} == {1: 17, 2: 20, 3: 16}
+    assert sf.FDE_SIZE == {1: 17, 2: 20}
+    assert sf.V3_ATTR.size == 5
+    assert {size: sf.FRE_HEAD[size].size for size in sf.FRE_ADDR_SIZE.values()} == {
+        1: 2, 2: 3, 4: 5}
+    assert sf.HEADER.offset("num_fdes") == 8 and sf.HEADER.offset("freoff") == 24
+    assert sf.FDE_LAYOUT[2].offset("info") == 16
+    assert struct.calcsize("<" + "H") == sf.PREAMBLE.offset("version")
+
+
+def test_ar_member_header() -> None:
+    """ar(5): name 16, date 12, uid 6, gid 6, mode 8, size 10, magic 2: 60 bytes."""
+    assert AR_HDR.size == HEADER_SIZE == 60
+    assert AR_HDR.span("ar_size") == slice(48, 58)
+    assert AR_HDR.span("ar_fmag") == slice(58, 60)
+
+
+def test_the_entries_a_linked_file_gains() -> None:
+    """The program header entry and section header a conversion adds, ELF64 (gABI:
+    Phdr type, flags, offset, vaddr, paddr, filesz, memsz, align; Shdr name, type,
+    flags, addr, offset, size, link, info, addralign, entsize), bytes written by hand."""
+    load = ("01000000" "04000000" "0010000000000000" "0020400000000000" "0020400000000000"
+            "3000000000000000" "3000000000000000" "0010000000000000")
+    assert read_only_segment(True, 1, 0x1000, 0x402000, 0x30, 0x1000) == bytes.fromhex(load)
+    sframe = ("00000011" "6ffffff4" "0000000000000002" "0000000000005000" "0000000000003000"
+              "0000000000000040" "00000000" "00000000" "0000000000000008" "0000000000000000")
+    assert allocated_section(False, 0x11, 0x6FFFFFF4, 0x5000, 0x3000, 0x40) == \
+        bytes.fromhex(sframe)
