@@ -74,13 +74,21 @@ _Checker = tuple[int, int, int, bool, bool, dict[object, int | None],
 def agree(body: bytes, start: _State, code_align: int, data_align: int, size: int,
           fres: tuple[tuple[object, ...], ...], checker: _Checker) -> bool: ...
 
-def verify_scan(eh: bytes, eh_address: int, address_size: int, big_endian: bool,
-                sframe: bytes, index: tuple[object, ...], layout: tuple[object, ...],
-                arch: tuple[int, int, int, bool],
-                table: tuple[tuple[bool, int, int, bool, int], ...],
+# verify_scan's object placements: .eh_frame's relocated fields and their sections'
+# bases, .sframe's and theirs, the name of a field no relocation placed, the span.
+_Placed = tuple[dict[int, tuple[str, int]], dict[str, int], dict[int, tuple[str, int]],
+                dict[str, int], str, int]
+
+def verify_scan(eh: bytes, sframe: bytes, *, eh_address: int, address_size: int,
+                big_endian: bool, fde_start: int, entry: int, count: int, version: int,
+                pcrel: bool, address: int, fre_start: int, fre_end: int, num_fres: int,
+                fre_type_mask: int, pc_mask_bit: int, unused_bits: int, fde_type_mask: int,
+                flex_type: int, fre_addr_sizes: tuple[int, ...], attr_size: int, sp: int,
+                fp: int, ra: int, tracks_ra: bool,
+                fre_table: tuple[tuple[bool, int, int, bool, int], ...],
                 states: dict[object, int | None], state_of: Callable[[_State], int | None],
                 fre_ids: dict[object, int | None],
-                fre_id_of: Callable[[bytes], int | None]
+                fre_id_of: Callable[[bytes], int | None], placed: _Placed | None
                 ) -> tuple[int, bytearray, list[int]] | None: ...
 
 def scan_cfi(text: str, comment_chars: str, statement: type

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from types import ModuleType
 from typing import NamedTuple
 
@@ -32,7 +33,8 @@ from ..dwarf.cfi import Cfi, Fde, RowsCache, fdes_at
 from ..elf.cfi import named_fdes, read_elf_cfi
 from ..elf.compressed import DEFAULT_LIMITS, Limits, section_contents
 from ..elf.layout import Problem, layout_problems
-from ..elf.read import SHT_NOBITS, ElfView, open_elf
+from ..elf.read import SHT_NOBITS, ElfView, Section, open_elf
+from ..elf.reloc import relocate_view
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_input
 from ..model import CfaReg, Row, Rule, RuleKind, Timeline
@@ -70,13 +72,16 @@ from ..sframe.words import (
 
 _COMPILED = compiled_core()
 
-# The FDE info fields as ``_core.verify_scan`` reads them (their home: sframe/words.py):
-# FRE type mask, PC-mask bit, unused bits by version, FDE type mask, FLEX, the FRE
-# start size by FRE type (0: none), V3 attribute size.
-_INDEX_LAYOUT = (FDE_INFO_FRE_TYPE, FDE_INFO_PC_MASK,
-                 tuple(FDE_INFO_UNUSED.get(version, 0) for version in range(4)),
-                 FDE_TYPE_MASK, FDE_TYPE_FLEX,
-                 tuple(FRE_ADDR_SIZE.get(kind, 0) for kind in range(16)), V3_ATTR_SIZE)
+# The format's parameters as ``_core.verify_scan`` takes them (their homes:
+# sframe/words.py, format.py, decode.py): the FDE info fields' masks, the FRE start
+# size by FRE type (0: none), V3's attribute size and the FRE info table.
+_FORMAT = {"fre_type_mask": FDE_INFO_FRE_TYPE, "pc_mask_bit": FDE_INFO_PC_MASK,
+           "fde_type_mask": FDE_TYPE_MASK, "flex_type": FDE_TYPE_FLEX,
+           "fre_addr_sizes": tuple(FRE_ADDR_SIZE.get(kind, 0) for kind in range(16)),
+           "attr_size": V3_ATTR_SIZE, "fre_table": FRE_TABLE}
+# Each section name's share of the address space an object's functions are scanned in:
+# a start below 2**32 and a size below 2**32 (``_core.verify_scan`` checks both).
+_SPAN = 1 << 33
 
 # -- SFrame side -------------------------------------------------------------------------
 
@@ -307,19 +312,15 @@ class _Verifier:
     results so far.  ``spans``: (section, start address, size) of each FDE by index;
     ``flex`` False: coverage judged for readers without FLEX FDEs (``--no-flex``)."""
 
-    def __init__(self, section: DecodedSection, arch: Arch,
-                 spans: Sequence[tuple[str, int, int]],
+    def __init__(self, section: DecodedSection, arch: Arch, count: int,
+                 spans: Callable[[], Iterable[tuple[str, int, int]]],
                  fde_of: Callable[[int], DecodedFde], flex: bool = True) -> None:
         self.section, self.arch, self.fde_of, self.flex = section, arch, fde_of, flex
-        self.count = len(spans)
-        self.by_section: dict[str, list[tuple[int, int, int]]] = {}
-        for index, (name, start, size) in enumerate(spans):
-            self.by_section.setdefault(name, []).append((start, size, index))
+        self.count = count
+        self.spans = spans
+        self._by_section: dict[str, list[tuple[int, int, int]]] | None = None
         self.starts: dict[str, list[int]] = {}
-        for name, fdes in self.by_section.items():
-            fdes.sort(key=lambda fde: fde[:2])
-            self.starts[name] = [fde[0] for fde in fdes]
-        self.used: set[int] = set()
+        self.used = bytearray(count)  # 1: a function used the FDE of that index
         self.first_at: dict[tuple[str, int], int] | None = None  # made by ``alone``
         self.memo = _RulesMemo(arch)
         self.checked = 0
@@ -327,16 +328,30 @@ class _Verifier:
         self.missing: list[tuple[Timeline, str]] = []
         self.unevaluated: list[tuple[Timeline, str, tuple[tuple[int, object], ...]]] = []
 
+    @property
+    def by_section(self) -> dict[str, list[tuple[int, int, int]]]:
+        """The FDEs by section, sorted by start: made when a function first needs them
+        (a scan that confirmed every function never does)."""
+        if self._by_section is None:
+            self._by_section = {}
+            for index, (name, start, size) in enumerate(self.spans()):
+                self._by_section.setdefault(name, []).append((start, size, index))
+            for name, fdes in self._by_section.items():
+                fdes.sort(key=lambda fde: fde[:2])
+                self.starts[name] = [fde[0] for fde in fdes]
+        return self._by_section
+
     @staticmethod
     def of_section(section: DecodedSection, arch: Arch,
                    section_of: Callable[[DecodedFde], str], flex: bool = True) -> _Verifier:
         """Over a section decoded whole."""
         spans = [(section_of(fde), fde.start_address, fde.size) for fde in section.fdes]
-        return _Verifier(section, arch, spans, section.fdes.__getitem__, flex)
+        return _Verifier(section, arch, len(spans), lambda: spans,
+                         section.fdes.__getitem__, flex)
 
     def covering(self, section: str, start: int, size: int) -> list[DecodedFde]:
         """The SFrame FDEs that overlap a function, in address order."""
-        fdes = self.by_section.get(section, [])
+        fdes = self.by_section.get(section, [])  # before ``starts``: it fills them
         end = start + size
         first = bisect_right(self.starts.get(section, []), start)
         while first > 0 and fdes[first - 1][0] + fdes[first - 1][1] > start:
@@ -374,7 +389,8 @@ class _Verifier:
         if not covering or timeline.invalid is not None:
             self.missing.append((timeline, self.decision(timeline)))
             return
-        self.used.update(fde.index for fde in covering)
+        for fde in covering:
+            self.used[fde.index] = 1
         have = covering_steps(self.section, covering, timeline.start, self.memo.fre)
         resolved = resolve_pc_expressions(timeline, arch)
         if isinstance(resolved, str):
@@ -396,10 +412,13 @@ class _Verifier:
         return str(made.reason) if isinstance(made, Skip) else ENCODABLE
 
     def result(self) -> VerifyResult:
-        extra = tuple(self.fde_of(index) for index in range(self.count)
-                      if index not in self.used)
-        return VerifyResult(self.checked, tuple(self.mismatches), tuple(self.missing), extra,
-                            tuple(self.unevaluated))
+        extra = []
+        unused = self.used.find(0)
+        while unused >= 0:  # one step per FDE no function used: few, or none
+            extra.append(self.fde_of(unused))
+            unused = self.used.find(0, unused + 1)
+        return VerifyResult(self.checked, tuple(self.mismatches), tuple(self.missing),
+                            tuple(extra), tuple(self.unevaluated))
 
 
 def verify(section: DecodedSection, timelines: Iterable[Timeline], arch: Arch,
@@ -435,7 +454,7 @@ def verify_cfi(section: DecodedSection, cfi: Cfi, arch: Arch,
             alone = checker.alone(fde.section, fde.start, fde.size)
             if alone is not None and fast.agrees(fde, alone):
                 checker.checked += 1
-                checker.used.add(alone.index)
+                checker.used[alone.index] = 1
                 continue
         checker.check(cfi.timeline(fde, cache),
                       checker.covering(fde.section, fde.start, fde.size))
@@ -519,9 +538,10 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
                ) -> tuple[VerifyResult, int]:
     """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
     ``.debug_frame``; ``cfi`` when the caller has read it); also the section's ABI
-    id, for describing rules.  A linked file is first scanned by the compiled core
-    (``compiled``; None: never), which reads neither section into objects and leaves
-    only the functions it cannot confirm to the full check (``_scan``).  ``made``: a
+    id, for describing rules.  A file with ``.eh_frame`` (linked or an object) is first
+    scanned by the compiled core (``compiled``; None: never), which reads neither
+    section into objects and leaves only the functions it cannot confirm to the full
+    check (``_scan``).  ``made``: a
     section the file does not hold (the one a conversion would add to a linked file,
     at its address) checked instead, and not the container: where a section would go
     is the rewrite's question, not its contents'.  ``flex``: as ``verify``'s."""
@@ -559,27 +579,39 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
 def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,
           header: DecodedSection, arch: Arch, limits: Limits,
           compiled: ModuleType, flex: bool = True) -> VerifyResult | None:
-    """``verify_cfi``'s result for a linked file whose CFI is in ``.eh_frame`` (``header``:
-    its section's header as ``table`` read it), from
-    ``_core.verify_scan``, which walks both sections itself; the FDEs it leaves are
-    read and checked in full here.  None where the scan does not apply (objects,
-    ``.debug_frame``, SFrame V1) or finds anything out of the ordinary: the caller
-    then reads both sections whole, and reports what is wrong."""
-    if view.elf_type == "ET_REL":
-        return None
+    """``verify_cfi``'s result for a file whose CFI is in ``.eh_frame`` (``header``: its
+    section's header as ``table`` read it), from ``_core.verify_scan``, which walks both
+    sections itself; the FDEs it leaves are read and checked in full here.  An object's
+    functions are placed as if linked, each section name at its own base
+    (``_object_eh``), so two sections' functions never meet.  None where the scan does
+    not apply (``.debug_frame``) or finds anything out of the ordinary: the caller then
+    reads both sections whole, and reports what is wrong."""
     chosen = view.section(".eh_frame")
     if chosen is None or chosen.kind == SHT_NOBITS:
         return None
-    with decoding(path, chosen.name):
-        eh = section_contents(view, chosen, limits)
+    is_rel = view.elf_type == "ET_REL"
+    address_size = 8 if view.is64 else 4
+    eh: bytes | bytearray
+    eh_placements: dict[int, tuple[str, int]] = {}
+    placed = None
+    if is_rel:
+        object_eh = _object_eh(view, chosen, path, limits, raw.placements or {})
+        if object_eh is None:
+            return None
+        eh, eh_placements, placed = object_eh
+    else:
+        with decoding(path, chosen.name):
+            eh = section_contents(view, chosen, limits)
     fast = _FastCheck(header, arch, not view.little_endian, compiled)
     reader = table.reader
-    index = (table.fde_start, table.entry, table.count, header.version, table.pcrel,
-             table.address, reader.fre_start, reader.fre_end, table.num_fres)
     scanned = compiled.verify_scan(
-        eh, chosen.addr, 8 if view.is64 else 4, not view.little_endian, raw.data, index,
-        _INDEX_LAYOUT, (arch.sp, arch.fp, arch.ra, arch.tracks_ra), FRE_TABLE, fast.states,
-        fast.state_id, fast.fre_bytes_ids, fast.fre_bytes_id)
+        eh, raw.data, eh_address=0 if is_rel else chosen.addr, address_size=address_size,
+        big_endian=not view.little_endian, fde_start=table.fde_start, entry=table.entry,
+        count=table.count, version=header.version, pcrel=table.pcrel, address=table.address,
+        fre_start=reader.fre_start, fre_end=reader.fre_end, num_fres=table.num_fres,
+        unused_bits=FDE_INFO_UNUSED.get(header.version, 0), sp=arch.sp, fp=arch.fp,
+        ra=arch.ra, tracks_ra=arch.tracks_ra, states=fast.states, state_of=fast.state_id,
+        fre_ids=fast.fre_bytes_ids, fre_id_of=fast.fre_bytes_id, placed=placed, **_FORMAT)
     if scanned is None:
         return None
     checked, used, todo = scanned
@@ -591,21 +623,58 @@ def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,
                 decoded[number] = table.fde(number)
         return decoded[number]
 
-    checker = _Verifier(header, arch, [("", start, size) for start, size in table.ranges()],
-                        fde_of, flex)
+    def spans() -> Iterable[tuple[str, int, int]]:
+        if not is_rel:
+            return (("", start, size) for start, size in table.ranges())
+        return ((placed_section(raw.placements, table.fde_start + index * table.entry),
+                 start, size) for index, (start, size) in enumerate(table.ranges()))
+
+    checker = _Verifier(header, arch, table.count, spans, fde_of, flex)
     checker.checked = checked
-    checker.used = {number for number, flag in enumerate(used) if flag}
-    if todo:
+    checker.used = used
+    if not is_rel:
         with decoding(path, chosen.name):
-            fdes = named_fdes(view, fdes_at(bytes(eh), todo, chosen.addr,
-                                            8 if view.is64 else 4, view.little_endian))
-        cfi = Cfi(path, view.machine, view.elf_type, tuple(fdes), chosen.name,
-                  not view.little_endian)
-        cache: RowsCache = {}
-        for fde in fdes:
-            checker.check(cfi.timeline(fde, cache),
-                          checker.covering(fde.section, fde.start, fde.size))
+            fdes = named_fdes(view, fdes_at(bytes(eh), todo, chosen.addr, address_size,
+                                            view.little_endian))
+    else:
+        try:  # the names always: the full path reads the symbol table of every object
+            with decoding(path, chosen.name):
+                fdes = named_fdes(view, fdes_at(bytes(eh), todo, 0, address_size,
+                                                view.little_endian, eh_placements))
+        except Cfi2SframeError:
+            return None  # the full path reports it, after what it reads first
+    cfi = Cfi(path, view.machine, view.elf_type, tuple(fdes), chosen.name,
+              not view.little_endian)
+    cache: RowsCache = {}
+    for fde in fdes:
+        checker.check(cfi.timeline(fde, cache),
+                      checker.covering(fde.section, fde.start, fde.size))
     return checker.result()
+
+
+def _object_eh(view: ElfView, chosen: Section, path: str, limits: Limits,
+               sframe_placements: dict[int, tuple[str, int]]
+               ) -> tuple[bytes, dict[int, tuple[str, int]], tuple[object, ...]] | None:
+    """An object's ``.eh_frame`` relocated with every section at 0, as ``elf.cfi`` reads
+    it, its relocated fields, and ``_core.verify_scan``'s ``placed``: every section name
+    either side's relocations point into at a base of its own, ``_SPAN`` apart (the
+    SFrame side's special indices, such as ``SHN_ABS``, at no section's: ""'s, as
+    ``sframe.load.placed_section`` reads them).  None where relocating fails: the full
+    path reports it, in its order."""
+    try:
+        with decoding(path, chosen.name):
+            contents = bytearray(section_contents(view, chosen, limits))
+        placements = relocate_view(view, view.sections.index(chosen), contents, path)
+    except Cfi2SframeError:
+        return None
+    names = {"", *map(itemgetter(0), placements.values()),
+             *map(itemgetter(0), sframe_placements.values())}
+    if len(names) >= 1 << 28:
+        return None  # bases past 2**61: never in an object a file can hold
+    bases = {name: number * _SPAN for number, name in enumerate(sorted(names))}
+    sframe_bases = {name: bases["" if name.startswith("SHN_") else name] for name in names}
+    return bytes(contents), placements, (placements, bases, sframe_placements,
+                                         sframe_bases, "", _SPAN)
 
 
 def check_rewritten(display: str, payload: bytes | str,

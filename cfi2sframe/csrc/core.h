@@ -80,7 +80,7 @@ PyObject *eh_constants(void);  /* the DW_EH_PE numbers it reads, by name */
 
 /* analysis_compare.c: verify's check of functions, one (agree) or a whole file's. */
 PyObject *agree(PyObject *self, PyObject *args);
-PyObject *verify_scan(PyObject *self, PyObject *args);
+PyObject *verify_scan(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* frontend_scan.c: the assembler text's CFI directives and probe labels. */
 PyObject *scan_cfi(PyObject *self, PyObject *args);

@@ -15,10 +15,12 @@ static PyMethodDef methods[] = {
     {"eh_fdes", eh_fdes, METH_VARARGS,
      "eh_fdes(eh, address, address_size, big_endian, names, cie_of, fde_type, placements)\n"
      "-> the Fdes of an .eh_frame, or None; see dwarf_cfi.c."},
-    {"verify_scan", verify_scan, METH_VARARGS,
-     "verify_scan(eh, eh_address, address_size, big_endian, sframe, index, arch, table,\n"
-     "            states, state_of, fre_ids, fre_id_of) -> (checked, used, todo), or None;\n"
-     "see analysis_compare.c."},
+    {"verify_scan", (PyCFunction)(void (*)(void))verify_scan, METH_VARARGS | METH_KEYWORDS,
+     "verify_scan(eh, sframe, *, eh_address, address_size, big_endian, fde_start, entry,\n"
+     "count, version, pcrel, address, fre_start, fre_end, num_fres, fre_type_mask,\n"
+     "pc_mask_bit, unused_bits, fde_type_mask, flex_type, fre_addr_sizes, attr_size, sp,\n"
+     "fp, ra, tracks_ra, fre_table, states, state_of, fre_ids, fre_id_of, placed)\n"
+     "-> (checked, used, todo), or None; see analysis_compare.c."},
     {"agree", agree, METH_VARARGS,
      "agree(body, start, code_align, data_align, size, fres, (sp, fp, ra, tracks_ra,\n"
      "      big_endian, states, state_of, fre_ids, fre_id_of, none_id)) -> whether a DWARF FDE\n"

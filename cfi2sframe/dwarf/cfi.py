@@ -214,9 +214,10 @@ def parse_cfi(data: bytes, is_eh: bool, address: int, placements: Placements,
 
 
 def fdes_at(data: bytes, offsets: Iterable[int], address: int, address_size: int,
-            little: bool) -> list[Fde]:
+            little: bool, placements: Placements | None = None) -> list[Fde]:
     """The ``.eh_frame`` FDEs whose entries start at ``offsets`` (a caller that found
-    them in a walk of its own), with their CIEs, unnamed: ``parse_cfi`` for a few."""
+    them in a walk of its own), with their CIEs, unnamed: ``parse_cfi`` for a few
+    (``placements``: as it takes them)."""
     reader = _Reader(data, little, address_size, address)
     cies: dict[int, Cie] = {}
     out = []
@@ -226,7 +227,7 @@ def fdes_at(data: bytes, offsets: Iterable[int], address: int, address_size: int
         cie = cies.get(cie_at) or _parse_cie_at(reader, cie_at, True, cies)
         if is_cie or start != offset or cie is None:
             raise DecodeError(offset, "no FDE with a CIE starts here")
-        out.append(_parse_fde(reader, pos, end, cie, cie_at, {}, {}, start))
+        out.append(_parse_fde(reader, pos, end, cie, cie_at, placements or {}, {}, start))
     return out
 
 

@@ -53,8 +53,8 @@ def read_elf_cfi(path: str, data: bytes | None = None, limits: Limits = DEFAULT_
 
 
 def named_fdes(view: ElfView, fdes: list[Fde]) -> list[Fde]:
-    """A linked file's FDEs (``dwarf.cfi.fdes_at``) named from its symbols, reading only
-    the names of their functions."""
+    """FDEs (``dwarf.cfi.fdes_at``) named from the file's symbols, reading only the
+    names of their functions (an object's by section and offset)."""
     names = function_names(view, {fde.start for fde in fdes})
-    return [fde._replace(name=function_name(names, "", fde.start)) for fde in fdes]
+    return [fde._replace(name=function_name(names, fde.section, fde.start)) for fde in fdes]
 

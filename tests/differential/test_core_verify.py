@@ -1,5 +1,6 @@
 """verify's check in the compiled core (``csrc/analysis_compare.c``: ``agree`` per function,
-``verify_scan`` over a whole linked file) against the full check it shortens
+``verify_scan`` over a whole linked file; objects: test_core_verify_objects.py) against
+the full check it shortens
 (``analysis/compare.py``), which stays the reference and the fallback.
 
 The core may only ever say "these agree" where the full check finds nothing, and
@@ -7,7 +8,7 @@ leave the rest to it: so ``verify_elf`` must give the same result, field for fie
 (every mismatch with its ranges and rules, every function without SFrame, every FDE
 only in SFrame), with the core and without it.  Inputs: installed libraries of three
 targets (AArch64 and big-endian s390x from the cross toolchains) made V2 and V3 here,
-a gcc program whose ld 2.40 wrote V1 with a PC-mask PLT (the scan declines V1), and
+a gcc program whose ld 2.40 wrote V1 with a PC-mask PLT (left to the full check), and
 the same files with bytes of either section changed at random, where the full check
 finds mismatches or raises: the core must agree with it on each.
 """
@@ -90,8 +91,8 @@ def test_the_core_gives_the_full_checks_result_on_real_files(files: dict[str, by
 
 
 def test_the_scan_confirms_most_functions_itself(files: dict[str, bytes]) -> None:
-    """The scan runs on linked files (V2 and V3) and leaves few functions to the full
-    check (PLTs, functions beyond the replay); it declines V1."""
+    """The scan runs on linked files (V1, V2 and V3) and leaves few functions to the full
+    check (PLTs, functions beyond the replay)."""
     core = compiled_core()
     for name, data in files.items():
         raw = sframe_bytes(name, data)
@@ -111,9 +112,6 @@ def test_the_scan_confirms_most_functions_itself(files: dict[str, bytes]) -> Non
                                    DEFAULT_LIMITS, core)
         finally:
             compare._Verifier.check = real_check  # type: ignore[method-assign]
-        if name == "gcc-v1":
-            assert result is None
-            continue
         assert result is not None, name
         if name.startswith("s390x"):  # its CFI saves the caller's SP (r15): beyond the
             continue  # replay's subset, so the full check takes those functions
@@ -178,9 +176,9 @@ def test_agree_per_function_gives_the_full_checks_result(files: dict[str, bytes]
             compare.verify_cfi(section, cfi, arch, compiled=None), name
 
 
-def test_objects_take_the_per_function_check(tmp_path: Path) -> None:
-    """An object (functions placed per section) is never scanned; its result is the
-    same with and without the core."""
+def test_an_object_is_scanned_as_if_linked(tmp_path: Path) -> None:
+    """An object (functions placed per section) is scanned too, each section at a base
+    of its own; its result is the same with and without the core."""
     require("gcc", "as")
     source = tmp_path / "o.c"
     source.write_text("int a(int x) { return x * 2; }\nint b(int x) { return a(x) + 1; }\n")
@@ -191,3 +189,9 @@ def test_objects_take_the_per_function_check(tmp_path: Path) -> None:
     full = _outcome(str(obj), data, None)
     assert _outcome(str(obj), data, compiled_core()) == full
     assert not isinstance(full, str) and full[0].ok and full[0].checked == 2
+    raw = sframe_bytes(str(obj), data)
+    view = open_elf(data, str(obj))
+    table = FdeTable(raw.data, raw.address, raw.v1_pcrel)
+    arch = arch_for_machine(view.machine, str(obj), not view.little_endian)
+    assert compare._scan(str(obj), view, raw, table, table.section([]), arch,
+                         DEFAULT_LIMITS, compiled_core()) == full[0]._replace(layout=())
