@@ -84,6 +84,11 @@ def _seeds(target: str, folder: Path) -> None:
                             "-o", str(folder / f"{obj.stem}.so")], check=True,
                            capture_output=True)
     elif target == "rewrite":  # objects, and programs and libraries ld links from them
+        for path in examples[:2]:  # .debug_frame: verify's per-function check (agree)
+            source = folder.parent / f"{path.stem}.debug.s"
+            source.write_text("\t.cfi_sections .debug_frame\n" + path.read_text())
+            subprocess.run(["as", str(source), "-o", str(folder / f"{path.stem}.debug.o")],
+                           check=True)
         for obj in objects:
             shutil.copy(obj, folder / obj.name)
             for kind, flags in (("exe", ["-e", "0"]), ("so", ["-shared"])):
