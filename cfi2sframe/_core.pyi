@@ -1,10 +1,10 @@
 # The compiled core (cfi2sframe/csrc/, one C file per Python module it mirrors, named
 # after it: sframe_fastpath.c, sframe_encode.c, sframe_decode.c, sframe_dump.c,
 # dwarf_replay.c, dwarf_cfi.c, elf_reloc.c, compact_listing.c, analysis_compare.c,
-# frontend_scan.c, xray.c; module.c the module); xray/text.py, xray/fast.py,
-# sframe/fastpath.py, sframe/build.py, sframe/encode.py, sframe/decode.py,
-# sframe/dump.py, elf/reloc.py, compact/listing.py, dwarf/cfi.py, frontend/scan.py and
-# analysis/compare.py hold the reference of each function.
+# analysis_stats.c, frontend_scan.c, xray.c; module.c the module); xray/text.py,
+# xray/fast.py, sframe/fastpath.py, sframe/build.py, sframe/encode.py, sframe/decode.py,
+# sframe/dump.py, elf/reloc.py, compact/listing.py, dwarf/cfi.py, frontend/scan.py,
+# analysis/compare.py and analysis/stats.py hold the reference of each function.
 
 from collections.abc import Callable
 
@@ -90,6 +90,14 @@ def verify_scan(eh: bytes, sframe: bytes, *, eh_address: int, address_size: int,
                 fre_ids: dict[object, int | None],
                 fre_id_of: Callable[[bytes], int | None], placed: _Placed | None
                 ) -> tuple[int, bytearray, list[int]] | None: ...
+
+def stats_scan(eh: bytes, eh_address: int, address_size: int, big_endian: bool,
+               arch: tuple[int, int, int, bool], limits: tuple[int, int],
+               addr_sizes: tuple[int, ...], shapes: dict[_State, tuple[object, ...] | None],
+               shape_of: Callable[[_State], tuple[object, ...] | None],
+               sizes: dict[tuple[object, ...], tuple[int, int]],
+               size_of: Callable[[tuple[object, ...]], tuple[int, int]]
+               ) -> tuple[int, int, int, int, list[int], int, int] | None: ...
 
 def scan_cfi(text: str, comment_chars: str, statement: type
              ) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]] | None: ...

@@ -242,6 +242,8 @@ SLOW = frozenset({
     "differential/test_assembler_check.py::test_gnu_as_and_clang_agree_with_us_on_compiler_output",
     "differential/test_compact.py::test_csmith_through_llc_against_llvm",
     "differential/test_compact_body.py::test_the_single_row_is_exactly_the_body_state",
+    "differential/test_core_stats.py::test_the_command_says_the_same_with_either_core",
+    "differential/test_core_stats.py::test_the_scan_counts_what_the_conversion_makes",
     "differential/test_elf_input.py::test_every_installed_elf_file_converts_or_reports",
     "differential/test_elf_input.py::test_verify_passes_on_real_libraries",
     "differential/test_elf_output.py::test_programs_still_run_with_a_loadable_sframe",

@@ -234,6 +234,10 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
         elif read_stat is not None:
             _convert(record, path, read_path, data, read_stat, task)
         return
+    if task.command == "stats" and dwarf and _scanned(record, path, data, view, task):
+        if sframe:
+            _verify(record, path, data, task.limits, None, task.flex)
+        return
     # The CFI is read once, for both versions and the check (stats) or the check alone.
     checked = dwarf and sframe
     cfi = read_elf_cfi(path, data, task.limits) if dwarf else None
@@ -446,9 +450,32 @@ def _coverage(record: dict[str, Any], path: str, data: bytes, version: int,
     return len(conversion.raw())
 
 
+def _scanned(record: dict[str, Any], path: str, data: bytes, view: ElfView,
+             task: Task) -> bool:
+    """``stats``' coverage as ``_coverage`` fills it for both versions, from one compiled
+    scan of the file's ``.eh_frame`` (``analysis.stats``) instead of two conversions;
+    False where the scan does not apply (the caller converts)."""
+    from ..analysis.stats import scan_coverage
+    from ..convert import default_sframe_address
+
+    coverage = scan_coverage(path, data, view, task.limits,
+                             lambda: default_sframe_address(data, path))
+    if coverage is None:
+        return False
+    for version in (2, 3):
+        made = coverage[version]
+        if version == record["sframe_version"]:
+            record.update(arch=made.arch.name, fdes=made.fdes, emitted=made.emitted,
+                          skipped=_reasons(made.skips), described=made.fdes - len(made.skips))
+        record[f"sframe_v{version}_bytes"] = made.size
+    return True
+
+
 def _verify(record: dict[str, Any], path: str, data: bytes, limits: Limits,
-            cfi: Cfi, flex: bool = True) -> None:
-    """Check the file's own .sframe against its DWARF CFI (``flex``: as ``verify_elf``'s)."""
+            cfi: Cfi | None, flex: bool = True) -> None:
+    """Check the file's own .sframe against its DWARF CFI (``cfi`` None: read by
+    ``verify_elf``, whose compiled scan then reads neither section into objects;
+    ``flex``: as ``verify_elf``'s)."""
     from ..analysis.compare import verify_elf
 
     _record_verify(record, verify_elf(path, data, limits, cfi, flex=flex)[0])

@@ -37,6 +37,7 @@ int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit e
 PyObject *state_key(const State *s);
 int read_state(PyObject *tuple, State *s);
 int state_same(const State *a, const State *b);
+size_t state_hash(const State *s);  /* for a table of states (equal: state_same) */
 PyObject *dwarf_opcodes(void);  /* the DWARF CFA opcode numbers it reads, by name */
 
 /* sframe_fastpath.c: one FDE body's FREs (fast_fres), a file's functions (lower_fdes). */
@@ -81,6 +82,9 @@ PyObject *eh_constants(void);  /* the DW_EH_PE numbers it reads, by name */
 /* analysis_compare.c: verify's check of functions, one (agree) or a whole file's. */
 PyObject *agree(PyObject *self, PyObject *args);
 PyObject *verify_scan(PyObject *self, PyObject *args, PyObject *kwargs);
+
+/* analysis_stats.c: stats' count of a linked file's FDEs and their SFrame sizes. */
+PyObject *stats_scan(PyObject *self, PyObject *args);
 
 /* frontend_scan.c: the assembler text's CFI directives and probe labels. */
 PyObject *scan_cfi(PyObject *self, PyObject *args);

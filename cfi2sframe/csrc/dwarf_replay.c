@@ -89,6 +89,14 @@ int state_same(const State *a, const State *b) {
         (!a->has_ra || a->ra_slot == b->ra_slot) && a->signed_ra == b->signed_ra;
 }
 
+size_t state_hash(const State *s) {
+    uint64_t h = (uint64_t)s->cfa_reg * 0x9e3779b97f4a7c15ULL ^ (uint64_t)s->cfa_off;
+    h = h * 31 + (s->has_fp ? (uint64_t)s->fp_slot * 2 + 1 : 0);
+    h = h * 31 + (s->has_ra ? (uint64_t)s->ra_slot * 2 + 1 : 0);
+    h = h * 31 + (uint64_t)s->signed_ra;
+    return (size_t)(h ^ (h >> 29));
+}
+
 int read_state(PyObject *tuple, State *s) {
     PyObject *fp, *ra;
     long long cfa_reg, cfa_off;

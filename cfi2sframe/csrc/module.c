@@ -21,6 +21,11 @@ static PyMethodDef methods[] = {
      "pc_mask_bit, unused_bits, fde_type_mask, flex_type, fre_addr_sizes, attr_size, sp,\n"
      "fp, ra, tracks_ra, fre_table, states, state_of, fre_ids, fre_id_of, placed)\n"
      "-> (checked, used, todo), or None; see analysis_compare.c."},
+    {"stats_scan", stats_scan, METH_VARARGS,
+     "stats_scan(eh, eh_address, address_size, big_endian, arch, limits, addr_sizes,\n"
+     "           shapes, shape_of, sizes, size_of)\n"
+     "-> (FDEs, functions, V2 FRE bytes, V3 FRE bytes, todo, low, high), or None;\n"
+     "see analysis_stats.c."},
     {"agree", agree, METH_VARARGS,
      "agree(body, start, code_align, data_align, size, fres, (sp, fp, ra, tracks_ra,\n"
      "      big_endian, states, state_of, fre_ids, fre_id_of, none_id)) -> whether a DWARF FDE\n"

@@ -23,14 +23,6 @@
 typedef struct { State s; PyObject *shape; } MemoSlot;
 typedef struct { MemoSlot slot[MEMO_SLOTS]; } StateMemo;
 
-static size_t state_hash(const State *s) {
-    uint64_t h = (uint64_t)s->cfa_reg * 0x9e3779b97f4a7c15ULL ^ (uint64_t)s->cfa_off;
-    h = h * 31 + (s->has_fp ? (uint64_t)s->fp_slot * 2 + 1 : 0);
-    h = h * 31 + (s->has_ra ? (uint64_t)s->ra_slot * 2 + 1 : 0);
-    h = h * 31 + (uint64_t)s->signed_ra;
-    return (size_t)(h ^ (h >> 29));
-}
-
 static PyObject **memo_slot(StateMemo *m, const State *s, int *found) {
     size_t at = state_hash(s) % MEMO_SLOTS;
     for (int probe = 0; probe < 16; probe++, at = (at + 1) % MEMO_SLOTS) {

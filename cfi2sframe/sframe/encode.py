@@ -166,6 +166,18 @@ def _tail_of(arch: Arch) -> Callable[[FreShape], bytes]:
     return lambda shape: _fre_bytes(Fre(0, *shape), 1, arch)[1:]
 
 
+def tail_sizes(arch: Arch) -> Callable[[FreShape], tuple[int, int]]:
+    """A default FRE's bytes after its start, in V2 and in V3 (where an outermost frame's
+    FRE is its info byte alone), by its fields after ``start``: what ``stats`` adds up
+    without encoding a section."""
+    tail = _tail_of(arch)
+
+    def sizes(shape: FreShape) -> tuple[int, int]:
+        size = len(tail(shape))
+        return size, 1 if Fre(0, *shape).ra_undefined else size
+    return sizes
+
+
 def _fre_bytes(fre: Fre, addr_size: int, arch: Arch) -> bytes:
     words = fre_words(fre, arch)
     size_code = offset_size_for(words) if words else 0

@@ -36,7 +36,7 @@ ENTRY_POINTS = {"sframe": {"decode_fres", "fde_index", "sframe_dump"},
                 "elf": {"eh_fdes", "relocate", "lower_fdes", "fdes_v2", "fres_bytes"},
                 "cfi": {"eh_fdes", "fast_fres", "probe_symbols"},
                 "asm": {"scan_cfi", "with_labels"},
-                "rewrite": {"eh_fdes", "agree", "verify_scan"},
+                "rewrite": {"eh_fdes", "agree", "verify_scan", "stats_scan"},
                 "compressed": {"lower_fdes"}, "macho": {"eh_fdes"},
                 "unwind_info": {"unwind_info_text"}, "compact": set(),
                 "xray": {"xray_labels", "xray_dump", "xray_stacks"}}

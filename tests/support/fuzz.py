@@ -45,6 +45,7 @@ import atheris
 with atheris.instrument_imports():
     import xray_compare  # tests/support/xray_compare.py (this script's folder)
 
+    from cfi2sframe.analysis.stats import scan_coverage
     from cfi2sframe.arch import arch_for_machine
     from cfi2sframe.compact.check import check_macho, macho_coverage
     from cfi2sframe.compact.encoding import decode, encode
@@ -52,10 +53,10 @@ with atheris.instrument_imports():
     from cfi2sframe.compact.rules import Code, CompactRules
     from cfi2sframe.compact.table import Lookup, read_unwind_info
     from cfi2sframe.compact.table_writer import TableFunction, build_unwind_info
-    from cfi2sframe.convert import convert_elf, rewrite_in_place
+    from cfi2sframe.convert import convert_elf, default_sframe_address, rewrite_in_place
     from cfi2sframe.core import compiled
     from cfi2sframe.elf.cfi import read_elf_cfi
-    from cfi2sframe.elf.compressed import Limits
+    from cfi2sframe.elf.compressed import DEFAULT_LIMITS, Limits
     from cfi2sframe.elf.read import open_elf
     from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
     from cfi2sframe.files import bytes_of, read_for_rewrite
@@ -160,9 +161,14 @@ def _rewrite(data: bytes) -> None:
     if len(data) % 2:  # every other input has a second name: the same-inode rewrite
         os.link(REWRITTEN, REWRITTEN + ".link")
     old, status = read_for_rewrite(REWRITTEN)
+    counted = _stats_counts(old)
     new = None
     try:
         conversion = convert_elf(REWRITTEN, old)
+        if counted is not None:  # stats' scan counts what the conversion makes
+            assert counted == (conversion.fde_count, len(conversion.functions),
+                               [str(skip.reason) for skip in conversion.skips],
+                               len(conversion.raw())), "stats' scan differs"
         new = bytes_of(rewrite_in_place(REWRITTEN, conversion, old, status))
     finally:
         with open(REWRITTEN, "rb") as handle:
@@ -170,6 +176,23 @@ def _rewrite(data: bytes) -> None:
         assert now == old or now == new, "the file is neither the old nor the new one"
         if new is None:
             assert now == old, "a failed rewrite changed the file"
+
+
+def _stats_counts(data: bytes) -> tuple[object, ...] | None:
+    """What ``stats`` counts of V2 from the compiled scan (``stats_scan``): None where it
+    declines, or the input is bad (a located error, which the conversion gives too)."""
+    if CORE is None:
+        return None
+    try:
+        coverage = scan_coverage("fuzz.elf", data, open_elf(data, "fuzz.elf"), DEFAULT_LIMITS,
+                                 lambda: default_sframe_address(data, "fuzz.elf"),
+                                 compiled=CORE)
+    except EXPECTED:
+        return None
+    if coverage is None:
+        return None
+    made = coverage[2]
+    return made.fdes, made.emitted, [str(skip.reason) for skip in made.skips], made.size
 
 
 def _compressed(data: bytes) -> None:

@@ -84,7 +84,7 @@ DEFERRED: dict[str, tuple[str, frozenset[str]]] = {
                      "each task loads only what it runs", frozenset({
                          "_convert", "_convert_archive", "_coverage", "_fill_archive",
                          "_fill_data", "_fill_macho", "_object_form", "_recognised",
-                         "_verify", "_verify_made", "warm_up"})),
+                         "_scanned", "_verify", "_verify_made", "warm_up"})),
 }
 
 

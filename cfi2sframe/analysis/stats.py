@@ -1,0 +1,123 @@
+"""``stats``' coverage of a linked ELF file in SFrame V2 and V3 without converting it:
+the counts and section sizes a conversion to each version would give.
+
+The compiled core walks ``.eh_frame`` once and replays every FDE as the ELF fast path
+does, adding up each function's FRE bytes in both versions with no FRE made
+(``_core.stats_scan``, once per distinct state asking Python for its FRE and sizes);
+the FDEs the fast path leaves to the general path (a PLT, a CFA expression, what
+SFrame cannot hold) are lowered and encoded here, as the conversion does them.  The
+reference is the conversion itself (``convert.convert_elf`` per version and its
+section's length), which ``batch.record`` runs where this gives None: the pure-Python
+core, objects, ``.debug_frame``, s390x, a start far from where ``.sframe`` would go.
+``tests/differential/test_core_stats.py`` holds the two equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import NamedTuple
+
+from ..arch import arch_for_machine
+from ..arch.base import Arch
+from ..core import compiled as compiled_core
+from ..dwarf.cfi import Cfi, fdes_at
+from ..elf.cfi import named_fdes
+from ..elf.compressed import Limits, section_contents
+from ..elf.read import SHT_NOBITS, ElfView
+from ..errors import decoding
+from ..sframe.build import encode_sframe, lower_fdes
+from ..sframe.encode import tail_sizes
+from ..sframe.fastpath import serves, shape_of
+from ..sframe.format import (
+    FDE_LAYOUT,
+    FRE_ADDR_SIZE,
+    HEADER_SIZE,
+    MAX_FRES_V3,
+    MAX_FUNCTION_SIZE,
+    V3_ATTR,
+    VERSION_2,
+    VERSION_3,
+)
+from ..sframe.lower import Skip
+
+_COMPILED = compiled_core()
+
+# The FDE table's entry of each function (V3's index entry; its attribute goes before
+# its FREs, with them).
+_ENTRY = {2: FDE_LAYOUT[VERSION_2].size, 3: FDE_LAYOUT[VERSION_3].size}
+
+
+class Coverage(NamedTuple):
+    """What converting a file to one SFrame version gives: the target, the DWARF FDEs
+    read, the SFrame FDEs made, the functions left out (in FDE order) and the bytes of
+    the section."""
+
+    arch: Arch
+    fdes: int
+    emitted: int
+    skips: tuple[Skip, ...]
+    size: int
+
+
+def scan_coverage(path: str, data: bytes, view: ElfView, limits: Limits,
+                  sframe_address: Callable[[], int], flex: bool = True,
+                  compiled: ModuleType | None = _COMPILED) -> dict[int, Coverage] | None:
+    """Per version (2 and 3) the ``Coverage`` of ``convert_elf(path, data, version,
+    sframe_address)``, or None where the scan does not apply (the caller converts).
+    ``sframe_address``: where the conversion would place ``.sframe`` (asked after the
+    scan, as the conversion asks it after lowering): a function whose start field
+    could leave its 32 bits from there is the conversion's to report."""
+    if compiled is None or view.elf_type == "ET_REL":
+        return None
+    chosen = view.section(".eh_frame")
+    if chosen is None or chosen.kind == SHT_NOBITS:
+        return None
+    with decoding(path, "ELF file"):
+        arch = arch_for_machine(view.machine, path, not view.little_endian)
+    if not arch.sframe_abi or not serves(arch):
+        return None
+    address_size = 8 if view.is64 else 4
+    with decoding(path, chosen.name):
+        eh = section_contents(view, chosen, limits)
+    scanned = compiled.stats_scan(
+        eh, chosen.addr, address_size, arch.big_endian, (arch.sp, arch.fp, arch.ra,
+                                                         arch.tracks_ra),
+        (MAX_FUNCTION_SIZE, MAX_FRES_V3), tuple(FRE_ADDR_SIZE[kind] for kind in
+                                                sorted(FRE_ADDR_SIZE)),
+        {}, shape_of(arch), {}, tail_sizes(arch))
+    if scanned is None:
+        return None
+    fdes, functions, v2_bytes, v3_bytes, todo, low, high = scanned
+    if todo:
+        with decoding(path, chosen.name):
+            rest = named_fdes(view, fdes_at(bytes(eh), todo, chosen.addr, address_size,
+                                            view.little_endian))
+    else:
+        rest = []
+    cfi = Cfi(path, view.machine, view.elf_type, tuple(rest), chosen.name, arch.big_endian)
+    address = sframe_address()
+    out = {}
+    for version, fre_bytes in ((2, v2_bytes), (3, v3_bytes + functions * V3_ATTR.size)):
+        made, skips = lower_fdes(cfi, arch, version, flex, compiled)
+        image = encode_sframe(made, arch, version)
+        count = functions + len(made)
+        starts = [func.start for func in made] + ([low, high] if functions else [])
+        if starts and not _reaches(min(starts), max(starts), address, count,
+                                   image.fde_size, 8 * image.start_size):
+            return None
+        size = HEADER_SIZE + count * _ENTRY[version] + fre_bytes + len(image.fres)
+        out[version] = Coverage(arch, fdes, count, tuple(skips),
+                                size + -size % arch.sframe_section_align)
+    return out
+
+
+def _reaches(low: int, high: int, address: int, count: int, fde_size: int,
+             bits: int) -> bool:
+    """Whether every start field of a section at ``address`` surely holds its function's
+    start relative to itself (``SectionImage.to_bytes``): the farthest function from
+    the first and from the last field within ``bits`` signed."""
+    first = address + HEADER_SIZE
+    last = first + max(count - 1, 0) * fde_size
+    bound = 1 << (bits - 1)
+    return -bound <= low - last and high - first < bound

@@ -1,0 +1,214 @@
+/* stats' count in C (``analysis/stats.py``): ``stats_scan`` walks a linked file's
+ * .eh_frame (dwarf_cfi.c's ``eh_walk``), replays each FDE as the ELF fast path does
+ * (dwarf_replay.c's ``replay``, the conditions of sframe_fastpath.c's ``lower_fdes``)
+ * and adds up the bytes its FREs take in an SFrame V2 and a V3 section, without
+ * making an FRE: which FRE a state gives and its size in each version are Python's
+ * answers, asked once per distinct state (this file holds no target fact).  The FDEs
+ * the fast path leaves to the general path are handed back.  Reference: the
+ * conversion (``sframe.build.lower_fdes`` and the encoders);
+ * tests/differential/test_core_stats.py holds both equal. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core.h"
+
+/* A state's answer: taken (an FRE; its bytes after the start in V2 and in V3) or not
+ * (no default FRE: the general path).  Kept by the state for the call; a full table
+ * only stops taking entries (the dicts still answer). */
+#define SIZE_SLOTS 4096
+typedef struct {
+    State s;
+    int used, taken;
+    long long v2, v3;
+} SizeSlot;
+
+typedef struct {
+    SizeSlot *slot;
+    PyObject *shapes, *shape_of, *sizes, *size_of, *todo;
+    long long ra, max_size, max_fres;
+    const long long *addr_sizes;
+    Py_ssize_t naddr;
+    /* the file so far */
+    Py_ssize_t fdes, functions;
+    long long v2, v3;
+    uint64_t low, high;  /* the lowest and highest start of the functions counted */
+    /* the FDE being replayed */
+    int64_t range, last;
+    long long kept, fde_v2, fde_v3;
+} StatsCtx;
+
+static SizeSlot *size_slot(SizeSlot *table, const State *s) {
+    size_t at = state_hash(s) % SIZE_SLOTS;
+    for (int probe = 0; probe < 16; probe++, at = (at + 1) % SIZE_SLOTS) {
+        SizeSlot *slot = &table[at];
+        if (!slot->used || state_same(&slot->s, s)) return slot;
+    }
+    return NULL;
+}
+
+/* Python's answer for a state: the FRE's shape (``shape_of``), then its sizes
+ * (``size_of``, a pair of ints), each kept in its dict.  1 taken, 0 none, -1 error. */
+static int ask(StatsCtx *ctx, const State *s, long long *v2, long long *v3) {
+    PyObject *key = state_key(s);
+    if (!key) return -1;
+    PyObject *shape = memo_lookup(ctx->shapes, key, ctx->shape_of);  /* borrowed */
+    Py_DECREF(key);
+    if (!shape) return -1;
+    if (shape == Py_None) return 0;
+    PyObject *sizes = memo_lookup(ctx->sizes, shape, ctx->size_of);  /* borrowed */
+    if (!sizes) return -1;
+    if (!PyTuple_Check(sizes) || PyTuple_GET_SIZE(sizes) != 2) {
+        PyErr_SetString(PyExc_TypeError, "size_of must give a pair of ints");
+        return -1;
+    }
+    *v2 = PyLong_AsLongLong(PyTuple_GET_ITEM(sizes, 0));
+    *v3 = PyLong_AsLongLong(PyTuple_GET_ITEM(sizes, 1));
+    if (PyErr_Occurred()) return -1;
+    if (*v2 < 0 || *v3 < 0 || *v2 > 64 || *v3 > 64) {
+        PyErr_SetString(PyExc_ValueError, "size_of gave an FRE size out of range");
+        return -1;
+    }
+    return 1;
+}
+
+/* One row of the replay: its FRE counted where it starts inside the function (those at
+ * or past the end are dropped, as ``lower_fdes`` drops them, but still need an FRE). */
+static int count_fre(void *raw, int64_t at, const State *s) {
+    StatsCtx *ctx = raw;
+    long long v2 = 0, v3 = 0;
+    SizeSlot *slot = size_slot(ctx->slot, s);
+    int taken;
+    if (slot && slot->used) {
+        taken = slot->taken;
+        v2 = slot->v2;
+        v3 = slot->v3;
+    } else {
+        taken = ask(ctx, s, &v2, &v3);
+        if (taken < 0) return -1;
+        if (slot) {
+            slot->s = *s;
+            slot->used = 1;
+            slot->taken = taken;
+            slot->v2 = v2;
+            slot->v3 = v3;
+        }
+    }
+    if (!taken) return 0;
+    if (at < ctx->range) {
+        ctx->kept++;
+        ctx->last = at;
+        ctx->fde_v2 += v2;
+        ctx->fde_v3 += v3;
+    }
+    return 1;
+}
+
+static int leave(StatsCtx *ctx, const EhFde *e) {
+    PyObject *offset = PyLong_FromSsize_t(e->start);
+    if (!offset || PyList_Append(ctx->todo, offset) < 0) { Py_XDECREF(offset); return -1; }
+    Py_DECREF(offset);
+    return 1;
+}
+
+/* One FDE of the walk: counted where the fast path makes its function (the conditions
+ * of ``lower_fdes`` for both versions), else left in ``todo``. */
+static int stats_fde(void *raw, const EhFde *e) {
+    StatsCtx *ctx = raw;
+    const CieInfo *cie = e->cie;
+    ctx->fdes++;
+    if (e->range == 0 || e->range > (uint64_t)ctx->max_size || cie->ra != ctx->ra ||
+        !cie->start_ok)
+        return leave(ctx, e);
+    ctx->range = (int64_t)e->range;
+    ctx->kept = ctx->fde_v2 = ctx->fde_v3 = 0;
+    ctx->last = 0;
+    Params p = e->params;
+    int done = replay(e->data + e->body, e->end - e->body, cie->start, &p, count_fre, ctx);
+    if (done < 0) return -1;
+    if (done == 0 || ctx->kept > ctx->max_fres) return leave(ctx, e);
+    /* The smallest start-address size that holds the last start (``fre_type_for``). */
+    long long addr = ctx->addr_sizes[ctx->naddr - 1];
+    for (Py_ssize_t i = 0; i < ctx->naddr; i++) {
+        if (ctx->addr_sizes[i] < 8 && ctx->last < ((int64_t)1 << (8 * ctx->addr_sizes[i]))) {
+            addr = ctx->addr_sizes[i];
+            break;
+        }
+    }
+    if (!ctx->functions || e->pc < ctx->low) ctx->low = e->pc;
+    if (!ctx->functions || e->pc > ctx->high) ctx->high = e->pc;
+    ctx->functions++;
+    ctx->v2 += ctx->kept * addr + ctx->fde_v2;
+    ctx->v3 += ctx->kept * addr + ctx->fde_v3;
+    return 1;
+}
+
+/* stats_scan(eh, eh_address, address_size, big_endian, arch, limits, addr_sizes, shapes,
+ *            shape_of, sizes, size_of)
+ * -> (FDEs, functions, V2 FRE bytes, V3 FRE bytes, todo, low, high), or None.
+ * ``eh``: a linked file's .eh_frame at ``eh_address``; ``arch`` = (sp, fp, ra,
+ * tracks_ra); ``limits`` = (largest function size, most FREs of a V3 function);
+ * ``addr_sizes``: the FRE start sizes by FRE type, smallest first.  ``shape_of``
+ * gives a state's FRE fields after its start (or None: the general path), kept in
+ * ``shapes`` by state key; ``size_of`` an FRE shape's bytes after its start in V2 and
+ * in V3, kept in ``sizes``.  ``functions``: the FDEs the fast path makes a function
+ * of; the bytes: their FREs' (start included); ``low``, ``high``: their lowest and
+ * highest start (0 without any); ``todo``: the .eh_frame offsets of the other FDEs.  None: the section is out of the ordinary (the Python reader reads it
+ * or reports it). */
+PyObject *stats_scan(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer eh;
+    unsigned long long eh_address;
+    int address_size, big;
+    PyObject *arch, *limits, *addr_tuple, *shapes, *shape_of, *sizes, *size_of;
+    if (!PyArg_ParseTuple(args, "y*KipO!O!O!O!OO!O", &eh, &eh_address, &address_size, &big,
+                          &PyTuple_Type, &arch, &PyTuple_Type, &limits, &PyTuple_Type,
+                          &addr_tuple, &PyDict_Type, &shapes, &shape_of, &PyDict_Type,
+                          &sizes, &size_of))
+        return NULL;
+    PyObject *out = NULL, *todo = NULL;
+    SizeSlot *table = NULL;
+    long long addr_sizes[8];
+    Params p = {0, 0, 0, 0, 0, 0, big};
+    long long sp, fp, ra, max_size, max_fres;
+    int tracks_ra;
+    if (!PyArg_ParseTuple(arch, "LLLp", &sp, &fp, &ra, &tracks_ra) ||
+        !PyArg_ParseTuple(limits, "LL", &max_size, &max_fres))
+        goto done;
+    p.sp = sp; p.fp = fp; p.ra = ra; p.tracks_ra = tracks_ra;
+    Py_ssize_t naddr = PyTuple_GET_SIZE(addr_tuple);
+    if (naddr < 1 || naddr > 8) {
+        PyErr_SetString(PyExc_ValueError, "addr_sizes must hold 1 to 8 sizes");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < naddr; i++) {
+        addr_sizes[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(addr_tuple, i));
+        if (addr_sizes[i] == -1 && PyErr_Occurred()) goto done;
+        if (addr_sizes[i] < 1 || addr_sizes[i] > 8) {
+            PyErr_SetString(PyExc_ValueError, "an FRE start size must be 1 to 8 bytes");
+            goto done;
+        }
+    }
+    if (address_size != 4 && address_size != 8) goto none;
+    table = PyMem_Calloc(SIZE_SLOTS, sizeof *table);
+    todo = PyList_New(0);
+    if (!table) { PyErr_NoMemory(); goto done; }
+    if (!todo) goto done;
+    StatsCtx ctx = {table, shapes, shape_of, sizes, size_of, todo, ra, max_size, max_fres,
+                    addr_sizes, naddr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    int walked = eh_walk(eh.buf, eh.len, eh_address, address_size, big, &p, stats_fde, &ctx);
+    if (walked < 0) goto done;
+    if (walked == 0) goto none;
+    out = Py_BuildValue("(nnLLOKK)", ctx.fdes, ctx.functions, ctx.v2, ctx.v3, todo,
+                        (unsigned long long)ctx.low, (unsigned long long)ctx.high);
+    goto done;
+none:
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    Py_XDECREF(todo);
+    PyMem_Free(table);
+    PyBuffer_Release(&eh);
+    return out;
+}

@@ -1,0 +1,205 @@
+"""stats' count in the compiled core (``csrc/analysis_stats.c``: ``stats_scan``, used by
+``analysis.stats.scan_coverage``) against what it stands for: the conversion to each
+version (``convert.convert_elf``: its FDE count, SFrame FDEs, the functions left out
+with their reasons in order, and the section's length), which stays the reference and
+what the pure-Python core runs.  Inputs: the installed libraries of two targets (all
+of gconv, libc, libstdc++, programs of /usr/bin, AArch64's libc and libstdc++), the
+command's records with each core, and a file whose sizes are derived by hand from the
+SFrame spec, its rows checked with ``readelf -wF``.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cfi2sframe
+from cfi2sframe.analysis.stats import scan_coverage
+from cfi2sframe.convert import convert_elf, default_sframe_address
+from cfi2sframe.elf.compressed import DEFAULT_LIMITS
+from cfi2sframe.elf.read import open_elf
+from tests.conftest import at_least, compiled_core, require, require_path
+
+GCONV = "/usr/lib/x86_64-linux-gnu/gconv"
+FILES = ["/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+         "/usr/bin/as", "/usr/bin/gdb", "/usr/bin/python3.11", "/bin/ls",
+         "/usr/aarch64-linux-gnu/lib/libc.so.6", "/usr/aarch64-linux-gnu/lib/libstdc++.so.6",
+         "/usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1"]
+
+
+def _command(*args: str, cwd: Path, core: str | None = None) -> dict[str, Any]:
+    """``cfi2sframe ARGS`` of this package (``core``: CFI2SFRAME_CORE); its --json output."""
+    env = {**os.environ, "PYTHONPATH": str(Path(cfi2sframe.__file__).parents[1])}
+    if core:
+        env["CFI2SFRAME_CORE"] = core
+    done = subprocess.run([sys.executable, "-m", "cfi2sframe", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout) if "--json" in args else {}
+    return out
+
+
+def _reference(path: str, data: bytes, version: int) -> tuple[object, ...]:
+    """What stats records of a conversion to ``version`` (``batch.record._coverage``)."""
+    made = convert_elf(path, data, version)
+    return (made.arch.name, made.fde_count, len(made.functions),
+            [(str(skip.reason), skip.name, skip.start) for skip in made.skips],
+            len(made.raw()))
+
+
+def _scanned(path: str, data: bytes) -> dict[int, tuple[object, ...]] | None:
+    coverage = scan_coverage(path, data, open_elf(data, path), DEFAULT_LIMITS,
+                             lambda: default_sframe_address(data, path),
+                             compiled=compiled_core())
+    if coverage is None:
+        return None
+    return {version: (made.arch.name, made.fdes, made.emitted,
+                      [(str(skip.reason), skip.name, skip.start) for skip in made.skips],
+                      made.size) for version, made in coverage.items()}
+
+
+def test_the_scan_counts_what_the_conversion_makes(report) -> None:
+    """Every file's FDEs, SFrame FDEs, reasons (in order, by function) and V2 and V3
+    section sizes equal the conversion's.  Floors: 256 gconv modules and the other
+    files here scanned (less a margin), and the functions left to the general path
+    (PLTs, outermost frames, CFA expressions) at least a few hundred."""
+    require_path(GCONV, *FILES)
+    paths = sorted(glob.glob(f"{GCONV}/*.so")) + FILES
+    scanned = functions = skipped = 0
+    for path in paths:
+        data = Path(path).read_bytes()
+        got = _scanned(path, data)
+        if got is None:
+            continue
+        scanned += 1
+        for version in (2, 3):
+            assert got[version] == _reference(path, data, version), (path, version)
+        functions += got[2][2]
+        skipped += len(got[2][3])
+    at_least("files scanned", scanned, 250)
+    at_least("functions counted", functions, 20000)
+    at_least("functions left out", skipped, 20)
+    report(f"stats scan: {scanned} files, {functions} SFrame FDEs, {skipped} left out, "
+           "equal to the conversion's")
+
+
+def test_the_fde_count_is_readelfs() -> None:
+    """The FDEs counted are those ``readelf -wF`` lists (the oracle reads the section
+    itself)."""
+    require("readelf")
+    require_path(*FILES[:2])
+    for path in FILES[:2]:
+        # (readelf exits 1 on libc for a .debug_frame it does not find: the listing is whole)
+        listed = subprocess.run(["readelf", "-wF", path], capture_output=True,
+                                text=True).stdout
+        fdes = len(re.findall(r"^\S+ \S+ \S+ FDE ", listed, re.MULTILINE))
+        at_least(f"FDEs readelf lists in {path}", fdes, 1000)
+        got = _scanned(path, Path(path).read_bytes())
+        assert got is not None, path
+        assert got[2][1] == got[3][1] == fdes, path
+
+
+# Two functions whose SFrame sizes follow from the spec by hand.  f (7 bytes): rows at
+# 0 (CFA rsp+8), 1 (rsp+16, rbp at c-16), 4 (rbp+16) and 6 (rsp+8, rbp still at c-16);
+# on AMD64 the RA is at the header's fixed offset, so each FRE holds the CFA offset and
+# the FP offset where one is saved: 1 + 1 + 1, then three of 1 + 1 + 2 bytes (1-byte
+# starts and words) = 15 bytes.  g: rows at 0 (rsp+8), 7 (rsp+4104) and 314 (rsp+8):
+# its last start needs 2-byte starts, 4104 a 2-byte word: 2+1+1, 2+1+2, 2+1+1 = 13 bytes.
+# V2: 28-byte header, 20-byte FDEs: 28 + 2 * 20 + 28 = 96.  V3: the 28-byte header,
+# 16-byte index entries and a 5-byte attribute per function: 28 + 2 * 21 + 28 = 98.
+HAND = """\t.text
+\t.globl f
+\t.type f, @function
+f:
+\t.cfi_startproc
+\tpushq %rbp
+\t.cfi_def_cfa_offset 16
+\t.cfi_offset 6, -16
+\tmovq %rsp, %rbp
+\t.cfi_def_cfa_register 6
+\tnop
+\tpopq %rbp
+\t.cfi_def_cfa 7, 8
+\tret
+\t.cfi_endproc
+\t.size f, .-f
+\t.globl g
+\t.type g, @function
+g:
+\t.cfi_startproc
+\tsubq $4096, %rsp
+\t.cfi_def_cfa_offset 4104
+\t.skip 300, 0x90
+\taddq $4096, %rsp
+\t.cfi_def_cfa_offset 8
+\tret
+\t.cfi_endproc
+\t.size g, .-g
+"""
+ROWS = {"f": [(0, "rsp+8", "u"), (1, "rsp+16", "c-16"), (4, "rbp+16", "c-16"),
+              (6, "rsp+8", "c-16")],
+        "g": [(0, "rsp+8", None), (7, "rsp+4104", None), (314, "rsp+8", None)]}
+
+
+def _rows(listing: str) -> list[list[tuple[int, str, str | None]]]:
+    """Each FDE's rows in ``readelf -wF``: (offset in the function, CFA, rbp or None)."""
+    out = []
+    for block in listing.split(" FDE ")[1:]:
+        lines = block.splitlines()
+        start = int(lines[0].split("pc=")[1].split("..")[0], 16)
+        columns = lines[1].split()
+        rows = []
+        for line in lines[2:]:
+            cells = line.split()
+            if not cells or not re.fullmatch(r"[0-9a-f]{16}", cells[0]):
+                break
+            rbp = cells[columns.index("rbp")] if "rbp" in columns else None
+            rows.append((int(cells[0], 16) - start, cells[1], rbp))
+        out.append(rows)
+    return out
+
+
+def test_sizes_derived_from_the_spec(tmp_path: Path) -> None:
+    require("gcc", "readelf")
+    (tmp_path / "hand.s").write_text(HAND)
+    subprocess.run(["gcc", "-shared", "-nostdlib", "-o", "hand.so", "hand.s"], cwd=tmp_path,
+                   check=True)
+    listing = subprocess.run(["readelf", "-wF", "hand.so"], cwd=tmp_path, check=True,
+                             capture_output=True, text=True).stdout
+    assert _rows(listing) == [ROWS["f"], ROWS["g"]]  # the rows the sizes are derived from
+    record = _command("stats", "--json", "hand.so", cwd=tmp_path)["files"][0]
+    assert (record["fdes"], record["emitted"], record["skipped"]) == (2, 2, {})
+    assert (record["sframe_v2_bytes"], record["sframe_v3_bytes"]) == (96, 98)
+
+
+@pytest.mark.parametrize("version", ["2", "3"])
+def test_the_command_says_the_same_with_either_core(tmp_path: Path, version: str) -> None:
+    """``stats`` records with the compiled core and with ``CFI2SFRAME_CORE=python``
+    (the conversions), but for the time and memory they took: converted libc of both
+    targets (its .sframe verified too), libstdc++ as installed, one gconv module."""
+    require_path(*FILES)
+    converted = []
+    for path in (FILES[0], FILES[6]):
+        copy = tmp_path / Path(path).name.replace(".so", f"-{len(converted)}.so")
+        copy.write_bytes(Path(path).read_bytes())
+        _command(str(copy), "--in-place", "-q", cwd=tmp_path)
+        converted.append(str(copy))
+    inputs = [*converted, FILES[1], f"{GCONV}/UTF-7.so"]
+    records = {}
+    for core in ("compiled", "python"):
+        for path in inputs:
+            record = _command("stats", "--json", "--sframe-version", version, path,
+                              cwd=tmp_path, core=core)["files"][0]
+            for key in ("seconds", "max_rss_kib"):
+                record.pop(key)
+            records[core, path] = record
+    for path in inputs:
+        assert records["compiled", path] == records["python", path], path
