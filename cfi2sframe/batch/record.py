@@ -8,7 +8,6 @@ meaning or goes away only with a new version.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
@@ -85,29 +84,11 @@ _NOT_OPTIONS = ("preserve_dates", "recognise")
 
 def options_of(task: Task) -> dict[str, Any]:
     """The options a record was made with (``--resume`` redoes a file whose record has
-    others), as JSON has them; every ``Task`` field but ``_NOT_OPTIONS``, so that a
-    field added later counts until it is shown not to.  Made once per task (the JSON
-    round trip was a tenth of the work on a file with nothing to do), a fresh copy
-    each time."""
-    options = _OPTIONS.get(task)
-    if options is None:
-        options = _OPTIONS[task] = json.loads(json.dumps(
-            {name: value for name, value in task._asdict().items()
-             if name not in _NOT_OPTIONS}))
-    copy: dict[str, Any] = _fresh(options)
-    return copy
-
-
-_OPTIONS: dict[Task, dict[str, Any]] = {}
-
-
-def _fresh(value: Any) -> Any:
-    """A copy of a JSON value whose lists and objects are its own."""
-    if isinstance(value, list):
-        return [_fresh(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _fresh(item) for key, item in value.items()}
-    return value
+    others), as JSON has them (a tuple, ``limits``, as a list: no ``json`` for one
+    file's stats); every ``Task`` field but ``_NOT_OPTIONS``, so that a field added later
+    counts until it is shown not to."""
+    return {name: list(value) if isinstance(value, tuple) else value
+            for name, value in task._asdict().items() if name not in _NOT_OPTIONS}
 
 
 def described(record: dict[str, Any]) -> int:

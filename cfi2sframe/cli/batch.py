@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -109,7 +110,6 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     journal gets each record the moment its file is done.
     """
     from ..batch.inputs import gather
-    from ..batch.journal import Journal, done, read_journal
     from ..batch.progress import Progress
     from ..batch.record import GOOD_STATUSES, per_member
 
@@ -123,6 +123,8 @@ def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,
     for option, name in (("--jsonl", args.jsonl), ("--plot", getattr(args, "plot", None))):
         if name:
             refuse_output_naming_input(name, paths, f"{option} {name}")
+    if args.jsonl:  # (json and the journal load for a journal only)
+        from ..batch.journal import Journal, done, read_journal
     previous = read_journal(args.jsonl) if args.resume else {}
     if args.resume:  # a file converted by a run killed before its record: ok
         task = task._replace(recognise=True)
@@ -190,6 +192,8 @@ def _same_files(status: dict[int, os.stat_result | None]) -> dict[int, list[int]
 def _runner(args: argparse.Namespace, todo: list[tuple[int, str]], task: Task,
             sizes: dict[int, int],
             together: dict[int, list[int]]) -> Iterator[tuple[int, dict[str, Any]]]:
+    if task.command == "stats" and len(todo) == 1 and not args.timeout and not args.dask:
+        return _here(todo, task)
     if args.dask:
         from ..batch.cluster import run_dask
 
@@ -197,6 +201,18 @@ def _runner(args: argparse.Namespace, todo: list[tuple[int, str]], task: Task,
     from ..batch.pool import run_local
 
     return run_local(todo, task, args.jobs, args.timeout, sizes, together)
+
+
+def _here(todo: list[tuple[int, str]], task: Task) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The records of a run's files worked on in this process, its peak memory each
+    one's: one file's ``stats`` loads no pool, forks no worker and sends no record
+    through a pipe as JSON.  (A ``--timeout`` needs a worker to stop.)"""
+    from ..batch.record import file_record
+
+    for index, path in todo:
+        record = file_record(path, task)
+        record["max_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        yield index, record
 
 
 def _show(record: dict[str, Any], describe: Describe, progress: Progress,

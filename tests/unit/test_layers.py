@@ -41,7 +41,7 @@ DEFERRED: dict[str, tuple[str, frozenset[str]]] = {
             "before the conversion loads", frozenset({"_dispatch"})),
     "cli.early": ("the assembler's launcher (subprocess, tempfile) loads only for a "
                   "command line whose assembler run starts here", frozenset({"launch"})),
-    "cli.batch": (_SUBCOMMAND, frozenset({"_runner", "print_summary", "run_batch"})),
+    "cli.batch": (_SUBCOMMAND, frozenset({"_here", "_runner", "print_summary", "run_batch"})),
     "cli.common": (_SUBCOMMAND, frozenset({"add_limit_options", "function_names_of",
                                            "limits_of", "modules_of", "sframe_or_made"})),
     "cli.convert": (_SUBCOMMAND, frozenset({

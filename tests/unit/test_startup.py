@@ -130,6 +130,10 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "verify": (["verify", "small.o"], (*NOT_ELF, "cfi2sframe.batch", "cfi2sframe.convert",
                                        "cfi2sframe.frontend", "subprocess", "json",
                                        *OTHER_TARGETS)),
+    # one file's stats: in this process, not through the tree runner (no worker, no JSON)
+    "stats": (["stats", "small.o"], (*NOT_ELF, "cfi2sframe.batch.pool",
+                                     "cfi2sframe.batch.journal", "json",
+                                     *OTHER_TARGETS)),
     # (the SFrame walk: no compact unwind module; those load for --compact)
     "unwind": (["unwind", "small.o", "--snapshot", "snap.json"],
                ("cfi2sframe.macho", "cfi2sframe.compact", "cfi2sframe.xray",
