@@ -3,12 +3,14 @@ the same run, on dense and sparse real input, with peak memory and a linearity c
 
 Usage: python benchmarks/run.py [--sizes 10000,30000,100000] [--runs 3]
                                 [--library LIB] [--tree DIR] [--quick]
+                                [--only PART...] [--command CFI2SFRAME]
 
 Input, per the performance issue:
   dense    ``make_dense_asm.py``: gcc -O0 style functions (push/mov/pop CFI) of each size
   sparse   ``make_big_asm.py``: csmith programs compiled by gcc -O0/-O2, concatenated
   library  libLLVM-14.so.1 (Debian's llvm-14), 95k FDEs
   tree     a folder of installed libraries, ``stats -r`` with -j 1 and -j 2
+  stats    libLLVM-14 converted: ``stats`` beside its ``verify`` and readelf -wF
   Mach-O   x86-64 macOS images of each dense size (llvm-mc, ld64.lld-14)
   XRay     ``make_xray_trace.py``: a 4-thread clang-14 program's FDR trace, 10.8 million
            function records (made once, cached in /tmp), dump and stacks
@@ -18,7 +20,8 @@ from ``os.wait4``; the rows whose ratio is a goal time ours and the C tool
 alternated: ``compact --check`` of the library against our own ``verify`` of it)
 and, per path, the time per function at the largest dense size over that at the
 smallest: 1.3 or less is linear cost.  ``--quick``: sizes 2000 and 6000, one
-run, no library or tree (a smoke run of this script).
+run, no library, tree or stats (a smoke run of this script).  ``--only``: those parts;
+``--command``: the cfi2sframe to time (a worktree's wrapper; default the installed one).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from installed import cfi2sframe_command
 HERE = Path(__file__).resolve().parent
 LIBRARY = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1"
 TREE = "/usr/lib/x86_64-linux-gnu/gconv"
+
+PARTS = ["dense", "sparse", "macho", "library", "stats", "xray", "tree"]
 
 Timing = tuple[float, float]  # median wall seconds, peak RSS MiB
 
@@ -61,10 +66,15 @@ def paired(first: list[str], second: list[str], runs: int) -> tuple[Timing, Timi
     """Both commands timed ``runs`` times, alternated, so that both see the machine of
     the same minutes (this VM's speed moves by 20-40% from one minute to the next):
     the rows whose ratio is a goal."""
-    rounds = [(timed(first, 1), timed(second, 1)) for _ in range(runs)]
-    one, two = ((statistics.median(t[0] for t in ts), max(t[1] for t in ts))
-                for ts in zip(*rounds, strict=True))
+    one, two = alternated([first, second], runs)
     return one, two
+
+
+def alternated(commands: list[list[str]], runs: int) -> list[Timing]:
+    """``paired`` for any number of commands: each timed once per round, in turn."""
+    rounds = [[timed(cmd, 1) for cmd in commands] for _ in range(runs)]
+    return [(statistics.median(t[0] for t in ts), max(t[1] for t in ts))
+            for ts in zip(*rounds, strict=True)]
 
 
 class Table:
@@ -170,6 +180,25 @@ def emit_elf(table: Table, ours: str, tmp: str, runs: int, path: str,
     table.row("--emit elf", Path(path).name, emitted, stripped, "strip")
 
 
+def stats(table: Table, ours: str, tmp: str, runs: int, path: str) -> None:
+    """``stats`` of the converted library beside ``verify`` of it and readelf -wF of it,
+    the three alternated: stats counts what verify checks (issue 43's goal: within
+    ~1.2x of verify)."""
+    if not os.path.exists(path):
+        print(f"| (stats) | {path} not found (apt-get install llvm-14) | | | | | |")
+        return
+    converted = str(Path(tmp) / "stats.so")
+    shutil.copy(path, converted)
+    subprocess.run([ours, "-w", "-q", "--in-place", converted], check=True)
+    what = Path(path).name + " converted"
+    counted, checked, frames = alternated([[ours, "stats", converted],
+                                           [ours, "verify", converted],
+                                           ["readelf", "--debug-dump=frames-interp",
+                                            converted]], runs)
+    table.row("stats", what, counted, checked, "its verify")
+    table.row("stats", what, counted, frames, "readelf -wF")
+
+
 def macho_image(path: Path, count: int) -> bool:
     """An x86-64 macOS executable of ``count`` small frameless functions (250 stack
     sizes, half with a saved rbx: regular and compressed pages), assembled by llvm-mc
@@ -260,20 +289,30 @@ def main() -> None:
     parser.add_argument("--tree", default=TREE)
     parser.add_argument("--csmith-lines", type=int, default=200_000)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=PARTS)
+    parser.add_argument("--command")
     args = parser.parse_args()
     sizes = [2000, 6000] if args.quick else [int(x) for x in args.sizes.split(",")]
     runs = 1 if args.quick else args.runs
-    ours = cfi2sframe_command()
+    ours = args.command or cfi2sframe_command()
+    only = set(args.only) - ({"library", "xray", "tree", "stats"} if args.quick else set())
     core = subprocess.run([ours, "--version"], capture_output=True, text=True).stdout.strip()
     print(f"{core}; {os.cpu_count()} cores; medians of {runs}\n")
     table = Table()
     with tempfile.TemporaryDirectory() as tmp:
-        dense(table, ours, tmp, sizes, runs)
-        sparse(table, ours, tmp, runs, 20_000 if args.quick else args.csmith_lines)
-        macho(table, ours, tmp, sizes, runs)
-        if not args.quick:
+        if "dense" in only:
+            dense(table, ours, tmp, sizes, runs)
+        if "sparse" in only:
+            sparse(table, ours, tmp, runs, 20_000 if args.quick else args.csmith_lines)
+        if "macho" in only:
+            macho(table, ours, tmp, sizes, runs)
+        if "library" in only:
             library(table, ours, tmp, runs, args.library)
+        if "stats" in only:
+            stats(table, ours, tmp, runs, args.library)
+        if "xray" in only:
             xray(table, ours, runs)
+        if "tree" in only:
             tree(table, ours, runs, args.tree)
     table.linearity()
 
