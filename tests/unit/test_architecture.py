@@ -113,7 +113,8 @@ def core_problems(text: str, entry_points: set[str],
                                                  re.M):
             found.append(f"{name}: {c_file} does not define it")
         for token in TICKED.findall(reference):
-            if "/" not in token or problem(token) is not None:
+            top_level = (PKG / (token.split(".")[0] + ".py")).is_file()  # convert.convert_elf
+            if ("/" not in token and not top_level) or problem(token) is not None:
                 found.append(f"{name}: reference {token} does not resolve")
         test_file: Path | None = None
         for token in TICKED.findall(tests):
