@@ -14,10 +14,12 @@ UNWIND_INFO: dict[str, int]
 
 _State = tuple[int, int, int | None, int | None, bool]
 
-def fast_fres(body: bytes, start: _State, code_align: int, data_align: int, sp: int, fp: int,
-              ra: int, tracks_ra: bool, big_endian: bool, fre_type: type,
-              shapes: dict[_State, tuple[object, ...] | None],
-              shape_of: Callable[[_State], tuple[object, ...] | None]
+# A target's and format's parameters by name, built once in Python (fastpath.core_target,
+# build._lower_params, cfi._eh_target); the core reads each by its name.
+_Params = dict[str, object]
+
+def fast_fres(body: bytes, start: _State, code_align: int, data_align: int,
+              shapes: dict[_State, tuple[object, ...] | None], target: _Params
               ) -> tuple[object, ...] | None: ...
 
 def fres_bytes(fres: tuple[tuple[object, ...], ...], addr_size: int, big_endian: bool,
@@ -47,12 +49,9 @@ def sframe_dump(data: bytes, first: int, last: int, *, fde_start: int, entry: in
                 heads: tuple[str, str], text: bool) -> str | int | None: ...
 
 def lower_fdes(fdes: tuple[tuple[object, ...], ...],
-               cies: dict[int, tuple[object, ...]], version: int, max_size: int,
-               max_fres_v3: int, sp: int, fp: int, ra: int, tracks_ra: bool,
-               big_endian: bool, fre_type: type,
+               cies: dict[int, tuple[object, ...]],
                shapes: dict[_State, tuple[object, ...] | None],
-               shape_of: Callable[[_State], tuple[object, ...] | None], function_type: type,
-               direct: dict[tuple[int, bytes], tuple[object, ...] | None]
+               direct: dict[tuple[int, bytes], tuple[object, ...] | None], params: _Params
                ) -> list[tuple[object, ...] | None]: ...
 
 def fdes_v2(functions: tuple[tuple[object, ...], ...], big_endian: bool,
@@ -60,10 +59,9 @@ def fdes_v2(functions: tuple[tuple[object, ...], ...], big_endian: bool,
             tail_of: Callable[[tuple[object, ...]], bytes], addr_sizes: tuple[int, ...],
             pc_mask_bit: int, pauth_bit: int) -> tuple[tuple[bytes, ...], bytes, int]: ...
 
-def eh_fdes(eh: bytes, address: int, address_size: int, big_endian: bool,
-            names: dict[tuple[str, int], str], cie_of: Callable[[int], object],
-            fde_type: type, placements: dict[int, tuple[str, int]]
-            ) -> list[tuple[object, ...]] | None: ...
+def eh_fdes(eh: bytes, address: int, names: dict[tuple[str, int], str],
+            cie_of: Callable[[int], object], placements: dict[int, tuple[str, int]],
+            target: _Params) -> list[tuple[object, ...]] | None: ...
 
 # agree's checker: the target's sp, fp, ra, tracks_ra, the byte order, then states,
 # state_of, fre_ids, fre_id_of and none_id; built once per check (compare._FastCheck).

@@ -5,6 +5,7 @@
 #define CFI2SFRAME_CORE_H
 
 #include <Python.h>
+#include <stdarg.h>
 #include <stdint.h>
 
 #include "bytes.h"
@@ -102,6 +103,26 @@ static inline PyObject *memo_lookup(PyObject *memo, PyObject *key, PyObject *mak
     int failed = PyDict_SetItem(memo, key, made) < 0;
     Py_DECREF(made);
     return failed ? NULL : PyDict_GetItemWithError(memo, key);
+}
+
+/* An entry point's target and format parameters, read by name from the one dict
+ * Python builds for them once (``format`` and ``names`` as PyArg_ParseTupleAndKeywords
+ * takes them, every one keyword-only, "$..."): a parameter missing, unknown, of the
+ * wrong type, or the dict given in another argument's place is a TypeError, where a
+ * dozen positional ints swapped would run on.  1, or 0 with the error set. */
+static inline int read_params(PyObject *params, const char *format, char **names, ...) {
+    if (!PyDict_Check(params)) {
+        PyErr_SetString(PyExc_TypeError, "the parameters must be a dict of them by name");
+        return 0;
+    }
+    PyObject *none = PyTuple_New(0);
+    if (!none) return 0;
+    va_list va;
+    va_start(va, names);
+    int ok = PyArg_VaParseTupleAndKeywords(none, params, format, names, va);
+    va_end(va);
+    Py_DECREF(none);
+    return ok;
 }
 
 /* compact_listing.c: an image's __unwind_info listed as ``dump`` prints it. */

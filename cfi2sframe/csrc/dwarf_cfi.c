@@ -345,21 +345,28 @@ static int make_fde(void *raw, const EhFde *e) {
     return appended < 0 ? -1 : 1;
 }
 
-/* eh_fdes(eh, address, address_size, big_endian, names, cie_of, fde_type, placements)
- * -> list of ``Fde``s of an .eh_frame at ``address``, or None where the Python walker
- * decides.  ``names``: (section or "", address) -> function name, as
- * ``elf.cfi.function_names`` gives them; ``cie_of(offset)``: the ``Cie`` Python reads
- * there, asked once per CIE; ``placements``: a relocatable object's relocated fields
- * (field offset -> (section, S + A), ``elf.reloc.relocate_view``). */
+/* eh_fdes(eh, address, names, cie_of, placements, target) -> list of ``Fde``s of an
+ * .eh_frame at ``address``, or None where the Python walker decides.  ``names``:
+ * (section or "", address) -> function name, as ``elf.cfi.function_names`` gives them;
+ * ``cie_of(offset)``: the ``Cie`` Python reads there, asked once per CIE;
+ * ``placements``: a relocatable object's relocated fields (field offset -> (section,
+ * S + A), ``elf.reloc.relocate_view``); ``target``: address_size, big_endian and
+ * fde_type by name (``dwarf/cfi._eh_target``). */
 PyObject *eh_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
+    static char *keys[] = {"address_size", "big_endian", "fde_type", NULL};
     Py_buffer eh;
     unsigned long long address;
     int address_size, big;
-    PyObject *names, *cie_of, *fde_type, *placements;
-    if (!PyArg_ParseTuple(args, "y*KipO!OO!O!", &eh, &address, &address_size, &big,
-                          &PyDict_Type, &names, &cie_of, &PyType_Type, &fde_type,
-                          &PyDict_Type, &placements))
+    PyObject *names, *cie_of, *fde_type, *placements, *target, *big_obj;
+    if (!PyArg_ParseTuple(args, "y*KO!OO!O!:eh_fdes", &eh, &address, &PyDict_Type, &names,
+                          &cie_of, &PyDict_Type, &placements, &PyDict_Type, &target))
         return NULL;
+    if (!read_params(target, "$iO!O!:eh_fdes", keys, &address_size, &PyBool_Type, &big_obj,
+                     &PyType_Type, &fde_type)) {
+        PyBuffer_Release(&eh);
+        return NULL;
+    }
+    big = big_obj == Py_True;
     FdesCtx ctx = {PyList_New(0), names, cie_of, PyDict_New(), fde_type,
                    PyUnicode_FromString(""), PyDict_GET_SIZE(placements) ? placements : NULL};
     PyObject *out = NULL;

@@ -10,11 +10,13 @@
 
 static PyMethodDef methods[] = {
     {"fast_fres", fast_fres, METH_VARARGS,
-     "fast_fres(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian,\n"
-     "          fre_type, shapes, shape_of) -> tuple of FREs, or None (general path)."},
+     "fast_fres(body, start, code_align, data_align, shapes, target) -> tuple of FREs,\n"
+     "or None (general path); target: sp, fp, ra, tracks_ra, big_endian, fre_type and\n"
+     "shape_of by name."},
     {"eh_fdes", eh_fdes, METH_VARARGS,
-     "eh_fdes(eh, address, address_size, big_endian, names, cie_of, fde_type, placements)\n"
-     "-> the Fdes of an .eh_frame, or None; see dwarf_cfi.c."},
+     "eh_fdes(eh, address, names, cie_of, placements, target) -> the Fdes of an\n"
+     ".eh_frame, or None; target: address_size, big_endian and fde_type by name;\n"
+     "see dwarf_cfi.c."},
     {"verify_scan", (PyCFunction)(void (*)(void))verify_scan, METH_VARARGS | METH_KEYWORDS,
      "verify_scan(eh, sframe, *, eh_address, address_size, big_endian, fde_start, entry,\n"
      "count, version, pcrel, address, fre_start, fre_end, num_fres, fre_type_mask,\n"
@@ -40,9 +42,9 @@ static PyMethodDef methods[] = {
      "with_labels(text, offsets, prefix) -> text with PREFIX<i>: at each offset, or None\n"
      "for text that is not ASCII; see frontend_scan.c."},
     {"lower_fdes", lower_fdes, METH_VARARGS,
-     "lower_fdes(fdes, cies, version, max_size, max_fres_v3, sp, fp, ra, tracks_ra,\n"
-     "           big_endian, fre_type, shapes, shape_of, function_type, direct)\n"
-     "-> per FDE its SFrameFunction, or None (the general path)."},
+     "lower_fdes(fdes, cies, shapes, direct, params) -> per FDE its SFrameFunction, or\n"
+     "None (the general path); params: fast_fres's target, version, max_size,\n"
+     "max_fres_v3 and function_type by name."},
     {"fdes_v2", fdes_v2, METH_VARARGS,
      "fdes_v2(functions, big_endian, tails, tail_of, addr_sizes, pc_mask_bit, pauth_bit)\n"
      "-> (FDE tails, FRE bytes, FRE count) of an SFrame V2 section."},

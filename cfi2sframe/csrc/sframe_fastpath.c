@@ -104,27 +104,43 @@ static int emit_fre(void *raw, int64_t at, const State *s) {
     return failed ? -1 : 1;
 }
 
-/* fast_fres(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian,
- *           fre_type, shapes, shape_of) -> tuple of FREs, or None (general path). */
-PyObject *fast_fres(PyObject *Py_UNUSED(self), PyObject *args) {
-    Py_buffer body;
-    PyObject *start, *fre_type;
-    Params p;
-    State s;
-    FreCtx ctx;
-    if (!PyArg_ParseTuple(args, "y*OLLLLLppO!O!O", &body, &start, &p.code_align,
-                          &p.data_align, &p.sp, &p.fp, &p.ra, &p.tracks_ra, &p.big_endian,
-                          &PyType_Type, &fre_type, &PyDict_Type, &ctx.shapes, &ctx.shape_of))
-        return NULL;
+/* The target's parameters, by name (``sframe/fastpath.core_target``): its SP, FP and
+ * RA registers, whether it tracks RA, the byte order, the FRE type and its state ->
+ * FRE fields answer.  1, or 0 with a TypeError set. */
+#define TARGET_FORMAT "LLLO!O!O!O"
+#define TARGET_NAMES "sp", "fp", "ra", "tracks_ra", "big_endian", "fre_type", "shape_of"
+
+static int target_of(Params *p, PyObject *tracks, PyObject *big, PyObject *fre_type,
+                     FreCtx *ctx) {
     if (!PyType_IsSubtype((PyTypeObject *)fre_type, &PyTuple_Type)) {
-        PyBuffer_Release(&body);
         PyErr_SetString(PyExc_TypeError, "fre_type must be a tuple type");
+        return 0;
+    }
+    p->tracks_ra = tracks == Py_True;
+    p->big_endian = big == Py_True;
+    ctx->fre_type = (PyTypeObject *)fre_type;
+    return 1;
+}
+
+/* fast_fres(body, start, code_align, data_align, shapes, target) -> tuple of FREs, or
+ * None (general path).  ``shapes``: the caller's state -> FRE fields memo. */
+PyObject *fast_fres(PyObject *Py_UNUSED(self), PyObject *args) {
+    static char *names[] = {TARGET_NAMES, NULL};
+    Py_buffer body;
+    PyObject *start, *fre_type, *target, *tracks, *big;
+    Params p = {0, 0, 0, 0, 0, 0, 0};
+    State s;
+    FreCtx ctx = {NULL, NULL, NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTuple(args, "y*OLLO!O!:fast_fres", &body, &start, &p.code_align,
+                          &p.data_align, &PyDict_Type, &ctx.shapes, &PyDict_Type, &target))
+        return NULL;
+    if (!read_params(target, "$" TARGET_FORMAT ":fast_fres", names, &p.sp, &p.fp, &p.ra,
+                     &PyBool_Type, &tracks, &PyBool_Type, &big, &PyType_Type, &fre_type,
+                     &ctx.shape_of) ||
+        !target_of(&p, tracks, big, fre_type, &ctx) || !read_state(start, &s)) {
+        PyBuffer_Release(&body);
         return NULL;
     }
-    ctx.fre_type = (PyTypeObject *)fre_type;
-    ctx.memo = NULL;
-    ctx.made = NULL;
-    if (!read_state(start, &s)) { PyBuffer_Release(&body); return NULL; }
     ctx.fres = PyList_New(0);
     if (!ctx.fres) { PyBuffer_Release(&body); return NULL; }
     int done = replay((const uint8_t *)body.buf, body.len, s, &p, emit_fre, &ctx);
@@ -159,31 +175,36 @@ static PyObject *replay_fres(PyObject *body, const State *start, const Params *p
     return out;
 }
 
-/* lower_fdes(fdes, cies, version, max_size, max_fres_v3, sp, fp, ra, tracks_ra,
- *            big_endian, fre_type, shapes, shape_of, function_type, direct)
- * -> list: for each FDE (``dwarf.cfi.Fde``) its ``SFrameFunction``, or None where the
- * general path decides (``sframe.build.lower_fdes`` is this loop's reference: the
- * same conditions, FREs and fields).  ``cies``: CIE offset -> (start state or None,
- * code_align, data_align, ra, b_key, signal), made in Python once per CIE; ``direct``:
- * (CIE offset, body) -> FREs or None, the caller's memo. */
+/* lower_fdes(fdes, cies, shapes, direct, params) -> list: for each FDE
+ * (``dwarf.cfi.Fde``) its ``SFrameFunction``, or None where the general path decides
+ * (``sframe.build.lower_fdes`` is this loop's reference: the same conditions, FREs
+ * and fields).  ``cies``: CIE offset -> (start state or None, code_align, data_align,
+ * ra, b_key, signal), made in Python once per CIE; ``shapes``: the caller's state ->
+ * FRE fields memo; ``direct``: (CIE offset, body) -> FREs or None, the caller's memo;
+ * ``params``: the target's (``fast_fres``'s) and the format's parameters by name
+ * (``sframe/build._lower_params``). */
 PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *fdes, *cies, *fre_type, *func_type, *direct;
-    int version, tracks_ra, big;
-    long long max_size, max_fres, sp, fp, ra;
+    static char *names[] = {TARGET_NAMES, "version", "max_size", "max_fres_v3",
+                            "function_type", NULL};
+    PyObject *fdes, *cies, *fre_type, *func_type, *direct, *params, *tracks, *big;
+    int version;
+    long long max_size, max_fres;
+    Params target = {0, 0, 0, 0, 0, 0, 0};
     FreCtx ctx = {NULL, NULL, NULL, NULL, NULL, NULL};
-    if (!PyArg_ParseTuple(args, "O!O!iLLLLLppO!O!OO!O!", &PyTuple_Type, &fdes,
-                          &PyDict_Type, &cies, &version, &max_size, &max_fres, &sp, &fp, &ra,
-                          &tracks_ra, &big, &PyType_Type, &fre_type, &PyDict_Type,
-                          &ctx.shapes, &ctx.shape_of, &PyType_Type, &func_type,
-                          &PyDict_Type, &direct))
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:lower_fdes", &PyTuple_Type, &fdes, &PyDict_Type,
+                          &cies, &PyDict_Type, &ctx.shapes, &PyDict_Type, &direct,
+                          &PyDict_Type, &params) ||
+        !read_params(params, "$" TARGET_FORMAT "iLLO!:lower_fdes", names, &target.sp,
+                     &target.fp, &target.ra, &PyBool_Type, &tracks, &PyBool_Type, &big,
+                     &PyType_Type, &fre_type, &ctx.shape_of, &version, &max_size, &max_fres,
+                     &PyType_Type, &func_type) ||
+        !target_of(&target, tracks, big, fre_type, &ctx))
         return NULL;
     PyTypeObject *ftype = (PyTypeObject *)func_type;
-    if (!PyType_IsSubtype((PyTypeObject *)fre_type, &PyTuple_Type) ||
-        !PyType_IsSubtype(ftype, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "fre_type and function_type must be tuple types");
+    if (!PyType_IsSubtype(ftype, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "function_type must be a tuple type");
         return NULL;
     }
-    ctx.fre_type = (PyTypeObject *)fre_type;
     ctx.memo = PyMem_Calloc(1, sizeof(StateMemo));
     ctx.made = PyMem_Calloc(1, sizeof(FreMemo));
     if (!ctx.memo || !ctx.made) {
@@ -210,7 +231,8 @@ PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
         PyObject *start = PyTuple_GET_ITEM(cie, 0);
         long long cie_ra = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 3));
         if (cie_ra == -1 && PyErr_Occurred()) { PyErr_Clear(); goto store; }
-        if (size <= 0 || size > max_size || cie_ra != ra || start == Py_None) goto store;
+        if (size <= 0 || size > max_size || cie_ra != target.ra || start == Py_None)
+            goto store;
         PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(fde, 5), PyTuple_GET_ITEM(fde, 6));
         if (!key) goto fail_made;
         PyObject *fres = PyDict_GetItemWithError(direct, key);  /* borrowed */
@@ -220,7 +242,7 @@ PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
             Py_DECREF(key);
             goto fail_made;
         } else {
-            Params p = {0, 0, sp, fp, ra, tracks_ra, big};
+            Params p = target;
             State s;
             p.code_align = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 1));
             p.data_align = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 2));

@@ -206,11 +206,17 @@ def parse_cfi(data: bytes, is_eh: bool, address: int, placements: Placements,
                 raise DecodeError(at, "no CIE starts here")
             return cie
 
-        fdes: list[Fde] | None = compiled.eh_fdes(data, address, address_size, not little,
-                                                  names, cie_of, Fde, placements)
+        fdes: list[Fde] | None = compiled.eh_fdes(data, address, names, cie_of, placements,
+                                                  _eh_target(address_size, not little))
         if fdes is not None:
             return fdes
     return _walk(reader, is_eh, placements, names)
+
+
+@lru_cache(maxsize=8)
+def _eh_target(address_size: int, big_endian: bool) -> dict[str, object]:
+    """``_core.eh_fdes``'s target parameters by name; built once, never changed."""
+    return {"address_size": address_size, "big_endian": big_endian, "fde_type": Fde}
 
 
 def fdes_at(data: bytes, offsets: Iterable[int], address: int, address_size: int,

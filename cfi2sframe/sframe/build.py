@@ -13,6 +13,7 @@ asks it of the functions a section lacks), ``order_functions``, ``encode_sframe`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from types import ModuleType
 
 from ..arch import as_arch
@@ -23,7 +24,7 @@ from ..errors import Cfi2SframeError
 from ..model import Timeline
 from ..reasons import SframeReason
 from .encode import SectionImage, build_v1, build_v2, build_v3
-from .fastpath import ShapeMemo, direct_fres, initial_state, serves, shape_of
+from .fastpath import ShapeMemo, core_target, direct_fres, initial_state, serves
 from .format import MAX_FRES_V3, MAX_FUNCTION_SIZE, Fre, SFrameFunction, fits
 from .lower import LowerMemo, Skip, lower
 from .pcmask import lower_pc_dependent
@@ -143,9 +144,17 @@ def _compiled_fast_path(cfi: Cfi, arch: Arch, version: int,
                                               arch, cfi.big_endian),
                                 cie.code_align, cie.data_align, cie.ra, cie.b_key, cie.signal)
     made: list[SFrameFunction | None] = compiled.lower_fdes(
-        cfi.fdes, cies, version, MAX_FUNCTION_SIZE, MAX_FRES_V3, arch.sp, arch.fp, arch.ra,
-        arch.tracks_ra, cfi.big_endian, Fre, shapes, shape_of(arch), SFrameFunction, direct)
+        cfi.fdes, cies, shapes, direct, _lower_params(arch, cfi.big_endian, version))
     return made
+
+
+@lru_cache(maxsize=16)
+def _lower_params(arch: Arch, big_endian: bool, version: int) -> dict[str, object]:
+    """``_core.lower_fdes``'s parameters by name: the target's (``core_target``) and the
+    SFrame version's limits and function type; built once, never changed."""
+    return {**core_target(arch, big_endian), "version": version,
+            "max_size": MAX_FUNCTION_SIZE, "max_fres_v3": MAX_FRES_V3,
+            "function_type": SFrameFunction}
 
 
 def require_sframe_abi(arch: Arch, where: str) -> None:

@@ -79,9 +79,8 @@ def direct_fres(initial: bytes, body: bytes, code_align: int, data_align: int,
     if compiled is not None:
         try:
             fres: tuple[Fre, ...] | None = compiled.fast_fres(
-                body, start, code_align, data_align, arch.sp, arch.fp, arch.ra,
-                arch.tracks_ra, big_endian, Fre, {} if shapes is None else shapes,
-                shape_of(arch))
+                body, start, code_align, data_align, {} if shapes is None else shapes,
+                core_target(arch, big_endian))
             return fres
         except OverflowError:
             pass  # an alignment or CIE value past 64 bits: the Python loop below
@@ -103,6 +102,14 @@ def serves(arch: Arch) -> bool:
 def shape_of(arch: Arch) -> Callable[[_State], FreShape | None]:
     """``_state_shape`` for one target, as the compiled loop calls it."""
     return lambda state: _state_shape(state, arch)
+
+
+@lru_cache(maxsize=16)
+def core_target(arch: Arch, big_endian: bool) -> dict[str, object]:
+    """The compiled loop's target parameters, by name (``_core.fast_fres`` reads each by
+    its name, so none can be given in another's place); built once, never changed."""
+    return {"sp": arch.sp, "fp": arch.fp, "ra": arch.ra, "tracks_ra": arch.tracks_ra,
+            "big_endian": big_endian, "fre_type": Fre, "shape_of": shape_of(arch)}
 
 
 @lru_cache(maxsize=256)
