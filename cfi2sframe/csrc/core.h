@@ -139,5 +139,6 @@ PyObject *relocate(PyObject *self, PyObject *args);
 PyObject *xray_labels(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *xray_dump(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *xray_stacks(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *xray_constants(void);  /* its FDR record sizes and kinds, by name */
 
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "elf.h"
 
 #define MAX_KINDS 32
 
@@ -78,16 +79,19 @@ PyObject *relocate(PyObject *Py_UNUSED(self), PyObject *args) {
     if (read_kinds(table, kinds, &kind_count) < 0) goto fail;
     placed = PyDict_New();
     if (!placed) goto fail;
-    int word = is64 ? 8 : 4;
-    Py_ssize_t entry = (rela ? 3 : 2) * word;
+    int word = is64 ? ELF64_ADDR_BYTES : ELF32_ADDR_BYTES;
+    Py_ssize_t entry = rela ? (is64 ? ELF64_RELA_BYTES : ELF32_RELA_BYTES)
+                            : (is64 ? ELF64_REL_BYTES : ELF32_REL_BYTES);
+    Py_ssize_t info_at = is64 ? ELF64_R_INFO_AT : ELF32_R_INFO_AT;
+    Py_ssize_t addend_at = is64 ? ELF64_R_ADDEND_AT : ELF32_R_ADDEND_AT;
     const uint8_t *r = rel.buf;
     uint8_t *data = contents.buf;
     uint64_t len = (uint64_t)contents.len;
     for (Py_ssize_t at = 0; at + entry <= rel.len; at += entry) {
-        uint64_t offset = read_uint(r + at, word, !little);
-        uint64_t info = read_uint(r + at + word, word, !little);
-        uint64_t sym = is64 ? info >> 32 : info >> 8;
-        uint32_t type = (uint32_t)(is64 ? info & 0xFFFFFFFF : info & 0xFF);
+        uint64_t offset = read_uint(r + at + ELF_R_OFFSET_AT, word, !little);
+        uint64_t info = read_uint(r + at + info_at, word, !little);
+        uint64_t sym = is64 ? info >> ELF64_R_SYM_SHIFT : info >> ELF32_R_SYM_SHIFT;
+        uint32_t type = (uint32_t)(is64 ? info & ELF64_R_TYPE_MASK : info & ELF32_R_TYPE_MASK);
         const Kind *k = NULL;
         for (int i = 0; i < kind_count; i++)
             if (kinds[i].kind == type) { k = &kinds[i]; break; }
@@ -111,8 +115,8 @@ PyObject *relocate(PyObject *Py_UNUSED(self), PyObject *args) {
             last_sym = sym;
             last_value = value;
         }
-        int64_t addend = rela ? (is64 ? (int64_t)read_uint(r + at + 2 * word, 8, !little)
-                                      : load_signed(r + at + 2 * word, 4, little))
+        int64_t addend = rela ? (is64 ? (int64_t)read_uint(r + at + addend_at, word, !little)
+                                      : load_signed(r + at + addend_at, word, little))
                               : load_signed(data + offset, k->size, little);
         __int128 total = (__int128)last_value + addend;
         if (total > INT64_MAX || total < INT64_MIN) goto give_up;

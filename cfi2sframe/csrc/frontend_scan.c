@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "elf.h"
 
 static inline int is_space(unsigned char c) {
     return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
@@ -311,7 +312,8 @@ PyObject *probe_symbols(PyObject *Py_UNUSED(self), PyObject *args) {
         return NULL;
     PyObject *places = NULL, *others = NULL, *result = NULL;
     const uint8_t *sym = symtab.buf, *names = strtab.buf;
-    Py_ssize_t entry = is64 ? 24 : 16, n = symtab.len / entry, size = strtab.len;
+    Py_ssize_t entry = is64 ? ELF64_SYM_BYTES : ELF32_SYM_BYTES;
+    Py_ssize_t n = symtab.len / entry, size = strtab.len;
     if (count < 0) count = 0;
     places = PyList_New(count);
     others = PyList_New(0);
@@ -322,7 +324,7 @@ PyObject *probe_symbols(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         const uint8_t *e = sym + i * entry;
-        uint64_t name = read_uint(e, 4, big);
+        uint64_t name = read_uint(e + ELF_ST_NAME_AT, ELF_ST_NAME_BYTES, big);
         int probe = name + (uint64_t)plen <= (uint64_t)size &&
             memcmp(names + name, prefix, (size_t)plen) == 0;
         if (!probe) {
@@ -344,8 +346,10 @@ PyObject *probe_symbols(PyObject *Py_UNUSED(self), PyObject *args) {
             Py_RETURN_NONE;
         }
         if (number >= (uint64_t)count) continue;
-        uint64_t shndx = is64 ? read_uint(e + 6, 2, big) : read_uint(e + 14, 2, big);
-        uint64_t value = is64 ? read_uint(e + 8, 8, big) : read_uint(e + 4, 4, big);
+        uint64_t shndx = read_uint(e + (is64 ? ELF64_ST_SHNDX_AT : ELF32_ST_SHNDX_AT),
+                                   ELF_ST_SHNDX_BYTES, big);
+        uint64_t value = is64 ? read_uint(e + ELF64_ST_VALUE_AT, ELF64_ADDR_BYTES, big)
+                              : read_uint(e + ELF32_ST_VALUE_AT, ELF32_ADDR_BYTES, big);
         PyObject *place = Py_BuildValue("(KK)", (unsigned long long)shndx,
                                         (unsigned long long)value);
         if (!place) goto done;

@@ -1,5 +1,5 @@
 /* The module cfi2sframe._core: each entry point, the file that defines it (core.h),
- * and the numbers the C files repeat (OPCODES, EH_PE, UNWIND_INFO). */
+ * and the numbers the C files repeat (OPCODES, EH_PE, UNWIND_INFO, SFRAME, ELF, XRAY). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "core.h"
+#include "elf.h"
+#include "sframe.h"
 
 static PyMethodDef methods[] = {
     {"fast_fres", fast_fres, METH_VARARGS,
@@ -92,24 +94,20 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__core(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    PyObject *opcodes = dwarf_opcodes();
-    if (!opcodes || PyModule_AddObject(m, "OPCODES", opcodes) < 0) {
-        Py_XDECREF(opcodes);
-        Py_DECREF(m);
-        return NULL;
-    }
-    /* The other numbers C repeats, for the tests that bind them to their Python home. */
-    PyObject *eh_pe = eh_constants();
-    if (!eh_pe || PyModule_AddObject(m, "EH_PE", eh_pe) < 0) {
-        Py_XDECREF(eh_pe);
-        Py_DECREF(m);
-        return NULL;
-    }
-    PyObject *unwind_info = unwind_info_constants();
-    if (!unwind_info || PyModule_AddObject(m, "UNWIND_INFO", unwind_info) < 0) {
-        Py_XDECREF(unwind_info);
-        Py_DECREF(m);
-        return NULL;
+    /* The numbers the C files repeat, for the tests that bind them to their Python
+     * home, one dict per file or header. */
+    struct { const char *name; PyObject *(*make)(void); } constants[] = {
+        {"OPCODES", dwarf_opcodes}, {"EH_PE", eh_constants},
+        {"UNWIND_INFO", unwind_info_constants}, {"SFRAME", sframe_constants},
+        {"ELF", elf_constants}, {"XRAY", xray_constants},
+    };
+    for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++) {
+        PyObject *numbers = constants[i].make();
+        if (!numbers || PyModule_AddObject(m, constants[i].name, numbers) < 0) {
+            Py_XDECREF(numbers);
+            Py_DECREF(m);
+            return NULL;
+        }
     }
     return m;
 }

@@ -13,6 +13,39 @@
 
 #include "bytes.h"
 
+/* Where the fields these readers (and sframe_encode.c's V2 FDE writer) use lie in the
+ * spec's records, and their sizes.  Their Python home is ``sframe/format.py``'s layouts
+ * (``FDE_LAYOUT``, ``V3_ATTR``, ``FRE_HEAD``): ``sframe_constants`` hands them to
+ * tests/differential/test_core_constants.py, which holds them equal by name. */
+enum {
+    /* sframe_func_desc_entry (V1, V2): func_start is 4 bytes, signed */
+    SF_FDE_START_BYTES = 4, SF_FDE_SIZE_AT = 4, SF_FDE_FRE_OFF_AT = 8,
+    SF_FDE_NUM_FRES_AT = 12, SF_FDE_INFO_AT = 16, SF_FDE_REP_AT = 17, SF_FDE_V2_BYTES = 20,
+    /* sframe_func_desc_idx (V3): func_start is 8 bytes */
+    SF_IDX_START_BYTES = 8, SF_IDX_SIZE_AT = 8, SF_IDX_FRE_OFF_AT = 12,
+    /* sframe_func_desc_attr (V3) */
+    SF_ATTR_NUM_FRES_AT = 0, SF_ATTR_INFO_AT = 2, SF_ATTR_INFO2_AT = 3, SF_ATTR_REP_AT = 4,
+    SF_SIZE_BYTES = 4,  /* func_size, func_start_fre_off and (V1, V2) func_num_fres */
+    SF_ATTR_NUM_FRES_BYTES = 2,
+    SF_FRE_INFOS = 256,     /* an info byte's values: the FRE info table's size */
+    SF_FRE_WORDS_MAX = 15,  /* the info byte's 4-bit word count */
+};
+
+/* The numbers above by name, for the test that binds them to Python (a new dict). */
+static inline PyObject *sframe_constants(void) {
+    return Py_BuildValue(
+        "{sisisisisisisisisisisisisisisisisisi}",
+        "FDE_START_BYTES", SF_FDE_START_BYTES, "FDE_SIZE_AT", SF_FDE_SIZE_AT,
+        "FDE_FRE_OFF_AT", SF_FDE_FRE_OFF_AT, "FDE_NUM_FRES_AT", SF_FDE_NUM_FRES_AT,
+        "FDE_INFO_AT", SF_FDE_INFO_AT, "FDE_REP_AT", SF_FDE_REP_AT,
+        "FDE_V2_BYTES", SF_FDE_V2_BYTES, "IDX_START_BYTES", SF_IDX_START_BYTES,
+        "IDX_SIZE_AT", SF_IDX_SIZE_AT, "IDX_FRE_OFF_AT", SF_IDX_FRE_OFF_AT,
+        "ATTR_NUM_FRES_AT", SF_ATTR_NUM_FRES_AT, "ATTR_INFO_AT", SF_ATTR_INFO_AT,
+        "ATTR_INFO2_AT", SF_ATTR_INFO2_AT, "ATTR_REP_AT", SF_ATTR_REP_AT,
+        "SIZE_BYTES", SF_SIZE_BYTES, "ATTR_NUM_FRES_BYTES", SF_ATTR_NUM_FRES_BYTES,
+        "FRE_INFOS", SF_FRE_INFOS, "FRE_WORDS_MAX", SF_FRE_WORDS_MAX);
+}
+
 /* A section as the readers see it: its bytes, its version, the FRE sub-section
  * [fre_start, fre_end) and the FDE bits (``fde_type``: V3's FDE type mask, whose
  * value ``flex_type`` marks a FLEX FDE; ``unused``: the info bits this version
@@ -41,23 +74,26 @@ static inline int sf_entry(const SfSection *s, Py_ssize_t pos, SfEntry *e) {
     const uint8_t *d = s->d;
     e->info2 = 0;
     if (s->version == 3) {
-        e->raw_start = (int64_t)read_uint(d + pos, 8, s->big);
-        e->size = read_uint(d + pos + 8, 4, s->big);
-        Py_ssize_t attr = s->fre_start + (Py_ssize_t)read_uint(d + pos + 12, 4, s->big);
+        e->raw_start = (int64_t)read_uint(d + pos, SF_IDX_START_BYTES, s->big);
+        e->size = read_uint(d + pos + SF_IDX_SIZE_AT, SF_SIZE_BYTES, s->big);
+        Py_ssize_t attr = s->fre_start +
+            (Py_ssize_t)read_uint(d + pos + SF_IDX_FRE_OFF_AT, SF_SIZE_BYTES, s->big);
         if (attr + s->attr_size > s->fre_end) return 0;
-        e->count = read_uint(d + attr, 2, s->big);
-        e->info = d[attr + 2];
-        e->info2 = d[attr + 3];
-        e->rep = d[attr + 4];
+        e->count = read_uint(d + attr + SF_ATTR_NUM_FRES_AT, SF_ATTR_NUM_FRES_BYTES, s->big);
+        e->info = d[attr + SF_ATTR_INFO_AT];
+        e->info2 = d[attr + SF_ATTR_INFO2_AT];
+        e->rep = d[attr + SF_ATTR_REP_AT];
         if ((e->info2 & s->fde_type) > s->flex_type || e->info2 & ~s->fde_type) return 0;
         e->fres = attr + s->attr_size;
     } else {
-        e->raw_start = (int32_t)read_uint(d + pos, 4, s->big);
-        e->size = read_uint(d + pos + 4, 4, s->big);
-        e->fres = s->fre_start + (Py_ssize_t)read_uint(d + pos + 8, 4, s->big);
-        e->count = read_uint(d + pos + 12, 4, s->big);
-        e->info = d[pos + 16];
-        e->rep = s->version == 2 ? d[pos + 17] : 0;  /* V1 has none, and needs none */
+        e->raw_start = (int32_t)read_uint(d + pos, SF_FDE_START_BYTES, s->big);
+        e->size = read_uint(d + pos + SF_FDE_SIZE_AT, SF_SIZE_BYTES, s->big);
+        e->fres = s->fre_start +
+            (Py_ssize_t)read_uint(d + pos + SF_FDE_FRE_OFF_AT, SF_SIZE_BYTES, s->big);
+        e->count = read_uint(d + pos + SF_FDE_NUM_FRES_AT, SF_SIZE_BYTES, s->big);
+        e->info = d[pos + SF_FDE_INFO_AT];
+        /* V1 has no repetition block size, and needs none */
+        e->rep = s->version == 2 ? d[pos + SF_FDE_REP_AT] : 0;
         if (e->count && !(e->fres < s->fre_end)) return 0;
     }
     if (e->info & s->unused) return 0;
@@ -72,11 +108,11 @@ typedef struct { int base_fp, words, width, valid; } SfFreInfo;
 /* The FRE info table from Python's (256 tuples of base_fp, word count, width or 0,
  * mangled_ra, size code): 0, or -1 with an error set. */
 static inline int sf_fre_infos(PyObject *table, SfFreInfo *infos) {
-    if (!PyTuple_Check(table) || PyTuple_GET_SIZE(table) != 256) {
+    if (!PyTuple_Check(table) || PyTuple_GET_SIZE(table) != SF_FRE_INFOS) {
         PyErr_SetString(PyExc_ValueError, "bad FRE info table");
         return -1;
     }
-    for (int i = 0; i < 256; i++) {
+    for (int i = 0; i < SF_FRE_INFOS; i++) {
         PyObject *e = PyTuple_GET_ITEM(table, i);
         if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 5) {
             PyErr_SetString(PyExc_ValueError, "bad FRE info table");
@@ -86,7 +122,8 @@ static inline int sf_fre_infos(PyObject *table, SfFreInfo *infos) {
         infos[i].words = (int)PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
         infos[i].width = (int)PyLong_AsLong(PyTuple_GET_ITEM(e, 2));
         if (infos[i].base_fp < 0 || PyErr_Occurred()) return -1;
-        infos[i].valid = infos[i].width != 0 && infos[i].words >= 0 && infos[i].words <= 15;
+        infos[i].valid = infos[i].width != 0 && infos[i].words >= 0 &&
+            infos[i].words <= SF_FRE_WORDS_MAX;
     }
     return 0;
 }

@@ -27,15 +27,15 @@ PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
     PyTypeObject *type = (PyTypeObject *)fre_type;
     /* Each FRE takes at least its start and info byte: a count the bytes cannot hold is
      * the Python loop's error to report (and never a tuple of that size to allocate). */
-    if (PyTuple_GET_SIZE(table) != 256 || end > data.len || pos < 0 || count < 0 ||
+    if (PyTuple_GET_SIZE(table) != SF_FRE_INFOS || end > data.len || pos < 0 || count < 0 ||
         (addr_size != 1 && addr_size != 2 && addr_size != 4) || pos > end ||
         count > (end - pos) / (addr_size + 1) || !PyType_IsSubtype(type, &PyTuple_Type)) {
         PyBuffer_Release(&data);
         Py_RETURN_NONE;
     }
     /* The reader's FRE info table, each entry filled from ``table`` when first met. */
-    SfFreInfo infos[256];
-    uint8_t known[256] = {0};
+    SfFreInfo infos[SF_FRE_INFOS];
+    uint8_t known[SF_FRE_INFOS] = {0};
     SfSection sec = {data.buf, 0, end, big_endian, 0, 0, 0, 0, 0};
     PyObject *fres = PyTuple_New(count);
     if (!fres) { PyBuffer_Release(&data); return NULL; }
@@ -54,7 +54,7 @@ PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
             infos[info].words = (int)words;
             infos[info].width = (int)width;
             infos[info].valid = (width == 1 || width == 2 || width == 4) && words >= 0 &&
-                                words <= 15;
+                                words <= SF_FRE_WORDS_MAX;
             known[info] = 1;
         }
         SfFre read;
@@ -130,8 +130,10 @@ PyObject *fde_index(PyObject *Py_UNUSED(self), PyObject *args) {
     int step_overflow = 0;
     long long step = PyLong_AsLongLongAndOverflow(step_obj, &step_overflow);
     if (step == -1 && PyErr_Occurred()) goto fail;
-    int field = wide ? 8 : 4;
-    if (overflow || step_overflow || count < 0 || entry < field + 4 || start < 0 ||
+    int field = wide ? SF_IDX_START_BYTES : SF_FDE_START_BYTES;  /* func_start's size */
+    Py_ssize_t size_at = wide ? SF_IDX_SIZE_AT : SF_FDE_SIZE_AT;
+    if (overflow || step_overflow || count < 0 || entry < size_at + SF_SIZE_BYTES ||
+        start < 0 ||
         count > (data.len - start) / entry)
         goto give_up;  /* Python says why (or works with its numbers) */
     starts = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
@@ -148,7 +150,7 @@ PyObject *fde_index(PyObject *Py_UNUSED(self), PyObject *args) {
         uint64_t raw = read_uint(p, field, big);
         int64_t value = wide ? (int64_t)raw : (int64_t)(int32_t)(uint32_t)raw;
         __int128 at = (__int128)base + value + (__int128)step * i;
-        __int128 end = at + (__int128)read_uint(p + field, 4, big);
+        __int128 end = at + (__int128)read_uint(p + size_at, SF_SIZE_BYTES, big);
         if (at < INT64_MIN || end > INT64_MAX) goto give_up;
         int64_t at64 = (int64_t)at, end64 = (int64_t)end;
         memcpy(s + i * 8, &at64, 8);

@@ -86,14 +86,14 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwarg
     PyObject *result = NULL, *addr_sizes;
     Out out = {NULL, 0, 0, 0};
     Kept shapes = {NULL, 0, 0};
-    SfFreInfo infos[256];
+    SfFreInfo infos[SF_FRE_INFOS];
     const char *head[2];
     Py_ssize_t head_size[2];
     if (kept_init(&shapes, 256) < 0) goto done;
     if (!PyArg_ParseTuple(masks_in, "IIIIIIIiO!", &m.fre_type, &m.pc_mask, &m.pauth,
                           &m.signal, &m.unused, &m.fde_type, &m.flex_type, &m.attr_size,
                           &PyTuple_Type, &addr_sizes) ||
-        PyTuple_GET_SIZE(addr_sizes) != 16 || PyTuple_GET_SIZE(table) != 256 ||
+        PyTuple_GET_SIZE(addr_sizes) != 16 || PyTuple_GET_SIZE(table) != SF_FRE_INFOS ||
         PyTuple_GET_SIZE(heads) != 2) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad tables");
         goto done;
@@ -156,7 +156,7 @@ PyObject *sframe_dump(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwarg
             fres_total++;
             if (!text) continue;
             const SfFreInfo *f = &infos[fre.info];
-            int64_t words[15];
+            int64_t words[SF_FRE_WORDS_MAX];
             for (int w = 0; w < f->words; w++) words[w] = sf_word(&sec, fre.body, w, f->width);
             if (out.failed) goto done;  /* before Python is called again */
             PyObject *cells = columns(&shapes, columns_of, flex, fre.info, words, f->words);

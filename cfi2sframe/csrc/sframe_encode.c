@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "sframe.h"
 
 /* fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> bytes: each FRE's start
  * in ``addr_size`` bytes, then its info byte and data words, which are found by the
@@ -209,15 +210,17 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
         }
         long info = type | (PyObject_IsTrue(PyTuple_GET_ITEM(func, 6)) ? pc_mask_bit : 0) |
             (PyObject_IsTrue(PyTuple_GET_ITEM(func, 5)) ? pauth_bit : 0);
-        uint8_t tail[16];
+        /* The V2 FDE after its start field (placed when the section is), padding 0. */
+        uint8_t tail[SF_FDE_V2_BYTES - SF_FDE_START_BYTES] = {0};
         uint32_t words[3] = {(uint32_t)size, (uint32_t)used, (uint32_t)count};
+        const int word_at[3] = {SF_FDE_SIZE_AT, SF_FDE_FRE_OFF_AT, SF_FDE_NUM_FRES_AT};
         for (int w = 0; w < 3; w++)
-            for (int b = 0; b < 4; b++)
-                tail[4 * w + (big ? 3 - b : b)] = (uint8_t)(words[w] >> (8 * b));
-        tail[12] = (uint8_t)info;
-        tail[13] = (uint8_t)rep;
-        tail[14] = tail[15] = 0;
-        PyObject *packed = PyBytes_FromStringAndSize((const char *)tail, 16);
+            for (int b = 0; b < SF_SIZE_BYTES; b++)
+                tail[word_at[w] - SF_FDE_START_BYTES + (big ? SF_SIZE_BYTES - 1 - b : b)] =
+                    (uint8_t)(words[w] >> (8 * b));
+        tail[SF_FDE_INFO_AT - SF_FDE_START_BYTES] = (uint8_t)info;
+        tail[SF_FDE_REP_AT - SF_FDE_START_BYTES] = (uint8_t)rep;
+        PyObject *packed = PyBytes_FromStringAndSize((const char *)tail, sizeof tail);
         if (!packed) goto done;
         PyTuple_SET_ITEM(fde_tails, i, packed);
         Py_ssize_t len = PyBytes_GET_SIZE(encoded);

@@ -28,8 +28,32 @@
 #include "core.h"
 #include "out.h"
 
-#define META_SIZE 16
-#define EXTENTS_BYTE 15 /* BufferExtents: kind 7 << 1 | 1 */
+/* The FDR records' sizes and kinds.  Their Python home is ``xray/records.py``
+ * (``METADATA_SIZE``, ``FUNCTION_SIZE``, ``HEADER_SIZE``, ``META_KINDS`` and
+ * ``FUNC_KINDS`` indexed by kind): ``xray_constants`` hands them to
+ * tests/differential/test_core_constants.py, which holds them equal by name. */
+enum {
+    META_SIZE = 16, FUNCTION_SIZE = 8, TRACE_HEADER_SIZE = 32,
+    /* a metadata record's kind: byte 0 is kind << 1 | 1 */
+    META_NEW_BUFFER = 0, META_END_OF_BUFFER = 1, META_NEW_CPU = 2, META_TSC_WRAP = 3,
+    META_WALL_CLOCK = 4, META_CUSTOM_EVENT = 5, META_CALL_ARGUMENT = 6,
+    META_BUFFER_EXTENTS = 7, META_TYPED_EVENT = 8, META_PID = 9, META_KIND_COUNT = 10,
+    /* a function record's kind: (word >> 1) & 7 */
+    FUNC_ENTER = 0, FUNC_EXIT = 1, FUNC_TAIL_EXIT = 2, FUNC_ENTER_ARGS = 3,
+    EXTENTS_BYTE = META_BUFFER_EXTENTS << 1 | 1,
+};
+
+PyObject *xray_constants(void) {
+    return Py_BuildValue(
+        "{sisisisisisisisisisisisisisisisisisi}", "METADATA_SIZE", META_SIZE,
+        "FUNCTION_SIZE", FUNCTION_SIZE, "HEADER_SIZE", TRACE_HEADER_SIZE,
+        "new_buffer", META_NEW_BUFFER, "end_of_buffer", META_END_OF_BUFFER,
+        "new_cpu", META_NEW_CPU, "tsc_wrap", META_TSC_WRAP, "wall_clock", META_WALL_CLOCK,
+        "custom_event", META_CUSTOM_EVENT, "call_argument", META_CALL_ARGUMENT,
+        "buffer_extents", META_BUFFER_EXTENTS, "typed_event", META_TYPED_EVENT,
+        "pid", META_PID, "META_KIND_COUNT", META_KIND_COUNT, "enter", FUNC_ENTER,
+        "exit", FUNC_EXIT, "tail_exit", FUNC_TAIL_EXIT, "enter_args", FUNC_ENTER_ARGS);
+}
 #define MAX_FUNC_ID (1u << 28)
 #define MAX_TRACE ((uint64_t)1 << 48)
 
@@ -226,7 +250,7 @@ static int put_offset(Out *o, size_t pos) {
     return PUTS(o, "  ");
 }
 
-static const char *const FUNCTION_WORDS[4] = {
+static const char *const FUNCTION_WORDS[FUNC_ENTER_ARGS + 1] = {
     "Function Enter: ", "Function Exit: ", "Function Tail Exit: ",
     "Function Enter With Arg: "};
 
@@ -255,32 +279,32 @@ static int metadata_line(Out *o, size_t pos, const uint8_t *r) {
     if (put_offset(o, pos) < 0) return -1;
     int bad = 0;
     switch (kind) {
-    case 0:
+    case META_NEW_BUFFER:
         bad = PUTS(o, "Thread ID: ") < 0 ||
               put_signed(o, (int32_t)le32(body), 1) < 0;
         break;
-    case 1:
+    case META_END_OF_BUFFER:
         bad = PUTS(o, "End of Buffer") < 0;
         break;
-    case 2:
+    case META_NEW_CPU:
         bad = PUTS(o, "CPU: id = ") < 0 ||
               put_dec(o, (uint64_t)body[0] | (uint64_t)body[1] << 8) < 0 ||
               PUTS(o, ", tsc = ") < 0 || put_dec(o, le64(body + 2)) < 0;
         break;
-    case 3:
+    case META_TSC_WRAP:
         bad = PUTS(o, "TSC Wrap: base = ") < 0 || put_dec(o, le64(body)) < 0;
         break;
-    case 4:
+    case META_WALL_CLOCK:
         bad = PUTS(o, "Wall Time: seconds = ") < 0 ||
               put_signed(o, (int64_t)le64(body), 1) < 0 || PUTS(o, ".") < 0 ||
               put_signed(o, (int32_t)le32(body + 8), 6) < 0;
         break;
-    case 6:
+    case META_CALL_ARGUMENT:
         bad = PUTS(o, "Call Argument: data = ") < 0 || put_dec(o, le64(body)) < 0 ||
               PUTS(o, " (hex = ") < 0 || put_hex(o, le64(body), 1) < 0 ||
               PUTS(o, ")") < 0;
         break;
-    default: /* 9 */
+    default: /* META_PID */
         bad = PUTS(o, "PID: ") < 0 || put_signed(o, (int32_t)le32(body), 1) < 0;
         break;
     }
@@ -313,7 +337,7 @@ PyObject *xray_dump(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs)
     if (inside) {
         Py_ssize_t s = PyLong_AsSsize_t(stop_arg);
         if (s == -1 && PyErr_Occurred()) goto fail;
-        if (s < at_arg || s > data.len || (s - at_arg) % 8) goto bad_position;
+        if (s < at_arg || s > data.len || (s - at_arg) % FUNCTION_SIZE) goto bad_position;
         stop = (size_t)s;
     }
     at = (size_t)at_arg;
@@ -327,7 +351,7 @@ PyObject *xray_dump(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs)
             }
             if (end - at < META_SIZE || d[at] != EXTENTS_BYTE) break;
             uint64_t size = le64(d + at + 1);
-            if (size % 8 || size > end - at - META_SIZE) break;
+            if (size % FUNCTION_SIZE || size > end - at - META_SIZE) break;
             if (put_offset(&o, at) < 0 || PUTS(&o, "Buffer: size = ") < 0 ||
                 put_dec(&o, size) < 0 || PUTS(&o, " bytes\n") < 0)
                 goto fail;
@@ -336,19 +360,20 @@ PyObject *xray_dump(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs)
             stop = at + (size_t)size;
             inside = 1;
         }
-        while (at < stop) { /* stop - at: a multiple of 8 */
+        while (at < stop) { /* stop - at: a multiple of FUNCTION_SIZE */
             if (made >= (size_t)lines) {
                 more = 1;
                 goto done;
             }
             uint32_t word = le32(d + at);
             if (!(word & 1)) {
-                if (((word >> 1) & 7) > 3) goto done;
+                if (((word >> 1) & 7) > FUNC_ENTER_ARGS) goto done;
                 if (function_line(&o, labels, at, word, le32(d + at + 4)) < 0) goto fail;
-                at += 8;
+                at += FUNCTION_SIZE;
             } else {
                 unsigned kind = (word & 0xFF) >> 1;
-                if (kind == 5 || kind == 7 || kind == 8 || kind >= 10 ||
+                if (kind == META_CUSTOM_EVENT || kind == META_BUFFER_EXTENTS ||
+                    kind == META_TYPED_EVENT || kind >= META_KIND_COUNT ||
                     stop - at < META_SIZE)
                     goto done;
                 if (metadata_line(&o, at, d + at) < 0) goto fail;
@@ -534,12 +559,12 @@ static int close_calls(Walk *w, Thread *t, int32_t func, Wide end) {
 static int walk_trace(Walk *w, const uint8_t *d, size_t end) {
     int32_t tid = 0;
     Wide base = 0;
-    size_t at = 32; /* the header's end */
+    size_t at = TRACE_HEADER_SIZE;
     while (at < end) {
         if (end - at < META_SIZE || d[at] != EXTENTS_BYTE) return 0;
         uint64_t size = le64(d + at + 1);
         at += META_SIZE;
-        if (size % 8 || size > end - at) return 0;
+        if (size % FUNCTION_SIZE || size > end - at) return 0;
         size_t stop = at + (size_t)size;
         Py_ssize_t index = thread_index(w, tid);
         if (index < 0) return -1;
@@ -549,9 +574,9 @@ static int walk_trace(Walk *w, const uint8_t *d, size_t end) {
                 unsigned kind = (word >> 1) & 7;
                 int32_t func = (int32_t)(word >> 4);
                 base += le32(d + at + 4);
-                at += 8;
+                at += FUNCTION_SIZE;
                 Thread *t = &w->threads[index];
-                if (kind == 0 || kind == 3) {
+                if (kind == FUNC_ENTER || kind == FUNC_ENTER_ARGS) {
                     uint32_t parent = 0;
                     if (t->count) {
                         parent = t->frames[t->count - 1].node;
@@ -566,8 +591,8 @@ static int walk_trace(Walk *w, const uint8_t *d, size_t end) {
                                      sizeof *t->frames) < 0)
                         return -1;
                     t->frames[t->count++] = (Frame){base, 0, node, func};
-                } else if (kind == 1 || kind == 2) {
-                    if (kind == 2 && note(w, TAIL_EXIT, func) < 0) return -1;
+                } else if (kind == FUNC_EXIT || kind == FUNC_TAIL_EXIT) {
+                    if (kind == FUNC_TAIL_EXIT && note(w, TAIL_EXIT, func) < 0) return -1;
                     if (close_calls(w, t, func, base) < 0) return -1;
                 } else {
                     return 0;
@@ -578,18 +603,18 @@ static int walk_trace(Walk *w, const uint8_t *d, size_t end) {
             const uint8_t *r = d + at;
             at += META_SIZE;
             switch ((word & 0xFF) >> 1) {
-            case 0: /* NewBuffer */
+            case META_NEW_BUFFER:
                 tid = (int32_t)le32(r + 1);
                 index = thread_index(w, tid);
                 if (index < 0) return -1;
                 break;
-            case 2: /* NewCPUId: the CPU, then the TSC */
+            case META_NEW_CPU: /* the CPU, then the TSC */
                 base = (Wide)le64(r + 3);
                 break;
-            case 3: /* TSCWrap */
+            case META_TSC_WRAP:
                 base = (Wide)le64(r + 1);
                 break;
-            case 4: case 6: case 9: /* wall clock, call argument, PID */
+            case META_WALL_CLOCK: case META_CALL_ARGUMENT: case META_PID:
                 break;
             default:
                 return 0;
@@ -683,7 +708,7 @@ PyObject *xray_stacks(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwarg
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*p:xray_stacks", kwlist, &data,
                                      &per_thread))
         return NULL;
-    if (data.len < 32 || (uint64_t)data.len >= MAX_TRACE) {
+    if (data.len < TRACE_HEADER_SIZE || (uint64_t)data.len >= MAX_TRACE) {
         PyBuffer_Release(&data);
         Py_RETURN_NONE;
     }

@@ -1,0 +1,98 @@
+"""The record layouts the compiled core repeats, bound to their Python homes by name: the
+SFrame records of ``csrc/sframe.h`` (``SFRAME``) to ``sframe/format.py`` and
+``sframe/words.py``, the ELF records of ``csrc/elf.h`` (``ELF``) to ``elf/structs.py``,
+the XRay FDR records of ``csrc/xray.c`` (``XRAY``) to ``xray/records.py``.  Changing a
+number on one side alone fails here.  (``OPCODES``, ``EH_PE`` and ``UNWIND_INFO`` are
+bound in test_core.py, test_core_eh.py and test_core_unwind_info.py.)
+"""
+
+from __future__ import annotations
+
+from cfi2sframe.elf.structs import REL, RELA, SYM, r_info, r_sym, r_type
+from cfi2sframe.sframe.decode import FRE_TABLE
+from cfi2sframe.sframe.format import FDE_LAYOUT, V3_ATTR, VERSION_1, VERSION_2, VERSION_3
+from cfi2sframe.sframe.words import fre_info, fre_info_fields
+from cfi2sframe.xray.records import (
+    FUNC_KINDS,
+    FUNCTION_SIZE,
+    HEADER_SIZE,
+    META_KINDS,
+    METADATA_SIZE,
+)
+from tests.conftest import compiled_core
+
+
+def _where(layout, field: str) -> tuple[int, int]:
+    """A field's offset and size in a ``Layout``."""
+    span = layout.span(field)
+    return span.start, span.stop - span.start
+
+
+def test_the_sframe_records_are_sframe_formats() -> None:
+    c = dict(compiled_core().SFRAME)
+    v1, v2, v3 = FDE_LAYOUT[VERSION_1], FDE_LAYOUT[VERSION_2], FDE_LAYOUT[VERSION_3]
+    for fde in (v1, v2):  # V1 and V2 share every field the readers take
+        assert _where(fde, "func_start") == (0, c["FDE_START_BYTES"])
+        assert _where(fde, "func_size") == (c["FDE_SIZE_AT"], c["SIZE_BYTES"])
+        assert _where(fde, "func_start_fre_off") == (c["FDE_FRE_OFF_AT"], c["SIZE_BYTES"])
+        assert _where(fde, "func_num_fres") == (c["FDE_NUM_FRES_AT"], c["SIZE_BYTES"])
+        assert _where(fde, "info") == (c["FDE_INFO_AT"], 1)
+    assert _where(v2, "rep_size") == (c.pop("FDE_REP_AT"), 1)
+    assert v2.size == c.pop("FDE_V2_BYTES")
+    assert _where(v3, "func_start") == (0, c.pop("IDX_START_BYTES"))
+    assert _where(v3, "func_size") == (c.pop("IDX_SIZE_AT"), c["SIZE_BYTES"])
+    assert _where(v3, "func_start_fre_off") == (c.pop("IDX_FRE_OFF_AT"), c["SIZE_BYTES"])
+    assert _where(V3_ATTR, "func_num_fres") == (c.pop("ATTR_NUM_FRES_AT"),
+                                                c.pop("ATTR_NUM_FRES_BYTES"))
+    assert _where(V3_ATTR, "func_info") == (c.pop("ATTR_INFO_AT"), 1)
+    assert _where(V3_ATTR, "func_info2") == (c.pop("ATTR_INFO2_AT"), 1)
+    assert _where(V3_ATTR, "func_rep_size") == (c.pop("ATTR_REP_AT"), 1)
+    assert len(FRE_TABLE) == c.pop("FRE_INFOS") == 1 << 8  # one entry per info byte
+    most = c.pop("FRE_WORDS_MAX")  # the widest word count an info byte holds
+    assert fre_info_fields(fre_info(0, most, 0, False)).word_count == most
+    assert fre_info_fields(fre_info(0, most + 1, 0, False)).word_count != most + 1
+    for name in ("FDE_START_BYTES", "FDE_SIZE_AT", "FDE_FRE_OFF_AT", "FDE_NUM_FRES_AT",
+                 "FDE_INFO_AT", "SIZE_BYTES"):
+        c.pop(name)
+    assert not c, f"numbers no test binds: {sorted(c)}"
+
+
+def test_the_elf_records_are_elf_structs() -> None:
+    c = dict(compiled_core().ELF)
+    for bits, is64 in ((32, False), (64, True)):
+        sym, rel, rela = SYM[is64], REL[is64], RELA[is64]
+        assert sym.size == c.pop(f"ELF{bits}_SYM_BYTES")
+        assert _where(sym, "st_name") == (c["ELF_ST_NAME_AT"], c["ELF_ST_NAME_BYTES"])
+        assert _where(sym, "st_value") == (c.pop(f"ELF{bits}_ST_VALUE_AT"),
+                                           c.pop(f"ELF{bits}_ADDR_BYTES"))
+        assert _where(sym, "st_shndx") == (c.pop(f"ELF{bits}_ST_SHNDX_AT"),
+                                           c["ELF_ST_SHNDX_BYTES"])
+        assert rel.size == c.pop(f"ELF{bits}_REL_BYTES")
+        assert rela.size == c.pop(f"ELF{bits}_RELA_BYTES")
+        info_at = c.pop(f"ELF{bits}_R_INFO_AT")
+        for layout in (rel, rela):
+            assert layout.offset("r_offset") == c["ELF_R_OFFSET_AT"]
+            assert layout.offset("r_info") == info_at
+        assert rela.offset("r_addend") == c.pop(f"ELF{bits}_R_ADDEND_AT")
+        shift, mask = c.pop(f"ELF{bits}_R_SYM_SHIFT"), c.pop(f"ELF{bits}_R_TYPE_MASK")
+        info = r_info(0x5A, 0xC3, is64)
+        assert (info >> shift, info & mask) == (r_sym(info, is64), r_type(info, is64))
+        assert r_info(1, 0, is64) == 1 << shift and r_type(mask, is64) == mask
+        assert r_type(mask + 1, is64) == 0
+    for name in ("ELF_ST_NAME_AT", "ELF_ST_NAME_BYTES", "ELF_ST_SHNDX_BYTES",
+                 "ELF_R_OFFSET_AT"):
+        c.pop(name)
+    assert not c, f"numbers no test binds: {sorted(c)}"
+
+
+def test_the_xray_records_are_xray_records() -> None:
+    c = dict(compiled_core().XRAY)
+    assert c.pop("METADATA_SIZE") == METADATA_SIZE
+    assert c.pop("FUNCTION_SIZE") == FUNCTION_SIZE
+    assert c.pop("HEADER_SIZE") == HEADER_SIZE
+    assert c.pop("META_KIND_COUNT") == len(META_KINDS)
+    for number, kind in enumerate(META_KINDS):
+        assert c.pop(kind.name) == number, kind
+    for number, kind in enumerate(FUNC_KINDS):
+        assert c.pop(kind.name) == number, kind
+    assert not c, f"numbers no test binds: {sorted(c)}"
