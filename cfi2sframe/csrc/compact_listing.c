@@ -106,8 +106,9 @@ static int by_number(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The meaning of ``encoding`` at ``address`` (plus 2**64 where ``wrapped``) as UTF-8 (a bytes object owned by the
- * cache, or a new reference in *fresh for a STACK_IND's); NULL on error.  Meanings are
+/* The meaning of ``encoding`` at ``address`` (plus 2**64 where ``wrapped``) as UTF-8 (a
+ * bytes object owned by the cache, or a new reference in *fresh for a STACK_IND's);
+ * NULL on error.  Meanings are
  * asked of Python once per encoding, kept by it in ``w``. */
 static PyObject *meaning(Kept *w, PyObject *describe, uint32_t encoding, uint64_t address,
                          int wrapped, int keep, PyObject **fresh) {
@@ -189,35 +190,65 @@ static int problem(PyObject *problems, const char *format, ...) {
     return status;
 }
 
-/* The listing into *o, problems into ``problems``; 1 when the table is malformed
- * (the Python reader then raises and says where), -1 on error, 0 when done. */
-static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
-                      const uint8_t *strings, const Name *names, size_t name_count,
-                      Kept *w, PyObject *describe, long long stack_ind,
-                      PyObject *problems, uint32_t **lsda_functions_out) {
-    if (len < 28) return 1;
-    uint32_t head[7];
-    for (int i = 0; i < 7; i++) head[i] = rd32(d + 4 * i);
-    uint32_t common_at = head[1], common_count = head[2], person_at = head[3],
-             person_count = head[4], index_at = head[5], index_count = head[6];
-    if (head[0] != UNWIND_INFO_VERSION || !fits(common_at, 4ull * common_count, len) ||
-        !fits(person_at, 4ull * person_count, len) ||
-        !fits(index_at, 12ull * index_count, len) || index_count == 0)
+/* One listing in the making: the section and the image's names (the input), where it
+ * goes, and what the header's check found (its seven words, the LSDA index). */
+typedef struct {
+    Out *o;
+    const uint8_t *d, *strings;
+    uint64_t len, base;
+    const Name *names;
+    size_t name_count, name_at;  /* name_at: where the walk over the names is */
+    Kept *w;
+    PyObject *describe, *problems;
+    long long stack_ind;
+    uint32_t head[7], lsda_count, first_lsda;
+    uint32_t *lsda_functions;  /* the LSDA index's function offsets, sorted */
+    uint64_t last_offset;      /* the last entry's function offset, if any */
+    int any;
+} Listing;
+
+/* One second-level page: its number, kind and extent, the functions it covers
+ * (``function`` to ``next_function``), its entries and its own encodings. */
+typedef struct {
+    const uint8_t *at;
+    uint32_t number, kind, function, next_function, offset, entry_at, count;
+    uint32_t local_at, local_count;
+} Page;
+
+/* The header's words and the LSDA index checked (1: malformed), the index's function
+ * offsets sorted for the look-ups of ``list_entry`` (a linker sorts them; a damaged
+ * table need not).  -1 on error. */
+static int check_header(Listing *l) {
+    const uint8_t *d = l->d;
+    if (l->len < 28) return 1;
+    for (int i = 0; i < 7; i++) l->head[i] = rd32(d + 4 * i);
+    const uint32_t *head = l->head;
+    uint32_t index_at = head[5], index_count = head[6];
+    if (head[0] != UNWIND_INFO_VERSION || !fits(head[1], 4ull * head[2], l->len) ||
+        !fits(head[3], 4ull * head[4], l->len) || !fits(index_at, 12ull * index_count, l->len) ||
+        index_count == 0)
         return 1;
     const uint8_t *index = d + index_at;
-    uint32_t first_lsda = rd32(index + 8), end_lsda = rd32(index + 12ull * (index_count - 1) + 8);
+    uint32_t first_lsda = rd32(index + 8);
+    uint32_t end_lsda = rd32(index + 12ull * (index_count - 1) + 8);
     if (end_lsda < first_lsda || (end_lsda - first_lsda) % 8 ||
-        !fits(first_lsda, end_lsda - first_lsda, len))
+        !fits(first_lsda, end_lsda - first_lsda, l->len))
         return 1;
-    uint32_t lsda_count = (end_lsda - first_lsda) / 8;
-    /* The LSDA index's function offsets, sorted for the look-ups below (a linker
-     * sorts them; a damaged table need not). */
-    uint32_t *lsda_functions = *lsda_functions_out = PyMem_Malloc(4ull * lsda_count + 4);
-    if (!lsda_functions) { PyErr_NoMemory(); return -1; }
-    for (uint32_t i = 0; i < lsda_count; i++)
-        lsda_functions[i] = rd32(d + first_lsda + 8ull * i);
-    qsort(lsda_functions, lsda_count, sizeof(uint32_t), by_number);
+    l->first_lsda = first_lsda;
+    l->lsda_count = (end_lsda - first_lsda) / 8;
+    l->lsda_functions = PyMem_Malloc(4ull * l->lsda_count + 4);
+    if (!l->lsda_functions) { PyErr_NoMemory(); return -1; }
+    for (uint32_t i = 0; i < l->lsda_count; i++)
+        l->lsda_functions[i] = rd32(d + first_lsda + 8ull * i);
+    qsort(l->lsda_functions, l->lsda_count, sizeof(uint32_t), by_number);
+    return 0;
+}
 
+/* The listing's first part: the header, the common encodings and personalities, the
+ * top-level index and the LSDA descriptors.  -1 on error. */
+static int list_header(Listing *l) {
+    Out *o = l->o;
+    const uint32_t *head = l->head;
     PUTS(o, "Contents of __unwind_info section:\n");
     for (int i = 0; i < 7; i++) {
         size_t n = strlen(HEADER_LABELS[i]);
@@ -227,16 +258,15 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         put_hex(o, head[i], 1);
         PUTS(o, "\n");
     }
-    if (put_words(o, "  ", "Common encodings", "encoding", d + common_at, common_count, 0) < 0 ||
-        put_words(o, "  ", "Personality functions", "personality", d + person_at,
-                  person_count, 1) < 0)
+    if (put_words(o, "  ", "Common encodings", "encoding", l->d + head[1], head[2], 0) < 0 ||
+        put_words(o, "  ", "Personality functions", "personality", l->d + head[3], head[4],
+                  1) < 0)
         return -1;
-    if (o->failed) return -1;
     PUTS(o, "  Top level indices: (count = ");
-    put_dec(o, index_count);
+    put_dec(o, head[6]);
     PUTS(o, ")\n");
-    for (uint32_t i = 0; i < index_count; i++) {
-        const uint8_t *e = index + 12ull * i;
+    for (uint32_t i = 0; i < head[6]; i++) {
+        const uint8_t *e = l->d + head[5] + 12ull * i;
         PUTS(o, "    [");
         put_dec(o, i);
         PUTS(o, "]: function offset=");
@@ -247,10 +277,9 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         put_hex(o, rd32(e + 8), 8);
         PUTS(o, "\n");
     }
-    if (o->failed) return -1;
     PUTS(o, "  LSDA descriptors:\n");
-    for (uint32_t i = 0; i < lsda_count; i++) {
-        const uint8_t *e = d + first_lsda + 8ull * i;
+    for (uint32_t i = 0; i < l->lsda_count; i++) {
+        const uint8_t *e = l->d + l->first_lsda + 8ull * i;
         PUTS(o, "    [");
         put_dec(o, i);
         PUTS(o, "]: function offset=");
@@ -260,132 +289,175 @@ static int list_table(Out *o, const uint8_t *d, uint64_t len, uint64_t base,
         PUTS(o, "\n");
     }
     PUTS(o, "  Second level indices:\n");
-    if (o->failed) return -1;  /* before Python is called */
+    return o->failed ? -1 : 0;  /* before Python is called */
+}
 
-    size_t name_at = 0;  /* entries come in address order: the names are walked once
-                          * (searched again where an entry comes out of order) */
-    uint64_t last_offset = 0;
-    int any = 0;
-    for (uint32_t number = 0; number + 1 < index_count; number++) {
-        const uint8_t *e = index + 12ull * number;
-        uint32_t function = rd32(e), page_at = rd32(e + 4), next_function = rd32(e + 12);
-        if (next_function < function &&
-            problem(problems, "(sIkk)", "index-order", number, (unsigned long)next_function,
-                    (unsigned long)function) < 0)
+/* Second-level page ``number`` read from the top-level index (1: malformed; an index
+ * out of order is a problem, not a fault).  -1 on error. */
+static int read_page(Listing *l, uint32_t number, Page *p) {
+    const uint8_t *e = l->d + l->head[5] + 12ull * number;
+    p->number = number;
+    p->function = rd32(e);
+    p->offset = rd32(e + 4);
+    p->next_function = rd32(e + 12);
+    if (p->next_function < p->function &&
+        problem(l->problems, "(sIkk)", "index-order", number, (unsigned long)p->next_function,
+                (unsigned long)p->function) < 0)
+        return -1;
+    if (!fits(p->offset, 8, l->len)) return 1;
+    p->at = l->d + p->offset;
+    p->kind = rd32(p->at);
+    p->entry_at = rd16(p->at + 4);
+    p->count = rd16(p->at + 6);
+    p->local_at = p->local_count = 0;
+    if (p->kind == PAGE_REGULAR)
+        return !fits((uint64_t)p->offset + p->entry_at, 8ull * p->count, l->len);
+    if (p->kind != PAGE_COMPRESSED || !fits(p->offset, 12, l->len)) return 1;
+    p->local_at = rd16(p->at + 8);
+    p->local_count = rd16(p->at + 10);
+    return !fits((uint64_t)p->offset + p->entry_at, 4ull * p->count, l->len) ||
+           !fits((uint64_t)p->offset + p->local_at, 4ull * p->local_count, l->len);
+}
+
+/* Entry ``i`` of a page: its function offset, encoding and (compressed) the encoding's
+ * index.  1: its encoding index is past both lists; 0. */
+static int read_entry(const Listing *l, const Page *p, uint32_t i, uint64_t *offset,
+                      uint32_t *encoding, uint32_t *which) {
+    *which = 0;
+    if (p->kind == PAGE_REGULAR) {
+        *offset = rd32(p->at + p->entry_at + 8ull * i);
+        *encoding = rd32(p->at + p->entry_at + 8ull * i + 4);
+        return 0;
+    }
+    uint32_t word = rd32(p->at + p->entry_at + 4ull * i), common_count = l->head[2];
+    *which = word >> 24;
+    *offset = (uint64_t)p->function + (word & 0xFFFFFF);
+    if (*which < common_count)
+        *encoding = rd32(l->d + l->head[1] + 4ull * *which);
+    else if (*which - common_count < p->local_count)
+        *encoding = rd32(p->at + p->local_at + 4ull * (*which - common_count));
+    else
+        return 1;
+    return 0;
+}
+
+/* An entry's problems (outside its page's functions, out of order) and faults (a
+ * personality past the list, an LSDA the index lacks: 1).  -1 on error. */
+static int check_entry(Listing *l, const Page *p, uint64_t offset, uint32_t encoding) {
+    if ((offset < p->function || offset >= p->next_function) &&
+        problem(l->problems, "(sIKkkO)", "outside", p->number, (unsigned long long)offset,
+                (unsigned long)p->function, (unsigned long)p->next_function,
+                p->number + 2 == l->head[6] ? Py_True : Py_False) < 0)
+        return -1;
+    if (l->any && offset < l->last_offset) {
+        if (problem(l->problems, "(sIKK)", "entry-order", p->number,
+                    (unsigned long long)offset, (unsigned long long)l->last_offset) < 0)
             return -1;
-        if (!fits(page_at, 8, len)) return 1;
-        const uint8_t *page = d + page_at;
-        uint32_t kind = rd32(page), entry_at = rd16(page + 4), count = rd16(page + 6);
-        uint32_t local_at = 0, local_count = 0;
-        if (kind == PAGE_REGULAR) {
-            if (!fits((uint64_t)page_at + entry_at, 8ull * count, len)) return 1;
-        } else if (kind == PAGE_COMPRESSED) {
-            if (!fits(page_at, 12, len)) return 1;
-            local_at = rd16(page + 8);
-            local_count = rd16(page + 10);
-            if (!fits((uint64_t)page_at + entry_at, 4ull * count, len) ||
-                !fits((uint64_t)page_at + local_at, 4ull * local_count, len))
-                return 1;
-        } else {
-            return 1;
+        l->name_at = name_from(l->names, l->name_count, l->base + offset);
+    }
+    l->any = 1;
+    l->last_offset = offset;
+    if ((encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT > l->head[4]) return 1;
+    if (encoding & HAS_LSDA) {  /* its LSDA index entry must exist */
+        uint32_t lo = 0, hi = l->lsda_count;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (l->lsda_functions[mid] < offset) lo = mid + 1;
+            else hi = mid;
         }
-        if (o->failed) return -1;
-        PUTS(o, "    Second level index[");
-        put_dec(o, number);
-        PUTS(o, "]: offset in section=");
-        put_hex(o, page_at, 8);
-        PUTS(o, ", base function offset=");
-        put_hex(o, function, 8);
-        PUTS(o, "\n");
-        if (local_count &&  /* llvm-objdump leaves out an empty list */
-            put_words(o, "      ", "Page encodings", "encoding", page + local_at, local_count,
-                      common_count) < 0)
-            return -1;
-        for (uint32_t i = 0; i < count; i++) {
-            uint64_t offset;
-            uint32_t encoding, which = 0;
-            if (kind == PAGE_REGULAR) {
-                offset = rd32(page + entry_at + 8ull * i);
-                encoding = rd32(page + entry_at + 8ull * i + 4);
-            } else {
-                uint32_t word = rd32(page + entry_at + 4ull * i);
-                which = word >> 24;
-                offset = (uint64_t)function + (word & 0xFFFFFF);
-                if (which < common_count)
-                    encoding = rd32(d + common_at + 4ull * which);
-                else if (which - common_count < local_count)
-                    encoding = rd32(page + local_at + 4ull * (which - common_count));
-                else
-                    return 1;
-            }
-            if ((offset < function || offset >= next_function) &&
-                problem(problems, "(sIKkkO)", "outside", number, (unsigned long long)offset,
-                        (unsigned long)function, (unsigned long)next_function,
-                        number + 2 == index_count ? Py_True : Py_False) < 0)
-                return -1;
-            if (any && offset < last_offset) {
-                if (problem(problems, "(sIKK)", "entry-order", number,
-                            (unsigned long long)offset, (unsigned long long)last_offset) < 0)
-                    return -1;
-                name_at = name_from(names, name_count, base + offset);
-            }
-            any = 1;
-            last_offset = offset;
-            if ((encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT > person_count) return 1;
-            if (encoding & HAS_LSDA) {  /* its LSDA index entry must exist */
-                uint32_t lo = 0, hi = lsda_count;
-                while (lo < hi) {
-                    uint32_t mid = lo + (hi - lo) / 2;
-                    if (lsda_functions[mid] < offset) lo = mid + 1;
-                    else hi = mid;
-                }
-                if (lo == lsda_count || lsda_functions[lo] != offset) return 1;
-            }
-            uint64_t address = base + offset;
-            int wrapped = address < base;  /* past 2**64: 1 and these 64 bits, no name */
-            const Name *name = NULL;
-            if (!wrapped) {
-                while (name_at < name_count && names[name_at].value < address) name_at++;
-                if (name_at < name_count && names[name_at].value == address)
-                    name = &names[name_at];
-            }
-            PyObject *fresh = NULL;
-            int keep = (long long)(encoding & MODE_MASK) != stack_ind;
-            PyObject *words = meaning(w, describe, encoding, address, wrapped, keep, &fresh);
-            if (!words) return -1;
-            size_t words_size = (size_t)PyBytes_GET_SIZE(words);
-            PUTS(o, "      [");
-            put_dec(o, i);
-            PUTS(o, "]: function offset=");
-            put_hex(o, offset, 8);
-            if (kind == PAGE_REGULAR) {
-                PUTS(o, ", encoding=");
-            } else {
-                PUTS(o, ", encoding[");
-                put_dec(o, which);
-                PUTS(o, "]=");
-            }
-            put_hex(o, encoding, 8);
-            PUTS(o, "  ");
-            if (name) {
-                put(o, (const char *)strings + name->strx, name->size);
-            } else {
-                PUTS(o, "pc+");
-                if (wrapped) {
-                    PUTS(o, "0x1");
-                    put_hex_digits(o, address, 16);
-                } else {
-                    put_hex(o, address, 1);
-                }
-            }
-            PUTS(o, ": ");
-            put(o, PyBytes_AS_STRING(words), words_size);
-            PUTS(o, "\n");
-            Py_XDECREF(fresh);
-            if (o->failed) return -1;  /* before Python is called again */
+        if (lo == l->lsda_count || l->lsda_functions[lo] != offset) return 1;
+    }
+    return 0;
+}
+
+/* Entry ``i``'s line: its offset, encoding, function name (else pc+ADDRESS) and the
+ * encoding's meaning.  -1 on error. */
+static int list_entry(Listing *l, const Page *p, uint32_t i, uint64_t offset,
+                      uint32_t encoding, uint32_t which) {
+    Out *o = l->o;
+    uint64_t address = l->base + offset;
+    int wrapped = address < l->base;  /* past 2**64: 1 and these 64 bits, no name */
+    const Name *name = NULL;
+    if (!wrapped) {  /* entries come in address order: the names are walked once */
+        while (l->name_at < l->name_count && l->names[l->name_at].value < address)
+            l->name_at++;
+        if (l->name_at < l->name_count && l->names[l->name_at].value == address)
+            name = &l->names[l->name_at];
+    }
+    PyObject *fresh = NULL;
+    int keep = (long long)(encoding & MODE_MASK) != l->stack_ind;
+    PyObject *words = meaning(l->w, l->describe, encoding, address, wrapped, keep, &fresh);
+    if (!words) return -1;
+    PUTS(o, "      [");
+    put_dec(o, i);
+    PUTS(o, "]: function offset=");
+    put_hex(o, offset, 8);
+    if (p->kind == PAGE_REGULAR) {
+        PUTS(o, ", encoding=");
+    } else {
+        PUTS(o, ", encoding[");
+        put_dec(o, which);
+        PUTS(o, "]=");
+    }
+    put_hex(o, encoding, 8);
+    PUTS(o, "  ");
+    if (name) {
+        put(o, (const char *)l->strings + name->strx, name->size);
+    } else {
+        PUTS(o, "pc+");
+        if (wrapped) {
+            PUTS(o, "0x1");
+            put_hex_digits(o, address, 16);
+        } else {
+            put_hex(o, address, 1);
         }
     }
-    return o->failed ? -1 : 0;
+    PUTS(o, ": ");
+    put(o, PyBytes_AS_STRING(words), (size_t)PyBytes_GET_SIZE(words));
+    PUTS(o, "\n");
+    Py_XDECREF(fresh);
+    return o->failed ? -1 : 0;  /* before Python is called again */
+}
+
+/* Second-level page ``number``: its title, its own encodings, its entries.  1 when it
+ * is malformed, -1 on error, 0. */
+static int list_page(Listing *l, uint32_t number) {
+    Out *o = l->o;
+    Page p;
+    int status = read_page(l, number, &p);
+    if (status) return status;
+    if (o->failed) return -1;
+    PUTS(o, "    Second level index[");
+    put_dec(o, number);
+    PUTS(o, "]: offset in section=");
+    put_hex(o, p.offset, 8);
+    PUTS(o, ", base function offset=");
+    put_hex(o, p.function, 8);
+    PUTS(o, "\n");
+    if (p.local_count &&  /* llvm-objdump leaves out an empty list */
+        put_words(o, "      ", "Page encodings", "encoding", p.at + p.local_at, p.local_count,
+                  l->head[2]) < 0)
+        return -1;
+    for (uint32_t i = 0; i < p.count; i++) {
+        uint64_t offset;
+        uint32_t encoding, which;
+        if (read_entry(l, &p, i, &offset, &encoding, &which)) return 1;
+        if ((status = check_entry(l, &p, offset, encoding)) != 0 ||
+            (status = list_entry(l, &p, i, offset, encoding, which)) != 0)
+            return status;
+    }
+    return 0;
+}
+
+/* The listing into *o, problems into ``problems``; 1 when the table is malformed
+ * (the Python reader then raises and says where), -1 on error, 0 when done. */
+static int list_table(Listing *l) {
+    int status = check_header(l);
+    if (status) return status;
+    if (list_header(l) < 0) return -1;
+    for (uint32_t number = 0; number + 1 < l->head[6]; number++)
+        if ((status = list_page(l, number)) != 0) return status;
+    return l->o->failed ? -1 : 0;
 }
 
 PyObject *unwind_info_text(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -414,9 +486,11 @@ PyObject *unwind_info_text(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     PyObject *problems = PyList_New(0);
     if (!problems) goto done;
-    int status = list_table(&out, section.buf, (uint64_t)section.len, base,
-                            (const uint8_t *)image.buf + stroff, names, name_count, &words,
-                            describe, stack_ind, problems, &lsda_functions);
+    Listing listing = {&out, section.buf, (const uint8_t *)image.buf + stroff,
+                       (uint64_t)section.len, base, names, name_count, 0, &words, describe,
+                       problems, stack_ind, {0}, 0, 0, NULL, 0, 0};
+    int status = list_table(&listing);
+    lsda_functions = listing.lsda_functions;
     if (out.failed) status = -1;  /* a write failed: its MemoryError, not a verdict */
     if (status == 0) {
         PyObject *text = out_text(&out, "replace");

@@ -121,155 +121,179 @@ static void set(int64_t *field, int *huge, int bit, Num value) {
 
 #define STACK_MAX 64
 
+/* One body's replay between rows: the bytes, the state, the CIE's state (restore's),
+ * the remembered states and the target. */
+typedef struct {
+    Reader r;
+    State s, initial;
+    const Params *p;
+    int depth;
+    State stack[STACK_MAX];
+} Replay;
+
+/* A register's rule (offset, restore, undefined, same_value, register, expression):
+ * FP's and RA's save slots are the state; SP's rule, or one for FP or RA a default FRE
+ * cannot hold, leaves the subset.  1: it was one (``r.failed`` set where it leaves);
+ * 0: ``op`` is not a register rule. */
+static int register_rule(Replay *x, uint8_t op, uint8_t high) {
+    Reader *r = &x->r;
+    State *s = &x->s;
+    const long long sp = x->p->sp, fp = x->p->fp, ra = x->p->ra;
+    if (high == OP_OFFSET || op == OP_OFFSET_EXTENDED || op == OP_OFFSET_EXTENDED_SF) {
+        Num reg = high == OP_OFFSET ? (Num){op & 0x3f, 0} : uleb(r);
+        Num value = high == OP_OFFSET || op == OP_OFFSET_EXTENDED ? uleb(r) : sleb(r);
+        if (r->failed) return 1;
+        if (is_reg(reg, fp)) {
+            set(&s->fp_slot, &s->huge, H_FP, times(value, x->p->data_align));
+            s->has_fp = 1;
+        } else if (is_reg(reg, ra)) {
+            set(&s->ra_slot, &s->huge, H_RA, times(value, x->p->data_align));
+            s->has_ra = 1;
+        } else if (is_reg(reg, sp)) {
+            r->failed = 1;
+        }
+    } else if (high == OP_RESTORE || op == OP_RESTORE_EXTENDED) {
+        Num reg = high == OP_RESTORE ? (Num){op & 0x3f, 0} : uleb(r);
+        if (r->failed) return 1;
+        if (is_reg(reg, fp)) {
+            s->fp_slot = x->initial.fp_slot;
+            s->has_fp = x->initial.has_fp;
+            s->huge &= ~H_FP;
+        } else if (is_reg(reg, ra)) {
+            s->ra_slot = x->initial.ra_slot;
+            s->has_ra = x->initial.has_ra;
+            s->huge &= ~H_RA;
+        } else if (is_reg(reg, sp)) {
+            r->failed = 1;
+        }
+    } else if (op == OP_UNDEFINED || op == OP_SAME_VALUE) {
+        Num reg = uleb(r);
+        if (r->failed || is_reg(reg, sp) || is_reg(reg, ra) ||
+            (is_reg(reg, fp) && op == OP_UNDEFINED))
+            r->failed = 1;
+        else if (is_reg(reg, fp)) { s->has_fp = 0; s->huge &= ~H_FP; }
+    } else if (op == OP_REGISTER) {
+        Num reg = uleb(r);
+        uleb(r);
+        if (r->failed || is_reg(reg, sp) || is_reg(reg, fp) || is_reg(reg, ra)) r->failed = 1;
+    } else if (op == OP_EXPRESSION || op == OP_VAL_EXPRESSION) {
+        Num reg = uleb(r);
+        Num length = uleb(r);
+        if (r->failed || length.huge || length.v > (int64_t)(r->end - r->pos)) {
+            r->failed = 1;
+            return 1;
+        }
+        r->pos += (Py_ssize_t)length.v;
+        if (is_reg(reg, sp) || is_reg(reg, fp) || is_reg(reg, ra)) r->failed = 1;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* A CFA rule, the state stack's operations, the signed-RA toggle (where the target
+ * tracks RA) and the operations that change nothing here.  1: it was one
+ * (``r.failed`` set where the body leaves the subset); 0: ``op`` is not. */
+static int other_rule(Replay *x, uint8_t op) {
+    Reader *r = &x->r;
+    State *s = &x->s;
+    int no_cfa = s->cfa_reg == NO_CFA && !(s->huge & H_CFA_REG);
+    switch (op) {
+    case OP_DEF_CFA_OFFSET:
+        if (no_cfa) r->failed = 1;
+        else set(&s->cfa_off, &s->huge, H_CFA_OFF, uleb(r));
+        return 1;
+    case OP_DEF_CFA_REGISTER:
+        if (no_cfa) r->failed = 1;
+        else set(&s->cfa_reg, &s->huge, H_CFA_REG, uleb(r));
+        return 1;
+    case OP_DEF_CFA:
+        set(&s->cfa_reg, &s->huge, H_CFA_REG, uleb(r));
+        set(&s->cfa_off, &s->huge, H_CFA_OFF, uleb(r));
+        return 1;
+    case OP_REMEMBER_STATE:
+        if (x->depth == STACK_MAX) r->failed = 1;
+        else x->stack[x->depth++] = *s;
+        return 1;
+    case OP_RESTORE_STATE:
+        if (!x->depth) r->failed = 1;
+        else *s = x->stack[--x->depth];
+        return 1;
+    case OP_GNU_ARGS_SIZE:
+        uleb(r);
+        return 1;
+    case OP_NOP:
+        return 1;
+    case OP_AARCH64_NEGATE_RA_STATE:
+        if (!x->p->tracks_ra) return 0;
+        s->signed_ra = !s->signed_ra;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* An advance's delta (times the code alignment; a 1 to 8-byte operand in the file's
+ * byte order).  1: it was one (``r.failed`` set where the operand is cut short); 0:
+ * ``op`` is not an advance. */
+static int advance(Replay *x, uint8_t op, uint8_t high, Num *delta) {
+    Reader *r = &x->r;
+    if (high == OP_ADVANCE_LOC) {
+        *delta = times((Num){op & 0x3f, 0}, x->p->code_align);
+        return 1;
+    }
+    int size = op == OP_ADVANCE_LOC1 ? 1 : op == OP_ADVANCE_LOC2 ? 2 :
+        op == OP_ADVANCE_LOC4 ? 4 : op == OP_MIPS_ADVANCE_LOC8 ? 8 : 0;
+    if (!size) return 0;
+    if (r->pos + size > r->end) { r->failed = 1; return 1; }
+    uint64_t value = 0;
+    for (int i = 0; i < size; i++) {
+        int shift = x->p->big_endian ? 8 * (size - 1 - i) : 8 * i;
+        value |= (uint64_t)r->data[r->pos + i] << shift;
+    }
+    r->pos += size;
+    *delta = times((Num){(int64_t)value, value > (uint64_t)INT64_MAX}, x->p->code_align);
+    return 1;
+}
+
 /* See core.h. */
 int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit emit,
            void *ctx) {
-    State initial = s, last = {0, 0, 0, 0, 0, 0, 0, 0}, stack[STACK_MAX];
-    int depth = 0, have_last = 0;
-    Reader r = {data, 0, len, 0};
-    const long long code_align = p->code_align, data_align = p->data_align;
-    const long long sp = p->sp, fp = p->fp, ra = p->ra;
+    Replay x;  /* its stack is written before it is read: not cleared */
+    x.r = (Reader){data, 0, len, 0};
+    x.s = x.initial = s;
+    x.p = p;
+    x.depth = 0;
+    State last = {0, 0, 0, 0, 0, 0, 0, 0};
+    int have_last = 0;
     int64_t at = 0;
     int at_huge = 0;  /* the row start is past 64 bits (a huge 8-byte advance) */
     for (;;) {
         Num delta = {0, 0};
-        if (r.failed) break;  /* a truncated operand of the last operation */
-        if (r.pos < r.end) {
-            uint8_t op = r.data[r.pos++];
+        if (x.r.failed) break;  /* a truncated operand, or the CFI left the subset */
+        if (x.r.pos < x.r.end) {
+            uint8_t op = x.r.data[x.r.pos++];
             uint8_t high = op & 0xc0;
-            if (high == OP_ADVANCE_LOC) {
-                delta = times((Num){op & 0x3f, 0}, code_align);
-            } else if (high == OP_OFFSET || op == OP_OFFSET_EXTENDED ||
-                       op == OP_OFFSET_EXTENDED_SF) {
-                Num reg, value;
-                if (high == OP_OFFSET) {
-                    reg = (Num){op & 0x3f, 0};
-                    value = uleb(&r);
-                } else {
-                    reg = uleb(&r);
-                    value = op == OP_OFFSET_EXTENDED_SF ? sleb(&r) : uleb(&r);
-                }
-                if (r.failed) break;
-                if (is_reg(reg, fp)) {
-                    set(&s.fp_slot, &s.huge, H_FP, times(value, data_align));
-                    s.has_fp = 1;
-                } else if (is_reg(reg, ra)) {
-                    set(&s.ra_slot, &s.huge, H_RA, times(value, data_align));
-                    s.has_ra = 1;
-                } else if (is_reg(reg, sp)) {
-                    r.failed = 1;
-                    break;
-                }
-                continue;
-            } else if (op == OP_DEF_CFA_OFFSET) {
-                if (s.cfa_reg == NO_CFA && !(s.huge & H_CFA_REG)) { r.failed = 1; break; }
-                set(&s.cfa_off, &s.huge, H_CFA_OFF, uleb(&r));
-                continue;
-            } else if (high == OP_RESTORE || op == OP_RESTORE_EXTENDED) {
-                Num reg = high == OP_RESTORE ? (Num){op & 0x3f, 0} : uleb(&r);
-                if (r.failed) break;
-                if (is_reg(reg, fp)) {
-                    s.fp_slot = initial.fp_slot;
-                    s.has_fp = initial.has_fp;
-                    s.huge &= ~H_FP;
-                } else if (is_reg(reg, ra)) {
-                    s.ra_slot = initial.ra_slot;
-                    s.has_ra = initial.has_ra;
-                    s.huge &= ~H_RA;
-                } else if (is_reg(reg, sp)) {
-                    r.failed = 1;
-                    break;
-                }
-                continue;
-            } else if (op == OP_DEF_CFA_REGISTER) {
-                if (s.cfa_reg == NO_CFA && !(s.huge & H_CFA_REG)) { r.failed = 1; break; }
-                set(&s.cfa_reg, &s.huge, H_CFA_REG, uleb(&r));
-                continue;
-            } else if (op == OP_DEF_CFA) {
-                set(&s.cfa_reg, &s.huge, H_CFA_REG, uleb(&r));
-                set(&s.cfa_off, &s.huge, H_CFA_OFF, uleb(&r));
-                continue;
-            } else if (op == OP_REMEMBER_STATE) {
-                if (depth == STACK_MAX) { r.failed = 1; break; }
-                stack[depth++] = s;
-                continue;
-            } else if (op == OP_RESTORE_STATE) {
-                if (!depth) { r.failed = 1; break; }
-                s = stack[--depth];
-                continue;
-            } else if (op == OP_GNU_ARGS_SIZE) {
-                uleb(&r);
-                continue;
-            } else if (op == OP_NOP) {
-                continue;
-            } else if (op == OP_ADVANCE_LOC1 || op == OP_ADVANCE_LOC2 || op == OP_ADVANCE_LOC4 ||
-                       op == OP_MIPS_ADVANCE_LOC8) {
-                int size = op == OP_ADVANCE_LOC1 ? 1 : op == OP_ADVANCE_LOC2 ? 2 :
-                    op == OP_ADVANCE_LOC4 ? 4 : 8;
-                if (r.pos + size > r.end) { r.failed = 1; break; }
-                uint64_t value = 0;
-                for (int i = 0; i < size; i++) {
-                    int shift = p->big_endian ? 8 * (size - 1 - i) : 8 * i;
-                    value |= (uint64_t)r.data[r.pos + i] << shift;
-                }
-                r.pos += size;
-                delta = times((Num){(int64_t)value, value > (uint64_t)INT64_MAX}, code_align);
-            } else if (op == OP_UNDEFINED || op == OP_SAME_VALUE) {
-                Num reg = uleb(&r);
-                if (r.failed || is_reg(reg, sp) || is_reg(reg, ra) ||
-                    (is_reg(reg, fp) && op == OP_UNDEFINED)) {
-                    r.failed = 1;
-                    break;
-                }
-                if (is_reg(reg, fp)) { s.has_fp = 0; s.huge &= ~H_FP; }
-                continue;
-            } else if (op == OP_REGISTER) {
-                Num reg = uleb(&r);
-                uleb(&r);
-                if (r.failed || is_reg(reg, sp) || is_reg(reg, fp) || is_reg(reg, ra)) {
-                    r.failed = 1;
-                    break;
-                }
-                continue;
-            } else if (op == OP_EXPRESSION || op == OP_VAL_EXPRESSION) {
-                Num reg = uleb(&r);
-                Num length = uleb(&r);
-                if (r.failed || length.huge || length.v > (int64_t)(r.end - r.pos)) {
-                    r.failed = 1;
-                    break;
-                }
-                r.pos += (Py_ssize_t)length.v;
-                if (is_reg(reg, sp) || is_reg(reg, fp) || is_reg(reg, ra)) {
-                    r.failed = 1;
-                    break;
-                }
-                continue;
-            } else if (op == OP_AARCH64_NEGATE_RA_STATE && p->tracks_ra) {
-                s.signed_ra = !s.signed_ra;
-                continue;
-            } else {
-                r.failed = 1;
-                break;
-            }
-            if (r.failed) break;
-            if (!delta.v && !delta.huge) continue;
+            if (register_rule(&x, op, high) || other_rule(&x, op)) continue;
+            if (!advance(&x, op, high, &delta)) x.r.failed = 1;  /* an unknown operation */
+            if (x.r.failed || (!delta.v && !delta.huge)) continue;
         }
         /* The row in force from ``at`` ends here; an unchanged state adds nothing.  A
          * row the loop emits with a huge number has no default FRE: give up, as the
          * Python loop does when it finds no FRE shape for it. */
-        if (!have_last || !state_same(&s, &last) || s.huge) {
-            if (s.huge || at_huge) { r.failed = 1; break; }
-            int taken = emit(ctx, at, &s);
+        if (!have_last || !state_same(&x.s, &last) || x.s.huge) {
+            if (x.s.huge || at_huge) { x.r.failed = 1; break; }
+            int taken = emit(ctx, at, &x.s);
             if (taken <= 0) return taken;
-            last = s;
+            last = x.s;
             have_last = 1;
         }
-        if (r.pos >= r.end) break;
+        if (x.r.pos >= x.r.end) break;
         /* The Python loop's row starts are unbounded: a row emitted past 64 bits is
          * left to it (only an emitted one: an unchanged state adds no row). */
         if (delta.huge || __builtin_add_overflow(at, delta.v, &at)) at_huge = 1;
     }
-    return r.failed ? 0 : 1;
+    return x.r.failed ? 0 : 1;
 }
 
 /* See core.h. */
