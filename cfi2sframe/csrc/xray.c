@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "kept.h"
 #include "out.h"
 
 /* The FDR records' sizes and kinds.  Their Python home is ``xray/records.py``
@@ -66,73 +67,6 @@ static inline uint64_t le64(const uint8_t *p) {
     return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
-/* An open-addressing map of 64-bit keys to 32-bit values (UINT32_MAX: empty). */
-typedef struct {
-    uint64_t *keys;
-    uint32_t *values;
-    size_t size, used; /* size: a power of two */
-    unsigned bits;
-} Map;
-
-#define NO_VALUE UINT32_MAX
-
-static inline size_t slot_of(const Map *m, uint64_t key) {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - m->bits));
-}
-
-static uint32_t map_get(const Map *m, uint64_t key) {
-    if (!m->size) return NO_VALUE;
-    size_t i = slot_of(m, key);
-    while (m->values[i] != NO_VALUE) {
-        if (m->keys[i] == key) return m->values[i];
-        i = (i + 1) & (m->size - 1);
-    }
-    return NO_VALUE;
-}
-
-static int map_grow(Map *m) {
-    unsigned bits = m->size ? m->bits + 1 : 6;
-    size_t size = (size_t)1 << bits;
-    uint64_t *keys = PyMem_Calloc(size, sizeof *keys);
-    uint32_t *values = PyMem_Malloc(size * sizeof *values);
-    if (!keys || !values) {
-        PyMem_Free(keys);
-        PyMem_Free(values);
-        PyErr_NoMemory();
-        return -1;
-    }
-    memset(values, 0xFF, size * sizeof *values);
-    Map grown = {keys, values, size, m->used, bits};
-    for (size_t j = 0; j < m->size; j++) {
-        if (m->values[j] == NO_VALUE) continue;
-        size_t i = slot_of(&grown, m->keys[j]);
-        while (values[i] != NO_VALUE) i = (i + 1) & (size - 1);
-        keys[i] = m->keys[j];
-        values[i] = m->values[j];
-    }
-    PyMem_Free(m->keys);
-    PyMem_Free(m->values);
-    *m = grown;
-    return 0;
-}
-
-/* Set ``key`` (not yet in the map) to ``value``; -1 with a Python error set. */
-static int map_put(Map *m, uint64_t key, uint32_t value) {
-    if ((m->used + 1) * 2 > m->size && map_grow(m) < 0) return -1;
-    size_t i = slot_of(m, key);
-    while (m->values[i] != NO_VALUE) i = (i + 1) & (m->size - 1);
-    m->keys[i] = key;
-    m->values[i] = value;
-    m->used++;
-    return 0;
-}
-
-static void map_free(Map *m) {
-    PyMem_Free(m->keys);
-    PyMem_Free(m->values);
-    memset(m, 0, sizeof *m);
-}
-
 /* A growing array of ``count`` items of ``item`` bytes: room for one more, or -1 with
  * a Python error set. */
 static int room_for_one(void **items, size_t *cap, size_t count, size_t item) {
@@ -156,7 +90,7 @@ static int room_for_one(void **items, size_t *cap, size_t count, size_t item) {
 
 /* The labels of ``xray_labels``: each ID's UTF-8 text in one arena. */
 typedef struct {
-    Map ids;       /* function ID -> entry */
+    KeptIds ids;       /* function ID -> entry */
     size_t *start; /* entry -> its text's offset in arena */
     size_t *size;
     char *arena;
@@ -167,7 +101,7 @@ typedef struct {
 
 static void labels_free(Labels *l) {
     if (!l) return;
-    map_free(&l->ids);
+    ids_free(&l->ids);
     PyMem_Free(l->start);
     PyMem_Free(l->size);
     PyMem_Free(l->arena);
@@ -228,7 +162,7 @@ PyObject *xray_labels(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwarg
         l->start[entries] = used;
         l->size[entries] = (size_t)size;
         used += (size_t)size;
-        if (map_put(&l->ids, (uint64_t)id, (uint32_t)entries) < 0) goto fail;
+        if (ids_put(&l->ids, (uint64_t)id, (uint32_t)entries) < 0) goto fail;
         entries++;
     }
     PyObject *capsule = PyCapsule_New(l, LABELS_NAME, labels_destroy);
@@ -261,8 +195,8 @@ static int function_line(Out *o, const Labels *labels, size_t pos, uint32_t word
     uint32_t id = word >> 4;
     const char *words = FUNCTION_WORDS[kind];
     if (put_offset(o, pos) < 0 || put(o, words, strlen(words)) < 0) return -1;
-    uint32_t entry = labels ? map_get(&labels->ids, id) : NO_VALUE;
-    if (entry != NO_VALUE) {
+    uint32_t entry = labels ? ids_get(&labels->ids, id) : NO_ID;
+    if (entry != NO_ID) {
         if (put(o, labels->arena + labels->start[entry], labels->size[entry]) < 0) return -1;
     } else if (PUTS(o, "#") < 0 || put_dec(o, id) < 0) {
         return -1;
@@ -440,13 +374,13 @@ typedef struct {
     uint64_t *calls;
     Wide *own, *inclusive;
     size_t nodes, node_cap;
-    Map children; /* parent << 32 | (uint32) func -> node */
+    KeptIds children; /* parent << 32 | (uint32) func -> node */
     Thread *threads; /* in the order they were first seen */
     size_t thread_count, thread_cap;
-    Map thread_of; /* (uint32) tid -> index */
+    KeptIds thread_of; /* (uint32) tid -> index */
     NoteCount *notes; /* in the order they were first counted */
     size_t note_count, note_cap;
-    Map note_of; /* note << 32 | (uint32) func -> index */
+    KeptIds note_of; /* note << 32 | (uint32) func -> index */
     int per_thread;
 } Walk;
 
@@ -457,39 +391,39 @@ static void walk_free(Walk *w) {
     PyMem_Free(w->calls);
     PyMem_Free(w->own);
     PyMem_Free(w->inclusive);
-    map_free(&w->children);
+    ids_free(&w->children);
     for (size_t i = 0; i < w->thread_count; i++) PyMem_Free(w->threads[i].frames);
     PyMem_Free(w->threads);
-    map_free(&w->thread_of);
+    ids_free(&w->thread_of);
     PyMem_Free(w->notes);
-    map_free(&w->note_of);
+    ids_free(&w->note_of);
 }
 
 static int note(Walk *w, uint8_t kind, int32_t func) {
     uint64_t key = (uint64_t)kind << 32 | (uint32_t)func;
-    uint32_t found = map_get(&w->note_of, key);
-    if (found != NO_VALUE) {
+    uint32_t found = ids_get(&w->note_of, key);
+    if (found != NO_ID) {
         w->notes[found].count++;
         return 0;
     }
-    if (w->note_count >= NO_VALUE - 1) {
+    if (w->note_count >= NO_ID - 1) {
         PyErr_NoMemory();
         return -1;
     }
     if (room_for_one((void **)&w->notes, &w->note_cap, w->note_count, sizeof *w->notes) < 0 ||
-        map_put(&w->note_of, key, (uint32_t)w->note_count) < 0)
+        ids_put(&w->note_of, key, (uint32_t)w->note_count) < 0)
         return -1;
     w->notes[w->note_count++] = (NoteCount){1, func, kind};
     return 0;
 }
 
 /* The node of ``func`` under ``parent`` (``StackTrie.child``): made on first use.
- * NO_VALUE with no error set where the trie would outgrow 32-bit node numbers. */
+ * NO_ID with no error set where the trie would outgrow 32-bit node numbers. */
 static uint32_t child(Walk *w, uint32_t parent, int32_t func) {
     uint64_t key = (uint64_t)parent << 32 | (uint32_t)func;
-    uint32_t node = map_get(&w->children, key);
-    if (node != NO_VALUE) return node;
-    if (w->nodes >= NO_VALUE - 1) return NO_VALUE;
+    uint32_t node = ids_get(&w->children, key);
+    if (node != NO_ID) return node;
+    if (w->nodes >= NO_ID - 1) return NO_ID;
     if (w->nodes == w->node_cap) {
         size_t cap = w->node_cap ? w->node_cap * 2 : 64;
         uint32_t *p = PyMem_Realloc(w->parent, cap * sizeof *p);
@@ -505,7 +439,7 @@ static uint32_t child(Walk *w, uint32_t parent, int32_t func) {
         Wide *inc = own ? PyMem_Realloc(w->inclusive, cap * sizeof *inc) : NULL;
         if (!inc) {
             PyErr_NoMemory();
-            return NO_VALUE;
+            return NO_ID;
         }
         w->inclusive = inc;
         w->node_cap = cap;
@@ -516,17 +450,17 @@ static uint32_t child(Walk *w, uint32_t parent, int32_t func) {
     w->is_thread[node] = 0;
     w->calls[node] = 0;
     w->own[node] = w->inclusive[node] = 0;
-    if (map_put(&w->children, key, node) < 0) return NO_VALUE;
+    if (ids_put(&w->children, key, node) < 0) return NO_ID;
     return node;
 }
 
 /* A thread's stack (``stacks.setdefault(tid, [])``): its index, or -1 (error set). */
 static Py_ssize_t thread_index(Walk *w, int32_t tid) {
-    uint32_t found = map_get(&w->thread_of, (uint32_t)tid);
-    if (found != NO_VALUE) return (Py_ssize_t)found;
+    uint32_t found = ids_get(&w->thread_of, (uint32_t)tid);
+    if (found != NO_ID) return (Py_ssize_t)found;
     if (room_for_one((void **)&w->threads, &w->thread_cap, w->thread_count,
                      sizeof *w->threads) < 0 ||
-        map_put(&w->thread_of, (uint32_t)tid, (uint32_t)w->thread_count) < 0)
+        ids_put(&w->thread_of, (uint32_t)tid, (uint32_t)w->thread_count) < 0)
         return -1;
     w->threads[w->thread_count] = (Thread){NULL, 0, 0};
     return (Py_ssize_t)w->thread_count++;
@@ -582,11 +516,11 @@ static int walk_trace(Walk *w, const uint8_t *d, size_t end) {
                         parent = t->frames[t->count - 1].node;
                     } else if (w->per_thread) {
                         parent = child(w, 0, (int32_t)(-1 - (int64_t)tid));
-                        if (parent == NO_VALUE) return PyErr_Occurred() ? -1 : 0;
+                        if (parent == NO_ID) return PyErr_Occurred() ? -1 : 0;
                         w->is_thread[parent] = 1;
                     }
                     uint32_t node = child(w, parent, func);
-                    if (node == NO_VALUE) return PyErr_Occurred() ? -1 : 0;
+                    if (node == NO_ID) return PyErr_Occurred() ? -1 : 0;
                     if (room_for_one((void **)&t->frames, &t->cap, t->count,
                                      sizeof *t->frames) < 0)
                         return -1;
@@ -717,7 +651,7 @@ PyObject *xray_stacks(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwarg
     w.per_thread = per_thread;
     PyObject *out = NULL;
     if (child(&w, 0, 0) != 0) goto done; /* the root, node 0 (not in the map's use) */
-    map_free(&w.children); /* the root is no child: (0, 0) may be a function's key */
+    ids_free(&w.children); /* the root is no child: (0, 0) may be a function's key */
     int walked = walk_trace(&w, data.buf, (size_t)data.len);
     if (walked > 0) {
         out = walk_result(&w);
