@@ -71,8 +71,8 @@ def _entry_points_declared() -> set[str]:
     """The entry points ``_core.pyi`` declares and ``csrc/module.c`` registers."""
     stub = ast.parse((PKG / "_core.pyi").read_text())
     declared = {node.name for node in stub.body if isinstance(node, ast.FunctionDef)}
-    registered = set(re.findall(r'^\s*\{"(\w+)",', (PKG / "csrc" / "module.c").read_text(),
-                                re.M))
+    registered = set(re.findall(r'^\s*\{"(\w+)",.*\bMETH_', (PKG / "csrc" / "module.c").read_text(),
+                                re.M))  # the method table's rows, not the constants'
     assert declared == registered, declared ^ registered
     return declared
 
