@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..elf.read import PT_LOAD, STT_FUNC, ElfView, Symbol, open_elf
+from ..elf.structs import NHDR
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_bytes
 from ..kinds import is_elf
@@ -117,16 +118,31 @@ def _debug_file_symbols(data: bytes, view: ElfView) -> list[Symbol]:
     """The full symbol table of the file's separate debug file, found by build-id under
     /usr/lib/debug (a stripped library's local functions: __libc_start_call_main)."""
     note = view.section(".note.gnu.build-id")
-    if note is None or note.size < 20:
+    build_id = build_id_of(data, view.is64, view.little_endian, note.offset, note.size) \
+        if note is not None else b""
+    if not build_id:
         return []
-    build_id = data[note.offset + 16: note.offset + note.size].hex()
-    path = f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
+    hexed = build_id.hex()
+    path = f"/usr/lib/debug/.build-id/{hexed[:2]}/{hexed[2:]}.debug"
     if not os.path.isfile(path):
         return []
     try:
         return open_elf(read_bytes(path), path).symbols(".symtab")
     except DecodeError:
         return []
+
+
+def build_id_of(data: bytes, is64: bool, little: bool, offset: int, size: int) -> bytes:
+    """The descriptor of the note at ``offset`` (a build-id note's: the ID), b"" where the
+    note does not hold it whole: after the header its name, padded to 4 bytes."""
+    nhdr = NHDR[is64]
+    if size < nhdr.size or offset + size > len(data):
+        return b""
+    namesz, descsz, _ = nhdr.of(little).unpack_from(data, offset)
+    start = offset + nhdr.size + (namesz + 3) // 4 * 4
+    if start + descsz > offset + size:
+        return b""
+    return data[start:start + descsz]
 
 
 def parse_module(text: str) -> tuple[str, int]:

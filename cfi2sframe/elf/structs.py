@@ -9,7 +9,7 @@ built here at import, once per record, class and byte order: these readers run o
 whole trees.
 
 The records: ``EHDR``, ``SHDR``, ``PHDR``, ``SYM``, ``REL``, ``RELA``, ``DYN``, ``CHDR``,
-``RELR`` and ``ADDR`` (each an ``ElfRecord``, whose ``record[is64]`` is the class's
+``RELR``, ``ADDR`` and ``NHDR`` (each an ``ElfRecord``, whose ``record[is64]`` is the class's
 ``cstruct.Layout``, with ELF32's field order where it differs); ``r_sym``/``r_type``/
 ``r_info``, ``st_type``/``st_bind``.  ``elf/read.py``, ``elf/obj.py``, ``elf/reloc.py``,
 ``elf/compressed.py``, ``elf/archive.py``, ``elf/grow.py``, ``elf/linked.py`` and the
@@ -88,6 +88,10 @@ DYN = ElfRecord("Dyn", (("d_tag", "Sxword"), ("d_un", "Xword")))
 # pointer-sized word in a segment (a relocated place's implicit addend).
 RELR = ElfRecord("Relr", (("r_relr", "Xword"),))
 ADDR = ElfRecord("Addr", (("a_addr", "Addr"),))
+
+# A note's header (gABI "Note Section"): three words in both classes; its name follows,
+# padded to 4 bytes, then its descriptor.
+NHDR = ElfRecord("Nhdr", (("n_namesz", "Word"), ("n_descsz", "Word"), ("n_type", "Word")))
 
 CHDR = ElfRecord("Chdr", (
     ("ch_type", "Word"), ("ch_reserved", "Word"), ("ch_size", "Xword"),

@@ -6,18 +6,23 @@ Mach-O's and ``__unwind_info``'s)."""
 from __future__ import annotations
 
 import struct
+import subprocess
+from pathlib import Path
 
 import pytest
 
+from cfi2sframe.analysis.process import build_id_of
 from cfi2sframe.elf import structs
 from cfi2sframe.elf.archive import AR_HDR, HEADER_SIZE
 from cfi2sframe.elf.grow import allocated_section, read_only_segment
+from cfi2sframe.elf.read import open_elf
 from cfi2sframe.sframe import format as sf
+from tests.conftest import require, require_path
 
 SIZES = [  # (record, ELF32 size, ELF64 size), from the gABI
     (structs.EHDR, 52, 64), (structs.SHDR, 40, 64), (structs.PHDR, 32, 56),
     (structs.SYM, 16, 24), (structs.RELA, 12, 24), (structs.REL, 8, 16),
-    (structs.DYN, 8, 16), (structs.CHDR, 12, 24),
+    (structs.DYN, 8, 16), (structs.CHDR, 12, 24), (structs.NHDR, 12, 12),
     (structs.RELR, 4, 8), (structs.ADDR, 4, 8)]  # Elf_Relr: Word/Xword; a pointer: Addr
 
 
@@ -90,3 +95,39 @@ def test_the_entries_a_linked_file_gains() -> None:
               "0000000000000040" "00000000" "00000000" "0000000000000008" "0000000000000000")
     assert allocated_section(False, 0x11, 0x6FFFFFF4, 0x5000, 0x3000, 0x40) == \
         bytes.fromhex(sframe)
+
+
+def _note(name: bytes, desc: bytes, little: bool) -> bytes:
+    """A gABI note written by hand: three 4-byte words, the name padded to 4, the desc."""
+    order = "little" if little else "big"
+    words = b"".join(n.to_bytes(4, order) for n in (len(name), len(desc), 3))
+    return words + name + bytes(-len(name) % 4) + desc
+
+
+@pytest.mark.parametrize("little", [True, False])
+@pytest.mark.parametrize("is64", [True, False])
+def test_a_notes_descriptor_follows_its_padded_name(is64: bool, little: bool) -> None:
+    ident = bytes(range(20))
+    gnu = _note(b"GNU\0", ident, little)  # name 4: the descriptor at 16
+    assert build_id_of(b"xx" + gnu, is64, little, 2, len(gnu)) == ident
+    odd = _note(b"GNU!\0", ident, little)  # name 5, padded to 8: the descriptor at 20
+    assert build_id_of(odd, is64, little, 0, len(odd)) == ident
+    assert build_id_of(gnu, is64, little, 0, len(gnu) - 1) == b""  # cut: one byte short
+    assert build_id_of(gnu, is64, little, 0, 11) == b""  # shorter than its header
+    assert build_id_of(gnu[:-1], is64, little, 0, len(gnu)) == b""  # past the file's end
+
+
+def test_a_programs_build_id_is_readelfs() -> None:
+    require("readelf")
+    path = "/usr/bin/true"
+    require_path(path)
+    shown = subprocess.run(["readelf", "-n", path], capture_output=True, text=True,
+                           check=True).stdout
+    expected = next(line.split(":", 1)[1].strip() for line in shown.splitlines()
+                    if "Build ID" in line)
+    data = Path(path).read_bytes()
+    view = open_elf(data, path)
+    note = view.section(".note.gnu.build-id")
+    assert note is not None
+    assert build_id_of(data, view.is64, view.little_endian, note.offset,
+                       note.size).hex() == expected
