@@ -224,11 +224,11 @@ def test_the_command_prints_the_same_either_way(objects: dict[str, bytes],
 
 # -- Objects built to fool a scan that placed functions by offset alone -------------
 
-FOOL = """\
-\t.section .text.a,"ax",@progbits
-\t.globl a
-\t.type a, @function
-a:
+_FUNCTION = """\
+\t.section .text.{name},"ax",@progbits
+\t.globl {name}
+\t.type {name}, @function
+{name}:
 \t.cfi_startproc
 \tpushq %rbp
 \t.cfi_def_cfa_offset 16
@@ -239,23 +239,11 @@ a:
 \t.cfi_def_cfa 7, 8
 \tret
 \t.cfi_endproc
-\t.size a, .-a
-\t.section .text.b,"ax",@progbits
-\t.globl b
-\t.type b, @function
-b:
-\t.cfi_startproc
-\tpushq %rbp
-\t.cfi_def_cfa_offset 16
-\t.cfi_offset 6, -16
-\tmovq %rsp, %rbp
-\t.cfi_def_cfa_register 6
-\tpopq %rbp
-\t.cfi_def_cfa 7, 8
-\tret
-\t.cfi_endproc
-\t.size b, .-b
+\t.size {name}, .-{name}
 """
+
+# The same function twice, each in a section of its own: both at offset 0 there.
+FOOL = "".join(_FUNCTION.format(name=name) for name in "ab")
 
 # b's CFA an expression (DW_CFA_def_cfa_expression: DW_OP_breg7 8, DW_OP_deref): no
 # SFrame FDE for it, so the section holds a's alone.
