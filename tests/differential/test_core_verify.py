@@ -37,6 +37,7 @@ from tests.conftest import (
     readelf_section,
     require,
 )
+from tests.support.full_checks import full_checks_counted
 
 LIBRARIES = {"x86_64": "/usr/lib/x86_64-linux-gnu/libz.so.1",
              "x86_64-libc": "/usr/lib/x86_64-linux-gnu/libc.so.6",
@@ -98,20 +99,10 @@ def test_the_scan_confirms_most_functions_itself(files: dict[str, bytes]) -> Non
         raw = sframe_bytes(name, data)
         view = open_elf(data, name)
         table = FdeTable(raw.data, raw.address, raw.v1_pcrel)
-        calls = []
-        real_check = compare._Verifier.check
-
-        def counting(self, timeline, covering, calls=calls, real_check=real_check):
-            calls.append(timeline.name)
-            real_check(self, timeline, covering)
-
-        compare._Verifier.check = counting  # type: ignore[method-assign]
-        try:
+        with full_checks_counted() as calls:
             arch = arch_for_machine(view.machine, name, not view.little_endian)
             result = compare._scan(name, view, raw, table, table.section([]), arch,
                                    DEFAULT_LIMITS, core)
-        finally:
-            compare._Verifier.check = real_check  # type: ignore[method-assign]
         assert result is not None, name
         if name.startswith("s390x"):  # its CFI saves the caller's SP (r15): beyond the
             continue  # replay's subset, so the full check takes those functions

@@ -36,6 +36,7 @@ from cfi2sframe.sframe.decode import FdeTable
 from cfi2sframe.sframe.load import sframe_bytes
 from tests.conftest import at_least, cfi2sframe, compiled_core, require
 from tests.corpus import csmith_asm
+from tests.support.full_checks import full_checks_counted
 
 AARCH64_AS = "aarch64-linux-gnu-as"
 R_X86_64_NONE = 0
@@ -126,18 +127,8 @@ def test_the_scan_gives_the_full_checks_result_on_objects(objects: dict[str, byt
 def test_the_scan_confirms_most_functions_itself(objects: dict[str, bytes]) -> None:
     """Few functions left to the full check (those beyond the replay's subset)."""
     for name in ("dense.gas", "dense.v1", "dense.v2", "dense.v3"):
-        calls: list[str] = []
-        real_check = compare._Verifier.check
-
-        def counting(self, timeline, covering, calls=calls, real_check=real_check):
-            calls.append(timeline.name)
-            real_check(self, timeline, covering)
-
-        compare._Verifier.check = counting  # type: ignore[method-assign]
-        try:
+        with full_checks_counted() as calls:
             result = _scanned(name, objects[name])
-        finally:
-            compare._Verifier.check = real_check  # type: ignore[method-assign]
         assert result is not None and result.checked == 300, name
         assert calls == [], (name, calls[:5])
 
