@@ -8,7 +8,8 @@
  * same open addressing without objects, for a loop that runs once per record.
  *
  * Not here, by measurement: the fast path's three caches (sframe_fastpath.c's state ->
- * FRE fields and (start, fields) -> FRE, sframe_encode.c's FRE fields -> bytes) sit in
+ * FRE fields and (start, fields) -> FRE, sframe_encode.c's FRE fields -> bytes; and
+ * analysis_stats.c's state -> FRE sizes, a copy of the first's probing) sit in
  * front of the caller's dicts and are asked once per FRE made or encoded, so their
  * look-up is the loop's cost: a word hash of a fixed key (a state's five numbers, or
  * addresses of objects the call's arguments hold alive) into a fixed table of 16
