@@ -55,6 +55,11 @@ def main() -> None:
     # gdb stops its backtrace at main unless asked: without this, every stop in main
     # (most of a csmith program at -O2) would have no frame 1 to compare with.
     gdb.execute("set backtrace past-main on")
+    # gdb otherwise takes every breakpoint out at each stop and puts it back at each
+    # continue (hundreds of memory writes, each a remote packet under qemu-user): most
+    # of these tests' time.  Reads of memory still see the original bytes (gdb
+    # shadows its breakpoints), so every stop records the same.
+    gdb.execute("set breakpoint always-inserted on")
     for address in addresses:
         gdb.Breakpoint(f"*{address:#x}", internal=True, temporary=True)
     out = open(os.environ["SNAP_OUT"], "w")  # noqa: SIM115
