@@ -10,6 +10,7 @@ ends at ``_start`` with exit 0."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cfi2sframe.analysis.process import module_for, modules_from_maps
+from cfi2sframe.analysis.process import Module, module_for, modules_from_maps
 from cfi2sframe.convert import sframe_from_dwarf
 from tests.conftest import at_least, require
 
@@ -52,6 +53,27 @@ def _instruction_stops(programs: dict[str, Path], kind: str) -> list[str]:
 FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+) ")
 
 
+@functools.cache
+def _gdb_script() -> str:
+    """The shipped gdb script's path, as ``unwind --gdb-script`` prints it (one path
+    for the whole run: asked once, not once a stop)."""
+    return subprocess.run([sys.executable, "-m", "cfi2sframe", "unwind", "--gdb-script"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+_MODULES: dict[str, list[Module]] = {}
+
+
+def _modules(maps: Path) -> list[Module]:
+    """``modules_from_maps`` once per distinct listing: gdb runs the program without
+    ASLR, so every stop of a program maps the same files at the same places and would
+    convert libc's DWARF again for the same answer."""
+    text = maps.read_text()
+    if text not in _MODULES:
+        _MODULES[text] = modules_from_maps(str(maps), sframe_from_dwarf)
+    return _MODULES[text]
+
+
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     require("gcc", "gdb")
@@ -67,10 +89,8 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _gdb(program: Path, stop: str, snap: Path, maps: Path) -> list[tuple[int | None, str]]:
-    script = subprocess.run([sys.executable, "-m", "cfi2sframe", "unwind", "--gdb-script"],
-                            capture_output=True, text=True, check=True).stdout.strip()
     out = subprocess.run(["gdb", "-nx", "-batch", "-ex", "set breakpoint pending on",
-                          "-ex", f"break {stop}", "-ex", "run", "-ex", f"source {script}",
+                          "-ex", f"break {stop}", "-ex", "run", "-ex", f"source {_gdb_script()}",
                           "-ex", f"snapshot {snap} {maps}", "-ex", "bt", str(program)],
                          capture_output=True, text=True, timeout=120).stdout
     frames = []
@@ -105,7 +125,7 @@ def test_unwind_with_maps_reproduces_gdbs_backtrace(programs, kind: str, tmp_pat
         last = frames[-1]
         assert (last["symbol"], Path(last["module"]).name) == ("_start", programs[kind].name)
         assert last["text"] == f"_start+{last['offset']:#x} ({last['module']})"
-        modules = modules_from_maps(str(maps), sframe_from_dwarf)
+        modules = _modules(maps)
         regs = json.loads(snap.read_text())["regs"]
         for depth, (pc, name) in enumerate(want):
             ours = frames[depth]["pc"]
