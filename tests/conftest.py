@@ -283,12 +283,19 @@ def test_id(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
+    """Each test's tier marker and ``slow``; the slow tests run first (in collection
+    order, then the rest): pytest-xdist hands each worker a slice of this order and an
+    idle worker takes tests from the end of a busy one's queue, so a slow test started
+    last cannot leave one worker running alone at the end of the run."""
+    slow = set()
     for item in items:
         tier = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
         if test_id(item) in SLOW:
             item.add_marker(pytest.mark.slow)
+            slow.add(item)
+    items.sort(key=lambda item: item not in slow)
 
 
 _REPORT: list[str] = []
