@@ -62,21 +62,27 @@ ALLOWED_COMPACT = {
 }
 
 
-def _program(seed: int, flags: list[str], tmp: Path, compiler: str = "gcc") -> Path | None:
-    """The csmith program of ``seed`` built with ``flags``; a failed build is dropped
-    locally and fails the test in CI (with the command and its stderr)."""
+def _program(seed: int, flags: list[str], compiler: str = "gcc") -> Path | None:
+    """The csmith program of ``seed`` built with ``flags``, kept in the corpus folder
+    beside its source (built once, like the corpus's assembly: the same source, compiler
+    and flags give the same program); a failed build is dropped locally and fails the
+    test in CI (with the command and its stderr)."""
     folder = corpus_dir() / "unwind"
     folder.mkdir(parents=True, exist_ok=True)
     c_file = folder / f"p{seed}.c"
     if not c_file.exists():
         c_file.write_bytes(csmith_source(seed))
-    exe = tmp / f"p{seed}"
+    exe = folder / f"p{seed}-{compiler}{''.join(flags)}"
+    if exe.exists():
+        return exe
+    built_here = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")  # runs in parallel
     command = [compiler, *flags, "-no-pie", "-w", f"-I{CSMITH_INCLUDE}", str(c_file), "-o",
-               str(exe)]
+               str(built_here)]
     built = subprocess.run(command, capture_output=True)
     if built.returncode != 0:
         fail_in_ci([Failed(command, built.stderr.decode(errors="replace"))])
         return None
+    built_here.replace(exe)
     return exe
 
 
@@ -209,7 +215,7 @@ def test_sframe_and_compact_unwind_real_stacks_like_gdb(tmp_path: Path, report) 
     tally = _tally()
     for seed in SEEDS:
         for flags in FLAGS.values():
-            exe = _program(seed, flags, tmp_path)
+            exe = _program(seed, flags)
             if exe is not None:
                 _check(exe, tmp_path, rng, tally)
     report("real unwinding vs gdb, x86-64 csmith (gcc -O2 -fomit-frame-pointer, -O0, "
@@ -228,7 +234,7 @@ def test_aarch64_real_stacks_under_qemu_like_gdb(tmp_path: Path, report) -> None
     tally = _tally()
     for seed in list(SEEDS)[:2]:  # (qemu and gdb-multiarch: some 40 s a program)
         for flags in (["-O2"], ["-O0"]):
-            exe = _program(seed, flags, tmp_path, "aarch64-linux-gnu-gcc")
+            exe = _program(seed, flags, "aarch64-linux-gnu-gcc")
             if exe is not None:
                 _check(exe, tmp_path, rng, tally, "aarch64", "aarch64-linux-gnu-objdump")
     report(f"real unwinding vs gdb-multiarch on qemu-aarch64 (gcc -O2, -O0): "
