@@ -232,7 +232,7 @@ def test_aarch64_real_stacks_under_qemu_like_gdb(tmp_path: Path, report) -> None
             "aarch64-linux-gnu-objdump")
     rng = random.Random(2027)
     tally = _tally()
-    for seed in list(SEEDS)[:2]:  # (qemu and gdb-multiarch: some 40 s a program)
+    for seed in list(SEEDS)[:2]:  # (qemu and gdb-multiarch: some 8 s a program)
         for flags in (["-O2"], ["-O0"]):
             exe = _program(seed, flags, "aarch64-linux-gnu-gcc")
             if exe is not None:
