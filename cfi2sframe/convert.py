@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, NamedTuple
 
 from .arch import arch_for_machine, as_arch, by_sframe_abi
 from .arch.base import Arch
@@ -23,11 +22,14 @@ from .elf.read import PT_LOAD, elf_arch, open_elf
 from .errors import Cfi2SframeError, DecodeError, decoding
 from .files import Payload, bytes_of, read_bytes, release, rewrite, same_bytes
 from .kinds import Kind, is_archive, is_elf, refuse_unreadable
+from .typed import TYPE_CHECKING, NamedTuple
 
 # The pipeline's other modules are imported where used: the command line starts the
 # assembler (convert_file) before they load, and ELF input never needs the assembly
 # frontend (the assembler run, the scanner, Lark).
 if TYPE_CHECKING:
+    from typing import Final
+
     from .analysis.assembler import Disagreement
     from .analysis.compare import VerifyResult
     from .dwarf.cfi import Cfi

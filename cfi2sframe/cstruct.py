@@ -15,7 +15,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
+
+from .typed import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 Buffer = bytes | bytearray | memoryview
 

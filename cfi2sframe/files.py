@@ -18,11 +18,14 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO, NamedTuple, cast
 
 from .copying import pwrite_all, write_patched
 from .errors import Cfi2SframeError
 from .kinds import is_elf, xray_byte_order
+from .typed import TYPE_CHECKING, NamedTuple, cast
+
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 
 def read_bytes(path: str) -> bytes:

@@ -18,12 +18,11 @@ bytes, for a run over many files that reads each later. ``convert_file`` and
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from .arch.base import Arch
 from .elf.read import elf_arch
 from .files import read_bytes, read_input
 from .kinds import COMPACT_UNWIND_KINDS, Kind, input_kind
+from .typed import NamedTuple
 
 
 class Input(NamedTuple):

@@ -16,9 +16,12 @@ one located line for kinds the conversion does not read, before any assembler ru
 
 from __future__ import annotations
 
-from .arch.base import ByteOrder
 from .errors import Cfi2SframeError
 from .model import Name
+from .typed import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .arch.base import ByteOrder
 
 
 class Kind(Name):

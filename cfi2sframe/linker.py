@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 import subprocess
 from functools import lru_cache
-from typing import NamedTuple
 
 from .arch.base import Arch
 from .errors import Cfi2SframeError
+from .typed import NamedTuple
 
 # --linker-reads: what each choice writes into objects (None: --sframe-version, else 2).
 CHOICES = ("auto", "v1", "v2-noflag", "v2", "v3", "any")

@@ -20,7 +20,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from enum import Enum
 from operator import attrgetter
-from typing import NamedTuple, Protocol, TypeVar
+
+from .typed import TYPE_CHECKING, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -50,18 +51,19 @@ class FunctionSpan(NamedTuple):
     start: int
     size: int
 
+if TYPE_CHECKING:
+    from typing import Protocol
+    class Spanned(Protocol):
+        """Any record that says where its function is."""
 
-class Spanned(Protocol):
-    """Any record that says where its function is."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def section(self) -> str: ...
-    @property
-    def start(self) -> int: ...
-    @property
-    def size(self) -> int: ...
+        @property
+        def name(self) -> str: ...
+        @property
+        def section(self) -> str: ...
+        @property
+        def start(self) -> int: ...
+        @property
+        def size(self) -> int: ...
 
 
 def span_of(record: Spanned) -> FunctionSpan:

@@ -10,9 +10,8 @@ give when they cannot be exact, and compact ``decode`` gives for a word without 
 
 from __future__ import annotations
 
-from typing import Generic, NamedTuple, TypeVar
-
 from .model import Name
+from .typed import Generic, NamedTuple, TypeVar
 
 
 class _Code(Name):

@@ -12,12 +12,11 @@ construction and is not compared (``AsmConversion.assembler_disagreements``).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ..arch.base import Arch
 from ..dwarf.cfi import Cfi, RowsCache
 from ..model import Row, Timeline
 from ..sframe.text import row_words
+from ..typed import NamedTuple
 from .compare import differing_ranges
 
 

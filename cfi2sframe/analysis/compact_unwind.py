@@ -5,7 +5,6 @@ by ``unwind --compact``: apart from the SFrame walk (``analysis.unwind``) so tha
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from ..arch import compact_flavour
 from ..compact.encoding import decode
@@ -13,6 +12,7 @@ from ..compact.rules import Code
 from ..compact.step import step as compact_step
 from ..compact.words import HAS_LSDA, NOT_FUNCTION_START, is_dwarf
 from ..reasons import Unrepresentable
+from ..typed import TYPE_CHECKING
 from .unwind import PC, Read, Step, walk
 
 if TYPE_CHECKING:

@@ -24,10 +24,9 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 from types import ModuleType
-from typing import NamedTuple
 
 from ..arch import arch_for_machine
-from ..arch.base import Arch, ByteOrder
+from ..arch.base import Arch
 from ..core import compiled as compiled_core
 from ..dwarf.cfi import Cfi, Fde, RowsCache, fdes_at
 from ..elf.cfi import named_fdes, read_elf_cfi
@@ -69,6 +68,10 @@ from ..sframe.words import (
     FDE_TYPE_FLEX,
     FDE_TYPE_MASK,
 )
+from ..typed import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ..arch.base import ByteOrder
 
 _COMPILED = compiled_core()
 

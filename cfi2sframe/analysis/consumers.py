@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 from ..arch import by_sframe_abi
 from ..elf.read import PT_GNU_SFRAME, open_elf
@@ -20,6 +19,7 @@ from ..errors import decoding
 from ..sframe.decode import DecodedSection
 from ..sframe.format import F_FDE_FUNC_START_PCREL, F_FDE_SORTED
 from ..sframe.load import load_sframe
+from ..typed import NamedTuple
 
 
 class Facts(NamedTuple):

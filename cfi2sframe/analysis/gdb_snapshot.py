@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import importlib
 import json
-from typing import Any
+
+from ..typed import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 try:
     gdb: Any = importlib.import_module("gdb")

@@ -14,7 +14,6 @@ import bisect
 import os
 import re
 from collections.abc import Callable
-from typing import NamedTuple
 
 from ..elf.read import PT_LOAD, STT_FUNC, ElfView, Symbol, open_elf
 from ..elf.structs import NHDR
@@ -23,6 +22,7 @@ from ..files import read_bytes
 from ..kinds import is_elf
 from ..sframe.decode import DecodedSection, decode
 from ..sframe.load import load_sframe
+from ..typed import NamedTuple
 
 # What makes a file's SFrame section from its DWARF CFI, in memory: (path, bytes) to the
 # section and the address it is placed at.  The application hands it over

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import ModuleType
-from typing import NamedTuple
 
 from ..arch import arch_for_machine
 from ..arch.base import Arch
@@ -40,6 +39,7 @@ from ..sframe.format import (
     VERSION_3,
 )
 from ..sframe.lower import Skip
+from ..typed import NamedTuple
 
 _COMPILED = compiled_core()
 

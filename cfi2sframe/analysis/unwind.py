@@ -15,11 +15,11 @@ the snapshot.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import by_sframe_abi
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import RA_UNDEFINED, Loc, as_loc, rules_at
+from ..typed import TYPE_CHECKING, NamedTuple
 from .process import module_for
 
 if TYPE_CHECKING:

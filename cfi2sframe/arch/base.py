@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from types import MappingProxyType
-from typing import Literal, NamedTuple
+
+from ..typed import TYPE_CHECKING, NamedTuple
 
 # The byte order names int.from_bytes / int.to_bytes take.
-ByteOrder = Literal["little", "big"]
+if TYPE_CHECKING:
+    from typing import Literal
+    ByteOrder = Literal["little", "big"]
 
 
 class Arch(NamedTuple):

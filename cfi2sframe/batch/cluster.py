@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from ..errors import Cfi2SframeError
+from ..typed import TYPE_CHECKING
 from .pool import run_files
 from .record import Task
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Files a task does: enough to spread a worker's fork over many, few enough that the
 # last tasks (of the smallest files) balance the workers at the end.

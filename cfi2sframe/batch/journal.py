@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from ..errors import Cfi2SframeError
+from ..typed import TYPE_CHECKING
 from .record import GOOD_STATUSES, Task, identity, options_of
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def read_journal(path: str) -> dict[str, dict[str, Any]]:

@@ -7,11 +7,14 @@ import io
 import os
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from ..errors import Cfi2SframeError
 from ..files import write_output
+from ..typed import TYPE_CHECKING
 from .record import described
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def plot_records(records: Sequence[dict[str, Any]], output: str, top: int = 12) -> Any:

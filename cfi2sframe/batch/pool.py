@@ -38,9 +38,12 @@ import struct
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
 
+from ..typed import TYPE_CHECKING
 from .record import Task, failed_record, file_record, warm_up
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Files a worker does before it exits (and a fresh one is forked).
 FILES_PER_WORKER = 64

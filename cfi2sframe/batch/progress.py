@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+
+from ..typed import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Progress:

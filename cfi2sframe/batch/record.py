@@ -12,17 +12,18 @@ import os
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..arch import arch_for_machine
 from ..elf.compressed import DEFAULT_LIMITS, Limits
-from ..elf.linked import OldKernels
 from ..elf.read import open_elf_file
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_for_rewrite, rewrite
 from ..kinds import Kind, input_kind, is_archive, is_elf, refuse_unreadable
+from ..typed import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from typing import Any, Literal
+
     from ..analysis.compare import VerifyResult
     from ..convert import ElfConversion
     from ..dwarf.cfi import Cfi
@@ -33,7 +34,11 @@ if TYPE_CHECKING:
 
 SCHEMA = 1
 
-Command = Literal["stats", "verify", "convert"]
+if TYPE_CHECKING:
+    Command = Literal["stats", "verify", "convert"]
+
+if TYPE_CHECKING:
+    from ..elf.linked import OldKernels
 
 # Every status a record can have; those in GOOD_STATUSES are not failures.
 STATUSES = {

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
 
+from ..typed import TYPE_CHECKING
 from .record import GOOD_STATUSES, described
+
+if TYPE_CHECKING:
+    from typing import Any
 
 SIZE_KEYS = ("fdes", "emitted", "eh_frame_bytes", "eh_frame_hdr_bytes", "sframe_v2_bytes",
              "sframe_v3_bytes", "sframe_bytes_in_file")

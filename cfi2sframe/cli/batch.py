@@ -8,12 +8,14 @@ import os
 import resource
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import EX_SOFTWARE, Cfi2SframeError
 from ..files import refuse_output_naming_input
+from ..typed import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (batch.record loads the ELF reader: only a batch run needs it)
+    from typing import Any, NoReturn
+
     from ..batch.progress import Progress
     from ..batch.record import Task
 
@@ -97,8 +99,8 @@ def many_files(args: argparse.Namespace, inputs: list[str]) -> bool:
     return bool(len(inputs) > 1 or args.recursive or args.files_from or args.jsonl
                 or args.dask)
 
-
-Describe = Callable[[dict[str, Any]], str]
+if TYPE_CHECKING:
+    Describe = Callable[[dict[str, Any]], str]
 
 
 def run_batch(args: argparse.Namespace, inputs: list[str], task: Task,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Container, Sequence
-from typing import TYPE_CHECKING
 
 from ..arch import get_arch
 from ..errors import Cfi2SframeError, decoding
 from ..files import Payload, write_output
+from ..typed import TYPE_CHECKING
 from .stdout import StdoutFailed
 
 if TYPE_CHECKING:  # the ELF modules are imported where a command reads ELF

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
 from ..arch import by_compact, get_arch
 from ..compact.encoding import describe
@@ -31,6 +30,7 @@ from ..kinds import Kind
 from ..macho.read import MH_OBJECT, open_macho
 from ..macho.unwind import compact_unwind_rows
 from ..reasons import Unrepresentable
+from ..typed import TYPE_CHECKING
 from .batch import usage_error
 from .common import Subparsers, address, arch_name, parse_pc, write
 from .macho import add_binary_option, open_view

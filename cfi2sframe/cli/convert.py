@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..arch import ARCHES
@@ -15,11 +14,14 @@ from ..core import name as core_name
 from ..errors import Cfi2SframeError
 from ..files import read_for_rewrite, read_input, refuse_output_naming_input
 from ..inputs import Input, input_of
+from ..typed import TYPE_CHECKING
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import add_limit_options, address, arch_name, limits_of, write
 from .diagnostics import WARNING_HELP, WarningPolicy, warning_policy
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..arch.base import Arch
     from ..convert import AsmConversion
     from ..frontend.launch import Launch

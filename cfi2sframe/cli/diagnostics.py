@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
-from typing import Literal, NamedTuple
 
+from ..typed import TYPE_CHECKING, NamedTuple
 from .batch import usage_error
 
-Severity = Literal["error", "warning", "note"]
+if TYPE_CHECKING:
+    from typing import Literal
+    Severity = Literal["error", "warning", "note"]
 
 WARNING_HELP = ("per reason code, as a compiler's -W: -Wno-REASON prints nothing for "
                 "functions left out for REASON, -Werror=REASON makes them an error (exit 1, "

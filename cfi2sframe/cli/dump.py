@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from ..errors import decoding
 from ..inputs import Input, input_of, open_input
+from ..typed import TYPE_CHECKING
 from . import macho
 from .common import Subparsers, address, sframe_or_made
 from .macho import add_binary_option, add_demangle_option, add_slice_option

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
 from ..errors import Cfi2SframeError
 from ..inputs import Input, open_input
 from ..sframe.decode import DecodedSection
 from ..sframe.rules import fre_rules, outermost
 from ..sframe.text import describe
+from ..typed import TYPE_CHECKING
 from . import macho
 from .batch import usage_error
 from .common import (

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
 from ..errors import Cfi2SframeError, decoding
 from ..inputs import open_input
 from ..kinds import Kind, input_kind
+from ..typed import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the Mach-O modules load when a command reads a Mach-O file
     from ..macho.read import MachoView

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..sframe.decode import DecodedFde, DecodedSection
 from ..sframe.rules import FrameRules, Loc, Recovery, fre_rules
 from ..sframe.text import describe
+from ..typed import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def json_rules(rules: object) -> object:

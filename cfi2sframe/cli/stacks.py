@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
-from typing import NoReturn
 
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_input
+from ..typed import TYPE_CHECKING
 from ..xray.expand import events
 from ..xray.fast import fdr_stacks
 from ..xray.instr_map import id_names, open_instr_map
@@ -25,6 +25,9 @@ from ..xray.report import (
 from ..xray.stacks import Note, StackWalk, build_stacks
 from .common import Subparsers
 from .subcommands import SUBCOMMANDS
+
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def add_parser(sub: Subparsers) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ..batch.record import Task, described
+from ..typed import TYPE_CHECKING
 from .batch import add_batch_options, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of
 from .subcommands import SUBCOMMANDS
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def add_parser(sub: Subparsers) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ..analysis.snapshot import walk_snapshot
 from ..analysis.unwind import OUTERMOST_REACHED, PC
 from ..arch import by_sframe_abi
 from ..errors import Cfi2SframeError
+from ..typed import TYPE_CHECKING
 from .batch import usage_error
 from .common import Subparsers, add_module_options, count, modules_of
 from .subcommands import SUBCOMMANDS

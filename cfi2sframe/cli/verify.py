@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from ..elf.read import open_elf_file
 from ..inputs import file_head, open_input
 from ..kinds import is_archive, xray_byte_order
+from ..typed import TYPE_CHECKING
 from . import macho
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import Subparsers, add_limit_options, limits_of, no_sframe
 from .macho import add_binary_option, add_demangle_option, add_slice_option
 from .show import describe_fde, words
 from .subcommands import SUBCOMMANDS
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def add_parser(sub: Subparsers) -> None:

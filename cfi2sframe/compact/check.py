@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from typing import Any, NamedTuple
 
 from ..arch import by_compact
 from ..dwarf.cfi import Cfi, Fde, RowsCache
@@ -28,6 +27,7 @@ from ..macho.read import FILE_TYPES, MH_OBJECT, MachoView
 from ..macho.unwind import compact_unwind_rows, eh_frame, native_numbers
 from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
+from ..typed import TYPE_CHECKING, NamedTuple
 from .encoding import decode, describe
 from .inputs import image_functions, unwind_table
 from .lower import CompactRow, body_row, inexact_spans, lower_compact, row_rules
@@ -42,6 +42,9 @@ from .words import (
     X86_STACK_IND,
     is_dwarf,
 )
+
+if TYPE_CHECKING:
+    from typing import Any
 
 S_ATTR_PURE_INSTRUCTIONS, S_ATTR_SOME_INSTRUCTIONS = 0x80000000, 0x400
 FLAGS = HAS_LSDA | PERSONALITY_MASK | NOT_FUNCTION_START

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
 from ..arch import by_compact
 from ..macho.read import MachoView
+from ..typed import TYPE_CHECKING
 from .encoding import describe
 from .rules import Code
 from .table import PROBLEMS, UnwindInfo
 from .words import HAS_LSDA, MODE_MASK, NOT_FUNCTION_START, PERSONALITY_MASK, X86_STACK_IND
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..macho.unwind import ObjectRow
 
 FLAGS = HAS_LSDA | PERSONALITY_MASK | NOT_FUNCTION_START

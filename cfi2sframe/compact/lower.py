@@ -23,12 +23,11 @@ none is exact for the body state, the function gets DWARF mode and a reason.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ..arch import by_compact, compact_flavour
 from ..arch.base import Arch
 from ..model import CfaReg, Row, RuleKind, Timeline, span_of
 from ..reasons import COMPACT_REASONS, CompactReason, Unrepresentable
+from ..typed import NamedTuple
 from .encoding import decode, encode
 from .rules import Code, CompactRules
 from .words import ARM64_DWARF, HAS_LSDA, NOT_FUNCTION_START, X86_DWARF

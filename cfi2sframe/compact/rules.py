@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from ..typed import NamedTuple
 
 
 class CompactRules(NamedTuple):

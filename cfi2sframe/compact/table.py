@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
-from typing import NamedTuple
 
 from ..errors import DecodeError
+from ..typed import NamedTuple
 from .layout import (
     COMPRESSED,
     COMPRESSED_ENTRY,

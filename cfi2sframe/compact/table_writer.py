@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from ..arch import compact_flavour
 from ..arch.base import Arch
 from ..errors import Cfi2SframeError
+from ..typed import NamedTuple
 from .layout import (
     COMPRESSED,
     COMPRESSED_ENTRY,

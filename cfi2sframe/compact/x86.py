@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ..arch.base import Arch
 from ..arch.i386 import I386
 from ..arch.x86_64 import X86_64
 from ..reasons import CompactReason, Unrepresentable
+from ..typed import NamedTuple
 from .rules import Code, CompactRules
 from .words import (
     HAS_LSDA,

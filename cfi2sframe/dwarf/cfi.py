@@ -15,15 +15,18 @@ import struct
 from collections.abc import Iterable, Iterator
 from functools import cached_property, lru_cache
 from types import ModuleType
-from typing import Final, NamedTuple
 
 from ..core import compiled as compiled_core
 from ..errors import CfiError, DecodeError, decoding
 from ..model import Location, Row, Timeline, span_of
+from ..typed import TYPE_CHECKING, NamedTuple
 from .frames import entries
 from .interpret import interpret
 from .opcodes import EH_PE, EH_PE_APPLICATION, EH_PE_FORMAT
 from .ops import LOCATIONS, AdvanceLoc, Op, SetLoc, decode_ops, read_sleb, read_uleb
+
+if TYPE_CHECKING:
+    from typing import Final
 
 # Field offset in the section -> (section the relocation points into, target value).
 Placements = dict[int, tuple[str, int]]

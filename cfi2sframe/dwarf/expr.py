@@ -13,12 +13,14 @@ the expression as one it cannot evaluate, never guesses.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
-from ..arch.base import ByteOrder
 from ..errors import DecodeError
+from ..typed import TYPE_CHECKING, NamedTuple
 from .leb128 import read_sleb, read_uleb
 from .opcodes import OP
+
+if TYPE_CHECKING:
+    from ..arch.base import ByteOrder
 
 MASK64 = (1 << 64) - 1
 MAX_STEPS = 10_000

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
-from typing import Any
 
 from ..errors import CfiError
 from ..model import SAME_VALUE, UNDEFINED, CfaExpr, CfaReg, CfaRule, Row, Rule, RuleKind
+from ..typed import TYPE_CHECKING
 from . import ops
 from .ops import Op
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class _State:

@@ -11,12 +11,13 @@ with the same operands are not equal (``DefCfaRegister(7)`` is not ``Undefined(7
 
 from __future__ import annotations
 
-from typing import NamedTuple, TypeVar
-
-from ..arch.base import ByteOrder
 from ..errors import DecodeError
+from ..typed import TYPE_CHECKING, NamedTuple, TypeVar
 from .leb128 import read_sleb, read_uleb, sleb, uleb
 from .opcodes import ADVANCE_SIZES, CFA, HIGH_MASK, LOW_MASK
+
+if TYPE_CHECKING:
+    from ..arch.base import ByteOrder
 
 __all__ = ["CIE_OPS", "LOCATIONS", "AdvanceLoc", "ArgsSize", "DefCfa", "DefCfaExpression",
            "DefCfaOffset", "DefCfaRegister", "Expression", "NegateRaState",

@@ -13,11 +13,10 @@ members.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ..cstruct import CStruct
 from ..errors import DecodeError
 from ..kinds import AR_MAGIC, Kind, input_kind, is_archive
+from ..typed import NamedTuple
 
 # A member's header: text fields, space-padded (System V ABI, ar(5)): no byte order.
 AR_HDR = CStruct("ar_hdr", (("ar_name", "16s"), ("ar_date", "12s"), ("ar_uid", "6s"),

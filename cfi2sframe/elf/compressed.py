@@ -14,9 +14,9 @@ the ``.sframe`` loader share it.
 from __future__ import annotations
 
 import zlib
-from typing import NamedTuple
 
 from ..errors import DecodeError
+from ..typed import NamedTuple
 from .read import SHF_COMPRESSED, ElfView, Section
 from .structs import CHDR
 

@@ -41,10 +41,10 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from itertools import compress, repeat
-from typing import NamedTuple
 
 from ..errors import Cfi2SframeError
 from ..files import PatchedCopy
+from ..typed import NamedTuple
 from .read import (
     PF_R,
     PT_DYNAMIC,

@@ -27,8 +27,8 @@ The rules, from the gABI and what the Linux loader and glibc's ld.so require:
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import NamedTuple
 
+from ..typed import NamedTuple
 from .read import (
     PT_DYNAMIC,
     PT_GNU_EH_FRAME,

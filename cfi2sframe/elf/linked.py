@@ -50,11 +50,11 @@ added to.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, NamedTuple
 
 from ..arch import arch_for_machine
 from ..errors import Cfi2SframeError
 from ..files import PAGE, PatchedCopy
+from ..typed import TYPE_CHECKING, NamedTuple
 from .grow import (
     EHDR64,
     PHDR64,
@@ -92,7 +92,9 @@ PN_XNUM, SHN_LORESERVE = 0xFFFF, 0xFF00
 # (its address minus its offset equal to the first segment's) with more than a page
 # of zeros: refuse ("keep"), write the zeros ("pad"), or place it for Linux >= 5.18
 # only ("no").
-OldKernels = Literal["keep", "pad", "no"]
+if TYPE_CHECKING:
+    from typing import Literal
+    OldKernels = Literal["keep", "pad", "no"]
 # The most zeros --old-kernels pad writes (a memory image that much longer than the
 # file: a huge .bss, or a size field that lies).
 MAX_PADDING = 1 << 30

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import ModuleType
-from typing import NamedTuple
 
 from ..arch import ELF_MACHINES, by_elf_machine
 from ..core import compiled as compiled_core
 from ..dwarf.leb128 import read_uleb, uleb
 from ..errors import Cfi2SframeError, DecodeError
 from ..kinds import is_elf
+from ..typed import NamedTuple
 from .read import (
     ET_REL,
     SHF_ALLOC,

@@ -19,12 +19,12 @@ import struct
 import sys
 from collections.abc import Callable, Container, Iterable, Iterator
 from itertools import chain, compress
-from typing import TYPE_CHECKING, NamedTuple
 
 from ..arch import ELF_MACHINES, arch_for_machine
 from ..cstruct import Layout
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..kinds import is_elf
+from ..typed import TYPE_CHECKING, NamedTuple
 from .structs import (
     EHDR,
     EI_CLASS,

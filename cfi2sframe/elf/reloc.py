@@ -10,17 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 from ..arch import by_elf_machine
-from ..arch.base import ByteOrder
 from ..core import compiled as compiled_core
 from ..errors import Cfi2SframeError
+from ..typed import TYPE_CHECKING
 from .read import SHN_LORESERVE, SHT_REL, SHT_RELA, STT_SECTION
 from .structs import REL, RELA, r_sym, r_type
 
 if TYPE_CHECKING:
     from .read import ElfView
+
+if TYPE_CHECKING:
+    from ..arch.base import ByteOrder
 
 
 @cache

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Iterator, Sequence
 from itertools import chain
-from typing import TYPE_CHECKING
 
+from ..typed import TYPE_CHECKING
 from .read import SHN_LORESERVE, ElfView, Symbol, is_mapping_symbol, string_at
 
 if TYPE_CHECKING:

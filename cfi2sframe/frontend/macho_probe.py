@@ -6,9 +6,9 @@ an ELF object's are."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from ..elf.read import Symbol
+from ..typed import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the Mach-O reader loads for an Apple target's probe object only
     from ..macho.read import MachoView

@@ -24,12 +24,12 @@ import shlex
 import shutil
 from collections.abc import Sequence
 from types import ModuleType
-from typing import NamedTuple, cast
 
 from ..core import compiled as compiled_core
 from ..dwarf.frames import count_fdes
 from ..elf.read import ElfView, Symbol
 from ..errors import AssemblerFailed, Cfi2SframeError
+from ..typed import NamedTuple, cast
 from .launch import Launch, is_gnu_as
 from .scan import ScanResult, Statement, scan
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from types import ModuleType
-from typing import NamedTuple
 
 from ..core import compiled as compiled_core
+from ..typed import NamedTuple
 
 _COMPILED = compiled_core()
 _SLOW_CHARS = '";/*'

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from ..typed import NamedTuple
 
 # Operand expressions, as variant types (cheap to cache and to evaluate).
 

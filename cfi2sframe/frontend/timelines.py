@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, cast
 
-from ..arch.base import Arch, ByteOrder
+from ..arch.base import Arch
 from ..dwarf import ops
 from ..dwarf.cfi import Cfi, Fde, initial_ops
 from ..dwarf.interpret import interpret
@@ -44,6 +43,7 @@ from ..elf.read import (
 from ..errors import Cfi2SframeError, CfiError, DecodeError, decoding
 from ..kinds import is_elf
 from ..model import Location, Row, Timeline
+from ..typed import TYPE_CHECKING, NamedTuple, cast
 from .directives import evaluate, parse_statement, render
 from .macho_probe import elf_like_symbols, section_names
 from .probe import (
@@ -62,6 +62,9 @@ from .syntax import EXPRESSIONS, Arg, Directive, EscapeItem, Num, Reg, Sym, Synt
 
 if TYPE_CHECKING:  # the Mach-O reader loads for an Apple target's assembler output only
     from ..macho.read import MachoView
+
+if TYPE_CHECKING:
+    from ..arch.base import ByteOrder
 
 KNOWN_DIRECTIVES = frozenset(
     "startproc endproc sections def_cfa def_cfa_register def_cfa_offset adjust_cfa_offset "

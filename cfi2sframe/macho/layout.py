@@ -10,9 +10,8 @@ every size and offset against the headers, counted by hand.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ..cstruct import Array, CStruct
+from ..typed import NamedTuple
 
 LOAD_COMMAND = CStruct("load_command", (("cmd", "I"), ("cmdsize", "I")))
 

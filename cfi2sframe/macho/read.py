@@ -10,10 +10,10 @@ big-endian).  Errors are ``DecodeError`` at the offset of the field that is wron
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Final, NamedTuple
 
 from ..cstruct import CStruct
 from ..errors import DecodeError
+from ..typed import TYPE_CHECKING, NamedTuple
 from .layout import (
     FAT_ARCH,
     FAT_ARCH_64,
@@ -28,6 +28,9 @@ from .layout import (
     relocation_fields,
     widths,
 )
+
+if TYPE_CHECKING:
+    from typing import Final
 
 MH_MAGIC, MH_MAGIC_64 = 0xFEEDFACE, 0xFEEDFACF
 FAT_MAGIC, FAT_MAGIC_64 = 0xCAFEBABE, 0xCAFEBABF

@@ -16,11 +16,10 @@ the object's one address space; i386's esp/ebp numbers are swapped back
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ..dwarf.cfi import Cfi, parse_cfi
 from ..errors import DecodeError
 from ..model import CfaReg, RuleKind, Timeline
+from ..typed import NamedTuple
 from .layout import RELOCATED_FIELD
 from .read import MH_OBJECT, MachoView, Reloc, Section, Symbol
 

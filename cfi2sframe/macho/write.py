@@ -21,10 +21,9 @@ the segment and commands naming them), then the bytes (``_write``).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from ..cstruct import CStruct
 from ..errors import DecodeError
+from ..typed import TYPE_CHECKING, NamedTuple
 from .layout import (
     DYLIB_TABLE_OF_CONTENTS_SIZE,
     DYSYMTAB_COMMAND,
@@ -40,6 +39,9 @@ from .layout import (
     widths,
 )
 from .read import LC_SYMTAB, MH_OBJECT, MachoView
+
+if TYPE_CHECKING:
+    from typing import Any
 
 LC_DYSYMTAB = 0xB
 # linkedit_data_command: (cmd, cmdsize, dataoff, datasize)

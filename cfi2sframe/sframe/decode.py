@@ -18,12 +18,12 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from types import ModuleType
-from typing import Final, NamedTuple
 
 from ..arch import by_sframe_abi, is_sframe_abi
 from ..core import compiled as compiled_core
 from ..errors import DecodeError
 from ..model import in_force
+from ..typed import TYPE_CHECKING, NamedTuple
 from .format import (
     BASE_REG_FP,
     F_FDE_FUNC_START_PCREL,
@@ -54,6 +54,9 @@ from .words import (
     fde_type,
     fre_info_fields,
 )
+
+if TYPE_CHECKING:
+    from typing import Final
 
 VALID_FLAGS = {
     VERSION_1: F_FDE_SORTED | F_FRAME_POINTER,

@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from operator import itemgetter
 from types import ModuleType
-from typing import NamedTuple, cast
 
 from ..arch import by_sframe_abi
-from ..arch.base import Arch, ByteOrder
+from ..arch.base import Arch
 from ..core import compiled as compiled_core
 from ..errors import Cfi2SframeError
+from ..typed import TYPE_CHECKING, NamedTuple, cast
 from .decode import DecodedSection
 from .format import (
     BASE_REG_FP,
@@ -49,6 +49,9 @@ from .format import (
 )
 from .rules import RA_UNDEFINED, Loc, RuleFre, as_loc, fre_rules, opt_loc
 from .words import FLEX_PADDING, fde_info, flex_control, fre_info
+
+if TYPE_CHECKING:
+    from ..arch.base import ByteOrder
 
 _COMPILED = compiled_core()
 _START = itemgetter(0)  # an FRE's start (Fre and RuleFre both open with it)

@@ -21,13 +21,17 @@ from collections.abc import Callable
 from functools import lru_cache
 from types import ModuleType
 
-from ..arch.base import Arch, ByteOrder
+from ..arch.base import Arch
 from ..core import compiled as compiled_core
 from ..dwarf.leb128 import read_sleb, read_uleb
 from ..dwarf.opcodes import ADVANCE_SIZES, CFA, HIGH_MASK, LOW_MASK
 from ..errors import DecodeError
+from ..typed import TYPE_CHECKING
 from .format import Fre, FreShape
 from .lower import cfa_problem, words_problem
+
+if TYPE_CHECKING:
+    from ..arch.base import ByteOrder
 
 _NO_CFA = -1
 _new_tuple = tuple.__new__

@@ -9,10 +9,9 @@ take offsets and ``struct``s from them. Also ``Fre`` (with ``frame_rules``),
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
-
 from ..arch import as_arch
 from ..cstruct import Layout
+from ..typed import TYPE_CHECKING, NamedTuple
 from .recovery import RA_UNDEFINED, FrameRules, Loc, Recovery, RuleFre
 from .words import s390x_reg_word
 

@@ -11,7 +11,6 @@ unrelocated, as readelf of binutils 2.40 (the last V1 reader) shows them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from ..elf.compressed import DEFAULT_LIMITS, Limits, section_contents
 from ..elf.read import open_elf_file
@@ -19,6 +18,7 @@ from ..elf.reloc import relocate_view
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_bytes
 from ..kinds import Kind, input_kind, is_elf, refuse_unreadable
+from ..typed import NamedTuple
 from .decode import DecodedSection, decode, decode_covering
 
 

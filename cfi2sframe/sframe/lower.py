@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 from itertools import islice
-from typing import NamedTuple
 
 from ..arch import as_arch
 from ..arch.base import Arch
@@ -29,6 +28,7 @@ from ..model import (
     span_of,
 )
 from ..reasons import SFRAME_REASONS, SframeReason, Unrepresentable
+from ..typed import NamedTuple
 from .format import MAX_FRES_V3, Fre, SFrameFunction, fits, fre_words, offset_size_for
 from .recovery import (
     RA_UNDEFINED,

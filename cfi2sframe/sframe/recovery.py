@@ -8,7 +8,8 @@ encoder all build on them, so they import nothing else of the package.
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple
+
+from ..typed import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ..arch.base import Arch

@@ -7,7 +7,7 @@ are from the SFrame V2 (errata 1) and V3 specs, least significant bit first.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from ..typed import NamedTuple
 
 # -- FDE info byte (V1, V2, V3) ---------------------------------------------------------
 # bits 0-3: FRE start-address type; bit 4: FDE type (1: PC-mask); bit 5: PAuth key

@@ -9,9 +9,9 @@ writes one, the TSC going back without a TSCWrap, and the header.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
 
 from ..errors import DecodeError
+from ..typed import NamedTuple
 from .records import (
     BASIC_SIZE,
     FDR,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from itertools import accumulate
-from typing import NamedTuple
 
+from ..typed import NamedTuple
 from .instr_map import CALL_SLEDS, InstrMap, Sled, XrayFunction
 
 

@@ -5,10 +5,10 @@ thread's buffers by wall-clock time and the threads as a hash map does)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
 
 from ..errors import DecodeError
 from ..model import Name
+from ..typed import NamedTuple
 from .records import (
     FDR,
     BasicKind,

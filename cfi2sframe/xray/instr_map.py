@@ -24,7 +24,6 @@ import ctypes
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
-from typing import NamedTuple
 
 from ..arch import by_elf_machine
 from ..elf.read import SHT_NOBITS, SHT_RELA, ElfView, Section, open_elf
@@ -34,6 +33,7 @@ from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_input
 from ..kinds import is_elf
 from ..model import Name
+from ..typed import NamedTuple
 
 MAP_SECTION, INDEX_SECTION = "xray_instr_map", "xray_fn_idx"
 KNOWN_VERSIONS = range(3)  # entry versions 0 and 1 absolute, 2 PC-relative

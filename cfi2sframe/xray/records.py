@@ -11,12 +11,14 @@ extent is a ``Skipped`` up to the extent's end, as LLVM reads on.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
 
-from ..arch.base import ByteOrder
 from ..errors import DecodeError
 from ..kinds import XRAY_HEADER_SIZE, XRAY_TYPES, xray_byte_order
 from ..model import Name
+from ..typed import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ..arch.base import ByteOrder
 
 HEADER_SIZE = XRAY_HEADER_SIZE
 BASIC, FDR = 0, 1

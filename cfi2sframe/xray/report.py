@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from typing import NamedTuple
 
+from ..typed import NamedTuple
 from .expand import Event, EventKind
 from .stacks import Call, Note, OpenCall, Stacks
 from .text import escaped

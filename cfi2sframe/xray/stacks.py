@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
 
 from ..model import Name
+from ..typed import NamedTuple
 from .expand import Event, EventKind
 
 
