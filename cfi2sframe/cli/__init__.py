@@ -87,11 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] in SUBCOMMANDS:
-        import argparse
+        from .parsers import Parser
 
         module = importlib.import_module(f".{SUBCOMMANDS[argv[0]][0]}", __name__)
-        parser = argparse.ArgumentParser(prog="cfi2sframe")
-        sub = parser.add_subparsers(dest="command", required=True)
+        parser = Parser(prog="cfi2sframe")
+        # (prog: what argparse would format from the usage line, without asking the
+        # terminal's width)
+        sub = parser.add_subparsers(dest="command", required=True, prog="cfi2sframe")
         module.add_parser(sub)
         args = parser.parse_args(argv)
         status: int = module.run(args)

@@ -18,6 +18,7 @@ from ..typed import TYPE_CHECKING
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
 from .common import add_limit_options, address, arch_name, limits_of, write
 from .diagnostics import WARNING_HELP, WarningPolicy, warning_policy
+from .parsers import Parser, RawDescriptionHelpFormatter
 
 if TYPE_CHECKING:
     from typing import Any
@@ -82,9 +83,9 @@ examples:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="cfi2sframe", usage=USAGE, description=DESCRIPTION, epilog=_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=RawDescriptionHelpFormatter)
     parser.add_argument("inputs", nargs="*", metavar="INPUT",
                         help="assembly file (.s), ELF file (object, shared library, program; "
                              "its .eh_frame or .debug_frame is read), or - for standard "

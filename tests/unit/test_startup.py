@@ -98,21 +98,24 @@ def test_other_inputs_do_not_load_the_xray_reader(tmp_path: Path, argv: list[str
 # ``benchmarks/startup.py --names``; docs/performance.md, "Start-up").  Not timed: a
 # module on this list is one the command's own work never needs.
 NOT_ELF = ("cfi2sframe.compact", "cfi2sframe.macho", "cfi2sframe.xray", "cfi2sframe.cli.xray",
-           "cfi2sframe.cli.compact", "lark", "tqdm")
+           "cfi2sframe.cli.compact", "lark", "tqdm", "typing")
+# (``shutil``: argparse's formatter asks the terminal's width only where help is printed)
 READ_ONLY = ("cfi2sframe.sframe.build", "cfi2sframe.sframe.encode", "cfi2sframe.convert",
-             "cfi2sframe.frontend", "cfi2sframe.batch", "subprocess", "json")
+             "cfi2sframe.frontend", "cfi2sframe.batch", "subprocess", "json", "shutil")
 XRAY_ONLY = ("cfi2sframe.analysis", "cfi2sframe.sframe.build", "cfi2sframe.sframe.encode",
              "cfi2sframe.batch", "cfi2sframe.compact", "cfi2sframe.macho", "cfi2sframe.convert",
-             "cfi2sframe.frontend", "subprocess", "lark", "tqdm", "json")
+             "cfi2sframe.frontend", "subprocess", "lark", "tqdm", "json", "typing", "shutil")
 # An x86-64 input loads its own target's module, no other (``arch`` loads each by name).
 OTHER_TARGETS = ("cfi2sframe.arch.aarch64", "cfi2sframe.arch.s390x", "cfi2sframe.arch.i386")
 TARGETS = ("cfi2sframe.arch.x86_64", *OTHER_TARGETS)
 DWARF_CFI = ("cfi2sframe.dwarf.cfi", "cfi2sframe.dwarf.interpret", "cfi2sframe.elf.cfi")
 NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "--version": (["--version"], ("argparse", "cfi2sframe.cli.convert", "cfi2sframe.elf",
-                                  "cfi2sframe.frontend", "subprocess", "json", "lark")),
+                                  "cfi2sframe.frontend", "subprocess", "json", "lark",
+                                  "typing")),
     "--help": (["--help"], ("subprocess", "json", "cfi2sframe.frontend", "cfi2sframe.convert",
-                            "cfi2sframe.sframe", "cfi2sframe.dwarf", "lark", *TARGETS)),
+                            "cfi2sframe.sframe", "cfi2sframe.dwarf", "lark", "typing",
+                            *TARGETS)),
     "convert .s": (["small.s", "-o", "small2.o"],
                    (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
                     *OTHER_TARGETS)),
@@ -128,17 +131,17 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "lookup": (["lookup", "small.o", "0x1"], (*NOT_ELF, *READ_ONLY, *DWARF_CFI,
                                               *OTHER_TARGETS)),
     "verify": (["verify", "small.o"], (*NOT_ELF, "cfi2sframe.batch", "cfi2sframe.convert",
-                                       "cfi2sframe.frontend", "subprocess", "json",
+                                       "cfi2sframe.frontend", "subprocess", "json", "shutil",
                                        *OTHER_TARGETS)),
     # one file's stats: in this process, not through the tree runner (no worker, no JSON)
     "stats": (["stats", "small.o"], (*NOT_ELF, "cfi2sframe.batch.pool",
-                                     "cfi2sframe.batch.journal", "json",
+                                     "cfi2sframe.batch.journal", "json", "shutil",
                                      *OTHER_TARGETS)),
     # (the SFrame walk: no compact unwind module; those load for --compact)
     "unwind": (["unwind", "small.o", "--snapshot", "snap.json"],
                ("cfi2sframe.macho", "cfi2sframe.compact", "cfi2sframe.xray",
                 "cfi2sframe.sframe.build", "cfi2sframe.sframe.encode", "cfi2sframe.frontend",
-                "cfi2sframe.batch", "lark", "tqdm", *OTHER_TARGETS)),
+                "cfi2sframe.batch", "lark", "tqdm", "typing", "shutil", *OTHER_TARGETS)),
     "dump trace": (["dump", "trace.xray"], (*XRAY_ONLY, "cfi2sframe.sframe", *DWARF_CFI,
                                             *TARGETS)),
     "verify trace": (["verify", "trace.xray"], (*XRAY_ONLY, *DWARF_CFI, *TARGETS)),
@@ -190,3 +193,31 @@ def test_the_command_check_sees_an_import(tmp_path: Path) -> None:
     assert _names_under(("json", "cfi2sframe.xray"), "import json, cfi2sframe.xray.records",
                         tmp_path) == ["cfi2sframe.xray", "cfi2sframe.xray.records", "json",
                                       "json.decoder", "json.encoder", "json.scanner"]
+
+
+@pytest.mark.parametrize("columns", ["30", "80", "200"])
+def test_help_is_argparse_s_at_any_width(monkeypatch: pytest.MonkeyPatch,
+                                         columns: str) -> None:
+    """The parsers ask the terminal's width only when they format text
+    (``cli/parsers.py``); their help, usage and subcommand help are argparse's own
+    formatters' text, at a narrow, the usual and a wide terminal."""
+    import argparse
+
+    from cfi2sframe.cli import parsers
+    from cfi2sframe.cli.verify import add_parser
+
+    monkeypatch.setenv("COLUMNS", columns)
+
+    def texts(parser_class: type[argparse.ArgumentParser],
+              formatter: type[argparse.HelpFormatter]) -> list[str]:
+        parser = parser_class(prog="cfi2sframe", formatter_class=formatter,
+                              description="a description " * 8)
+        sub = parser.add_subparsers(dest="command", required=True)
+        add_parser(sub)
+        verify = sub.choices["verify"]
+        return [parser.format_help(), parser.format_usage(), verify.format_help()]
+
+    ours = texts(parsers.Parser, parsers.HelpFormatter)
+    assert ours == texts(argparse.ArgumentParser, argparse.HelpFormatter)
+    raw = texts(parsers.Parser, parsers.RawDescriptionHelpFormatter)
+    assert raw == texts(argparse.ArgumentParser, argparse.RawDescriptionHelpFormatter)
