@@ -2,13 +2,20 @@
 
 For each command: the modules it imports beyond the interpreter's own start-up, their
 summed ``-X importtime`` self times (what our imports cost, the interpreter's ``site``
-apart), and the wall time best-of-N and median of ``python3 -m cfi2sframe`` and of
-``python3 -S -c 'from cfi2sframe.cli import entry; entry()'`` (no ``site``: the
-interpreter and our code only).  Run from anywhere::
+apart), and the wall time best-of-N and median of ``python3 -m cfi2sframe``, of the
+same as an installed user runs it (``inst``: a virtual environment made here without
+pip, the package linked into its site-packages, so its ``site`` runs but no other
+package's ``.pth`` hooks: this machine's editable install and certificate hook cost
+some 50 ms before our first import) and of ``python3 -S -c 'from cfi2sframe.cli
+import entry; entry()'`` (no ``site``: the interpreter and our code only).  With
+``--instructions`` (valgrind present) each command's instructions in the installed
+form, which the machine's load does not move.  Run from anywhere::
 
-    python3 benchmarks/startup.py [-n 20] [--root CHECKOUT]
+    python3 benchmarks/startup.py [-n 20] [--root CHECKOUT] [--instructions]
 
 It works in a temporary folder: the example's object, an XRay trace and a snapshot.
+The checkout's bytecode is compiled first, as an install compiles it: a checkout
+without it (``PYTHONDONTWRITEBYTECODE`` set) compiles every module on every run.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
+import venv
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
@@ -45,6 +54,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
 
 
 def prepare(work: Path, root: Path) -> None:
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "cfi2sframe")],
+                   check=True)
     shutil.copy(HERE / "examples" / "frame_pointer.s", work / "small.s")
     env = {**os.environ, "PYTHONPATH": str(root)}
     subprocess.run([sys.executable, "-m", "cfi2sframe", "small.s", "-o", "small.o"],
@@ -55,6 +66,26 @@ def prepare(work: Path, root: Path) -> None:
     (work / "trace.xray").write_bytes(t.header() + t.block(1, t.func(0, 1, 10) + t.func(1, 1, 10)))
     (work / "snap.json").write_text('{"regs": {"rip": 16, "rsp": 4096, "rbp": 4112}, '
                                     '"memory": [{"address": 4096, "hex": "0000000000000000"}]}')
+
+
+def installed(work: Path, root: Path) -> Path:
+    """A virtual environment's Python (no pip: nothing fetched) with the checkout's
+    package in its site-packages, as ``pip install`` leaves it: the interpreter an
+    installed user runs, without this machine's ``.pth`` hooks."""
+    home = work / "venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(home)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(home),
+                                                    "platbase": str(home)}))
+    (site / "cfi2sframe").symlink_to(root / "cfi2sframe")
+    return home / "bin" / "python3"
+
+
+def instructions(cmd: list[str], work: Path) -> float:
+    """Millions of instructions the whole process runs (valgrind's callgrind)."""
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                           *cmd], cwd=work, capture_output=True, text=True)
+    line = next(line for line in done.stderr.splitlines() if "Collected" in line)
+    return int(line.split()[-1]) / 1e6
 
 
 def imports(argv: list[str], work: Path, root: Path) -> tuple[int, float, list[str]]:
@@ -104,6 +135,8 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=20)
     parser.add_argument("--root", type=Path, default=HERE)
     parser.add_argument("--names", action="store_true", help="list each command's modules")
+    parser.add_argument("--instructions", action="store_true",
+                        help="each installed command's instructions (valgrind)")
     parser.add_argument("--against", type=Path, metavar="CHECKOUT",
                         help="compare with another checkout (its compiled core built): "
                              "modules, import ms and python3 -m wall time of both, the "
@@ -116,20 +149,27 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         work = Path(name)
         prepare(work, root)
+        python = installed(work, root)
         for label, cmd in [("python3 -c pass", [sys.executable, "-c", "pass"]),
+                           ("installed python3 -c pass", [str(python), "-c", "pass"]),
                            ("python3 -S -c pass", [sys.executable, "-S", "-c", "pass"])]:
             best, median = wall(cmd, work, root, args.n)
-            print(f"{label:28} {'':>7} {'':>8} {best:7.1f} {median:7.1f}")
+            count = f"{instructions(cmd, work):7.1f}M" if args.instructions else ""
+            print(f"{label:28} {'':>7} {'':>8} {best:7.1f} {median:7.1f} {count}")
         print(f"{'command':28} {'modules':>7} {'imp ms':>8} {'-m best':>7} {'median':>7} "
-              f"{'-S best':>7} {'median':>7}")
+              f"{'inst best':>9} {'median':>7} {'-S best':>7} {'median':>7}"
+              + (f" {'inst instr':>10}" if args.instructions else ""))
         entry = "from cfi2sframe.cli import entry; entry()"
         for label, argv in COMMANDS:
             count, ms, names = imports(argv, work, root)
             best, median = wall([sys.executable, "-m", "cfi2sframe", *argv], work, root, args.n)
+            ibest, imedian = wall([str(python), "-m", "cfi2sframe", *argv], work, root, args.n)
             sbest, smedian = wall([sys.executable, "-S", "-c", entry, *argv], work, root,
                                   args.n)
-            print(f"{label:28} {count:7} {ms:8.1f} {best:7.1f} {median:7.1f} {sbest:7.1f} "
-                  f"{smedian:7.1f}", flush=True)
+            extra = (f" {instructions([str(python), '-m', 'cfi2sframe', *argv], work):9.1f}M"
+                     if args.instructions else "")
+            print(f"{label:28} {count:7} {ms:8.1f} {best:7.1f} {median:7.1f} {ibest:9.1f} "
+                  f"{imedian:7.1f} {sbest:7.1f} {smedian:7.1f}{extra}", flush=True)
             if args.names:
                 print("   ", " ".join(names))
 
