@@ -11,6 +11,7 @@ from collections.abc import Callable
 OPCODES: dict[str, int]
 EH_PE: dict[str, int]
 UNWIND_INFO: dict[str, int]
+UNWIND_TABLE: dict[str, int]
 
 _State = tuple[int, int, int | None, int | None, bool]
 
@@ -35,6 +36,25 @@ def unwind_info_text(section: bytes, base: int, image: bytes,
                      symtab: tuple[int, int, int, int], wide: bool,
                      words: Callable[[int, int], str], stack_ind: int
                      ) -> tuple[str, list[tuple[object, ...]]] | None: ...
+
+def unwind_info_entries(section: bytes) -> tuple[
+        list[int], list[int], list[int | None], list[int | None], int,
+        list[tuple[object, ...]]] | None: ...
+
+def unwind_info_rows(section: bytes, offsets: list[int]
+                     ) -> list[tuple[int, int] | None] | None: ...
+
+def image_entries(*, offsets: list[int], ends: list[int], encodings: list[int],
+                  in_code: dict[int, object], fde_starts: dict[int, int], relocated: bool,
+                  code_problem: Callable[[int, int, int], str | bool | None], image: bytes,
+                  sections: tuple[tuple[int, int, int], ...], base: int, mode_mask: int,
+                  dwarf: int, stack_ind: int, reach: int
+                  ) -> tuple[int, int, list[tuple[object, ...]]] | None: ...
+
+def fde_extents(*, eh: bytes, address: int, address_size: int,
+                cie_of: Callable[[int], object], code: tuple[tuple[int, int], ...]
+                ) -> tuple[int, int, tuple[int, int, int] | None, list[int],
+                           dict[int, int]] | None: ...
 
 def relocate(contents: bytearray, rel: bytes, is64: bool, little: bool, rela: bool,
              kinds: dict[int, tuple[int, bool]],

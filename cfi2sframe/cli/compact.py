@@ -17,6 +17,7 @@ from ..compact.inputs import (
     image_functions,
     macho_object_with_ours,
     placed_functions,
+    unwind_columns,
     unwind_table,
 )
 from ..compact.table_writer import build_unwind_info
@@ -39,7 +40,7 @@ from .subcommands import SUBCOMMANDS
 if TYPE_CHECKING:
     from ..arch.base import Arch
     from ..compact.lower import CompactFunction
-    from ..compact.table import UnwindInfo
+    from ..compact.table import Columns, UnwindInfo
     from ..macho.read import MachoView
     from ..macho.unwind import ObjectRow
     from ..reasons import CompactReason
@@ -140,12 +141,16 @@ def _macho_file(args: argparse.Namespace, source: Input) -> int:
     if view.filetype == MH_OBJECT:
         return _listing(args, arch, in_address_order(functions, False), object_rows, view)
     flavour = compact_arch(arch.name, args.file)
+    if args.emit == "unwind-info":  # the entries alone, as columns
+        columns = unwind_columns(args.file, view)
+        if columns is None:
+            print(f"{args.file}: no __unwind_info section")
+            return 0
+        return _write_unwind_info(args, view, columns)
     table = unwind_table(args.file, view)
     if table is None:
         print(f"{args.file}: no __unwind_info section")
         return 0
-    if args.emit == "unwind-info":
-        return _write_unwind_info(args, view, table)
     _print_unwind_info(table, view.image_base, view.function_names, flavour,
                        arch.register_names)
     return 0
@@ -260,11 +265,14 @@ def _bare_table(args: argparse.Namespace, data: bytes) -> int:
     built again, as the table of ``--binary IMAGE`` (else of an image of ``--arch`` at
     0, its functions unnamed)."""
     view = open_view(args.file, data, args.arch if args.arch_given else None, args.binary)
+    if args.emit == "unwind-info":
+        columns = unwind_columns(args.file, view)
+        if columns is None:  # the view holds the table it was given
+            raise AssertionError("a bare table's view lost its __unwind_info")
+        return _write_unwind_info(args, view, columns)
     table = unwind_table(args.file, view)
     if table is None:  # the view holds the table it was given
         raise AssertionError("a bare table's view lost its __unwind_info")
-    if args.emit == "unwind-info":
-        return _write_unwind_info(args, view, table)
     _print_unwind_info(table, view.image_base, view.function_names, view.arch,
                        by_compact(view.arch).register_names)
     return 0
@@ -323,7 +331,7 @@ def _write_placed(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_unwind_info(args: argparse.Namespace, view: MachoView, table: UnwindInfo) -> int:
+def _write_unwind_info(args: argparse.Namespace, view: MachoView, table: Columns) -> int:
     """The image's table built again by our writer (every function looked up before it
     is written), to -o or standard output; what changed is said on standard error."""
     built = build_unwind_info(image_functions(view, table), view.arch, args.file)

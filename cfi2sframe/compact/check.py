@@ -19,26 +19,36 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Callable, Sequence
 
 from ..arch import by_compact
-from ..dwarf.cfi import Cfi, Fde, RowsCache
+from ..core import compiled
+from ..dwarf.cfi import Cfi, Fde, RowsCache, cie_reader
 from ..errors import Cfi2SframeError
 from ..macho.read import FILE_TYPES, MH_OBJECT, MachoView
-from ..macho.unwind import compact_unwind_rows, eh_frame, native_numbers
+from ..macho.unwind import (
+    compact_unwind_rows,
+    eh_frame,
+    eh_frame_at,
+    native_numbers,
+    relocated,
+)
 from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
 from ..typed import TYPE_CHECKING, NamedTuple
 from .encoding import decode, describe
-from .inputs import image_functions, unwind_table
+from .inputs import function_ends, unwind_columns
 from .lower import CompactRow, body_row, inexact_spans, lower_compact, row_rules
 from .prologue import PROLOGUE_REACH, built_rules
 from .rules import Code, CompactRules
-from .table import Lookup
+from .table import Columns, Lookup
 from .words import (
+    ARM64_DWARF,
     HAS_LSDA,
     MODE_MASK,
     NOT_FUNCTION_START,
     PERSONALITY_MASK,
+    X86_DWARF,
     X86_STACK_IND,
     is_dwarf,
 )
@@ -70,8 +80,59 @@ def check_macho(path: str, view: MachoView, cfi: Cfi | None = None) -> MachoChec
     the file's ``macho.unwind.eh_frame``, when the caller has read it)."""
     if view.filetype == MH_OBJECT:
         return _check_object(path, view, cfi if cfi is not None else eh_frame(view, path))
-    cfi = cfi if cfi is not None else eh_frame(view, path, named=False)  # (names no FDE)
-    return _check_image(path, view, cfi)
+    if cfi is None:  # the compiled core walks __eh_frame, the FDEs in code read here
+        found = _compiled_extents(path, view)
+        if found is not None:
+            return _check_image(path, view, *found)
+        cfi = eh_frame(view, path, named=False)  # (names no FDE)
+    if cfi is None:
+        return _check_image(path, view, None, FdeExtents(0, 0, None, [], {}))
+    extents = fde_extents(cfi.fdes, _code_sections(view))
+    in_code = set(extents.in_code)
+    return _check_image(path, view, Cfi(cfi.path, cfi.machine, cfi.elf_type, tuple(
+        fde for fde in cfi.fdes if fde.offset in in_code), cfi.section_name), extents)
+
+
+class FdeExtents(NamedTuple):
+    """What ``verify`` needs of every FDE of an image's ``__eh_frame`` (all but those
+    in code are only counted and found by offset): their count, how many lie outside
+    every code section and the first of those (offset, start, size), the offsets of
+    those in code, each FDE's start by offset."""
+
+    fdes: int
+    stray: int
+    first_stray: tuple[int, int, int] | None
+    in_code: list[int]
+    starts: dict[int, int]
+
+
+def fde_extents(fdes: Sequence[Fde], code: list[tuple[int, int]]) -> FdeExtents:
+    """``FdeExtents`` of ``fdes`` (the compiled ``fde_extents``'s reference)."""
+    stray = [fde for fde in fdes if not _in_code(fde, code)]
+    first = (stray[0].offset, stray[0].start, stray[0].size) if stray else None
+    return FdeExtents(len(fdes), len(stray), first,
+                      [fde.offset for fde in fdes if _in_code(fde, code)],
+                      {fde.offset: fde.start for fde in fdes})
+
+
+def _compiled_extents(path: str, view: MachoView) -> tuple[Cfi | None, FdeExtents] | None:
+    """The image's ``__eh_frame`` walked by the compiled core (``fde_extents``), the FDEs
+    in code read by Python; None without the core or where the Python walker must
+    decide."""
+    core = compiled()
+    section = view.section("__TEXT", "__eh_frame")
+    if core is None:
+        return None
+    if section is None:
+        return None, FdeExtents(0, 0, None, [], {})
+    data = relocated(view, section)
+    found = core.fde_extents(eh=data, address=section.addr, address_size=view.pointer_size,
+                             cie_of=cie_reader(data, section.addr, view.pointer_size, True),
+                             code=tuple(_code_sections(view)))
+    if found is None:
+        return None
+    extents = FdeExtents(*found)
+    return eh_frame_at(view, path, extents.in_code), extents
 
 
 def _code_sections(view: MachoView) -> list[tuple[int, int]]:
@@ -107,8 +168,11 @@ def rules_problem(encoding: int, timeline: Timeline, flavour: str,
             f"({describe(right & ~FLAGS, flavour, None, names)})")
 
 
-def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
-    table = unwind_table(path, view)
+def _check_image(path: str, view: MachoView, cfi: Cfi | None,
+                 extents: FdeExtents) -> MachoCheck:
+    """The table against ``cfi`` (the FDEs in code) and what ``extents`` says of the
+    rest."""
+    table = unwind_columns(path, view)
     if table is None:
         raise Cfi2SframeError(path, "no __TEXT,__unwind_info section: nothing to verify")
     section = view.section("__TEXT", "__unwind_info")
@@ -118,79 +182,53 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
     base = view.image_base
     problems = list(table.problems)
     notes: list[str] = []
-    code = _code_sections(view)
     by_start: dict[int, Fde] = {}
-    by_offset: dict[int, Fde] = {}
     timelines: dict[int, Timeline] = {}
-    relocated = True
+    in_place = True  # __eh_frame relocated
     if cfi is not None:
         cache: RowsCache = {}
-        stray = []
-        for fde in cfi.fdes:
-            by_offset[fde.offset] = fde
-            if _in_code(fde, code):  # interpreted only where they describe code
-                by_start[fde.start] = fde
-                timelines[fde.start] = native_numbers(cfi.timeline(fde, cache), view.arch)
-            else:
-                stray.append(fde)
-        if stray:
-            first = stray[0]
-            problems.append(
-                f"__eh_frame: {len(stray)} of {len(cfi.fdes)} FDEs lie outside every code "
-                f"section (the first, at __eh_frame+{first.offset:#x}, covers "
-                f"[{first.start:#x}, {first.start + first.size:#x})): the section was "
-                "copied without being relocated (ld64.lld 14 does so), and libunwind's "
-                "DWARF look-ups find no function there")
-            relocated = len(stray) < len(cfi.fdes)
-    if cfi is None or not cfi.fdes:
+        for fde in cfi.fdes:  # interpreted only where they describe code
+            by_start[fde.start] = fde
+            timelines[fde.start] = native_numbers(cfi.timeline(fde, cache), view.arch)
+    if extents.first_stray is not None:
+        offset, start, size = extents.first_stray
+        problems.append(
+            f"__eh_frame: {extents.stray} of {extents.fdes} FDEs lie outside every code "
+            f"section (the first, at __eh_frame+{offset:#x}, covers "
+            f"[{start:#x}, {start + size:#x})): the section was "
+            "copied without being relocated (ld64.lld 14 does so), and libunwind's "
+            "DWARF look-ups find no function there")
+        in_place = extents.stray < extents.fdes
+    if not extents.fdes:
         notes.append("no FDE in __eh_frame: compact encodings checked against the code")
     lookup = Lookup(view.section_data(section))
-    checked = from_code = 0
-    from_prologue: dict[tuple[int, bytes | None], str | bool | None] = {}
-    for func in image_functions(view, table):
-        address = base + func.offset
-        encoding = func.encoding
-        if encoding == 0:
-            if address in by_start:
-                problems.append(f"{_where(view, address)}: its entry says no unwind "
-                                "information, but __eh_frame has an FDE for it")
-            continue
-        if is_dwarf(encoding, flavour):
-            target = by_offset.get(encoding & 0xFFFFFF)
-            if target is None:
-                problems.append(f"{_where(view, address)}: DWARF mode at __eh_frame+"
-                                f"{encoding & 0xFFFFFF:#x}, where no FDE starts")
-            elif relocated and target.start != address:
-                problems.append(f"{_where(view, address)}: DWARF mode at __eh_frame+"
-                                f"{target.offset:#x}, the "
-                                f"FDE of [{target.start:#x}, {target.start + target.size:#x})")
-            else:
-                checked += 1
-            continue
-        lines = timelines.get(address)
-        own = by_start.get(address)
-        if lines is None or own is None:  # no CFI kept: the encoding against the code
-            problem = _code_problem_alike(view, address, func.length, encoding, flavour,
-                                          names, from_prologue)
-            if problem is True:
-                from_code += 1
-            elif problem:
-                problems.append(f"{_where(view, address)}: {problem}")
-            continue
-        where = _where(view, address)
-        found = rules_problem(encoding, lines, flavour, view.bytes_at(address, lines.size),
-                              names)
-        if found is not None:
-            problems.append(f"{where}: {found}")
-        personality = own.cie.personality - base if own.cie.personality else None
-        if personality != func.personality:
-            problems.append(f"{where}: personality slot {_offset(func.personality, base)}, "
-                            f"its FDE's {_offset(personality, base)}")
-        lsda = own.lsda - base if own.lsda else None
-        if lsda != func.lsda:
-            problems.append(f"{where}: LSDA {_offset(func.lsda, base)}, its FDE's "
-                            f"{_offset(lsda, base)}")
-        checked += 1
+
+    def code_problem(address: int, length: int, encoding: int) -> str | bool | None:
+        return _code_problem(view, address, length, encoding, flavour, names)
+
+    params = _entry_params(view, table, by_start, extents.starts, in_place, code_problem)
+    core = compiled()
+    found = core.image_entries(**params) if core is not None else None
+    checked, from_code, events = found if found is not None else entry_events(**params)
+    for event in events:
+        kind, address = event[0], base + table.offsets[event[1]]
+        if kind == "cfi":  # an FDE in code: its CFI against the entry, in Python
+            checked += 1
+            problems.extend(_cfi_problems(view, event[1], table, by_start[address],
+                                          timelines[address], names))
+        elif kind == "no-info":
+            problems.append(f"{_where(view, address)}: its entry says no unwind "
+                            "information, but __eh_frame has an FDE for it")
+        elif kind == "no-fde":
+            problems.append(f"{_where(view, address)}: DWARF mode at __eh_frame+"
+                            f"{event[2]:#x}, where no FDE starts")
+        elif kind == "other-fde":
+            target = eh_frame_at(view, path, [event[2]]).fdes[0]
+            problems.append(f"{_where(view, address)}: DWARF mode at __eh_frame+"
+                            f"{target.offset:#x}, the "
+                            f"FDE of [{target.start:#x}, {target.start + target.size:#x})")
+        else:  # "code": what its prologue builds is not its encoding
+            problems.append(f"{_where(view, address)}: {event[2]}")
     for start, fde in sorted(by_start.items()):
         for pc in (start, start + max(fde.size, 1) - 1):
             hit = lookup.find(pc - base)
@@ -202,29 +240,112 @@ def _check_image(path: str, view: MachoView, cfi: Cfi | None) -> MachoCheck:
                 problems.append(f"'{name}' at {start:#x} has an FDE, but libunwind's "
                                 f"look-up at {pc:#x} finds {row}")
                 break
-    return MachoCheck(len(table.entries), checked, tuple(problems), tuple(notes), from_code)
+    return MachoCheck(len(table.offsets), checked, tuple(problems), tuple(notes), from_code)
+
+
+def _entry_params(view: MachoView, table: Columns, by_start: dict[int, Fde],
+                  fde_starts: dict[int, int], relocated: bool,
+                  code_problem: Callable[[int, int, int], str | bool | None]
+                  ) -> dict[str, Any]:
+    """The arguments of ``entry_events`` (and of the compiled ``image_entries``), by
+    name: the table's columns, the FDEs by start (those in code) and by offset (their
+    starts), the image's sections with file contents, the flavour's mode words."""
+    x86 = view.arch != "arm64"
+    return {
+        "offsets": table.offsets, "ends": function_ends(view, table),
+        "encodings": table.encodings, "in_code": by_start,
+        "fde_starts": fde_starts,
+        "relocated": relocated, "code_problem": code_problem, "image": view.data,
+        "sections": tuple((s.addr, s.size, s.offset) for s in view.sections),
+        "base": view.image_base, "mode_mask": MODE_MASK,
+        "dwarf": X86_DWARF if x86 else ARM64_DWARF,
+        "stack_ind": X86_STACK_IND if x86 else -1, "reach": PROLOGUE_REACH if x86 else -1}
+
+
+def entry_events(*, offsets: list[int], ends: list[int], encodings: list[int],
+                 in_code: dict[int, Any], fde_starts: dict[int, int], relocated: bool,
+                 code_problem: Callable[[int, int, int], str | bool | None], image: bytes,
+                 sections: tuple[tuple[int, int, int], ...], base: int, mode_mask: int,
+                 dwarf: int, stack_ind: int, reach: int
+                 ) -> tuple[int, int, list[tuple[Any, ...]]]:
+    """Each entry of an image's table checked where no CFI is interpreted (the compiled
+    ``image_entries``'s reference): (DWARF-mode entries at their own FDE, entries found
+    right from their code, what to say, in entry order); an entry whose function has an
+    FDE in code is an event ("cfi", i) for the caller.  ``code_problem`` is asked once
+    per distinct (encoding, code it reads): the prologue's first ``reach`` bytes (-1:
+    the whole function), the whole function for STACK_IND."""
+    checked = from_code = 0
+    events: list[tuple[Any, ...]] = []
+    memo: dict[tuple[int, bytes | None], str | bool | None] = {}
+    for i, (offset, end, encoding) in enumerate(zip(offsets, ends, encodings, strict=True)):
+        address = base + offset
+        if encoding == 0:
+            if address in in_code:
+                events.append(("no-info", i))
+            continue
+        if encoding & mode_mask == dwarf:
+            target = fde_starts.get(encoding & 0xFFFFFF)
+            if target is None:
+                events.append(("no-fde", i, encoding & 0xFFFFFF))
+            elif relocated and target != address:
+                events.append(("other-fde", i, encoding & 0xFFFFFF))
+            else:
+                checked += 1
+            continue
+        if address in in_code:
+            events.append(("cfi", i))
+            continue
+        code = _bytes_at(image, sections, address, end - offset)
+        if code is not None and reach >= 0 and encoding & mode_mask != stack_ind:
+            code = code[:reach]
+        key = (encoding, code)
+        if key not in memo:
+            memo[key] = code_problem(address, end - offset, encoding)
+        problem = memo[key]
+        if problem is True:
+            from_code += 1
+        elif problem:
+            events.append(("code", i, problem))
+    return checked, from_code, events
+
+
+def _bytes_at(image: bytes, sections: tuple[tuple[int, int, int], ...], address: int,
+              size: int) -> bytes | None:
+    """``MachoView.bytes_at`` over ``sections``' (address, size, file offset)."""
+    for addr, length, offset in sections:
+        if addr <= address and address + size <= addr + length and offset:
+            at = offset + address - addr
+            return image[at:at + size]
+    return None
+
+
+def _cfi_problems(view: MachoView, i: int, table: Columns, own: Fde, lines: Timeline,
+                  names: dict[int, str]) -> list[str]:
+    """Entry ``i`` against its function's FDE: the encoding against the CFI's body
+    state, the personality slot and the LSDA."""
+    base, flavour = view.image_base, view.arch
+    address = base + table.offsets[i]
+    where = _where(view, address)
+    problems = []
+    found = rules_problem(table.encodings[i], lines, flavour,
+                         view.bytes_at(address, lines.size), names)
+    if found is not None:
+        problems.append(f"{where}: {found}")
+    personality = own.cie.personality - base if own.cie.personality else None
+    if personality != table.personalities[i]:
+        problems.append(f"{where}: personality slot "
+                        f"{_offset(table.personalities[i], base)}, its FDE's "
+                        f"{_offset(personality, base)}")
+    lsda = own.lsda - base if own.lsda else None
+    if lsda != table.lsdas[i]:
+        problems.append(f"{where}: LSDA {_offset(table.lsdas[i], base)}, its FDE's "
+                        f"{_offset(lsda, base)}")
+    return problems
 
 
 def _where(view: MachoView, address: int) -> str:
     """A function named in a problem (the names are read only when one is found)."""
     return f"'{view.function_names.get(address, f'pc+{address:#x}')}' at {address:#x}"
-
-
-def _code_problem_alike(view: MachoView, address: int, length: int, encoding: int,
-                        flavour: str, names: dict[int, str],
-                        memo: dict[tuple[int, bytes | None], str | bool | None]
-                        ) -> str | bool | None:
-    """``_code_problem`` once per distinct (encoding, code it reads): the answer is a
-    function of those alone (x86: the prologue's first ``PROLOGUE_REACH`` bytes, the
-    whole function for STACK_IND; arm64 reads a leaf whole)."""
-    code = view.bytes_at(address, length)
-    if code is not None and flavour != "arm64" and \
-            encoding & MODE_MASK != X86_STACK_IND:
-        code = code[:PROLOGUE_REACH]
-    key = (encoding, code)
-    if key not in memo:
-        memo[key] = _code_problem(view, address, length, encoding, flavour, names)
-    return memo[key]
 
 
 def _code_problem(view: MachoView, address: int, length: int, encoding: int, flavour: str,
@@ -359,9 +480,11 @@ def macho_coverage(path: str, view: MachoView, cfi: Cfi | None = None) -> dict[s
     if view.filetype == MH_OBJECT:
         functions = [(row.start, row.encoding) for row in compact_unwind_rows(view)]
     else:
-        table = unwind_table(path, view)
-        functions = [] if table is None else [(view.image_base + f.offset, f.encoding)
-                                              for f in image_functions(view, table)]
+        table = unwind_columns(path, view)
+        functions = [] if table is None else [(view.image_base + offset, encoding)
+                                              for offset, encoding in zip(
+                                                  table.offsets, table.encodings,
+                                                  strict=True)]
     counts = {"compact": 0, "dwarf": 0, "none": 0}
     reasons: Counter[str] = Counter()
     for start, encoding in functions:

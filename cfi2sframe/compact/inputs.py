@@ -31,7 +31,7 @@ from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
 from .lower import CompactFunction, LowerMemo, lower_alike, lower_compact
 from .rules import Code
-from .table import UnwindInfo, read_unwind_info
+from .table import Columns, UnwindInfo, read_columns, read_unwind_info
 from .table_writer import TableFunction
 from .words import ARM64_DWARF, HAS_LSDA, MODE_MASK, PERSONALITY_MASK, X86_DWARF, is_dwarf
 
@@ -206,24 +206,39 @@ def unwind_table(path: str, view: MachoView) -> UnwindInfo | None:
         return read_unwind_info(view.section_data(section))
 
 
-def image_functions(view: MachoView, table: UnwindInfo) -> list[TableFunction]:
-    """An image's functions as its ``__unwind_info`` gives them, each running to the next
-    entry (the last to the end of the code section holding it: a linker's sentinel may
-    stop short of it), with the FDE offset a DWARF-mode encoding holds."""
-    dwarf = ARM64_DWARF if view.arch == "arm64" else X86_DWARF
-    base = view.image_base
-    entries = table.entries
-    ends = [entry.offset for entry in entries[1:]]
-    if entries:
-        last = entries[-1].offset
+def unwind_columns(path: str, view: MachoView) -> Columns | None:
+    """``unwind_table``'s entries as columns (None without the section)."""
+    section = view.section("__TEXT", "__unwind_info")
+    if section is None:
+        return None
+    with decoding(path, "__unwind_info"):
+        return read_columns(view.section_data(section))
+
+
+def function_ends(view: MachoView, table: Columns) -> list[int]:
+    """Where each of a table's functions ends: at the next entry, the last at the end of
+    the code section holding it (a linker's sentinel may stop short of it)."""
+    offsets = table.offsets
+    ends = offsets[1:]
+    if offsets:
+        base, last = view.image_base, offsets[-1]
         holder = next((s for s in view.sections if s.addr <= base + last < s.addr + s.size),
                       None)
         ends.append(max(table.sentinel, holder.addr + holder.size - base if holder else 0,
                         last))
+    return ends
+
+
+def image_functions(view: MachoView, table: Columns) -> list[TableFunction]:
+    """An image's functions as its ``__unwind_info`` gives them, each running to
+    ``function_ends``, with the FDE offset a DWARF-mode encoding holds."""
+    dwarf = ARM64_DWARF if view.arch == "arm64" else X86_DWARF
     function = TableFunction
     return [function(offset, end - offset, encoding, personality, lsda,
                      encoding & 0xFFFFFF if encoding & MODE_MASK == dwarf else None)
-            for (offset, encoding, personality, lsda), end in zip(entries, ends, strict=True)]
+            for offset, end, encoding, personality, lsda in zip(
+                table.offsets, function_ends(view, table), table.encodings,
+                table.personalities, table.lsdas, strict=True)]
 
 
 def macho_object_with_ours(path: str, data: bytes, arch_name: str | None = None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 
+from ..core import compiled
 from ..errors import DecodeError
 from ..typed import NamedTuple
 from .layout import (
@@ -170,6 +171,40 @@ def read_unwind_info(data: bytes) -> UnwindInfo:
                                                       index_count),
                       tuple((a, b, c) for a, b, c in index), tuple(lsda_index),
                       tuple(details))
+
+
+class Columns(NamedTuple):
+    """A table's entries as columns, each entry's offset, encoding, personality slot
+    and LSDA as ``UnwindEntry`` holds them, with the sentinel and the problems: what
+    ``verify`` and the builder read of a table, without a named tuple per entry (the
+    tuples were a third of a 100k-function image's ``verify``)."""
+
+    offsets: list[int]
+    encodings: list[int]
+    personalities: list[int | None]
+    lsdas: list[int | None]
+    sentinel: int
+    problems: tuple[str, ...]
+
+
+def read_columns(data: bytes) -> Columns:
+    """``read_unwind_info``'s entries as ``Columns``, read by the compiled core
+    (``unwind_info_entries``) where it is built; ``DecodeError`` where the table is
+    malformed, from the Python reader, which says where."""
+    core = compiled()
+    found = core.unwind_info_entries(data) if core is not None else None
+    if found is None:
+        return columns_of(read_unwind_info(data))
+    offsets, encodings, personalities, lsdas, sentinel, problems = found
+    return Columns(offsets, encodings, personalities, lsdas, sentinel,
+                   tuple(PROBLEMS[name](*numbers) for name, *numbers in problems))
+
+
+def columns_of(table: UnwindInfo) -> Columns:
+    """A decoded table's entries as columns (``unwind_info_entries``'s reference)."""
+    offsets, encodings, personalities, lsdas = (
+        [list(column) for column in zip(*table.entries, strict=True)] or [[], [], [], []])
+    return Columns(offsets, encodings, personalities, lsdas, table.sentinel, table.problems)
 
 
 def _entry_error(offset: int, slot: int, personalities: int,
@@ -335,7 +370,14 @@ class Lookup:
     def rows_at(self, offsets: list[int]) -> list[tuple[int, int] | None]:
         """The (start, encoding) of the row ``find`` finds at each of ``offsets``, in
         one pass (no ``Found`` each: a table's own check asks at 200k offsets); None
-        where ``find`` finds none."""
+        where ``find`` finds none.  The compiled core's ``unwind_info_rows`` where it is
+        built, else (and where a page it needs is malformed) ``python_rows_at``."""
+        core = compiled()
+        found = core.unwind_info_rows(self.data, offsets) if core is not None else None
+        return found if found is not None else self.python_rows_at(offsets)
+
+    def python_rows_at(self, offsets: list[int]) -> list[tuple[int, int] | None]:
+        """``rows_at`` in Python (``unwind_info_rows``'s reference)."""
         starts, last, page_of = self.starts, len(self.index) - 1, self._page
         out: list[tuple[int, int] | None] = []
         e_was, offsets_e, encodings_e = -1, [0], [0]

@@ -300,25 +300,32 @@ def _page_bytes(rows: list[tuple[int, int, int | None]], page: _Page,
 def _check(data: bytes, functions: list[TableFunction], final: list[int],
            personalities: list[int], where: str) -> None:
     """Every function found, with its encoding, personality and LSDA, at its first and
-    its last byte, by libunwind's look-up: a table that fails is a bug of ours."""
+    its last byte, by libunwind's look-up: a table that fails is a bug of ours.  A row
+    with neither a personality nor an LSDA to read is its encoding alone, compared in
+    one pass; the others are read as libunwind reads them."""
     table = Lookup(data)
-    pcs = [pc for func in functions for pc in (func.offset,
-                                               func.offset + max(func.length - 1, 0))]
-    rows = iter(zip(pcs, table.rows_at(pcs), strict=True))
-    for func, encoding in zip(functions, final, strict=True):
+    pcs = [pc for func in functions for pc in (
+        func.offset, func.offset + func.length - 1 if func.length > 0 else func.offset)]
+    rows = table.rows_at(pcs)
+    got = [0 if row is None else row[1] for row in rows]  # 0: no row, as encoding 0
+    flags = PERSONALITY_MASK | HAS_LSDA
+    for k in [k for k, (encoding, first, last) in enumerate(zip(
+            final, got[::2], got[1::2], strict=True))
+            if encoding & flags or first != encoding or last != encoding]:
+        func, encoding = functions[k], final[k]
         slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
         want = None if encoding == 0 else (  # 0: no unwind information, as libunwind reads it
             encoding, personalities[slot - 1] if slot else None,
             func.lsda if encoding & HAS_LSDA else None)
-        for pc, row in (next(rows), next(rows)):
+        for pc, row in zip(pcs[2 * k:2 * k + 2], rows[2 * k:2 * k + 2], strict=True):
             if row is None:
-                got: tuple[int, int | None, int | None] | None = None
-            elif row[1] & (PERSONALITY_MASK | HAS_LSDA):  # read as libunwind does
+                found_row: tuple[int, int | None, int | None] | None = None
+            elif row[1] & flags:  # read as libunwind does
                 found = table.find(pc)
-                got = None if found is None else (found.encoding, found.personality,
-                                                  found.lsda)
+                found_row = None if found is None else (found.encoding, found.personality,
+                                                        found.lsda)
             else:  # neither a personality nor an LSDA to read
-                got = (row[1], None, None)
-            if got != want:
-                raise AssertionError(f"{where}: the table gives {got} at {pc:#x}, not "
+                found_row = (row[1], None, None)
+            if found_row != want:
+                raise AssertionError(f"{where}: the table gives {found_row} at {pc:#x}, not "
                                      f"{want}")

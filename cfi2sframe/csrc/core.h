@@ -129,6 +129,15 @@ static inline int read_params(PyObject *params, const char *format, char **names
 PyObject *unwind_info_text(PyObject *self, PyObject *args);
 PyObject *unwind_info_constants(void);  /* its __unwind_info and Mach-O numbers */
 
+/* compact_table.c: an __unwind_info's entries read into columns, and looked up. */
+PyObject *unwind_info_entries(PyObject *self, PyObject *args);
+PyObject *unwind_info_rows(PyObject *self, PyObject *args);
+PyObject *unwind_table_constants(void);  /* compact/layout.py's numbers it reads */
+
+/* compact_check.c: verify's loop over an image's __unwind_info entries. */
+PyObject *image_entries(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *fde_extents(PyObject *self, PyObject *args, PyObject *kwargs);
+
 /* sframe_dump.c: an SFrame section's FDEs checked, or written as dump prints them. */
 PyObject *sframe_dump(PyObject *self, PyObject *args, PyObject *kwargs);
 

@@ -1,5 +1,6 @@
 /* The module cfi2sframe._core: each entry point, the file that defines it (core.h),
- * and the numbers the C files repeat (OPCODES, EH_PE, UNWIND_INFO, SFRAME, ELF, XRAY). */
+ * and the numbers the C files repeat (OPCODES, EH_PE, UNWIND_INFO, UNWIND_TABLE, SFRAME,
+ * ELF, XRAY). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -72,6 +73,23 @@ static PyMethodDef methods[] = {
      "unwind_info_text(section, base, image, symtab, wide, words, stack_ind)\n"
      "-> the listing of an __unwind_info section, or None (the Python reader reports\n"
      "what is wrong with it); see compact_listing.c."},
+    {"unwind_info_entries", unwind_info_entries, METH_VARARGS,
+     "unwind_info_entries(section) -> (offsets, encodings, personalities, LSDAs,\n"
+     "sentinel, problems) of an __unwind_info section, or None (the Python reader\n"
+     "reports what is wrong with it); see compact_table.c."},
+    {"unwind_info_rows", unwind_info_rows, METH_VARARGS,
+     "unwind_info_rows(section, offsets) -> the (start, encoding) or None libunwind's\n"
+     "look-up finds at each offset, or None (the Python look-up decides); see\n"
+     "compact_table.c."},
+    {"image_entries", (PyCFunction)(void (*)(void))image_entries, METH_VARARGS | METH_KEYWORDS,
+     "image_entries(*, offsets, ends, encodings, in_code, fde_starts, relocated,\n"
+     "code_problem, image, sections, base, mode_mask, dwarf, stack_ind, reach)\n"
+     "-> (checked, from_code, events), or None (the Python loop takes numbers past\n"
+     "its reach); see compact_check.c."},
+    {"fde_extents", (PyCFunction)(void (*)(void))fde_extents, METH_VARARGS | METH_KEYWORDS,
+     "fde_extents(*, eh, address, address_size, cie_of, code) -> (FDEs, stray, the first\n"
+     "stray's (offset, start, size) or None, offsets of those in code, {offset: start}),\n"
+     "or None (the Python walker decides); see compact_check.c."},
     {"xray_labels", (PyCFunction)(void (*)(void))xray_labels, METH_VARARGS | METH_KEYWORDS,
      "xray_labels(labels) -> {function ID: label} prepared for xray_dump, or None;\n"
      "see xray.c."},
@@ -98,7 +116,8 @@ PyMODINIT_FUNC PyInit__core(void) {
      * home, one dict per file or header. */
     struct { const char *name; PyObject *(*make)(void); } constants[] = {
         {"OPCODES", dwarf_opcodes}, {"EH_PE", eh_constants},
-        {"UNWIND_INFO", unwind_info_constants}, {"SFRAME", sframe_constants},
+        {"UNWIND_INFO", unwind_info_constants}, {"UNWIND_TABLE", unwind_table_constants},
+        {"SFRAME", sframe_constants},
         {"ELF", elf_constants}, {"XRAY", xray_constants},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++) {

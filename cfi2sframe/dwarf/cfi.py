@@ -12,7 +12,7 @@ byte offsets.)
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property, lru_cache
 from types import ModuleType
 
@@ -201,19 +201,29 @@ def parse_cfi(data: bytes, is_eh: bool, address: int, placements: Placements,
     that walk alone."""
     reader = _Reader(data, little, address_size, address)
     if compiled is not None and is_eh:
-        cies: dict[int, Cie] = {}
-
-        def cie_of(at: int) -> Cie:
-            cie = _parse_cie_at(reader, at, True, cies)
-            if cie is None:  # the core found a CIE there: so does this reader
-                raise DecodeError(at, "no CIE starts here")
-            return cie
-
-        fdes: list[Fde] | None = compiled.eh_fdes(data, address, names, cie_of, placements,
-                                                  _eh_target(address_size, not little))
+        fdes: list[Fde] | None = compiled.eh_fdes(
+            data, address, names, cie_reader(data, address, address_size, little),
+            placements, _eh_target(address_size, not little))
         if fdes is not None:
             return fdes
     return _walk(reader, is_eh, placements, names)
+
+
+def cie_reader(data: bytes, address: int, address_size: int,
+               little: bool) -> Callable[[int], Cie]:
+    """The ``Cie`` at an offset of an ``.eh_frame``, as this reader reads it: what the
+    compiled walkers ask once per CIE they meet (a ``DecodeError`` where this reader
+    finds none there)."""
+    reader = _Reader(data, little, address_size, address)
+    cies: dict[int, Cie] = {}
+
+    def cie_of(at: int) -> Cie:
+        cie = _parse_cie_at(reader, at, True, cies)
+        if cie is None:  # the core found a CIE there: so does this reader
+            raise DecodeError(at, "no CIE starts here")
+        return cie
+
+    return cie_of
 
 
 @lru_cache(maxsize=8)

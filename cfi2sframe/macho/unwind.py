@@ -16,7 +16,7 @@ the object's one address space; i386's esp/ebp numbers are swapped back
 
 from __future__ import annotations
 
-from ..dwarf.cfi import Cfi, parse_cfi
+from ..dwarf.cfi import Cfi, Fde, fdes_at, parse_cfi
 from ..errors import DecodeError
 from ..model import CfaReg, RuleKind, Timeline
 from ..typed import NamedTuple
@@ -145,9 +145,22 @@ def eh_frame(view: MachoView, path: str, named: bool = True) -> Cfi | None:
         if named else {}
     fdes = parse_cfi(relocated(view, section), True, section.addr, {}, view.pointer_size,
                      True, names)
+    return _cfi(view, path, fdes)
+
+
+def _cfi(view: MachoView, path: str, fdes: list[Fde]) -> Cfi:
     machine = {"x86_64": "EM_X86_64", "arm64": "EM_AARCH64", "i386": "EM_386"}[view.arch]
     kind = "ET_REL" if view.filetype == MH_OBJECT else "ET_DYN"
     return Cfi(path, machine, kind, tuple(fdes), "__eh_frame")
+
+
+def eh_frame_at(view: MachoView, path: str, offsets: list[int]) -> Cfi:
+    """``eh_frame(view, path, named=False)`` holding only the FDEs at ``offsets`` of
+    the section (a caller that walked it already: ``compact.check``)."""
+    section = view.section("__TEXT", "__eh_frame")
+    assert section is not None
+    return _cfi(view, path, fdes_at(relocated(view, section), offsets, section.addr,
+                                   view.pointer_size, True))
 
 
 # i386 Darwin numbers esp 5 and ebp 4 in __eh_frame, the other way round from the

@@ -2,7 +2,8 @@
 SFrame records of ``csrc/sframe.h`` (``SFRAME``) to ``sframe/format.py`` and
 ``sframe/words.py``, the ELF records of ``csrc/elf.h`` (``ELF``) to ``elf/structs.py``,
 the XRay FDR records of ``csrc/xray.c`` (``XRAY``) to ``xray/records.py``.  Changing a
-number on one side alone fails here.  (``OPCODES``, ``EH_PE`` and ``UNWIND_INFO`` are
+number on one side alone fails here; so are ``csrc/compact_table.c``'s (``UNWIND_TABLE``) to
+``compact/layout.py``.  (``OPCODES``, ``EH_PE`` and ``UNWIND_INFO`` are
 bound in test_core.py, test_core_eh.py and test_core_unwind_info.py.)
 """
 
@@ -95,4 +96,38 @@ def test_the_xray_records_are_xray_records() -> None:
         assert c.pop(kind.name) == number, kind
     for number, kind in enumerate(FUNC_KINDS):
         assert c.pop(kind.name) == number, kind
+    assert not c, f"numbers no test binds: {sorted(c)}"
+
+
+def test_the_unwind_table_records_are_compact_layouts() -> None:
+    """``csrc/compact_table.c``'s ``__unwind_info`` numbers are ``compact/layout.py``'s
+    structures and ``compact/words.py``'s bits."""
+    from cfi2sframe.compact import layout, words
+
+    c = dict(compiled_core().UNWIND_TABLE)
+    assert (c.pop("VERSION"), c.pop("REGULAR"), c.pop("COMPRESSED")) == (
+        layout.VERSION, layout.REGULAR, layout.COMPRESSED)
+    assert c.pop("HEADER_BYTES") == layout.HEADER.size
+    assert c.pop("HEADER_WORDS") == len(layout.HEADER.fields)
+    assert c.pop("INDEX_BYTES") == layout.INDEX_ENTRY.size
+    assert c.pop("INDEX_PAGE_AT") == layout.INDEX_ENTRY.offset("secondLevelPagesSectionOffset")
+    assert c.pop("INDEX_LSDA_AT") == layout.INDEX_ENTRY.offset("lsdaIndexArraySectionOffset")
+    assert c.pop("LSDA_BYTES") == layout.LSDA_ENTRY.size
+    assert c.pop("LSDA_VALUE_AT") == layout.LSDA_ENTRY.offset("lsdaOffset")
+    assert c.pop("PAGE_BYTES") == layout.PAGE_KIND.size
+    assert _where(layout.PAGE_KIND, "entryPageOffset") == (c.pop("PAGE_ENTRY_AT"), 2)
+    assert _where(layout.PAGE_KIND, "entryCount") == (c.pop("PAGE_COUNT_AT"), 2)
+    assert c.pop("COMPRESSED_BYTES") == layout.COMPRESSED_PAGE.size
+    assert _where(layout.COMPRESSED_PAGE, "encodingsPageOffset") == (
+        c.pop("COMPRESSED_LOCAL_AT"), 2)
+    assert _where(layout.COMPRESSED_PAGE, "encodingsCount") == (
+        c.pop("COMPRESSED_LOCAL_COUNT_AT"), 2)
+    assert c.pop("REGULAR_ENTRY_BYTES") == layout.REGULAR_ENTRY.size
+    assert c.pop("REGULAR_ENCODING_AT") == layout.REGULAR_ENTRY.offset("encoding")
+    word = c.pop("WORD_BYTES")
+    assert word == layout.COMPRESSED_ENTRY.size == layout.ENCODINGS.size == \
+        layout.PERSONALITIES.size
+    assert c.pop("ENTRY_OFFSET_BITS") == layout.ENTRY_FUNC_OFFSET_BITS
+    assert (c.pop("PERSONALITY_MASK"), c.pop("PERSONALITY_SHIFT"), c.pop("HAS_LSDA")) == (
+        words.PERSONALITY_MASK, words.PERSONALITY_SHIFT, words.HAS_LSDA)
     assert not c, f"numbers no test binds: {sorted(c)}"

@@ -1,6 +1,8 @@
-"""The compiled core's ``__unwind_info`` listing (``csrc/compact_listing.c``) against the
-Python reader and listing it was written from (``compact/table.read_unwind_info``,
-``compact/listing.unwind_info_lines``), which stay the reference and the fallback.
+"""The compiled core's ``__unwind_info`` listing (``csrc/compact_listing.c``), column read
+and look-ups (``csrc/compact_table.c``) against the Python reader, listing and look-up
+they were written from (``compact/table.read_unwind_info``,
+``compact/listing.unwind_info_lines``, ``compact/table.Lookup.python_rows_at``), which
+stay the reference and the fallback.
 
 Both must give the same text, character for character, on the images two linkers
 wrote (zig's with personalities, LSDAs and DWARF-mode rows; ld64.lld-14's with regular
@@ -22,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cfi2sframe.compact.listing import unwind_info_lines, unwind_info_text
-from cfi2sframe.compact.table import read_unwind_info
+from cfi2sframe.compact.table import PROBLEMS, Lookup, columns_of, read_unwind_info
 from cfi2sframe.errors import DecodeError
 from cfi2sframe.macho.read import MachoView, Section, open_macho
 from tests.conftest import compiled_core, require
@@ -40,6 +42,37 @@ def _python_text(view: MachoView) -> str | None:
     except DecodeError:
         return None
     return "".join(line + "\n" for line in unwind_info_lines(table, view))
+
+
+def _same_reads(view: MachoView, step: int = 1) -> bool:
+    """The compiled column read (``unwind_info_entries``) gives the Python reader's
+    columns, or None where it raises; the compiled look-up (``unwind_info_rows``) the
+    Python one's rows at every entry, a byte before and after, and past the ends, or
+    None where it raises (at every ``step``-th entry).  Whether the look-up answered."""
+    core = compiled_core()
+    section = view.section("__TEXT", "__unwind_info")
+    assert section is not None
+    data = view.section_data(section)
+    try:
+        reference = columns_of(read_unwind_info(data))
+    except DecodeError:
+        reference = None
+    found = core.unwind_info_entries(data)
+    assert (found is None) == (reference is None)
+    if found is not None and reference is not None:
+        assert found[:5] == tuple(reference[:5])
+        assert [PROBLEMS[name](*numbers) for name, *numbers in found[5]] == \
+            list(reference.problems)
+    offsets = sorted({o + d for o in (reference.offsets[::step] if reference else [0, 1 << 20])
+                      for d in (-1, 0, 1) if o + d >= 0} | {0, 0xFFFFFFFF})
+    rows = core.unwind_info_rows(data, offsets)
+    try:
+        python_rows = Lookup(data).python_rows_at(offsets)
+    except (DecodeError, struct.error):
+        assert rows is None
+        return False
+    assert rows == python_rows
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +95,7 @@ def test_the_same_listing_on_images_two_linkers_wrote(
         view = open_macho(image.read_bytes())
         ours = unwind_info_text(view, core)
         assert ours is not None and ours == _python_text(view), image.name
+        assert _same_reads(view), image.name
         problems += ours.count("\n  problem: ")
     assert problems >= 1  # lld's stale sentinel, named by both
 
@@ -106,6 +140,7 @@ def test_none_exactly_where_the_python_reader_raises(small_image: bytes,
                                           st.integers(0, 255)), min_size=1, max_size=6))
     damaged = _damaged(small_image, section.offset, writes)
     assert unwind_info_text(damaged, compiled_core()) == _python_text(damaged)
+    _same_reads(damaged, 50)
 
 
 @settings(max_examples=300, deadline=None,
@@ -173,6 +208,7 @@ def test_every_field_of_the_tables_structure_damaged(small_image: bytes) -> None
             damaged = _padded(view)
             ours = unwind_info_text(damaged, core)
             assert ours == _python_text(view), (at, size, value)
+            _same_reads(damaged, 50)
             nones += ours is None
     assert nones > 50
     # a compressed page whose header (12 bytes) the table's end cuts after 8

@@ -37,8 +37,10 @@ ENTRY_POINTS = {"sframe": {"decode_fres", "fde_index", "sframe_dump"},
                 "cfi": {"eh_fdes", "fast_fres", "probe_symbols"},
                 "asm": {"scan_cfi", "with_labels"},
                 "rewrite": {"eh_fdes", "agree", "verify_scan", "stats_scan"},
-                "compressed": {"lower_fdes"}, "macho": {"eh_fdes"},
-                "unwind_info": {"unwind_info_text"}, "compact": set(),
+                "compressed": {"lower_fdes"},
+                "macho": {"eh_fdes", "fde_extents", "image_entries", "unwind_info_entries"},
+                "unwind_info": {"unwind_info_text", "unwind_info_entries", "unwind_info_rows"},
+                "compact": set(),
                 "xray": {"xray_labels", "xray_dump", "xray_stacks"}}
 SEED_FLOORS = {"sframe": 8, "elf": 4, "cfi": 8, "compact": 6, "asm": 9, "rewrite": 12,
                "compressed": 5, "macho": 6, "unwind_info": 3, "xray": 4}

@@ -51,7 +51,7 @@ with atheris.instrument_imports():
     from cfi2sframe.compact.encoding import decode, encode
     from cfi2sframe.compact.listing import object_rows_lines, unwind_info_lines, unwind_info_text
     from cfi2sframe.compact.rules import Code, CompactRules
-    from cfi2sframe.compact.table import Lookup, read_unwind_info
+    from cfi2sframe.compact.table import Lookup, columns_of, read_columns, read_unwind_info
     from cfi2sframe.compact.table_writer import TableFunction, build_unwind_info
     from cfi2sframe.convert import convert_elf, default_sframe_address, rewrite_in_place
     from cfi2sframe.core import compiled
@@ -235,6 +235,7 @@ def _macho(data: bytes) -> None:
 
 def _unwind_info(data: bytes) -> None:
     table = read_unwind_info(data)
+    assert read_columns(data) == columns_of(table)  # the compiled read, where built
     unwind_info_text(table_view(data, None), CORE)
     look = Lookup(data)
     for entry in table.entries[:200]:
