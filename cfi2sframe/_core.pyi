@@ -1,9 +1,11 @@
 # The compiled core (cfi2sframe/csrc/, one C file per Python module it mirrors, named
 # after it: sframe_fastpath.c, sframe_encode.c, sframe_decode.c, sframe_dump.c,
-# dwarf_replay.c, dwarf_cfi.c, elf_reloc.c, compact_listing.c, analysis_compare.c,
+# dwarf_replay.c, dwarf_cfi.c, elf_reloc.c, compact_listing.c, compact_table.c,
+# compact_check.c, analysis_compare.c,
 # analysis_stats.c, frontend_scan.c, xray.c; module.c the module); xray/text.py,
 # xray/fast.py, sframe/fastpath.py, sframe/build.py, sframe/encode.py, sframe/decode.py,
-# sframe/dump.py, elf/reloc.py, compact/listing.py, dwarf/cfi.py, frontend/scan.py,
+# sframe/dump.py, elf/reloc.py, compact/listing.py, compact/table.py, compact/check.py,
+# dwarf/cfi.py, frontend/scan.py,
 # analysis/compare.py and analysis/stats.py hold the reference of each function.
 
 from collections.abc import Callable
