@@ -100,6 +100,12 @@ def _same_pieces(view: MachoView) -> int:
         if ours is not None:
             answered += 1
             assert ours == entry_events(**params)  # type: ignore[arg-type]
+        # every FDE moved by a byte (DWARF mode names another function's FDE), and the
+        # section taken as relocated or not: the same events
+        moved = {at: start + 1 for at, start in params["fde_starts"].items()}  # type: ignore[attr-defined]
+        for in_place in (False, True):
+            changed = {**params, "fde_starts": moved, "relocated": in_place}
+            assert core.image_entries(**changed) == entry_events(**changed)  # type: ignore[arg-type]
     return answered
 
 
