@@ -87,7 +87,7 @@ class Conversion:
         A decoded FDE start then equals the function's offset in its own
         section, which is how binutils prints relocatable objects.
         """
-        return self.image.to_bytes(0, lambda func: func.start, self.source)
+        return self.image.to_bytes(0, where=self.source)
 
     def asm(self) -> str:
         """An assembly fragment holding the section (assembly input only)."""
@@ -331,7 +331,7 @@ class ElfConversion(Conversion):
         Linked input: placed at ``sframe_address`` with final addresses.
         """
         address = self.sframe_address if self.linked else 0
-        return self.image.to_bytes(address, lambda func: func.start, self.source)
+        return self.image.to_bytes(address, where=self.source)
 
     def obj(self) -> bytes:
         """A copy of the relocatable input with ``.sframe`` and ``.rela.sframe`` added."""
@@ -358,7 +358,7 @@ class ElfConversion(Conversion):
             return self.data  # nothing to describe: the file as it was
 
         def build(address: int) -> bytes:
-            return self.image.to_bytes(address, lambda func: func.start, self.source)
+            return self.image.to_bytes(address, where=self.source)
 
         if self.replace:
             with decoding(self.source):
@@ -468,7 +468,7 @@ def sframe_from_eh_frame(data: bytes, address: int, sframe_address: int,
               ".debug_frame" if debug_frame else ".eh_frame", target.big_endian)
     functions, skips = lower_fdes(cfi, target, version)
     image = encode_sframe(functions, target, version)
-    return image.to_bytes(sframe_address, lambda func: func.start, "<eh_frame>"), tuple(skips)
+    return image.to_bytes(sframe_address, where="<eh_frame>"), tuple(skips)
 
 
 def sframe_from_dwarf(path: str, data: bytes) -> tuple[bytes, int]:
@@ -476,7 +476,7 @@ def sframe_from_dwarf(path: str, data: bytes) -> tuple[bytes, int]:
     a process's file without ``.sframe`` is walked with (V3 keeps outermost frames)."""
     conversion = convert_elf(path, data, version=3)
     address = conversion.sframe_address
-    return conversion.image.to_bytes(address, lambda func: func.start, path), address
+    return conversion.image.to_bytes(address, where=path), address
 
 
 def convert_elf(path: str, data: bytes | None = None, version: int = 2,

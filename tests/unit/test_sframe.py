@@ -20,6 +20,7 @@ from cfi2sframe import (
     lower,
 )
 from cfi2sframe.arch import get_arch
+from cfi2sframe.errors import Cfi2SframeError
 from tests.conftest import meaning
 
 X86 = get_arch("x86_64")
@@ -94,6 +95,23 @@ def test_fdes_sorted_and_pcrel_starts():
     assert [f.start_address for f in section.fdes] == [0x10, 0x40]
     # Relative to the field itself: field 0 at 28, field 1 at 48.
     assert [f.raw_start for f in section.fdes] == [0x10 - 28, 0x40 - 48]
+
+
+def test_starts_placed_at_the_sections_address_and_the_first_out_of_reach_named():
+    a = timeline([Row(0, CfaReg(7, 8), (RA,))], size=4, name="a", start=0x1000)
+    b = timeline([Row(0, CfaReg(7, 8), (RA,))], size=4, name="b", start=0x2000)
+    image = encode_sframe([lower(a, X86), lower(b, X86)], X86)
+    data = image.to_bytes(0x5000)
+    # The 28-byte header, then 20-byte FDEs: each start field is the function's
+    # address less the field's own (0x5000 + 28, 0x5000 + 48), a signed 32-bit word.
+    assert struct.unpack_from("<i", data, 28) == (0x1000 - 0x5000 - 28,)
+    assert struct.unpack_from("<i", data, 48) == (0x2000 - 0x5000 - 48,)
+    # 2**31 or more below its field: out of reach; the first such FDE is the one named.
+    with pytest.raises(Cfi2SframeError, match=r"function 'a' is -0x80000001 bytes from its "
+                       r"FDE: out of range for a 32-bit PC-relative start"):
+        image.to_bytes(0x1000 + (1 << 31) - 27, where="t")
+    with pytest.raises(Cfi2SframeError, match="function 'b' is 0x80000000 bytes"):
+        image.to_bytes(0x2000 - (1 << 31) - 48, where="t")
 
 
 def test_functions_in_several_sections_are_not_flagged_sorted():
