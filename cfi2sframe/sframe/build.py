@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from operator import attrgetter
 from types import ModuleType
 
 from ..arch import as_arch
@@ -30,15 +31,16 @@ from .lower import LowerMemo, Skip, lower
 from .pcmask import lower_pc_dependent
 
 _COMPILED = compiled_core()
+_SECTION = attrgetter("section")
+_START_SIZE = attrgetter("start", "size")
 
 
 def order_functions(functions: Sequence[SFrameFunction]) -> tuple[list[SFrameFunction], bool]:
     """FDE order: by section (first appearance), then start; sorted flag if one section."""
-    sections: dict[str, int] = {}
-    for func in functions:
-        sections.setdefault(func.section, len(sections))
-    ordered = sorted(functions, key=lambda f: (sections[f.section], f.start, f.size))
-    return ordered, len(sections) <= 1
+    sections = {name: n for n, name in enumerate(dict.fromkeys(map(_SECTION, functions)))}
+    if len(sections) <= 1:  # a linked file's: the keys made in C (``attrgetter``)
+        return sorted(functions, key=_START_SIZE), True
+    return sorted(functions, key=lambda f: (sections[f.section], f.start, f.size)), False
 
 
 def lower_all(timelines: Sequence[Timeline], arch: str | Arch,
