@@ -30,10 +30,17 @@ _BY_SFRAME_ABI = {abi: name for name, (*_, abi, _) in _TARGETS.items() if abi}
 _BY_COMPACT = {flavour: name for name, (*_, flavour) in _TARGETS.items() if flavour}
 
 
+_LOADED: dict[str, Arch] = {}  # name -> target: a look-up in a loop is a dict's
+
+
 def _load(name: str) -> Arch:
-    """The target called ``name`` (a key of ``_TARGETS``), its module imported now."""
-    module, constant = _TARGETS[name][:2]
-    target: Arch = getattr(importlib.import_module(f"{__name__}.{module}"), constant)
+    """The target called ``name`` (a key of ``_TARGETS``), its module imported on the
+    first look-up (``import_module`` on every one was a tenth of ``compact``'s time)."""
+    target = _LOADED.get(name)
+    if target is None:
+        module, constant = _TARGETS[name][:2]
+        target = _LOADED[name] = getattr(importlib.import_module(f"{__name__}.{module}"),
+                                         constant)
     return target
 
 
