@@ -197,11 +197,18 @@ def _listing(args: argparse.Namespace, arch: Arch, functions: list[CompactFuncti
 
 
 def _meaning(func: CompactFunction, encoding: int, flavour: str,
-             names: dict[int, str]) -> str:
-    """A row's encoding in words; DWARF mode with why."""
+             names: dict[int, str], said: dict[int, str] | None = None) -> str:
+    """A row's encoding in words; DWARF mode with why.  ``said``: the words of each
+    encoding already described (a library repeats a few hundred in 95k rows)."""
     if is_dwarf(encoding, flavour):
         return f"DWARF: {func.reason} ({func.detail})" if func.reason else "DWARF"
-    return describe(encoding & ~NOT_FUNCTION_START, flavour, None, names)
+    encoding &= ~NOT_FUNCTION_START
+    words = said.get(encoding) if said is not None else None
+    if words is None:
+        words = describe(encoding, flavour, None, names)
+        if said is not None:
+            said[encoding] = words
+    return words
 
 
 def _function_json(f: CompactFunction, flavour: str, names: dict[int, str]
@@ -221,6 +228,7 @@ def _print_functions(functions: list[CompactFunction], flavour: str, names: dict
     """Each function's rows, the summary, and with ``--check`` where rows are inexact."""
     compact = exact = total = needs_ranges = 0
     body_inexact = sum(1 for f in functions if f.reason is None and not f.exact_in_body)
+    said: dict[int, str] = {}
     for func in functions:
         total += func.size
         exact += func.exact_bytes
@@ -231,7 +239,7 @@ def _print_functions(functions: list[CompactFunction], flavour: str, names: dict
         for i, row in enumerate(func.rows):
             label = func.name if i == 0 else ""
             print(f"{label:<24} {func.start + row.start:#8x} {row.length:#6x}  "
-                  f"{row.encoding:#010x}  {_meaning(func, row.encoding, flavour, names)}")
+                  f"{row.encoding:#010x}  {_meaning(func, row.encoding, flavour, names, said)}")
         if check and func.reason is None and func.inexact:
             needs_ranges += 1
             print(f"{'':<24} check: {_check_words(func)}")

@@ -23,14 +23,23 @@ none is exact for the body state, the function gets DWARF mode and a reason.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..arch import by_compact, compact_flavour
 from ..arch.base import Arch
-from ..model import CfaReg, Row, RuleKind, Timeline, span_of
+from ..model import CfaReg, CfaRule, Row, Rule, RuleKind, Timeline, span_of
 from ..reasons import COMPACT_REASONS, CompactReason, Unrepresentable
 from ..typed import NamedTuple
 from .encoding import decode, encode
 from .rules import Code, CompactRules
-from .words import ARM64_DWARF, HAS_LSDA, NOT_FUNCTION_START, X86_DWARF
+from .words import (
+    ARM64_DWARF,
+    HAS_LSDA,
+    MODE_MASK,
+    NOT_FUNCTION_START,
+    X86_DWARF,
+    X86_STACK_IND,
+)
 
 # reason code -> meaning
 REASONS = COMPACT_REASONS  # the table lives in reasons.py
@@ -73,15 +82,24 @@ class CompactFunction(NamedTuple):
 
 def row_rules(row: Row, arch: str) -> CompactRules | Unrepresentable[CompactReason]:
     """A DWARF row in compact terms, or (reason, detail) when it has none."""
-    if not isinstance(row.cfa, CfaReg):
+    return _rules(row.cfa, row.regs, row.ra_signed, arch)
+
+
+# A library's 580k rows hold a few thousand distinct rule sets (the row's start is no
+# part of its rules): each is put in compact terms once.
+@lru_cache(maxsize=65536, typed=True)  # typed: a CfaReg is no plain tuple here
+def _rules(cfa: CfaRule | None, regs: tuple[tuple[int, Rule], ...], ra_signed: bool,
+           arch: str) -> CompactRules | Unrepresentable[CompactReason]:
+    """``row_rules`` of a row with these rules."""
+    if not isinstance(cfa, CfaReg):
         return Unrepresentable(CompactReason.no_cfa, "the CFA is not a register plus offset")
-    if row.ra_signed:
+    if ra_signed:
         return Unrepresentable(CompactReason.ra_signed, "the return address is signed")
     target = by_compact(arch)
     sp, ra = target.sp, target.ra
     ra_offset = None
     saved = []
-    for reg, rule in row.regs:
+    for reg, rule in regs:
         if rule.kind == RuleKind.same_value:
             continue
         if reg == sp and rule.kind == RuleKind.val_offset and rule.value == 0:
@@ -97,7 +115,7 @@ def row_rules(row: Row, arch: str) -> CompactRules | Unrepresentable[CompactReas
     if ra_offset is None and arch != "arm64":
         return Unrepresentable(CompactReason.ra_not_at_cfa_8,
                                "the return address has no stack slot")
-    return CompactRules(row.cfa.reg, row.cfa.offset, ra_offset, tuple(sorted(saved)))
+    return CompactRules(cfa.reg, cfa.offset, ra_offset, tuple(sorted(saved)))
 
 
 def encode_row(row: Row, arch: str, code: Code | None,
@@ -106,6 +124,20 @@ def encode_row(row: Row, arch: str, code: Code | None,
     rules = row_rules(row, arch)
     if not isinstance(rules, CompactRules):
         return rules
+    if arch == "arm64" or rules.cfa_offset < 256 * by_compact(arch).address_size:
+        return _encoded(rules, arch)  # no x86 STACK_IND: the code is not read
+    return _encode_checked(rules, arch, code, code_offset)
+
+
+@lru_cache(maxsize=16384)
+def _encoded(rules: CompactRules, arch: str) -> int | Unrepresentable[CompactReason]:
+    """``encode_row`` of rules whose encoding reads no code, once per distinct rules."""
+    return _encode_checked(rules, arch, None, 0)
+
+
+def _encode_checked(rules: CompactRules, arch: str, code: Code | None,
+                    code_offset: int) -> int | Unrepresentable[CompactReason]:
+    """The encoding of ``rules``, decoded again and compared."""
     encoding = encode(rules, arch, code, code_offset)
     if isinstance(encoding, int):
         at = Code(code.data[code_offset:]) if code is not None else None
@@ -146,9 +178,11 @@ def _grows(before: Row, after: Row, sp: int) -> bool:
     or an expression, as a realigning prologue does).  Anything else (an offset
     shrinking, the CFA back on SP or off an expression, a restore) starts an
     epilogue."""
-    saved = dict(after.regs)
-    if any(saved.get(reg) != rule for reg, rule in before.regs if rule.kind == RuleKind.offset):
-        return False
+    if after.regs != before.regs:  # (equal rules keep every save)
+        saved = dict(after.regs)
+        if any(saved.get(reg) != rule for reg, rule in before.regs
+               if rule.kind == RuleKind.offset):
+            return False
     was, now = before.cfa, after.cfa
     if not isinstance(now, CfaReg):
         return True  # into an expression: only a prologue goes there
@@ -257,21 +291,30 @@ def _range_rows(timeline: Timeline, arch: str, code: Code | None,
     return out
 
 
+@lru_cache(maxsize=4096)
+def _decoded(encoding: int, arch: str) -> CompactRules | Unrepresentable[CompactReason]:
+    """``decode`` of an encoding that reads no code, once per distinct encoding."""
+    return decode(encoding, arch)
+
+
 def inexact_spans(timeline: Timeline, rows: list[CompactRow], arch: str,
                   code: Code | None) -> tuple[tuple[int, int], ...]:
     """Offset ranges of the function where no row's decoded rules equal the CFI's row."""
     exact: list[tuple[int, int]] = []
+    ends = [row.start for row in timeline.rows[1:]] + [timeline.size]
     for crow in rows:
-        sub = Code(code.data[crow.start:]) if code is not None else None
-        rules = decode(crow.encoding & ~NOT_FUNCTION_START & ~HAS_LSDA, arch, sub)
+        encoding = crow.encoding & ~NOT_FUNCTION_START & ~HAS_LSDA
+        if arch != "arm64" and encoding & MODE_MASK == X86_STACK_IND:
+            rules = decode(encoding, arch, Code(code.data[crow.start:])
+                           if code is not None else None)
+        else:
+            rules = _decoded(encoding, arch)  # reads no code
         if isinstance(rules, Unrepresentable):
             continue
-        end = crow.start + crow.length
-        for i, row in enumerate(timeline.rows):
-            row_end = timeline.rows[i + 1].start if i + 1 < len(timeline.rows) else \
-                timeline.size
-            lo, hi = max(row.start, crow.start), min(row_end, end)
-            if lo < hi and row_rules(row, arch) == rules:
+        start, end = crow.start, crow.start + crow.length
+        for row, row_end in zip(timeline.rows, ends, strict=True):
+            lo, hi = max(row.start, start), min(row_end, end)
+            if lo < hi and _rules(row.cfa, row.regs, row.ra_signed, arch) == rules:
                 exact.append((lo, hi))
     spans: list[tuple[int, int]] = []
     at = 0

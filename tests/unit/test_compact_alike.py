@@ -35,6 +35,10 @@ def test_stack_ind_reads_each_functions_own_code():
     assert first.rows[0].encoding == 0x03032000
     assert second.rows[0].encoding == 0x03042000
     assert (second.name, second.start) == ("b", 16)
+    # decoded with each one's imm32 (0x1000 + 1 slot: CFA = rsp+0x1008), the row is the
+    # body's from byte 7 on: exact there, not over the 7 bytes before the `sub`
+    assert first.inexact == second.inexact == ((0, 7),)
+    assert first.exact_bytes == second.exact_bytes == 2
 
 
 def test_shared_rows_keep_each_functions_name_start_and_lsda():
