@@ -53,8 +53,8 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
         if not isinstance(cfa, CfaExpr) or not _evaluated(row):
             _append(rows, row)
             continue
-        period = pc_period(cfa.expr, pc_reg, not arch.big_endian) \
-            if pc_reg is not None else None
+        little = not arch.big_endian
+        period = _period(cfa.expr, pc_reg, little) if pc_reg is not None else None
         evaluated += max(0, end - row.start)
         limit = MAX_EVALUATED if period is not None else MAX_EACH_BYTE
         if evaluated > limit:
@@ -66,7 +66,7 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
             value = by_residue.get(pc % period) if period is not None else None
             if value is None:
                 try:
-                    value = evaluate(cfa.expr, pc, pc_reg, not arch.big_endian)
+                    value = _value_at(cfa.expr, pc, pc_reg, little, period)
                 except NotReducible as exc:
                     return _why_not(cfa.expr, pc_reg, arch, exc)
                 if value.reg is None:
@@ -78,6 +78,48 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
                 _append(rows, row._replace(start=offset, cfa=CfaReg(value.reg, value.offset)))
                 last = value
     return timeline._replace(rows=tuple(rows))
+
+
+# What the expressions of a process's files give (a tree run's worker sees the same
+# PLT expression in every file): ``pc_period``'s answer by (bytes, PC register, byte
+# order), and each value (or why there is none) by those and the PC modulo that
+# period, which is all a periodic expression's value depends on.  An expression
+# without a period is evaluated at every PC, not kept.  Bounded: emptied when full.
+_PERIODS: dict[tuple[bytes, int, bool], int | None] = {}
+_VALUES: dict[tuple[bytes, int, bool, int, int], Value | str] = {}
+MEMO_ENTRIES = 1 << 12
+
+
+def _period(expr: bytes, pc_reg: int, little: bool) -> int | None:
+    """``pc_period``, remembered."""
+    key = (expr, pc_reg, little)
+    if key not in _PERIODS:
+        if len(_PERIODS) >= MEMO_ENTRIES:
+            _PERIODS.clear()
+        _PERIODS[key] = pc_period(expr, pc_reg, little)
+    return _PERIODS[key]
+
+
+def _value_at(expr: bytes, pc: int, pc_reg: int | None, little: bool,
+              period: int | None) -> Value:
+    """``evaluate(expr, pc, pc_reg, little)``; with a ``period`` (``pc_period``'s: the
+    value is that at any PC of the same residue) remembered by residue, a failure's
+    words too (raised again)."""
+    if period is None or pc_reg is None:
+        return evaluate(expr, pc, pc_reg, little)
+    key = (expr, pc_reg, little, period, pc % period)
+    known = _VALUES.get(key)
+    if known is None:
+        try:
+            known = evaluate(expr, pc, pc_reg, little)
+        except NotReducible as exc:
+            known = str(exc)
+        if len(_VALUES) >= MEMO_ENTRIES:
+            _VALUES.clear()
+        _VALUES[key] = known
+    if isinstance(known, str):
+        raise NotReducible(known)
+    return known
 
 
 def _evaluated(row: Row) -> bool:

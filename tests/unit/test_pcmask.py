@@ -15,6 +15,7 @@ from cfi2sframe.dwarf.expr import NotReducible, Value, evaluate
 from cfi2sframe.model import CfaExpr, CfaReg, Location, Row, Rule, RuleKind, Timeline
 from cfi2sframe.sframe.build import encode_sframe, lower_all
 from cfi2sframe.sframe.decode import decode
+from cfi2sframe.sframe.pcmask import resolve_pc_expressions
 from cfi2sframe.sframe.rules import Loc, rules_at
 
 X86 = get_arch("x86_64")
@@ -177,6 +178,7 @@ def test_a_long_plt_expression_is_evaluated_once_per_residue(monkeypatch) -> Non
         return evaluate(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pcmask, "evaluate", counted)
+    monkeypatch.setattr(pcmask, "_VALUES", {})  # (an earlier test's values are kept)
     timeline = _plt_timeline(0x1020, 16384)
     functions, skips = lower_all([timeline], X86)
     assert not skips and 0 < len(calls) <= 2 * 16, len(calls)
@@ -186,3 +188,65 @@ def test_a_long_plt_expression_is_evaluated_once_per_residue(monkeypatch) -> Non
         rules = rules_at(section, fde, pc)
         assert rules is not None and rules.cfa == Loc(7, evaluate(LD_PLT, pc, X86.pc).offset,
                                                       False), hex(pc)
+
+
+def test_a_second_plt_with_the_same_expression_evaluates_nothing(monkeypatch) -> None:
+    """A tree run's files share their PLT's expression: its values are kept by residue
+    of its period, so the second PLT (another file's, elsewhere, longer) evaluates none
+    and gets the rows evaluating gives (by hand: +8 up to byte 11 of each 16-byte
+    entry, +16 after)."""
+    import cfi2sframe.sframe.pcmask as pcmask
+
+    calls = []
+
+    def counted(*args: object, **kwargs: object) -> Value:
+        calls.append(args)
+        return evaluate(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pcmask, "_VALUES", {})
+    monkeypatch.setattr(pcmask, "evaluate", counted)
+    first = resolve_pc_expressions(_plt_timeline(0x1020, 2), X86)
+    assert isinstance(first, Timeline) and len(calls) == 16
+    second = resolve_pc_expressions(_plt_timeline(0x7030, 3), X86)
+    assert isinstance(second, Timeline) and len(calls) == 16
+    assert [(row.start, row.cfa) for row in second.rows] == [
+        (0, CfaReg(7, 16)), (6, CfaReg(7, 24)), (16, CfaReg(7, 8)), (27, CfaReg(7, 16)),
+        (32, CfaReg(7, 8)), (43, CfaReg(7, 16)), (48, CfaReg(7, 8)), (59, CfaReg(7, 16))]
+
+
+def test_the_kept_values_are_not_fooled_by_the_same_bytes_elsewhere(monkeypatch) -> None:
+    """The same expression bytes mean other things in another context, each worked out
+    by hand and asked after the other context has filled the memo: a PLT at another
+    residue of the period (0x1028: its entries start at byte 8 of a 16-byte block), an
+    object (the PC is not known: not evaluated), a target whose register 16 is not the
+    PC (AArch64: x16, and masking a register is not reducible), and the other byte
+    order (``const2u 08 00``: 8 little-endian, 2048 big-endian)."""
+    import cfi2sframe.sframe.pcmask as pcmask
+
+    monkeypatch.setattr(pcmask, "_VALUES", {})
+    monkeypatch.setattr(pcmask, "_PERIODS", {})
+    aligned = resolve_pc_expressions(_plt_timeline(0x1020, 3), X86)
+    assert isinstance(aligned, Timeline)
+    assert [(row.start, row.cfa.offset) for row in aligned.rows[2:]] == [  # type: ignore
+        (16, 8), (27, 16), (32, 8), (43, 16), (48, 8), (59, 16)]
+    shifted = resolve_pc_expressions(_plt_timeline(0x1028, 3), X86)
+    assert isinstance(shifted, Timeline)
+    # pc 0x1038 (offset 16) is byte 8 of its block: +8 until 0x103b, +16 until 0x1040...
+    assert [(row.start, row.cfa.offset) for row in shifted.rows[2:]] == [  # type: ignore
+        (16, 8), (19, 16), (24, 8), (35, 16), (40, 8), (51, 16), (56, 8)]
+    in_object = _plt_timeline(0x1020, 3)._replace(section=".text")
+    assert resolve_pc_expressions(in_object, X86) == \
+        "the CFA expression reads the PC, which is not known before linking"
+    arm = get_arch("aarch64")
+    assert resolve_pc_expressions(_plt_timeline(0x1020, 3), arm) == \
+        "the CFA expression cannot be evaluated: arithmetic on a register value"
+    # CFA = sp + ((pc & 15) >= 11) * const2u(08 00), the PC read as bregx 32.
+    expr = bytes([0x92, 32, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x0A, 0x08, 0x00, 0x1E, 0x8F, 0, 0x22])
+    timeline = Timeline("plt", "", 0x2000, 32, (Row(0, CfaExpr(expr), ()),), 30,
+                        Location("t"))
+    for name, high in (("aarch64", 8), ("aarch64_be", 2048), ("aarch64", 8)):
+        resolved = resolve_pc_expressions(timeline, get_arch(name))
+        assert isinstance(resolved, Timeline)
+        assert [(row.start, row.cfa) for row in resolved.rows] == [
+            (0, CfaReg(31, 0)), (11, CfaReg(31, high)), (16, CfaReg(31, 0)),
+            (27, CfaReg(31, high))], name
