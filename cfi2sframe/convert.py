@@ -18,7 +18,7 @@ from collections.abc import Callable
 from .arch import arch_for_machine, as_arch, by_sframe_abi
 from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
-from .elf.read import PT_LOAD, elf_arch, open_elf
+from .elf.read import PT_LOAD, ElfView, elf_arch, open_elf, open_elf_file
 from .errors import Cfi2SframeError, DecodeError, decoding
 from .files import Payload, bytes_of, read_bytes, release, rewrite, same_bytes
 from .kinds import Kind, is_archive, is_elf, refuse_unreadable
@@ -292,7 +292,8 @@ class ElfConversion(Conversion):
                  skips: tuple[Skip, ...], image: SectionImage, assembler_messages: str = "",
                  elf_type: str = "ET_REL", fde_count: int = 0, sframe_address: int = 0,
                  data: bytes = b"", replace: bool = False, from_sframe: bool = False,
-                 old_kernels: OldKernels = "keep", append_only: bool = False) -> None:
+                 old_kernels: OldKernels = "keep", append_only: bool = False,
+                 view: ElfView | None = None) -> None:
         super().__init__(arch, source, functions, skips, image, assembler_messages)
         self.elf_type: Final = elf_type
         self.fde_count: Final = fde_count
@@ -304,6 +305,7 @@ class ElfConversion(Conversion):
         self.old_kernels: Final = old_kernels  # elf form: see elf.linked.OldKernels
         # The elf form never writes over old bytes (elf.linked.plan).
         self.append_only: Final = append_only
+        self.view: Final = view  # data's section headers, where read already
 
     def laid_out(self, old_kernels: OldKernels | None = None,
                  append_only: bool | None = None) -> ElfConversion:
@@ -313,7 +315,7 @@ class ElfConversion(Conversion):
             self.assembler_messages, self.elf_type, self.fde_count, self.sframe_address,
             self.data, self.replace, self.from_sframe,
             self.old_kernels if old_kernels is None else old_kernels,
-            self.append_only if append_only is None else append_only)
+            self.append_only if append_only is None else append_only, self.view)
 
     @property
     def linked(self) -> bool:
@@ -367,7 +369,8 @@ class ElfConversion(Conversion):
                 return done
         with decoding(self.source):
             return add_loadable_sframe(self.data, self.image.size, build, self.source,
-                                       self.replace, self.old_kernels, self.append_only)[0]
+                                       self.replace, self.old_kernels, self.append_only,
+                                       self.view)[0]
 
 
 def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
@@ -411,10 +414,11 @@ def convert_sframe(path: str, data: bytes | None = None, version: int = 2,
                          replace=True, from_sframe=True)
 
 
-def default_sframe_address(data: bytes, path: str = "") -> int:
-    """Where a new loadable ``.sframe`` goes: after the last PT_LOAD, page aligned."""
+def default_sframe_address(data: bytes, path: str = "", view: ElfView | None = None) -> int:
+    """Where a new loadable ``.sframe`` goes: after the last PT_LOAD, page aligned
+    (``view``: ``data``'s, where the caller has it)."""
     with decoding(path):
-        segments = open_elf(data, "ELF file").segments()
+        segments = (view or open_elf(data, "ELF file")).segments()
     end = max((seg.vaddr + seg.memsz for seg in segments if seg.kind == PT_LOAD), default=0)
     page = 0x1000
     return (end + page - 1) // page * page
@@ -482,12 +486,14 @@ def sframe_from_dwarf(path: str, data: bytes) -> tuple[bytes, int]:
 def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                 sframe_address: int | None = None, replace: bool = False,
                 limits: Limits = DEFAULT_LIMITS, cfi: Cfi | None = None,
-                flex: bool = True, pcrel: bool = True) -> ElfConversion:
+                flex: bool = True, pcrel: bool = True,
+                view: ElfView | None = None) -> ElfConversion:
     """ELF file -> SFrame from its ``.eh_frame`` (or ``.debug_frame``).
 
     ``replace``: the obj and elf outputs replace an ``.sframe`` the file has;
     ``limits``: how far a compressed section may expand; ``cfi``: the file's CFI
-    when the caller has read it already (one file lowered for several versions).
+    when the caller has read it already (one file lowered for several versions);
+    ``view``: its section headers, likewise (a tree run opens each file once).
     """
     from .elf.cfi import read_elf_cfi
     from .sframe.build import encode_sframe, lower_fdes, require_sframe_abi
@@ -495,21 +501,23 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     if data is None:
         data = read_bytes(path)
     if cfi is None:
-        cfi = read_elf_cfi(path, data, limits)
+        if view is None:  # (read_elf_cfi's first step) once for the steps below too
+            view = open_elf_file(path, data)
+        cfi = read_elf_cfi(path, data, limits, view=view)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     require_sframe_abi(arch, path)
     functions, skips = lower_fdes(cfi, arch, version, flex)
     image = encode_sframe(functions, arch, version, pcrel)
     # An empty .sframe (binutils 2.45's Scrt1.o) holds nothing to keep: replaced
     # without --replace where there is something to write, else left as it is.
-    replace = replace or (bool(functions) and _empty_sframe(data))
+    replace = replace or (bool(functions) and _empty_sframe(data, view))
     address = 0
     if cfi.elf_type != "ET_REL":
-        address = default_sframe_address(data, path) if sframe_address is None \
+        address = default_sframe_address(data, path, view) if sframe_address is None \
             else sframe_address
     release(data)  # its CFI and symbols are read: a mapped file's pages go back
     return ElfConversion(arch, path, image.functions, tuple(skips), image, "", cfi.elf_type,
-                         len(cfi.fdes), address, data, replace)
+                         len(cfi.fdes), address, data, replace, view=view)
 
 
 class ArchiveConversion(NamedTuple):
@@ -568,10 +576,11 @@ def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = 
     return ArchiveConversion(source, tuple(converted), tuple(kept), archive)
 
 
-def object_arch(source: str, data: bytes) -> Arch | None:
+def object_arch(source: str, data: bytes, view: ElfView | None = None) -> Arch | None:
     """The target of the objects a conversion writes into: a relocatable object's own,
     a static library's first object member's; None for a linked file (no linker takes
-    it in) or a library without an ELF member."""
+    it in) or a library without an ELF member (``view``: an ELF file's, where the
+    caller has it)."""
     from .elf.archive import read_archive
 
     if is_archive(data):
@@ -580,24 +589,24 @@ def object_arch(source: str, data: bytes) -> Arch | None:
         first = next((m for m in members if not m.special and is_elf(m.data)), None)
         return None if first is None else elf_arch(f"{source}({first.name})", first.data)
     with decoding(source):
-        if open_elf(data, "ELF file").elf_type != "ET_REL":
+        if (view or open_elf(data, "ELF file")).elf_type != "ET_REL":
             return None
     return elf_arch(source, data)
 
 
-def _only_sframe(data: bytes) -> bool:
+def _only_sframe(data: bytes, view: ElfView | None = None) -> bool:
     """An ELF file's only unwind information is ``.sframe`` (no DWARF CFI)."""
     try:
-        view = open_elf(data, "ELF file")
+        view = view or open_elf(data, "ELF file")
     except DecodeError:
         return False  # convert_elf reports it, with the offset
     names = view.section_names
     return view.holds_sframe and ".eh_frame" not in names and ".debug_frame" not in names
 
 
-def _empty_sframe(data: bytes) -> bool:
+def _empty_sframe(data: bytes, view: ElfView | None = None) -> bool:
     """An ELF file whose SFrame section is empty (0 bytes: no header, no FDE)."""
-    return open_elf(data, "ELF file").empty_sframe() is not None
+    return (view or open_elf(data, "ELF file")).empty_sframe() is not None
 
 
 def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
@@ -605,7 +614,8 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
                  sframe_address: int | None = None, replace: bool = False,
                  source_kind: str = "auto", limits: Limits = DEFAULT_LIMITS,
                  flex: bool = True, launched: Launch | None = None,
-                 pcrel: bool = True, kind: Kind | None = None) -> Conversion:
+                 pcrel: bool = True, kind: Kind | None = None,
+                 view: ElfView | None = None) -> Conversion:
     """Any input -> SFrame: an ELF file (``arch`` is its own), a raw SFrame section, or
     assembly, told from the bytes (``kinds``; ``kind``: told already, as
     ``inputs.Input`` tells it); other kinds are refused in one line.
@@ -614,17 +624,18 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     loaded, so the two overlap.  ``source`` names the input in messages; ``flex``
     False: V3 without FLEX FDEs (``sframe.lower.lower``); ``launched``: the
     assembler's run started already (``cli.early``), taken over where it is the one
-    this conversion starts; ``pcrel`` False: V2 without the errata-1 flag.
+    this conversion starts; ``pcrel`` False: V2 without the errata-1 flag; ``view``:
+    an ELF file's section headers, read by the caller (``open_elf_file``).
     """
     kind = refuse_unreadable(source, data, kind)
     if sframe_address is not None:
         check_sframe_address(data, source, sframe_address, kind)
     if source_kind == "sframe" or (source_kind == "auto" and (
-            kind == Kind.sframe or (kind == Kind.elf and _only_sframe(data)))):
+            kind == Kind.sframe or (kind == Kind.elf and _only_sframe(data, view)))):
         return convert_sframe(source, data, version, sframe_address, limits, flex, pcrel)
     if kind == Kind.elf:
         return convert_elf(source, data, version, sframe_address, replace, limits, flex=flex,
-                           pcrel=pcrel)
+                           pcrel=pcrel, view=view)
     from .frontend.macho_probe import darwin_text
     from .frontend.probe import Assembler, start_run
 
@@ -641,7 +652,8 @@ def convert_file(source: str, data: bytes, arch: str | Arch = "x86_64",
     return convert_probe(run, target, runner, version, flex, pcrel)
 
 
-def verify_as_converted(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS
+def verify_as_converted(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS,
+                        view: ElfView | None = None, cfi: Cfi | None = None
                         ) -> tuple[VerifyResult, int] | None:
     """``verify`` of the section ``cfi2sframe FILE --in-place`` would add to an ELF file
     without ``.sframe``, made in memory (``verify_elf``'s result and ABI id); None when
@@ -651,17 +663,21 @@ def verify_as_converted(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS
     it, against the file's CFI, never placed in the file: where it goes, and whether
     that layout suits old kernels, is the rewrite's business (``elf.linked``), which
     checks the file it writes.  An object's is checked in the object it would write
-    (its relocations with it)."""
+    (its relocations with it).  ``view`` and ``cfi``: ``data``'s section headers and
+    CFI, where the caller has read them (a tree run reads each once)."""
     from .analysis.compare import verify_elf
     from .sframe.load import SFrameBytes
 
-    conversion = convert_file(path, data, limits=limits)
+    if cfi is not None and view is not None:  # an ELF file with DWARF CFI: convert_file's
+        conversion: Conversion = convert_elf(path, data, limits=limits, cfi=cfi, view=view)
+    else:
+        conversion = convert_file(path, data, limits=limits, view=view)
     if conversion.empty or not isinstance(conversion, ElfConversion):
         return None
     if conversion.linked:
         section = SFrameBytes(path, ".sframe", conversion.raw(), conversion.sframe_address,
                               False, True, conversion.elf_type)
-        return verify_elf(path, data, limits, made=section)
+        return verify_elf(path, data, limits, made=section, view=view)
     payload = conversion.output(conversion.rewrite_form)
     if isinstance(payload, str):
         return None

@@ -32,10 +32,11 @@ from ..dwarf.cfi import Cfi, Fde, RowsCache, fdes_at
 from ..elf.cfi import named_fdes, read_elf_cfi
 from ..elf.compressed import DEFAULT_LIMITS, Limits, section_contents
 from ..elf.layout import Problem, layout_problems
-from ..elf.read import SHT_NOBITS, ElfView, Section, open_elf
+from ..elf.read import SHT_NOBITS, ElfView, Section, open_elf, open_elf_file
 from ..elf.reloc import relocate_view
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_input
+from ..kinds import is_elf
 from ..model import CfaReg, Row, Rule, RuleKind, Timeline
 from ..sframe.build import lower_function
 from ..sframe.decode import (
@@ -539,8 +540,8 @@ class _FastCheck:
 def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LIMITS,
                cfi: Cfi | None = None,
                compiled: ModuleType | None = _COMPILED,
-               made: SFrameBytes | None = None, flex: bool = True
-               ) -> tuple[VerifyResult, int]:
+               made: SFrameBytes | None = None, flex: bool = True,
+               view: ElfView | None = None) -> tuple[VerifyResult, int]:
     """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
     ``.debug_frame``; ``cfi`` when the caller has read it); also the section's ABI
     id, for describing rules.  A file with ``.eh_frame`` (linked or an object) is first
@@ -549,14 +550,18 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
     check (``_scan``).  ``made``: a
     section the file does not hold (the one a conversion would add to a linked file,
     at its address) checked instead, and not the container: where a section would go
-    is the rewrite's question, not its contents'.  ``flex``: as ``verify``'s."""
+    is the rewrite's question, not its contents'.  ``flex``: as ``verify``'s; ``view``:
+    ``data``'s section headers, where the caller has read them."""
     if data is None:
         data = read_input(path)
-    raw = made if made is not None else sframe_bytes(path, data, limits=limits)
+    if view is None and made is None and is_elf(data):  # (sframe_bytes's first step)
+        view = open_elf_file(path, data)
+    raw = made if made is not None else sframe_bytes(path, data, limits=limits, view=view)
     if not raw.is_elf:
         raise Cfi2SframeError(path, "verify needs an ELF file with .sframe and .eh_frame")
-    with decoding(path):
-        view = open_elf(data, path)
+    if view is None:
+        with decoding(path):
+            view = open_elf(data, path)
     with decoding(path, raw.section_name):
         table = FdeTable(raw.data, raw.address, raw.v1_pcrel)
     arch = arch_for_machine(view.machine, path, not view.little_endian)
@@ -572,7 +577,7 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
             return placed_section(raw.placements, fde.field_offset)
 
         if cfi is None:
-            cfi = read_elf_cfi(path, data, limits)
+            cfi = read_elf_cfi(path, data, limits, view=view)
         result = verify_cfi(section, cfi, arch, section_of, compiled, flex)
     if made is not None:
         return result, header.abi

@@ -218,15 +218,15 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
             # rewriting them is a choice, not a side effect of converting a tree.
             record["status"] = "object-kept"
         elif read_stat is not None:
-            _convert(record, path, read_path, data, read_stat, task)
+            _convert(record, path, read_path, data, read_stat, task, view)
         return
     if task.command == "stats" and dwarf and _scanned(record, path, data, view, task):
         if sframe:
-            _verify(record, path, data, task.limits, None, task.flex)
+            _verify(record, path, data, task.limits, None, task.flex, view)
         return
     # The CFI is read once, for both versions and the check (stats) or the check alone.
     checked = dwarf and sframe
-    cfi = read_elf_cfi(path, data, task.limits) if dwarf else None
+    cfi = read_elf_cfi(path, data, task.limits, view=view) if dwarf else None
     if cfi is not None and task.command == "verify":  # as a stats record says them
         record.update(arch=arch_for_machine(cfi.machine, path, cfi.big_endian).name,
                       fdes=len(cfi.fdes))
@@ -235,9 +235,9 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
             record[f"sframe_v{version}_bytes"] = _coverage(record, path, data, version,
                                                            task.limits, cfi)
     if cfi is not None and checked:
-        _verify(record, path, data, task.limits, cfi, task.flex)
+        _verify(record, path, data, task.limits, cfi, task.flex, view)
     elif task.command == "verify" and not sframe:
-        _verify_made(record, path, data, task.limits)
+        _verify_made(record, path, data, task.limits, view, cfi)
 
 
 def _fill_macho(record: dict[str, Any], path: str, data: bytes, task: Task) -> None:
@@ -403,14 +403,15 @@ def _convert_archive(record: dict[str, Any], path: str, read_path: str, data: by
     record[f"sframe_v{form.version}_bytes"] = sum(c.image.size for c in archive.converted)
 
 
-def _object_form(path: str, data: bytes, task: Task) -> ObjectForm:
+def _object_form(path: str, data: bytes, task: Task,
+                 view: ElfView | None = None) -> ObjectForm:
     """The SFrame a file of a conversion run gets: an object (or a static library's
     members) what its linker merges (``linker.object_form``, ``ld`` asked once per
-    worker), a linked file ``task.sframe_version``."""
+    worker), a linked file ``task.sframe_version`` (``view``: an ELF file's)."""
     from ..convert import object_arch
     from ..linker import ObjectForm, object_form
 
-    arch = object_arch(path, data)
+    arch = object_arch(path, data, view)
     if arch is None:
         return ObjectForm(task.sframe_version)
     return object_form(task.linker_reads, task.object_version, arch, path)
@@ -445,7 +446,7 @@ def _scanned(record: dict[str, Any], path: str, data: bytes, view: ElfView,
     from ..convert import default_sframe_address
 
     coverage = scan_coverage(path, data, view, task.limits,
-                             lambda: default_sframe_address(data, path))
+                             lambda: default_sframe_address(data, path, view))
     if coverage is None:
         return False
     for version in (2, 3):
@@ -458,21 +459,23 @@ def _scanned(record: dict[str, Any], path: str, data: bytes, view: ElfView,
 
 
 def _verify(record: dict[str, Any], path: str, data: bytes, limits: Limits,
-            cfi: Cfi | None, flex: bool = True) -> None:
+            cfi: Cfi | None, flex: bool = True, view: ElfView | None = None) -> None:
     """Check the file's own .sframe against its DWARF CFI (``cfi`` None: read by
     ``verify_elf``, whose compiled scan then reads neither section into objects;
-    ``flex``: as ``verify_elf``'s)."""
+    ``flex``: as ``verify_elf``'s; ``view``: the file's, opened once)."""
     from ..analysis.compare import verify_elf
 
-    _record_verify(record, verify_elf(path, data, limits, cfi, flex=flex)[0])
+    _record_verify(record, verify_elf(path, data, limits, cfi, flex=flex, view=view)[0])
 
 
-def _verify_made(record: dict[str, Any], path: str, data: bytes, limits: Limits) -> None:
+def _verify_made(record: dict[str, Any], path: str, data: bytes, limits: Limits,
+                 view: ElfView | None = None, cfi: Cfi | None = None) -> None:
     """A file without .sframe: the file --in-place would write, made in memory and
-    checked (as ``verify FILE`` does); status no-sframe when it would write none."""
+    checked (as ``verify FILE`` does); status no-sframe when it would write none
+    (``view``, ``cfi``: the file's, read once)."""
     from ..convert import verify_as_converted
 
-    made = verify_as_converted(path, data, limits)
+    made = verify_as_converted(path, data, limits, view, cfi)
     if made is None:
         record["status"] = "no-sframe"
         return
@@ -520,13 +523,14 @@ def _conversion_counts(record: dict[str, Any], conversion: ElfConversion,
 
 
 def _convert(record: dict[str, Any], path: str, read_path: str, data: bytes,
-             read_stat: os.stat_result, task: Task) -> None:
-    """``--in-place``: rewrite the file with a new .sframe once the copy verifies."""
+             read_stat: os.stat_result, task: Task, view: ElfView | None = None) -> None:
+    """``--in-place``: rewrite the file with a new .sframe once the copy verifies
+    (``view``: the file's, opened once)."""
     from ..convert import ElfConversion, convert_file, rewrite_in_place
 
-    form = _object_form(path, data, task)
+    form = _object_form(path, data, task, view)
     conversion = convert_file(path, data, version=form.version, replace=task.replace,
-                              limits=task.limits, flex=task.flex, pcrel=form.pcrel)
+                              limits=task.limits, flex=task.flex, pcrel=form.pcrel, view=view)
     if not isinstance(conversion, ElfConversion):  # an ELF file always converts as one
         raise TypeError(f"{path}: converted as {type(conversion).__name__}")
     conversion = conversion.laid_out(old_kernels=task.old_kernels)

@@ -20,13 +20,15 @@ from .symbols import function_names
 
 
 def read_elf_cfi(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LIMITS,
-                 symbols: Sequence[Symbol] | None = None) -> Cfi:
+                 symbols: Sequence[Symbol] | None = None, view: ElfView | None = None) -> Cfi:
     """Timelines for every FDE of ``.eh_frame`` (else ``.debug_frame``) of an ELF file;
     a compressed one is decompressed within ``limits``.  ``symbols``: its symbol
-    table, where the caller has read it (``function_names``)."""
+    table, where the caller has read it (``function_names``); ``view``: ``data``'s
+    section headers, where the caller has read them (``open_elf_file``)."""
     if data is None:
         data = read_input(path)
-    view = open_elf_file(path, data)
+    if view is None:
+        view = open_elf_file(path, data)
     with decoding(path, "ELF file") as where:
         arch_for_machine(view.machine, path, not view.little_endian)  # unsupported: fail
         names = function_names(view, symbols=symbols)

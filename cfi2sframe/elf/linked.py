@@ -297,7 +297,8 @@ def _tail_start(view: ElfView, segments: list[Segment],
 
 def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], where: str,
                         replace: bool = False, old_kernels: OldKernels = "keep",
-                        append_only: bool = False) -> tuple[PatchedCopy, int]:
+                        append_only: bool = False, view: ElfView | None = None
+                        ) -> tuple[PatchedCopy, int]:
     """The linked ELF64 ``data`` with a ``size``-byte ``.sframe`` added; returns
     (file, section address): the file as ``data``'s start with new bytes over it,
     written a chunk at a time.  ``build(address)`` gives the section placed there.
@@ -305,9 +306,11 @@ def add_loadable_sframe(data: bytes, size: int, build: Callable[[int], bytes], w
     ``replace``: a ``.sframe`` already there is renamed ``.sframe.old`` (its bytes
     stay where they are, typed PROGBITS so nothing reads them as SFrame) and its
     ``PT_GNU_SFRAME`` is pointed at the new section.  ``old_kernels``: see
-    ``OldKernels``; ``append_only``: see ``plan``.
+    ``OldKernels``; ``append_only``: see ``plan``; ``view``: ``data``'s section
+    headers, where the caller has read them.
     """
-    view = open_elf(data, "ELF file")
+    if view is None:
+        view = open_elf(data, "ELF file")
     if not view.is64:
         raise Cfi2SframeError(where, "--emit elf writes 64-bit ELF files only; use --emit "
                                      "raw and link the section in")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..elf.compressed import DEFAULT_LIMITS, Limits, section_contents
-from ..elf.read import open_elf_file
+from ..elf.read import ElfView, open_elf_file
 from ..elf.reloc import relocate_view
 from ..errors import Cfi2SframeError, decoding
 from ..files import read_bytes
@@ -85,10 +85,11 @@ def load_sframe(path: str, data: bytes | None = None, as_readelf: bool = False,
 
 
 def sframe_bytes(path: str, data: bytes | None = None, as_readelf: bool = False,
-                 raw_address: int = 0, limits: Limits = DEFAULT_LIMITS) -> SFrameBytes:
+                 raw_address: int = 0, limits: Limits = DEFAULT_LIMITS,
+                 view: ElfView | None = None) -> SFrameBytes:
     """``load_sframe`` up to the decoding: the section's bytes, relocated in an
     object, and where they are placed (``dump`` writes them without decoding them
-    into objects first)."""
+    into objects first); ``view``: an ELF file's section headers, read already."""
     if data is None:
         data = read_bytes(path)
     if not is_elf(data):
@@ -107,11 +108,13 @@ def sframe_bytes(path: str, data: bytes | None = None, as_readelf: bool = False,
         if kind != Kind.sframe:
             refuse_unreadable(path, data)  # Mach-O, thin archives, other binary data
         return SFrameBytes(path, ".sframe", data, raw_address, False, False)
-    return _elf_bytes(path, data, as_readelf, limits)
+    return _elf_bytes(path, data, as_readelf, limits, view)
 
 
-def _elf_bytes(path: str, data: bytes, as_readelf: bool, limits: Limits) -> SFrameBytes:
-    view = open_elf_file(path, data)
+def _elf_bytes(path: str, data: bytes, as_readelf: bool, limits: Limits,
+               view: ElfView | None = None) -> SFrameBytes:
+    if view is None:
+        view = open_elf_file(path, data)
     section = view.sframe_section()
     if section is None:
         raise Cfi2SframeError(path, "no .sframe section")
