@@ -160,8 +160,8 @@ def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None]) -
     rename it over ``path``; on any failure remove it and leave ``path`` as it was.
 
     Only a kill between the naming and the rename (two system calls) can leave
-    the temporary behind, named ``.cfi2sframe-PID-...``; the next write into that
-    folder removes those whose process is gone (``_sweep``).
+    the temporary behind, named ``.cfi2sframe-PID-...``; a later process's first
+    write into that folder removes those whose process is gone (``_sweep``).
     """
     directory = os.path.dirname(os.path.abspath(path))
     _sweep(directory)
@@ -183,8 +183,18 @@ def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None]) -
         raise
 
 
+# The folders this process has swept (a tree run's worker writes many files into one
+# folder: listing /usr/lib/x86_64-linux-gnu, 1,100 names, took longer than converting
+# a small library in it).  A fork's copy is its own.
+_SWEPT: set[str] = set()
+
+
 def _sweep(directory: str) -> None:
-    """Remove the temporaries that killed runs of ours left in ``directory``."""
+    """Remove the temporaries that killed runs of ours left in ``directory``, once per
+    process and folder (those of runs killed since are the next process's)."""
+    if directory in _SWEPT:
+        return
+    _SWEPT.add(directory)
     try:
         names = [n for n in os.listdir(directory) if n.startswith(".cfi2sframe-")]
     except OSError:
