@@ -72,6 +72,8 @@ from ..sframe.words import (
 from ..typed import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..arch.base import ByteOrder
 
 _COMPILED = compiled_core()
@@ -467,6 +469,24 @@ def verify_cfi(section: DecodedSection, cfi: Cfi, arch: Arch,
     return checker.result()
 
 
+# What a DWARF state (``_FastCheck.state_id``) and an FRE's info and words (``_fre_id``)
+# mean to the check depends on the target and on the section header's ABI, fixed RA
+# offset and version alone, not on the file: a tree run's worker keeps them from file
+# to file (its files share a few dozen), each file's ids still its own.  Bounded.
+_STATE_SIDES: dict[tuple[Arch, tuple[int, int, int | None, int | None, bool]], object] = {}
+_FRE_RULES: dict[tuple[int, int, int, int, tuple[int, ...]], object] = {}
+_MEMO_ENTRIES = 1 << 14
+_UNKNOWN = object()
+
+
+def _remember(memo: dict[Any, object], key: object, value: object) -> object:
+    """``memo[key] = value`` (the memo emptied first when full); ``value``."""
+    if len(memo) >= _MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
 class _FastCheck:
     """One function checked in the compiled core (``_core.agree``): the DWARF FDE replayed
     as the fast path does (CFA, FP, RA and the signed-RA bit only; anything else, and
@@ -491,23 +511,33 @@ class _FastCheck:
         return self.ids.setdefault(value, len(self.ids))
 
     def state_id(self, state: tuple[int, int, int | None, int | None, bool]) -> int | None:
-        cfa_reg, cfa_offset, fp_slot, ra_slot, signed = state
         arch = self.arch
-        regs = sorted((reg, Rule(RuleKind.offset, slot))
-                      for reg, slot in ((arch.fp, fp_slot), (arch.ra, ra_slot))
-                      if slot is not None)
-        cfa = CfaReg(cfa_reg, cfa_offset) if cfa_reg >= 0 else None
-        return self._id(_dwarf_side(Row(0, cfa, tuple(regs), signed), arch, arch.ra))
+        key = (arch, state)
+        side = _STATE_SIDES.get(key, _UNKNOWN)
+        if side is _UNKNOWN:
+            cfa_reg, cfa_offset, fp_slot, ra_slot, signed = state
+            regs = sorted((reg, Rule(RuleKind.offset, slot))
+                          for reg, slot in ((arch.fp, fp_slot), (arch.ra, ra_slot))
+                          if slot is not None)
+            cfa = CfaReg(cfa_reg, cfa_offset) if cfa_reg >= 0 else None
+            side = _remember(_STATE_SIDES, key,
+                             _dwarf_side(Row(0, cfa, tuple(regs), signed), arch, arch.ra))
+        return self._id(side)
 
     def _fre_id(self, key: tuple[int, tuple[int, ...]]) -> int | None:
         info, words = key
-        base_fp, _, _, mangled, size_code = FRE_TABLE[info]
-        try:
-            rules = default_fre_rules(self.section,
-                                      DecodedFre(0, base_fp, words, mangled, size_code, info))
-        except (DecodeError, IndexError, KeyError):
-            return None  # the full check reports it
-        return self._id(rules)
+        section = self.section
+        known = (section.abi, section.fixed_ra_offset, section.version, info, words)
+        rules = _FRE_RULES.get(known, _UNKNOWN)
+        if rules is _UNKNOWN:
+            base_fp, _, _, mangled, size_code = FRE_TABLE[info]
+            try:
+                rules = default_fre_rules(section, DecodedFre(0, base_fp, words, mangled,
+                                                              size_code, info))
+            except (DecodeError, IndexError, KeyError):
+                rules = None  # the full check reports it
+            _remember(_FRE_RULES, known, rules)
+        return None if rules is None else self._id(rules)
 
     def fre_bytes_id(self, stored: bytes) -> int | None:
         """``_fre_id`` of an FRE as stored after its start: info byte, data words."""
