@@ -14,14 +14,14 @@
 #include <string.h>
 
 #include "core.h"
+#include "kept.h"
 
 /* A state's answer: taken (an FRE; its bytes after the start in V2 and in V3) or not
- * (no default FRE: the general path).  Kept by the state for the call; a full table
- * only stops taking entries (the dicts still answer). */
-#define SIZE_SLOTS 4096
+ * (no default FRE: the general path).  Kept by the state for the call (kept.h's state
+ * table; the dicts answer what it does not keep). */
 typedef struct {
-    State s;
-    int used, taken;
+    StateKey key;
+    int taken;
     long long v2, v3;
 } SizeSlot;
 
@@ -39,15 +39,6 @@ typedef struct {
     int64_t range, last;
     long long kept, fde_v2, fde_v3;
 } StatsCtx;
-
-static SizeSlot *size_slot(SizeSlot *table, const State *s) {
-    size_t at = state_hash(s) % SIZE_SLOTS;
-    for (int probe = 0; probe < 16; probe++, at = (at + 1) % SIZE_SLOTS) {
-        SizeSlot *slot = &table[at];
-        if (!slot->used || state_same(&slot->s, s)) return slot;
-    }
-    return NULL;
-}
 
 /* Python's answer for a state: the FRE's shape (``shape_of``), then its sizes
  * (``size_of``, a pair of ints), each kept in its dict.  1 taken, 0 none, -1 error. */
@@ -79,9 +70,10 @@ static int ask(StatsCtx *ctx, const State *s, long long *v2, long long *v3) {
 static int count_fre(void *raw, int64_t at, const State *s) {
     StatsCtx *ctx = raw;
     long long v2 = 0, v3 = 0;
-    SizeSlot *slot = size_slot(ctx->slot, s);
+    int found;
+    SizeSlot *slot = STATE_SLOT(ctx->slot, s, &found);
     int taken;
-    if (slot && slot->used) {
+    if (found) {
         taken = slot->taken;
         v2 = slot->v2;
         v3 = slot->v3;
@@ -89,8 +81,6 @@ static int count_fre(void *raw, int64_t at, const State *s) {
         taken = ask(ctx, s, &v2, &v3);
         if (taken < 0) return -1;
         if (slot) {
-            slot->s = *s;
-            slot->used = 1;
             slot->taken = taken;
             slot->v2 = v2;
             slot->v3 = v3;
@@ -191,7 +181,7 @@ PyObject *stats_scan(PyObject *Py_UNUSED(self), PyObject *args) {
         }
     }
     if (address_size != 4 && address_size != 8) goto none;
-    table = PyMem_Calloc(SIZE_SLOTS, sizeof *table);
+    table = PyMem_Calloc(STATE_SLOTS, sizeof *table);
     todo = PyList_New(0);
     if (!table) { PyErr_NoMemory(); goto done; }
     if (!todo) goto done;

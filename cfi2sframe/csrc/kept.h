@@ -1,4 +1,4 @@
-/* The compiled core's one hash table, in two kinds.
+/* The compiled core's hash tables: two kinds that grow, and one fixed.
  *
  * ``Kept``: Python's answers kept in C by a short byte key (an FRE shape's info byte and
  * words, an encoding), so a loop asks Python once per distinct key.  Open addressing,
@@ -7,14 +7,17 @@
  * ``KeptIds``: 64-bit integers to 32-bit ones (xray.c's calls, threads and notes): the
  * same open addressing without objects, for a loop that runs once per record.
  *
- * Not here, by measurement: the fast path's three caches (sframe_fastpath.c's state ->
- * FRE fields and (start, fields) -> FRE, sframe_encode.c's FRE fields -> bytes; and
- * analysis_stats.c's state -> FRE sizes, a copy of the first's probing) sit in
- * front of the caller's dicts and are asked once per FRE made or encoded, so their
- * look-up is the loop's cost: a word hash of a fixed key (a state's five numbers, or
- * addresses of objects the call's arguments hold alive) into a fixed table of 16
- * probes that stops taking entries when full (a miss only costs the dict's look-up).
- * As ``Kept`` tables (a byte hash of a 40 to 80-byte key, growing, the key's objects
+ * ``StateTable`` slots: a state's answer kept by the state itself, for the loops that
+ * meet a state once per FRE they make or count (sframe_fastpath.c's state -> FRE fields,
+ * analysis_stats.c's state -> FRE sizes): a word hash of the state's five numbers into
+ * a fixed table of 16 probes that stops taking entries when full (a miss only costs
+ * the caller's dict look-up); each caller's slot is a ``StateKey`` and its payload.
+ *
+ * Fixed, by measurement, as are the fast path's two other caches (sframe_fastpath.c's
+ * (start, fields) -> FRE, sframe_encode.c's FRE fields -> bytes, keyed by addresses of
+ * objects the call's arguments hold alive): they sit in front of the caller's dicts
+ * and are asked once per FRE made or encoded, so their look-up is the loop's cost.  As
+ * ``Kept`` tables (a byte hash of a 40 to 80-byte key, growing, the key's objects
  * held) they cost libLLVM-14's conversion 20% more time in lower_fdes (0.74 -> 0.89 s)
  * and 38% in build_v2 (0.15 -> 0.21 s) (both builds in one process, alternated, medians
  * of five), and the command 11 MiB more peak memory (125 -> 136 MiB).  ``memo_lookup`` (core.h) is not a C table: it keeps
@@ -26,6 +29,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "core.h"
 
 #define KEPT_KEY 64  /* the longest key, in bytes */
 
@@ -168,5 +173,40 @@ static inline void ids_free(KeptIds *m) {
     PyMem_Free(m->values);
     memset(m, 0, sizeof *m);
 }
+
+/* StateTable: STATE_SLOTS slots, zeroed, each a StateKey first and the caller's payload
+ * after it (``struct { StateKey key; ... }``). */
+#define STATE_SLOTS 4096
+#define STATE_PROBES 16
+
+typedef struct {
+    State s;
+    int used;
+} StateKey;
+
+/* The slot of ``s`` among ``slots`` (of ``slot_size`` bytes each): its own (``*found``
+ * 1), or a free one now keyed by ``s`` whose payload the caller fills (``*found`` 0);
+ * NULL where the probes find neither, or ``s`` holds a huge number (keep nothing). */
+static inline void *state_slot(void *slots, size_t slot_size, const State *s, int *found) {
+    *found = 0;
+    if (s->huge) return NULL;
+    size_t at = state_hash(s) % STATE_SLOTS;
+    for (int probe = 0; probe < STATE_PROBES; probe++, at = (at + 1) % STATE_SLOTS) {
+        StateKey *key = (void *)((char *)slots + at * slot_size);
+        if (!key->used) {
+            key->s = *s;
+            key->used = 1;
+            return key;
+        }
+        if (state_same(&key->s, s)) {
+            *found = 1;
+            return key;
+        }
+    }
+    return NULL;
+}
+
+/* ``state_slot`` of a table of slots of the caller's type. */
+#define STATE_SLOT(slots, s, found) state_slot((slots), sizeof *(slots), (s), (found))
 
 #endif

@@ -10,29 +10,18 @@
 #include <string.h>
 
 #include "core.h"
+#include "kept.h"
 
 /* Each changed state as an FRE (a ``Fre`` named tuple), its fields after
  * ``start`` found by state key in ``shapes``, or asked of ``shape_of`` (whose answer,
  * None included, is kept there).  The rules that map a state to an FRE stay in
  * Python (``fastpath._state_shape``, from ``arch/``): this file holds no target fact. */
 /* A whole file's loop meets a few hundred distinct states: each one's entry of
- * ``shapes`` (borrowed; the dict outlives the call) kept by the state itself, so the
- * key tuple is built and looked up once per distinct state, not once per FRE.  A full
- * table only stops taking entries. */
-#define MEMO_SLOTS 4096
-typedef struct { State s; PyObject *shape; } MemoSlot;
-typedef struct { MemoSlot slot[MEMO_SLOTS]; } StateMemo;
-
-static PyObject **memo_slot(StateMemo *m, const State *s, int *found) {
-    size_t at = state_hash(s) % MEMO_SLOTS;
-    for (int probe = 0; probe < 16; probe++, at = (at + 1) % MEMO_SLOTS) {
-        MemoSlot *slot = &m->slot[at];
-        if (!slot->shape) { *found = 0; slot->s = *s; return &slot->shape; }
-        if (state_same(&slot->s, s)) { *found = 1; return &slot->shape; }
-    }
-    *found = 0;
-    return NULL;
-}
+ * ``shapes`` (borrowed; the dict outlives the call) kept by the state itself (kept.h's
+ * state table), so the key tuple is built and looked up once per distinct state, not
+ * once per FRE. */
+typedef struct { StateKey key; PyObject *shape; } MemoSlot;
+typedef struct { MemoSlot slot[STATE_SLOTS]; } StateMemo;
 
 /* Equal FREs (one start, one shape) recur across a file's bodies (the push at 1, the
  * frame pointer at 4): one object each, kept here (a reference held) for the call. */
@@ -67,15 +56,15 @@ typedef struct {
 static int emit_fre(void *raw, int64_t at, const State *s) {
     FreCtx *ctx = raw;
     int hit = 0;
-    PyObject **kept = ctx->memo && !s->huge ? memo_slot(ctx->memo, s, &hit) : NULL;
-    PyObject *shape = hit ? *kept : NULL;
+    MemoSlot *kept = ctx->memo ? STATE_SLOT(ctx->memo->slot, s, &hit) : NULL;
+    PyObject *shape = hit ? kept->shape : NULL;
     if (!shape) {
         PyObject *key = state_key(s);
         if (!key) return -1;
         shape = memo_lookup(ctx->shapes, key, ctx->shape_of);  /* borrowed */
         Py_DECREF(key);
         if (!shape) return -1;
-        if (kept) *kept = shape;
+        if (kept) kept->shape = shape;
     }
     if (shape == Py_None) return 0;
     if (!PyTuple_Check(shape)) {
