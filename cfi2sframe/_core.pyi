@@ -18,7 +18,8 @@ UNWIND_TABLE: dict[str, int]
 _State = tuple[int, int, int | None, int | None, bool]
 
 # A target's and format's parameters by name, built once in Python (fastpath.core_target,
-# build._lower_params, cfi._eh_target); the core reads each by its name.
+# build._lower_params, cfi._eh_target, stats._scan_params, decode._Reader.fre_params);
+# the core reads each by its name.
 _Params = dict[str, object]
 
 def fast_fres(body: bytes, start: _State, code_align: int, data_align: int,
@@ -29,10 +30,8 @@ def fres_bytes(fres: tuple[tuple[object, ...], ...], addr_size: int, big_endian:
                tails: dict[tuple[object, ...], bytes],
                tail_of: Callable[[tuple[object, ...]], bytes]) -> bytes: ...
 
-def decode_fres(data: bytes, pos: int, end: int, count: int, addr_size: int,
-                big_endian: bool, flex: bool, fre_type: type,
-                table: tuple[tuple[bool, int, int, bool, int], ...]
-                ) -> tuple[tuple[object, ...], int] | None: ...
+def decode_fres(data: bytes, pos: int, count: int, addr_size: int, flex: bool,
+                section: _Params) -> tuple[tuple[object, ...], int] | None: ...
 
 def unwind_info_text(section: bytes, base: int, image: bytes,
                      symtab: tuple[int, int, int, int], wide: bool,
@@ -111,12 +110,8 @@ def verify_scan(eh: bytes, sframe: bytes, *, eh_address: int, address_size: int,
                 fre_id_of: Callable[[bytes], int | None], placed: _Placed | None
                 ) -> tuple[int, bytearray, list[int]] | None: ...
 
-def stats_scan(eh: bytes, eh_address: int, address_size: int, big_endian: bool,
-               arch: tuple[int, int, int, bool], limits: tuple[int, int],
-               addr_sizes: tuple[int, ...], shapes: dict[_State, tuple[object, ...] | None],
-               shape_of: Callable[[_State], tuple[object, ...] | None],
-               sizes: dict[tuple[object, ...], tuple[int, int]],
-               size_of: Callable[[tuple[object, ...]], tuple[int, int]]
+def stats_scan(eh: bytes, eh_address: int, shapes: dict[_State, tuple[object, ...] | None],
+               sizes: dict[tuple[object, ...], tuple[int, int]], params: _Params
                ) -> tuple[int, int, int, int, list[int], int, int] | None: ...
 
 def scan_cfi(text: str, comment_chars: str, statement: type
@@ -127,7 +122,7 @@ def with_labels(text: str, offsets: tuple[int, ...], prefix: str) -> str | None:
 def probe_symbols(symtab: bytes, strtab: bytes, is64: bool, big_endian: bool, prefix: bytes,
                   count: int) -> tuple[list[tuple[int, int] | None], list[int]] | None: ...
 
-def fde_index(data: bytes, fde_start: int, count: int, entry: int, wide: bool, big: bool,
+def fde_index(data: bytes, *, fde_start: int, count: int, entry: int, wide: bool, big: bool,
               base: int, step: int) -> tuple[bytes, bytes, bool] | None: ...
 
 def xray_labels(labels: dict[int, str]) -> object | None: ...

@@ -15,6 +15,7 @@ core, objects, ``.debug_frame``, s390x, a start far from where ``.sframe`` would
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from types import ModuleType
 
 from ..arch import arch_for_machine
@@ -27,10 +28,10 @@ from ..elf.read import SHT_NOBITS, ElfView
 from ..errors import decoding
 from ..sframe.build import encode_sframe, lower_fdes
 from ..sframe.encode import tail_sizes
-from ..sframe.fastpath import serves, shape_of
+from ..sframe.fastpath import replay_target, serves
 from ..sframe.format import (
     FDE_LAYOUT,
-    FRE_ADDR_SIZE,
+    FRE_START_SIZES,
     HEADER_SIZE,
     MAX_FRES_V3,
     MAX_FUNCTION_SIZE,
@@ -80,12 +81,7 @@ def scan_coverage(path: str, data: bytes, view: ElfView, limits: Limits,
     address_size = 8 if view.is64 else 4
     with decoding(path, chosen.name):
         eh = section_contents(view, chosen, limits)
-    scanned = compiled.stats_scan(
-        eh, chosen.addr, address_size, arch.big_endian, (arch.sp, arch.fp, arch.ra,
-                                                         arch.tracks_ra),
-        (MAX_FUNCTION_SIZE, MAX_FRES_V3), tuple(FRE_ADDR_SIZE[kind] for kind in
-                                                sorted(FRE_ADDR_SIZE)),
-        {}, shape_of(arch), {}, tail_sizes(arch))
+    scanned = compiled.stats_scan(eh, chosen.addr, {}, {}, _scan_params(arch, address_size))
     if scanned is None:
         return None
     fdes, functions, v2_bytes, v3_bytes, todo, low, high = scanned
@@ -110,6 +106,16 @@ def scan_coverage(path: str, data: bytes, view: ElfView, limits: Limits,
         out[version] = Coverage(arch, fdes, count, tuple(skips),
                                 size + -size % arch.sframe_section_align)
     return out
+
+
+@lru_cache(maxsize=16)
+def _scan_params(arch: Arch, address_size: int) -> dict[str, object]:
+    """``_core.stats_scan``'s parameters by name: the replay's target (``replay_target``),
+    the file's address size, the formats' limits, the FRE start sizes and an FRE's sizes
+    after its start; built once, never changed."""
+    return {**replay_target(arch, arch.big_endian), "address_size": address_size,
+            "max_size": MAX_FUNCTION_SIZE, "max_fres_v3": MAX_FRES_V3,
+            "addr_sizes": FRE_START_SIZES, "size_of": tail_sizes(arch)}
 
 
 def _reaches(low: int, high: int, address: int, count: int, fde_size: int,

@@ -28,9 +28,9 @@ typedef struct {
 typedef struct {
     SizeSlot *slot;
     PyObject *shapes, *shape_of, *sizes, *size_of, *todo;
-    long long ra, max_size, max_fres;
-    const long long *addr_sizes;
-    Py_ssize_t naddr;
+    FastLimits limits;  /* V3's: a function is counted where both versions make it */
+    const int *addr_sizes;
+    int naddr;
     /* the file so far */
     Py_ssize_t fdes, functions;
     long long v2, v3;
@@ -104,13 +104,13 @@ static int leave(StatsCtx *ctx, const EhFde *e) {
 }
 
 /* One FDE of the walk: counted where the fast path makes its function (the conditions
- * of ``lower_fdes`` for both versions), else left in ``todo``. */
+ * of ``lower_fdes`` for both versions: core.h's ``fast_path_takes`` and
+ * ``fast_path_fits``), else left in ``todo``. */
 static int stats_fde(void *raw, const EhFde *e) {
     StatsCtx *ctx = raw;
     const CieInfo *cie = e->cie;
     ctx->fdes++;
-    if (e->range == 0 || e->range > (uint64_t)ctx->max_size || cie->ra != ctx->ra ||
-        !cie->start_ok)
+    if (!fast_path_takes(&ctx->limits, e->range, cie->ra, cie->start_ok))
         return leave(ctx, e);
     ctx->range = (int64_t)e->range;
     ctx->kept = ctx->fde_v2 = ctx->fde_v3 = 0;
@@ -118,15 +118,10 @@ static int stats_fde(void *raw, const EhFde *e) {
     Params p = e->params;
     int done = replay(e->data + e->body, e->end - e->body, cie->start, &p, count_fre, ctx);
     if (done < 0) return -1;
-    if (done == 0 || ctx->kept > ctx->max_fres) return leave(ctx, e);
-    /* The smallest start-address size that holds the last start (``fre_type_for``). */
-    long long addr = ctx->addr_sizes[ctx->naddr - 1];
-    for (Py_ssize_t i = 0; i < ctx->naddr; i++) {
-        if (ctx->addr_sizes[i] < 8 && ctx->last < ((int64_t)1 << (8 * ctx->addr_sizes[i]))) {
-            addr = ctx->addr_sizes[i];
-            break;
-        }
-    }
+    if (done == 0 || !fast_path_fits(&ctx->limits, ctx->kept)) return leave(ctx, e);
+    /* The start size of the FRE type the encoder gives (the last start is at least 0) */
+    long long addr =
+        ctx->addr_sizes[fre_type_for((uint64_t)ctx->last, ctx->addr_sizes, ctx->naddr)];
     if (!ctx->functions || e->pc < ctx->low) ctx->low = e->pc;
     if (!ctx->functions || e->pc > ctx->high) ctx->high = e->pc;
     ctx->functions++;
@@ -135,59 +130,51 @@ static int stats_fde(void *raw, const EhFde *e) {
     return 1;
 }
 
-/* stats_scan(eh, eh_address, address_size, big_endian, arch, limits, addr_sizes, shapes,
- *            shape_of, sizes, size_of)
+/* stats_scan(eh, eh_address, shapes, sizes, params)
  * -> (FDEs, functions, V2 FRE bytes, V3 FRE bytes, todo, low, high), or None.
- * ``eh``: a linked file's .eh_frame at ``eh_address``; ``arch`` = (sp, fp, ra,
- * tracks_ra); ``limits`` = (largest function size, most FREs of a V3 function);
- * ``addr_sizes``: the FRE start sizes by FRE type, smallest first.  ``shape_of``
- * gives a state's FRE fields after its start (or None: the general path), kept in
- * ``shapes`` by state key; ``size_of`` an FRE shape's bytes after its start in V2 and
- * in V3, kept in ``sizes``.  ``functions``: the FDEs the fast path makes a function
- * of; the bytes: their FREs' (start included); ``low``, ``high``: their lowest and
- * highest start (0 without any); ``todo``: the .eh_frame offsets of the other FDEs.  None: the section is out of the ordinary (the Python reader reads it
- * or reports it). */
+ * ``eh``: a linked file's .eh_frame at ``eh_address``; ``shapes``: the caller's state
+ * -> FRE fields memo, ``sizes`` its FRE fields -> (V2, V3) sizes memo.  ``params``, by
+ * name (``analysis/stats._scan_params``): the replay's target (core.h's TARGET_NAMES;
+ * ``shape_of`` gives a state's FRE fields after its start, or None: the general path),
+ * the file's ``address_size``, the formats' ``max_size`` and ``max_fres_v3``,
+ * ``addr_sizes`` (the FRE start sizes by FRE type, ``read_fre_sizes``) and ``size_of``
+ * (an FRE's fields' bytes after its start in V2 and in V3).  ``functions``: the FDEs
+ * the fast path makes a function of; the bytes: their FREs' (start included);
+ * ``low``, ``high``: their lowest and highest start (0 without any); ``todo``: the
+ * .eh_frame offsets of the other FDEs.  None: the section is out of the ordinary (the
+ * Python reader reads it or reports it). */
 PyObject *stats_scan(PyObject *Py_UNUSED(self), PyObject *args) {
+    static char *names[] = {TARGET_NAMES, "address_size", "max_size", "max_fres_v3",
+                            "addr_sizes", "size_of", NULL};
     Py_buffer eh;
     unsigned long long eh_address;
-    int address_size, big;
-    PyObject *arch, *limits, *addr_tuple, *shapes, *shape_of, *sizes, *size_of;
-    if (!PyArg_ParseTuple(args, "y*KipO!O!O!O!OO!O", &eh, &eh_address, &address_size, &big,
-                          &PyTuple_Type, &arch, &PyTuple_Type, &limits, &PyTuple_Type,
-                          &addr_tuple, &PyDict_Type, &shapes, &shape_of, &PyDict_Type,
-                          &sizes, &size_of))
+    int address_size, sizes_by_type[FRE_TYPES_MAX];
+    PyObject *params, *tracks, *big, *addr_tuple, *shapes, *shape_of, *sizes, *size_of;
+    Params p = {0, 0, 0, 0, 0, 0, 0};
+    FastLimits limits = {0, 0, 0, 3};
+    if (!PyArg_ParseTuple(args, "y*KO!O!O!:stats_scan", &eh, &eh_address, &PyDict_Type,
+                          &shapes, &PyDict_Type, &sizes, &PyDict_Type, &params))
         return NULL;
     PyObject *out = NULL, *todo = NULL;
     SizeSlot *table = NULL;
-    long long addr_sizes[8];
-    Params p = {0, 0, 0, 0, 0, 0, big};
-    long long sp, fp, ra, max_size, max_fres;
-    int tracks_ra;
-    if (!PyArg_ParseTuple(arch, "LLLp", &sp, &fp, &ra, &tracks_ra) ||
-        !PyArg_ParseTuple(limits, "LL", &max_size, &max_fres))
+    if (!read_params(params, "$" TARGET_FORMAT "iLLO!O:stats_scan", names,
+                     TARGET_ARGS(&p, &tracks, &big, &shape_of), &address_size,
+                     &limits.max_size, &limits.max_fres, &PyTuple_Type, &addr_tuple,
+                     &size_of))
         goto done;
-    p.sp = sp; p.fp = fp; p.ra = ra; p.tracks_ra = tracks_ra;
-    Py_ssize_t naddr = PyTuple_GET_SIZE(addr_tuple);
-    if (naddr < 1 || naddr > 8) {
-        PyErr_SetString(PyExc_ValueError, "addr_sizes must hold 1 to 8 sizes");
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < naddr; i++) {
-        addr_sizes[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(addr_tuple, i));
-        if (addr_sizes[i] == -1 && PyErr_Occurred()) goto done;
-        if (addr_sizes[i] < 1 || addr_sizes[i] > 8) {
-            PyErr_SetString(PyExc_ValueError, "an FRE start size must be 1 to 8 bytes");
-            goto done;
-        }
-    }
+    target_flags(&p, tracks, big);
+    limits.ra = p.ra;
+    int naddr = read_fre_sizes(addr_tuple, sizes_by_type);
+    if (naddr < 0) goto done;
     if (address_size != 4 && address_size != 8) goto none;
     table = PyMem_Calloc(STATE_SLOTS, sizeof *table);
     todo = PyList_New(0);
     if (!table) { PyErr_NoMemory(); goto done; }
     if (!todo) goto done;
-    StatsCtx ctx = {table, shapes, shape_of, sizes, size_of, todo, ra, max_size, max_fres,
-                    addr_sizes, naddr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    int walked = eh_walk(eh.buf, eh.len, eh_address, address_size, big, &p, stats_fde, &ctx);
+    StatsCtx ctx = {table, shapes, shape_of, sizes, size_of, todo, limits, sizes_by_type,
+                    naddr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    int walked = eh_walk(eh.buf, eh.len, eh_address, address_size, p.big_endian, &p,
+                         stats_fde, &ctx);
     if (walked < 0) goto done;
     if (walked == 0) goto none;
     out = Py_BuildValue("(nnLLOKK)", ctx.fdes, ctx.functions, ctx.v2, ctx.v3, todo,

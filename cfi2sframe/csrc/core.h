@@ -45,14 +45,59 @@ PyObject *dwarf_opcodes(void);  /* the DWARF CFA opcode numbers it reads, by nam
 PyObject *fast_fres(PyObject *self, PyObject *args);
 PyObject *lower_fdes(PyObject *self, PyObject *args);
 
+/* The replay's target parameters by name, as every entry point that replays for the
+ * fast path reads them from Python's dict (``sframe/fastpath.replay_target``): SP's,
+ * FP's and RA's DWARF numbers, whether RA's signing is tracked, the byte order, and
+ * the state -> FRE fields answer; ``target_flags`` sets the two flags in ``Params``. */
+#define TARGET_FORMAT "LLLO!O!O"
+#define TARGET_NAMES "sp", "fp", "ra", "tracks_ra", "big_endian", "shape_of"
+#define TARGET_ARGS(p, tracks, big, shape_of) \
+    &(p)->sp, &(p)->fp, &(p)->ra, &PyBool_Type, (tracks), &PyBool_Type, (big), (shape_of)
+
+static inline void target_flags(Params *p, PyObject *tracks, PyObject *big) {
+    p->tracks_ra = tracks == Py_True;
+    p->big_endian = big == Py_True;
+}
+
+/* What the fast path takes, checked by ``lower_fdes`` and ``stats_scan`` alike (the
+ * conditions of ``sframe/build.lower_fdes``, ``format.fits``): before the replay, a
+ * size from 1 to ``max_size``, the CIE's RA column the target's and its initial
+ * state known; after it, at most ``max_fres`` FREs inside the function in V3.  Any
+ * other FDE is the general path's. */
+typedef struct {
+    long long ra, max_size, max_fres;
+    int version;
+} FastLimits;
+
+static inline int fast_path_takes(const FastLimits *l, uint64_t size, long long cie_ra,
+                                  int start_known) {
+    return size > 0 && l->max_size >= 0 && size <= (uint64_t)l->max_size &&
+        cie_ra == l->ra && start_known;
+}
+
+static inline int fast_path_fits(const FastLimits *l, long long fres) {
+    return l->version < 3 || fres <= l->max_fres;
+}
+
 /* sframe_encode.c: FREs to bytes (fres_bytes), a V2 section's FDEs and FREs (fdes_v2). */
 PyObject *fres_bytes(PyObject *self, PyObject *args);
 PyObject *fdes_v2(PyObject *self, PyObject *args);
 
+/* The FRE start sizes by FRE type, smallest first (Python's ``FRE_START_SIZES``, from
+ * ``sframe/format.FRE_ADDR_SIZE``), read into ``sizes``: their count, or -1 with a
+ * TypeError or ValueError set (not 1 to FRE_TYPES_MAX sizes of 1 to 8 bytes). */
+#define FRE_TYPES_MAX 16
+int read_fre_sizes(PyObject *tuple, int sizes[FRE_TYPES_MAX]);
+
+/* The FRE type of a function whose last FRE starts at ``top``: the first whose start
+ * size holds it, else the last (``sframe/format.fre_type_for``, fed the same table);
+ * ``fdes_v2`` encodes with it and ``stats_scan`` counts with it. */
+int fre_type_for(uint64_t top, const int *sizes, int count);
+
 /* sframe_decode.c: FREs from bytes (decode_fres), where the FDE ranges start and end
  * (fde_index). */
 PyObject *decode_fres(PyObject *self, PyObject *args);
-PyObject *fde_index(PyObject *self, PyObject *args);
+PyObject *fde_index(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* dwarf_cfi.c: an .eh_frame walked (dwarf/cfi._walk).  A CIE as the walk keeps it, and an
  * FDE as it hands it on (``body``: its instructions' offset; ``params``: the target's,

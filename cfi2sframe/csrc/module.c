@@ -27,10 +27,10 @@ static PyMethodDef methods[] = {
      "fp, ra, tracks_ra, fre_table, states, state_of, fre_ids, fre_id_of, placed)\n"
      "-> (checked, used, todo), or None; see analysis_compare.c."},
     {"stats_scan", stats_scan, METH_VARARGS,
-     "stats_scan(eh, eh_address, address_size, big_endian, arch, limits, addr_sizes,\n"
-     "           shapes, shape_of, sizes, size_of)\n"
+     "stats_scan(eh, eh_address, shapes, sizes, params)\n"
      "-> (FDEs, functions, V2 FRE bytes, V3 FRE bytes, todo, low, high), or None;\n"
-     "see analysis_stats.c."},
+     "params: sp, fp, ra, tracks_ra, big_endian, shape_of, address_size, max_size,\n"
+     "max_fres_v3, addr_sizes and size_of by name; see analysis_stats.c."},
     {"agree", agree, METH_VARARGS,
      "agree(body, start, code_align, data_align, size, fres, (sp, fp, ra, tracks_ra,\n"
      "      big_endian, states, state_of, fre_ids, fre_id_of, none_id)) -> whether a DWARF FDE\n"
@@ -52,8 +52,9 @@ static PyMethodDef methods[] = {
      "fdes_v2(functions, big_endian, tails, tail_of, addr_sizes, pc_mask_bit, pauth_bit)\n"
      "-> (FDE tails, FRE bytes, FRE count) of an SFrame V2 section."},
     {"decode_fres", decode_fres, METH_VARARGS,
-     "decode_fres(data, pos, end, count, addr_size, big_endian, flex, fre_type, table)\n"
-     "-> (FREs, position after them), or None (the Python loop reports the error)."},
+     "decode_fres(data, pos, count, addr_size, flex, section)\n"
+     "-> (FREs, position after them), or None (the Python loop reports the error);\n"
+     "section: fre_end, big_endian, fre_type and fre_table by name; see sframe_decode.c."},
     {"fres_bytes", fres_bytes, METH_VARARGS,
      "fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> the FREs' bytes."},
     {"relocate", relocate, METH_VARARGS,
@@ -65,8 +66,8 @@ static PyMethodDef methods[] = {
      "big, pcrel, address, aarch64, masks, fre_table, columns_of, heads, text)\n"
      "-> the FDEs' text (text) or their FRE count, or None (the Python reader reports\n"
      "what is wrong); see sframe_dump.c."},
-    {"fde_index", fde_index, METH_VARARGS,
-     "fde_index(data, fde_start, count, entry, wide, big, base, step)\n"
+    {"fde_index", (PyCFunction)(void (*)(void))fde_index, METH_VARARGS | METH_KEYWORDS,
+     "fde_index(data, *, fde_start, count, entry, wide, big, base, step)\n"
      "-> (starts, ends, disjoint): native int64 arrays' bytes, or None (Python's numbers\n"
      "are needed, or the table is cut short); see sframe_decode.c."},
     {"unwind_info_text", unwind_info_text, METH_VARARGS,

@@ -10,20 +10,30 @@
 #include "core.h"
 #include "sframe.h"
 
-/* decode_fres(data, pos, end, count, addr_size, big_endian, flex, fre_type, table)
+/* decode_fres(data, pos, count, addr_size, flex, section)
  * -> (tuple of FREs, position after them), or None where anything is out of order
- * (the Python loop, ``decode._Reader.fres``, then raises the located error).  ``table``
- * holds per info byte (base_fp, word count, word width or 0 when invalid, mangled_ra,
- * size code): the bit layouts stay in Python (``sframe/words.py``).  Each FRE is a
- * ``fre_type`` (``DecodedFre``): start, base_fp, words, mangled_ra, size code, info. */
+ * (the Python loop, ``decode._Reader.fres``, then raises the located error): ``count``
+ * FREs from ``pos`` with ``addr_size``-byte starts, of a FLEX FDE or not.  ``section``,
+ * by name (``_Reader.fre_params``, built once per section): ``fre_end``, where the FRE
+ * sub-section ends; ``big_endian``; ``fre_type``, the FRE type (``DecodedFre``: start,
+ * base_fp, words, mangled_ra, size code, info); ``fre_table``, per info byte
+ * (base_fp, word count, word width or 0 when invalid, mangled_ra, size code): the bit
+ * layouts stay in Python (``sframe/words.py``). */
 PyObject *decode_fres(PyObject *Py_UNUSED(self), PyObject *args) {
+    static char *names[] = {"fre_end", "big_endian", "fre_type", "fre_table", NULL};
     Py_buffer data;
     Py_ssize_t pos, end, count;
-    int addr_size, big_endian, flex;
-    PyObject *fre_type, *table;
-    if (!PyArg_ParseTuple(args, "y*nnnippO!O!", &data, &pos, &end, &count, &addr_size,
-                          &big_endian, &flex, &PyType_Type, &fre_type, &PyTuple_Type, &table))
+    int addr_size;
+    PyObject *flex_obj, *section, *big_obj, *fre_type, *table;
+    if (!PyArg_ParseTuple(args, "y*nniO!O!:decode_fres", &data, &pos, &count, &addr_size,
+                          &PyBool_Type, &flex_obj, &PyDict_Type, &section))
         return NULL;
+    if (!read_params(section, "$nO!O!O!:decode_fres", names, &end, &PyBool_Type, &big_obj,
+                     &PyType_Type, &fre_type, &PyTuple_Type, &table)) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    int big_endian = big_obj == Py_True, flex = flex_obj == Py_True;
     PyTypeObject *type = (PyTypeObject *)fre_type;
     /* Each FRE takes at least its start and info byte: a count the bytes cannot hold is
      * the Python loop's error to report (and never a tuple of that size to allocate). */
@@ -115,14 +125,22 @@ fallback:
  */
 
 
-PyObject *fde_index(PyObject *Py_UNUSED(self), PyObject *args) {
+/* fde_index(data, *, fde_start, count, entry, wide, big, base, step)
+ * -> (starts, ends, disjoint), or None: ``count`` entries of ``entry`` bytes from
+ * ``fde_start``, V3's index (``wide``: 64-bit start fields) or V1's and V2's FDEs, in
+ * either byte order; each start is ``base`` + its field + ``step`` * its index. */
+PyObject *fde_index(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"data", "fde_start", "count", "entry", "wide", "big", "base",
+                            "step", NULL};
     Py_buffer data;
     Py_ssize_t start, count, entry;
-    int wide, big;
-    PyObject *base_obj, *step_obj;
-    if (!PyArg_ParseTuple(args, "y*nnnppOO", &data, &start, &count, &entry, &wide, &big,
-                          &base_obj, &step_obj))
+    PyObject *wide_obj, *big_obj, *base_obj, *step_obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*$nnnO!O!O!O!:fde_index", names, &data,
+                                     &start, &count, &entry, &PyBool_Type, &wide_obj,
+                                     &PyBool_Type, &big_obj, &PyLong_Type, &base_obj,
+                                     &PyLong_Type, &step_obj))
         return NULL;
+    int wide = wide_obj == Py_True, big = big_obj == Py_True;
     PyObject *starts = NULL, *ends = NULL;
     int overflow = 0;
     long long base = PyLong_AsLongLongAndOverflow(base_obj, &overflow);

@@ -123,20 +123,52 @@ done:
     return out;
 }
 
+/* See core.h. */
+int read_fre_sizes(PyObject *tuple, int sizes[FRE_TYPES_MAX]) {
+    if (!PyTuple_Check(tuple)) {
+        PyErr_SetString(PyExc_TypeError, "the FRE start sizes must be a tuple");
+        return -1;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(tuple);
+    if (count < 1 || count > FRE_TYPES_MAX) {
+        PyErr_SetString(PyExc_ValueError, "the FRE start sizes must be 1 to 16 sizes");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long size = PyLong_AsLong(PyTuple_GET_ITEM(tuple, i));
+        if (size == -1 && PyErr_Occurred()) return -1;
+        if (size < 1 || size > 8) {
+            PyErr_SetString(PyExc_ValueError, "an FRE start size must be 1 to 8 bytes");
+            return -1;
+        }
+        sizes[i] = (int)size;
+    }
+    return (int)count;
+}
+
+/* See core.h. */
+int fre_type_for(uint64_t top, const int *sizes, int count) {
+    for (int type = 0; type < count; type++)
+        if (sizes[type] >= 8 || top < (1ULL << (8 * sizes[type]))) return type;
+    return count - 1;
+}
+
 /* fdes_v2(functions, big_endian, tails, tail_of, addr_sizes, pc_mask_bit, pauth_bit)
  * -> (FDE tails, FRE bytes, FRE count): ``encode.build_v2``'s loop (its reference).
  * Per function (``SFrameFunction``, in FDE order) its FDE without the start field,
  * its FREs at the end of the FRE bytes; functions sharing one FRE tuple share its
- * encoding.  ``addr_sizes``: the FRE start size by FRE type (smallest first). */
+ * encoding.  ``addr_sizes``: the FRE start size by FRE type (``read_fre_sizes``). */
 PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *functions, *tails, *tail_of, *addr_sizes;
-    int big;
+    int big, sizes[FRE_TYPES_MAX];
     long pc_mask_bit, pauth_bit;
     if (!PyArg_ParseTuple(args, "O!pO!OO!ll", &PyTuple_Type, &functions, &big, &PyDict_Type,
                           &tails, &tail_of, &PyTuple_Type, &addr_sizes, &pc_mask_bit,
                           &pauth_bit))
         return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(functions), types = PyTuple_GET_SIZE(addr_sizes);
+    int types = read_fre_sizes(addr_sizes, sizes);
+    if (types < 0) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(functions);
     PyObject *fde_tails = PyTuple_New(n), *memo = PyDict_New(), *blob = NULL, *out = NULL;
     TailMemo *kept = PyMem_Calloc(1, sizeof(TailMemo));
     char *buf = NULL;
@@ -174,17 +206,9 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
                 if (PyErr_Occurred()) { Py_DECREF(id); goto done; }
                 if (at > top) top = at;
             }
-            long type = 0, size = 0;
-            for (; type < types; type++) {
-                size = PyLong_AsLong(PyTuple_GET_ITEM(addr_sizes, type));
-                if (size >= 8 || top < (1ULL << (8 * size))) break;
-            }
-            if (type == types) {
-                PyErr_SetString(PyExc_OverflowError, "an FRE start past every FRE type");
-                Py_DECREF(id);
-                goto done;
-            }
-            PyObject *encoded = encode_fres(fres, (int)size, big, tails, tail_of, kept);
+            /* past every type's size: the last, whose encoding raises OverflowError */
+            long type = fre_type_for(top, sizes, types);
+            PyObject *encoded = encode_fres(fres, sizes[type], big, tails, tail_of, kept);
             if (!encoded) { Py_DECREF(id); goto done; }
             PyObject *entry = Py_BuildValue("(lN)", type, encoded);
             if (!entry || PyDict_SetItem(memo, id, entry) < 0) {

@@ -93,11 +93,10 @@ static int emit_fre(void *raw, int64_t at, const State *s) {
     return failed ? -1 : 1;
 }
 
-/* The target's parameters, by name (``sframe/fastpath.core_target``): its SP, FP and
- * RA registers, whether it tracks RA, the byte order, the FRE type and its state ->
- * FRE fields answer.  1, or 0 with a TypeError set. */
-#define TARGET_FORMAT "LLLO!O!O!O"
-#define TARGET_NAMES "sp", "fp", "ra", "tracks_ra", "big_endian", "fre_type", "shape_of"
+/* The target's parameters, by name (``sframe/fastpath.core_target``): the replay's
+ * (core.h's TARGET_NAMES) and the FRE type.  1, or 0 with a TypeError set. */
+#define FRES_FORMAT TARGET_FORMAT "O!"
+#define FRES_NAMES TARGET_NAMES, "fre_type"
 
 static int target_of(Params *p, PyObject *tracks, PyObject *big, PyObject *fre_type,
                      FreCtx *ctx) {
@@ -105,8 +104,7 @@ static int target_of(Params *p, PyObject *tracks, PyObject *big, PyObject *fre_t
         PyErr_SetString(PyExc_TypeError, "fre_type must be a tuple type");
         return 0;
     }
-    p->tracks_ra = tracks == Py_True;
-    p->big_endian = big == Py_True;
+    target_flags(p, tracks, big);
     ctx->fre_type = (PyTypeObject *)fre_type;
     return 1;
 }
@@ -114,7 +112,7 @@ static int target_of(Params *p, PyObject *tracks, PyObject *big, PyObject *fre_t
 /* fast_fres(body, start, code_align, data_align, shapes, target) -> tuple of FREs, or
  * None (general path).  ``shapes``: the caller's state -> FRE fields memo. */
 PyObject *fast_fres(PyObject *Py_UNUSED(self), PyObject *args) {
-    static char *names[] = {TARGET_NAMES, NULL};
+    static char *names[] = {FRES_NAMES, NULL};
     Py_buffer body;
     PyObject *start, *fre_type, *target, *tracks, *big;
     Params p = {0, 0, 0, 0, 0, 0, 0};
@@ -123,9 +121,9 @@ PyObject *fast_fres(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*OLLO!O!:fast_fres", &body, &start, &p.code_align,
                           &p.data_align, &PyDict_Type, &ctx.shapes, &PyDict_Type, &target))
         return NULL;
-    if (!read_params(target, "$" TARGET_FORMAT ":fast_fres", names, &p.sp, &p.fp, &p.ra,
-                     &PyBool_Type, &tracks, &PyBool_Type, &big, &PyType_Type, &fre_type,
-                     &ctx.shape_of) ||
+    if (!read_params(target, "$" FRES_FORMAT ":fast_fres", names,
+                     TARGET_ARGS(&p, &tracks, &big, &ctx.shape_of), &PyType_Type,
+                     &fre_type) ||
         !target_of(&p, tracks, big, fre_type, &ctx) || !read_state(start, &s)) {
         PyBuffer_Release(&body);
         return NULL;
@@ -173,22 +171,22 @@ static PyObject *replay_fres(PyObject *body, const State *start, const Params *p
  * ``params``: the target's (``fast_fres``'s) and the format's parameters by name
  * (``sframe/build._lower_params``). */
 PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
-    static char *names[] = {TARGET_NAMES, "version", "max_size", "max_fres_v3",
+    static char *names[] = {FRES_NAMES, "version", "max_size", "max_fres_v3",
                             "function_type", NULL};
     PyObject *fdes, *cies, *fre_type, *func_type, *direct, *params, *tracks, *big;
-    int version;
-    long long max_size, max_fres;
+    FastLimits limits = {0, 0, 0, 0};
     Params target = {0, 0, 0, 0, 0, 0, 0};
     FreCtx ctx = {NULL, NULL, NULL, NULL, NULL, NULL};
     if (!PyArg_ParseTuple(args, "O!O!O!O!O!:lower_fdes", &PyTuple_Type, &fdes, &PyDict_Type,
                           &cies, &PyDict_Type, &ctx.shapes, &PyDict_Type, &direct,
                           &PyDict_Type, &params) ||
-        !read_params(params, "$" TARGET_FORMAT "iLLO!:lower_fdes", names, &target.sp,
-                     &target.fp, &target.ra, &PyBool_Type, &tracks, &PyBool_Type, &big,
-                     &PyType_Type, &fre_type, &ctx.shape_of, &version, &max_size, &max_fres,
+        !read_params(params, "$" FRES_FORMAT "iLLO!:lower_fdes", names,
+                     TARGET_ARGS(&target, &tracks, &big, &ctx.shape_of), &PyType_Type,
+                     &fre_type, &limits.version, &limits.max_size, &limits.max_fres,
                      &PyType_Type, &func_type) ||
         !target_of(&target, tracks, big, fre_type, &ctx))
         return NULL;
+    limits.ra = target.ra;
     PyTypeObject *ftype = (PyTypeObject *)func_type;
     if (!PyType_IsSubtype(ftype, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "function_type must be a tuple type");
@@ -212,16 +210,16 @@ PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "an FDE must be a dwarf.cfi.Fde");
             goto fail_made;
         }
-        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(fde, 3));
-        if (size == -1 && PyErr_Occurred()) { PyErr_Clear(); goto store; }
+        /* a size or RA column that is not a 64-bit number: the general path */
+        unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(fde, 3));
+        if (size == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); goto store; }
         PyObject *cie = PyDict_GetItemWithError(cies, PyTuple_GET_ITEM(fde, 5));
         if (!cie) { if (PyErr_Occurred()) goto fail_made; goto store; }
         /* (start state or None, code_align, data_align, ra, b_key, signal) */
         PyObject *start = PyTuple_GET_ITEM(cie, 0);
         long long cie_ra = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 3));
         if (cie_ra == -1 && PyErr_Occurred()) { PyErr_Clear(); goto store; }
-        if (size <= 0 || size > max_size || cie_ra != target.ra || start == Py_None)
-            goto store;
+        if (!fast_path_takes(&limits, size, cie_ra, start != Py_None)) goto store;
         PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(fde, 5), PyTuple_GET_ITEM(fde, 6));
         if (!key) goto fail_made;
         PyObject *fres = PyDict_GetItemWithError(direct, key);  /* borrowed */
@@ -257,7 +255,7 @@ PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
             long long at = PyLong_AsLongLong(PyTuple_GET_ITEM(
                 PyTuple_GET_ITEM(fres, kept - 1), 0));
             if (at == -1 && PyErr_Occurred()) { Py_DECREF(fres); goto fail_made; }
-            if (at < size) break;
+            if (at < (long long)size) break;  /* size: at most max_size */
             kept--;
         }
         if (kept < count) {
@@ -267,10 +265,10 @@ PyObject *lower_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
             if (!cut) goto fail_made;
             fres = cut;
         }
-        if (version >= 3 && kept > max_fres) { Py_DECREF(fres); goto store; }
+        if (!fast_path_fits(&limits, kept)) { Py_DECREF(fres); goto store; }
         PyObject *func = ftype->tp_alloc(ftype, 11);
         if (!func) { Py_DECREF(fres); goto fail_made; }
-        PyObject *signal = version == 3 && PyObject_IsTrue(PyTuple_GET_ITEM(cie, 5)) ?
+        PyObject *signal = limits.version == 3 && PyObject_IsTrue(PyTuple_GET_ITEM(cie, 5)) ?
             Py_True : Py_False;
         PyObject *b_key = PyObject_IsTrue(PyTuple_GET_ITEM(cie, 4)) ? Py_True : Py_False;
         PyObject *zero = PyLong_FromLong(0);

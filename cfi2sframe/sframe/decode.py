@@ -340,9 +340,10 @@ class FdeTable:
         loop (the default where it is built), which keeps it out of Python objects, or
         None for the reference, which also runs where it gives up."""
         if compiled is not None:
-            done = compiled.fde_index(self.data, self.fde_start, self.count, self.entry,
-                                      self.header[0] == VERSION_3, self.reader.order == ">",
-                                      *self._start_base())
+            base, step = self._start_base()
+            done = compiled.fde_index(self.data, fde_start=self.fde_start, count=self.count,
+                                      entry=self.entry, wide=self.header[0] == VERSION_3,
+                                      big=self.reader.order == ">", base=base, step=step)
             if done is not None:
                 starts, ends = array("q"), array("q")
                 starts.frombytes(done[0])
@@ -373,6 +374,9 @@ class _Reader:
         self.abi = abi
         self.fde_layout = FDE_LAYOUT[version].of(order == "<")  # this section's FDE
         self.attr_layout = V3_ATTR.of(order == "<")
+        # ``_core.decode_fres``'s parameters of this section, by name
+        self.fre_params = {"fre_end": self.fre_end, "big_endian": order == ">",
+                           "fre_type": DecodedFre, "fre_table": FRE_TABLE}
 
     def fde(self, index: int, pos: int, section_address: int, pcrel: bool) -> DecodedFde:
         data = self.data
@@ -431,8 +435,7 @@ class _Reader:
         data, end = self.data, self.fre_end
         addr_size = FRE_ADDR_SIZE[fre_type]
         if compiled is not None:
-            done = compiled.decode_fres(data, pos, end, count, addr_size, self.order == ">",
-                                        flex, DecodedFre, FRE_TABLE)
+            done = compiled.decode_fres(data, pos, count, addr_size, flex, self.fre_params)
             if done is not None:
                 fres: tuple[DecodedFre, ...] = done[0]
                 return fres

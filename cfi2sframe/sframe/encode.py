@@ -31,6 +31,7 @@ from .format import (
     FDE_SIZE,
     FRE_ADDR_SIZE,
     FRE_HEAD,
+    FRE_START_SIZES,
     HEADER,
     HEADER_SIZE,
     MAGIC,
@@ -212,7 +213,7 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
     if compiled is not None:
         fde_tails, fres, count = compiled.fdes_v2(
             tuple(functions), arch.big_endian, shape_bytes, _tail_of(arch),
-            tuple(FRE_ADDR_SIZE[kind] for kind in sorted(FRE_ADDR_SIZE)),
+            FRE_START_SIZES,
             fde_info(0, True, False), fde_info(0, False, True))
         return _image(functions, arch, sort_flag, fde_tails, fres, count, VERSION_2, pcrel)
     return _build_v1_v2(functions, arch, sort_flag, VERSION_2, pcrel)

@@ -109,11 +109,18 @@ def shape_of(arch: Arch) -> Callable[[_State], FreShape | None]:
 
 
 @lru_cache(maxsize=16)
-def core_target(arch: Arch, big_endian: bool) -> dict[str, object]:
-    """The compiled loop's target parameters, by name (``_core.fast_fres`` reads each by
-    its name, so none can be given in another's place); built once, never changed."""
+def replay_target(arch: Arch, big_endian: bool) -> dict[str, object]:
+    """The compiled replay's target parameters, by name (the compiled core reads each by
+    its name, so none can be given in another's place): what ``fast_fres``,
+    ``lower_fdes`` and ``stats_scan`` share; built once, never changed."""
     return {"sp": arch.sp, "fp": arch.fp, "ra": arch.ra, "tracks_ra": arch.tracks_ra,
-            "big_endian": big_endian, "fre_type": Fre, "shape_of": shape_of(arch)}
+            "big_endian": big_endian, "shape_of": shape_of(arch)}
+
+
+@lru_cache(maxsize=16)
+def core_target(arch: Arch, big_endian: bool) -> dict[str, object]:
+    """``_core.fast_fres``'s target parameters: the replay's and the FRE type."""
+    return {**replay_target(arch, big_endian), "fre_type": Fre}
 
 
 @lru_cache(maxsize=256)

@@ -29,6 +29,9 @@ F_FDE_FUNC_START_PCREL = 0x4
 
 FRE_ADDR1, FRE_ADDR2, FRE_ADDR4 = 0, 1, 2
 FRE_ADDR_SIZE = {FRE_ADDR1: 1, FRE_ADDR2: 2, FRE_ADDR4: 4}
+# The start sizes by FRE type, as the FRE type of a function is chosen (``fre_type_for``,
+# and the compiled core's ``fdes_v2`` and ``stats_scan`` given this tuple).
+FRE_START_SIZES = tuple(FRE_ADDR_SIZE[fre_type] for fre_type in range(len(FRE_ADDR_SIZE)))
 FDE_PCINC, FDE_PCMASK = 0, 1
 OFFSET_1B, OFFSET_2B, OFFSET_4B = 0, 1, 2
 OFFSET_SIZE = {OFFSET_1B: 1, OFFSET_2B: 2, OFFSET_4B: 4}
@@ -67,12 +70,13 @@ FDE_SIZE = {VERSION_1: FDE_LAYOUT[VERSION_1].size, VERSION_2: FDE_LAYOUT[VERSION
 
 
 def fre_type_for(max_start: int) -> int:
-    """The smallest FRE start-address type that holds ``max_start``."""
-    if max_start < 0x100:
-        return FRE_ADDR1
-    if max_start < 0x10000:
-        return FRE_ADDR2
-    return FRE_ADDR4
+    """The smallest FRE start-address type that holds ``max_start`` (the largest where
+    none does: its encoding then refuses the start), from ``FRE_START_SIZES``: the
+    compiled core's choice (``fre_type_for`` in csrc/sframe_encode.c) is fed the same."""
+    for fre_type, size in enumerate(FRE_START_SIZES):
+        if max_start < 1 << (8 * size):
+            return fre_type
+    return len(FRE_START_SIZES) - 1
 
 
 def offset_size_for(values: tuple[int, ...]) -> int | None:

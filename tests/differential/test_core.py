@@ -235,15 +235,14 @@ def test_decode_fres_is_the_python_fre_loop(raw: list[int], pos: int, end: int, 
     position, end, count, FRE type, byte order and FDE type: the FREs of the Python loop
     (its reference) and the position after them, or None exactly where that loop raises
     its located error (the compiled loop reports none itself)."""
-    from cfi2sframe.sframe.decode import FRE_TABLE, DecodedFre, _Reader
+    from cfi2sframe.sframe.decode import DecodedFre, _Reader
     from cfi2sframe.sframe.format import FRE_ADDR_SIZE
 
     data = bytes(raw)
     end = min(end, len(data))
     fre_type = next(t for t, size in FRE_ADDR_SIZE.items() if size == addr_size)
     reader = _Reader(data, ">" if big else "<", 0, end, 3, 0)
-    got = compiled_core().decode_fres(data, pos, end, count, addr_size, big, flex,
-                                      DecodedFre, FRE_TABLE)
+    got = compiled_core().decode_fres(data, pos, count, addr_size, flex, reader.fre_params)
     if pos > end or count < 0:  # no call the Python loop makes: only no answer
         assert got is None
         return
@@ -266,12 +265,13 @@ def test_decode_fres_leaves_a_foreign_table_to_python() -> None:
     from cfi2sframe.sframe.decode import FRE_TABLE, DecodedFre
 
     data = bytes(64)
+    section = {"fre_end": 64, "big_endian": False, "fre_type": DecodedFre,
+               "fre_table": FRE_TABLE}
     for bad in ((False, 1, 8, False, 0), (False, -1, 1, False, 0), (False, 1, 3, False, 0)):
         table = (bad,) * 256
-        assert compiled_core().decode_fres(data, 0, 64, 2, 1, False, False, DecodedFre,
-                                           table) is None
-    assert compiled_core().decode_fres(data, 0, 64, 2, 1, False, False, DecodedFre,
-                                       FRE_TABLE) is not None
+        assert compiled_core().decode_fres(data, 0, 2, 1, False,
+                                           {**section, "fre_table": table}) is None
+    assert compiled_core().decode_fres(data, 0, 2, 1, False, section) is not None
 
 
 def test_a_count_past_the_bytes_is_the_python_loops_error() -> None:

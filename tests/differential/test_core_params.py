@@ -1,20 +1,25 @@
 """The compiled core's entry points that take a target's and a format's parameters
-(``fast_fres``, ``lower_fdes``, ``eh_fdes``) read them by name from the one dict Python
-builds (``fastpath.core_target``, ``build._lower_params``, ``cfi._eh_target``): the
-dicts Python builds are the ones the core reads, and a parameter missing, unknown, of
-the wrong type, or the dict given in another argument's place is a TypeError, where
+read them by name: ``fast_fres``, ``lower_fdes``, ``eh_fdes``, ``stats_scan`` and
+``decode_fres`` from the one dict Python builds (``fastpath.core_target``,
+``build._lower_params``, ``cfi._eh_target``, ``stats._scan_params``,
+``decode._Reader.fre_params``), ``fde_index`` as keyword-only arguments: the
+parameters Python builds are the ones the core reads, and a parameter missing,
+unknown, of the wrong type, or given in another argument's place is a TypeError, where
 the dozen positional ints these calls took would have run on, swapped.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 
 import pytest
 
+from cfi2sframe.analysis.stats import _scan_params
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.dwarf.cfi import _eh_target
 from cfi2sframe.sframe.build import _lower_params
+from cfi2sframe.sframe.decode import FRE_TABLE, DecodedFre, _Reader
 from cfi2sframe.sframe.fastpath import core_target, initial_state
 from tests.conftest import compiled_core
 
@@ -22,6 +27,32 @@ from .test_fastpath import _X86_CIE
 
 X86 = arch_for_machine("EM_X86_64", "t.o")
 BODY = b"\x41\x0e\x10"  # advance_loc 1; def_cfa_offset 16 (a push)
+
+# An .eh_frame at 0x1000 (DWARF 5 6.4.1, LSB 10.6.1): a CIE (version 1, "zR", code
+# alignment 1, data alignment -8, RA column 16, FDE starts pcrel|sdata4 (0x1b), x86-64's
+# initial instructions, two nops to a 4-byte end), then an FDE for 0x2000..0x2020
+# (its start field at 0x1020 holds 0x2000 - 0x1020) whose body is BODY, then the
+# terminator.  Its two rows (CFA rsp+8 from 0, rsp+16 from 1) are two SFrame FREs of a
+# 1-byte start, the info byte and a 1-byte CFA offset each (RA at a fixed offset on
+# x86-64, FP not saved: SFrame spec, "SFrame FRE"): 6 bytes in V2 and in V3.
+_CIE = b"\0\0\0\0\x01zR\0\x01\x78\x10\x01\x1b" + _X86_CIE + b"\0\0"
+_FDE = (28).to_bytes(4, "little") + (0x2000 - 0x1020).to_bytes(4, "little") \
+    + (0x20).to_bytes(4, "little") + b"\0" + BODY
+EH = b"".join(len(part).to_bytes(4, "little") + part for part in (_CIE, _FDE)) + bytes(4)
+FDE_AT = 4 + len(_CIE)
+
+# Two FREs of 1-byte starts (FDE type ADDR1) as SFrame V2 writes them for x86-64: start,
+# info 0x03 (base register 1, SP (SFRAME_BASE_REG_SP); one data word of 1 byte), the
+# CFA offset.
+FRES = bytes([0, 0x03, 8, 1, 0x03, 16])
+SECTION = {"fre_end": len(FRES), "big_endian": False, "fre_type": DecodedFre,
+           "fre_table": FRE_TABLE}
+
+# Two V2 FDE entries (start, size, FRE offset, FRE count, info, repeat size, padding).
+TABLE = b"".join(start.to_bytes(4, "little", signed=True) + size.to_bytes(4, "little")
+                 + bytes(12) for start, size in ((0x10, 0x20), (-0x10, 0x8)))
+INDEX = {"fde_start": 0, "count": 2, "entry": 20, "wide": False, "big": False,
+         "base": 0x1000, "step": 0}
 
 
 def _fast_fres(target: object, shapes: object = None) -> object:
@@ -39,11 +70,33 @@ def _eh_fdes(target: object, placements: object = None) -> object:
                                    {} if placements is None else placements, target)
 
 
+def _stats_scan(params: object, shapes: object = None) -> object:
+    return compiled_core().stats_scan(EH, 0x1000, {} if shapes is None else shapes, {},
+                                      params)
+
+
+def _decode_fres(section: object, count: object = 2) -> object:
+    return compiled_core().decode_fres(FRES, 0, count, 1, False, section)
+
+
+def _fde_index(params: object, data: object = TABLE) -> object:
+    """Keyword-only: the parameters given by name at the call."""
+    if not isinstance(params, dict):
+        raise TypeError("keyword arguments are given by name")
+    return compiled_core().fde_index(data, **params)
+
+
 CALLS: list[tuple[str, Callable[..., object], dict[str, object]]] = [
     ("fast_fres", _fast_fres, core_target(X86, False)),
     ("lower_fdes", _lower_fdes, _lower_params(X86, False, 2)),
     ("eh_fdes", _eh_fdes, _eh_target(8, False)),
+    ("stats_scan", _stats_scan, _scan_params(X86, 8)),
+    ("decode_fres", _decode_fres, SECTION),
+    ("fde_index", _fde_index, INDEX),
 ]
+# Parameters that are any callable (called, not read) and the flags, which are bools.
+CALLABLES = ("shape_of", "size_of")
+FLAGS = ("tracks_ra", "big_endian", "wide", "big")
 
 
 def test_the_parameters_python_builds_are_the_ones_the_core_reads() -> None:
@@ -52,6 +105,28 @@ def test_the_parameters_python_builds_are_the_ones_the_core_reads() -> None:
     assert fres[1][1:3] == (False, 16)  # CFA at SP+16 (not FP-based) from byte 1
     assert _lower_fdes(_lower_params(X86, False, 2)) == []
     assert _eh_fdes(_eh_target(8, False)) == []
+    # (FDEs, functions, V2 and V3 FRE bytes, FDEs left to the general path, low, high)
+    assert _stats_scan(_scan_params(X86, 8)) == (1, 1, 6, 6, [], 0x2000, 0x2000)
+    assert _decode_fres(_Reader(FRES, "<", 0, len(FRES), 2, 0).fre_params) == (
+        (DecodedFre(0, False, (8,), False, 0, 0x03),
+         DecodedFre(1, False, (16,), False, 0, 0x03)), len(FRES))
+    index = _fde_index(INDEX)
+    assert isinstance(index, tuple)
+    assert array("q", index[0]).tolist() == [0x1010, 0xFF0]
+    assert array("q", index[1]).tolist() == [0x1030, 0xFF8] and index[2] is False
+
+
+def test_each_of_stats_scans_parameters_is_read() -> None:
+    """Each limit and size decides what the scan counts: an FDE the fast path does not
+    take (another RA column, a size past ``max_size``, more FREs than ``max_fres_v3``)
+    is left to the general path; 2-byte starts count 2 bytes each."""
+    params = _scan_params(X86, 8)
+    for changed in ({"ra": 15}, {"max_size": 0x1F}, {"max_fres_v3": 1}):
+        assert _stats_scan({**params, **changed}) == (1, 0, 0, 0, [FDE_AT], 0, 0)
+    assert _stats_scan({**params, "addr_sizes": (2, 4)}) == (1, 1, 8, 8, [], 0x2000, 0x2000)
+    assert _stats_scan({**params, "address_size": 5}) is None  # no ELF class of ours
+    assert _decode_fres({**SECTION, "fre_end": len(FRES) - 1}) is None  # cut: Python's
+    assert _fde_index({**INDEX, "step": 0x100})[0] == array("q", [0x1010, 0x10F0]).tobytes()
 
 
 @pytest.mark.parametrize(("name", "call", "params"), CALLS, ids=[c[0] for c in CALLS])
@@ -66,11 +141,11 @@ def test_a_missing_or_unknown_parameter_is_a_type_error(name, call, params) -> N
 @pytest.mark.parametrize(("name", "call", "params"), CALLS, ids=[c[0] for c in CALLS])
 def test_a_parameter_of_the_wrong_type_is_a_type_error(name, call, params) -> None:
     for key in params:
-        if key == "shape_of":
+        if key in CALLABLES:
             continue  # any callable: it is called, not read
         with pytest.raises(TypeError):
             call({**params, key: "x"})
-    for key in ("tracks_ra", "big_endian"):  # a flag is a bool, not a number given for it
+    for key in FLAGS:  # a flag is a bool, not a number given for it
         if key in params:
             with pytest.raises(TypeError):
                 call({**params, key: 1})
@@ -99,3 +174,11 @@ def test_the_old_positional_calls_are_type_errors() -> None:
     with pytest.raises(TypeError):
         core.lower_fdes((), {}, 2, 1 << 32, 255, X86.sp, X86.fp, X86.ra, True, False, tuple,
                         {}, lambda state: None, tuple, {})
+    with pytest.raises(TypeError):
+        core.stats_scan(EH, 0x1000, 8, False, (X86.sp, X86.fp, X86.ra, False),
+                        ((1 << 32) - 1, 0xFFFF), (1, 2, 4), {}, lambda state: None, {},
+                        lambda shape: (2, 2))
+    with pytest.raises(TypeError):
+        core.decode_fres(FRES, 0, len(FRES), 2, 1, False, False, DecodedFre, FRE_TABLE)
+    with pytest.raises(TypeError):
+        core.fde_index(TABLE, 0, 2, 20, False, False, 0x1000, 0)

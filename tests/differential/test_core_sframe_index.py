@@ -113,8 +113,9 @@ def test_starts_beyond_64_bits_fall_back_to_the_reference(sections) -> None:
     data, _, v1_pcrel = sections["x86_64-v3"]
     table = FdeTable(data, 2**64 - 0x100, v1_pcrel)  # starts past 2**63 - 1
     core = compiled_core()
-    assert core.fde_index(data, table.fde_start, table.count, table.entry, True, False,
-                          *table._start_base()) is None
+    base, step = table._start_base()
+    assert core.fde_index(data, fde_start=table.fde_start, count=table.count,
+                          entry=table.entry, wide=True, big=False, base=base, step=step) is None
     index = table.index(core)
     assert isinstance(index.starts, list) and index == table.index(None)
     assert max(index.starts) >= 2**63
@@ -123,5 +124,6 @@ def test_starts_beyond_64_bits_fall_back_to_the_reference(sections) -> None:
 def test_a_table_cut_short_is_left_to_the_reference(sections) -> None:
     data, address, v1_pcrel = sections["aarch64-v2"]
     table = FdeTable(data, address, v1_pcrel)
-    assert compiled_core().fde_index(data, table.fde_start, table.count + len(data),
-                                     table.entry, False, False, 0, 0) is None
+    assert compiled_core().fde_index(data, fde_start=table.fde_start,
+                                     count=table.count + len(data), entry=table.entry,
+                                     wide=False, big=False, base=0, step=0) is None
