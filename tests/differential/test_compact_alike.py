@@ -14,12 +14,12 @@ import pytest
 
 from cfi2sframe.arch import by_compact
 from cfi2sframe.compact import check
-from cfi2sframe.compact.inputs import image_functions, unwind_table
+from cfi2sframe.compact.inputs import image_functions, unwind_columns
 from cfi2sframe.compact.lower import LowerMemo, lower_alike, lower_compact
 from cfi2sframe.compact.rules import Code
 from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.elf.read import address_reader, open_elf
-from cfi2sframe.macho.read import open_macho
+from cfi2sframe.macho.read import MachoView, open_macho
 from tests.conftest import at_least, require, require_path
 
 from .test_macho import _many_functions
@@ -58,18 +58,29 @@ def test_prologues_checked_once_as_each_alone(zig_images: dict[str, Path],  # no
     compared = 0
     for image in images:
         view = open_macho(image.read_bytes())
-        table = unwind_table(str(image), view)
+        table = unwind_columns(str(image), view)
         assert table is not None
         flavour = view.arch
         names = by_compact(flavour).register_names
-        memo: dict[tuple[int, bytes | None], str | bool | None] = {}
-        for func in image_functions(view, table):
+
+        def alone(address: int, length: int, encoding: int,
+                  view: MachoView = view, flavour: str = flavour,
+                  names: dict[int, str] = names) -> str | bool | None:
+            return check._code_problem(view, address, length, encoding, flavour, names)
+
+        # verify's loop asks once per distinct (encoding, code read); each entry alone:
+        _, from_code, events = check.entry_events(
+            **check._entry_params(view, table, {}, {}, True, alone))
+        said = {event[1]: event[2] for event in events if event[0] == "code"}
+        right = 0
+        for i, func in enumerate(image_functions(view, table)):
             if func.encoding == 0 or check.is_dwarf(func.encoding, flavour):
                 continue
-            address = view.image_base + func.offset
-            alike = check._code_problem_alike(view, address, func.length, func.encoding,
-                                              flavour, names, memo)
-            assert alike == check._code_problem(view, address, func.length, func.encoding,
-                                                flavour, names), (image.name, address)
+            problem = alone(view.image_base + func.offset, func.length, func.encoding)
+            if problem is True:
+                right += 1
+            assert said.get(i) == (problem if problem and problem is not True else None), \
+                (image.name, func.offset)
             compared += 1
+        assert from_code == right, image.name
     at_least("image entries", compared, 4000)
