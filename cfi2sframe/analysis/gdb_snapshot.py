@@ -12,11 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
-
-from ..typed import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any  # gdb runs this file alone: no package, so no ..typed
 
 try:
     gdb: Any = importlib.import_module("gdb")

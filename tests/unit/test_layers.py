@@ -260,3 +260,14 @@ def test_the_elf_and_ar_magic_numbers_are_written_only_in_kinds() -> None:
     found = [f"{path.relative_to(ROOT)}: {word}" for path in sorted(PACKAGE.rglob("*.py"))
              if path.name != "kinds.py" for word in magic if word in path.read_text()]
     assert not found, "\n".join(found)
+
+
+def test_the_gdb_script_imports_nothing_of_the_package() -> None:
+    """gdb sources ``gdb_snapshot.py`` as a file of its own, outside any package: an
+    import of the package's modules (``from ..typed import``) fails there, at gdb's
+    first use of ``snapshot``."""
+    path = PACKAGE / "analysis" / "gdb_snapshot.py"
+    ours = [f"{path.name}:{node.lineno}" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "")
+                                                     .startswith("cfi2sframe"))]
+    assert not ours, ours
