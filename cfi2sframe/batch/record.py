@@ -233,7 +233,7 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
     if task.command == "stats":
         for version in (2, 3):
             record[f"sframe_v{version}_bytes"] = _coverage(record, path, data, version,
-                                                           task.limits, cfi)
+                                                           task.limits, cfi, view)
     if cfi is not None and checked:
         _verify(record, path, data, task.limits, cfi, task.flex, view)
     elif task.command == "verify" and not sframe:
@@ -423,13 +423,13 @@ def _reasons(skips: Sequence[Skip]) -> dict[str, int]:
 
 
 def _coverage(record: dict[str, Any], path: str, data: bytes, version: int,
-              limits: Limits, cfi: Cfi | None) -> int:
+              limits: Limits, cfi: Cfi | None, view: ElfView) -> int:
     """Convert for ``version`` (from ``cfi``, else the file's own .sframe); fill arch,
-    FDEs, emitted and reasons; the section size."""
+    FDEs, emitted and reasons; the section size (``view``: the file's, opened once)."""
     from ..convert import convert_elf, convert_sframe
 
-    conversion = convert_elf(path, data, version, limits=limits, cfi=cfi) if cfi is not None \
-        else convert_sframe(path, data, version, limits=limits)
+    conversion = convert_elf(path, data, version, limits=limits, cfi=cfi, view=view) \
+        if cfi is not None else convert_sframe(path, data, version, limits=limits)
     if version == record["sframe_version"]:
         record.update(arch=conversion.arch.name, fdes=conversion.fde_count,
                       emitted=len(conversion.functions), skipped=_reasons(conversion.skips),
