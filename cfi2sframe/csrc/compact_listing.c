@@ -6,7 +6,8 @@
  * well-formed table: wherever the Python reader would raise, this gives None and the
  * Python path runs and says why.  The problems a readable table may have (libunwind
  * would not find a row) come back as (name, numbers...) for ``table.PROBLEMS`` to
- * put in words.
+ * put in words.  The table is read and checked through ``unwind_info.h`` (the reader
+ * ``compact_table.c`` shares); what is this file's is the text and the names.
  * Function names are read from the image's symbol table here, as
  * ``MachoView.function_names`` reads them (a global symbol first, then file order);
  * each encoding's meaning is asked of Python once (a STACK_IND's at each function,
@@ -25,27 +26,20 @@
 #include "core.h"
 #include "kept.h"
 #include "out.h"
+#include "unwind_info.h"
 
-enum {
-    UNWIND_INFO_VERSION = 1, PAGE_REGULAR = 2, PAGE_COMPRESSED = 3,
-    MODE_MASK = 0x0F000000, PERSONALITY_MASK = 0x30000000, PERSONALITY_SHIFT = 28,
-    HAS_LSDA = 0x40000000,
-    N_STAB = 0xE0, N_TYPE = 0x0E, N_SECT = 0x0E, N_EXT = 0x01,
-};
+/* The Mach-O symbol numbers the names are read with (the layout's are
+ * ``unwind_info.h``'s). */
+enum { N_STAB = 0xE0, N_TYPE = 0x0E, N_SECT = 0x0E, N_EXT = 0x01 };
 
-/* Each number above has its Python home (``compact/table.py``, ``compact/words.py``,
- * ``macho/read.py``); tests/differential/test_core_unwind_info.py holds them equal. */
+/* Each number above has its Python home (``macho/read.py``);
+ * tests/differential/test_core_unwind_info.py holds them equal. */
 PyObject *unwind_info_constants(void) {
-    return Py_BuildValue(
-        "{sisisisIsIsisIsisisisi}", "UNWIND_INFO_VERSION", UNWIND_INFO_VERSION,
-        "PAGE_REGULAR", PAGE_REGULAR, "PAGE_COMPRESSED", PAGE_COMPRESSED,
-        "MODE_MASK", (unsigned)MODE_MASK, "PERSONALITY_MASK", (unsigned)PERSONALITY_MASK,
-        "PERSONALITY_SHIFT", PERSONALITY_SHIFT, "HAS_LSDA", (unsigned)HAS_LSDA,
-        "N_STAB", N_STAB, "N_TYPE", N_TYPE, "N_SECT", N_SECT, "N_EXT", N_EXT);
+    return Py_BuildValue("{sisisisi}", "N_STAB", N_STAB, "N_TYPE", N_TYPE, "N_SECT", N_SECT,
+                         "N_EXT", N_EXT);
 }
 
-/* Mach-O and __unwind_info fields are little-endian on every target here. */
-static uint32_t rd16(const uint8_t *p) { return (uint32_t)read_uint(p, 2, 0); }
+/* Mach-O symbol fields are little-endian on every target here. */
 static uint32_t rd32(const uint8_t *p) { return (uint32_t)read_uint(p, 4, 0); }
 static uint64_t rd64(const uint8_t *p) { return read_uint(p, 8, 0); }
 
@@ -138,7 +132,7 @@ static PyObject *meaning(Kept *w, PyObject *describe, uint32_t encoding, uint64_
     return kept_put(w, &encoding, sizeof encoding, utf8) < 0 ? NULL : utf8;
 }
 
-static const char *const HEADER_LABELS[7] = {
+static const char *const HEADER_LABELS[UI_HEADER_WORDS] = {
     "Version:", "Common encodings array section offset:",
     "Number of common encodings in array:", "Personality function array section offset:",
     "Number of personality functions in array:", "Index array section offset:",
@@ -147,7 +141,7 @@ static const char *const HEADER_LABELS[7] = {
 
 /* A titled list of 32-bit words, numbered from ``first``, at ``indent``. */
 static int put_words(Out *o, const char *indent, const char *title, const char *label,
-                     const uint8_t *words, uint32_t count, uint32_t first) {
+                     const Bytes *b, uint64_t words, uint32_t count, uint32_t first) {
     size_t width = strlen(indent);
     put(o, indent, width);
     put(o, title, strlen(title));
@@ -161,7 +155,7 @@ static int put_words(Out *o, const char *indent, const char *title, const char *
         PUTS(o, "[");
         put_dec(o, first + i);
         PUTS(o, "]: ");
-        put_hex(o, rd32(words + 4ull * i), 8);
+        put_hex(o, ui_word(b, words + (uint64_t)UI_WORD_BYTES * i, UI_WORD_BYTES), 8);
         PUTS(o, "\n");
     }
     return o->failed ? -1 : 0;
@@ -194,52 +188,37 @@ static int problem(PyObject *problems, const char *format, ...) {
  * goes, and what the header's check found (its seven words, the LSDA index). */
 typedef struct {
     Out *o;
-    const uint8_t *d, *strings;
-    uint64_t len, base;
+    Bytes b;
+    const uint8_t *strings;
+    uint64_t base;
     const Name *names;
     size_t name_count, name_at;  /* name_at: where the walk over the names is */
     Kept *w;
     PyObject *describe, *problems;
     long long stack_ind;
-    uint32_t head[7], lsda_count, first_lsda;
+    uint32_t head[UI_HEADER_WORDS], lsda_count, first_lsda;
     uint32_t *lsda_functions;  /* the LSDA index's function offsets, sorted */
     uint64_t last_offset;      /* the last entry's function offset, if any */
     int any;
 } Listing;
 
-/* One second-level page: its number, kind and extent, the functions it covers
- * (``function`` to ``next_function``), its entries and its own encodings. */
+/* One second-level page: its number, the functions it covers (``function`` to
+ * ``next_function``), its offset in the section and what ``ui_page`` read of it. */
 typedef struct {
-    const uint8_t *at;
-    uint32_t number, kind, function, next_function, offset, entry_at, count;
-    uint32_t local_at, local_count;
+    uint32_t number, function, next_function, offset;
+    UiPage p;
 } Page;
 
 /* The header's words and the LSDA index checked (1: malformed), the index's function
- * offsets sorted for the look-ups of ``list_entry`` (a linker sorts them; a damaged
+ * offsets sorted for the look-ups of ``check_entry`` (a linker sorts them; a damaged
  * table need not).  -1 on error. */
 static int check_header(Listing *l) {
-    const uint8_t *d = l->d;
-    if (l->len < 28) return 1;
-    for (int i = 0; i < 7; i++) l->head[i] = rd32(d + 4 * i);
-    const uint32_t *head = l->head;
-    uint32_t index_at = head[5], index_count = head[6];
-    if (head[0] != UNWIND_INFO_VERSION || !fits(head[1], 4ull * head[2], l->len) ||
-        !fits(head[3], 4ull * head[4], l->len) || !fits(index_at, 12ull * index_count, l->len) ||
-        index_count == 0)
-        return 1;
-    const uint8_t *index = d + index_at;
-    uint32_t first_lsda = rd32(index + 8);
-    uint32_t end_lsda = rd32(index + 12ull * (index_count - 1) + 8);
-    if (end_lsda < first_lsda || (end_lsda - first_lsda) % 8 ||
-        !fits(first_lsda, end_lsda - first_lsda, l->len))
-        return 1;
-    l->first_lsda = first_lsda;
-    l->lsda_count = (end_lsda - first_lsda) / 8;
-    l->lsda_functions = PyMem_Malloc(4ull * l->lsda_count + 4);
+    if (!ui_header(&l->b, l->head, &l->first_lsda, &l->lsda_count)) return 1;
+    l->lsda_functions = PyMem_Malloc(sizeof(uint32_t) * ((size_t)l->lsda_count + 1));
     if (!l->lsda_functions) { PyErr_NoMemory(); return -1; }
+    uint32_t lsda;
     for (uint32_t i = 0; i < l->lsda_count; i++)
-        l->lsda_functions[i] = rd32(d + first_lsda + 8ull * i);
+        ui_lsda(&l->b, l->first_lsda, i, &l->lsda_functions[i], &lsda);
     qsort(l->lsda_functions, l->lsda_count, sizeof(uint32_t), by_number);
     return 0;
 }
@@ -250,7 +229,7 @@ static int list_header(Listing *l) {
     Out *o = l->o;
     const uint32_t *head = l->head;
     PUTS(o, "Contents of __unwind_info section:\n");
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < UI_HEADER_WORDS; i++) {
         size_t n = strlen(HEADER_LABELS[i]);
         PUTS(o, "  ");
         put(o, HEADER_LABELS[i], n);
@@ -258,34 +237,36 @@ static int list_header(Listing *l) {
         put_hex(o, head[i], 1);
         PUTS(o, "\n");
     }
-    if (put_words(o, "  ", "Common encodings", "encoding", l->d + head[1], head[2], 0) < 0 ||
-        put_words(o, "  ", "Personality functions", "personality", l->d + head[3], head[4],
+    if (put_words(o, "  ", "Common encodings", "encoding", &l->b, head[1], head[2], 0) < 0 ||
+        put_words(o, "  ", "Personality functions", "personality", &l->b, head[3], head[4],
                   1) < 0)
         return -1;
     PUTS(o, "  Top level indices: (count = ");
     put_dec(o, head[6]);
     PUTS(o, ")\n");
     for (uint32_t i = 0; i < head[6]; i++) {
-        const uint8_t *e = l->d + head[5] + 12ull * i;
+        uint32_t function, page_at, lsda_at;
+        ui_index(&l->b, head, i, &function, &page_at, &lsda_at);
         PUTS(o, "    [");
         put_dec(o, i);
         PUTS(o, "]: function offset=");
-        put_hex(o, rd32(e), 8);
+        put_hex(o, function, 8);
         PUTS(o, ", 2nd level page offset=");
-        put_hex(o, rd32(e + 4), 8);
+        put_hex(o, page_at, 8);
         PUTS(o, ", LSDA offset=");
-        put_hex(o, rd32(e + 8), 8);
+        put_hex(o, lsda_at, 8);
         PUTS(o, "\n");
     }
     PUTS(o, "  LSDA descriptors:\n");
     for (uint32_t i = 0; i < l->lsda_count; i++) {
-        const uint8_t *e = l->d + l->first_lsda + 8ull * i;
+        uint32_t function, lsda;
+        ui_lsda(&l->b, l->first_lsda, i, &function, &lsda);
         PUTS(o, "    [");
         put_dec(o, i);
         PUTS(o, "]: function offset=");
-        put_hex(o, rd32(e), 8);
+        put_hex(o, function, 8);
         PUTS(o, ", LSDA offset=");
-        put_hex(o, rd32(e + 4), 8);
+        put_hex(o, lsda, 8);
         PUTS(o, "\n");
     }
     PUTS(o, "  Second level indices:\n");
@@ -295,50 +276,15 @@ static int list_header(Listing *l) {
 /* Second-level page ``number`` read from the top-level index (1: malformed; an index
  * out of order is a problem, not a fault).  -1 on error. */
 static int read_page(Listing *l, uint32_t number, Page *p) {
-    const uint8_t *e = l->d + l->head[5] + 12ull * number;
+    uint32_t next_at, lsda_at;
     p->number = number;
-    p->function = rd32(e);
-    p->offset = rd32(e + 4);
-    p->next_function = rd32(e + 12);
+    ui_index(&l->b, l->head, number, &p->function, &p->offset, &lsda_at);
+    ui_index(&l->b, l->head, number + 1, &p->next_function, &next_at, &lsda_at);
     if (p->next_function < p->function &&
         problem(l->problems, "(sIkk)", "index-order", number, (unsigned long)p->next_function,
                 (unsigned long)p->function) < 0)
         return -1;
-    if (!fits(p->offset, 8, l->len)) return 1;
-    p->at = l->d + p->offset;
-    p->kind = rd32(p->at);
-    p->entry_at = rd16(p->at + 4);
-    p->count = rd16(p->at + 6);
-    p->local_at = p->local_count = 0;
-    if (p->kind == PAGE_REGULAR)
-        return !fits((uint64_t)p->offset + p->entry_at, 8ull * p->count, l->len);
-    if (p->kind != PAGE_COMPRESSED || !fits(p->offset, 12, l->len)) return 1;
-    p->local_at = rd16(p->at + 8);
-    p->local_count = rd16(p->at + 10);
-    return !fits((uint64_t)p->offset + p->entry_at, 4ull * p->count, l->len) ||
-           !fits((uint64_t)p->offset + p->local_at, 4ull * p->local_count, l->len);
-}
-
-/* Entry ``i`` of a page: its function offset, encoding and (compressed) the encoding's
- * index.  1: its encoding index is past both lists; 0. */
-static int read_entry(const Listing *l, const Page *p, uint32_t i, uint64_t *offset,
-                      uint32_t *encoding, uint32_t *which) {
-    *which = 0;
-    if (p->kind == PAGE_REGULAR) {
-        *offset = rd32(p->at + p->entry_at + 8ull * i);
-        *encoding = rd32(p->at + p->entry_at + 8ull * i + 4);
-        return 0;
-    }
-    uint32_t word = rd32(p->at + p->entry_at + 4ull * i), common_count = l->head[2];
-    *which = word >> 24;
-    *offset = (uint64_t)p->function + (word & 0xFFFFFF);
-    if (*which < common_count)
-        *encoding = rd32(l->d + l->head[1] + 4ull * *which);
-    else if (*which - common_count < p->local_count)
-        *encoding = rd32(p->at + p->local_at + 4ull * (*which - common_count));
-    else
-        return 1;
-    return 0;
+    return !ui_page(&l->b, p->offset, &p->p);
 }
 
 /* An entry's problems (outside its page's functions, out of order) and faults (a
@@ -357,8 +303,8 @@ static int check_entry(Listing *l, const Page *p, uint64_t offset, uint32_t enco
     }
     l->any = 1;
     l->last_offset = offset;
-    if ((encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT > l->head[4]) return 1;
-    if (encoding & HAS_LSDA) {  /* its LSDA index entry must exist */
+    if (ui_personality(encoding) > l->head[4]) return 1;
+    if (encoding & UI_HAS_LSDA) {  /* its LSDA index entry must exist */
         uint32_t lo = 0, hi = l->lsda_count;
         while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
@@ -385,14 +331,14 @@ static int list_entry(Listing *l, const Page *p, uint32_t i, uint64_t offset,
             name = &l->names[l->name_at];
     }
     PyObject *fresh = NULL;
-    int keep = (long long)(encoding & MODE_MASK) != l->stack_ind;
+    int keep = (long long)(encoding & UI_MODE_MASK) != l->stack_ind;
     PyObject *words = meaning(l->w, l->describe, encoding, address, wrapped, keep, &fresh);
     if (!words) return -1;
     PUTS(o, "      [");
     put_dec(o, i);
     PUTS(o, "]: function offset=");
     put_hex(o, offset, 8);
-    if (p->kind == PAGE_REGULAR) {
+    if (p->p.kind == UI_REGULAR) {
         PUTS(o, ", encoding=");
     } else {
         PUTS(o, ", encoding[");
@@ -434,14 +380,15 @@ static int list_page(Listing *l, uint32_t number) {
     PUTS(o, ", base function offset=");
     put_hex(o, p.function, 8);
     PUTS(o, "\n");
-    if (p.local_count &&  /* llvm-objdump leaves out an empty list */
-        put_words(o, "      ", "Page encodings", "encoding", p.at + p.local_at, p.local_count,
-                  l->head[2]) < 0)
+    if (p.p.local_count &&  /* llvm-objdump leaves out an empty list */
+        put_words(o, "      ", "Page encodings", "encoding", &l->b, p.p.local_at,
+                  p.p.local_count, l->head[2]) < 0)
         return -1;
-    for (uint32_t i = 0; i < p.count; i++) {
+    for (uint32_t i = 0; i < p.p.count; i++) {
         uint64_t offset;
         uint32_t encoding, which;
-        if (read_entry(l, &p, i, &offset, &encoding, &which)) return 1;
+        if (!ui_entry(&l->b, l->head, &p.p, p.function, i, &offset, &encoding, &which))
+            return 1;
         if ((status = check_entry(l, &p, offset, encoding)) != 0 ||
             (status = list_entry(l, &p, i, offset, encoding, which)) != 0)
             return status;
@@ -486,8 +433,8 @@ PyObject *unwind_info_text(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     PyObject *problems = PyList_New(0);
     if (!problems) goto done;
-    Listing listing = {&out, section.buf, (const uint8_t *)image.buf + stroff,
-                       (uint64_t)section.len, base, names, name_count, 0, &words, describe,
+    Listing listing = {&out, {section.buf, section.len, 0},
+                       (const uint8_t *)image.buf + stroff, base, names, name_count, 0, &words, describe,
                        problems, stack_ind, {0}, 0, 0, NULL, 0, 0};
     int status = list_table(&listing);
     lsda_functions = listing.lsda_functions;

@@ -172,12 +172,11 @@ static inline int read_params(PyObject *params, const char *format, char **names
 
 /* compact_listing.c: an image's __unwind_info listed as ``dump`` prints it. */
 PyObject *unwind_info_text(PyObject *self, PyObject *args);
-PyObject *unwind_info_constants(void);  /* its __unwind_info and Mach-O numbers */
+PyObject *unwind_info_constants(void);  /* its Mach-O symbol numbers */
 
 /* compact_table.c: an __unwind_info's entries read into columns, and looked up. */
 PyObject *unwind_info_entries(PyObject *self, PyObject *args);
 PyObject *unwind_info_rows(PyObject *self, PyObject *args);
-PyObject *unwind_table_constants(void);  /* compact/layout.py's numbers it reads */
 
 /* compact_check.c: verify's loop over an image's __unwind_info entries. */
 PyObject *image_entries(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -10,6 +10,7 @@
 #include "core.h"
 #include "elf.h"
 #include "sframe.h"
+#include "unwind_info.h"
 
 static PyMethodDef methods[] = {
     {"fast_fres", fast_fres, METH_VARARGS,
@@ -117,7 +118,7 @@ PyMODINIT_FUNC PyInit__core(void) {
      * home, one dict per file or header. */
     struct { const char *name; PyObject *(*make)(void); } constants[] = {
         {"OPCODES", dwarf_opcodes}, {"EH_PE", eh_constants},
-        {"UNWIND_INFO", unwind_info_constants}, {"UNWIND_TABLE", unwind_table_constants},
+        {"UNWIND_INFO", unwind_info_constants}, {"UNWIND_TABLE", unwind_info_layout},
         {"SFRAME", sframe_constants},
         {"ELF", elf_constants}, {"XRAY", xray_constants},
     };

@@ -1,10 +1,11 @@
 """The record layouts the compiled core repeats, bound to their Python homes by name: the
 SFrame records of ``csrc/sframe.h`` (``SFRAME``) to ``sframe/format.py`` and
 ``sframe/words.py``, the ELF records of ``csrc/elf.h`` (``ELF``) to ``elf/structs.py``,
-the XRay FDR records of ``csrc/xray.c`` (``XRAY``) to ``xray/records.py``.  Changing a
-number on one side alone fails here; so are ``csrc/compact_table.c``'s (``UNWIND_TABLE``) to
-``compact/layout.py``.  (``OPCODES``, ``EH_PE`` and ``UNWIND_INFO`` are
-bound in test_core.py, test_core_eh.py and test_core_unwind_info.py.)
+the XRay FDR records of ``csrc/xray.c`` (``XRAY``) to ``xray/records.py``, the
+``__unwind_info`` layout of ``csrc/unwind_info.h`` (``UNWIND_TABLE``) to
+``compact/layout.py`` and ``compact/words.py``.  Changing a number on one side alone
+fails here.  (``OPCODES``, ``EH_PE`` and ``UNWIND_INFO``, the listing's Mach-O symbol
+numbers, are bound in test_core.py, test_core_eh.py and test_core_unwind_info.py.)
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ def test_the_xray_records_are_xray_records() -> None:
 
 
 def test_the_unwind_table_records_are_compact_layouts() -> None:
-    """``csrc/compact_table.c``'s ``__unwind_info`` numbers are ``compact/layout.py``'s
-    structures and ``compact/words.py``'s bits."""
+    """``csrc/unwind_info.h``'s ``__unwind_info`` numbers (both readers') are
+    ``compact/layout.py``'s structures and ``compact/words.py``'s bits."""
     from cfi2sframe.compact import layout, words
 
     c = dict(compiled_core().UNWIND_TABLE)
@@ -130,4 +131,5 @@ def test_the_unwind_table_records_are_compact_layouts() -> None:
     assert c.pop("ENTRY_OFFSET_BITS") == layout.ENTRY_FUNC_OFFSET_BITS
     assert (c.pop("PERSONALITY_MASK"), c.pop("PERSONALITY_SHIFT"), c.pop("HAS_LSDA")) == (
         words.PERSONALITY_MASK, words.PERSONALITY_SHIFT, words.HAS_LSDA)
+    assert c.pop("MODE_MASK") == words.MODE_MASK
     assert not c, f"numbers no test binds: {sorted(c)}"
