@@ -23,14 +23,17 @@ from hypothesis import strategies as st
 
 from cfi2sframe.compact import check
 from cfi2sframe.compact.check import check_macho, entry_events, fde_extents
-from cfi2sframe.compact.table import columns_of, read_columns, read_unwind_info
+from cfi2sframe.compact.table import read_columns
 from cfi2sframe.dwarf.cfi import cie_reader
 from cfi2sframe.errors import Cfi2SframeError, DecodeError
 from cfi2sframe.macho.read import MachoView, open_macho
 from cfi2sframe.macho.unwind import eh_frame, relocated
 from tests.conftest import compiled_core
 
-from .test_core_unwind_info import lld_images  # noqa: F401  (a fixture)
+from .test_core_unwind_info import (
+    lld_images,  # noqa: F401  (a fixture)
+    python_columns,
+)
 from .test_macho_checks import zig_images  # noqa: F401  (a fixture)
 
 
@@ -69,13 +72,7 @@ def _same_pieces(view: MachoView) -> int:
     """Each compiled entry point's answer is its reference's; how many answered."""
     core = compiled_core()
     answered = 0
-    section = view.section("__TEXT", "__unwind_info")
-    assert section is not None
-    data = view.section_data(section)
-    try:
-        reference = columns_of(read_unwind_info(data))
-    except DecodeError:
-        reference = None
+    data, reference = python_columns(view)
     found = core.unwind_info_entries(data)
     if found is not None:
         answered += 1

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cfi2sframe.compact.listing import unwind_info_lines, unwind_info_text
-from cfi2sframe.compact.table import PROBLEMS, Lookup, columns_of, read_unwind_info
+from cfi2sframe.compact.table import PROBLEMS, Columns, Lookup, columns_of, read_unwind_info
 from cfi2sframe.errors import DecodeError
 from cfi2sframe.macho.read import MachoView, Section, open_macho
 from tests.conftest import compiled_core, require
@@ -44,19 +44,25 @@ def _python_text(view: MachoView) -> str | None:
     return "".join(line + "\n" for line in unwind_info_lines(table, view))
 
 
+def python_columns(view: MachoView) -> tuple[bytes, Columns | None]:
+    """The image's ``__unwind_info`` and the Python reader's columns of it (None where
+    that reader raises): what each compiled read is held against."""
+    section = view.section("__TEXT", "__unwind_info")
+    assert section is not None
+    data = view.section_data(section)
+    try:
+        return data, columns_of(read_unwind_info(data))
+    except DecodeError:
+        return data, None
+
+
 def _same_reads(view: MachoView, step: int = 1) -> bool:
     """The compiled column read (``unwind_info_entries``) gives the Python reader's
     columns, or None where it raises; the compiled look-up (``unwind_info_rows``) the
     Python one's rows at every entry, a byte before and after, and past the ends, or
     None where it raises (at every ``step``-th entry).  Whether the look-up answered."""
     core = compiled_core()
-    section = view.section("__TEXT", "__unwind_info")
-    assert section is not None
-    data = view.section_data(section)
-    try:
-        reference = columns_of(read_unwind_info(data))
-    except DecodeError:
-        reference = None
+    data, reference = python_columns(view)
     found = core.unwind_info_entries(data)
     assert (found is None) == (reference is None)
     if found is not None and reference is not None:
