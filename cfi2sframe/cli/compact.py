@@ -185,7 +185,9 @@ def _listing(args: argparse.Namespace, arch: Arch, functions: list[CompactFuncti
     if args.json:
         import json  # (JSON output only: its import is a start-up cost)
 
-        print(json.dumps([_function_json(f, flavour, names) for f in functions], indent=1))
+        said: dict[int, str] = {}
+        print(json.dumps([_function_json(f, flavour, names, said) for f in functions],
+                         indent=1))
         return 0
     _print_functions(functions, flavour, names, args.check)
     if object_rows is not None:
@@ -197,29 +199,27 @@ def _listing(args: argparse.Namespace, arch: Arch, functions: list[CompactFuncti
 
 
 def _meaning(func: CompactFunction, encoding: int, flavour: str,
-             names: dict[int, str], said: dict[int, str] | None = None) -> str:
+             names: dict[int, str], said: dict[int, str]) -> str:
     """A row's encoding in words; DWARF mode with why.  ``said``: the words of each
     encoding already described (a library repeats a few hundred in 95k rows)."""
     if is_dwarf(encoding, flavour):
         return f"DWARF: {func.reason} ({func.detail})" if func.reason else "DWARF"
     encoding &= ~NOT_FUNCTION_START
-    words = said.get(encoding) if said is not None else None
+    words = said.get(encoding)
     if words is None:
-        words = describe(encoding, flavour, None, names)
-        if said is not None:
-            said[encoding] = words
+        words = said[encoding] = describe(encoding, flavour, None, names)
     return words
 
 
-def _function_json(f: CompactFunction, flavour: str, names: dict[int, str]
-                   ) -> dict[str, object]:
-    """One function of ``--json``."""
+def _function_json(f: CompactFunction, flavour: str, names: dict[int, str],
+                   said: dict[int, str]) -> dict[str, object]:
+    """One function of ``--json`` (``said``: as ``_meaning``'s)."""
     return {"name": f.name, "section": f.section, "start": f.start, "length": f.size,
             "reason": f.reason, "detail": f.detail or None, "exact_bytes": f.exact_bytes,
             "personality": f.personality, "lsda": f.lsda,
             "rows": [{"start": f.start + r.start, "length": r.length,
                       "encoding": f"{r.encoding:#010x}",
-                      "meaning": _meaning(f, r.encoding, flavour, names)}
+                      "meaning": _meaning(f, r.encoding, flavour, names, said)}
                      for r in f.rows]}
 
 
