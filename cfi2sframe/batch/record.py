@@ -27,18 +27,15 @@ if TYPE_CHECKING:
     from ..analysis.compare import VerifyResult
     from ..convert import ElfConversion
     from ..dwarf.cfi import Cfi
+    from ..elf.linked import OldKernels
     from ..elf.read import ElfView
     from ..linker import ObjectForm
     from ..macho.read import MachoView
     from ..sframe.lower import Skip
 
-SCHEMA = 1
-
-if TYPE_CHECKING:
     Command = Literal["stats", "verify", "convert"]
 
-if TYPE_CHECKING:
-    from ..elf.linked import OldKernels
+SCHEMA = 1
 
 # Every status a record can have; those in GOOD_STATUSES are not failures.
 STATUSES = {

@@ -19,10 +19,8 @@ from .read import SHN_LORESERVE, SHT_REL, SHT_RELA, STT_SECTION
 from .structs import REL, RELA, r_sym, r_type
 
 if TYPE_CHECKING:
-    from .read import ElfView
-
-if TYPE_CHECKING:
     from ..arch.base import ByteOrder
+    from .read import ElfView
 
 
 @cache

@@ -60,11 +60,9 @@ from .probe import (
 from .scan import Statement, find_assignments, labels_between
 from .syntax import EXPRESSIONS, Arg, Directive, EscapeItem, Num, Reg, Sym, SyntaxProblem
 
-if TYPE_CHECKING:  # the Mach-O reader loads for an Apple target's assembler output only
-    from ..macho.read import MachoView
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (the Mach-O reader loads for an Apple target's assembler output only)
     from ..arch.base import ByteOrder
+    from ..macho.read import MachoView
 
 KNOWN_DIRECTIVES = frozenset(
     "startproc endproc sections def_cfa def_cfa_register def_cfa_offset adjust_cfa_offset "
