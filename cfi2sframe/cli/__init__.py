@@ -13,12 +13,11 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
 from ..errors import EX_SOFTWARE, AssemblerFailed, Cfi2SframeError, DecodeError
-from .stdout import PIPE_CLOSED, Stdout, StdoutFailed
+from .stdout import PIPE_CLOSED, Stdout, StdoutFailed, die_of_sigpipe
 from .subcommands import SUBCOMMANDS
 
 
@@ -37,8 +36,7 @@ def entry() -> None:
         status = status or 1
     sys.stderr.flush()
     if status == PIPE_CLOSED:  # as cat ends under ``| head -1``: by the signal, quietly
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGPIPE)
+        die_of_sigpipe()
     os._exit(status)
 
 

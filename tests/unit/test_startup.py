@@ -100,11 +100,15 @@ def test_other_inputs_do_not_load_the_xray_reader(tmp_path: Path, argv: list[str
 NOT_ELF = ("cfi2sframe.compact", "cfi2sframe.macho", "cfi2sframe.xray", "cfi2sframe.cli.xray",
            "cfi2sframe.cli.compact", "lark", "tqdm", "typing")
 # (``shutil``: argparse's formatter asks the terminal's width only where help is printed)
+# (``signal``: its enums cost ~3M instructions; the command's SIGPIPE needs only the
+# number and the call, from the C module ``_signal``)
 READ_ONLY = ("cfi2sframe.sframe.build", "cfi2sframe.sframe.encode", "cfi2sframe.convert",
-             "cfi2sframe.frontend", "cfi2sframe.batch", "subprocess", "json", "shutil")
+             "cfi2sframe.frontend", "cfi2sframe.batch", "subprocess", "json", "shutil",
+             "signal")
 XRAY_ONLY = ("cfi2sframe.analysis", "cfi2sframe.sframe.build", "cfi2sframe.sframe.encode",
              "cfi2sframe.batch", "cfi2sframe.compact", "cfi2sframe.macho", "cfi2sframe.convert",
-             "cfi2sframe.frontend", "subprocess", "lark", "tqdm", "json", "typing", "shutil")
+             "cfi2sframe.frontend", "subprocess", "lark", "tqdm", "json", "typing", "shutil",
+             "signal")
 # An x86-64 input loads its own target's module, no other (``arch`` loads each by name).
 OTHER_TARGETS = ("cfi2sframe.arch.aarch64", "cfi2sframe.arch.s390x", "cfi2sframe.arch.i386")
 TARGETS = ("cfi2sframe.arch.x86_64", *OTHER_TARGETS)
@@ -112,10 +116,10 @@ DWARF_CFI = ("cfi2sframe.dwarf.cfi", "cfi2sframe.dwarf.interpret", "cfi2sframe.e
 NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "--version": (["--version"], ("argparse", "cfi2sframe.cli.convert", "cfi2sframe.elf",
                                   "cfi2sframe.frontend", "subprocess", "json", "lark",
-                                  "typing")),
+                                  "typing", "signal")),
     "--help": (["--help"], ("subprocess", "json", "cfi2sframe.frontend", "cfi2sframe.convert",
                             "cfi2sframe.sframe", "cfi2sframe.dwarf", "lark", "typing",
-                            *TARGETS)),
+                            "signal", *TARGETS)),
     "convert .s": (["small.s", "-o", "small2.o"],
                    (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
                     *OTHER_TARGETS)),
@@ -132,7 +136,7 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
                                               *OTHER_TARGETS)),
     "verify": (["verify", "small.o"], (*NOT_ELF, "cfi2sframe.batch", "cfi2sframe.convert",
                                        "cfi2sframe.frontend", "subprocess", "json", "shutil",
-                                       *OTHER_TARGETS)),
+                                       "signal", *OTHER_TARGETS)),
     # one file's stats: in this process, not through the tree runner (no worker, no JSON)
     "stats": (["stats", "small.o"], (*NOT_ELF, "cfi2sframe.batch.pool",
                                      "cfi2sframe.batch.journal", "json", "shutil",
