@@ -112,7 +112,7 @@ def test_the_compiled_opcodes_are_dwarfs() -> None:
     from cfi2sframe.dwarf.opcodes import CFA
 
     for name, number in compiled_core().OPCODES.items():
-        assert CFA[name] == number, name
+        assert CFA.numbers()[name] == number, name
 
 
 def _fres_bytes_both(fres, addr_size: int, arch) -> tuple[bytes, bytes]:

@@ -225,3 +225,11 @@ def test_help_is_argparse_s_at_any_width(monkeypatch: pytest.MonkeyPatch,
     assert ours == texts(argparse.ArgumentParser, argparse.HelpFormatter)
     raw = texts(parsers.Parser, parsers.RawDescriptionHelpFormatter)
     assert raw == texts(argparse.ArgumentParser, argparse.RawDescriptionHelpFormatter)
+
+
+def test_the_dwarf_numbers_make_no_enum(tmp_path: Path) -> None:
+    """``dwarf/opcodes.py``'s tables are plain ``int``s (the three ``IntEnum`` classes
+    cost ~7M instructions at every start that reads CFI): importing them imports no
+    ``enum``."""
+    assert _imported_after("from cfi2sframe.dwarf.opcodes import CFA, EH_PE, OP", tmp_path,
+                           ("enum",)) == []
