@@ -3,10 +3,12 @@
 For each command: the modules it imports beyond the interpreter's own start-up, their
 summed ``-X importtime`` self times (what our imports cost, the interpreter's ``site``
 apart), and the wall time best-of-N and median of ``python3 -m cfi2sframe``, of the
-same as an installed user runs it (``inst``: a virtual environment made here without
-pip, the package linked into its site-packages, so its ``site`` runs but no other
-package's ``.pth`` hooks: this machine's editable install and certificate hook cost
-some 50 ms before our first import) and of ``python3 -S -c 'from cfi2sframe.cli
+command as an installed user runs it (``inst``: the ``cfi2sframe`` script pip writes
+for the console entry point, which imports ``re`` and calls ``cfi2sframe.cli:entry``,
+run by a virtual environment made here without pip, the package linked into its
+site-packages, so its ``site`` runs but no other package's ``.pth`` hooks: this
+machine's editable install and certificate hook cost some 50 ms before our first
+import; no ``runpy``, which ``-m`` adds) and of ``python3 -S -c 'from cfi2sframe.cli
 import entry; entry()'`` (no ``site``: the interpreter and our code only).  With
 ``--instructions`` (valgrind present) each command's instructions in the installed
 form, which the machine's load does not move.  Run from anywhere::
@@ -68,16 +70,32 @@ def prepare(work: Path, root: Path) -> None:
                                     '"memory": [{"address": 4096, "hex": "0000000000000000"}]}')
 
 
-def installed(work: Path, root: Path) -> Path:
-    """A virtual environment's Python (no pip: nothing fetched) with the checkout's
-    package in its site-packages, as ``pip install`` leaves it: the interpreter an
-    installed user runs, without this machine's ``.pth`` hooks."""
+# The console script pip (23 to 25) writes for ``cfi2sframe = "cfi2sframe.cli:entry"``.
+SCRIPT = """#!{python}
+# -*- coding: utf-8 -*-
+import re
+import sys
+from cfi2sframe.cli import entry
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(entry())
+"""
+
+
+def installed(work: Path, root: Path) -> list[str]:
+    """The command an installed user runs, without this machine's ``.pth`` hooks: a
+    virtual environment's Python (no pip: nothing fetched) with the checkout's package
+    in its site-packages and pip's console script in its ``bin``, as ``pip install``
+    leaves them."""
     home = work / "venv"
     venv.EnvBuilder(with_pip=False, symlinks=True).create(home)
     site = Path(sysconfig.get_path("purelib", vars={"base": str(home),
                                                     "platbase": str(home)}))
     (site / "cfi2sframe").symlink_to(root / "cfi2sframe")
-    return home / "bin" / "python3"
+    script = home / "bin" / "cfi2sframe"
+    script.write_text(SCRIPT.format(python=home / "bin" / "python3"))
+    script.chmod(0o755)
+    return [str(home / "bin" / "python3"), str(script)]
 
 
 def instructions(cmd: list[str], work: Path) -> float:
@@ -149,9 +167,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         work = Path(name)
         prepare(work, root)
-        python = installed(work, root)
+        command = installed(work, root)
+        python = command[0]
         for label, cmd in [("python3 -c pass", [sys.executable, "-c", "pass"]),
-                           ("installed python3 -c pass", [str(python), "-c", "pass"]),
+                           ("installed python3 -c pass", [python, "-c", "pass"]),
+                           ("installed -c 'import re'", [python, "-c", "import re"]),
                            ("python3 -S -c pass", [sys.executable, "-S", "-c", "pass"])]:
             best, median = wall(cmd, work, root, args.n)
             count = f"{instructions(cmd, work):7.1f}M" if args.instructions else ""
@@ -163,10 +183,10 @@ def main() -> None:
         for label, argv in COMMANDS:
             count, ms, names = imports(argv, work, root)
             best, median = wall([sys.executable, "-m", "cfi2sframe", *argv], work, root, args.n)
-            ibest, imedian = wall([str(python), "-m", "cfi2sframe", *argv], work, root, args.n)
+            ibest, imedian = wall([*command, *argv], work, root, args.n)
             sbest, smedian = wall([sys.executable, "-S", "-c", entry, *argv], work, root,
                                   args.n)
-            extra = (f" {instructions([str(python), '-m', 'cfi2sframe', *argv], work):9.1f}M"
+            extra = (f" {instructions([*command, *argv], work):9.1f}M"
                      if args.instructions else "")
             print(f"{label:28} {count:7} {ms:8.1f} {best:7.1f} {median:7.1f} {ibest:9.1f} "
                   f"{imedian:7.1f} {sbest:7.1f} {smedian:7.1f}{extra}", flush=True)
