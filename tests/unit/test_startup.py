@@ -233,3 +233,22 @@ def test_the_dwarf_numbers_make_no_enum(tmp_path: Path) -> None:
     ``enum``."""
     assert _imported_after("from cfi2sframe.dwarf.opcodes import CFA, EH_PE, OP", tmp_path,
                            ("enum",)) == []
+
+
+def test_records_compile_their_new_once_per_field_count(tmp_path: Path) -> None:
+    """``typed.NamedTuple`` compiles ``__new__``'s lambda once per field count
+    (``collections.namedtuple`` compiled one a class, ~0.2M instructions each): the
+    DWARF operations' 30-odd records take as many ``eval``s as distinct counts."""
+    probe = ("import builtins\nreal, calls = builtins.eval, []\n"
+             "def counted(*args, **kwargs):\n    calls.append(args[0])\n"
+             "    return real(*args, **kwargs)\nbuiltins.eval = counted\n"
+             "import cfi2sframe.model, cfi2sframe.dwarf.ops as ops\n"
+             "records = [v for v in vars(ops).values() if isinstance(v, type)\n"
+             "           and v.__module__ == ops.__name__ and hasattr(v, '_fields')]\n"
+             "print(len(calls), len(records), len({len(r._fields) for r in records}))")
+    env = {**os.environ, "PYTHONPATH": str(Path(cfi2sframe.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=True)
+    evals, records, counts = map(int, done.stdout.split())
+    assert records >= 20 and counts < records
+    assert evals <= counts + 8  # (model's records may add a count or two)
