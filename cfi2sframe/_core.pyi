@@ -1,10 +1,11 @@
 # The compiled core (cfi2sframe/csrc/, one C file per Python module it mirrors, named
 # after it: sframe_fastpath.c, sframe_encode.c, sframe_decode.c, sframe_dump.c,
 # dwarf_replay.c, dwarf_cfi.c, elf_reloc.c, compact_listing.c, compact_table.c,
-# compact_check.c, analysis_compare.c,
+# compact_check.c, table_writer.c, analysis_compare.c,
 # analysis_stats.c, frontend_scan.c, xray.c; module.c the module); xray/text.py,
 # xray/fast.py, sframe/fastpath.py, sframe/build.py, sframe/encode.py, sframe/decode.py,
 # sframe/dump.py, elf/reloc.py, compact/listing.py, compact/table.py, compact/check.py,
+# compact/table_writer.py,
 # dwarf/cfi.py, frontend/scan.py,
 # analysis/compare.py and analysis/stats.py hold the reference of each function.
 
@@ -44,6 +45,17 @@ def unwind_info_entries(section: bytes) -> tuple[
 
 def unwind_info_rows(section: bytes, offsets: list[int]
                      ) -> list[tuple[int, int] | None] | None: ...
+
+def unwind_info_misses(section: bytes, offsets: list[int], lengths: list[int],
+                       encodings: list[int]) -> list[int] | None: ...
+
+def unwind_info_build(offsets: list[int], lengths: list[int], encodings: list[int],
+                      personalities: list[int | None], lsdas: list[int | None],
+                      fde_offsets: list[int | None], *, dwarf: int, stack_ind: int,
+                      max_common: int, max_index: int, max_compressed: int,
+                      max_regular: int, max_personalities: int, reach: int, fde_mask: int
+                      ) -> tuple[bytes, list[int], list[int], list[int]] | tuple[str, int] \
+        | None: ...
 
 def image_entries(*, offsets: list[int], ends: list[int], encodings: list[int],
                   in_code: dict[int, object], fde_starts: dict[int, int], relocated: bool,

@@ -14,13 +14,13 @@ from ..compact.inputs import (
     compact_macho,
     darwin_object,
     from_prologues,
-    image_functions,
+    image_columns,
     macho_object_with_ours,
     placed_functions,
     unwind_columns,
     unwind_table,
 )
-from ..compact.table_writer import build_unwind_info
+from ..compact.table_writer import build_from_columns, build_unwind_info
 from ..compact.words import HAS_LSDA, NOT_FUNCTION_START, PERSONALITY_MASK, is_dwarf
 from ..compact.writer import rows_asm, rows_binary
 from ..errors import Cfi2SframeError
@@ -342,7 +342,7 @@ def _write_placed(args: argparse.Namespace) -> int:
 def _write_unwind_info(args: argparse.Namespace, view: MachoView, table: Columns) -> int:
     """The image's table built again by our writer (every function looked up before it
     is written), to -o or standard output; what changed is said on standard error."""
-    built = build_unwind_info(image_functions(view, table), view.arch, args.file)
+    built = build_from_columns(image_columns(view, table), view.arch, args.file)
     for note in built.notes:
         print(f"{args.file}: note: {note}", file=sys.stderr)
     write(args.output or "-", built.data)

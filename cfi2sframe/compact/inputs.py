@@ -12,6 +12,7 @@ a Darwin object's rows named by the function at their start).
 from __future__ import annotations
 
 import shutil
+from operator import sub
 
 from ..arch import arch_for_machine, as_arch, get_arch
 from ..arch.base import Arch
@@ -32,7 +33,7 @@ from ..reasons import CompactReason, Unrepresentable
 from .lower import CompactFunction, LowerMemo, lower_alike, lower_compact
 from .rules import Code
 from .table import Columns, UnwindInfo, read_columns, read_unwind_info
-from .table_writer import TableFunction
+from .table_writer import FunctionColumns, TableFunction
 from .words import ARM64_DWARF, HAS_LSDA, MODE_MASK, PERSONALITY_MASK, X86_DWARF, is_dwarf
 
 
@@ -232,13 +233,19 @@ def function_ends(view: MachoView, table: Columns) -> list[int]:
 def image_functions(view: MachoView, table: Columns) -> list[TableFunction]:
     """An image's functions as its ``__unwind_info`` gives them, each running to
     ``function_ends``, with the FDE offset a DWARF-mode encoding holds."""
+    return [TableFunction(*f) for f in zip(*image_columns(view, table), strict=True)]
+
+
+def image_columns(view: MachoView, table: Columns) -> FunctionColumns:
+    """``image_functions`` as columns (no object per function: what the builder takes
+    from an image)."""
     dwarf = ARM64_DWARF if view.arch == "arm64" else X86_DWARF
-    function = TableFunction
-    return [function(offset, end - offset, encoding, personality, lsda,
-                     encoding & 0xFFFFFF if encoding & MODE_MASK == dwarf else None)
-            for offset, end, encoding, personality, lsda in zip(
-                table.offsets, function_ends(view, table), table.encodings,
-                table.personalities, table.lsdas, strict=True)]
+    offsets, encodings = table.offsets, table.encodings
+    return FunctionColumns(
+        offsets, list(map(sub, function_ends(view, table), offsets)), encodings,
+        table.personalities, table.lsdas,
+        [encoding & 0xFFFFFF if encoding & MODE_MASK == dwarf else None
+         for encoding in encodings])
 
 
 def macho_object_with_ours(path: str, data: bytes, arch_name: str | None = None,

@@ -13,16 +13,22 @@ encodings by index) while it can be; where a compressed page would stop early
 
 ``build_unwind_info`` lays the table out in two steps (``_plan``: every part's offset
 from the pages' sizes, then the bytes); a function with the encoding of the one before
-it and no LSDA shares that one's row (``_fold``).
+it and no LSDA shares that one's row (``_fold``).  Where the compiled core is built,
+``csrc/table_writer.c`` does all of it over columns (``FunctionColumns``: an image's
+table read without an object per function, ``build_from_columns``), this Python its
+reference and fallback; the check of the bytes stays the reader's either way.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from operator import gt
+from types import ModuleType
 
 from ..arch import compact_flavour
 from ..arch.base import Arch
+from ..core import compiled
 from ..errors import Cfi2SframeError
 from ..typed import NamedTuple
 from .layout import (
@@ -79,6 +85,19 @@ class TableFunction(NamedTuple):
     fde_offset: int | None = None
 
 
+class FunctionColumns(NamedTuple):
+    """``TableFunction``'s fields as columns, item ``i`` of each one function's: what
+    an image's table gives without an object per function (``inputs.image_columns``)
+    and the compiled builder takes."""
+
+    offsets: list[int]
+    lengths: list[int]
+    encodings: list[int]
+    personalities: list[int | None]
+    lsdas: list[int | None]
+    fde_offsets: list[int | None]
+
+
 class BuiltTable(NamedTuple):
     """The section's bytes and, in words, each function the table describes otherwise
     than it was given (a personality past the third: DWARF mode)."""
@@ -95,15 +114,77 @@ def build_unwind_info(functions: Sequence[TableFunction], arch: str | Arch,
     arch = compact_flavour(arch)  # (the DWARF-mode word and the folding depend on it)
     if not functions:
         raise Cfi2SframeError(where, "no functions: an __unwind_info needs at least one")
-    ordered = sorted(functions, key=lambda f: f.offset)
+    core = compiled()
+    if core is not None:
+        columns = FunctionColumns(*([*column] for column in zip(*functions, strict=True)))
+        built = _compiled_build(core, columns, arch, where)
+        if built is not None:
+            return built
+    return _build(sorted(functions, key=lambda f: f.offset), arch, where)
+
+
+def build_from_columns(columns: FunctionColumns, arch: str | Arch,
+                       where: str = "<unwind_info>") -> BuiltTable:
+    """``build_unwind_info`` of functions given as columns."""
+    arch = compact_flavour(arch)
+    if not columns.offsets:
+        raise Cfi2SframeError(where, "no functions: an __unwind_info needs at least one")
+    core = compiled()
+    if core is not None:
+        built = _compiled_build(core, columns, arch, where)
+        if built is not None:
+            return built
+    functions = [TableFunction(*f) for f in zip(*columns, strict=True)]
+    return _build(sorted(functions, key=lambda f: f.offset), arch, where)
+
+
+def _compiled_build(core: ModuleType, columns: FunctionColumns, arch: str,
+                    where: str) -> BuiltTable | None:
+    """``_build`` by ``csrc/table_writer.c``: None where it leaves the input to Python
+    (a number past 32 bits)."""
+    offsets = columns.offsets
+    if any(map(gt, offsets, offsets[1:])):  # sorted as _build sorts them (stable)
+        order = sorted(range(len(offsets)), key=offsets.__getitem__)
+        columns = FunctionColumns._make([column[i] for i in order] for column in columns)
+    found = core.unwind_info_build(
+        *columns, dwarf=ARM64_DWARF if arch == "arm64" else X86_DWARF,
+        stack_ind=-1 if arch == "arm64" else X86_STACK_IND, max_common=MAX_COMMON,
+        max_index=MAX_INDEX, max_compressed=MAX_COMPRESSED, max_regular=MAX_REGULAR,
+        max_personalities=MAX_PERSONALITIES, reach=OFFSET_REACH, fde_mask=DWARF_OFFSET_MASK)
+    if found is None:
+        return None
+    function = TableFunction(*(column[found[1]] for column in columns)) \
+        if found[0] in ("overlap", "fourth", "fde") else None
+    if found[0] == "overlap":
+        raise _overlap(where, columns.offsets[found[1]], columns.offsets[found[1] + 1])
+    if found[0] == "end":
+        raise _past_end(where, found[1])
+    if found[0] == "fourth":
+        assert function is not None
+        raise _fourth(where, function)
+    if found[0] == "fde":
+        assert function is not None
+        raise _far_fde(where, function)
+    data, final, personalities, noted = found
+    misses = core.unwind_info_misses(data, columns.offsets, columns.lengths, final)
+    _check(data, columns, final, personalities, where, misses)
+    return BuiltTable(data, tuple(_dwarf_note(TableFunction(*(column[i] for column in columns)))
+                                  for i in noted))
+
+
+def _build(ordered: list[TableFunction], arch: str, where: str) -> BuiltTable:
+    """The table of functions sorted by offset, in Python (``table_writer.c``'s
+    reference)."""
+    for func in ordered:
+        if func.length < 0:
+            raise Cfi2SframeError(where, f"the function at {func.offset:#x} ends before it "
+                                         f"starts (length {func.length})")
     for before, after in zip(ordered, ordered[1:], strict=False):
         if before.offset + before.length > after.offset:
-            raise Cfi2SframeError(where, f"functions at {before.offset:#x} and "
-                                         f"{after.offset:#x} overlap")
+            raise _overlap(where, before.offset, after.offset)
     end = max(f.offset + f.length for f in ordered)
     if end > 0xFFFFFFFF:
-        raise Cfi2SframeError(where, f"a function ends at {end:#x}: past the 32-bit offsets "
-                                     "of __unwind_info")
+        raise _past_end(where, end)
     final, personalities, notes = _final_encodings(ordered, arch, where)
     rows = _fold(ordered, final, arch)
     counts = Counter(encoding for _, encoding, _ in rows)
@@ -111,8 +192,37 @@ def build_unwind_info(functions: Sequence[TableFunction], arch: str | Arch,
               if n > 1][:MAX_COMMON]
     pages = _pages(rows, common)
     data = _layout(rows, common, personalities, pages, end)
-    _check(data, ordered, final, personalities, where)
+    columns = FunctionColumns(*([*column] for column in zip(*ordered, strict=True)))
+    _check(data, columns, final, personalities, where, None)
     return BuiltTable(data, tuple(notes))
+
+
+def _overlap(where: str, first: int, second: int) -> Cfi2SframeError:
+    return Cfi2SframeError(where, f"functions at {first:#x} and {second:#x} overlap")
+
+
+def _past_end(where: str, end: int) -> Cfi2SframeError:
+    return Cfi2SframeError(where, f"a function ends at {end:#x}: past the 32-bit offsets "
+                                  "of __unwind_info")
+
+
+def _fourth(where: str, func: TableFunction) -> Cfi2SframeError:
+    return Cfi2SframeError(where, f"function at {func.offset:#x} uses a fourth "
+                                  "personality routine and has no FDE to be described "
+                                  "by in DWARF mode")
+
+
+def _far_fde(where: str, func: TableFunction) -> Cfi2SframeError:
+    return Cfi2SframeError(where, f"function at {func.offset:#x}: its FDE at "
+                                  f"{func.fde_offset:#x} is past the 24 bits DWARF mode "
+                                  "holds")
+
+
+def _dwarf_note(func: TableFunction) -> str:
+    assert func.fde_offset is not None and func.personality is not None
+    return (f"function at {func.offset:#x}: DWARF mode (FDE at {func.fde_offset:#x}): its "
+            f"personality routine at {func.personality:#x} is the fourth or later, and the "
+            "encoding holds three")
 
 
 def _final_encodings(functions: list[TableFunction], arch: str,
@@ -133,15 +243,10 @@ def _final_encodings(functions: list[TableFunction], arch: str,
             if func.personality in personalities:
                 slot = personalities.index(func.personality) + 1
             elif func.fde_offset is None:
-                raise Cfi2SframeError(where, f"function at {func.offset:#x} uses a fourth "
-                                             "personality routine and has no FDE to be "
-                                             "described by in DWARF mode")
+                raise _fourth(where, func)
             else:
                 encoding = dwarf | _fde_offset(func, where)
-                notes.append(f"function at {func.offset:#x}: DWARF mode (FDE at "
-                             f"{func.fde_offset:#x}): its personality routine at "
-                             f"{func.personality:#x} is the fourth or later, and the "
-                             "encoding holds three")
+                notes.append(_dwarf_note(func))
         if encoding & MODE_MASK == dwarf and func.fde_offset is not None:
             encoding = dwarf | _fde_offset(func, where)
         if slot:
@@ -158,9 +263,7 @@ def _final_encodings(functions: list[TableFunction], arch: str,
 def _fde_offset(func: TableFunction, where: str) -> int:
     assert func.fde_offset is not None
     if func.fde_offset > DWARF_OFFSET_MASK:
-        raise Cfi2SframeError(where, f"function at {func.offset:#x}: its FDE at "
-                                     f"{func.fde_offset:#x} is past the 24 bits DWARF mode "
-                                     "holds")
+        raise _far_fde(where, func)
     return func.fde_offset
 
 
@@ -297,27 +400,27 @@ def _page_bytes(rows: list[tuple[int, int, int | None]], page: _Page,
     ) + ENCODINGS.pack(page.local)
 
 
-def _check(data: bytes, functions: list[TableFunction], final: list[int],
-           personalities: list[int], where: str) -> None:
+def _check(data: bytes, columns: FunctionColumns, final: list[int],
+           personalities: list[int], where: str, misses: list[int] | None) -> None:
     """Every function found, with its encoding, personality and LSDA, at its first and
-    its last byte, by libunwind's look-up: a table that fails is a bug of ours.  A row
-    with neither a personality nor an LSDA to read is its encoding alone, compared in
-    one pass; the others are read as libunwind reads them."""
+    its last byte, by libunwind's look-up: a table that fails is a bug of ours, save
+    for an empty function that starts where another does or where the table ends (no
+    look-up can find its row: said as what is wrong with the input).  ``misses``:
+    ``unwind_info_misses``'s answer, or None (``_misses`` then finds them); those are
+    read as libunwind reads them."""
     table = Lookup(data)
-    pcs = [pc for func in functions for pc in (
-        func.offset, func.offset + func.length - 1 if func.length > 0 else func.offset)]
+    if misses is None:
+        misses = _misses(table, columns, final)
+    pcs = [pc for k in misses for pc in _ends(columns.offsets[k], columns.lengths[k])]
     rows = table.rows_at(pcs)
-    got = [0 if row is None else row[1] for row in rows]  # 0: no row, as encoding 0
     flags = PERSONALITY_MASK | HAS_LSDA
-    for k in [k for k, (encoding, first, last) in enumerate(zip(
-            final, got[::2], got[1::2], strict=True))
-            if encoding & flags or first != encoding or last != encoding]:
-        func, encoding = functions[k], final[k]
+    for n, k in enumerate(misses):
+        offset, encoding, lsda = columns.offsets[k], final[k], columns.lsdas[k]
         slot = (encoding & PERSONALITY_MASK) >> PERSONALITY_SHIFT
         want = None if encoding == 0 else (  # 0: no unwind information, as libunwind reads it
             encoding, personalities[slot - 1] if slot else None,
-            func.lsda if encoding & HAS_LSDA else None)
-        for pc, row in zip(pcs[2 * k:2 * k + 2], rows[2 * k:2 * k + 2], strict=True):
+            lsda if encoding & HAS_LSDA else None)
+        for pc, row in zip(pcs[2 * n:2 * n + 2], rows[2 * n:2 * n + 2], strict=True):
             if row is None:
                 found_row: tuple[int, int | None, int | None] | None = None
             elif row[1] & flags:  # read as libunwind does
@@ -326,6 +429,29 @@ def _check(data: bytes, functions: list[TableFunction], final: list[int],
                                                         found.lsda)
             else:  # neither a personality nor an LSDA to read
                 found_row = (row[1], None, None)
+            if found_row != want and columns.lengths[k] == 0:
+                raise Cfi2SframeError(where, f"the function at {offset:#x} is empty (length "
+                                             "0) and starts where another function starts "
+                                             "or where the table ends: no look-up can "
+                                             "find its row")
             if found_row != want:
                 raise AssertionError(f"{where}: the table gives {found_row} at {pc:#x}, not "
                                      f"{want}")
+
+
+def _ends(offset: int, length: int) -> tuple[int, int]:
+    """A function's first and last byte (an empty one's start, twice)."""
+    return offset, offset + length - 1 if length > 0 else offset
+
+
+def _misses(table: Lookup, columns: FunctionColumns, final: list[int]) -> list[int]:
+    """The functions whose first or last byte the look-up does not give their encoding,
+    or whose encoding names a personality or an LSDA (``unwind_info_misses``'s
+    reference)."""
+    pcs = [pc for offset, length in zip(columns.offsets, columns.lengths, strict=True)
+           for pc in _ends(offset, length)]
+    got = [0 if row is None else row[1] for row in table.rows_at(pcs)]  # 0: no row
+    flags = PERSONALITY_MASK | HAS_LSDA
+    return [k for k, (encoding, first, last) in enumerate(zip(
+            final, got[::2], got[1::2], strict=True))
+            if encoding & flags or first != encoding or last != encoding]

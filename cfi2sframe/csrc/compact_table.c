@@ -14,8 +14,10 @@
  * ``unwind_info_rows`` is ``table.Lookup.rows_at`` (its reference and fallback): the row
  * libunwind's look-up finds at each of many offsets, each page read when a look-up
  * first lands in it, None where a page the Python look-up reads is malformed (it then
- * raises).  The builder looks its table up at every function's first and last byte
- * with it.
+ * raises).  ``unwind_info_misses`` is the builder's check of its table
+ * (``table_writer._misses`` its reference): the functions whose first or last byte
+ * that look-up does not give their encoding, or whose encoding names a personality
+ * routine or an LSDA (Python reads those as libunwind does).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -226,69 +228,158 @@ static Py_ssize_t last_at_or_before(const uint64_t *values, Py_ssize_t n, uint64
     return lo - 1;
 }
 
+/* A table opened for look-ups: its header, its first-level index's starts, and its
+ * pages as each is first read. */
+typedef struct {
+    Bytes b;
+    uint32_t head[UI_HEADER_WORDS];
+    uint64_t *starts;
+    Rows *pages;
+} Table;
+
+/* The header and index read up front: 1, 0 (malformed: Python's look-up decides), -1
+ * (no memory). */
+static int table_open(Table *t, const Py_buffer *section) {
+    t->b = (Bytes){section->buf, section->len, 0};
+    t->starts = NULL;
+    t->pages = NULL;
+    if (!(ui_head(&t->b, t->head) &&  /* no version check: the Python look-up makes none */
+          ui_inside(&t->b, t->head[5], (uint64_t)UI_INDEX_BYTES * t->head[6]) &&
+          ui_inside(&t->b, t->head[1], (uint64_t)UI_WORD_BYTES * t->head[2])))  /* up front */
+        return 0;
+    t->starts = PyMem_Malloc(sizeof(uint64_t) * ((size_t)t->head[6] + 1));
+    t->pages = PyMem_Calloc((size_t)t->head[6] + 1, sizeof(Rows));
+    if (!t->starts || !t->pages) return -1;
+    for (uint32_t e = 0; e < t->head[6]; e++)
+        t->starts[e] = ui_word(&t->b, (uint64_t)t->head[5] + (uint64_t)UI_INDEX_BYTES * e,
+                               UI_WORD_BYTES);
+    return 1;
+}
+
+static void table_close(Table *t) {
+    if (t->pages)
+        for (uint32_t e = 0; e < t->head[6]; e++) {
+            PyMem_Free(t->pages[e].offsets);
+            PyMem_Free(t->pages[e].encodings);
+        }
+    PyMem_Free(t->pages);
+    PyMem_Free(t->starts);
+}
+
+/* The row libunwind's look-up finds at ``pc``: its start and encoding (encoding 0: no
+ * row).  1, 0 (a malformed page), -1 (no memory). */
+static int table_row(Table *t, uint64_t pc, uint64_t *start, uint32_t *encoding) {
+    *encoding = 0;
+    Py_ssize_t e = last_at_or_before(t->starts, t->head[6], pc);
+    if (e < 0 || e >= (Py_ssize_t)t->head[6] - 1) return 1;
+    Rows *p = &t->pages[e];
+    if (!p->read) {
+        uint32_t function, page_at, lsda_at;
+        ui_index(&t->b, t->head, (uint64_t)e, &function, &page_at, &lsda_at);
+        int status = read_rows(&t->b, t->head, function, page_at, p);
+        if (status <= 0) return status;
+    }
+    Py_ssize_t i = last_at_or_before(p->offsets, p->count, pc);
+    if (i >= 0) {
+        *start = p->offsets[i];
+        *encoding = p->encodings[i];
+    }
+    return 1;
+}
+
+/* Item ``k`` of a list of numbers below 2**64: 1, 0 (past: Python's), -1 (error). */
+static int list_number(PyObject *list, Py_ssize_t k, uint64_t *out) {
+    *out = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(list, k));
+    if (*out != (uint64_t)-1 || !PyErr_Occurred()) return 1;
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
 PyObject *unwind_info_rows(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer section;
     PyObject *pcs;
     if (!PyArg_ParseTuple(args, "y*O!:unwind_info_rows", &section, &PyList_Type, &pcs))
         return NULL;
-    Bytes b = {section.buf, section.len, 0};
     PyObject *result = NULL, *out = NULL;
-    uint64_t *starts = NULL;
-    Rows *pages = NULL;
-    uint32_t head[UI_HEADER_WORDS] = {0};
-    int status = ui_head(&b, head) &&  /* no version check: the Python look-up makes none */
-                 ui_inside(&b, head[5], (uint64_t)UI_INDEX_BYTES * head[6]) &&
-                 ui_inside(&b, head[1], (uint64_t)UI_WORD_BYTES * head[2]);  /* up front */
-    if (status) {
-        starts = PyMem_Malloc(sizeof(uint64_t) * ((size_t)head[6] + 1));
-        pages = PyMem_Calloc((size_t)head[6] + 1, sizeof(Rows));
-        out = PyList_New(PyList_GET_SIZE(pcs));
-        if (!starts || !pages || !out) goto done;
-        for (uint32_t e = 0; e < head[6]; e++)
-            starts[e] = ui_word(&b, (uint64_t)head[5] + (uint64_t)UI_INDEX_BYTES * e,
-                                UI_WORD_BYTES);
+    Table t;
+    int status = table_open(&t, &section);
+    if (status > 0) out = PyList_New(PyList_GET_SIZE(pcs));
+    if (status < 0 || (status > 0 && !out)) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
     }
     for (Py_ssize_t k = 0; status > 0 && k < PyList_GET_SIZE(pcs); k++) {
-        uint64_t pc = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(pcs, k));
-        if (pc == (uint64_t)-1 && PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) goto done;
-            PyErr_Clear();  /* past 64 bits: the Python look-up's */
-            status = 0;
-            break;
+        uint64_t pc, start = 0;
+        uint32_t encoding;
+        status = list_number(pcs, k, &pc);  /* past 64 bits: the Python look-up's */
+        if (status > 0) status = table_row(&t, pc, &start, &encoding);
+        if (status < 0) {
+            if (!PyErr_Occurred()) PyErr_NoMemory();
+            goto done;
         }
-        Py_ssize_t e = last_at_or_before(starts, head[6], pc);
-        PyObject *row = Py_None;
-        if (e >= 0 && e < (Py_ssize_t)head[6] - 1) {
-            Rows *p = &pages[e];
-            if (!p->read) {
-                uint32_t function, page_at, lsda_at;
-                ui_index(&b, head, (uint64_t)e, &function, &page_at, &lsda_at);
-                status = read_rows(&b, head, function, page_at, p);
-                if (status < 0) { PyErr_NoMemory(); goto done; }
-                if (!status) break;
-            }
-            Py_ssize_t i = last_at_or_before(p->offsets, p->count, pc);
-            if (i >= 0 && p->encodings[i])
-                row = Py_BuildValue("(Kk)", (unsigned long long)p->offsets[i],
-                                    (unsigned long)p->encodings[i]);
-            else
-                Py_INCREF(row);
-        } else {
-            Py_INCREF(row);
-        }
+        if (!status) break;
+        PyObject *row = encoding ? Py_BuildValue("(Kk)", (unsigned long long)start,
+                                                 (unsigned long)encoding)
+                                 : Py_NewRef(Py_None);
         if (!row) goto done;
         PyList_SET_ITEM(out, k, row);
     }
     result = status > 0 ? Py_NewRef(out) : Py_NewRef(Py_None);
 done:
     Py_XDECREF(out);
-    if (pages)
-        for (uint32_t e = 0; e < head[6]; e++) {
-            PyMem_Free(pages[e].offsets);
-            PyMem_Free(pages[e].encodings);
+    table_close(&t);
+    PyBuffer_Release(&section);
+    return result;
+}
+
+PyObject *unwind_info_misses(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer section;
+    PyObject *offsets, *lengths, *encodings;
+    if (!PyArg_ParseTuple(args, "y*O!O!O!:unwind_info_misses", &section, &PyList_Type,
+                          &offsets, &PyList_Type, &lengths, &PyList_Type, &encodings))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(offsets);
+    PyObject *result = NULL, *out = NULL;
+    Table t;
+    int status = table_open(&t, &section);
+    if (PyList_GET_SIZE(lengths) != n || PyList_GET_SIZE(encodings) != n) {
+        PyErr_SetString(PyExc_ValueError, "the columns differ in length");
+        goto done;
+    }
+    if (status > 0) out = PyList_New(0);
+    if (status < 0 || (status > 0 && !out)) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; status > 0 && k < n; k++) {
+        uint64_t offset, length, want, start;
+        uint32_t first = 0, last = 0;
+        status = list_number(offsets, k, &offset);
+        if (status > 0) status = list_number(lengths, k, &length);
+        if (status > 0) status = list_number(encodings, k, &want);
+        if (status > 0 && (want > UINT32_MAX || length > UINT64_MAX - offset)) status = 0;
+        if (status > 0) status = table_row(&t, offset, &start, &first);
+        if (status > 0) status = table_row(&t, length ? offset + length - 1 : offset, &start,
+                                           &last);
+        if (status < 0) {
+            if (!PyErr_Occurred()) PyErr_NoMemory();
+            goto done;
         }
-    PyMem_Free(pages);
-    PyMem_Free(starts);
+        if (!status) break;
+        if (want & (UI_PERSONALITY_MASK | UI_HAS_LSDA) || first != want || last != want) {
+            PyObject *at = PyLong_FromSsize_t(k);
+            if (!at || PyList_Append(out, at) < 0) {
+                Py_XDECREF(at);
+                goto done;
+            }
+            Py_DECREF(at);
+        }
+    }
+    result = status > 0 ? Py_NewRef(out) : Py_NewRef(Py_None);
+done:
+    Py_XDECREF(out);
+    table_close(&t);
     PyBuffer_Release(&section);
     return result;
 }

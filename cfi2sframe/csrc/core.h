@@ -177,6 +177,10 @@ PyObject *unwind_info_constants(void);  /* its Mach-O symbol numbers */
 /* compact_table.c: an __unwind_info's entries read into columns, and looked up. */
 PyObject *unwind_info_entries(PyObject *self, PyObject *args);
 PyObject *unwind_info_rows(PyObject *self, PyObject *args);
+PyObject *unwind_info_misses(PyObject *self, PyObject *args);
+
+/* table_writer.c: an __unwind_info built from columns of functions. */
+PyObject *unwind_info_build(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* compact_check.c: verify's loop over an image's __unwind_info entries. */
 PyObject *image_entries(PyObject *self, PyObject *args, PyObject *kwargs);

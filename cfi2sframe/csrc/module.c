@@ -83,6 +83,17 @@ static PyMethodDef methods[] = {
      "unwind_info_rows(section, offsets) -> the (start, encoding) or None libunwind's\n"
      "look-up finds at each offset, or None (the Python look-up decides); see\n"
      "compact_table.c."},
+    {"unwind_info_misses", unwind_info_misses, METH_VARARGS,
+     "unwind_info_misses(section, offsets, lengths, encodings) -> the indices of the\n"
+     "functions whose first or last byte libunwind's look-up does not find with their\n"
+     "encoding, or whose encoding names a personality or an LSDA; or None (the Python\n"
+     "look-up decides); see compact_table.c."},
+    {"unwind_info_build", (PyCFunction)(void (*)(void))unwind_info_build, METH_VARARGS | METH_KEYWORDS,
+     "unwind_info_build(offsets, lengths, encodings, personalities, lsdas, fde_offsets,\n"
+     "*, dwarf, stack_ind, max_common, max_index, max_compressed, max_regular,\n"
+     "max_personalities, reach, fde_mask) -> (section, final encodings, personality\n"
+     "routines, indices put in DWARF mode), or (what, number) for input no table holds,\n"
+     "or None (the Python builder decides); see table_writer.c."},
     {"image_entries", (PyCFunction)(void (*)(void))image_entries, METH_VARARGS | METH_KEYWORDS,
      "image_entries(*, offsets, ends, encodings, in_code, fde_starts, relocated,\n"
      "code_problem, image, sections, base, mode_mask, dwarf, stack_ind, reach)\n"

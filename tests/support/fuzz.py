@@ -47,12 +47,13 @@ with atheris.instrument_imports():
 
     from cfi2sframe.analysis.stats import scan_coverage
     from cfi2sframe.arch import arch_for_machine
+    from cfi2sframe.compact import table_writer
     from cfi2sframe.compact.check import check_macho, macho_coverage
     from cfi2sframe.compact.encoding import decode, encode
     from cfi2sframe.compact.listing import object_rows_lines, unwind_info_lines, unwind_info_text
     from cfi2sframe.compact.rules import Code, CompactRules
     from cfi2sframe.compact.table import Lookup, columns_of, read_columns, read_unwind_info
-    from cfi2sframe.compact.table_writer import TableFunction, build_unwind_info
+    from cfi2sframe.compact.table_writer import BuiltTable, TableFunction, build_unwind_info
     from cfi2sframe.convert import convert_elf, default_sframe_address, rewrite_in_place
     from cfi2sframe.core import compiled
     from cfi2sframe.elf.cfi import read_elf_cfi
@@ -249,8 +250,20 @@ def _unwind_info(data: bytes) -> None:
                                            entry.encoding, entry.personality, entry.lsda,
                                            entry.encoding & 0xFFFFFF))
     if functions:
-        built = build_unwind_info(functions, "x86_64", "fuzz.o")  # checks itself
-        read_unwind_info(built.data)
+        built = _built(lambda: build_unwind_info(functions, "x86_64", "fuzz.o"))  # checks itself
+        if CORE is not None:  # the compiled writer's table, notes or error: the Python one's
+            ordered = sorted(functions, key=lambda f: f.offset)
+            assert built == _built(lambda: table_writer._build(ordered, "x86_64", "fuzz.o"))
+        if not isinstance(built, str):
+            read_unwind_info(built.data)
+
+
+def _built(build: Callable[[], BuiltTable]) -> BuiltTable | str:
+    """A build's table, or its input error's text."""
+    try:
+        return build()
+    except Cfi2SframeError as exc:
+        return str(exc)
 
 
 def _asm(data: bytes) -> None:
