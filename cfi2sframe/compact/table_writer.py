@@ -87,8 +87,8 @@ class TableFunction(NamedTuple):
 
 class FunctionColumns(NamedTuple):
     """``TableFunction``'s fields as columns, item ``i`` of each one function's: what
-    an image's table gives without an object per function (``inputs.image_columns``)
-    and the compiled builder takes."""
+    an image's table gives without an object per function
+    (``compact/inputs.image_columns``) and the compiled builder takes."""
 
     offsets: list[int]
     lengths: list[int]
