@@ -153,23 +153,21 @@ def _compiled_build(core: ModuleType, columns: FunctionColumns, arch: str,
         max_personalities=MAX_PERSONALITIES, reach=OFFSET_REACH, fde_mask=DWARF_OFFSET_MASK)
     if found is None:
         return None
-    function = TableFunction(*(column[found[1]] for column in columns)) \
-        if found[0] in ("overlap", "fourth", "fde") else None
-    if found[0] == "overlap":
-        raise _overlap(where, columns.offsets[found[1]], columns.offsets[found[1] + 1])
-    if found[0] == "end":
-        raise _past_end(where, found[1])
-    if found[0] == "fourth":
-        assert function is not None
-        raise _fourth(where, function)
-    if found[0] == "fde":
-        assert function is not None
-        raise _far_fde(where, function)
+    if len(found) == 2:  # input no table holds, said in _build's words
+        what, number = found
+        if what == "end":
+            raise _past_end(where, number)
+        if what == "overlap":
+            raise _overlap(where, columns.offsets[number], columns.offsets[number + 1])
+        raise (_fourth if what == "fourth" else _far_fde)(where, _function(columns, number))
     data, final, personalities, noted = found
     misses = core.unwind_info_misses(data, columns.offsets, columns.lengths, final)
     _check(data, columns, final, personalities, where, misses)
-    return BuiltTable(data, tuple(_dwarf_note(TableFunction(*(column[i] for column in columns)))
-                                  for i in noted))
+    return BuiltTable(data, tuple(_dwarf_note(_function(columns, i)) for i in noted))
+
+
+def _function(columns: FunctionColumns, i: int) -> TableFunction:
+    return TableFunction._make(column[i] for column in columns)
 
 
 def _build(ordered: list[TableFunction], arch: str, where: str) -> BuiltTable:

@@ -350,11 +350,13 @@ static int final_rows(Build *w, const Limits *lim, PyObject *const *column, PyOb
     return 0;
 }
 
-/* The offsets sorted, none overlapping the next, every end within 32 bits: NULL, or
- * the refusal or None for *result. */
+/* The offsets sorted, none overlapping the next, every end within 32 bits: 0, or -1
+ * on error; *result set to the refusal, or to None where a number is Python's (a
+ * negative length among them, which Python refuses before any overlap). */
 static int placed(Build *w, PyObject *offsets, PyObject *lengths, uint32_t *end,
                   PyObject **result) {
     uint64_t previous = 0, previous_end = 0;
+    Py_ssize_t overlap = -1;
     for (Py_ssize_t i = 0; i < w->n; i++) {
         uint64_t offset, length;
         int ok = number(offsets, i, 0, UINT32_MAX, &offset);
@@ -364,12 +366,13 @@ static int placed(Build *w, PyObject *offsets, PyObject *lengths, uint32_t *end,
             *result = Py_NewRef(Py_None);
             return 0;
         }
-        if (i && previous_end > offset) {
-            *result = refused("overlap", (unsigned long long)(i - 1));
-            return 0;
-        }
+        if (i && previous_end > offset && overlap < 0) overlap = i - 1;
         previous = offset;
         previous_end = offset + length;
+    }
+    if (overlap >= 0) {
+        *result = refused("overlap", (unsigned long long)overlap);
+        return 0;
     }
     /* Sorted and apart: the last function ends last. */
     if (previous_end > UINT32_MAX) {
