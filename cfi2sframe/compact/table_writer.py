@@ -173,10 +173,6 @@ def _function(columns: FunctionColumns, i: int) -> TableFunction:
 def _build(ordered: list[TableFunction], arch: str, where: str) -> BuiltTable:
     """The table of functions sorted by offset, in Python (``table_writer.c``'s
     reference)."""
-    for func in ordered:
-        if func.length < 0:
-            raise Cfi2SframeError(where, f"the function at {func.offset:#x} ends before it "
-                                         f"starts (length {func.length})")
     for before, after in zip(ordered, ordered[1:], strict=False):
         if before.offset + before.length > after.offset:
             raise _overlap(where, before.offset, after.offset)
@@ -402,10 +398,10 @@ def _check(data: bytes, columns: FunctionColumns, final: list[int],
            personalities: list[int], where: str, misses: list[int] | None) -> None:
     """Every function found, with its encoding, personality and LSDA, at its first and
     its last byte, by libunwind's look-up: a table that fails is a bug of ours, save
-    for an empty function that starts where another does or where the table ends (no
-    look-up can find its row: said as what is wrong with the input).  ``misses``:
-    ``unwind_info_misses``'s answer, or None (``_misses`` then finds them); those are
-    read as libunwind reads them."""
+    for a function of no byte (empty, or ending before it starts: a damaged image's
+    table gives them), which no look-up can find: said as what is wrong with the
+    input.  ``misses``: ``unwind_info_misses``'s answer, or None (``_misses`` then
+    finds them); those are read as libunwind reads them."""
     table = Lookup(data)
     if misses is None:
         misses = _misses(table, columns, final)
@@ -427,14 +423,21 @@ def _check(data: bytes, columns: FunctionColumns, final: list[int],
                                                         found.lsda)
             else:  # neither a personality nor an LSDA to read
                 found_row = (row[1], None, None)
-            if found_row != want and columns.lengths[k] == 0:
-                raise Cfi2SframeError(where, f"the function at {offset:#x} is empty (length "
-                                             "0) and starts where another function starts "
-                                             "or where the table ends: no look-up can "
-                                             "find its row")
+            if found_row != want and columns.lengths[k] <= 0:
+                raise _unfindable(where, offset, columns.lengths[k])
             if found_row != want:
                 raise AssertionError(f"{where}: the table gives {found_row} at {pc:#x}, not "
                                      f"{want}")
+
+
+def _unfindable(where: str, offset: int, length: int) -> Cfi2SframeError:
+    """A function with no byte the table could be asked for: the input's fault."""
+    if length < 0:
+        return Cfi2SframeError(where, f"the function at {offset:#x} ends before it starts "
+                                      f"(length {length}): no look-up can find its row")
+    return Cfi2SframeError(where, f"the function at {offset:#x} is empty (length 0) and "
+                                  "starts where another function starts or where the "
+                                  "table ends: no look-up can find its row")
 
 
 def _ends(offset: int, length: int) -> tuple[int, int]:
