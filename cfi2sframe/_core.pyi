@@ -74,6 +74,8 @@ def relocate(contents: bytearray, rel: bytes, is64: bool, little: bool, rela: bo
              target_of: Callable[[int], tuple[str, int] | str]
              ) -> dict[int, tuple[str, int]] | None: ...
 
+def rela_within(rela: bytes, symbols: bytes, big: bool, start: int, stop: int) -> bool: ...
+
 def sframe_dump(data: bytes, first: int, last: int, *, fde_start: int, entry: int,
                 fre_start: int, fre_end: int, version: int, big: bool, pcrel: bool,
                 address: int, aarch64: bool, masks: tuple[object, ...],

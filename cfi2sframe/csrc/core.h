@@ -192,6 +192,9 @@ PyObject *sframe_dump(PyObject *self, PyObject *args, PyObject *kwargs);
 /* elf_reloc.c: one relocation section of an ELF object applied. */
 PyObject *relocate(PyObject *self, PyObject *args);
 
+/* elf_grow.c: whether a relocation section refers to a span (a grown table's check). */
+PyObject *rela_within(PyObject *self, PyObject *args);
+
 /* xray.c: an XRay FDR trace's dump lines and stacks (keyword arguments). */
 PyObject *xray_labels(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *xray_dump(PyObject *self, PyObject *args, PyObject *kwargs);

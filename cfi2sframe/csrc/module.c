@@ -62,6 +62,9 @@ static PyMethodDef methods[] = {
      "relocate(contents, rel, is64, little, rela, kinds, target_of)\n"
      "-> {field offset: (target, S + A)}, contents relocated; or None (the Python loop\n"
      "reports what is wrong); see elf_reloc.c."},
+    {"rela_within", rela_within, METH_VARARGS,
+     "rela_within(rela, symbols, big, start, stop) -> whether a 64-bit RELA section\n"
+     "writes in [start, stop) or makes an address there; see elf_grow.c."},
     {"sframe_dump", (PyCFunction)(void (*)(void))sframe_dump, METH_VARARGS | METH_KEYWORDS,
      "sframe_dump(data, first, last, *, fde_start, entry, fre_start, fre_end, version,\n"
      "big, pcrel, address, aarch64, masks, fre_table, columns_of, heads, text)\n"

@@ -41,7 +41,9 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from itertools import compress, repeat
+from types import ModuleType
 
+from ..core import compiled as compiled_core
 from ..errors import Cfi2SframeError
 from ..files import PatchedCopy
 from ..typed import NamedTuple
@@ -70,6 +72,7 @@ EHDR64, SHDR64, PHDR64, SYM64, DYN64 = EHDR[True], SHDR[True], PHDR[True], SYM[T
 RELA64, RELR64, ADDR64 = RELA[True], RELR[True], ADDR[True]
 PHDR_SIZE, SHDR_SIZE = PHDR64.size, SHDR64.size
 _SHNDX, _VALUE = SYM64.index("st_shndx"), SYM64.index("st_value")
+_COMPILED = compiled_core()
 SHT_HASH, SHT_DYNSYM, SHT_NOTE, SHT_SYMTAB, SHT_RELR, SHT_STRTAB = 5, 11, 7, 2, 19, 3
 SHT_GNU_HASH = 0x6FFFFFF6
 SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
@@ -215,13 +218,20 @@ def _checked(view: ElfView, segments: list[Segment], moved: tuple[int, ...], fir
     return Room(moved, start, end, address, align)
 
 
-def _rela_refers(view: ElfView, section: Section, spans: range) -> bool:
+def _rela_refers(view: ElfView, section: Section, spans: range,
+                 compiled: ModuleType | None = _COMPILED) -> bool:
     """Whether a relocation of ``section`` writes in ``spans`` or an address there: with
     no symbol (RELATIVE, IRELATIVE) its addend; with one the file defines, the symbol's
     value plus the addend (a symbol resolved in another file gives no address of this
-    one: ``XtStrings + 0x2c7``).  Read as columns and searched sorted, in C loops:
-    libLLVM-14 has 355k relocations, which took 0.3 s one by one."""
+    one: ``XtStrings + 0x2c7``).  ``compiled``: the compiled core's one pass
+    (``_core.rela_within``, the default where it is built); None: the columns below,
+    its reference, searched sorted in C loops (libLLVM-14 has 355k relocations, which
+    took 0.3 s one by one and 0.13 s so)."""
     rows = _whole(view.data, section.offset, section.size, RELA64.size)
+    if compiled is not None:
+        found: bool = compiled.rela_within(rows, _symbol_rows(view, section.link),
+                                           not view.little_endian, spans.start, spans.stop)
+        return found
     words, signed = array("Q", rows), array("q", rows)
     if view.little_endian != (sys.byteorder == "little"):
         words.byteswap()
@@ -258,15 +268,21 @@ def _symbols(view: ElfView, table: Section) -> Iterator[tuple[int, int, int]]:
         yield n, row[_SHNDX], row[_VALUE]
 
 
+def _symbol_rows(view: ElfView, index: int) -> bytes:
+    """The whole entries of a relocation section's symbol table (section ``index``);
+    none where that is not a symbol table."""
+    if not 0 < index < len(view.sections):
+        return b""
+    table = view.sections[index]
+    if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
+        return b""
+    return _whole(view.data, table.offset, table.size, SYM64.size)
+
+
 def _symbol_values(view: ElfView, index: int) -> dict[int, int]:
     """The values of the symbols a relocation section's symbol table (section
     ``index``) defines, by symbol index (undefined ones are resolved elsewhere)."""
-    if not 0 < index < len(view.sections):
-        return {}
-    table = view.sections[index]
-    if table.kind not in (SHT_SYMTAB, SHT_DYNSYM):
-        return {}
-    words = array("Q", _whole(view.data, table.offset, table.size, SYM64.size))
+    words = array("Q", _symbol_rows(view, index))
     if view.little_endian != (sys.byteorder == "little"):
         words.byteswap()
     # A symbol's first word holds st_name, st_info, st_other, st_shndx; read as one

@@ -36,7 +36,7 @@ ENTRY_POINTS = {"sframe": {"decode_fres", "fde_index", "sframe_dump"},
                 "elf": {"eh_fdes", "relocate", "lower_fdes", "fdes_v2", "fres_bytes"},
                 "cfi": {"eh_fdes", "fast_fres", "probe_symbols"},
                 "asm": {"scan_cfi", "with_labels"},
-                "rewrite": {"eh_fdes", "agree", "verify_scan", "stats_scan"},
+                "rewrite": {"eh_fdes", "agree", "verify_scan", "stats_scan", "rela_within"},
                 "compressed": {"lower_fdes"},
                 "macho": {"eh_fdes", "fde_extents", "image_entries", "unwind_info_entries"},
                 "unwind_info": {"unwind_info_text", "unwind_info_entries", "unwind_info_rows",
@@ -92,6 +92,12 @@ def _seeds(target: str, folder: Path) -> None:
             source.write_text("\t.cfi_sections .debug_frame\n" + path.read_text())
             subprocess.run(["as", str(source), "-o", str(folder / f"{path.stem}.debug.o")],
                            check=True)
+        # a program gcc links with libc: dynamic relocations, which a grown program
+        # header table's check reads (rela_within)
+        (folder.parent / "main.c").write_text("int puts(const char *);\n"
+                                              "int main(void) { return puts(\"\"); }\n")
+        subprocess.run(["gcc", "-O2", str(folder.parent / "main.c"), "-o",
+                        str(folder / "main.exe")], check=True)
         for obj in objects:
             shutil.copy(obj, folder / obj.name)
             for kind, flags in (("exe", ["-e", "0"]), ("so", ["-shared"])):
