@@ -24,6 +24,7 @@ from ..dwarf.cfi import Cfi, RowsCache
 from ..errors import Cfi2SframeError
 from ..model import Timeline
 from ..reasons import SframeReason
+from ..typed import cast
 from .encode import SectionImage, build_v1, build_v2, build_v3
 from .fastpath import ShapeMemo, core_target, direct_fres, initial_state, serves
 from .format import MAX_FRES_V3, MAX_FUNCTION_SIZE, Fre, SFrameFunction, fits
@@ -97,15 +98,9 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2, flex: bool = True,
     shapes: ShapeMemo = {}
     big_endian = cfi.big_endian
     fast = _compiled_fast_path(cfi, arch, version, direct, shapes, compiled)
-    for index, fde in enumerate(cfi.fdes):
-        if fast is not None:  # the compiled loop below, run over every FDE at once
-            made = fast[index]
-            if made is not None:
-                functions.append(made)
-            else:
-                timeline = cfi.timeline(fde, rows_cache)
-                _add(lower_function(timeline, arch, version, flex, memo), functions, skips)
-            continue
+    if fast is not None:  # the compiled loop below, run over every FDE at once
+        return _with_general(fast, cfi, arch, version, flex)
+    for fde in cfi.fdes:
         cie = fde.cie
         fres = None
         if 0 < fde.size and fits(fde.size, 0, version) and cie.ra == arch.ra:
@@ -127,6 +122,33 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2, flex: bool = True,
                                         pauth_b_key=cie.b_key,
                                         signal=cie.signal and version == 3))
     return functions, skips
+
+
+def _with_general(fast: list[SFrameFunction | None], cfi: Cfi, arch: Arch, version: int,
+                  flex: bool) -> tuple[list[SFrameFunction], list[Skip]]:
+    """The compiled pass's functions in FDE order, each None (an FDE the fast path does
+    not take) replaced by what the general path decides: no Python step per FDE the
+    compiled pass made (``list.index`` finds the few Nones)."""
+    functions: list[SFrameFunction | None] = []
+    skips: list[Skip] = []
+    memo: LowerMemo = {}
+    rows_cache: RowsCache = {}
+    done = 0
+    while True:
+        try:
+            index = fast.index(None, done)
+        except ValueError:
+            break
+        functions += fast[done:index]
+        timeline = cfi.timeline(cfi.fdes[index], rows_cache)
+        result = lower_function(timeline, arch, version, flex, memo)
+        if isinstance(result, Skip):
+            skips.append(result)
+        else:
+            functions += result
+        done = index + 1
+    functions = functions + fast[done:] if done else fast
+    return cast("list[SFrameFunction]", functions), skips
 
 
 def _compiled_fast_path(cfi: Cfi, arch: Arch, version: int,
