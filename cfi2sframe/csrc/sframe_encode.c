@@ -153,6 +153,43 @@ int fre_type_for(uint64_t top, const int *sizes, int count) {
     return count - 1;
 }
 
+/* The encoding of each distinct FRE tuple of one ``fdes_v2`` call (functions made from
+ * identical CFI share one), kept by the tuple's address: the call's ``functions``
+ * holds every tuple alive, so no address is reused.  Open addressing, grown at half
+ * full; the table holds a reference to each encoding. */
+typedef struct { PyObject *fres, *encoded; long type; } Encoded;
+typedef struct { Encoded *slot; size_t size, used; } EncodedMemo;
+
+static Encoded *encoded_slot(EncodedMemo *m, PyObject *fres) {
+    uint64_t h = (uint64_t)(uintptr_t)fres * 0x9e3779b97f4a7c15ULL;
+    size_t i = (size_t)(h >> 32) & (m->size - 1);
+    while (m->slot[i].fres && m->slot[i].fres != fres) i = (i + 1) & (m->size - 1);
+    return &m->slot[i];
+}
+
+/* Room for one more entry: 0, or -1 with MemoryError. */
+static int encoded_room(EncodedMemo *m) {
+    if (2 * (m->used + 1) <= m->size) return 0;
+    EncodedMemo grown = {PyMem_Calloc(2 * m->size, sizeof(Encoded)), 2 * m->size, m->used};
+    if (!grown.slot) { PyErr_NoMemory(); return -1; }
+    for (size_t i = 0; i < m->size; i++)
+        if (m->slot[i].fres) *encoded_slot(&grown, m->slot[i].fres) = m->slot[i];
+    PyMem_Free(m->slot);
+    *m = grown;
+    return 0;
+}
+
+static void encoded_free(EncodedMemo *m) {
+    if (!m->slot) return;
+    for (size_t i = 0; i < m->size; i++) Py_XDECREF(m->slot[i].encoded);
+    PyMem_Free(m->slot);
+}
+
+/* A flag field of an ``SFrameFunction``: Python's truth of it (a bool's without a call). */
+static int flag(PyObject *field) {
+    return field == Py_True ? 1 : field == Py_False ? 0 : PyObject_IsTrue(field);
+}
+
 /* fdes_v2(functions, big_endian, tails, tail_of, addr_sizes, pc_mask_bit, pauth_bit)
  * -> (FDE tails, FRE bytes, FRE count): ``encode.build_v2``'s loop (its reference).
  * Per function (``SFrameFunction``, in FDE order) its FDE without the start field,
@@ -169,13 +206,14 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
     int types = read_fre_sizes(addr_sizes, sizes);
     if (types < 0) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(functions);
-    PyObject *fde_tails = PyTuple_New(n), *memo = PyDict_New(), *blob = NULL, *out = NULL;
+    PyObject *fde_tails = PyTuple_New(n), *blob = NULL, *out = NULL;
+    EncodedMemo memo = {PyMem_Calloc(1024, sizeof(Encoded)), 1024, 0};
     TailMemo *kept = PyMem_Calloc(1, sizeof(TailMemo));
     char *buf = NULL;
     Py_ssize_t used = 0, cap = 0;
     unsigned long long num_fres = 0;
-    if (!fde_tails || !memo || !kept) {
-        if (!kept) PyErr_NoMemory();
+    if (!fde_tails || !memo.slot || !kept) {
+        if (!kept || !memo.slot) PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -184,7 +222,9 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "a function must be an SFrameFunction");
             goto done;
         }
-        if (PyObject_IsTrue(PyTuple_GET_ITEM(func, 9))) {  /* flex */
+        int flex = flag(PyTuple_GET_ITEM(func, 9));
+        if (flex < 0) goto done;
+        if (flex) {
             PyErr_Format(PyExc_TypeError, "V2 has no FLEX FDE (function '%U')",
                          PyTuple_GET_ITEM(func, 0));
             goto done;
@@ -194,35 +234,25 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "a function's FREs must be a tuple");
             goto done;
         }
-        PyObject *id = PyLong_FromVoidPtr(fres);
-        if (!id) goto done;
-        PyObject *hit = PyDict_GetItemWithError(memo, id);  /* (fre type, bytes) */
-        if (!hit) {
-            if (PyErr_Occurred()) { Py_DECREF(id); goto done; }
+        if (encoded_room(&memo) < 0) goto done;
+        Encoded *hit = encoded_slot(&memo, fres);
+        if (!hit->fres) {
             unsigned long long top = 0;
             for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(fres); k++) {
                 unsigned long long at = PyLong_AsUnsignedLongLong(
                     PyTuple_GET_ITEM(PyTuple_GET_ITEM(fres, k), 0));
-                if (PyErr_Occurred()) { Py_DECREF(id); goto done; }
+                if (PyErr_Occurred()) goto done;
                 if (at > top) top = at;
             }
             /* past every type's size: the last, whose encoding raises OverflowError */
             long type = fre_type_for(top, sizes, types);
             PyObject *encoded = encode_fres(fres, sizes[type], big, tails, tail_of, kept);
-            if (!encoded) { Py_DECREF(id); goto done; }
-            PyObject *entry = Py_BuildValue("(lN)", type, encoded);
-            if (!entry || PyDict_SetItem(memo, id, entry) < 0) {
-                Py_XDECREF(entry);
-                Py_DECREF(id);
-                goto done;
-            }
-            Py_DECREF(entry);
-            hit = PyDict_GetItemWithError(memo, id);
-            if (!hit) { Py_DECREF(id); goto done; }
+            if (!encoded) goto done;
+            *hit = (Encoded){fres, encoded, type};
+            memo.used++;
         }
-        Py_DECREF(id);
-        long type = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
-        PyObject *encoded = PyTuple_GET_ITEM(hit, 1);
+        long type = hit->type;
+        PyObject *encoded = hit->encoded;
         unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(func, 3));
         unsigned long long rep = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(func, 7));
         if (PyErr_Occurred()) goto done;
@@ -232,8 +262,9 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
             PyErr_SetString(PyExc_OverflowError, "an FDE field past its width");
             goto done;
         }
-        long info = type | (PyObject_IsTrue(PyTuple_GET_ITEM(func, 6)) ? pc_mask_bit : 0) |
-            (PyObject_IsTrue(PyTuple_GET_ITEM(func, 5)) ? pauth_bit : 0);
+        int pc_mask = flag(PyTuple_GET_ITEM(func, 6)), pauth = flag(PyTuple_GET_ITEM(func, 5));
+        if (pc_mask < 0 || pauth < 0) goto done;
+        long info = type | (pc_mask ? pc_mask_bit : 0) | (pauth ? pauth_bit : 0);
         /* The V2 FDE after its start field (placed when the section is), padding 0. */
         uint8_t tail[SF_FDE_V2_BYTES - SF_FDE_START_BYTES] = {0};
         uint32_t words[3] = {(uint32_t)size, (uint32_t)used, (uint32_t)count};
@@ -266,7 +297,7 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
     out = Py_BuildValue("(OOK)", fde_tails, blob, num_fres);
 done:
     Py_XDECREF(fde_tails);
-    Py_XDECREF(memo);
+    encoded_free(&memo);
     Py_XDECREF(blob);
     PyMem_Free(buf);
     PyMem_Free(kept);
