@@ -129,7 +129,8 @@ def _with_general(fast: list[SFrameFunction | None], cfi: Cfi, arch: Arch, versi
     """The compiled pass's functions in FDE order, each None (an FDE the fast path does
     not take) replaced by what the general path decides: no Python step per FDE the
     compiled pass made (``list.index`` finds the few Nones)."""
-    functions: list[SFrameFunction | None] = []
+    made = cast("list[SFrameFunction]", fast)  # (between the Nones)
+    functions: list[SFrameFunction] = []
     skips: list[Skip] = []
     memo: LowerMemo = {}
     rows_cache: RowsCache = {}
@@ -139,16 +140,11 @@ def _with_general(fast: list[SFrameFunction | None], cfi: Cfi, arch: Arch, versi
             index = fast.index(None, done)
         except ValueError:
             break
-        functions += fast[done:index]
+        functions += made[done:index]
         timeline = cfi.timeline(cfi.fdes[index], rows_cache)
-        result = lower_function(timeline, arch, version, flex, memo)
-        if isinstance(result, Skip):
-            skips.append(result)
-        else:
-            functions += result
+        _add(lower_function(timeline, arch, version, flex, memo), functions, skips)
         done = index + 1
-    functions = functions + fast[done:] if done else fast
-    return cast("list[SFrameFunction]", functions), skips
+    return (functions + made[done:] if done else made), skips
 
 
 def _compiled_fast_path(cfi: Cfi, arch: Arch, version: int,
