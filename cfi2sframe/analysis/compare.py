@@ -37,6 +37,7 @@ from ..elf.reloc import relocate_view
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_input
 from ..kinds import is_elf
+from ..memo import Memo
 from ..model import CfaReg, Row, Rule, RuleKind, Timeline
 from ..sframe.build import lower_function
 from ..sframe.decode import (
@@ -72,8 +73,6 @@ from ..sframe.words import (
 from ..typed import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from ..arch.base import ByteOrder
 
 _COMPILED = compiled_core()
@@ -473,18 +472,33 @@ def verify_cfi(section: DecodedSection, cfi: Cfi, arch: Arch,
 # mean to the check depends on the target and on the section header's ABI, fixed RA
 # offset and version alone, not on the file: a tree run's worker keeps them from file
 # to file (its files share a few dozen), each file's ids still its own.  Bounded.
-_STATE_SIDES: dict[tuple[Arch, tuple[int, int, int | None, int | None, bool]], object] = {}
-_FRE_RULES: dict[tuple[int, int, int, int, tuple[int, ...]], object] = {}
+_State = tuple[int, int, int | None, int | None, bool]
 _MEMO_ENTRIES = 1 << 14
-_UNKNOWN = object()
+_STATE_SIDES: Memo[tuple[Arch, _State], object] = Memo(_MEMO_ENTRIES)
+_FRE_RULES: Memo[tuple[int, int, int, int, tuple[int, ...]], FrameRules | None] = \
+    Memo(_MEMO_ENTRIES)
 
 
-def _remember(memo: dict[Any, object], key: object, value: object) -> object:
-    """``memo[key] = value`` (the memo emptied first when full); ``value``."""
-    if len(memo) >= _MEMO_ENTRIES:
-        memo.clear()
-    memo[key] = value
-    return value
+def _state_side(arch: Arch, state: _State) -> object:
+    """``_dwarf_side`` of the row a replayed DWARF state stands for."""
+    cfa_reg, cfa_offset, fp_slot, ra_slot, signed = state
+    regs = sorted((reg, Rule(RuleKind.offset, slot))
+                  for reg, slot in ((arch.fp, fp_slot), (arch.ra, ra_slot))
+                  if slot is not None)
+    cfa = CfaReg(cfa_reg, cfa_offset) if cfa_reg >= 0 else None
+    return _dwarf_side(Row(0, cfa, tuple(regs), signed), arch, arch.ra)
+
+
+def _fre_meaning(section: DecodedSection, info: int,
+                 words: tuple[int, ...]) -> FrameRules | None:
+    """``default_fre_rules`` of an FRE's info byte and words; None where they are
+    damaged (the full check reports it)."""
+    base_fp, _, _, mangled, size_code = FRE_TABLE[info]
+    try:
+        return default_fre_rules(section, DecodedFre(0, base_fp, words, mangled,
+                                                     size_code, info))
+    except (DecodeError, IndexError, KeyError):
+        return None
 
 
 class _FastCheck:
@@ -510,33 +524,16 @@ class _FastCheck:
     def _id(self, value: object) -> int:
         return self.ids.setdefault(value, len(self.ids))
 
-    def state_id(self, state: tuple[int, int, int | None, int | None, bool]) -> int | None:
+    def state_id(self, state: _State) -> int | None:
         arch = self.arch
-        key = (arch, state)
-        side = _STATE_SIDES.get(key, _UNKNOWN)
-        if side is _UNKNOWN:
-            cfa_reg, cfa_offset, fp_slot, ra_slot, signed = state
-            regs = sorted((reg, Rule(RuleKind.offset, slot))
-                          for reg, slot in ((arch.fp, fp_slot), (arch.ra, ra_slot))
-                          if slot is not None)
-            cfa = CfaReg(cfa_reg, cfa_offset) if cfa_reg >= 0 else None
-            side = _remember(_STATE_SIDES, key,
-                             _dwarf_side(Row(0, cfa, tuple(regs), signed), arch, arch.ra))
-        return self._id(side)
+        return self._id(_STATE_SIDES.answer((arch, state), lambda: _state_side(arch, state)))
 
     def _fre_id(self, key: tuple[int, tuple[int, ...]]) -> int | None:
         info, words = key
         section = self.section
-        known = (section.abi, section.fixed_ra_offset, section.version, info, words)
-        rules = _FRE_RULES.get(known, _UNKNOWN)
-        if rules is _UNKNOWN:
-            base_fp, _, _, mangled, size_code = FRE_TABLE[info]
-            try:
-                rules = default_fre_rules(section, DecodedFre(0, base_fp, words, mangled,
-                                                              size_code, info))
-            except (DecodeError, IndexError, KeyError):
-                rules = None  # the full check reports it
-            _remember(_FRE_RULES, known, rules)
+        rules = _FRE_RULES.answer(
+            (section.abi, section.fixed_ra_offset, section.version, info, words),
+            lambda: _fre_meaning(section, info, words))
         return None if rules is None else self._id(rules)
 
     def fre_bytes_id(self, stored: bytes) -> int | None:

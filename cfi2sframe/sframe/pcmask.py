@@ -16,6 +16,7 @@ from itertools import chain, zip_longest
 
 from ..arch.base import Arch
 from ..dwarf.expr import NotReducible, Value, evaluate, pc_period
+from ..memo import Memo
 from ..model import CfaExpr, CfaReg, Row, Timeline
 from .format import Fre, SFrameFunction
 from .lower import Skip, lower
@@ -85,19 +86,14 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
 # order), and each value (or why there is none) by those and the PC modulo that
 # period, which is all a periodic expression's value depends on.  An expression
 # without a period is evaluated at every PC, not kept.  Bounded: emptied when full.
-_PERIODS: dict[tuple[bytes, int, bool], int | None] = {}
-_VALUES: dict[tuple[bytes, int, bool, int, int], Value | str] = {}
 MEMO_ENTRIES = 1 << 12
+_PERIODS: Memo[tuple[bytes, int, bool], int | None] = Memo(MEMO_ENTRIES)
+_VALUES: Memo[tuple[bytes, int, bool, int, int], Value | str] = Memo(MEMO_ENTRIES)
 
 
 def _period(expr: bytes, pc_reg: int, little: bool) -> int | None:
     """``pc_period``, remembered."""
-    key = (expr, pc_reg, little)
-    if key not in _PERIODS:
-        if len(_PERIODS) >= MEMO_ENTRIES:
-            _PERIODS.clear()
-        _PERIODS[key] = pc_period(expr, pc_reg, little)
-    return _PERIODS[key]
+    return _PERIODS.answer((expr, pc_reg, little), lambda: pc_period(expr, pc_reg, little))
 
 
 def _value_at(expr: bytes, pc: int, pc_reg: int | None, little: bool,
@@ -107,19 +103,19 @@ def _value_at(expr: bytes, pc: int, pc_reg: int | None, little: bool,
     words too (raised again)."""
     if period is None or pc_reg is None:
         return evaluate(expr, pc, pc_reg, little)
-    key = (expr, pc_reg, little, period, pc % period)
-    known = _VALUES.get(key)
-    if known is None:
-        try:
-            known = evaluate(expr, pc, pc_reg, little)
-        except NotReducible as exc:
-            known = str(exc)
-        if len(_VALUES) >= MEMO_ENTRIES:
-            _VALUES.clear()
-        _VALUES[key] = known
+    known = _VALUES.answer((expr, pc_reg, little, period, pc % period),
+                           lambda: _value_or_words(expr, pc, pc_reg, little))
     if isinstance(known, str):
         raise NotReducible(known)
     return known
+
+
+def _value_or_words(expr: bytes, pc: int, pc_reg: int, little: bool) -> Value | str:
+    """``evaluate``'s value, or the words of its failure, which are kept as a value is."""
+    try:
+        return evaluate(expr, pc, pc_reg, little)
+    except NotReducible as exc:
+        return str(exc)
 
 
 def _evaluated(row: Row) -> bool:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from cfi2sframe.arch import get_arch
 from cfi2sframe.dwarf.expr import NotReducible, Value, evaluate
+from cfi2sframe.memo import Memo
 from cfi2sframe.model import CfaExpr, CfaReg, Location, Row, Rule, RuleKind, Timeline
 from cfi2sframe.sframe.build import encode_sframe, lower_all
 from cfi2sframe.sframe.decode import decode
@@ -178,7 +179,8 @@ def test_a_long_plt_expression_is_evaluated_once_per_residue(monkeypatch) -> Non
         return evaluate(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pcmask, "evaluate", counted)
-    monkeypatch.setattr(pcmask, "_VALUES", {})  # (an earlier test's values are kept)
+    # (an earlier test's values are kept)
+    monkeypatch.setattr(pcmask, "_VALUES", Memo(pcmask.MEMO_ENTRIES))
     timeline = _plt_timeline(0x1020, 16384)
     functions, skips = lower_all([timeline], X86)
     assert not skips and 0 < len(calls) <= 2 * 16, len(calls)
@@ -203,7 +205,7 @@ def test_a_second_plt_with_the_same_expression_evaluates_nothing(monkeypatch) ->
         calls.append(args)
         return evaluate(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(pcmask, "_VALUES", {})
+    monkeypatch.setattr(pcmask, "_VALUES", Memo(pcmask.MEMO_ENTRIES))
     monkeypatch.setattr(pcmask, "evaluate", counted)
     first = resolve_pc_expressions(_plt_timeline(0x1020, 2), X86)
     assert isinstance(first, Timeline) and len(calls) == 16
@@ -223,8 +225,8 @@ def test_the_kept_values_are_not_fooled_by_the_same_bytes_elsewhere(monkeypatch)
     order (``const2u 08 00``: 8 little-endian, 2048 big-endian)."""
     import cfi2sframe.sframe.pcmask as pcmask
 
-    monkeypatch.setattr(pcmask, "_VALUES", {})
-    monkeypatch.setattr(pcmask, "_PERIODS", {})
+    monkeypatch.setattr(pcmask, "_VALUES", Memo(pcmask.MEMO_ENTRIES))
+    monkeypatch.setattr(pcmask, "_PERIODS", Memo(pcmask.MEMO_ENTRIES))
     aligned = resolve_pc_expressions(_plt_timeline(0x1020, 3), X86)
     assert isinstance(aligned, Timeline)
     assert [(row.start, row.cfa.offset) for row in aligned.rows[2:]] == [  # type: ignore
@@ -250,3 +252,21 @@ def test_the_kept_values_are_not_fooled_by_the_same_bytes_elsewhere(monkeypatch)
         assert [(row.start, row.cfa) for row in resolved.rows] == [
             (0, CfaReg(31, 0)), (11, CfaReg(31, high)), (16, CfaReg(31, 0)),
             (27, CfaReg(31, high))], name
+    # The period is the byte order's too: sp + (pc & const2u(0f 00)) repeats every 16
+    # bytes little-endian, every 4096 big-endian (pc & 0xf00: +256 from 0x2100 on).
+    masked = bytes([0x8F, 0, 0x92, 32, 0, 0x0A, 0x0F, 0x00, 0x1A, 0x22])
+    across = Timeline("f", "", 0x20F0, 32, (Row(0, CfaExpr(masked), ()),), 30, Location("t"))
+    little = resolve_pc_expressions(across, get_arch("aarch64"))
+    assert isinstance(little, Timeline) and len(little.rows) == 32
+    assert resolve_pc_expressions(across, get_arch("aarch64_be")) == across._replace(
+        rows=(Row(0, CfaReg(31, 0), ()), Row(16, CfaReg(31, 256), ())))
+    # And the PC register's: reg 32 + (reg 16 & 15) is x86-64's (reg 16 the PC) reg 32 +
+    # (pc & 15), every byte a row; on AArch64 the PC (32) reaches it unmasked, so no
+    # period, and a range past MAX_EACH_BYTE is not evaluated byte by byte.
+    expr = bytes([0x92, 32, 0, 0x80, 0, 0x3F, 0x1A, 0x22])
+    x86 = resolve_pc_expressions(Timeline("f", "", 0x1000, 16, (Row(0, CfaExpr(expr), ()),),
+                                          16, Location("t")), X86)
+    assert isinstance(x86, Timeline)
+    assert [(row.start, row.cfa) for row in x86.rows] == [(k, CfaReg(32, k)) for k in range(16)]
+    long = Timeline("f", "", 0x1000, 70000, (Row(0, CfaExpr(expr), ()),), 30, Location("t"))
+    assert resolve_pc_expressions(long, arm) == "the CFA expression covers more than 65536 bytes"
