@@ -165,22 +165,29 @@ def test_a_period_shown_is_a_period(ops, pc) -> None:
     assert value(pc) == value(pc + period) == value(pc + 2 * period), (expr.hex(), period)
 
 
-def test_a_long_plt_expression_is_evaluated_once_per_residue(monkeypatch) -> None:
-    """A fuzzer's finding: a 256 KiB range under the PLT expression took 4 s byte by
-    byte.  It is evaluated once per residue of its 16-byte period (counted, not timed:
-    a timed test fails on a busy machine), and lowers the same: the rules at sampled
-    PCs are the expression's."""
+def _evaluations(monkeypatch) -> list[tuple[object, ...]]:
+    """The calls ``sframe.pcmask`` makes of ``evaluate`` from now on (counted, not
+    timed: a timed test fails on a busy machine), its values kept by residue emptied
+    first (an earlier test's are kept)."""
     import cfi2sframe.sframe.pcmask as pcmask
 
-    calls = []
+    calls: list[tuple[object, ...]] = []
 
     def counted(*args: object, **kwargs: object) -> Value:
         calls.append(args)
         return evaluate(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pcmask, "evaluate", counted)
-    # (an earlier test's values are kept)
     monkeypatch.setattr(pcmask, "_VALUES", Memo(pcmask.MEMO_ENTRIES))
+    return calls
+
+
+def test_a_long_plt_expression_is_evaluated_once_per_residue(monkeypatch) -> None:
+    """A fuzzer's finding: a 256 KiB range under the PLT expression took 4 s byte by
+    byte.  It is evaluated once per residue of its 16-byte period (counted, not timed:
+    a timed test fails on a busy machine), and lowers the same: the rules at sampled
+    PCs are the expression's."""
+    calls = _evaluations(monkeypatch)
     timeline = _plt_timeline(0x1020, 16384)
     functions, skips = lower_all([timeline], X86)
     assert not skips and 0 < len(calls) <= 2 * 16, len(calls)
@@ -197,16 +204,7 @@ def test_a_second_plt_with_the_same_expression_evaluates_nothing(monkeypatch) ->
     of its period, so the second PLT (another file's, elsewhere, longer) evaluates none
     and gets the rows evaluating gives (by hand: +8 up to byte 11 of each 16-byte
     entry, +16 after)."""
-    import cfi2sframe.sframe.pcmask as pcmask
-
-    calls = []
-
-    def counted(*args: object, **kwargs: object) -> Value:
-        calls.append(args)
-        return evaluate(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pcmask, "_VALUES", Memo(pcmask.MEMO_ENTRIES))
-    monkeypatch.setattr(pcmask, "evaluate", counted)
+    calls = _evaluations(monkeypatch)
     first = resolve_pc_expressions(_plt_timeline(0x1020, 2), X86)
     assert isinstance(first, Timeline) and len(calls) == 16
     second = resolve_pc_expressions(_plt_timeline(0x7030, 3), X86)
