@@ -65,14 +65,6 @@ static Placed *read_sections(PyObject *sections, Py_ssize_t *count) {
     return out;
 }
 
-/* Append the event (kind, i[, number]); -1 on error. */
-static int event(PyObject *events, PyObject *item) {
-    if (!item) return -1;
-    int status = PyList_Append(events, item);
-    Py_DECREF(item);
-    return status;
-}
-
 /* Whether ``address`` is a key of ``dict``: 1, 0, or -1 on error. */
 static int holds(PyObject *dict, uint64_t address) {
     PyObject *key = PyLong_FromUnsignedLongLong(address);
@@ -105,12 +97,12 @@ static int dwarf_entry(Check *c, Py_ssize_t i, uint64_t address, uint32_t encodi
     Py_DECREF(key);
     if (!start) {
         if (PyErr_Occurred()) return -1;
-        return event(c->events, Py_BuildValue("(snk)", "no-fde", i, at));
+        return append_new(c->events, Py_BuildValue("(snk)", "no-fde", i, at));
     }
     unsigned long long target = PyLong_AsUnsignedLongLong(start);
     if (target == (unsigned long long)-1 && PyErr_Occurred()) return -1;
     if (c->relocated && target != address)
-        return event(c->events, Py_BuildValue("(snk)", "other-fde", i, at));
+        return append_new(c->events, Py_BuildValue("(snk)", "other-fde", i, at));
     c->checked++;
     return 0;
 }
@@ -154,7 +146,7 @@ static int code_entry(Check *c, Py_ssize_t i, uint64_t address, int64_t length,
     }
     int problem = PyObject_IsTrue(answer);
     if (problem < 0) return -1;
-    return problem ? event(c->events, Py_BuildValue("(snO)", "code", i, answer)) : 0;
+    return problem ? append_new(c->events, Py_BuildValue("(snO)", "code", i, answer)) : 0;
 }
 
 /* One entry, as ``entry_events``'s loop body (offsets and ends below 2**40, their
@@ -165,12 +157,12 @@ static int check_entry(Check *c, Py_ssize_t i, uint64_t offset, uint64_t end,
     if (encoding == 0) {
         int found = holds(c->in_code, address);
         if (found <= 0) return found;
-        return event(c->events, Py_BuildValue("(sn)", "no-info", i));
+        return append_new(c->events, Py_BuildValue("(sn)", "no-info", i));
     }
     if ((encoding & c->mode_mask) == c->dwarf) return dwarf_entry(c, i, address, encoding);
     int found = holds(c->in_code, address);
     if (found < 0) return -1;
-    if (found) return event(c->events, Py_BuildValue("(sn)", "cfi", i));
+    if (found) return append_new(c->events, Py_BuildValue("(sn)", "cfi", i));
     return code_entry(c, i, address, (int64_t)(end - offset), encoding);
 }
 

@@ -178,10 +178,7 @@ static int problem(PyObject *problems, const char *format, ...) {
     va_start(numbers, format);
     PyObject *item = Py_VaBuildValue(format, numbers);
     va_end(numbers);
-    if (!item) return -1;
-    int status = PyList_Append(problems, item);
-    Py_DECREF(item);
-    return status;
+    return append_new(problems, item);
 }
 
 /* One listing in the making: the section and the image's names (the input), where it

@@ -51,22 +51,6 @@ typedef struct {
     int any;
 } Read;
 
-/* Append (name, numbers...) to the problems; -1 on error. */
-static int add_problem(PyObject *problems, PyObject *item) {
-    if (!item) return -1;
-    int status = PyList_Append(problems, item);
-    Py_DECREF(item);
-    return status;
-}
-
-/* Append a new reference to a list, stealing it; -1 on error. */
-static int append_new(PyObject *list, PyObject *item) {
-    if (!item) return -1;
-    int status = PyList_Append(list, item);
-    Py_DECREF(item);
-    return status;
-}
-
 /* The header, its arrays and the LSDA index checked (1: the reader raises), the index
  * sorted for ``lsda_of``.  -1 on error. */
 static int read_header(Read *r) {
@@ -101,17 +85,17 @@ static int lsda_of(const Read *r, uint64_t offset, uint32_t *lsda) {
 static int add_entry(Read *r, uint32_t number, uint32_t function, uint32_t next_function,
                      uint64_t offset, uint32_t encoding) {
     if ((offset < function || offset >= next_function) &&
-        add_problem(r->problems, Py_BuildValue("(sIKkkO)", "outside", number,
-                                               (unsigned long long)offset,
-                                               (unsigned long)function,
-                                               (unsigned long)next_function,
-                                               number + 2 == r->head[6] ? Py_True : Py_False))
+        append_new(r->problems, Py_BuildValue("(sIKkkO)", "outside", number,
+                                              (unsigned long long)offset,
+                                              (unsigned long)function,
+                                              (unsigned long)next_function,
+                                              number + 2 == r->head[6] ? Py_True : Py_False))
         < 0)
         return -1;
     if (r->any && offset < r->previous &&
-        add_problem(r->problems, Py_BuildValue("(sIKK)", "entry-order", number,
-                                               (unsigned long long)offset,
-                                               (unsigned long long)r->previous)) < 0)
+        append_new(r->problems, Py_BuildValue("(sIKK)", "entry-order", number,
+                                              (unsigned long long)offset,
+                                              (unsigned long long)r->previous)) < 0)
         return -1;
     r->any = 1;
     r->previous = offset;
@@ -145,9 +129,9 @@ static int read_page(Read *r, uint32_t number) {
     ui_index(b, r->head, number, &function, &at, &lsda_at);
     ui_index(b, r->head, number + 1, &next_function, &next_at, &lsda_at);
     if (next_function < function &&
-        add_problem(r->problems, Py_BuildValue("(sIkk)", "index-order", number,
-                                               (unsigned long)next_function,
-                                               (unsigned long)function)) < 0)
+        append_new(r->problems, Py_BuildValue("(sIkk)", "index-order", number,
+                                              (unsigned long)next_function,
+                                              (unsigned long)function)) < 0)
         return -1;
     UiPage p;
     uint64_t offset = 0;

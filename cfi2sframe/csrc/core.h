@@ -137,6 +137,15 @@ PyObject *scan_cfi(PyObject *self, PyObject *args);
 PyObject *with_labels(PyObject *self, PyObject *args);
 PyObject *probe_symbols(PyObject *self, PyObject *args);
 
+/* ``item`` (a new reference, or NULL where making it failed) appended to ``list``,
+ * which takes it over; -1 on error.  How the loops in C hand back their findings. */
+static inline int append_new(PyObject *list, PyObject *item) {
+    if (!item) return -1;
+    int status = PyList_Append(list, item);
+    Py_DECREF(item);
+    return status;
+}
+
 /* ``memo[key]``, else ``make(key)`` kept there: a borrowed reference (the dict holds
  * it), or NULL with a Python error set.  How the loops in C ask Python once per
  * distinct state, FRE or CIE and remember the answer. */
