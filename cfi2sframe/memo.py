@@ -11,42 +11,28 @@ the caller's object: this module holds no state.
 
 from __future__ import annotations
 
-from .typed import TYPE_CHECKING, Generic, TypeVar
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from .typed import TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
 
 
-class Memo(Generic[K, V]):
-    """At most ``entries`` answers by key; ``answer`` makes a missing one, emptying
-    the memo first when it is full."""
+class Memo(dict[K, V]):
+    """A dict of at most ``entries`` answers: read as a dict (``get``, ``in``: a hit
+    costs a dict's look-up), written only through ``keep``, which empties it first
+    when it is full."""
 
-    __slots__ = ("entries", "_kept")
+    __slots__ = ("entries",)
 
     def __init__(self, entries: int) -> None:
         if entries < 1:
             raise ValueError(f"a memo of {entries} entries keeps nothing")
+        super().__init__()
         self.entries = entries
-        self._kept: dict[K, V] = {}
 
-    def answer(self, key: K, make: Callable[[], V]) -> V:
-        """The answer kept for ``key``, else ``make()``'s, kept."""
-        kept = self._kept
-        try:
-            return kept[key]
-        except KeyError:
-            pass
-        value = make()
-        if len(kept) >= self.entries:
-            kept.clear()
-        kept[key] = value
+    def keep(self, key: K, value: V) -> V:
+        """``value``, kept for ``key``."""
+        if len(self) >= self.entries:
+            self.clear()
+        self[key] = value
         return value
-
-    def __len__(self) -> int:
-        return len(self._kept)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._kept

@@ -477,6 +477,7 @@ _MEMO_ENTRIES = 1 << 14
 _STATE_SIDES: Memo[tuple[Arch, _State], object] = Memo(_MEMO_ENTRIES)
 _FRE_RULES: Memo[tuple[int, int, int, int, tuple[int, ...]], FrameRules | None] = \
     Memo(_MEMO_ENTRIES)
+_UNKNOWN = object()
 
 
 def _state_side(arch: Arch, state: _State) -> object:
@@ -526,14 +527,19 @@ class _FastCheck:
 
     def state_id(self, state: _State) -> int | None:
         arch = self.arch
-        return self._id(_STATE_SIDES.answer((arch, state), lambda: _state_side(arch, state)))
+        key = (arch, state)
+        side = _STATE_SIDES.get(key, _UNKNOWN)
+        if side is _UNKNOWN:
+            side = _STATE_SIDES.keep(key, _state_side(arch, state))
+        return self._id(side)
 
     def _fre_id(self, key: tuple[int, tuple[int, ...]]) -> int | None:
         info, words = key
         section = self.section
-        rules = _FRE_RULES.answer(
-            (section.abi, section.fixed_ra_offset, section.version, info, words),
-            lambda: _fre_meaning(section, info, words))
+        known = (section.abi, section.fixed_ra_offset, section.version, info, words)
+        rules = _FRE_RULES.get(known, _UNKNOWN)
+        if rules is _UNKNOWN:
+            rules = _FRE_RULES.keep(known, _fre_meaning(section, info, words))
         return None if rules is None else self._id(rules)
 
     def fre_bytes_id(self, stored: bytes) -> int | None:

@@ -93,7 +93,10 @@ _VALUES: Memo[tuple[bytes, int, bool, int, int], Value | str] = Memo(MEMO_ENTRIE
 
 def _period(expr: bytes, pc_reg: int, little: bool) -> int | None:
     """``pc_period``, remembered."""
-    return _PERIODS.answer((expr, pc_reg, little), lambda: pc_period(expr, pc_reg, little))
+    key = (expr, pc_reg, little)
+    if key in _PERIODS:
+        return _PERIODS.get(key, None)
+    return _PERIODS.keep(key, pc_period(expr, pc_reg, little))
 
 
 def _value_at(expr: bytes, pc: int, pc_reg: int | None, little: bool,
@@ -103,8 +106,10 @@ def _value_at(expr: bytes, pc: int, pc_reg: int | None, little: bool,
     words too (raised again)."""
     if period is None or pc_reg is None:
         return evaluate(expr, pc, pc_reg, little)
-    known = _VALUES.answer((expr, pc_reg, little, period, pc % period),
-                           lambda: _value_or_words(expr, pc, pc_reg, little))
+    key = (expr, pc_reg, little, period, pc % period)
+    known = _VALUES.get(key, None)
+    if known is None:
+        known = _VALUES.keep(key, _value_or_words(expr, pc, pc_reg, little))
     if isinstance(known, str):
         raise NotReducible(known)
     return known

@@ -22,11 +22,13 @@ from cfi2sframe.sframe.rules import FrameRules, Loc
 
 
 def _counted(memo: Memo[str, int], asked: list[str]) -> Callable[[str], int]:
+    """Each key's answer (its length) from ``memo``, made and kept where missing."""
     def ask(key: str) -> int:
-        def make() -> int:
+        known = memo.get(key, None)
+        if known is None:
             asked.append(key)
-            return len(key)
-        return memo.answer(key, make)
+            known = memo.keep(key, len(key))
+        return known
     return ask
 
 
@@ -43,22 +45,14 @@ def test_a_memo_keeps_its_bound_and_is_emptied_one_past_it() -> None:
     assert len(memo) == 2
 
 
-def test_a_memo_keeps_none_and_nothing_when_making_fails() -> None:
+def test_a_memo_keeps_none_and_gives_the_default_for_a_missing_key() -> None:
     memo: Memo[str, int | None] = Memo(1)
-    made: list[str] = []
-
-    def none() -> None:
-        made.append("none")
-
-    assert memo.answer("k", none) is None and memo.answer("k", none) is None
-    assert made == ["none"]  # None is an answer (a period pc_period did not find)
-
-    def fails() -> int:
-        raise ZeroDivisionError
-
-    with pytest.raises(ZeroDivisionError):
-        memo.answer("other", fails)
-    assert len(memo) == 1 and "k" in memo  # full, but a failure empties nothing
+    missing = object()
+    assert memo.get("k", missing) is missing and len(memo) == 0
+    assert memo.keep("k", None) is None
+    assert memo.get("k", missing) is None and "k" in memo  # None is an answer
+    assert memo.keep("k", 7) == 7 and len(memo) == 1  # a key kept again: replaced
+    assert memo.get("k", missing) == 7
     with pytest.raises(ValueError, match="keeps nothing"):
         Memo(0)
 
