@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 OPCODES: dict[str, int]
 EH_PE: dict[str, int]
+ROW_STATE: dict[str, int]
 UNWIND_INFO: dict[str, int]
 UNWIND_TABLE: dict[str, int]
 
@@ -97,6 +98,11 @@ def fdes_v2(functions: tuple[tuple[object, ...], ...], big_endian: bool,
 def eh_fdes(eh: bytes, address: int, names: dict[tuple[str, int], str],
             cie_of: Callable[[int], object], placements: dict[int, tuple[str, int]],
             target: _Params) -> list[tuple[object, ...]] | None: ...
+
+# One FDE body's rows by the replay's full mode (every register's rule), or None (the
+# interpreter decides); params: code_align, data_align, big_endian, row_type, states
+# and state_of by name (cfi._replay_params).
+def cfi_rows(body: bytes, initial: bytes, params: _Params) -> tuple[object, ...] | None: ...
 
 # agree's checker: the target's sp, fp, ra, tracks_ra, the byte order, then states,
 # state_of, fre_ids, fre_id_of and none_id; built once per check (compare._FastCheck).

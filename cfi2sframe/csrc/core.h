@@ -33,6 +33,31 @@ typedef int (*Emit)(void *ctx, int64_t at, const State *s);
 int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit emit,
            void *ctx);
 
+/* The replay's full mode (``dwarf/cfi._interpreted`` is its reference): every register's
+ * rule, as ``dwarf/interpret.py`` keeps them, for compact unwind.  ``Rules``' first
+ * ``3 + 3 * count`` int64 words are a row's state as ``_core.cfi_rows`` hands it to
+ * Python (flags, CFA register, CFA offset, then register, kind, value per rule, sorted
+ * by register; ``_core.ROW_STATE`` gives the numbers). */
+#define RULES_MAX 32
+typedef struct { int64_t reg, kind, value; } RegRule;
+typedef struct {
+    int64_t flags, cfa_reg, cfa_off;
+    RegRule regs[RULES_MAX];
+    int count;
+} Rules;
+
+/* emit(ctx, row start, rules): as ``Emit``. */
+typedef int (*EmitRules)(void *ctx, int64_t at, const Rules *rules);
+
+/* Replay an FDE body in the full mode from the state its CIE's initial instructions
+ * (``init``) give, emitting the rules at each row start where they change.  1: done;
+ * 0: what the mode does not express (an expression, a number past 64 bits, an
+ * unknown or cut operation, a CFI error): the interpreter decides; -1: error. */
+int replay_rules(const uint8_t *data, Py_ssize_t len, const uint8_t *init,
+                 Py_ssize_t init_len, const Params *p, EmitRules emit, void *ctx);
+size_t rules_bytes(const Rules *rules);  /* the size of its words handed to Python */
+PyObject *row_state_constants(void);  /* ROW_STATE: the flags and kinds, by name */
+
 /* A state as the Python loop keys it: (CFA register, CFA offset, FP slot or None, RA
  * slot or None, RA signed); and back. */
 PyObject *state_key(const State *s);
@@ -123,6 +148,7 @@ typedef int (*OnFde)(void *ctx, const EhFde *fde);
 int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_size,
             int big, const Params *arch, OnFde on_fde, void *ctx);
 PyObject *eh_fdes(PyObject *self, PyObject *args);
+PyObject *cfi_rows(PyObject *self, PyObject *args);  /* one body's rows (full mode) */
 PyObject *eh_constants(void);  /* the DW_EH_PE numbers it reads, by name */
 
 /* analysis_compare.c: verify's check of functions, one (agree) or a whole file's. */

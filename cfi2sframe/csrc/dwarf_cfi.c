@@ -391,3 +391,75 @@ PyObject *eh_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
     PyBuffer_Release(&eh);
     return out;
 }
+
+/* cfi_rows' rows so far, and what it makes them with. */
+typedef struct {
+    PyObject *rows, *row_type, *states, *state_of;
+} RowsCtx;
+
+/* One row: its rules' words as a bytes key, their Python state (cfa, regs, ra_signed,
+ * ra_signed_pc) asked of ``state_of`` once per distinct key, and a ``Row`` of both. */
+static int make_row(void *raw, int64_t at, const Rules *rules) {
+    RowsCtx *ctx = raw;
+    PyObject *key = PyBytes_FromStringAndSize((const char *)rules,
+                                              (Py_ssize_t)rules_bytes(rules));
+    if (!key) return -1;
+    PyObject *state = memo_lookup(ctx->states, key, ctx->state_of);  /* borrowed */
+    Py_DECREF(key);
+    if (!state) return -1;
+    if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != 4) {
+        PyErr_SetString(PyExc_TypeError, "state_of must give a 4-tuple");
+        return -1;
+    }
+    PyTypeObject *type = (PyTypeObject *)ctx->row_type;
+    PyObject *start = PyLong_FromLongLong(at);
+    PyObject *row = start ? type->tp_alloc(type, 5) : NULL;
+    if (!row) { Py_XDECREF(start); return -1; }
+    PyTuple_SET_ITEM(row, 0, start);
+    for (Py_ssize_t i = 0; i < 4; i++) {
+        PyObject *item = PyTuple_GET_ITEM(state, i);
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(row, i + 1, item);
+    }
+    int appended = PyList_Append(ctx->rows, row);
+    Py_DECREF(row);
+    return appended < 0 ? -1 : 1;
+}
+
+/* cfi_rows(body, initial, params) -> the rows of one FDE body (a tuple of ``Row``s,
+ * as ``dwarf/cfi._interpreted`` gives them), or None where the interpreter decides;
+ * ``initial``: its CIE's instructions; params: code_align, data_align, big_endian,
+ * row_type, states (the caller's dict: a state's bytes -> its Python state) and
+ * state_of by name (``dwarf/cfi._replay_params``). */
+PyObject *cfi_rows(PyObject *Py_UNUSED(self), PyObject *args) {
+    static char *keys[] = {"code_align", "data_align", "big_endian", "row_type", "states",
+                           "state_of", NULL};
+    Py_buffer body, init;
+    PyObject *params, *big_obj;
+    RowsCtx ctx;
+    Params p = {0, 0, -1, -1, -1, 0, 0};
+    if (!PyArg_ParseTuple(args, "y*y*O:cfi_rows", &body, &init, &params)) return NULL;
+    PyObject *out = NULL;
+    if (read_params(params, "$LLO!O!O!O:cfi_rows", keys, &p.code_align, &p.data_align,
+                    &PyBool_Type, &big_obj, &PyType_Type, &ctx.row_type, &PyDict_Type,
+                    &ctx.states, &ctx.state_of)) {
+        p.big_endian = big_obj == Py_True;
+        ctx.rows = NULL;
+        if (!PyType_IsSubtype((PyTypeObject *)ctx.row_type, &PyTuple_Type))
+            PyErr_SetString(PyExc_TypeError, "row_type must be a tuple type");
+        else
+            ctx.rows = PyList_New(0);
+        int done = ctx.rows ? replay_rules(body.buf, body.len, init.buf, init.len, &p,
+                                           make_row, &ctx) : -1;
+        if (done > 0) {
+            out = PyList_AsTuple(ctx.rows);
+        } else if (done == 0) {
+            out = Py_None;
+            Py_INCREF(out);
+        }
+        Py_XDECREF(ctx.rows);
+    }
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&init);
+    return out;
+}

@@ -20,8 +20,11 @@ enum {
     OP_UNDEFINED = 0x07, OP_SAME_VALUE = 0x08, OP_REGISTER = 0x09,
     OP_REMEMBER_STATE = 0x0a, OP_RESTORE_STATE = 0x0b, OP_DEF_CFA = 0x0c,
     OP_DEF_CFA_REGISTER = 0x0d, OP_DEF_CFA_OFFSET = 0x0e, OP_EXPRESSION = 0x10,
-    OP_OFFSET_EXTENDED_SF = 0x11, OP_VAL_EXPRESSION = 0x16, OP_MIPS_ADVANCE_LOC8 = 0x1d,
+    OP_OFFSET_EXTENDED_SF = 0x11, OP_DEF_CFA_SF = 0x12, OP_DEF_CFA_OFFSET_SF = 0x13,
+    OP_VAL_OFFSET = 0x14, OP_VAL_OFFSET_SF = 0x15, OP_VAL_EXPRESSION = 0x16,
+    OP_MIPS_ADVANCE_LOC8 = 0x1d, OP_AARCH64_NEGATE_RA_STATE_WITH_PC = 0x2c,
     OP_AARCH64_NEGATE_RA_STATE = 0x2d, OP_GNU_ARGS_SIZE = 0x2e,
+    OP_GNU_NEGATIVE_OFFSET_EXTENDED = 0x2f,
     OP_ADVANCE_LOC = 0x40, OP_OFFSET = 0x80, OP_RESTORE = 0xc0,
 };
 
@@ -120,15 +123,27 @@ static void set(int64_t *field, int *huge, int bit, Num value) {
 }
 
 #define STACK_MAX 64
+#define FULL_STACK_MAX 16  /* deeper remembering is the interpreter's */
+
+/* The full mode's state (see core.h): the rules now, the CIE's (restore's), the last
+ * row's, the remembered ones, and where rows go. */
+typedef struct {
+    Rules now, initial, last;
+    int have_last, depth;
+    Rules stack[FULL_STACK_MAX];
+    EmitRules emit;
+    void *ctx;
+} Full;
 
 /* One body's replay between rows: the bytes, the state, the CIE's state (restore's),
- * the remembered states and the target. */
+ * the remembered states and the target; ``full``: the full mode's, else NULL. */
 typedef struct {
     Reader r;
     State s, initial;
     const Params *p;
     int depth;
     State stack[STACK_MAX];
+    Full *full;
 } Replay;
 
 /* A register's rule (offset, restore, undefined, same_value, register, expression):
@@ -256,14 +271,18 @@ static int advance(Replay *x, uint8_t op, uint8_t high, Num *delta) {
     return 1;
 }
 
-/* See core.h. */
-int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit emit,
-           void *ctx) {
+static int full_rule(Replay *x, uint8_t op, uint8_t high);
+static int full_row(Full *f, int64_t at);
+
+/* ``replay``, and with ``full`` the full mode's (``replay_rules``). */
+static int replay_in(const uint8_t *data, Py_ssize_t len, State s, const Params *p,
+                     Emit emit, void *ctx, Full *full) {
     Replay x;  /* its stack is written before it is read: not cleared */
     x.r = (Reader){data, 0, len, 0};
     x.s = x.initial = s;
     x.p = p;
     x.depth = 0;
+    x.full = full;
     State last = {0, 0, 0, 0, 0, 0, 0, 0};
     int have_last = 0;
     int64_t at = 0;
@@ -274,14 +293,18 @@ int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit e
         if (x.r.pos < x.r.end) {
             uint8_t op = x.r.data[x.r.pos++];
             uint8_t high = op & 0xc0;
-            if (register_rule(&x, op, high) || other_rule(&x, op)) continue;
+            if (full ? full_rule(&x, op, high)
+                     : register_rule(&x, op, high) || other_rule(&x, op)) continue;
             if (!advance(&x, op, high, &delta)) x.r.failed = 1;  /* an unknown operation */
             if (x.r.failed || (!delta.v && !delta.huge)) continue;
         }
         /* The row in force from ``at`` ends here; an unchanged state adds nothing.  A
          * row the loop emits with a huge number has no default FRE: give up, as the
          * Python loop does when it finds no FRE shape for it. */
-        if (!have_last || !state_same(&x.s, &last) || x.s.huge) {
+        if (full) {
+            int taken = at_huge ? 0 : full_row(full, at);  /* past 64 bits: Python's */
+            if (taken <= 0) return taken;
+        } else if (!have_last || !state_same(&x.s, &last) || x.s.huge) {
             if (x.s.huge || at_huge) { x.r.failed = 1; break; }
             int taken = emit(ctx, at, &x.s);
             if (taken <= 0) return taken;
@@ -297,9 +320,213 @@ int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit e
 }
 
 /* See core.h. */
+int replay(const uint8_t *data, Py_ssize_t len, State s, const Params *p, Emit emit,
+           void *ctx) {
+    return replay_in(data, len, s, p, emit, ctx, NULL);
+}
+
+/* The full mode.  A row's flags and each rule's kind, as ``dwarf/cfi.py`` reads them
+ * (``ROW_STATE``, bound to it by tests/differential/test_core_constants.py). */
+enum { F_CFA = 1, F_SIGNED = 2, F_SIGNED_PC = 4 };
+enum { K_UNDEFINED = 0, K_SAME_VALUE = 1, K_OFFSET = 2, K_VAL_OFFSET = 3, K_REGISTER = 4 };
+
+size_t rules_bytes(const Rules *rules) {
+    return sizeof(int64_t) * 3 + sizeof(RegRule) * (size_t)rules->count;
+}
+
+static int rules_same(const Rules *a, const Rules *b) {
+    return a->count == b->count && !memcmp(a, b, rules_bytes(a));
+}
+
+static void rules_copy(Rules *to, const Rules *from) {
+    memcpy(to, from, rules_bytes(from));
+    to->count = from->count;
+}
+
+/* The index of ``reg``'s rule, or of where it would go (the rules stay sorted). */
+static int rule_at(const Rules *s, int64_t reg) {
+    int i = 0;
+    while (i < s->count && s->regs[i].reg < reg) i++;
+    return i;
+}
+
+/* ``reg``'s rule set; a number past 64 bits, or more rules than the mode keeps, leave
+ * it (``r.failed``). */
+static void set_rule(Reader *r, Rules *s, Num reg, int64_t kind, Num value) {
+    if (r->failed || reg.huge || value.huge) { r->failed = 1; return; }
+    int i = rule_at(s, reg.v);
+    if (i == s->count || s->regs[i].reg != reg.v) {
+        if (s->count == RULES_MAX) { r->failed = 1; return; }
+        memmove(&s->regs[i + 1], &s->regs[i], sizeof(RegRule) * (size_t)(s->count - i));
+        s->count++;
+    }
+    s->regs[i] = (RegRule){reg.v, kind, value.v};
+}
+
+/* DW_CFA_restore: the CIE's rule for ``reg``, or none (``interpret._restore``). */
+static void restore_rule(Reader *r, Rules *s, const Rules *initial, Num reg) {
+    if (r->failed || reg.huge) { r->failed = 1; return; }
+    int i = rule_at(initial, reg.v);
+    if (i < initial->count && initial->regs[i].reg == reg.v) {
+        const RegRule *was = &initial->regs[i];
+        set_rule(r, s, reg, was->kind, (Num){was->value, 0});
+        return;
+    }
+    i = rule_at(s, reg.v);
+    if (i < s->count && s->regs[i].reg == reg.v) {
+        memmove(&s->regs[i], &s->regs[i + 1], sizeof(RegRule) * (size_t)(s->count - i - 1));
+        s->count--;
+    }
+}
+
+/* A CFA rule of register and offset (an offset needs one already: the interpreter's
+ * error otherwise). */
+static void set_cfa(Reader *r, Rules *s, const Num *reg, const Num *offset) {
+    if (r->failed || (!(s->flags & F_CFA) && (!reg || !offset)) ||
+        (reg && reg->huge) || (offset && offset->huge)) {
+        r->failed = 1;
+        return;
+    }
+    if (reg) s->cfa_reg = reg->v;
+    if (offset) s->cfa_off = offset->v;
+    s->flags |= F_CFA;
+}
+
+/* One operation other than an advance, as ``dwarf/interpret.py``'s handlers apply it
+ * (``dwarf/ops.decode_ops`` reading its operands): 1 it was one (``r.failed`` set
+ * where the mode leaves it to the interpreter: an expression, the CFI's errors); 0
+ * it is not. */
+static int full_rule(Replay *x, uint8_t op, uint8_t high) {
+    Reader *r = &x->r;
+    Full *f = x->full;
+    Rules *s = &f->now;
+    const long long da = x->p->data_align;
+    Num reg;
+    if (high == OP_OFFSET) {
+        reg = (Num){op & 0x3f, 0};
+        set_rule(r, s, reg, K_OFFSET, times(uleb(r), da));
+        return 1;
+    }
+    if (high == OP_RESTORE) {
+        restore_rule(r, s, &f->initial, (Num){op & 0x3f, 0});
+        return 1;
+    }
+    switch (op) {
+    case OP_OFFSET_EXTENDED: case OP_VAL_OFFSET:
+        reg = uleb(r);
+        set_rule(r, s, reg, op == OP_VAL_OFFSET ? K_VAL_OFFSET : K_OFFSET,
+                 times(uleb(r), da));
+        return 1;
+    case OP_OFFSET_EXTENDED_SF: case OP_VAL_OFFSET_SF:
+        reg = uleb(r);
+        set_rule(r, s, reg, op == OP_VAL_OFFSET_SF ? K_VAL_OFFSET : K_OFFSET,
+                 times(sleb(r), da));
+        return 1;
+    case OP_GNU_NEGATIVE_OFFSET_EXTENDED:
+        reg = uleb(r);
+        set_rule(r, s, reg, K_OFFSET, times(times(uleb(r), da), -1));
+        return 1;
+    case OP_RESTORE_EXTENDED:
+        restore_rule(r, s, &f->initial, uleb(r));
+        return 1;
+    case OP_UNDEFINED: case OP_SAME_VALUE:
+        set_rule(r, s, uleb(r), op == OP_UNDEFINED ? K_UNDEFINED : K_SAME_VALUE,
+                 (Num){0, 0});
+        return 1;
+    case OP_REGISTER:
+        reg = uleb(r);
+        set_rule(r, s, reg, K_REGISTER, uleb(r));
+        return 1;
+    case OP_DEF_CFA: case OP_DEF_CFA_SF: {
+        reg = uleb(r);
+        Num offset = op == OP_DEF_CFA ? uleb(r) : times(sleb(r), da);
+        set_cfa(r, s, &reg, &offset);
+        return 1;
+    }
+    case OP_DEF_CFA_REGISTER:
+        reg = uleb(r);
+        set_cfa(r, s, &reg, NULL);
+        return 1;
+    case OP_DEF_CFA_OFFSET: case OP_DEF_CFA_OFFSET_SF: {
+        Num offset = op == OP_DEF_CFA_OFFSET ? uleb(r) : times(sleb(r), da);
+        set_cfa(r, s, NULL, &offset);
+        return 1;
+    }
+    case OP_REMEMBER_STATE:
+        if (f->depth == FULL_STACK_MAX) r->failed = 1;
+        else rules_copy(&f->stack[f->depth++], s);
+        return 1;
+    case OP_RESTORE_STATE:
+        if (!f->depth) r->failed = 1;  /* the interpreter's error */
+        else rules_copy(s, &f->stack[--f->depth]);
+        return 1;
+    case OP_AARCH64_NEGATE_RA_STATE:  /* ra_signed_pc kept only while signed */
+        s->flags ^= F_SIGNED;
+        if (!(s->flags & F_SIGNED)) s->flags &= ~F_SIGNED_PC;
+        return 1;
+    case OP_AARCH64_NEGATE_RA_STATE_WITH_PC:
+        s->flags ^= F_SIGNED;
+        s->flags = s->flags & F_SIGNED ? s->flags | F_SIGNED_PC : s->flags & ~F_SIGNED_PC;
+        return 1;
+    case OP_GNU_ARGS_SIZE:
+        uleb(r);
+        return 1;
+    case OP_NOP:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The row from ``at``, if its rules are not the last row's. */
+static int full_row(Full *f, int64_t at) {
+    if (f->have_last && rules_same(&f->now, &f->last)) return 1;
+    int taken = f->emit(f->ctx, at, &f->now);
+    rules_copy(&f->last, &f->now);
+    f->have_last = 1;
+    return taken;
+}
+
+/* See core.h. */
+int replay_rules(const uint8_t *data, Py_ssize_t len, const uint8_t *init,
+                 Py_ssize_t init_len, const Params *p, EmitRules emit, void *ctx) {
+    Full f;  /* its stacks are written before they are read: not cleared */
+    f.now.flags = f.now.cfa_reg = f.now.cfa_off = 0;
+    f.now.count = 0;
+    rules_copy(&f.initial, &f.now);  /* the CIE's own restore: no rule */
+    f.have_last = f.depth = 0;
+    f.emit = emit;
+    f.ctx = ctx;
+    /* The CIE's instructions from no rules, advances ignored (``cfi.initial_ops``). */
+    Replay x;
+    x.r = (Reader){init, 0, init_len, 0};
+    x.p = p;
+    x.full = &f;
+    while (!x.r.failed && x.r.pos < x.r.end) {
+        uint8_t op = x.r.data[x.r.pos++];
+        Num ignored;
+        if (!full_rule(&x, op, op & 0xc0) && !advance(&x, op, op & 0xc0, &ignored))
+            x.r.failed = 1;
+    }
+    if (x.r.failed) return 0;
+    rules_copy(&f.initial, &f.now);
+    f.depth = 0;  /* the body starts with nothing remembered */
+    State none = {0, 0, 0, 0, 0, 0, 0, 0};
+    return replay_in(data, len, none, p, NULL, NULL, &f);
+}
+
+PyObject *row_state_constants(void) {
+    return Py_BuildValue("{sisisisisisisisisi}", "cfa", F_CFA, "ra_signed", F_SIGNED,
+                         "ra_signed_pc", F_SIGNED_PC, "undefined", K_UNDEFINED,
+                         "same_value", K_SAME_VALUE, "offset", K_OFFSET,
+                         "val_offset", K_VAL_OFFSET, "register", K_REGISTER,
+                         "rules_max", RULES_MAX);
+}
+
+/* See core.h. */
 PyObject *dwarf_opcodes(void) {
     return Py_BuildValue(
-        "{sisisisisisisisisisisisisisisisisisisisisisi}",
+        "{sisisisisisisisisisisisisisisisisisisisisisisisisisisisi}",
         "nop", OP_NOP, "advance_loc1", OP_ADVANCE_LOC1, "advance_loc2", OP_ADVANCE_LOC2,
         "advance_loc4", OP_ADVANCE_LOC4, "MIPS_advance_loc8", OP_MIPS_ADVANCE_LOC8,
         "offset_extended", OP_OFFSET_EXTENDED,
@@ -311,5 +538,9 @@ PyObject *dwarf_opcodes(void) {
         "offset_extended_sf", OP_OFFSET_EXTENDED_SF, "val_expression", OP_VAL_EXPRESSION,
         "AARCH64_negate_ra_state", OP_AARCH64_NEGATE_RA_STATE,
         "GNU_args_size", OP_GNU_ARGS_SIZE, "advance_loc", OP_ADVANCE_LOC,
-        "offset", OP_OFFSET, "restore", OP_RESTORE);
+        "offset", OP_OFFSET, "restore", OP_RESTORE, "def_cfa_sf", OP_DEF_CFA_SF,
+        "def_cfa_offset_sf", OP_DEF_CFA_OFFSET_SF, "val_offset", OP_VAL_OFFSET,
+        "val_offset_sf", OP_VAL_OFFSET_SF,
+        "AARCH64_negate_ra_state_with_pc", OP_AARCH64_NEGATE_RA_STATE_WITH_PC,
+        "GNU_negative_offset_extended", OP_GNU_NEGATIVE_OFFSET_EXTENDED);
 }

@@ -1,5 +1,5 @@
 /* The module cfi2sframe._core: each entry point, the file that defines it (core.h),
- * and the numbers the C files repeat (OPCODES, EH_PE, UNWIND_INFO, UNWIND_TABLE, SFRAME,
+ * and the numbers the C files repeat (OPCODES, EH_PE, ROW_STATE, UNWIND_INFO, UNWIND_TABLE, SFRAME,
  * ELF, XRAY). */
 
 #define PY_SSIZE_T_CLEAN
@@ -21,6 +21,11 @@ static PyMethodDef methods[] = {
      "eh_fdes(eh, address, names, cie_of, placements, target) -> the Fdes of an\n"
      ".eh_frame, or None; target: address_size, big_endian and fde_type by name;\n"
      "see dwarf_cfi.c."},
+    {"cfi_rows", cfi_rows, METH_VARARGS,
+     "cfi_rows(body, initial, params) -> one FDE body's rows (every register's rule) as\n"
+     "dwarf/interpret.py gives them, or None (the interpreter decides); params:\n"
+     "code_align, data_align, big_endian, row_type, states and state_of by name; see\n"
+     "dwarf_cfi.c."},
     {"verify_scan", (PyCFunction)(void (*)(void))verify_scan, METH_VARARGS | METH_KEYWORDS,
      "verify_scan(eh, sframe, *, eh_address, address_size, big_endian, fde_start, entry,\n"
      "count, version, pcrel, address, fre_start, fre_end, num_fres, fre_type_mask,\n"
@@ -131,7 +136,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     /* The numbers the C files repeat, for the tests that bind them to their Python
      * home, one dict per file or header. */
     struct { const char *name; PyObject *(*make)(void); } constants[] = {
-        {"OPCODES", dwarf_opcodes}, {"EH_PE", eh_constants},
+        {"OPCODES", dwarf_opcodes}, {"EH_PE", eh_constants}, {"ROW_STATE", row_state_constants},
         {"UNWIND_INFO", unwind_info_constants}, {"UNWIND_TABLE", unwind_info_layout},
         {"SFRAME", sframe_constants},
         {"ELF", elf_constants}, {"XRAY", xray_constants},

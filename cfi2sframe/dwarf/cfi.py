@@ -18,7 +18,7 @@ from types import ModuleType
 
 from ..core import compiled as compiled_core
 from ..errors import CfiError, DecodeError, decoding
-from ..model import Location, Row, Timeline, span_of
+from ..model import CfaReg, Location, Row, Rule, RuleKind, Timeline, span_of
 from ..typed import TYPE_CHECKING, NamedTuple
 from .frames import entries
 from .interpret import interpret
@@ -377,9 +377,54 @@ def initial_ops(cie: Cie, big: bool) -> tuple[Op, ...]:
     return tuple(op for op in ops if not isinstance(op, LOCATIONS))
 
 
-def _rows(cie: Cie, body: bytes, pc_begin: int,
-          big: bool) -> tuple[tuple[Row, ...], str | None, bool]:
-    """(rows for an unbounded range, why invalid, whether the result may be cached)."""
+def _rows(cie: Cie, body: bytes, pc_begin: int, big: bool,
+          compiled: ModuleType | None = _COMPILED
+          ) -> tuple[tuple[Row, ...], str | None, bool]:
+    """(rows for an unbounded range, why invalid, whether the result may be cached):
+    by the compiled replay's full mode (``_core.cfi_rows``) where it expresses the body,
+    else by the interpreter (``_interpreted``, its reference)."""
+    if compiled is not None and _INT64 <= cie.code_align < -_INT64 and \
+            _INT64 <= cie.data_align < -_INT64:
+        rows = compiled.cfi_rows(body, cie.initial,
+                                 _replay_params(cie.code_align, cie.data_align, big))
+        if rows is not None:
+            return rows, None, True
+    return _interpreted(cie, body, pc_begin, big)
+
+
+_INT64 = -(1 << 63)  # the compiled replay's numbers are int64
+
+
+@lru_cache(maxsize=16)
+def _replay_params(code_align: int, data_align: int, big: bool) -> dict[str, object]:
+    """``_core.cfi_rows``' parameters by name; the states dict is kept with them."""
+    return {"code_align": code_align, "data_align": data_align, "big_endian": big,
+            "row_type": Row, "states": {}, "state_of": row_state}
+
+
+# The compiled replay's row flags and rule kinds (``_core.ROW_STATE``, bound to these by
+# tests/differential/test_core_constants.py).
+ROW_FLAGS = {"cfa": 1, "ra_signed": 2, "ra_signed_pc": 4}
+RULE_KINDS = (RuleKind.undefined, RuleKind.same_value, RuleKind.offset, RuleKind.val_offset,
+              RuleKind.register)
+
+
+def row_state(key: bytes) -> tuple[CfaReg | None, tuple[tuple[int, Rule], ...], bool, bool]:
+    """A row's rules from the compiled replay's words (native int64: flags, CFA register
+    and offset, then register, kind and value of each rule), asked once per distinct
+    state: (cfa, regs, ra_signed, ra_signed_pc) as ``Row`` holds them."""
+    words = memoryview(key).cast("q").tolist()
+    flags = words[0]
+    cfa = CfaReg(words[1], words[2]) if flags & ROW_FLAGS["cfa"] else None
+    regs = tuple((words[i], Rule(RULE_KINDS[words[i + 1]], words[i + 2]))
+                 for i in range(3, len(words), 3))
+    return (cfa, regs, bool(flags & ROW_FLAGS["ra_signed"]),
+            bool(flags & ROW_FLAGS["ra_signed_pc"]))
+
+
+def _interpreted(cie: Cie, body: bytes, pc_begin: int,
+                 big: bool) -> tuple[tuple[Row, ...], str | None, bool]:
+    """``_rows`` by the interpreter."""
     initial = initial_ops(cie, big)
     ops = decode_ops(body, cie.code_align, cie.data_align, cie.address_size, big)
     placed_ops = []

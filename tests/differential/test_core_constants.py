@@ -3,13 +3,15 @@ SFrame records of ``csrc/sframe.h`` (``SFRAME``) to ``sframe/format.py`` and
 ``sframe/words.py``, the ELF records of ``csrc/elf.h`` (``ELF``) to ``elf/structs.py``,
 the XRay FDR records of ``csrc/xray.c`` (``XRAY``) to ``xray/records.py``, the
 ``__unwind_info`` layout of ``csrc/unwind_info.h`` (``UNWIND_TABLE``) to
-``compact/layout.py`` and ``compact/words.py``.  Changing a number on one side alone
+``compact/layout.py`` and ``compact/words.py``, the full replay's row states of
+``csrc/dwarf_replay.c`` (``ROW_STATE``) to ``dwarf/cfi.py``.  Changing a number on one side alone
 fails here.  (``OPCODES``, ``EH_PE`` and ``UNWIND_INFO``, the listing's Mach-O symbol
 numbers, are bound in test_core.py, test_core_eh.py and test_core_unwind_info.py.)
 """
 
 from __future__ import annotations
 
+from cfi2sframe.dwarf.cfi import ROW_FLAGS, RULE_KINDS, _replay_params
 from cfi2sframe.elf.structs import REL, RELA, SYM, r_info, r_sym, r_type
 from cfi2sframe.sframe.decode import FRE_TABLE
 from cfi2sframe.sframe.format import FDE_LAYOUT, V3_ATTR, VERSION_1, VERSION_2, VERSION_3
@@ -132,4 +134,24 @@ def test_the_unwind_table_records_are_compact_layouts() -> None:
     assert (c.pop("PERSONALITY_MASK"), c.pop("PERSONALITY_SHIFT"), c.pop("HAS_LSDA")) == (
         words.PERSONALITY_MASK, words.PERSONALITY_SHIFT, words.HAS_LSDA)
     assert c.pop("MODE_MASK") == words.MODE_MASK
+    assert not c, f"numbers no test binds: {sorted(c)}"
+
+
+def test_the_row_states_are_dwarf_cfis() -> None:
+    """``csrc/dwarf_replay.c``'s full mode hands each row's rules to ``dwarf/cfi.row_state``
+    as flags and rule kinds by number; ``rules_max`` rules per row are kept in C, one
+    more leaves the body to the interpreter."""
+    c = dict(compiled_core().ROW_STATE)
+    for name, bit in ROW_FLAGS.items():
+        assert c.pop(name) == bit, name
+    for number, kind in enumerate(RULE_KINDS):
+        assert c.pop(kind.value) == number, kind
+    most = c.pop("rules_max")
+    params = _replay_params(1, -8, False)
+    for count, answered in ((most, True), (most + 1, False)):
+        body = bytes(byte for reg in range(count) for byte in (0x80 | reg, 1))  # offset r, 1
+        rows = compiled_core().cfi_rows(body, b"\x0c\x07\x08", params)
+        assert (rows is not None) == answered, count
+        if rows is not None:
+            assert len(rows[0].regs) == most
     assert not c, f"numbers no test binds: {sorted(c)}"

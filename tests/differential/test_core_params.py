@@ -1,7 +1,8 @@
 """The compiled core's entry points that take a target's and a format's parameters
-read them by name: ``fast_fres``, ``lower_fdes``, ``eh_fdes``, ``stats_scan`` and
-``decode_fres`` from the one dict Python builds (``fastpath.core_target``,
-``build._lower_params``, ``cfi._eh_target``, ``stats._scan_params``,
+read them by name: ``fast_fres``, ``lower_fdes``, ``eh_fdes``, ``cfi_rows``,
+``stats_scan`` and ``decode_fres`` from the one dict Python builds
+(``fastpath.core_target``, ``build._lower_params``, ``cfi._eh_target``,
+``cfi._replay_params``, ``stats._scan_params``,
 ``decode._Reader.fre_params``), ``fde_index`` as keyword-only arguments: the
 parameters Python builds are the ones the core reads, and a parameter missing,
 unknown, of the wrong type, or given in another argument's place is a TypeError, where
@@ -17,7 +18,8 @@ import pytest
 
 from cfi2sframe.analysis.stats import _scan_params
 from cfi2sframe.arch import arch_for_machine
-from cfi2sframe.dwarf.cfi import _eh_target
+from cfi2sframe.dwarf.cfi import _eh_target, _replay_params
+from cfi2sframe.model import CfaReg
 from cfi2sframe.sframe.build import _lower_params
 from cfi2sframe.sframe.decode import FRE_TABLE, DecodedFre, _Reader
 from cfi2sframe.sframe.fastpath import core_target, initial_state
@@ -70,6 +72,10 @@ def _eh_fdes(target: object, placements: object = None) -> object:
                                    {} if placements is None else placements, target)
 
 
+def _cfi_rows(params: object, initial: object = _X86_CIE) -> object:
+    return compiled_core().cfi_rows(BODY, initial, params)
+
+
 def _stats_scan(params: object, shapes: object = None) -> object:
     return compiled_core().stats_scan(EH, 0x1000, {} if shapes is None else shapes, {},
                                       params)
@@ -90,12 +96,13 @@ CALLS: list[tuple[str, Callable[..., object], dict[str, object]]] = [
     ("fast_fres", _fast_fres, core_target(X86, False)),
     ("lower_fdes", _lower_fdes, _lower_params(X86, False, 2)),
     ("eh_fdes", _eh_fdes, _eh_target(8, False)),
+    ("cfi_rows", _cfi_rows, _replay_params(1, -8, False)),
     ("stats_scan", _stats_scan, _scan_params(X86, 8)),
     ("decode_fres", _decode_fres, SECTION),
     ("fde_index", _fde_index, INDEX),
 ]
 # Parameters that are any callable (called, not read) and the flags, which are bools.
-CALLABLES = ("shape_of", "size_of")
+CALLABLES = ("shape_of", "size_of", "state_of")
 FLAGS = ("tracks_ra", "big_endian", "wide", "big")
 
 
@@ -105,6 +112,9 @@ def test_the_parameters_python_builds_are_the_ones_the_core_reads() -> None:
     assert fres[1][1:3] == (False, 16)  # CFA at SP+16 (not FP-based) from byte 1
     assert _lower_fdes(_lower_params(X86, False, 2)) == []
     assert _eh_fdes(_eh_target(8, False)) == []
+    rows = _cfi_rows(_replay_params(1, -8, False))  # CFA rsp+8 from 0, rsp+16 from 1
+    assert isinstance(rows, tuple) and [(row.start, row.cfa) for row in rows] == [
+        (0, CfaReg(7, 8)), (1, CfaReg(7, 16))]
     # (FDEs, functions, V2 and V3 FRE bytes, FDEs left to the general path, low, high)
     assert _stats_scan(_scan_params(X86, 8)) == (1, 1, 6, 6, [], 0x2000, 0x2000)
     assert _decode_fres(_Reader(FRES, "<", 0, len(FRES), 2, 0).fre_params) == (

@@ -11,8 +11,9 @@ Targets:
   asm      the statement scanner and the Lark directive parser (no assembler run), and
            the probe labels' insertion (compiled and Python, held equal)
   cfi      an assembler's object with probe labels, or a library: its probes found in
-           the symbol table, and each FDE's fast path (compiled and Python, held equal
-           where the compiled loop answers)
+           the symbol table, each FDE's fast path (compiled and Python, held equal
+           where the compiled loop answers) and its rows (the full replay's, else the
+           interpreter's: the same rows or error)
   rewrite  the ELF rewriting path of --in-place: conversion to the obj or elf form,
            the self-check, and the write through one name or two (hard links);
            afterwards the file holds the old bytes or exactly the new ones
@@ -39,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from types import ModuleType
 
 import atheris
 
@@ -56,6 +58,8 @@ with atheris.instrument_imports():
     from cfi2sframe.compact.table_writer import BuiltTable, TableFunction, build_unwind_info
     from cfi2sframe.convert import convert_elf, default_sframe_address, rewrite_in_place
     from cfi2sframe.core import compiled
+    from cfi2sframe.dwarf.cfi import Fde
+    from cfi2sframe.dwarf.cfi import _rows as rows_of
     from cfi2sframe.elf.cfi import read_elf_cfi
     from cfi2sframe.elf.compressed import DEFAULT_LIMITS, Limits
     from cfi2sframe.elf.read import open_elf
@@ -147,6 +151,17 @@ def _cfi(data: bytes) -> None:
         # remember_state), never give other FREs.
         if ours is not None:
             assert ours == direct_fres(*args, compiled=None), "the compiled FREs differ"
+        # The full replay's rows (compact unwind's): the interpreter's rows or error.
+        assert _rows_or_error(fde, cfi.big_endian, CORE) == \
+            _rows_or_error(fde, cfi.big_endian, None), "the compiled rows differ"
+
+
+def _rows_or_error(fde: Fde, big: bool, core: ModuleType | None) -> object:
+    """An FDE body's rows by the full replay where ``core`` answers, else interpreted."""
+    try:
+        return rows_of(fde.cie, fde.body, fde.start, big, compiled=core)
+    except DecodeError as exc:
+        return exc.offset, exc.message
 
 
 SCRATCH = tempfile.mkdtemp(prefix="cfi2sframe-fuzz-")

@@ -1,0 +1,126 @@
+"""The compiled replay's full mode (``_core.cfi_rows``, ``csrc/dwarf_replay.c``) against
+the interpreter it stands in for (``dwarf/cfi._interpreted``: ``dwarf/interpret.py``).
+
+``dwarf/cfi._rows`` gives an FDE body's rows by the compiled mode where it answers and
+by the interpreter elsewhere (None: an expression, a number past 64 bits, an unknown or
+cut operation, a CFI error).  Both must give the same rows (every register's rule, as
+compact unwind reads them) for the distinct bodies of real libraries of two targets,
+and the same rows or the same error for their bodies changed byte by byte and for
+random bytes; where the compiled mode answers, its rows are the interpreter's and the
+interpreter finds nothing wrong.  About 5 s on the 2-core machine (libLLVM: a sample,
+every eighth distinct body).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cfi2sframe.dwarf.cfi import Cie, _interpreted, _replay_params, _rows
+from cfi2sframe.elf.cfi import read_elf_cfi
+from cfi2sframe.errors import DecodeError
+from tests.conftest import at_least, compiled_core, in_ci, require_path, unavailable
+
+from .test_core import AARCH64_LIBRARIES
+from .test_fastpath import _AARCH64_CIE, _X86_CIE, LIBRARIES
+
+# (path, every n-th distinct body compared, floor of bodies the compiled mode answers).
+# Measured here: libc 1,870 of 1,872 distinct bodies, libstdc++ 1,698 of 1,699, libLLVM
+# 34,088 of 34,089 (4,261 of the sample), AArch64 libc 1,701 of 1,701; floors ~10% lower.
+CASES = [(LIBRARIES[0], 1, 1680), (LIBRARIES[1], 1, 1520), (LIBRARIES[2], 8, 3830),
+         (AARCH64_LIBRARIES[0], 1, 1530)]
+
+
+def _outcome(cie: Cie, body: bytes, big: bool, compiled: object) -> object:
+    """The rows and why invalid, or the error, by one core."""
+    try:
+        return _rows(cie, body, 0, big, compiled=compiled)[:2]  # type: ignore[arg-type]
+    except DecodeError as exc:
+        return ("error", exc.offset, exc.message)
+
+
+def _distinct(path: str, every: int) -> tuple[list[tuple[Cie, bytes]], bool]:
+    if path in AARCH64_LIBRARIES and not Path(path).exists() and not in_ci():
+        unavailable(f"{path}: the AArch64 cross libc (libc6-arm64-cross)")
+    require_path(path)
+    cfi = read_elf_cfi(path)
+    seen: dict[tuple[int, bytes], Cie] = {}
+    for fde in cfi.fdes:
+        seen.setdefault((fde.cie_at, fde.body), fde.cie)
+    return [(cie, body) for (_, body), cie in list(seen.items())[::every]], cfi.big_endian
+
+
+@pytest.mark.parametrize(("path", "every", "floor"), CASES,
+                         ids=[f"{Path(c[0]).parent.name}-{Path(c[0]).name}" for c in CASES])
+def test_the_compiled_rows_are_the_interpreters_on_real_libraries(path: str, every: int,
+                                                                    floor: int,
+                                                                    report) -> None:
+    core = compiled_core()
+    bodies, big = _distinct(path, every)
+    answered = 0
+    for cie, body in bodies:
+        python = _interpreted(cie, body, 0, big)
+        c = core.cfi_rows(body, cie.initial, _replay_params(cie.code_align, cie.data_align,
+                                                            big))
+        if c is not None:
+            assert python[1] is None and c == python[0], body.hex()
+            answered += 1
+        assert _outcome(cie, body, big, core) == python[:2]
+    report(f"compiled rows = interpreted rows, {path}: {len(bodies)} distinct bodies "
+           f"({answered} by the compiled mode)")
+    at_least(f"{path}: bodies the compiled mode answers", answered, floor)
+
+
+def _changed(body: bytes) -> list[bytes]:
+    """Each byte flipped, set to an opcode of each kind, and the body cut there."""
+    out = []
+    for i in range(len(body)):
+        out.append(body[:i])
+        out.append(body[:i] + bytes([body[i] ^ 0x55]) + body[i + 1:])
+        for op in (0x0F, 0x10, 0x12, 0x14, 0x2C, 0x2F, 0x0B, 0x3F, 0xFF):
+            out.append(body[:i] + bytes([op]) + body[i + 1:])
+    return out
+
+
+@pytest.mark.parametrize("path", [LIBRARIES[0], AARCH64_LIBRARIES[0]])
+def test_changed_bodies_give_the_same_rows_or_the_same_error(path: str) -> None:
+    core = compiled_core()
+    bodies, big = _distinct(path, 1)
+    compared = 0
+    for cie, body in bodies[::40]:
+        for changed in _changed(body[:16]):
+            assert _outcome(cie, changed, big, core) == _outcome(cie, changed, big, None), \
+                changed.hex()
+            compared += 1
+    at_least("changed bodies", compared, 3000)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=48), st.booleans(), st.booleans(),
+       st.sampled_from([(1, -8), (4, -8), (1, 4), (0, 1), (1 << 63, -8)]))
+def test_random_bytes(body: bytes, big: bool, aarch64: bool, aligns) -> None:
+    """Any bytes after either target's CIE instructions, or as the CIE's own (a code
+    alignment past int64 is the interpreter's alone)."""
+    core = compiled_core()
+    code, data = aligns
+    initial = _AARCH64_CIE if aarch64 else _X86_CIE
+    for cie_bytes, fde_body in ((initial, body), (body, b"\x41\x0e\x10")):
+        cie = Cie(code, data, 30 if aarch64 else 16, 0, 0xFF, False, False, True, cie_bytes, 8)
+        assert _outcome(cie, fde_body, big, core) == _outcome(cie, fde_body, big, None)
+
+
+def test_the_signed_ra_states_by_hand() -> None:
+    """AArch64 PAuth_LR (DWARF for the Arm 64-bit architecture, "Call frame
+    instructions"): negate_ra_state_with_pc (0x2c) signs the RA with the PC; a
+    negate_ra_state (0x2d) then makes it unsigned, so nothing is signed with the PC, and
+    one more signs it without the PC.  Rows at 0, 1 and 2 (advance_loc 1 = 0x41)."""
+    cie = Cie(1, -8, 30, 0, 0xFF, False, False, True, _AARCH64_CIE, 8)
+    body = bytes([0x2C, 0x41, 0x2D, 0x41, 0x2D])
+    rows = compiled_core().cfi_rows(body, cie.initial, _replay_params(1, -8, False))
+    assert rows is not None
+    assert [(row.start, row.ra_signed, row.ra_signed_pc) for row in rows] == [
+        (0, True, True), (1, False, False), (2, True, False)]
+    assert rows == _interpreted(cie, body, 0, False)[0]
