@@ -232,9 +232,11 @@ def lower_compact(timeline: Timeline, arch: str | Arch, code: Code | None = None
 
 
 # lower_compact's results by what they depend on (``lower_alike``): the rows object (kept
-# alive in the value, so its id stays its own), size, why invalid, LSDA or not, flavour,
-# --ranges, and the code where an encoding can read it.
-LowerMemo = dict[tuple[object, ...], tuple[tuple[Row, ...], "CompactFunction"]]
+# alive in the value, so its id stays its own), size, why invalid, LSDA or not, flavour
+# and --ranges; then, per shape, whether an encoding can read the code (``_reads_code``,
+# asked once per shape) and the results by the code where one can.
+LowerMemo = dict[tuple[object, ...],
+                 tuple[tuple[Row, ...], bool, dict[object, "CompactFunction"]]]
 
 
 def lower_alike(timeline: Timeline, arch: str, code: Code | None, ranges: bool,
@@ -246,15 +248,18 @@ def lower_alike(timeline: Timeline, arch: str, code: Code | None, ranges: bool,
     (STACK_IND reads the ``sub`` immediate): 95k lowerings were most of ``compact``'s
     time on libLLVM-14."""
     rows = timeline.rows
-    key = (id(rows), timeline.size, timeline.invalid, timeline.lsda is not None, arch, ranges,
-           code.data if code is not None and _reads_code(rows, arch) else code is None)
-    hit = memo.get(key)
+    key = (id(rows), timeline.size, timeline.invalid, timeline.lsda is not None, arch, ranges)
+    shape = memo.get(key)
+    if shape is None:
+        shape = memo[key] = (rows, _reads_code(rows, arch), {})
+    _, reads, done = shape
+    by_code = code.data if code is not None and reads else code is None
+    hit = done.get(by_code)
     if hit is None:
-        done = lower_compact(timeline, arch, code, ranges)
-        memo[key] = (rows, done)
-        return done
-    return hit[1]._replace(name=timeline.name, section=timeline.section, start=timeline.start,
-                           personality=timeline.personality, lsda=timeline.lsda)
+        made = done[by_code] = lower_compact(timeline, arch, code, ranges)
+        return made
+    return hit._replace(name=timeline.name, section=timeline.section, start=timeline.start,
+                        personality=timeline.personality, lsda=timeline.lsda)
 
 
 def _reads_code(rows: tuple[Row, ...], arch: str) -> bool:
