@@ -274,8 +274,9 @@ static int advance(Replay *x, uint8_t op, uint8_t high, Num *delta) {
 static int full_rule(Replay *x, uint8_t op, uint8_t high);
 static int full_row(Full *f, int64_t at);
 
-/* ``replay``, and with ``full`` the full mode's (``replay_rules``). */
-static int replay_in(const uint8_t *data, Py_ssize_t len, State s, const Params *p,
+/* ``replay``, and with ``full`` the full mode's (``replay_rules``).  Inlined into both,
+ * so ``replay``'s copy (``full`` NULL) has no test of the mode left in its loop. */
+static inline __attribute__((always_inline)) int replay_in(const uint8_t *data, Py_ssize_t len, State s, const Params *p,
                      Emit emit, void *ctx, Full *full) {
     Replay x;  /* its stack is written before it is read: not cleared */
     x.r = (Reader){data, 0, len, 0};
