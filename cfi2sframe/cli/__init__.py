@@ -27,9 +27,11 @@ def entry() -> None:
     A large library leaves millions of small objects; freeing them one by one
     at interpreter exit takes most of a second and serves nobody.  Output
     files are already complete (``write_output`` closes them), and the
-    standard streams are flushed here.
+    standard streams are flushed here.  What the command made is held in ``kept``
+    until ``os._exit``, so that returning from it does not free it either.
     """
-    status = main()
+    kept: list[object] = []
+    status = main(keep=kept)
     try:
         sys.stdout.flush()
     except (OSError, ValueError):  # (``main`` has said why, or the pipe is closed)
@@ -40,8 +42,9 @@ def entry() -> None:
     os._exit(status)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``cfi2sframe`` command; returns the exit status."""
+def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) -> int:
+    """Entry point of the ``cfi2sframe`` command; returns the exit status.
+    ``keep``: where a conversion is held for a caller about to exit (``entry``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # A short-lived process that builds millions of small immutable records
     # (large libraries) and no reference cycles: the cyclic GC only costs time.
@@ -50,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout = sys.stdout
     try:
         sys.stdout = Stdout(stdout)
-        status = _dispatch(argv)
+        status = _dispatch(argv, keep)
         sys.stdout.flush()  # a full disk is said here, not lost at exit
         return status
     except StdoutFailed as exc:
@@ -83,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gc.enable()
 
 
-def _dispatch(argv: list[str]) -> int:
+def _dispatch(argv: list[str], keep: list[object] | None) -> int:
     if argv and argv[0] in SUBCOMMANDS:
         from .parsers import Parser
 
@@ -113,7 +116,7 @@ def _dispatch(argv: list[str]) -> int:
     try:
         from . import convert
 
-        return convert.run(convert.parser().parse_args(argv), launched)
+        return convert.run(convert.parser().parse_args(argv), launched, keep)
     finally:
         if launched is not None:
             launched.stop()  # (nothing where the conversion took it over and ended it)

@@ -30,11 +30,6 @@ if TYPE_CHECKING:
     from ..sframe.lower import Skip
 
 EMIT_KINDS = ("raw", "asm", "obj", "elf")
-# The last run's conversion, not freed when ``run`` returns: ``cli.entry`` then exits
-# without tearing down the heap, and freeing a large library's (its functions, FREs
-# and FDE tails: some 0.04 s of libLLVM-14's) would serve nobody.  One at most: the
-# next run in this process drops it before it converts.
-_LAST: list[object] = []
 LINKER_CHOICES = ("auto", "v1", "v2-noflag", "v2", "v3", "any")  # as linker.CHOICES
 USAGE = ("cfi2sframe [options] INPUT [-o OUTPUT]  |  cfi2sframe --in-place [-r] INPUT...  |  "
          "cfi2sframe COMMAND ...")
@@ -252,11 +247,13 @@ def _report_disagreements(conversion: AsmConversion, strict: bool) -> None:
         print(f"{where}: warning: {found.message(conversion.arch)}", file=sys.stderr)
 
 
-def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
+def run(args: argparse.Namespace, launched: Launch | None = None,
+        keep: list[object] | None = None) -> int:
     """Convert one input; write the output only when everything succeeded.
     ``launched``: the assembler's run ``cli.early`` started, for the conversion to take
-    over."""
-    _LAST.clear()
+    over; ``keep``: where ``cli.entry``, which exits without tearing down the heap, holds
+    the conversion, so that returning does not free it first (a large library's
+    functions, FREs and FDE tails: some 0.04 s of libLLVM-14's)."""
     if args.list_reasons:
         _print_reasons()
         return 0
@@ -299,7 +296,8 @@ def run(args: argparse.Namespace, launched: Launch | None = None) -> int:
                               form.version, args.sframe_address, args.replace,
                               args.source, limits_of(args), args.flex, launched, form.pcrel,
                               source.kind)
-    _LAST.append(conversion)
+    if keep is not None:
+        keep.append(conversion)
     if conversion.assembler_messages:
         sys.stderr.write(conversion.assembler_messages)
     _report_skips(display, conversion.skips, args)
