@@ -26,6 +26,12 @@ LIBRARIES = ("/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/aarch64-linux-gnu/lib/
              "/usr/s390x-linux-gnu/lib/libc.so.6")
 
 
+def _library(path: str) -> ElfView:
+    require_path(path)
+    with open(path, "rb") as handle:
+        return open_elf(handle.read(), path)
+
+
 def _relas(view: ElfView) -> list[Section]:
     return [s for s in view.sections if s.kind == grow.SHT_RELA and s.flags & grow.SHF_ALLOC
             and s.size]
@@ -67,10 +73,7 @@ def _same(view: ElfView, spans: list[range]) -> int:
 
 @pytest.mark.parametrize("path", LIBRARIES)
 def test_the_same_answer_on_real_libraries(path: str) -> None:
-    require_path(path)
-    with open(path, "rb") as handle:
-        data = handle.read()
-    view = open_elf(data, path)
+    view = _library(path)
     rng = random.Random(path)
     assert _relas(view), "no RELA section to compare"
     spans = [span for section in _relas(view) for span in _spans(view, section, rng)]
@@ -81,10 +84,7 @@ def test_the_same_answer_on_real_libraries(path: str) -> None:
 
 @pytest.mark.parametrize("path", LIBRARIES[::2])  # both byte orders
 def test_the_same_answer_on_damaged_tables(path: str) -> None:
-    require_path(path)
-    with open(path, "rb") as handle:
-        data = handle.read()
-    view = open_elf(data, path)
+    view = _library(path)
     rng = random.Random(path)
     spans = rng.sample([span for section in _relas(view)
                         for span in _spans(view, section, rng)], 16)
@@ -93,7 +93,7 @@ def test_the_same_answer_on_damaged_tables(path: str) -> None:
                for s in _relas(view) if 0 < s.link < len(view.sections)]
     compared = 0
     for _ in range(5):
-        damaged = bytearray(data)
+        damaged = bytearray(view.data)
         for offset, size in tables:
             for _ in range(max(1, size // 64)):
                 at = offset + rng.randrange(size)
