@@ -111,22 +111,13 @@ def build_unwind_info(functions: Sequence[TableFunction], arch: str | Arch,
     """The ``__unwind_info`` for ``functions`` (``arch``: ``x86_64``, ``i386`` or
     ``arm64``, or an ``Arch`` of one; ``ValueError`` for any other, as ``get_arch``);
     a one-line error for input no table can hold."""
-    arch = compact_flavour(arch)  # (the DWARF-mode word and the folding depend on it)
-    if not functions:
-        raise Cfi2SframeError(where, "no functions: an __unwind_info needs at least one")
-    core = compiled()
-    if core is not None:
-        columns = FunctionColumns(*([*column] for column in zip(*functions, strict=True)))
-        built = _compiled_build(core, columns, arch, where)
-        if built is not None:
-            return built
-    return _build(sorted(functions, key=lambda f: f.offset), arch, where)
+    return build_from_columns(_columns(functions), arch, where)
 
 
 def build_from_columns(columns: FunctionColumns, arch: str | Arch,
                        where: str = "<unwind_info>") -> BuiltTable:
     """``build_unwind_info`` of functions given as columns."""
-    arch = compact_flavour(arch)
+    arch = compact_flavour(arch)  # (the DWARF-mode word and the folding depend on it)
     if not columns.offsets:
         raise Cfi2SframeError(where, "no functions: an __unwind_info needs at least one")
     core = compiled()
@@ -166,6 +157,13 @@ def _compiled_build(core: ModuleType, columns: FunctionColumns, arch: str,
     return BuiltTable(data, tuple(_dwarf_note(_function(columns, i)) for i in noted))
 
 
+def _columns(functions: Sequence[TableFunction]) -> FunctionColumns:
+    """Functions as columns (``FunctionColumns``: one list per field)."""
+    if not functions:
+        return FunctionColumns([], [], [], [], [], [])
+    return FunctionColumns._make([*column] for column in zip(*functions, strict=True))
+
+
 def _function(columns: FunctionColumns, i: int) -> TableFunction:
     return TableFunction._make(column[i] for column in columns)
 
@@ -186,8 +184,7 @@ def _build(ordered: list[TableFunction], arch: str, where: str) -> BuiltTable:
               if n > 1][:MAX_COMMON]
     pages = _pages(rows, common)
     data = _layout(rows, common, personalities, pages, end)
-    columns = FunctionColumns(*([*column] for column in zip(*ordered, strict=True)))
-    _check(data, columns, final, personalities, where, None)
+    _check(data, _columns(ordered), final, personalities, where, None)
     return BuiltTable(data, tuple(notes))
 
 
