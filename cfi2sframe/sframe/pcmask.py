@@ -94,9 +94,10 @@ _VALUES: Memo[tuple[bytes, int, bool, int, int], Value | str] = Memo(MEMO_ENTRIE
 def _period(expr: bytes, pc_reg: int, little: bool) -> int | None:
     """``pc_period``, remembered."""
     key = (expr, pc_reg, little)
-    if key in _PERIODS:
-        return _PERIODS.get(key, None)
-    return _PERIODS.keep(key, pc_period(expr, pc_reg, little))
+    try:
+        return _PERIODS[key]
+    except KeyError:  # a miss: once per distinct expression
+        return _PERIODS.keep(key, pc_period(expr, pc_reg, little))
 
 
 def _value_at(expr: bytes, pc: int, pc_reg: int | None, little: bool,
