@@ -58,9 +58,6 @@ class CStruct:
         """The field's offset from the structure's start."""
         return self._at[field][0]
 
-    def field_size(self, field: str) -> int:
-        return self._at[field][1].size
-
     def span(self, field: str) -> slice:
         """Where ``field`` is in a structure's bytes (a text field of the ar header)."""
         at, one = self._at[field]

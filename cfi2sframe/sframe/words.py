@@ -20,22 +20,9 @@ FDE_INFO_SIGNAL = 0x80
 FDE_INFO_UNUSED = {1: 0xC0, 2: 0xC0, 3: 0x40}  # by version
 
 
-class FdeInfo(NamedTuple):
-    fre_type: int
-    pc_mask: bool
-    pauth_b_key: bool
-    signal: bool
-
-
 def fde_info(fre_type: int, pc_mask: bool, pauth_b_key: bool, signal: bool = False) -> int:
     """The FDE info byte."""
     return (fre_type | int(pc_mask) << 4 | int(pauth_b_key) << 5 | int(signal) << 7)
-
-
-def fde_info_fields(info: int) -> FdeInfo:
-    """The fields of an FDE info byte (the inverse of ``fde_info``)."""
-    return FdeInfo(info & FDE_INFO_FRE_TYPE, bool(info & FDE_INFO_PC_MASK),
-                   bool(info & FDE_INFO_PAUTH_B_KEY), bool(info & FDE_INFO_SIGNAL))
 
 
 # -- V3 FDE type byte (``sfda_func_info2``) ------------------------------------------------
