@@ -44,6 +44,16 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
     """
     if not any(_evaluated(row) for row in timeline.rows):
         return timeline
+    key = (timeline.rows, timeline.start, timeline.size, timeline.section, arch.pc,
+           arch.big_endian)
+    rows = _RESOLVED.get(key)
+    if rows is None:
+        rows = _RESOLVED.keep(key, _resolved_rows(timeline, arch))
+    return rows if isinstance(rows, str) else timeline._replace(rows=rows)
+
+
+def _resolved_rows(timeline: Timeline, arch: Arch) -> tuple[Row, ...] | str:
+    """``resolve_pc_expressions``' rows, or why there are none."""
     pc_reg = arch.pc if not timeline.section else None
     rows: list[Row] = []
     evaluated = 0
@@ -78,7 +88,7 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
                 assert value.reg is not None  # a constant address returned above
                 _append(rows, row._replace(start=offset, cfa=CfaReg(value.reg, value.offset)))
                 last = value
-    return timeline._replace(rows=tuple(rows))
+    return tuple(rows)
 
 
 # What the expressions of a process's files give (a tree run's worker sees the same
@@ -89,6 +99,14 @@ def resolve_pc_expressions(timeline: Timeline, arch: Arch) -> Timeline | str:
 MEMO_ENTRIES = 1 << 12
 _PERIODS: Memo[tuple[bytes, int, bool], int | None] = Memo(MEMO_ENTRIES)
 _VALUES: Memo[tuple[bytes, int, bool, int, int], Value | str] = Memo(MEMO_ENTRIES)
+# A function's evaluated rows (or why there are none) by all they depend on: its rows,
+# place and size, and the target's PC register and byte order.  ``--in-place`` lowers
+# a file's PLT, then checks the written file's PLT: the same bytes give the same rows,
+# evaluated once.  A changed byte of the FDE or its place is another key.  Few kept:
+# a PLT's rows are two per entry.
+RESOLVED_ENTRIES = 16
+_RESOLVED: Memo[tuple[tuple[Row, ...], int, int, str, int | None, bool],
+                tuple[Row, ...] | str] = Memo(RESOLVED_ENTRIES)
 
 
 def _period(expr: bytes, pc_reg: int, little: bool) -> int | None:

@@ -179,6 +179,7 @@ def _evaluations(monkeypatch) -> list[tuple[object, ...]]:
 
     monkeypatch.setattr(pcmask, "evaluate", counted)
     monkeypatch.setattr(pcmask, "_VALUES", Memo(pcmask.MEMO_ENTRIES))
+    monkeypatch.setattr(pcmask, "_RESOLVED", Memo(pcmask.RESOLVED_ENTRIES))
     return calls
 
 
@@ -225,6 +226,7 @@ def test_the_kept_values_are_not_fooled_by_the_same_bytes_elsewhere(monkeypatch)
 
     monkeypatch.setattr(pcmask, "_VALUES", Memo(pcmask.MEMO_ENTRIES))
     monkeypatch.setattr(pcmask, "_PERIODS", Memo(pcmask.MEMO_ENTRIES))
+    monkeypatch.setattr(pcmask, "_RESOLVED", Memo(pcmask.RESOLVED_ENTRIES))
     aligned = resolve_pc_expressions(_plt_timeline(0x1020, 3), X86)
     assert isinstance(aligned, Timeline)
     assert [(row.start, row.cfa.offset) for row in aligned.rows[2:]] == [  # type: ignore
@@ -268,3 +270,39 @@ def test_the_kept_values_are_not_fooled_by_the_same_bytes_elsewhere(monkeypatch)
     assert [(row.start, row.cfa) for row in x86.rows] == [(k, CfaReg(32, k)) for k in range(16)]
     long = Timeline("f", "", 0x1000, 70000, (Row(0, CfaExpr(expr), ()),), 30, Location("t"))
     assert resolve_pc_expressions(long, arm) == "the CFA expression covers more than 65536 bytes"
+
+
+def test_the_kept_rows_are_not_fooled_by_a_changed_byte_or_place(monkeypatch) -> None:
+    """``--in-place`` lowers a file's PLT, then checks the written file's PLT, whose
+    evaluated rows are kept between the two (``_RESOLVED``).  A written PLT that is not
+    the one lowered gets its own rows: asked after the lowered one filled the memo,
+    each is worked out by hand (+8 up to byte ``threshold`` of each 16-byte block, +16
+    from it): ``lit11`` made ``lit10`` (a flipped byte), the PLT 4 bytes later, one
+    entry longer, in an object (not evaluated)."""
+    import cfi2sframe.sframe.pcmask as pcmask
+
+    monkeypatch.setattr(pcmask, "_RESOLVED", Memo(pcmask.RESOLVED_ENTRIES))
+
+    def body(timeline: Timeline) -> list[tuple[int, int]]:
+        resolved = resolve_pc_expressions(timeline, X86)
+        assert isinstance(resolved, Timeline)
+        return [(row.start, row.cfa.offset) for row in resolved.rows[2:]]  # type: ignore
+
+    def by_hand(start: int, size: int, threshold: int) -> list[tuple[int, int]]:
+        rows: list[tuple[int, int]] = []
+        for offset in range(16, size):
+            offset_cfa = (offset, 16 if (start + offset) % 16 >= threshold else 8)
+            if not rows or rows[-1][1] != offset_cfa[1]:
+                rows.append(offset_cfa)
+        return rows
+
+    lowered = _plt_timeline(0x1020, 2)
+    assert body(lowered) == by_hand(0x1020, 48, 11) == [(16, 8), (27, 16), (32, 8), (43, 16)]
+    lit10 = LD_PLT.replace(bytes([0x3B]), bytes([0x3A]))
+    flipped = lowered._replace(rows=lowered.rows[:2] + (Row(16, CfaExpr(lit10), RA),))
+    assert body(flipped) == by_hand(0x1020, 48, 10)
+    assert body(lowered._replace(start=0x1024)) == by_hand(0x1024, 48, 11)
+    assert body(lowered._replace(size=64)) == by_hand(0x1020, 64, 11)
+    assert resolve_pc_expressions(lowered._replace(section=".plt"), X86) == \
+        "the CFA expression reads the PC, which is not known before linking"
+    assert body(lowered) == by_hand(0x1020, 48, 11)  # and the lowered one's are kept

@@ -1,0 +1,100 @@
+"""``--in-place`` checks the file as written, not as planned: the conversion's PLT rows
+are kept for the check (``sframe.pcmask._RESOLVED``), so a written file whose bytes
+differ from what the conversion planned must still fail it.  Each damage below is
+made after the conversion of the same file filled that memo: a flipped byte in the
+PLT's DWARF expression, in the PLT's SFrame FRE, in a program header and in a
+section header.  Expected outcomes from the specs: the PLT FDE's expression is GNU
+ld's (``lit11``: CFA + 16 from byte 11 of each 16-byte entry), its SFrame FRE at
+byte 11 is ``0b 03 10`` (SFrame V2: 1-byte start, info = SP base | one 1-byte
+offset, CFA offset 16).
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+
+import pytest
+
+from cfi2sframe.analysis.compare import check_rewritten
+from cfi2sframe.convert import ElfConversion, convert_file
+from cfi2sframe.elf.read import PT_GNU_SFRAME, open_elf
+from cfi2sframe.errors import Cfi2SframeError
+from cfi2sframe.files import bytes_of
+from tests.conftest import require
+
+# GNU ld's x86-64 PLT expression (as tests/unit/test_pcmask.py's LD_PLT) and the pc-mask
+# FDE's two FREs: at 0 CFA = SP + 8, at 11 CFA = SP + 16.
+LD_PLT = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22])
+PLT_FRES = bytes([0x00, 0x03, 0x08, 0x0B, 0x03, 0x10])
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A gcc-linked program with three PLT entries, converted in memory (the PLT
+    lowered, its rows kept): the file ``--in-place`` would write."""
+    require("gcc")
+    tmp = tmp_path_factory.mktemp("plt")
+    (tmp / "p.c").write_text('#include <stdio.h>\n#include <stdlib.h>\n'
+                             'int main(int c, char **v) { puts(v[0]); printf("%d\\n", c);'
+                             ' return atoi(v[0]) & 1; }\n')
+    subprocess.run(["gcc", "-O2", str(tmp / "p.c"), "-o", str(tmp / "plt")], check=True)
+    conversion = convert_file("plt", (tmp / "plt").read_bytes())
+    assert isinstance(conversion, ElfConversion)
+    return bytes_of(conversion.elf_copy())
+
+
+def _flip(data: bytes, at: int, new: bytes) -> bytes:
+    return data[:at] + new + data[at + len(new):]
+
+
+def _in(data: bytes, name: str, pattern: bytes) -> int:
+    """Where ``pattern`` is, once, in section ``name``."""
+    section = open_elf(data, "plt").section(name)
+    assert section is not None, name
+    offset, size = section.offset, section.size
+    found = data.find(pattern, offset, offset + size)
+    assert found >= 0 and data.find(pattern, found + 1, offset + size) < 0, name
+    return found
+
+
+def _plt_expression(data: bytes) -> bytes:  # lit11 -> lit10: + 16 from byte 10 on
+    return _flip(data, _in(data, ".eh_frame", LD_PLT) + 6, bytes([0x3A]))
+
+
+def _plt_fre(data: bytes) -> bytes:  # CFA = SP + 24 from byte 11 on, not + 16
+    return _flip(data, _in(data, ".sframe", PLT_FRES) + 5, bytes([0x18]))
+
+
+def _sframe_segment(data: bytes) -> bytes:  # PT_GNU_SFRAME 8 bytes past the section
+    view = open_elf(data, "plt")
+    segment = next(seg for seg in view.segments() if seg.kind == PT_GNU_SFRAME)
+    at = segment.header_at + 16  # p_vaddr
+    return _flip(data, at, struct.pack("<Q", segment.vaddr + 8))
+
+
+def _sframe_header(data: bytes) -> bytes:  # .sframe's sh_addr 8 bytes on
+    section = open_elf(data, "plt").section(".sframe")
+    assert section is not None
+    return _flip(data, section.header_at + 16, struct.pack("<Q", section.addr + 8))
+
+
+DAMAGES = {"PLT expression": (_plt_expression, r"SFrame and DWARF differ in "),
+           "PLT FRE": (_plt_fre, r"SFrame and DWARF differ in "),
+           "PT_GNU_SFRAME": (_sframe_segment, r"bad layout: PT_GNU_SFRAME "),
+           ".sframe header": (_sframe_header,
+                              r"bad layout: section '.sframe' .* is outside every PT_LOAD")}
+
+
+def test_the_planned_file_verifies(planned: bytes) -> None:
+    check_rewritten("plt", planned)
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_written_file_unlike_the_plan_fails_the_check(planned: bytes, damage: str) -> None:
+    change, message = DAMAGES[damage]
+    damaged = change(planned)
+    assert damaged != planned and len(damaged) == len(planned)
+    with pytest.raises(Cfi2SframeError, match=message):
+        check_rewritten("plt", damaged)
+
