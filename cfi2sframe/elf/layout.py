@@ -43,6 +43,7 @@ from .read import (
     SHF_ALLOC,
     SHT_NOBITS,
     ElfView,
+    Section,
     Segment,
 )
 from .structs import SHDR
@@ -182,16 +183,26 @@ def _sections_mapped(view: ElfView, mapping: list[Mapping]) -> list[Problem]:
         extent = _header_size(view, section.header_at) if nobits else section.size
         if not extent:
             continue
-        where = f"section '{section.name}' [{section.addr:#x}, {section.addr + extent:#x})"
-        inside = [m for m in mapping
-                  if m[1] <= section.addr and section.addr + extent <= m[1] + m[3]]
+        addr, offset = section.addr, section.offset
+        end, file_end = addr + extent, offset + extent
+        inside = mapped = False
+        for seg_off, vaddr, filesz, memsz in mapping:  # (_load_mapping's test, inline)
+            inside = inside or (vaddr <= addr and end <= vaddr + memsz)
+            mapped = mapped or (seg_off <= offset and file_end <= seg_off + filesz
+                                and addr - vaddr == offset - seg_off)
         if not inside:
-            problems.append(Problem(section.header_at, f"{where} is outside every PT_LOAD"))
-        elif not nobits and not _load_mapping(mapping, section.offset, section.addr, extent):
-            problems.append(Problem(section.header_at, f"{where} is at offset "
-                                    f"{section.offset:#x}, not where its PT_LOAD maps "
-                                    "that address"))
+            problems.append(Problem(section.header_at, f"{_where(section, extent)} is "
+                                    "outside every PT_LOAD"))
+        elif not nobits and not mapped:
+            problems.append(Problem(section.header_at, f"{_where(section, extent)} is at "
+                                    f"offset {section.offset:#x}, not where its PT_LOAD "
+                                    "maps that address"))
     return problems
+
+
+def _where(section: Section, extent: int) -> str:
+    """A section as a problem names it (made only for a problem: most files have none)."""
+    return f"section '{section.name}' [{section.addr:#x}, {section.addr + extent:#x})"
 
 
 def _header_size(view: ElfView, header_at: int) -> int:
