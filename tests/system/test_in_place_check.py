@@ -1,12 +1,15 @@
 """``--in-place`` checks the file as written, not as planned: the conversion's PLT rows
-are kept for the check (``sframe.pcmask._RESOLVED``), so a written file whose bytes
-differ from what the conversion planned must still fail it.  Each damage below is
-made after the conversion of the same file filled that memo: a flipped byte in the
-PLT's DWARF expression, in the PLT's SFrame FRE, in a program header and in a
-section header.  Expected outcomes from the specs: the PLT FDE's expression is GNU
-ld's (``lit11``: CFA + 16 from byte 11 of each 16-byte entry), its SFrame FRE at
-byte 11 is ``0b 03 10`` (SFrame V2: 1-byte start, info = SP base | one 1-byte
-offset, CFA offset 16).
+are kept for the check (``sframe.pcmask._RESOLVED``), and the compiled scan's ids of
+states and FREs from file to file by target and header fields
+(``analysis.compare._fast_check``), so a written file whose bytes differ from what
+the conversion planned must still fail it.  Each damage below is made after the
+conversion of the same file and the planned file's check filled those memos: a
+flipped byte in the PLT's DWARF expression, in the PLT's SFrame FRE, in the SFrame
+header's fixed RA offset, in a program header and in a section header.  Expected
+outcomes from the specs: the PLT FDE's expression is GNU ld's (``lit11``: CFA + 16
+from byte 11 of each 16-byte entry), its SFrame FRE at byte 11 is ``0b 03 10``
+(SFrame V2: 1-byte start, info = SP base | one 1-byte offset, CFA offset 16); the
+SFrame header's fixed RA offset is byte 6 (-8 on x86-64).
 """
 
 from __future__ import annotations
@@ -66,6 +69,12 @@ def _plt_fre(data: bytes) -> bytes:  # CFA = SP + 24 from byte 11 on, not + 16
     return _flip(data, _in(data, ".sframe", PLT_FRES) + 5, bytes([0x18]))
 
 
+def _fixed_ra_offset(data: bytes) -> bytes:  # the SFrame header's RA at CFA - 16, not - 8
+    section = open_elf(data, "plt").section(".sframe")
+    assert section is not None and data[section.offset + 6] == 0xF8  # -8
+    return _flip(data, section.offset + 6, bytes([0xF0]))
+
+
 def _sframe_segment(data: bytes) -> bytes:  # PT_GNU_SFRAME 8 bytes past the section
     view = open_elf(data, "plt")
     segment = next(seg for seg in view.segments() if seg.kind == PT_GNU_SFRAME)
@@ -81,6 +90,10 @@ def _sframe_header(data: bytes) -> bytes:  # .sframe's sh_addr 8 bytes on
 
 DAMAGES = {"PLT expression": (_plt_expression, r"SFrame and DWARF differ in "),
            "PLT FRE": (_plt_fre, r"SFrame and DWARF differ in "),
+           # Every function SFrame describes differs from its first byte: the PLT (first
+           # by address), .plt.got and main; _start is left out (RA undefined).
+           "fixed RA offset": (_fixed_ra_offset, r"SFrame and DWARF differ in 'pc\+0x1020' "
+                                                 r"over \[0x1020, 0x1026\); 2 more problems\)"),
            "PT_GNU_SFRAME": (_sframe_segment, r"bad layout: PT_GNU_SFRAME "),
            ".sframe header": (_sframe_header,
                               r"bad layout: section '.sframe' .* is outside every PT_LOAD")}
@@ -95,6 +108,7 @@ def test_a_written_file_unlike_the_plan_fails_the_check(planned: bytes, damage: 
     change, message = DAMAGES[damage]
     damaged = change(planned)
     assert damaged != planned and len(damaged) == len(planned)
+    check_rewritten("plt", planned)  # what this target's checks keep is kept first
     with pytest.raises(Cfi2SframeError, match=message):
         check_rewritten("plt", damaged)
 
