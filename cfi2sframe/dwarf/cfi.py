@@ -18,6 +18,7 @@ from types import ModuleType
 
 from ..core import compiled as compiled_core
 from ..errors import CfiError, DecodeError, decoding
+from ..memo import Memo
 from ..model import CfaReg, Location, Row, Rule, RuleKind, Timeline, span_of
 from ..typed import TYPE_CHECKING, NamedTuple
 from .frames import entries
@@ -422,8 +423,27 @@ def row_state(key: bytes) -> tuple[CfaReg | None, tuple[tuple[int, Rule], ...], 
             bool(flags & ROW_FLAGS["ra_signed_pc"]))
 
 
+# The interpreter's answers by all they depend on (CIE, body bytes, start, byte order):
+# the bodies the compiled replay leaves to it are few (a PLT's expression, a signal
+# frame's), and ``--in-place`` interprets the same PLT FDE twice, in the input it
+# converts and in the written file it checks.  Another byte is another key.  Bounded.
+INTERPRETED_ENTRIES = 64
+_INTERPRETED: Memo[tuple[Cie, bytes, int, bool],
+                   tuple[tuple[Row, ...], str | None, bool]] = Memo(INTERPRETED_ENTRIES)
+
+
 def _interpreted(cie: Cie, body: bytes, pc_begin: int,
                  big: bool) -> tuple[tuple[Row, ...], str | None, bool]:
+    """``_rows`` by the interpreter (``_interpret``), remembered."""
+    key = (cie, bytes(body), pc_begin, big)
+    known = _INTERPRETED.get(key)
+    if known is None:
+        known = _INTERPRETED.keep(key, _interpret(cie, body, pc_begin, big))
+    return known
+
+
+def _interpret(cie: Cie, body: bytes, pc_begin: int,
+               big: bool) -> tuple[tuple[Row, ...], str | None, bool]:
     """``_rows`` by the interpreter."""
     initial = initial_ops(cie, big)
     ops = decode_ops(body, cie.code_align, cie.data_align, cie.address_size, big)

@@ -1,10 +1,12 @@
 """``--in-place`` checks the file as written, not as planned: the conversion's PLT rows
-are kept for the check (``sframe.pcmask._RESOLVED``), and the compiled scan's ids of
+are kept for the check (its DWARF rows, ``dwarf.cfi._INTERPRETED``, and their values
+at every PC, ``sframe.pcmask._RESOLVED``), and the compiled scan's ids of
 states and FREs from file to file by target and header fields
 (``analysis.compare._fast_check``), so a written file whose bytes differ from what
 the conversion planned must still fail it.  Each damage below is made after the
 conversion of the same file and the planned file's check filled those memos: a
-flipped byte in the PLT's DWARF expression, in the PLT's SFrame FRE, in the SFrame
+flipped byte in the PLT's DWARF expression, in its CIE's RA rule, in the PLT's
+SFrame FRE, in the SFrame
 header's fixed RA offset, in a program header and in a section header.  Expected
 outcomes from the specs: the PLT FDE's expression is GNU ld's (``lit11``: CFA + 16
 from byte 11 of each 16-byte entry), its SFrame FRE at byte 11 is ``0b 03 10``
@@ -69,6 +71,16 @@ def _plt_fre(data: bytes) -> bytes:  # CFA = SP + 24 from byte 11 on, not + 16
     return _flip(data, _in(data, ".sframe", PLT_FRES) + 5, bytes([0x18]))
 
 
+def _cie_ra_rule(data: bytes) -> bytes:  # the PLT's CIE: RA at CFA - 16 (offset r16, 2)
+    section = open_elf(data, "plt").section(".eh_frame")
+    assert section is not None
+    # def_cfa r7 8; offset r16 1 (times data_align -8): every zR CIE gcc writes here; the
+    # PLT's (and main's) is the second, readelf -wF's cie=00000030.
+    at = data.rfind(bytes([0x0C, 7, 8, 0x90, 1]), section.offset, section.offset + section.size)
+    assert at >= section.offset + 0x30
+    return _flip(data, at + 4, bytes([2]))
+
+
 def _fixed_ra_offset(data: bytes) -> bytes:  # the SFrame header's RA at CFA - 16, not - 8
     section = open_elf(data, "plt").section(".sframe")
     assert section is not None and data[section.offset + 6] == 0xF8  # -8
@@ -92,6 +104,8 @@ DAMAGES = {"PLT expression": (_plt_expression, r"SFrame and DWARF differ in "),
            "PLT FRE": (_plt_fre, r"SFrame and DWARF differ in "),
            # Every function SFrame describes differs from its first byte: the PLT (first
            # by address), .plt.got and main; _start is left out (RA undefined).
+           "CIE's RA rule": (_cie_ra_rule, r"SFrame and DWARF differ in 'pc\+0x1020' "
+                                          r"over \[0x1020, 0x1026\); 2 more problems\)"),
            "fixed RA offset": (_fixed_ra_offset, r"SFrame and DWARF differ in 'pc\+0x1020' "
                                                  r"over \[0x1020, 0x1026\); 2 more problems\)"),
            "PT_GNU_SFRAME": (_sframe_segment, r"bad layout: PT_GNU_SFRAME "),
