@@ -2,14 +2,16 @@
 each.
 
 A worker is forked from the parent (which has imported what the work needs) and
-does up to ``FILES_PER_WORKER`` files, one after another, then exits; the next
-worker starts from the parent's small heap again, so memory never accumulates.
-A file that hangs is stopped by killing its worker (``--timeout``), one that
-crashes the interpreter costs only its own record; either way a new worker takes
-the next file.  Forking per file cost more than the work on a small file: the
-child's first writes to the pages it shares with the parent (reference counts)
-fault page by page, and forked siblings fault in each other's way on two cores.
-A worker pays that once for many files.
+does files one after another for the whole run, its memos warm from file to file; it
+retires when its resident memory after a file is above ``RETIRE_KIB`` (it says so with
+that file's record, and is sent nothing more), and the next worker starts from the
+parent's small heap again, so memory never accumulates.  (Retiring every 64 files
+cost a fork, its page faults, an exit and cold memos each time.)  A file that hangs is
+stopped by killing its worker (``--timeout``), one that crashes the interpreter costs
+only its own record; either way a new worker takes the next file.  Forking per file
+cost more than the work on a small file: the child's first writes to the pages it
+shares with the parent (reference counts) fault page by page, and forked siblings
+fault in each other's way on two cores.  A worker pays that once for many files.
 
 Files go out in chunks (up to ``CHUNK_FILES`` small ones, whose work is shorter than
 a round trip through the parent), and a worker whose file is small gets its next
@@ -45,8 +47,9 @@ from .record import Task, failed_record, file_record, warm_up
 if TYPE_CHECKING:
     from typing import Any
 
-# Files a worker does before it exits (and a fresh one is forked).
-FILES_PER_WORKER = 64
+# A worker whose resident memory after a file is above this retires (a fresh one is
+# forked): what the work keeps (memos, the allocator's free lists) stays bounded.
+RETIRE_KIB = 256 << 10
 # A chunk of files sent to a worker at once: at most this many, and more than one only
 # while they add up to at most CHUNK_BYTES (a small file's work is less than a
 # request's round trip through the parent).
@@ -58,12 +61,14 @@ CHUNK_BYTES = 1 << 20
 # large record (a path is up to 4 KiB).
 CHUNK_NAMES = 24 << 10
 _LENGTH = struct.Struct(">I")
+# The top bit of a record's length: the worker retires after the files it was sent.
+_RETIRING = 1 << 31
 
 
 class _Worker:
     """A forked worker as the parent sees it."""
 
-    __slots__ = ("pid", "requests", "results", "jobs", "deadline", "given", "received")
+    __slots__ = ("pid", "requests", "results", "jobs", "deadline", "received")
 
     def __init__(self, pid: int, requests: int, results: int) -> None:
         self.pid = pid
@@ -74,8 +79,13 @@ class _Worker:
         # the worker does them: the first is the one it works on.
         self.jobs: deque[tuple[int, str, str | None]] = deque()
         self.deadline: float | None = None  # the first job's
-        self.given = 0  # files sent to it
         self.received = bytearray()
+
+    def retire(self) -> None:
+        """Send it nothing more: it exits when it has done the files it has."""
+        if self.requests >= 0:
+            os.close(self.requests)
+            self.requests = -1
 
 
 def _spawn(task: Task, others: Iterable[int]) -> _Worker:
@@ -103,7 +113,8 @@ def _spawn(task: Task, others: Iterable[int]) -> _Worker:
 
 def _serve(requests: int, results: int, task: Task) -> None:
     """The worker's loop: a record for each file of each request (a chunk of files),
-    each sent as soon as it is done, until the parent closes the pipe."""
+    each sent as soon as it is done (flagged once its memory is past ``RETIRE_KIB``),
+    until the parent closes the pipe."""
     memory = _Memory()
     while True:
         request = _read_frame(requests)
@@ -112,12 +123,12 @@ def _serve(requests: int, results: int, task: Task) -> None:
         for path, read_as in json.loads(request):
             memory.reset()
             record = file_record(path, task, read_as)
-            record["max_rss_kib"] = memory.peak_kib()
-            _write_frame(results, json.dumps(record).encode())
+            record["max_rss_kib"], resident = memory.usage()
+            _write_frame(results, json.dumps(record).encode(), resident > RETIRE_KIB)
 
 
-def _write_frame(fd: int, payload: bytes) -> None:
-    view = memoryview(_LENGTH.pack(len(payload)) + payload)
+def _write_frame(fd: int, payload: bytes, retiring: bool = False) -> None:
+    view = memoryview(_LENGTH.pack(len(payload) | (_RETIRING if retiring else 0)) + payload)
     while view:
         view = view[os.write(fd, view):]
 
@@ -166,26 +177,33 @@ class _Memory:
             except OSError:
                 pass
 
-    def peak_kib(self) -> int:
-        """The worker's peak resident memory since the last reset (``VmHWM``)."""
+    def usage(self) -> tuple[int, int]:
+        """The worker's peak resident memory since the last reset (``VmHWM``) and its
+        resident memory now (``VmRSS``), KiB; elsewhere its peak so far, twice."""
         if self._status is not None:
             try:
                 text = os.pread(self._status, 1 << 16, 0)
-                start = text.index(b"\nVmHWM:") + 7
-                return int(text[start:text.index(b"\n", start)].split()[0])
+                return _kib(text, b"\nVmHWM:"), _kib(text, b"\nVmRSS:")
             except (OSError, ValueError, IndexError):
                 pass
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak, peak
+
+
+def _kib(status: bytes, field: bytes) -> int:
+    """A ``/proc/self/status`` field's KiB (``field``: its newline, name and colon)."""
+    start = status.index(field) + len(field)
+    return int(status[start:status.index(b"\n", start)].split()[0])
 
 
 def _chunk(pending: deque[tuple[int, str, str | None]], sizes: Mapping[int, int],
-           room: int, workers: int, together: Mapping[int, list[int]] | None = None,
+           workers: int, together: Mapping[int, list[int]] | None = None,
            ) -> list[tuple[int, str, str | None]]:
-    """The next files for a worker with ``room`` files left: up to ``CHUNK_FILES``,
-    ``CHUNK_BYTES`` and ``CHUNK_NAMES`` (at least one), and no more than a share of what is left
-    so that the last chunks still spread over the ``workers``; the other names of a
-    file taken (``together``) come along, whatever the bounds."""
-    most = min(room, CHUNK_FILES, max(1, len(pending) // (2 * workers)))
+    """The next files for a worker: up to ``CHUNK_FILES``, ``CHUNK_BYTES`` and
+    ``CHUNK_NAMES`` (at least one), and no more than a share of what is left so that
+    the last chunks still spread over the ``workers``; the other names of a file taken
+    (``together``) come along, whatever the bounds."""
+    most = min(CHUNK_FILES, max(1, len(pending) // (2 * workers)))
     chunk = [pending.popleft()]
     total, names = sizes.get(chunk[0][0], 0), 6 * len(chunk[0][1])
     while pending and len(chunk) < most:
@@ -219,22 +237,21 @@ def _send(worker: _Worker, chunk: list[tuple[int, str, str | None]],
     if not worker.jobs:
         worker.deadline = time.monotonic() + timeout if timeout else None
     worker.jobs.extend(chunk)
-    worker.given += len(chunk)
-    if worker.given >= FILES_PER_WORKER:  # its last files: it exits when done
-        os.close(worker.requests)
-        worker.requests = -1
 
 
 def _record(worker: _Worker) -> dict[str, Any] | None:
-    """The record the worker has sent whole, if it has (taken out of its buffer)."""
+    """The record the worker has sent whole, if it has (taken out of its buffer); a
+    worker that says it retires gets no more files."""
     if len(worker.received) < _LENGTH.size:
         return None
     size = _LENGTH.unpack_from(worker.received)[0]
-    end = _LENGTH.size + size
+    end = _LENGTH.size + (size & ~_RETIRING)
     if len(worker.received) < end:
         return None
     record: dict[str, Any] = json.loads(bytes(worker.received[_LENGTH.size:end]))
     del worker.received[:end]
+    if size & _RETIRING:
+        worker.retire()
     return record
 
 
@@ -299,20 +316,17 @@ def _run(items: Iterable[tuple[int, str, str | None]], task: Task, jobs: int,
         while pending or workers:
             for worker in workers.values():
                 if pending and worker.requests >= 0 and _hungry(worker, sizes):
-                    _send(worker, _chunk(pending, sizes, FILES_PER_WORKER - worker.given,
-                                         jobs, together), timeout)
+                    _send(worker, _chunk(pending, sizes, jobs, together), timeout)
             while pending and len(workers) < max(1, jobs):
                 others = [fd for w in workers.values() for fd in (w.requests, w.results)
                           if fd >= 0]
                 worker = _spawn(task, others)
                 workers[worker.results] = worker
-                _send(worker, _chunk(pending, sizes, FILES_PER_WORKER, jobs, together),
-                      timeout)
+                _send(worker, _chunk(pending, sizes, jobs, together), timeout)
             if not pending:  # idle workers are done: let them go
                 for worker in workers.values():
-                    if not worker.jobs and worker.requests >= 0:
-                        os.close(worker.requests)
-                        worker.requests = -1
+                    if not worker.jobs:
+                        worker.retire()
             deadlines = [w.deadline for w in workers.values() if w.deadline is not None]
             wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             ready, _, _ = select.select(list(workers), [], [], wait)

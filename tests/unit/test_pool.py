@@ -1,6 +1,7 @@
-"""The batch pool's workers (``batch.pool``): each does files one after another and is
-replaced when it crashes on one, after ``FILES_PER_WORKER`` files, or when its file
-runs out of time; each record is of its own file, with that file's peak memory.
+"""The batch pool's workers (``batch.pool``): each does files one after another for the
+whole run and is replaced when it crashes on one, when its memory after a file is past
+``RETIRE_KIB``, or when its file runs out of time; each record is of its own file,
+with that file's peak memory.
 
 The work is ``file_record``, replaced here by functions that crash, allocate or
 name their process (the forked workers run what the test process holds); the
@@ -70,14 +71,39 @@ def test_a_worker_that_dies_costs_only_its_file(monkeypatch, jobs) -> None:
         assert len({r["pid"] for r in ok}) >= 2
 
 
-def test_workers_are_replaced_after_their_share_of_files(monkeypatch) -> None:
-    monkeypatch.setattr(pool, "FILES_PER_WORKER", 3)
-    records = _records(monkeypatch, _named_safe, 20, 2)
-    per_worker: dict[int, int] = {}
-    for record in records.values():
-        per_worker[record["pid"]] = per_worker.get(record["pid"], 0) + 1
-    assert max(per_worker.values()) <= 3 and sum(per_worker.values()) == 20
-    assert len(per_worker) >= 7  # 20 files, 3 a worker
+def test_a_worker_does_every_file_of_the_run(monkeypatch) -> None:
+    # (It was replaced every 64 files: a fork, its page faults and cold memos each time.)
+    records = _records(monkeypatch, _named_safe, 150, 1)
+    assert len({record["pid"] for record in records.values()}) == 1
+
+
+_KEPT: list[bytearray] = []
+
+
+def _keeping(path: str, task: Task, read_as: str | None = None) -> dict[str, Any]:
+    if path in ("f2", "f9"):  # keeps 64 MiB, touched, past the file
+        block = bytearray(64 << 20)
+        block[::4096] = b"\1" * len(block[::4096])
+        _KEPT.append(block)
+    return {"path": path, "pid": os.getpid(), "status": "ok"}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_worker_past_its_memory_bound_retires_after_the_file(monkeypatch, jobs) -> None:
+    # The bound: this process's resident memory (what a worker starts with) + 32 MiB.
+    with open("/proc/self/status", "rb") as handle:
+        resident = pool._kib(handle.read(), b"\nVmRSS:")
+    monkeypatch.setattr(pool, "RETIRE_KIB", resident + (32 << 10))
+    records = _records(monkeypatch, _keeping, 14, jobs)
+    assert all(record["status"] == "ok" for record in records.values())
+    # A worker holding 64 MiB after a file does the files it was sent with it, and is
+    # sent none after: f9 goes to another worker than f2, and so do the last files.
+    assert records[2]["pid"] != records[9]["pid"] != records[13]["pid"]
+    if jobs == 1:  # one file at a time, in order: three workers, one after another
+        pids = [records[i]["pid"] for i in range(14)]
+        changes = [i for i in range(1, 14) if pids[i] != pids[i - 1]]
+        assert len(changes) == 2 and changes[0] > 2 and changes[1] > 9
 
 
 def _named_safe(path: str, task: Task, read_as: str | None = None) -> dict[str, Any]:
@@ -161,11 +187,11 @@ def test_the_time_limit_is_per_file_not_per_chunk(monkeypatch) -> None:
 def test_chunks_hold_small_files_up_to_their_bounds() -> None:
     from collections import deque
 
-    def chunks(sizes: list[int], workers: int, room: int = 64) -> list[int]:
+    def chunks(sizes: list[int], workers: int) -> list[int]:
         pending = deque((i, f"f{i}", None) for i in range(len(sizes)))
         lengths = []
         while pending:
-            lengths.append(len(pool._chunk(pending, dict(enumerate(sizes)), room, workers)))
+            lengths.append(len(pool._chunk(pending, dict(enumerate(sizes)), workers)))
         return lengths
 
     small = pool.CHUNK_BYTES // 64
@@ -174,10 +200,8 @@ def test_chunks_hold_small_files_up_to_their_bounds() -> None:
     assert chunks([small] * 40, 2) == [10, 7, 5, 4, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1]
     # A large file goes alone; small ones join while they fit in CHUNK_BYTES.
     big = pool.CHUNK_BYTES
-    assert chunks([big, big, small, small], 1, 64)[:2] == [1, 1]
+    assert chunks([big, big, small, small], 1)[:2] == [1, 1]
     assert chunks([big // 2, big // 2, big // 2] + [small] * 60, 1)[:2] == [2, 16]
-    # A worker near its share of files gets no more than it has room for.
-    assert chunks([small] * 100, 1, room=3)[0] == 3
 
 
 def test_the_names_of_one_file_go_to_one_worker_in_their_order() -> None:
@@ -190,7 +214,7 @@ def test_the_names_of_one_file_go_to_one_worker_in_their_order() -> None:
     together = {1: [1, 30], 30: [1, 30]}
     for order in ([30, 1], [1, 30]):
         pending = deque((i, f"f{i}", None) for i in [*order, *range(2, 30)])
-        chunk = pool._chunk(pending, dict.fromkeys(range(31), big), 64, 2, together)
+        chunk = pool._chunk(pending, dict.fromkeys(range(31), big), 2, together)
         assert [index for index, _, _ in chunk] == [1, 30]
         assert [index for index, _, _ in pending] == list(range(2, 30))
 
@@ -203,13 +227,13 @@ def test_a_chunks_names_stay_well_below_a_pipes_buffer() -> None:
 
     long = "/" + "d" * 4094
     pending = deque((i, f"{long}/{i}", None) for i in range(40))
-    chunk = pool._chunk(pending, {}, 64, 1)
+    chunk = pool._chunk(pending, {}, 1)
     assert len(chunk) == 1  # 4 KiB of name: up to 24 KiB in JSON
     pending = deque((i, f"/{i:04}" + "\udcff" * 8, None) for i in range(40))  # 6 bytes each
-    chunk = pool._chunk(pending, {}, 64, 1)
+    chunk = pool._chunk(pending, {}, 1)
     request = pool.json.dumps([[path, None] for _, path, _ in chunk]).encode()
     assert len(chunk) == 16 and 2 * len(request) < 64 << 10
     pending = deque((i, "/" + "\udcff" * 1000, None) for i in range(40))
-    chunk = pool._chunk(pending, {}, 64, 1)
+    chunk = pool._chunk(pending, {}, 1)
     request = pool.json.dumps([[path, None] for _, path, _ in chunk]).encode()
     assert len(chunk) == 4 and 2 * len(request) < 64 << 10
