@@ -128,6 +128,8 @@ def _serve(requests: int, results: int, task: Task) -> None:
 
 
 def _write_frame(fd: int, payload: bytes, retiring: bool = False) -> None:
+    if len(payload) >= _RETIRING:  # (the flag's bit: a worker ends, its file a crash)
+        raise ValueError(f"a message of {len(payload)} bytes")
     view = memoryview(_LENGTH.pack(len(payload) | (_RETIRING if retiring else 0)) + payload)
     while view:
         view = view[os.write(fd, view):]
@@ -179,7 +181,8 @@ class _Memory:
 
     def usage(self) -> tuple[int, int]:
         """The worker's peak resident memory since the last reset (``VmHWM``) and its
-        resident memory now (``VmRSS``), KiB; elsewhere its peak so far, twice."""
+        resident memory now (``VmRSS``), KiB; elsewhere its peak so far, twice (so it
+        retires once that passes ``RETIRE_KIB``)."""
         if self._status is not None:
             try:
                 text = os.pread(self._status, 1 << 16, 0)
