@@ -16,8 +16,8 @@ one located line for kinds the conversion does not read, before any assembler ru
 
 from __future__ import annotations
 
+from .basics import Name
 from .errors import Cfi2SframeError
-from .model import Name
 from .typed import TYPE_CHECKING
 
 if TYPE_CHECKING:

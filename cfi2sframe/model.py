@@ -11,30 +11,15 @@ Holds ``FunctionSpan`` (name, section, start, size: the four fields every per-fu
 record opens with; ``span_of`` carries them on), ``in_force`` (the "row at PC" look-up),
 ``Timeline``, ``Row`` (with ``ra_signed``, ``ra_signed_pc``), ``CfaReg``/``CfaExpr``,
 ``Rule`` with ``RuleKind``, ``Location``, and ``Name`` (str-valued enums that print as
-their names).
+their names; ``Name`` and ``in_force`` live in ``basics``, for the readers that need
+nothing else of this module).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Callable, Sequence
-from enum import Enum
-from operator import attrgetter
-
-from .typed import TYPE_CHECKING, NamedTuple, TypeVar
-
-T = TypeVar("T")
-
-
-_START: Callable[[object], int] = attrgetter("start")
-
-
-def in_force(entries: Sequence[T], offset: int) -> T | None:
-    """The entry in force at ``offset``: the last of ``entries`` (sorted by their
-    ``start``) that starts at or before it; None before the first.  The one "row at PC"
-    look-up of DWARF rows and SFrame FREs alike (a binary search)."""
-    index = bisect_right(entries, offset, key=_START)
-    return entries[index - 1] if index else None
+from .basics import Name as Name
+from .basics import in_force as in_force
+from .typed import TYPE_CHECKING, NamedTuple
 
 
 class FunctionSpan(NamedTuple):
@@ -85,17 +70,6 @@ class CfaExpr(NamedTuple):
 
 
 CfaRule = CfaReg | CfaExpr
-
-
-class Name(str, Enum):
-    """An enum whose members compare, hash and print as their names (``"offset"``):
-    a closed vocabulary for the type checker that stays readable in messages."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
 
 
 class RuleKind(Name):

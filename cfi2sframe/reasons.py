@@ -10,7 +10,7 @@ give when they cannot be exact, and compact ``decode`` gives for a word without 
 
 from __future__ import annotations
 
-from .model import Name
+from .basics import Name
 from .typed import Generic, NamedTuple, TypeVar
 
 

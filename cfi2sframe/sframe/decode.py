@@ -20,9 +20,9 @@ from functools import lru_cache
 from types import ModuleType
 
 from ..arch import by_sframe_abi, is_sframe_abi
+from ..basics import in_force
 from ..core import compiled as compiled_core
 from ..errors import DecodeError
-from ..model import in_force
 from ..typed import TYPE_CHECKING, NamedTuple
 from .format import (
     BASE_REG_FP,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..basics import Name
 from ..errors import DecodeError
-from ..model import Name
 from ..typed import NamedTuple
 from .records import (
     FDR,

@@ -26,13 +26,13 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 
 from ..arch import by_elf_machine
+from ..basics import Name
 from ..elf.read import SHT_NOBITS, SHT_RELA, ElfView, Section, open_elf
 from ..elf.structs import RELA, r_type
 from ..elf.symbols import function_names
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..files import read_input
 from ..kinds import is_elf
-from ..model import Name
 from ..typed import NamedTuple
 
 MAP_SECTION, INDEX_SECTION = "xray_instr_map", "xray_fn_idx"

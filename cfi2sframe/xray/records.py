@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..basics import Name
 from ..errors import DecodeError
 from ..kinds import XRAY_HEADER_SIZE, XRAY_TYPES, xray_byte_order
-from ..model import Name
 from ..typed import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:

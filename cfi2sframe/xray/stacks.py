@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from ..model import Name
+from ..basics import Name
 from ..typed import NamedTuple
 from .expand import Event, EventKind
 

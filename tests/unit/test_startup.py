@@ -127,9 +127,11 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
                     (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
                      "cfi2sframe.frontend.directives", "cfi2sframe.frontend.timelines",
                      *OTHER_TARGETS)),
-    # (the pure-Python core's dump still reads the object's CFI: dwarf allowed there)
+    # (the pure-Python core's dump still reads the object's CFI: dwarf and the model
+    # allowed there; the compiled one takes ``Name`` and ``in_force`` from ``basics``)
     "dump": (["dump", "small.o"], (*NOT_ELF, *READ_ONLY, "cfi2sframe.analysis",
-                                   *(("cfi2sframe.dwarf",) if compiled() else ()),
+                                   *(("cfi2sframe.dwarf", "cfi2sframe.model")
+                                     if compiled() else ()),
                                    *OTHER_TARGETS)),
     # (the functions' names come from the symbol table, not the CFI reader)
     "lookup": (["lookup", "small.o", "0x1"], (*NOT_ELF, *READ_ONLY, *DWARF_CFI,
@@ -147,7 +149,7 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
                 "cfi2sframe.sframe.build", "cfi2sframe.sframe.encode", "cfi2sframe.frontend",
                 "cfi2sframe.batch", "lark", "tqdm", "typing", "shutil", *OTHER_TARGETS)),
     "dump trace": (["dump", "trace.xray"], (*XRAY_ONLY, "cfi2sframe.sframe", *DWARF_CFI,
-                                            *TARGETS)),
+                                            "cfi2sframe.model", *TARGETS)),
     "verify trace": (["verify", "trace.xray"], (*XRAY_ONLY, *DWARF_CFI, *TARGETS)),
 }
 
