@@ -20,7 +20,6 @@ located-error entry.
 
 from __future__ import annotations
 
-import ctypes
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
@@ -264,7 +263,11 @@ def demangled(names: Iterable[str]) -> dict[str, str]:
 
 @cache
 def _cxa_demangle() -> Callable[[str], str | None] | None:
-    """``__cxa_demangle`` through ctypes, None where libstdc++ cannot be loaded."""
+    """``__cxa_demangle`` through ctypes, None where libstdc++ cannot be loaded.
+    (``ctypes`` is imported here, for names to demangle: its import was some 8M
+    instructions of every trace command's start-up.)"""
+    import ctypes
+
     try:
         runtime, libc = ctypes.CDLL("libstdc++.so.6"), ctypes.CDLL(None)
     except OSError:

@@ -108,7 +108,8 @@ READ_ONLY = ("cfi2sframe.sframe.build", "cfi2sframe.sframe.encode", "cfi2sframe.
 XRAY_ONLY = ("cfi2sframe.analysis", "cfi2sframe.sframe.build", "cfi2sframe.sframe.encode",
              "cfi2sframe.batch", "cfi2sframe.compact", "cfi2sframe.macho", "cfi2sframe.convert",
              "cfi2sframe.frontend", "subprocess", "lark", "tqdm", "json", "typing", "shutil",
-             "signal")
+             "signal", "ctypes")
+# (``ctypes``: the demangler's, for the names of a --binary's instrumentation map)
 # An x86-64 input loads its own target's module, no other (``arch`` loads each by name).
 OTHER_TARGETS = ("cfi2sframe.arch.aarch64", "cfi2sframe.arch.s390x", "cfi2sframe.arch.i386")
 TARGETS = ("cfi2sframe.arch.x86_64", *OTHER_TARGETS)
@@ -151,6 +152,9 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "dump trace": (["dump", "trace.xray"], (*XRAY_ONLY, "cfi2sframe.sframe", *DWARF_CFI,
                                             "cfi2sframe.model", *TARGETS)),
     "verify trace": (["verify", "trace.xray"], (*XRAY_ONLY, *DWARF_CFI, *TARGETS)),
+    # (``json``: the report module's, whose Chrome trace events are JSON)
+    "stacks": (["stacks", "trace.xray"], (*(name for name in XRAY_ONLY if name != "json"),
+                                          "cfi2sframe.sframe", *DWARF_CFI, *TARGETS)),
 }
 
 
