@@ -4,8 +4,9 @@
  * words, an encoding), so a loop asks Python once per distinct key.  Open addressing,
  * grown at half full; the table owns its values.
  *
- * ``KeptIds``: 64-bit integers to 32-bit ones (xray.c's calls, threads and notes): the
- * same open addressing without objects, for a loop that runs once per record.
+ * ``KeptIds``: 64-bit integers to 32-bit ones (xray.c's calls, threads and notes;
+ * sframe_encode.c's FRE tuples by address to their encodings): the same open addressing
+ * without objects, for a loop that runs once per record.
  *
  * ``StateTable`` slots: a state's answer kept by the state itself, for the loops that
  * meet a state once per FRE they make or count (sframe_fastpath.c's state -> FRE fields,

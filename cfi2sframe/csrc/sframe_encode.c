@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "kept.h"
 #include "sframe.h"
 
 /* fres_bytes(fres, addr_size, big_endian, tails, tail_of) -> bytes: each FRE's start
@@ -154,35 +155,26 @@ int fre_type_for(uint64_t top, const int *sizes, int count) {
 }
 
 /* The encoding of each distinct FRE tuple of one ``fdes_v2`` call (functions made from
- * identical CFI share one), kept by the tuple's address: the call's ``functions``
- * holds every tuple alive, so no address is reused.  Open addressing, grown at half
- * full; the table holds a reference to each encoding. */
-typedef struct { PyObject *fres, *encoded; long type; } Encoded;
-typedef struct { Encoded *slot; size_t size, used; } EncodedMemo;
+ * identical CFI share one): kept.h's ``KeptIds`` from the tuple's address to an index
+ * into the call's ``Encodings`` (the call's ``functions`` holds every tuple alive, so
+ * no address is reused), which hold each encoding (a reference) and its FRE type. */
+typedef struct { PyObject *encoded; long type; } Encoding;
+typedef struct { Encoding *at; size_t used, cap; } Encodings;
 
-static Encoded *encoded_slot(EncodedMemo *m, PyObject *fres) {
-    uint64_t h = (uint64_t)(uintptr_t)fres * 0x9e3779b97f4a7c15ULL;
-    size_t i = (size_t)(h >> 32) & (m->size - 1);
-    while (m->slot[i].fres && m->slot[i].fres != fres) i = (i + 1) & (m->size - 1);
-    return &m->slot[i];
-}
-
-/* Room for one more entry: 0, or -1 with MemoryError. */
-static int encoded_room(EncodedMemo *m) {
-    if (2 * (m->used + 1) <= m->size) return 0;
-    EncodedMemo grown = {PyMem_Calloc(2 * m->size, sizeof(Encoded)), 2 * m->size, m->used};
-    if (!grown.slot) { PyErr_NoMemory(); return -1; }
-    for (size_t i = 0; i < m->size; i++)
-        if (m->slot[i].fres) *encoded_slot(&grown, m->slot[i].fres) = m->slot[i];
-    PyMem_Free(m->slot);
-    *m = grown;
+/* Room for one more encoding: 0, or -1 with MemoryError. */
+static int encodings_room(Encodings *e) {
+    if (e->used < e->cap) return 0;
+    size_t cap = e->cap ? 2 * e->cap : 1024;
+    Encoding *more = PyMem_Realloc(e->at, cap * sizeof *more);
+    if (!more) { PyErr_NoMemory(); return -1; }
+    e->at = more;
+    e->cap = cap;
     return 0;
 }
 
-static void encoded_free(EncodedMemo *m) {
-    if (!m->slot) return;
-    for (size_t i = 0; i < m->size; i++) Py_XDECREF(m->slot[i].encoded);
-    PyMem_Free(m->slot);
+static void encodings_free(Encodings *e) {
+    for (size_t i = 0; i < e->used; i++) Py_DECREF(e->at[i].encoded);
+    PyMem_Free(e->at);
 }
 
 /* A flag field of an ``SFrameFunction``: Python's truth of it (a bool's without a call). */
@@ -207,13 +199,14 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
     if (types < 0) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(functions);
     PyObject *fde_tails = PyTuple_New(n), *blob = NULL, *out = NULL;
-    EncodedMemo memo = {PyMem_Calloc(1024, sizeof(Encoded)), 1024, 0};
+    KeptIds by_fres = {NULL, NULL, 0, 0, 0};
+    Encodings encodings = {NULL, 0, 0};
     TailMemo *kept = PyMem_Calloc(1, sizeof(TailMemo));
     char *buf = NULL;
     Py_ssize_t used = 0, cap = 0;
     unsigned long long num_fres = 0;
-    if (!fde_tails || !memo.slot || !kept) {
-        if (!kept || !memo.slot) PyErr_NoMemory();
+    if (!fde_tails || !kept) {
+        if (!kept) PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -234,9 +227,8 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "a function's FREs must be a tuple");
             goto done;
         }
-        if (encoded_room(&memo) < 0) goto done;
-        Encoded *hit = encoded_slot(&memo, fres);
-        if (!hit->fres) {
+        uint32_t known = ids_get(&by_fres, (uint64_t)(uintptr_t)fres);
+        if (known == NO_ID) {
             unsigned long long top = 0;
             for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(fres); k++) {
                 unsigned long long at = PyLong_AsUnsignedLongLong(
@@ -246,13 +238,15 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
             }
             /* past every type's size: the last, whose encoding raises OverflowError */
             long type = fre_type_for(top, sizes, types);
+            if (encodings_room(&encodings) < 0) goto done;
             PyObject *encoded = encode_fres(fres, sizes[type], big, tails, tail_of, kept);
             if (!encoded) goto done;
-            *hit = (Encoded){fres, encoded, type};
-            memo.used++;
+            known = (uint32_t)encodings.used;
+            encodings.at[encodings.used++] = (Encoding){encoded, type};
+            if (ids_put(&by_fres, (uint64_t)(uintptr_t)fres, known) < 0) goto done;
         }
-        long type = hit->type;
-        PyObject *encoded = hit->encoded;
+        long type = encodings.at[known].type;
+        PyObject *encoded = encodings.at[known].encoded;
         unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(func, 3));
         unsigned long long rep = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(func, 7));
         if (PyErr_Occurred()) goto done;
@@ -297,7 +291,8 @@ PyObject *fdes_v2(PyObject *Py_UNUSED(self), PyObject *args) {
     out = Py_BuildValue("(OOK)", fde_tails, blob, num_fres);
 done:
     Py_XDECREF(fde_tails);
-    encoded_free(&memo);
+    ids_free(&by_fres);
+    encodings_free(&encodings);
     Py_XDECREF(blob);
     PyMem_Free(buf);
     PyMem_Free(kept);
