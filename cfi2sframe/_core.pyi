@@ -90,6 +90,13 @@ def lower_fdes(fdes: tuple[tuple[object, ...], ...],
                direct: dict[tuple[int, bytes], tuple[object, ...] | None], params: _Params
                ) -> list[tuple[object, ...] | None]: ...
 
+# lower_fdes of a linked file's .eh_frame bytes: (per FDE its function or None, the
+# None FDEs' offsets, FDE count), or None (the section is out of the ordinary).
+def eh_functions(eh: bytes, address: int, address_size: int,
+                 names: dict[tuple[str, int], str],
+                 cie_of: Callable[[int], tuple[object, ...]], params: _Params
+                 ) -> tuple[list[tuple[object, ...] | None], list[int], int] | None: ...
+
 def fdes_v2(functions: tuple[tuple[object, ...], ...], big_endian: bool,
             tails: dict[tuple[object, ...], bytes],
             tail_of: Callable[[tuple[object, ...]], bytes], addr_sizes: tuple[int, ...],

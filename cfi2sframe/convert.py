@@ -495,18 +495,32 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     when the caller has read it already (one file lowered for several versions);
     ``view``: its section headers, likewise (a tree run opens each file once).
     """
-    from .elf.cfi import read_elf_cfi
-    from .sframe.build import encode_sframe, lower_fdes, require_sframe_abi
+    from .elf.cfi import cfi_of, cfi_section
+    from .sframe.build import encode_sframe, lower_eh_frame, lower_fdes, require_sframe_abi
 
     if data is None:
         data = read_bytes(path)
+    lowered = None
     if cfi is None:
-        if view is None:  # (read_elf_cfi's first step) once for the steps below too
+        if view is None:  # (cfi_section's first step) once for the steps below too
             view = open_elf_file(path, data)
-        cfi = read_elf_cfi(path, data, limits, view=view)
+        found = cfi_section(path, data, limits, view=view)
+        cfi = cfi_of(found, ())  # its FDEs below: read in one pass with the lowering
+        arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
+        if found.linked_eh_frame and arch.sframe_abi:
+            with decoding(path, found.name):
+                lowered = lower_eh_frame(found.contents, found.address,
+                                         8 if view.is64 else 4, found.names, cfi, arch,
+                                         version, flex)
+        if lowered is None:
+            cfi = cfi_of(found)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     require_sframe_abi(arch, path)
-    functions, skips = lower_fdes(cfi, arch, version, flex)
+    if lowered is None:
+        functions, skips = lower_fdes(cfi, arch, version, flex)
+        fde_count = len(cfi.fdes)
+    else:
+        functions, skips, fde_count = lowered
     image = encode_sframe(functions, arch, version, pcrel)
     # An empty .sframe (binutils 2.45's Scrt1.o) holds nothing to keep: replaced
     # without --replace where there is something to write, else left as it is.
@@ -517,7 +531,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
             else sframe_address
     release(data)  # its CFI and symbols are read: a mapped file's pages go back
     return ElfConversion(arch, path, image.functions, tuple(skips), image, "", cfi.elf_type,
-                         len(cfi.fdes), address, data, replace, view=view)
+                         fde_count, address, data, replace, view=view)
 
 
 class ArchiveConversion(NamedTuple):

@@ -66,9 +66,11 @@ int state_same(const State *a, const State *b);
 size_t state_hash(const State *s);  /* for a table of states (equal: state_same) */
 PyObject *dwarf_opcodes(void);  /* the DWARF CFA opcode numbers it reads, by name */
 
-/* sframe_fastpath.c: one FDE body's FREs (fast_fres), a file's functions (lower_fdes). */
+/* sframe_fastpath.c: one FDE body's FREs (fast_fres), a file's functions (lower_fdes;
+ * eh_functions from its .eh_frame's bytes). */
 PyObject *fast_fres(PyObject *self, PyObject *args);
 PyObject *lower_fdes(PyObject *self, PyObject *args);
+PyObject *eh_functions(PyObject *self, PyObject *args);  /* lower_fdes of an .eh_frame */
 
 /* The replay's target parameters by name, as every entry point that replays for the
  * fast path reads them from Python's dict (``sframe/fastpath.replay_target``): SP's,
@@ -148,6 +150,11 @@ typedef int (*OnFde)(void *ctx, const EhFde *fde);
 int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_size,
             int big, const Params *arch, OnFde on_fde, void *ctx);
 PyObject *eh_fdes(PyObject *self, PyObject *args);
+/* An FDE's function named as ``dwarf/cfi.function_name`` names it: ``names``'
+ * (section, start) entry, else SECTION+ADDR (pc+ADDR when ``section`` is ""); ``value``
+ * is ``start``'s.  A new reference, or NULL with an error set. */
+PyObject *fde_name(PyObject *names, PyObject *section, PyObject *start,
+                   unsigned long long value);
 PyObject *cfi_rows(PyObject *self, PyObject *args);  /* one body's rows (full mode) */
 PyObject *eh_constants(void);  /* the DW_EH_PE numbers it reads, by name */
 

@@ -257,6 +257,23 @@ int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_
     return result;
 }
 
+/* See core.h. */
+PyObject *fde_name(PyObject *names, PyObject *section, PyObject *start,
+                   unsigned long long value) {
+    PyObject *key = PyTuple_Pack(2, section, start);
+    PyObject *name = key ? PyDict_GetItemWithError(names, key) : NULL;  /* borrowed */
+    Py_XDECREF(key);
+    if (name && PyUnicode_Check(name) && PyUnicode_GET_LENGTH(name) > 0) {
+        Py_INCREF(name);
+        return name;
+    }
+    if (PyErr_Occurred()) return NULL;
+    char hex[24];
+    snprintf(hex, sizeof hex, "0x%llx", value);
+    return PyUnicode_GET_LENGTH(section) ? PyUnicode_FromFormat("%U+%s", section, hex)
+                                         : PyUnicode_FromFormat("pc+%s", hex);
+}
+
 /* What eh_fdes carries along. */
 typedef struct {
     PyObject *out, *names, *cie_of, *cies, *fde_type, *section, *placements;
@@ -291,19 +308,7 @@ static int placed_and_named(FdesCtx *ctx, const EhFde *e, PyObject **out) {
         PyErr_Clear();
         return 0;  /* below zero: the Python walker names it */
     }
-    PyObject *key = PyTuple_Pack(2, section, start);
-    PyObject *name = key ? PyDict_GetItemWithError(ctx->names, key) : NULL;  /* borrowed */
-    Py_XDECREF(key);
-    if (name && PyUnicode_Check(name) && PyUnicode_GET_LENGTH(name) > 0) {
-        Py_INCREF(name);
-    } else if (PyErr_Occurred()) {
-        name = NULL;
-    } else {
-        char hex[24];
-        snprintf(hex, sizeof hex, "0x%llx", value);
-        name = PyUnicode_GET_LENGTH(section) ? PyUnicode_FromFormat("%U+%s", section, hex)
-                                             : PyUnicode_FromFormat("pc+%s", hex);
-    }
+    PyObject *name = fde_name(ctx->names, section, start, value);
     if (!name) { Py_DECREF(start); return -1; }
     Py_INCREF(section);
     out[0] = name;

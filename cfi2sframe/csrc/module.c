@@ -54,6 +54,10 @@ static PyMethodDef methods[] = {
      "lower_fdes(fdes, cies, shapes, direct, params) -> per FDE its SFrameFunction, or\n"
      "None (the general path); params: fast_fres's target, version, max_size,\n"
      "max_fres_v3 and function_type by name."},
+    {"eh_functions", eh_functions, METH_VARARGS,
+     "eh_functions(eh, address, address_size, names, cie_of, params) -> (per FDE its\n"
+     "SFrameFunction or None, the None FDEs' offsets, FDE count), or None; params:\n"
+     "lower_fdes'; see sframe_fastpath.c."},
     {"fdes_v2", fdes_v2, METH_VARARGS,
      "fdes_v2(functions, big_endian, tails, tail_of, addr_sizes, pc_mask_bit, pauth_bit)\n"
      "-> (FDE tails, FRE bytes, FRE count) of an SFrame V2 section."},

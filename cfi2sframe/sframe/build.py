@@ -4,7 +4,8 @@ CFAs retried per PC, functions ordered and encoded into a section image.
 What the application (``convert``) and the library's callers run for every input:
 it reads no file and prints nothing.
 
-``lower_all``, ``lower_fdes`` (the fast path first), ``lower_function`` (one function's
+``lower_all``, ``lower_fdes`` (the fast path first; ``lower_eh_frame`` from a linked
+file's ``.eh_frame`` bytes in one compiled pass), ``lower_function`` (one function's
 decision: FDEs, with the per-PC retry of PC-dependent CFAs, or a ``Skip``; ``verify``
 asks it of the functions a section lacks), ``order_functions``, ``encode_sframe``,
 ``require_sframe_abi``.
@@ -20,7 +21,7 @@ from types import ModuleType
 from ..arch import as_arch
 from ..arch.base import Arch
 from ..core import compiled as compiled_core
-from ..dwarf.cfi import Cfi, RowsCache
+from ..dwarf.cfi import Cfi, Cie, Fde, Names, RowsCache, cie_reader, fdes_at, function_name
 from ..errors import Cfi2SframeError
 from ..model import Timeline
 from ..reasons import SframeReason
@@ -124,24 +125,66 @@ def lower_fdes(cfi: Cfi, arch: Arch, version: int = 2, flex: bool = True,
     return functions, skips
 
 
+def lower_eh_frame(eh: bytes | bytearray, address: int, address_size: int, names: Names,
+                   cfi: Cfi, arch: Arch, version: int = 2, flex: bool = True,
+                   compiled: ModuleType | None = _COMPILED
+                   ) -> tuple[list[SFrameFunction], list[Skip], int] | None:
+    """``lower_fdes`` of a linked file's ``.eh_frame`` (``eh``, loaded at ``address``;
+    ``names``: its functions'), with its FDE count: one compiled pass from the bytes to
+    the functions (``_core.eh_functions``), no ``Fde`` made but for the FDEs the fast
+    path leaves to the general path (``dwarf.cfi.fdes_at``).  ``cfi``: the file's
+    ``Cfi`` without FDEs (what the general path reads of it).  None where the compiled
+    core does not run, the target's FREs take the general path, or the section is out
+    of the ordinary (``parse_cfi`` reads it then, or reports it)."""
+    if compiled is None or not serves(arch):
+        return None
+    big_endian = cfi.big_endian
+    data = eh if isinstance(eh, bytes) else bytes(eh)
+    reader = cie_reader(data, address, address_size, not big_endian)
+
+    def cie_entry(at: int) -> tuple[object, ...]:
+        return _cie_entry(reader(at), arch, big_endian)
+
+    walked = compiled.eh_functions(data, address, address_size, names, cie_entry,
+                                   _lower_params(arch, big_endian, version))
+    if walked is None:
+        return None
+    fast, todo, count = walked
+    general = [fde._replace(name=function_name(names, fde.section, fde.start))
+               for fde in fdes_at(data, todo, address, address_size, not big_endian)]
+    functions, skips = _with_general(fast, cfi, arch, version, flex, general)
+    return functions, skips, count
+
+
+def _cie_entry(cie: Cie, arch: Arch, big_endian: bool) -> tuple[object, ...]:
+    """A CIE as the compiled pass takes it: (start state or None, code_align,
+    data_align, ra, b_key, signal)."""
+    return (initial_state(cie.initial, cie.code_align, cie.data_align, arch, big_endian),
+            cie.code_align, cie.data_align, cie.ra, cie.b_key, cie.signal)
+
+
 def _with_general(fast: list[SFrameFunction | None], cfi: Cfi, arch: Arch, version: int,
-                  flex: bool) -> tuple[list[SFrameFunction], list[Skip]]:
+                  flex: bool, general: Sequence[Fde] | None = None
+                  ) -> tuple[list[SFrameFunction], list[Skip]]:
     """The compiled pass's functions in FDE order, each None (an FDE the fast path does
     not take) replaced by what the general path decides: no Python step per FDE the
-    compiled pass made (``list.index`` finds the few Nones)."""
+    compiled pass made (``list.index`` finds the few Nones).  ``general``: the FDEs of
+    the Nones, in order (else ``cfi.fdes`` at the Nones' places)."""
     made = cast("list[SFrameFunction]", fast)  # (between the Nones)
     functions: list[SFrameFunction] = []
     skips: list[Skip] = []
     memo: LowerMemo = {}
     rows_cache: RowsCache = {}
-    done = 0
+    done = nones = 0
     while True:
         try:
             index = fast.index(None, done)
         except ValueError:
             break
         functions += made[done:index]
-        timeline = cfi.timeline(cfi.fdes[index], rows_cache)
+        fde = cfi.fdes[index] if general is None else general[nones]
+        nones += 1
+        timeline = cfi.timeline(fde, rows_cache)
         _add(lower_function(timeline, arch, version, flex, memo), functions, skips)
         done = index + 1
     return (functions + made[done:] if done else made), skips
@@ -159,10 +202,7 @@ def _compiled_fast_path(cfi: Cfi, arch: Arch, version: int,
     cies: dict[int, tuple[object, ...]] = {}
     for fde in cfi.fdes:
         if fde.cie_at not in cies:
-            cie = fde.cie
-            cies[fde.cie_at] = (initial_state(cie.initial, cie.code_align, cie.data_align,
-                                              arch, cfi.big_endian),
-                                cie.code_align, cie.data_align, cie.ra, cie.b_key, cie.signal)
+            cies[fde.cie_at] = _cie_entry(fde.cie, arch, cfi.big_endian)
     made: list[SFrameFunction | None] = compiled.lower_fdes(
         cfi.fdes, cies, shapes, direct, _lower_params(arch, cfi.big_endian, version))
     return made

@@ -292,22 +292,28 @@ def test_a_count_past_the_bytes_is_the_python_loops_error() -> None:
                          + ["/usr/s390x-linux-gnu/lib/libc.so.6"])
 def test_the_fde_loop_and_the_v2_encoder_on_real_libraries(path: str, report) -> None:
     """``lower_fdes`` over a whole file (``_core.lower_fdes``: the fast path for every
-    FDE in one call, None where the general path decides) and the V2 FDE encoder
+    FDE in one call, None where the general path decides; ``lower_eh_frame``: the same
+    from the ``.eh_frame``'s bytes, ``_core.eh_functions``) and the V2 FDE encoder
     (``_core.fdes_v2``) give what the Python loops give, object for object and byte for
     byte, in V2 and V3 (s390x takes the general path throughout: its FREs are not the
-    fast path's)."""
-    from cfi2sframe.sframe.build import lower_fdes, order_functions
+    fast path's, and ``lower_eh_frame`` declines it)."""
+    from cfi2sframe.elf.cfi import cfi_of, cfi_section
+    from cfi2sframe.sframe.build import lower_eh_frame, lower_fdes, order_functions
     from cfi2sframe.sframe.encode import build_v2
 
     if path not in LIBRARIES and not Path(path).exists() and not in_ci():
         unavailable(f"{path}: a cross libc (libc6-*-cross)")
     require_path(path)
     core = compiled_core()
-    cfi = read_elf_cfi(path)
+    found = cfi_section(path)
+    cfi = cfi_of(found)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     for version in (2, 3):
         python = lower_fdes(cfi, arch, version, compiled=None)
         assert lower_fdes(cfi, arch, version, compiled=core) == python, version
+        one_pass = lower_eh_frame(found.contents, found.address, 8, found.names,
+                                  cfi_of(found, ()), arch, version, compiled=core)
+        assert one_pass == (None if arch.name == "s390x" else (*python, len(cfi.fdes)))
     functions, _ = python if version == 2 else lower_fdes(cfi, arch, 2, compiled=None)
     ordered, single = order_functions(functions)
     image = build_v2(ordered, arch, single, compiled=None)

@@ -60,8 +60,15 @@ def test_the_compiled_walker_gives_the_python_walkers_fdes(path: str, report) ->
 @pytest.mark.parametrize("path", FILES[1:3] + FILES[4:])
 def test_changed_bytes_give_the_python_walkers_result(path: str) -> None:
     """Random bytes changed anywhere in the section (lengths, CIE ids, augmentations,
-    pointer encodings, pointers, instructions): the same FDEs or the same error."""
+    pointer encodings, pointers, instructions): the same FDEs or the same error.  The
+    first 30 copies also through the one pass from the bytes to SFrame functions
+    (``sframe.build.lower_eh_frame``): None (the section left to the walkers), or what
+    ``lower_fdes`` makes of the Python walker's FDEs, or its error."""
+    from cfi2sframe.arch import arch_for_machine
+
     section, address, size, little, names = _eh_frame(path)
+    arch = arch_for_machine(open_elf_file(path, Path(path).read_bytes()).machine, path,
+                            not little)
     rng = random.Random(path)
     for trial in range(150):
         damaged = bytearray(section)
@@ -70,6 +77,31 @@ def test_changed_bytes_give_the_python_walkers_result(path: str) -> None:
         python = _walked(bytes(damaged), address, size, little, names, None)
         assert _walked(bytes(damaged), address, size, little, names,
                        compiled_core()) == python, trial
+        if trial < 30:
+            one_pass = _lowered(bytes(damaged), address, size, names, arch, None)
+            assert one_pass is None or one_pass == _lowered(
+                bytes(damaged), address, size, names, arch, python), trial
+
+
+def _lowered(section: bytes, address: int, size: int, names, arch, fdes: object) -> object:
+    """``lower_eh_frame`` of ``section`` (``fdes`` None), else ``lower_fdes`` of ``fdes``
+    (the walker's FDEs, or its error) with the FDE count; an error as its text."""
+    from cfi2sframe.dwarf.cfi import Cfi
+    from cfi2sframe.errors import Cfi2SframeError
+    from cfi2sframe.sframe.build import lower_eh_frame, lower_fdes
+
+    if not isinstance(fdes, list | None):
+        return fdes
+    cfi = Cfi("t", arch.elf_machine, "ET_DYN", tuple(fdes or ()), ".eh_frame",
+              arch.big_endian)
+    try:
+        if fdes is None:
+            return lower_eh_frame(section, address, size, names, cfi, arch)
+        return (*lower_fdes(cfi, arch), len(fdes))
+    except DecodeError as exc:
+        return f"{exc.offset}: {exc}"
+    except Cfi2SframeError as exc:
+        return str(exc)
 
 
 def _entry(body: bytes) -> bytes:

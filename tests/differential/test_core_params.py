@@ -1,6 +1,6 @@
 """The compiled core's entry points that take a target's and a format's parameters
-read them by name: ``fast_fres``, ``lower_fdes``, ``eh_fdes``, ``cfi_rows``,
-``stats_scan`` and ``decode_fres`` from the one dict Python builds
+read them by name: ``fast_fres``, ``lower_fdes`` (and ``eh_functions``), ``eh_fdes``,
+``cfi_rows``, ``stats_scan`` and ``decode_fres`` from the one dict Python builds
 (``fastpath.core_target``, ``build._lower_params``, ``cfi._eh_target``,
 ``cfi._replay_params``, ``stats._scan_params``,
 ``decode._Reader.fre_params``), ``fde_index`` as keyword-only arguments: the
@@ -18,11 +18,12 @@ import pytest
 
 from cfi2sframe.analysis.stats import _scan_params
 from cfi2sframe.arch import arch_for_machine
-from cfi2sframe.dwarf.cfi import _eh_target, _replay_params
+from cfi2sframe.dwarf.cfi import _eh_target, _replay_params, cie_reader
 from cfi2sframe.model import CfaReg
-from cfi2sframe.sframe.build import _lower_params
+from cfi2sframe.sframe.build import _cie_entry, _lower_params
 from cfi2sframe.sframe.decode import FRE_TABLE, DecodedFre, _Reader
 from cfi2sframe.sframe.fastpath import core_target, initial_state
+from cfi2sframe.sframe.format import Fre, SFrameFunction
 from tests.conftest import compiled_core
 
 from .test_fastpath import _X86_CIE
@@ -67,6 +68,13 @@ def _lower_fdes(params: object, shapes: object = None) -> object:
     return compiled_core().lower_fdes((), {}, {} if shapes is None else shapes, {}, params)
 
 
+def _eh_functions(params: object, names: object = None) -> object:
+    cie_of = cie_reader(EH, 0x1000, 8, True)
+    return compiled_core().eh_functions(EH, 0x1000, 8, {} if names is None else names,
+                                        lambda at: _cie_entry(cie_of(at), X86, False),
+                                        params)
+
+
 def _eh_fdes(target: object, placements: object = None) -> object:
     return compiled_core().eh_fdes(b"", 0, {}, lambda at: None,
                                    {} if placements is None else placements, target)
@@ -95,6 +103,7 @@ def _fde_index(params: object, data: object = TABLE) -> object:
 CALLS: list[tuple[str, Callable[..., object], dict[str, object]]] = [
     ("fast_fres", _fast_fres, core_target(X86, False)),
     ("lower_fdes", _lower_fdes, _lower_params(X86, False, 2)),
+    ("eh_functions", _eh_functions, _lower_params(X86, False, 2)),
     ("eh_fdes", _eh_fdes, _eh_target(8, False)),
     ("cfi_rows", _cfi_rows, _replay_params(1, -8, False)),
     ("stats_scan", _stats_scan, _scan_params(X86, 8)),
@@ -112,6 +121,12 @@ def test_the_parameters_python_builds_are_the_ones_the_core_reads() -> None:
     assert fres[1][1:3] == (False, 16)  # CFA at SP+16 (not FP-based) from byte 1
     assert _lower_fdes(_lower_params(X86, False, 2)) == []
     assert _eh_fdes(_eh_target(8, False)) == []
+    # EH's one FDE: its two rows as default FREs (CFA SP+8 from 0, SP+16 from 1; FP and
+    # RA not saved: x86-64's RA at its fixed offset), named from ``names`` (else pc+0x2000)
+    fres = (Fre(0, False, 8, None, None, False), Fre(1, False, 16, None, None, False))
+    assert _eh_functions(_lower_params(X86, False, 2), {("", 0x2000): "f"}) == (
+        [SFrameFunction("f", "", 0x2000, 0x20, fres)], [], 1)
+    assert _eh_functions(_lower_params(X86, False, 2))[0][0].name == "pc+0x2000"
     rows = _cfi_rows(_replay_params(1, -8, False))  # CFA rsp+8 from 0, rsp+16 from 1
     assert isinstance(rows, tuple) and [(row.start, row.cfa) for row in rows] == [
         (0, CfaReg(7, 8)), (1, CfaReg(7, 16))]
@@ -135,6 +150,10 @@ def test_each_of_stats_scans_parameters_is_read() -> None:
         assert _stats_scan({**params, **changed}) == (1, 0, 0, 0, [FDE_AT], 0, 0)
     assert _stats_scan({**params, "addr_sizes": (2, 4)}) == (1, 1, 8, 8, [], 0x2000, 0x2000)
     assert _stats_scan({**params, "address_size": 5}) is None  # no ELF class of ours
+    lowering = _lower_params(X86, False, 3)  # eh_functions: the same limits as lower_fdes
+    for changed in ({"ra": 15}, {"max_size": 0x1F}, {"max_fres_v3": 1}):
+        assert _eh_functions({**lowering, **changed}) == ([None], [FDE_AT], 1)
+    assert _eh_functions(_lower_params(X86, False, 2)) == _eh_functions(lowering)
     assert _decode_fres({**SECTION, "fre_end": len(FRES) - 1}) is None  # cut: Python's
     assert _fde_index({**INDEX, "step": 0x100})[0] == array("q", [0x1010, 0x10F0]).tobytes()
 

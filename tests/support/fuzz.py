@@ -16,7 +16,8 @@ Targets:
            interpreter's: the same rows or error)
   rewrite  the ELF rewriting path of --in-place: conversion to the obj or elf form,
            the self-check, and the write through one name or two (hard links);
-           afterwards the file holds the old bytes or exactly the new ones
+           afterwards the file holds the old bytes or exactly the new ones; a linked
+           file's one compiled pass to its functions equal to its FDEs read and lowered
   compressed  SHF_COMPRESSED CFI sections (zlib): the claimed size against the
            limits, the bounded inflater, and the reader after it (seeded with a
            decompression bomb)
@@ -60,7 +61,7 @@ with atheris.instrument_imports():
     from cfi2sframe.core import compiled
     from cfi2sframe.dwarf.cfi import Fde
     from cfi2sframe.dwarf.cfi import _rows as rows_of
-    from cfi2sframe.elf.cfi import read_elf_cfi
+    from cfi2sframe.elf.cfi import cfi_of, cfi_section, read_elf_cfi
     from cfi2sframe.elf.compressed import DEFAULT_LIMITS, Limits
     from cfi2sframe.elf.read import open_elf
     from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
@@ -72,6 +73,7 @@ with atheris.instrument_imports():
     from cfi2sframe.macho.read import MH_OBJECT, open_macho
     from cfi2sframe.macho.unwind import compact_unwind_rows
     from cfi2sframe.sections import table_view
+    from cfi2sframe.sframe.build import lower_eh_frame, lower_fdes
     from cfi2sframe.sframe.decode import FdeTable
     from cfi2sframe.sframe.decode import decode as decode_sframe
     from cfi2sframe.sframe.dump import compiled_chunks, dump_text
@@ -177,6 +179,7 @@ def _rewrite(data: bytes) -> None:
     if len(data) % 2:  # every other input has a second name: the same-inode rewrite
         os.link(REWRITTEN, REWRITTEN + ".link")
     old, status = read_for_rewrite(REWRITTEN)
+    _one_pass_is_the_readers(old)
     counted = _stats_counts(old)
     new = None
     try:
@@ -192,6 +195,35 @@ def _rewrite(data: bytes) -> None:
         assert now == old or now == new, "the file is neither the old nor the new one"
         if new is None:
             assert now == old, "a failed rewrite changed the file"
+
+
+def _one_pass_is_the_readers(data: bytes) -> None:
+    """The one compiled pass from a linked file's ``.eh_frame`` to its functions
+    (``lower_eh_frame``, ``_core.eh_functions``) gives what ``lower_fdes`` makes of the
+    FDEs the reader reads (V2), or declines (None)."""
+    try:
+        found = cfi_section("fuzz.elf", data)
+        arch = arch_for_machine(found.view.machine, "fuzz.elf", not found.view.little_endian)
+    except EXPECTED:
+        return
+    if CORE is None or not found.linked_eh_frame or not arch.sframe_abi:
+        return
+    outcomes = []
+    for one_pass in (True, False):
+        try:
+            with decoding("fuzz.elf", found.name):
+                if one_pass:
+                    outcomes.append(lower_eh_frame(found.contents, found.address,
+                                                   8 if found.view.is64 else 4, found.names,
+                                                   cfi_of(found, ()), arch, compiled=CORE))
+                else:
+                    cfi = cfi_of(found)
+                    outcomes.append((*lower_fdes(cfi, arch, compiled=CORE), len(cfi.fdes)))
+        except EXPECTED as exc:
+            outcomes.append(str(exc))
+        if outcomes[0] is None:
+            return
+    assert outcomes[0] == outcomes[1], "the one pass differs from the reader's FDEs lowered"
 
 
 def _stats_counts(data: bytes) -> tuple[object, ...] | None:
