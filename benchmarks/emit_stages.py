@@ -41,28 +41,43 @@ def stages(path: str, runs: int) -> dict[str, float]:
     from cfi2sframe.arch import arch_for_machine
     from cfi2sframe.cli import main
     from cfi2sframe.convert import convert_elf
-    from cfi2sframe.elf.cfi import read_elf_cfi
+    from cfi2sframe.elf import cfi as elf_cfi
     from cfi2sframe.elf.grow import find_room
     from cfi2sframe.elf.read import open_elf
     from cfi2sframe.elf.symbols import function_names
-    from cfi2sframe.sframe.build import encode_sframe, lower_fdes
+    from cfi2sframe.sframe import build
 
     gc.disable()
     with open(path, "rb") as file:
         data = file.read()
     view = open_elf(data, path)
-    cfi = read_elf_cfi(path, data)
+    cfi = elf_cfi.read_elf_cfi(path, data)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
-    functions, _ = lower_fdes(cfi, arch, 2)
-    image = encode_sframe(functions, arch, 2)
+    functions, _ = build.lower_fdes(cfi, arch, 2)
+    image = build.encode_sframe(functions, arch, 2)
     address = convert_elf(path, data).sframe_address
+    # What the conversion reads and lowers: the CFI's FDEs then lower_fdes, or (from
+    # 2026-11-27's fifth round) the section with its names then the one compiled pass.
+    if hasattr(build, "lower_eh_frame"):
+        found = elf_cfi.cfi_section(path, data)
+        empty = elf_cfi.cfi_of(found, ())
+
+        def one_pass() -> object:
+            return build.lower_eh_frame(found.contents, found.address, 8, found.names,
+                                        empty, arch, 2)
+        reading = {"CFI section read (names included)":
+                   least(lambda: elf_cfi.cfi_section(path, data), runs),
+                   "FDEs lowered (lower_eh_frame, one pass)": least(one_pass, runs)}
+    else:
+        reading = {"CFI read (names included)": least(lambda: elf_cfi.read_elf_cfi(path, data),
+                                                      runs),
+                   "lower_fdes": least(lambda: build.lower_fdes(cfi, arch, 2), runs)}
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.so")
         return {
             "function names": least(lambda: function_names(view), runs),
-            "CFI read (names included)": least(lambda: read_elf_cfi(path, data), runs),
-            "lower_fdes": least(lambda: lower_fdes(cfi, arch, 2), runs),
-            "encode_sframe": least(lambda: encode_sframe(functions, arch, 2), runs),
+            **reading,
+            "encode_sframe": least(lambda: build.encode_sframe(functions, arch, 2), runs),
             "grown table checked (find_room)":
                 least(lambda: find_room(view, view.segments(), 2), runs),
             "section placed (to_bytes)": least(lambda: image.to_bytes(address), runs),
@@ -100,8 +115,10 @@ def main() -> None:
     print(f"{args.library}: CPU seconds, least of {args.runs} runs x {args.rounds} rounds")
     print("| stage | " + " | ".join(sides) + " |")
     print("|---|" + "---:|" * len(sides))
-    for stage in rounds[0][next(iter(sides))]:
-        cells = [f"{min(r[name][stage] for r in rounds):.3f}" for name in sides]
+    names = dict.fromkeys(stage for name in sides for stage in rounds[0][name])
+    for stage in names:
+        cells = [f"{min(r[name][stage] for r in rounds):.3f}" if stage in rounds[0][name]
+                 else "-" for name in sides]
         print(f"| {stage} | " + " | ".join(cells) + " |")
 
 

@@ -359,6 +359,8 @@ typedef struct {
     size_t bodies, cap;
     PyObject *out, *todo, *cies, *cie_of, *names, *section;
     Py_ssize_t fdes;
+    Py_ssize_t last_at;  /* the CIE offset of the FDE before (-1: none) ... */
+    PyObject *last_entry;  /* ... and its entry (borrowed: ``cies`` holds it) */
 } EhCtx;
 
 static uint64_t body_hash(Py_ssize_t cie_at, const uint8_t *bytes, Py_ssize_t len) {
@@ -402,11 +404,16 @@ static PyObject *eh_body_fres(EhCtx *ctx, const EhFde *e, PyObject *cie) {
 static int eh_function(void *raw, const EhFde *e) {
     EhCtx *ctx = raw;
     ctx->fdes++;
-    PyObject *cie_at = PyLong_FromSsize_t(e->cie->at);
-    if (!cie_at) return -1;
-    PyObject *cie = memo_lookup(ctx->cies, cie_at, ctx->cie_of);  /* borrowed */
-    Py_DECREF(cie_at);
-    if (!cie) return -1;
+    PyObject *cie = ctx->last_entry;  /* an FDE's CIE is mostly the one before's */
+    if (e->cie->at != ctx->last_at) {
+        PyObject *cie_at = PyLong_FromSsize_t(e->cie->at);
+        if (!cie_at) return -1;
+        cie = memo_lookup(ctx->cies, cie_at, ctx->cie_of);  /* borrowed */
+        Py_DECREF(cie_at);
+        if (!cie) return -1;
+        ctx->last_at = e->cie->at;
+        ctx->last_entry = cie;
+    }
     int taken = takes(&ctx->l.limits, e->range, cie);
     if (taken < 0) return -1;
     PyObject *made = Py_None;
@@ -451,6 +458,7 @@ PyObject *eh_functions(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *names, *cie_of, *params, *out = NULL;
     EhCtx ctx;
     memset(&ctx, 0, sizeof ctx);
+    ctx.last_at = -1;
     if (!PyArg_ParseTuple(args, "y*KiO!OO!:eh_functions", &eh, &address, &address_size,
                           &PyDict_Type, &names, &cie_of, &PyDict_Type, &params))
         return NULL;
