@@ -1,8 +1,10 @@
 /* The ELF fast path in C: ``fast_fres`` is ``sframe/fastpath.py``'s ``_run`` over one
  * FDE body (dwarf_replay.c's ``replay``, each changed state an FRE), ``lower_fdes``
- * ``sframe/build.py``'s ``lower_fdes`` loop over a file's FDEs.  Which FRE a state
- * gives is Python's answer (``_state_shape``), asked once per distinct state: this file
- * holds no target fact.  tests/differential/test_core.py holds both equal to Python. */
+ * ``sframe/build.py``'s ``lower_fdes`` loop over a file's FDEs, and ``eh_functions``
+ * the same step run on each FDE of a linked file's .eh_frame as dwarf_cfi.c's walker
+ * meets it (no ``Fde`` made).  Which FRE a state gives is Python's answer
+ * (``_state_shape``), asked once per distinct state: this file holds no target fact.
+ * tests/differential/test_core.py holds all three equal to Python. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
