@@ -396,11 +396,26 @@ def _rows(cie: Cie, body: bytes, pc_begin: int, big: bool,
 _INT64 = -(1 << 63)  # the compiled replay's numbers are int64
 
 
+# A row state's words -> its Python objects, per parameter set: 986 distinct on
+# libLLVM-14; bounded as a tree run's other memos are (a worker keeps it from file to
+# file).  Emptying it drops no row: each row holds its own objects.
+STATE_ENTRIES = 1 << 14
+RowState = tuple[CfaReg | None, tuple[tuple[int, Rule], ...], bool, bool]
+
+
 @lru_cache(maxsize=16)
 def _replay_params(code_align: int, data_align: int, big: bool) -> dict[str, object]:
-    """``_core.cfi_rows``' parameters by name; the states dict is kept with them."""
+    """``_core.cfi_rows``' parameters by name; the states memo is kept with them.  The
+    core looks a state up in ``states`` and stores what ``state_of`` gave: ``keep``
+    has stored it already (the core's store replaces it by itself), after emptying
+    a full memo, so the memo holds at most ``STATE_ENTRIES``."""
+    states: Memo[bytes, RowState] = Memo(STATE_ENTRIES)
+
+    def state_of(key: bytes) -> RowState:
+        return states.keep(key, row_state(key))
+
     return {"code_align": code_align, "data_align": data_align, "big_endian": big,
-            "row_type": Row, "states": {}, "state_of": row_state}
+            "row_type": Row, "states": states, "state_of": state_of}
 
 
 # The compiled replay's row flags and rule kinds (``_core.ROW_STATE``, bound to these by
@@ -410,7 +425,7 @@ RULE_KINDS = (RuleKind.undefined, RuleKind.same_value, RuleKind.offset, RuleKind
               RuleKind.register)
 
 
-def row_state(key: bytes) -> tuple[CfaReg | None, tuple[tuple[int, Rule], ...], bool, bool]:
+def row_state(key: bytes) -> RowState:
     """A row's rules from the compiled replay's words (native int64: flags, CFA register
     and offset, then register, kind and value of each rule), asked once per distinct
     state: (cfa, regs, ra_signed, ra_signed_pc) as ``Row`` holds them."""

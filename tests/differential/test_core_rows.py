@@ -19,9 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cfi2sframe.dwarf import cfi
 from cfi2sframe.dwarf.cfi import Cie, _interpreted, _replay_params, _rows
 from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.errors import DecodeError
+from cfi2sframe.model import CfaReg
 from tests.conftest import at_least, compiled_core, in_ci, require_path, unavailable
 
 from .test_core import AARCH64_LIBRARIES
@@ -124,3 +126,35 @@ def test_the_signed_ra_states_by_hand() -> None:
     assert [(row.start, row.ra_signed, row.ra_signed_pc) for row in rows] == [
         (0, True, True), (1, False, False), (2, True, False)]
     assert rows == _interpreted(cie, body, 0, False)[0]
+
+
+def test_the_row_states_kept_at_their_bound_and_emptied_one_past_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The states memo the compiled replay fills (a state's words -> its objects), at a
+    bound of 2: x86 CIE rsp+8 (RA at CFA-8), then ``advance_loc 1; def_cfa_offset 16``
+    (0x41 0x0e 0x10) is two states, kept; the same body again asks none; a body to
+    rsp+24 (0x18) adds one past the bound: emptied, then that one kept.  Rows made
+    before stay whole, and a state asked again after is made again, equal."""
+    core = compiled_core()
+    monkeypatch.setattr(cfi, "STATE_ENTRIES", 2)
+    params = _replay_params.__wrapped__(1, -8, False)
+    states = params["states"]
+    initial = _X86_CIE
+
+    def cfas(rows: object) -> list[tuple[int, object]]:
+        assert isinstance(rows, tuple)
+        return [(row.start, row.cfa) for row in rows]
+
+    first = core.cfi_rows(b"\x41\x0e\x10", initial, params)
+    assert cfas(first) == [(0, CfaReg(7, 8)), (1, CfaReg(7, 16))] and len(states) == 2
+    again = core.cfi_rows(b"\x41\x0e\x10", initial, params)
+    assert again[1].cfa is first[1].cfa and len(states) == 2  # at the bound: kept
+    deeper = core.cfi_rows(b"\x41\x0e\x18", initial, params)
+    assert cfas(deeper) == [(0, CfaReg(7, 8)), (1, CfaReg(7, 24))]
+    assert deeper[0].cfa is first[0].cfa  # found before the memo was full
+    assert len(states) == 1 and list(states.values())[0][0] == CfaReg(7, 24)
+    assert cfas(first) == [(0, CfaReg(7, 8)), (1, CfaReg(7, 16))]  # rows keep theirs
+    remade = core.cfi_rows(b"\x41\x0e\x10", initial, params)
+    assert cfas(remade) == cfas(first) and remade[0].cfa is not first[0].cfa
+    # rsp+8 made again (2 kept), then rsp+16 past the bound: emptied, that one kept
+    assert len(states) == 1 and list(states.values())[0][0] == CfaReg(7, 16)
