@@ -12,10 +12,12 @@ a Darwin object's rows named by the function at their start).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from operator import sub
 
 from ..arch import arch_for_machine, as_arch, get_arch
 from ..arch.base import Arch
+from ..dwarf.cfi import Cfi, RowsCache
 from ..elf.read import address_reader, elf_arch, open_elf
 from ..errors import Cfi2SframeError, decoding
 from ..kinds import Kind, refuse_unreadable
@@ -30,7 +32,7 @@ from ..macho.unwind import (
 )
 from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
-from .lower import CompactFunction, LowerMemo, lower_alike, lower_compact
+from .lower import CompactFunction, LowerMemo, lower_alike, lower_compact, lowered_alike
 from .rules import Code
 from .table import Columns, UnwindInfo, read_columns, read_unwind_info
 from .table_writer import FunctionColumns, TableFunction
@@ -49,25 +51,52 @@ def compact_arch(arch_name: str, where: str) -> str:
 def compact_functions(timelines: tuple[Timeline, ...], obj: bytes, arch: str,
                       ranges: bool = False, linked: bool = False) -> list[CompactFunction]:
     """Lower every timeline; ``obj`` is the ELF file holding their code."""
+    code_of = _code_reader(obj, linked)
+    memo = LowerMemo()
+    return [lower_alike(timeline, arch, code_of(timeline), ranges, memo)
+            for timeline in timelines]
+
+
+def compact_cfi(cfi: Cfi, obj: bytes, arch: str, ranges: bool = False,
+                linked: bool = False) -> list[CompactFunction]:
+    """``compact_functions`` of every FDE of ``cfi``: a function whose shape's answer
+    is known, or reads no code, takes it without a ``Timeline`` or its code read
+    (``lowered_alike``)."""
+    code_of = _code_reader(obj, linked)
+    memo = LowerMemo()
+    cache: RowsCache = {}
+    out = []
+    for fde in cfi.fdes:
+        rows, invalid = cfi.rows(fde, cache)
+        known = None if ranges else lowered_alike(  # (an ELF timeline names no LSDA)
+            fde.name, fde.section, fde.start, fde.size, rows, invalid, arch, memo)
+        if known is not None:
+            out.append(known)
+            continue
+        timeline = cfi.placed(fde, rows, invalid)
+        out.append(lower_alike(timeline, arch, code_of(timeline), ranges, memo))
+    return out
+
+
+def _code_reader(obj: bytes, linked: bool) -> Callable[[Timeline], Code | None]:
+    """A function's code in the ELF file ``obj`` (None without a file): by address
+    where ``linked``, else by offset in its section."""
     view = open_elf(obj, "object") if obj else None
     at_address = address_reader(view) if view is not None and linked else None
     section_bytes: dict[str, bytes] = {}
-    memo: LowerMemo = {}
-    out = []
-    for timeline in timelines:
-        code = None
-        if view is not None:
-            if at_address is not None:
-                found = at_address(timeline.start, timeline.size)
-                code = Code(found) if found is not None else None
-            else:
-                data = section_bytes.get(timeline.section)
-                if data is None:
-                    data = section_bytes[timeline.section] = view.section_data(
-                        timeline.section)
-                code = Code(data[timeline.start:timeline.start + timeline.size])
-        out.append(lower_alike(timeline, arch, code, ranges, memo))
-    return out
+
+    def code_of(timeline: Timeline) -> Code | None:
+        if view is None:
+            return None
+        if at_address is not None:
+            found = at_address(timeline.start, timeline.size)
+            return Code(found) if found is not None else None
+        data = section_bytes.get(timeline.section)
+        if data is None:
+            data = section_bytes[timeline.section] = view.section_data(timeline.section)
+        return Code(data[timeline.start:timeline.start + timeline.size])
+
+    return code_of
 
 
 def compact_asm(text: str, filename: str = "<input>", arch: str | Arch = "x86_64",
@@ -141,8 +170,7 @@ def compact_elf(path: str, data: bytes, ranges: bool = False) -> list[CompactFun
     cfi = read_elf_cfi(path, data)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     flavour = compact_arch(arch.name, path)
-    return compact_functions(cfi.timelines, data, flavour, ranges,
-                             linked=cfi.elf_type != "ET_REL")
+    return compact_cfi(cfi, data, flavour, ranges, linked=cfi.elf_type != "ET_REL")
 
 
 def compact_macho(path: str, data: bytes, arch_name: str | None = None,
@@ -163,7 +191,7 @@ def compact_macho(path: str, data: bytes, arch_name: str | None = None,
     arch = _target(view)
     flavour = compact_arch(arch.name, path)
     functions = []
-    memo: LowerMemo = {}
+    memo = LowerMemo()
     for darwin in (cfi.timelines if cfi is not None else ()):
         timeline = native_numbers(darwin, view.arch)  # i386: esp and ebp swapped back
         found = view.bytes_at(timeline.start, timeline.size)

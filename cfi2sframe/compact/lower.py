@@ -231,12 +231,24 @@ def lower_compact(timeline: Timeline, arch: str | Arch, code: Code | None = None
     return result([CompactRow(0, timeline.size, encoding)], None, "")
 
 
-# lower_compact's results by what they depend on (``lower_alike``): the rows object (kept
-# alive in the value, so its id stays its own), size, why invalid, LSDA or not, flavour
-# and --ranges; then, per shape, whether an encoding can read the code (``_reads_code``,
-# asked once per shape) and the results by the code where one can.
-LowerMemo = dict[tuple[object, ...],
-                 tuple[tuple[Row, ...], bool, dict[object, "CompactFunction"]]]
+class LowerMemo:
+    """``lower_alike``'s answers, the caller's for one file.  ``shapes``: by the rows
+    object (kept alive in the value, so its id stays its own), size, why invalid, LSDA
+    or not, flavour and --ranges: the rows, whether an encoding can read the code
+    (``_reads_code``), and the results by the code where one can (else under None).
+    ``sequences``: by state sequence (``_sequence``), whether an encoding can read the
+    code and, where none can, the single row's encoding, reason and exact rows.
+    ``placed``: ``lowered_alike``'s, by the rows object (kept), size, why invalid and
+    flavour."""
+
+    __slots__ = ("shapes", "sequences", "placed")
+
+    def __init__(self) -> None:
+        self.shapes: dict[tuple[object, ...],
+                          tuple[tuple[Row, ...], bool, dict[bytes | None, CompactFunction]]] = {}
+        self.sequences: dict[tuple[object, ...],
+                             tuple[tuple[Row, ...], bool, _Sequence | None]] = {}
+        self.placed: dict[tuple[object, ...], tuple[tuple[Row, ...], tuple[object, ...]]] = {}
 
 
 def lower_alike(timeline: Timeline, arch: str, code: Code | None, ranges: bool,
@@ -246,20 +258,126 @@ def lower_alike(timeline: Timeline, arch: str, code: Code | None, ranges: bool,
     and what a function's rows lower to depends only on them, its size, whether it has
     an LSDA, and its code only where an x86 stack is too deep for STACK_IMMD
     (STACK_IND reads the ``sub`` immediate): 95k lowerings were most of ``compact``'s
-    time on libLLVM-14."""
+    time on libLLVM-14.  A new shape's single row comes from its state sequence
+    (``_sequence``): libLLVM-14's 39,944 shapes have 1,895."""
     rows = timeline.rows
-    key = (id(rows), timeline.size, timeline.invalid, timeline.lsda is not None, arch, ranges)
-    shape = memo.get(key)
-    if shape is None:
-        shape = memo[key] = (rows, _reads_code(rows, arch), {})
-    _, reads, done = shape
-    by_code = code.data if code is not None and reads else code is None
+    lsda = timeline.lsda is not None
+    key = (id(rows), timeline.size, timeline.invalid, lsda, arch, ranges)
+    shape = memo.shapes.get(key)
+    sequence = None
+    if shape is not None:
+        _, reads, done = shape
+    elif ranges or timeline.invalid is not None or not timeline.size or not rows:
+        reads, done = _reads_code(rows, arch), {}
+        shape = memo.shapes[key] = (rows, reads, done)
+    else:
+        reads, sequence = _sequence(rows, arch, lsda, memo)
+        done = {}
+        shape = memo.shapes[key] = (rows, reads, done)
+    by_code = code.data if code is not None and reads else None
     hit = done.get(by_code)
     if hit is None:
-        made = done[by_code] = lower_compact(timeline, arch, code, ranges)
+        made = done[by_code] = lower_compact(timeline, arch, code, ranges) \
+            if sequence is None else _placed(*span_of(timeline), rows, timeline.personality,
+                                             timeline.lsda, sequence)
         return made
     return hit._replace(name=timeline.name, section=timeline.section, start=timeline.start,
                         personality=timeline.personality, lsda=timeline.lsda)
+
+
+def lowered_alike(name: str, section: str, start: int, size: int, rows: tuple[Row, ...],
+                  invalid: str | None, arch: str, memo: LowerMemo) -> CompactFunction | None:
+    """``lower_alike`` of a function of these rows without an LSDA, personality or
+    ``--ranges``, where no encoding reads its code: without a ``Timeline`` or the code,
+    so that a library's 95k functions need neither; None elsewhere (the caller asks
+    ``lower_alike``)."""
+    key = (id(rows), size, invalid, arch)
+    found = memo.placed.get(key)
+    if found is None:
+        found = memo.placed[key] = (rows, _placed_alike(size, rows, invalid, arch, memo))
+    tail = found[1]
+    return CompactFunction(name, section, start, *tail) if tail else None
+
+
+def _placed_alike(size: int, rows: tuple[Row, ...], invalid: str | None, arch: str,
+                  memo: LowerMemo) -> tuple[object, ...]:
+    """``lowered_alike``'s answer after its start (``CompactFunction``'s fields from
+    ``size`` on), or () where ``lower_alike`` must answer."""
+    if invalid is not None or not size or not rows:
+        return ()
+    sequence = _sequence(rows, arch, False, memo)[1]
+    if sequence is None:
+        return ()
+    return tuple(_placed("", "", 0, size, rows, None, None, sequence))[3:]
+
+
+class _Sequence(NamedTuple):
+    """What a function's single row depends on of its rows (their states in order, not
+    where they start): the body row's index, the row's encoding (DWARF mode with a
+    reason where none is exact), and the rows whose rules are the encoding's."""
+
+    body_index: int
+    encoding: int
+    reason: CompactReason | None
+    detail: str
+    exact: tuple[int, ...]
+
+
+def _sequence(rows: tuple[Row, ...], arch: str, lsda: bool,
+              memo: LowerMemo) -> tuple[bool, _Sequence | None]:
+    """Whether an encoding of ``rows`` (not empty) can read the code, and where none can,
+    ``lower_compact``'s single row of them; once per distinct state sequence.  The
+    states are keyed by their objects' ids (``dwarf.cfi`` makes each distinct state's
+    objects once), valid while the first rows with them are kept in the value; equal
+    states of other objects are only another key."""
+    key = (tuple([(id(cfa), id(regs), signed, signed_pc)
+                  for _, cfa, regs, signed, signed_pc in rows]), arch, lsda)
+    found = memo.sequences.get(key)
+    if found is not None:
+        return found[1], found[2]
+    reads = _reads_code(rows, arch)
+    made = None if reads else _single_row(rows, arch, lsda)
+    memo.sequences[key] = (rows, reads, made)
+    return reads, made
+
+
+def _single_row(rows: tuple[Row, ...], arch: str, lsda: bool) -> _Sequence:
+    """``lower_compact``'s row of ``rows`` (not empty, reading no code) and its exact rows."""
+    dwarf = ARM64_DWARF if arch == "arm64" else X86_DWARF
+    index = _body_index(rows, arch)
+    assert index is not None  # (rows is not empty)
+    encoding = encode_row(rows[index], arch, None)
+    reason, detail = None, ""
+    if isinstance(encoding, Unrepresentable):
+        reason, detail, encoding = encoding.reason, encoding.detail, dwarf
+    elif lsda and encoding & 0x0F000000 != dwarf:  # (as lower_compact's result)
+        encoding |= HAS_LSDA
+    rules = _decoded(encoding & ~HAS_LSDA, arch)
+    exact = tuple(i for i, row in enumerate(rows) if isinstance(rules, CompactRules)
+                  and _rules(row.cfa, row.regs, row.ra_signed, arch) == rules)
+    return _Sequence(index, encoding, reason, detail, exact)
+
+
+def _placed(name: str, section: str, start: int, size: int, rows: tuple[Row, ...],
+            personality: str | None, lsda: str | None, sequence: _Sequence) -> CompactFunction:
+    """``lower_compact`` of a function from its state sequence's answer: the row over the
+    whole function, the body range and the inexact spans from where its rows start."""
+    last = len(rows) - 1
+    exact = []
+    for i in sequence.exact:  # inexact_spans' intervals, with max and min unrolled
+        lo = rows[i][0]
+        hi = rows[i + 1][0] if i < last else size
+        if lo < 0:
+            lo = 0
+        if hi > size:
+            hi = size
+        if lo < hi:
+            exact.append((lo, hi))
+    spans = _gaps(exact, size)
+    return CompactFunction(name, section, start, size, (CompactRow(0, size, sequence.encoding),),
+                           sequence.reason, sequence.detail,
+                           size - sum([hi - lo for lo, hi in spans]), personality, lsda,
+                           _body_range(rows, sequence.body_index, size), spans)
 
 
 def _reads_code(rows: tuple[Row, ...], arch: str) -> bool:
@@ -321,10 +439,21 @@ def inexact_spans(timeline: Timeline, rows: list[CompactRow], arch: str,
             lo, hi = max(row.start, start), min(row_end, end)
             if lo < hi and _rules(row.cfa, row.regs, row.ra_signed, arch) == rules:
                 exact.append((lo, hi))
+    return _gaps(exact, timeline.size)
+
+
+def _gaps(exact: list[tuple[int, int]], size: int) -> tuple[tuple[int, int], ...]:
+    """The ranges of [0, ``size``) that no range of ``exact`` covers (empty ones, and
+    those that start past the end, drop out)."""
     spans: list[tuple[int, int]] = []
     at = 0
-    for lo, hi in sorted(exact) + [(timeline.size, timeline.size)]:
+    exact = sorted(exact)
+    exact.append((size, size))
+    for lo, hi in exact:
         if lo > at:
-            spans.append((at, min(lo, timeline.size)))
-        at = max(at, hi)
-    return tuple(span for span in spans if span[0] < span[1])
+            end = lo if lo < size else size
+            if at < end:
+                spans.append((at, end))
+        if hi > at:
+            at = hi
+    return tuple(spans)

@@ -116,7 +116,10 @@ class Cfi:
 
     def timeline(self, fde: Fde, cache: RowsCache) -> Timeline:
         """The ``Timeline`` of one FDE; ``cache`` (the caller's) shares equal bodies."""
-        rows, invalid = self.rows(fde, cache)
+        return self.placed(fde, *self.rows(fde, cache))
+
+    def placed(self, fde: Fde, rows: tuple[Row, ...], invalid: str | None) -> Timeline:
+        """The ``Timeline`` of one FDE whose ``rows`` the caller has (``rows``)."""
         cie = fde.cie
         return Timeline(*span_of(fde), rows, cie.ra,
                         Location(self.path, 0, fde.offset), signal_frame=cie.signal,

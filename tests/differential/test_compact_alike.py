@@ -14,7 +14,7 @@ import pytest
 
 from cfi2sframe.arch import by_compact
 from cfi2sframe.compact import check
-from cfi2sframe.compact.inputs import image_functions, unwind_columns
+from cfi2sframe.compact.inputs import compact_cfi, image_functions, unwind_columns
 from cfi2sframe.compact.lower import LowerMemo, lower_alike, lower_compact
 from cfi2sframe.compact.rules import Code
 from cfi2sframe.elf.cfi import read_elf_cfi
@@ -37,15 +37,19 @@ def test_lowered_once_per_shape_as_each_alone(ranges: bool) -> None:
         data = Path(path).read_bytes()
         cfi = read_elf_cfi(path, data)
         at = address_reader(open_elf(data, "object"))
-        memo: LowerMemo = {}
+        memo = LowerMemo()
+        alone = []
         for timeline in cfi.timelines:
             found = at(timeline.start, timeline.size)
             code = Code(found) if found is not None else None
-            before = len(memo)
+            before = len(memo.shapes)
             alike = lower_alike(timeline, "x86_64", code, ranges, memo)
-            shared += len(memo) == before
-            assert alike == lower_compact(timeline, "x86_64", code, ranges), timeline.name
+            shared += len(memo.shapes) == before
+            alone.append(lower_compact(timeline, "x86_64", code, ranges))
+            assert alike == alone[-1], timeline.name
             compared += 1
+        # what compact runs for an ELF file: known shapes without a Timeline
+        assert compact_cfi(cfi, data, "x86_64", ranges, linked=True) == alone
     at_least("FDEs", compared, 8000)
     at_least("FDEs lowered by a shared answer", shared, 1000)
 

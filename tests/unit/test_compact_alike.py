@@ -7,9 +7,16 @@ from __future__ import annotations
 
 from cfi2sframe import CfaReg, Location, Row, Rule, Timeline
 from cfi2sframe.arch import get_arch
-from cfi2sframe.compact.lower import LowerMemo, lower_alike, lower_compact
+from cfi2sframe.compact.lower import (
+    CompactRow,
+    LowerMemo,
+    lower_alike,
+    lower_compact,
+    lowered_alike,
+)
 from cfi2sframe.compact.prologue import PROLOGUE_REACH, built_rules
 from cfi2sframe.compact.rules import Code, CompactRules
+from cfi2sframe.reasons import CompactReason
 
 RA = (16, Rule("offset", -8))
 # CFA = rsp+8, then after a 7-byte `sub $0x1000, %rsp` CFA = rsp+0x1008: 513 slots,
@@ -28,7 +35,7 @@ def test_stack_ind_reads_each_functions_own_code():
     """The same rows object (as ``dwarf.cfi`` shares it between equal bodies), two
     codes: STACK_IND (0x03000000) | offset of the imm32 << 16 | 1 slot adjust << 13,
     no saved register: 0x03032000 with the `sub` at 0, 0x03042000 after a nop."""
-    memo: LowerMemo = {}
+    memo = LowerMemo()
     first = lower_alike(_timeline("a", 0, DEEP, 9), "x86_64", Code(SUB_AT_0 + b"\x90"),
                         False, memo)
     second = lower_alike(_timeline("b", 16, DEEP, 9), "x86_64", Code(SUB_AT_1), False, memo)
@@ -47,7 +54,7 @@ def test_shared_rows_keep_each_functions_name_start_and_lsda():
     HAS_LSDA (0x40000000) only where the function has an LSDA."""
     rows = (Row(0, CfaReg(7, 8), (RA,)),
             Row(1, CfaReg(7, 16), ((3, Rule("offset", -16)), RA)))
-    memo: LowerMemo = {}
+    memo = LowerMemo()
     plain = lower_alike(_timeline("p", 0x100, rows, 4), "x86_64", None, False, memo)
     with_lsda = lower_alike(_timeline("q", 0x200, rows, 4, lsda="L1"), "x86_64", None,
                             False, memo)
@@ -77,3 +84,64 @@ def test_the_prologue_reader_reads_no_further_than_its_reach():
     deep = built_rules(code + b"\xcc" * 20, x86)
     assert deep == built_rules(code, x86)
     assert isinstance(deep, CompactRules) and deep.cfa_offset == 8 + 8 * 63 + 0x100
+
+
+# Two states as the compiled replay gives them: each distinct state's objects made once
+# and shared by every row in it (the state sequence memo keys on them).
+ENTRY = (CfaReg(7, 8), (RA,))  # CFA = rsp+8, RA at CFA-8
+PUSHED = (CfaReg(7, 16), ((3, Rule("offset", -16)), RA))  # after `push %rbx`
+
+
+def _rows(*placed: tuple[int, tuple[object, ...]]) -> tuple[Row, ...]:
+    return tuple(Row(start, *state) for start, state in placed)  # type: ignore[arg-type]
+
+
+def test_one_state_sequence_placed_by_each_functions_own_starts_and_size():
+    """The sequence ENTRY, PUSHED(, ENTRY) at other starts and sizes: one encoding,
+    0x02020400 (as above), exact over PUSHED's bytes only, each function's own spans
+    and body (the body ends where the epilogue's ENTRY row starts).  By hand:
+    starts 0,1 size 4: inexact [0,1), 3 bytes exact, body [1,4); starts 0,3 size 4:
+    [0,3), 1, [3,4); starts 0,1,3 size 4: [0,1) and [3,4), 2, [1,3); starts 0,2,3
+    size 5: [0,2) and [3,5), 1, [2,3); starts 0,1 size 9: [0,1), 8, [1,9)."""
+    memo = LowerMemo()
+    pushed_at_1 = _rows((0, ENTRY), (1, PUSHED))  # one rows object, two sizes
+    cases = [(pushed_at_1, 4, ((0, 1),), 3, (1, 4)),
+             (_rows((0, ENTRY), (3, PUSHED)), 4, ((0, 3),), 1, (3, 4)),
+             (_rows((0, ENTRY), (1, PUSHED), (3, ENTRY)), 4, ((0, 1), (3, 4)), 2, (1, 3)),
+             (_rows((0, ENTRY), (2, PUSHED), (3, ENTRY)), 5, ((0, 2), (3, 5)), 1, (2, 3)),
+             (pushed_at_1, 9, ((0, 1),), 8, (1, 9))]
+    for i, (rows, size, inexact, exact, body) in enumerate(cases):
+        for lowered in (lowered_alike(f"g{i}", ".text", 0x10 * i, size, rows, None, "x86_64",
+                                      memo),
+                        lower_alike(_timeline(f"f{i}", 0x10 * i, rows, size), "x86_64", None,
+                                    False, memo)):
+            assert lowered is not None
+            assert lowered.rows == (CompactRow(0, size, 0x02020400),), i
+            assert (lowered.inexact, lowered.exact_bytes, lowered.body) == \
+                (inexact, exact, body), i
+    assert len(memo.sequences) == 2  # (ENTRY, PUSHED) and (ENTRY, PUSHED, ENTRY)
+
+
+def test_one_state_sequence_is_lowered_again_for_another_target():
+    """The same state objects as i386 after x86-64: i386's RA is DWARF register 8, so
+    register 16 at CFA-8 is no return address slot: DWARF mode (0x04000000), reason
+    ra-not-at-cfa-8, exact nowhere."""
+    memo = LowerMemo()
+    rows = _rows((0, ENTRY), (1, PUSHED))
+    x86_64 = lower_alike(_timeline("f", 0, rows, 4), "x86_64", None, False, memo)
+    i386 = lower_alike(_timeline("f", 0, rows, 4), "i386", None, False, memo)
+    assert x86_64.rows[0].encoding == 0x02020400 and x86_64.reason is None
+    assert i386.rows == (CompactRow(0, 4, 0x04000000),)
+    assert i386.reason == CompactReason.ra_not_at_cfa_8
+    assert (i386.inexact, i386.exact_bytes) == (((0, 4),), 0)
+
+
+def test_a_sequence_that_reads_no_code_gives_one_answer_with_or_without_it():
+    """STACK_IMMD reads no code: the `sub` bytes of SUB_AT_0 or none give 0x02020400;
+    the deep sequence (STACK_IND) still reads each function's own (above)."""
+    memo = LowerMemo()
+    rows = _rows((0, ENTRY), (1, PUSHED))
+    with_code = lower_alike(_timeline("f", 0, rows, 4), "x86_64", Code(SUB_AT_0), False, memo)
+    without = lowered_alike("g", ".text", 0, 4, rows, None, "x86_64", memo)
+    assert with_code.rows == without.rows == (CompactRow(0, 4, 0x02020400),)
+    assert lowered_alike("h", ".text", 0, 9, DEEP, None, "x86_64", memo) is None
