@@ -225,31 +225,52 @@ def _function_json(f: CompactFunction, flavour: str, names: dict[int, str],
 
 def _print_functions(functions: list[CompactFunction], flavour: str, names: dict[int, str],
                      check: bool) -> None:
-    """Each function's rows, the summary, and with ``--check`` where rows are inexact."""
-    compact = exact = total = needs_ranges = 0
-    body_inexact = sum(1 for f in functions if f.reason is None and not f.exact_in_body)
+    """Each function's rows, the summary, and with ``--check`` where rows are inexact;
+    written some thousand lines at a time (a library's are 166k: a ``print`` each was
+    a fifth of ``compact --check``)."""
+    compact = exact = total = needs_ranges = body_inexact = 0
     said: dict[int, str] = {}
+    tails: dict[int, str] = {}  # an encoding and its words, as a row ends
+    lines: list[str] = []
     for func in functions:
         total += func.size
         exact += func.exact_bytes
         compact += func.reason is None
+        # (exact_in_body, asked once: no inexact span is exact in the body)
+        in_body = func.reason is not None or not func.inexact or func.exact_in_body
+        body_inexact += not in_body
         if not func.rows:
-            print(f"{func.name:<24} {func.start:#8x} {func.size:#6x}  no row: {func.reason} "
-                  f"({func.detail})")
+            lines.append(f"{func.name:<24} {func.start:#8x} {func.size:#6x}  no row: "
+                         f"{func.reason} ({func.detail})")
         for i, row in enumerate(func.rows):
             label = func.name if i == 0 else ""
-            print(f"{label:<24} {func.start + row.start:#8x} {row.length:#6x}  "
-                  f"{row.encoding:#010x}  {_meaning(func, row.encoding, flavour, names, said)}")
+            tail = tails.get(row.encoding)
+            if tail is None:
+                tail = f"{row.encoding:#010x}  {_meaning(func, row.encoding, flavour, names, said)}"
+                if not is_dwarf(row.encoding, flavour):  # (DWARF mode's words say why)
+                    tails[row.encoding] = tail
+            lines.append(f"{label:<24} {func.start + row.start:#8x} {row.length:#6x}  {tail}")
         if check and func.reason is None and func.inexact:
             needs_ranges += 1
-            print(f"{'':<24} check: {_check_words(func)}")
+            lines.append(f"{'':<24} check: {_check_words(func, in_body)}")
+        if len(lines) >= 4096:
+            _write_lines(lines)
     share = f"{100 * exact / total:.1f}%" if total else "-"
-    print(f"{len(functions)} functions: {compact} compact, {len(functions) - compact} "
-          f"DWARF; the rows unwind exactly as the CFI at {exact} of {total} bytes ({share})")
+    lines.append(f"{len(functions)} functions: {compact} compact, {len(functions) - compact} "
+                 f"DWARF; the rows unwind exactly as the CFI at {exact} of {total} bytes "
+                 f"({share})")
     if check:
-        print(f"check: {needs_ranges} compact functions are not exact at every byte and "
-              f"need --ranges for asynchronous unwinding; {body_inexact} of them also "
-              "inside the body")
+        lines.append(f"check: {needs_ranges} compact functions are not exact at every byte "
+                     f"and need --ranges for asynchronous unwinding; {body_inexact} of them "
+                     "also inside the body")
+    _write_lines(lines)
+
+
+def _write_lines(lines: list[str]) -> None:
+    """``print`` of each line, in one write; ``lines`` emptied."""
+    if lines:
+        sys.stdout.write("\n".join(lines) + "\n")
+        lines.clear()
 
 
 def _rewrite_macho_object(args: argparse.Namespace) -> int:
@@ -428,18 +449,18 @@ def _key(name: str, start: int, functions: list[CompactFunction]) -> str | int:
     return name if len(set(names)) == len(names) else start
 
 
-def _check_words(func: CompactFunction) -> str:
-    """Where a compact function's rows are not exact, in the body or around it."""
+def _check_words(func: CompactFunction, in_body: bool) -> str:
+    """Where a compact function's rows are not exact, in the body or around it
+    (``in_body``: its ``exact_in_body``)."""
     lo, hi = func.body
-
-    def spans(which: list[tuple[int, int]]) -> str:
-        return ", ".join(f"[{func.start + a:#x}, {func.start + b:#x})" for a, b in which)
-
-    if not func.exact_in_body:
-        return f"NOT exact inside the body state at {spans(list(func.inexact))}: use --ranges"
-    before = [span for span in func.inexact if span[1] <= lo]
-    after = [span for span in func.inexact if span[0] >= hi]
-    parts = ([f"before it (prologue, stack changes) at {spans(before)}"] if before else []) \
-        + ([f"from the first epilogue on at {spans(after)}"] if after else [])
-    return (f"exact over the body state [{func.start + lo:#x}, {func.start + hi:#x}); not "
+    start = func.start
+    if not in_body:
+        return ("NOT exact inside the body state at "
+                + ", ".join([f"[{start + a:#x}, {start + b:#x})" for a, b in func.inexact])
+                + ": use --ranges")
+    before = [f"[{start + a:#x}, {start + b:#x})" for a, b in func.inexact if b <= lo]
+    after = [f"[{start + a:#x}, {start + b:#x})" for a, b in func.inexact if a >= hi]
+    parts = ([f"before it (prologue, stack changes) at {', '.join(before)}"] if before
+             else []) + ([f"from the first epilogue on at {', '.join(after)}"] if after else [])
+    return (f"exact over the body state [{start + lo:#x}, {start + hi:#x}); not "
             f"{' nor '.join(parts)}: use --ranges")
