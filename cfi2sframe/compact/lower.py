@@ -248,7 +248,7 @@ class LowerMemo:
                           tuple[tuple[Row, ...], bool, dict[bytes | None, CompactFunction]]] = {}
         self.sequences: dict[tuple[object, ...],
                              tuple[tuple[Row, ...], bool, _Sequence | None]] = {}
-        self.placed: dict[tuple[object, ...], tuple[tuple[Row, ...], tuple[object, ...]]] = {}
+        self.placed: dict[tuple[object, ...], tuple[tuple[Row, ...], _Tail | None]] = {}
 
 
 def lower_alike(timeline: Timeline, arch: str, code: Code | None, ranges: bool,
@@ -296,19 +296,24 @@ def lowered_alike(name: str, section: str, start: int, size: int, rows: tuple[Ro
     if found is None:
         found = memo.placed[key] = (rows, _placed_alike(size, rows, invalid, arch, memo))
     tail = found[1]
-    return CompactFunction(name, section, start, *tail) if tail else None
+    return None if tail is None else CompactFunction(name, section, start, *tail)
+
+
+# A CompactFunction's fields from ``size`` on.
+_Tail = tuple[int, tuple[CompactRow, ...], CompactReason | None, str, int, str | None,
+              str | None, tuple[int, int], tuple[tuple[int, int], ...]]
 
 
 def _placed_alike(size: int, rows: tuple[Row, ...], invalid: str | None, arch: str,
-                  memo: LowerMemo) -> tuple[object, ...]:
-    """``lowered_alike``'s answer after its start (``CompactFunction``'s fields from
-    ``size`` on), or () where ``lower_alike`` must answer."""
+                  memo: LowerMemo) -> _Tail | None:
+    """``lowered_alike``'s answer after its start, or None where ``lower_alike`` must
+    answer."""
     if invalid is not None or not size or not rows:
-        return ()
+        return None
     sequence = _sequence(rows, arch, False, memo)[1]
     if sequence is None:
-        return ()
-    return tuple(_placed("", "", 0, size, rows, None, None, sequence))[3:]
+        return None
+    return _placed("", "", 0, size, rows, None, None, sequence)[3:]
 
 
 class _Sequence(NamedTuple):
