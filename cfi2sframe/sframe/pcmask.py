@@ -1,8 +1,9 @@
 """Functions whose CFA depends on the PC: linker PLTs, lowered as the spec intends.
 
 The PLT's DWARF CFI says "CFA = SP + 8, or SP + 16 from byte 11 of each
-16-byte entry on" as one expression.  We evaluate it at every PC
-(``dwarf.expr``), which gives ordinary rows, then look for the repeating
+16-byte entry on" as one expression.  We evaluate it once per residue of its
+period (``dwarf.expr.pc_period``; at every PC where none is shown), which gives
+ordinary rows, made per change rather than per byte, then look for the repeating
 pattern: a PC-increment FDE for the head (PLT0) and one PC-mask FDE whose
 FREs repeat every ``rep_size`` bytes (the entries), as GNU ld writes.  The
 pattern is checked at every byte, so the result is exact; without one, the
@@ -70,25 +71,59 @@ def _resolved_rows(timeline: Timeline, arch: Arch) -> tuple[Row, ...] | str:
         limit = MAX_EVALUATED if period is not None else MAX_EACH_BYTE
         if evaluated > limit:
             return f"the CFA expression covers more than {limit} bytes"
-        by_residue: dict[int, Value] = {}
+        if period is not None and pc_reg is not None:
+            why = _periodic_rows(rows, row, end, timeline.start, cfa.expr, pc_reg, little,
+                                 period)
+            if why is not None:
+                return _why_not(cfa.expr, pc_reg, arch, why) \
+                    if isinstance(why, NotReducible) else why
+            continue
         last = None
         for offset in range(row.start, end):
-            pc = timeline.start + offset
-            value = by_residue.get(pc % period) if period is not None else None
-            if value is None:
-                try:
-                    value = _value_at(cfa.expr, pc, pc_reg, little, period)
-                except NotReducible as exc:
-                    return _why_not(cfa.expr, pc_reg, arch, exc)
-                if value.reg is None:
-                    return "the CFA expression gives a constant address"
-                if period is not None:
-                    by_residue[pc % period] = value
+            try:
+                value = evaluate(cfa.expr, timeline.start + offset, pc_reg, little)
+            except NotReducible as exc:
+                return _why_not(cfa.expr, pc_reg, arch, exc)
+            if value.reg is None:
+                return "the CFA expression gives a constant address"
             if value != last:
-                assert value.reg is not None  # a constant address returned above
                 _append(rows, row._replace(start=offset, cfa=CfaReg(value.reg, value.offset)))
                 last = value
     return tuple(rows)
+
+
+def _periodic_rows(rows: list[Row], row: Row, end: int, base: int, expr: bytes,
+                   pc_reg: int, little: bool, period: int) -> NotReducible | str | None:
+    """Append ``row``'s rows over ``[row.start, end)`` for an expression of ``period``:
+    each residue is evaluated once, in the order the PCs meet them (so the first
+    failure is the one a byte-by-byte walk meets), then rows are made only where the
+    value changes, a block at a time: work per residue and per row, not per byte.
+    Returns the failure (an exception, or the words of a constant address), else None."""
+    values: list[Value] = []
+    for offset in range(row.start, min(end, row.start + period)):
+        try:
+            value = _value_at(expr, base + offset, pc_reg, little, period)
+        except NotReducible as exc:
+            return exc
+        if value.reg is None:
+            return "the CFA expression gives a constant address"
+        values.append(value)
+    if not values:
+        return None
+    # Offsets in a block (from row.start) where the value differs from the byte before;
+    # 0 as well from the second block on when the block ends unlike it starts.
+    inner = [i for i in range(1, len(values)) if values[i] != values[i - 1]]
+    wraps = values[0] != values[-1]
+    with_zero = [0, *inner]
+    for block in range(row.start, end, period):
+        changes = with_zero if block == row.start or wraps else inner
+        for i in changes:
+            if block + i >= end:
+                break
+            value = values[i]
+            assert value.reg is not None  # a constant address returned above
+            _append(rows, row._replace(start=block + i, cfa=CfaReg(value.reg, value.offset)))
+    return None
 
 
 # What the expressions of a process's files give (a tree run's worker sees the same

@@ -306,3 +306,54 @@ def test_the_kept_rows_are_not_fooled_by_a_changed_byte_or_place(monkeypatch) ->
     assert resolve_pc_expressions(lowered._replace(section=".plt"), X86) == \
         "the CFA expression reads the PC, which is not known before linking"
     assert body(lowered) == by_hand(0x1020, 48, 11)  # and the lowered one's are kept
+
+
+def _expr_rows(start: int, size: int, expr: bytes, at: int = 16,
+               after: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """(start, CFA offset) of the rows ``resolve_pc_expressions`` makes of a PLT-like
+    timeline at ``start``: CFA rsp + 16 up to ``at``, then ``expr``, then (``after``)
+    rsp + an offset from that start on."""
+    rows = [Row(0, CfaReg(7, 16), RA), Row(at, CfaExpr(expr), RA)]
+    if after is not None:
+        rows.append(Row(after[0], CfaReg(7, after[1]), RA))
+    resolved = resolve_pc_expressions(Timeline("plt", "", start, size, tuple(rows), 16,
+                                               Location("t")), X86)
+    assert isinstance(resolved, Timeline), resolved
+    return [(row.start, row.cfa.offset) for row in resolved.rows]  # type: ignore[union-attr]
+
+
+def test_rows_are_made_per_change_and_fooled_by_no_shape(monkeypatch) -> None:
+    """The rows of a periodic expression are made per residue and per change, not per
+    byte; each shape that could fool that, by hand from the DWARF operators (CFA = rsp
+    + 8, + 8 more where the masked PC passes the test)."""
+    calls = _evaluations(monkeypatch)
+    head = [(0, 16)]
+    # Shorter than one period: 5 bytes, all +8, and only their 5 residues evaluated.
+    assert _expr_rows(0x1020, 16 + 5, LD_PLT) == [*head, (16, 8)]
+    assert len(calls) == 5
+    # GNU ld's entry cut short at byte 11 (its +16 row would start there) and at 12.
+    assert _expr_rows(0x1020, 16 + 32 + 11, LD_PLT) == [
+        *head, (16, 8), (27, 16), (32, 8), (43, 16), (48, 8)]
+    assert _expr_rows(0x1020, 16 + 32 + 12, LD_PLT) == [
+        *head, (16, 8), (27, 16), (32, 8), (43, 16), (48, 8), (59, 16)]
+    # Another period: (pc & 7) >= 5, every 8 bytes.
+    every8 = bytes([0x77, 8, 0x80, 0, 0x37, 0x1A, 0x35, 0x2A, 0x33, 0x24, 0x22])
+    assert _expr_rows(0x1020, 16 + 24, every8) == [
+        *head, (16, 8), (21, 16), (24, 8), (29, 16), (32, 8), (37, 16)]
+    # A block that ends as it starts (no change at its first byte): (pc & 15) == 5,
+    # from a block's start and from its byte 8 (0x1038).
+    at5 = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x35, 0x29, 0x33, 0x24, 0x22])
+    assert _expr_rows(0x1020, 16 + 48, at5) == [
+        *head, (16, 8), (21, 16), (22, 8), (37, 16), (38, 8), (53, 16), (54, 8)]
+    assert _expr_rows(0x1028, 16 + 48, at5) == [
+        *head, (16, 8), (29, 16), (30, 8), (45, 16), (46, 8), (61, 16), (62, 8)]
+    # The expression's rows end where the next row starts (40: rsp + 32).
+    assert _expr_rows(0x1020, 48, LD_PLT, after=(40, 32)) == [
+        *head, (16, 8), (27, 16), (32, 8), (40, 32)]
+    # Not shown periodic (a shift): evaluated at every byte, (pc >> 4) & 1.
+    shifted = bytes([0x77, 8, 0x80, 0, 0x34, 0x25, 0x31, 0x1A, 0x33, 0x24, 0x22])
+    from cfi2sframe.dwarf.expr import pc_period
+
+    assert pc_period(shifted, X86.pc) is None
+    # (0x1030: rsp + 16, the head's rules: one row on.)
+    assert _expr_rows(0x1020, 16 + 64, shifted) == [*head, (32, 8), (48, 16), (64, 8)]
