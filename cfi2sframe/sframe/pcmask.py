@@ -212,13 +212,14 @@ def split_repeating(func: SFrameFunction,
     sizes to try (V1 has one per ABI, and none on most).
     """
     fres = func.fres
+    steps = [(fre.start, fre[1:]) for fre in fres]
     best: tuple[int, int, int, list[FreLike], list[FreLike]] | None = None
     for rep in reps:
         for blocks in range(MAX_HEAD_BLOCKS + 1):
             head = (-func.start) % rep + blocks * rep
             if func.size - head < 2 * rep:
                 break
-            body = _repeating_body(fres, head, rep, func.size)
+            body = _repeating_body(fres, steps, head, rep, func.size)
             if body is None:
                 continue
             head_fres = [fre for fre in fres if fre.start < head]
@@ -238,28 +239,33 @@ def split_repeating(func: SFrameFunction,
     return out
 
 
-def _repeating_body(fres: Sequence[FreLike], head: int, rep: int,
-                    size: int) -> list[FreLike] | None:
+def _repeating_body(fres: Sequence[FreLike], steps: Sequence[tuple[int, object]],
+                    head: int, rep: int, size: int) -> list[FreLike] | None:
     """The FREs of one block if every block of ``rep`` bytes from ``head`` on has the
-    same rules at the same offsets (the last block may be cut short); else None."""
+    same rules at the same offsets (the last block may be cut short); else None.
+    ``steps``: each FRE's start and rules (``fre[1:]``), made once for every size tried."""
     in_force = None
-    for fre in fres:
-        if fre.start <= head:
-            in_force = fre
+    for index, (start, _) in enumerate(steps):
+        if start <= head:
+            in_force = index
     if in_force is None:
         return None
-    pattern: list[FreLike] = [in_force._replace(start=0)]
-    changes = [fre for fre in fres if fre.start > head]
-    for fre in changes:
-        if fre.start >= head + rep:
+    changes = [index for index, (start, _) in enumerate(steps) if start > head]
+    in_block = []
+    for index in changes:
+        if steps[index][0] >= head + rep:
             break
-        pattern.append(fre._replace(start=fre.start - head))
+        in_block.append(index)
+    pattern = [(0, steps[in_force][1]), *((steps[i][0] - head, steps[i][1]) for i in in_block)]
     # Every change point must be where the pattern says, with its rules.
-    expected = ((block + entry.start, entry[1:])
-                for block in range(head, size, rep) for entry in pattern
-                if block + entry.start < size)
-    actual = chain([(head, in_force[1:])], ((fre.start, fre[1:]) for fre in changes))
-    return pattern if _same_changes(expected, actual) else None
+    expected = ((block + start, rules)
+                for block in range(head, size, rep) for start, rules in pattern
+                if block + start < size)
+    actual = chain([(head, steps[in_force][1])], (steps[i] for i in changes))
+    if not _same_changes(expected, actual):
+        return None
+    return [fres[in_force]._replace(start=0),
+            *(fres[i]._replace(start=fres[i].start - head) for i in in_block)]
 
 
 def _same_changes(expected: Iterable[tuple[int, object]],
