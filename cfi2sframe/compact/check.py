@@ -449,7 +449,10 @@ def _holder(starts: list[int], fdes: dict[int, tuple[Fde, Timeline]],
 def _range_problem(offset: int, length: int, encoding: int, timeline: Timeline,
                    flavour: str, code: bytes | None, names: dict[int, str]) -> str | None:
     """Why one of a function's rows per state does not unwind as the CFI at every byte
-    of [offset, offset + length) of the function; None when it does."""
+    of [offset, offset + length) of the function; None when it does, or when the CFI
+    has no rows to compare with (invalid CFI: as ``rules_problem``)."""
+    if timeline.invalid is not None or not timeline.rows:
+        return None
     row = CompactRow(offset, length, encoding)
     spans = inexact_spans(timeline, [row], flavour, Code(code) if code is not None else None)
     wrong = [(lo, hi) for lo, hi in spans if lo < offset + length and hi > offset]

@@ -195,3 +195,47 @@ def test_listings_are_in_address_order(tmp_path: Path) -> None:
     lines = from_asm.stdout.splitlines()
     assert [line.split()[0] for line in lines[:3]] == ["_f1", "_f3", "_f2"]
     assert "2 rows as computed here, 0 differ" in from_asm.stdout, from_asm.stdout
+
+
+INVALID_CFI_TWO_ROWS = """\
+\t.section\t__TEXT,__text,regular,pure_instructions
+\t.globl\t_f
+_f:
+\t.cfi_startproc
+\t.cfi_restore_state
+\tnop
+\tnop
+\tnop
+\tnop
+\tret
+\t.cfi_endproc
+\t.section\t__LD,__compact_unwind,regular,debug
+\t.quad\t_f
+\t.long\t2
+\t.long\t0x02010000
+\t.quad\t0
+\t.quad\t0
+\t.quad\t_f+2
+\t.long\t3
+\t.long\t0x02010000
+\t.quad\t0
+\t.quad\t0
+"""
+
+
+def test_fuzz_finding_rows_per_state_over_invalid_cfi(tmp_path: Path) -> None:
+    """Two __compact_unwind rows in one function (one per state, as --ranges writes)
+    whose CFI the interpreter refuses (``.cfi_restore_state`` with nothing remembered):
+    ``verify`` was an internal error (exit 70: the per-range check zipped the CFI's
+    rows, none, with their ends, one).  Invalid CFI has no rows to compare a row with,
+    as for a function's one row: each row counted as checked, no problem."""
+    require("llvm-mc")
+    source = tmp_path / "r.s"
+    source.write_text(INVALID_CFI_TWO_ROWS)
+    obj = tmp_path / "r.o"
+    subprocess.run(["llvm-mc", "-triple", "x86_64-apple-macosx10.15", "-filetype=obj",
+                    str(source), "-o", str(obj)], check=True)
+    proc = run("verify", "r.o", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout == "r.o: 2 __compact_unwind rows, 2 checked against their DWARF CFI, " \
+                          "0 problems\n", proc.stdout
