@@ -153,13 +153,10 @@ def _period(expr: bytes, pc_reg: int, little: bool) -> int | None:
         return _PERIODS.keep(key, pc_period(expr, pc_reg, little))
 
 
-def _value_at(expr: bytes, pc: int, pc_reg: int | None, little: bool,
-              period: int | None) -> Value:
-    """``evaluate(expr, pc, pc_reg, little)``; with a ``period`` (``pc_period``'s: the
-    value is that at any PC of the same residue) remembered by residue, a failure's
+def _value_at(expr: bytes, pc: int, pc_reg: int, little: bool, period: int) -> Value:
+    """``evaluate(expr, pc, pc_reg, little)`` remembered by residue of ``period``
+    (``pc_period``'s: the value is that at any PC of the same residue), a failure's
     words too (raised again)."""
-    if period is None or pc_reg is None:
-        return evaluate(expr, pc, pc_reg, little)
     key = (expr, pc_reg, little, period, pc % period)
     known = _VALUES.get(key, None)
     if known is None:
