@@ -312,7 +312,7 @@ def _run(items: Iterable[tuple[int, str, str | None]], task: Task, jobs: int,
     each record read from the worker's pipe as its file is done, or the worker killed
     at the file's deadline (its other files go to another); an interruption kills
     those still running."""
-    warm_up()
+    warm_up(task)
     pending = deque(items)
     workers: dict[int, _Worker] = {}  # by the read end of their record pipe
     try:

@@ -100,16 +100,30 @@ def described(record: dict[str, Any]) -> int:
     return int(record.get("described", record.get("emitted")) or 0)
 
 
-def warm_up() -> None:
-    """Import what ``file_record`` uses, so that the children forked for each file
-    inherit it: importing it again in every child cost more than the work on a small
-    file."""
-    from .. import convert, files  # noqa: F401
-    from ..analysis import compare  # noqa: F401
+def warm_up(task: Task) -> None:
+    """Import what ``file_record`` runs for ``task`` on an ELF file of this machine's
+    architecture or a static library, so that the workers forked for a run inherit it
+    (importing it in each one cost more than the work on a small file), and nothing it
+    does not run: this is the serial part of a tree run, before any worker starts."""
+    from .. import convert  # noqa: F401
+    from ..arch import ARCHES
     from ..dwarf import cfi  # noqa: F401
+    from ..elf import archive, reloc  # noqa: F401
     from ..elf import cfi as elf_cfi  # noqa: F401
-    from ..elf import layout, linked, obj, reloc  # noqa: F401
-    from ..sframe import build, encode, fastpath, load, lower, pcmask  # noqa: F401
+    from ..sframe import build, encode, fastpath, lower, pcmask  # noqa: F401
+
+    ARCHES.get(os.uname().machine)  # (its module loads on the first look-up)
+    if task.command == "stats":
+        from ..analysis import stats  # noqa: F401
+        return
+    from ..analysis import compare  # noqa: F401
+    from ..elf import layout  # noqa: F401
+    from ..sframe import load  # noqa: F401
+    if task.command == "convert":
+        from .. import linker  # noqa: F401
+        from ..elf import linked  # noqa: F401
+    else:  # (verify reads a library's members as objects)
+        from ..elf import obj  # noqa: F401
 
 
 def empty_record(path: str, task: Task) -> dict[str, Any]:

@@ -52,7 +52,8 @@ def test_a_tree_worker_inherits_no_dataclasses(tmp_path: Path) -> None:
     before it forks its workers (``batch.record.warm_up``)."""
     assert _imported_after("import cfi2sframe.cli.stats, cfi2sframe.cli.verify\n"
                            "from cfi2sframe.batch.pool import run_local\n"
-                           "from cfi2sframe.batch.record import warm_up\nwarm_up()",
+                           "from cfi2sframe.batch.record import Task, warm_up\n"
+                           "for c in 'stats', 'verify', 'convert': warm_up(Task(c))",
                            tmp_path) == []
 
 
