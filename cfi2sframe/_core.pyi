@@ -2,12 +2,12 @@
 # after it: sframe_fastpath.c, sframe_encode.c, sframe_decode.c, sframe_dump.c,
 # dwarf_replay.c, dwarf_cfi.c, elf_reloc.c, compact_listing.c, compact_table.c,
 # compact_check.c, table_writer.c, analysis_compare.c,
-# analysis_stats.c, frontend_scan.c, xray.c; module.c the module); xray/text.py,
+# analysis_stats.c, frontend_scan.c, xray.c, files.c; module.c the module); xray/text.py,
 # xray/fast.py, sframe/fastpath.py, sframe/build.py, sframe/encode.py, sframe/decode.py,
 # sframe/dump.py, elf/reloc.py, compact/listing.py, compact/table.py, compact/check.py,
 # compact/table_writer.py,
 # dwarf/cfi.py, frontend/scan.py,
-# analysis/compare.py and analysis/stats.py hold the reference of each function.
+# analysis/compare.py, analysis/stats.py and files.py hold the reference of each function.
 
 from collections.abc import Callable
 
@@ -160,3 +160,5 @@ def xray_dump(data: bytes, at: int, stop: int | None, labels: object | None, lin
 def xray_stacks(data: bytes, per_thread: bool
                 ) -> tuple[list[tuple[int | None, tuple[int, ...], int, int, int]],
                            list[tuple[int, int, int]]] | None: ...
+
+def start_writeback(fd: int) -> bool: ...

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 
 from .copying import pwrite_all, write_patched
+from .core import compiled
 from .errors import Cfi2SframeError
 from .kinds import is_elf, xray_byte_order
 from .typed import TYPE_CHECKING, NamedTuple, cast
@@ -154,10 +155,12 @@ def write_output(path: str, data: Payload | str, mode_of: str | None = None) -> 
     _replace_with(path, payload, lambda fd: os.fchmod(fd, mode))
 
 
-def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None]) -> None:
-    """Write ``payload`` to a file in ``path``'s folder, run ``prepare`` on its
-    descriptor (mode, owner, attributes, dates) while it has no name, name it and
-    rename it over ``path``; on any failure remove it and leave ``path`` as it was.
+def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None],
+                  check: Callable[[int], None] | None = None) -> None:
+    """Write ``payload`` to a file in ``path``'s folder, sync it and ``check`` it
+    (``_synced``), run ``prepare`` on its descriptor (mode, owner, attributes, dates)
+    while it has no name, name it and rename it over ``path``; on any failure remove
+    it and leave ``path`` as it was.
 
     Only a kill between the naming and the rename (two system calls) can leave
     the temporary behind, named ``.cfi2sframe-PID-...``; a later process's first
@@ -165,7 +168,7 @@ def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None]) -
     """
     directory = os.path.dirname(os.path.abspath(path))
     _sweep(directory)
-    tmp = _write_unnamed(directory, payload, prepare)
+    tmp = _write_unnamed(directory, payload, prepare, check)
     try:
         if tmp is None:
             import tempfile  # only where unnamed files fail (and not at every start-up)
@@ -173,6 +176,7 @@ def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None]) -
             fd, tmp = tempfile.mkstemp(prefix=f".cfi2sframe-{os.getpid()}-", dir=directory)
             try:
                 _write_all(fd, payload)
+                _synced(fd, check)
                 prepare(fd)
             finally:
                 os.close(fd)
@@ -220,8 +224,9 @@ def _alive(pid: int) -> bool:
 
 
 def _write_all(fd: int, payload: Payload) -> None:
-    """``payload`` into the new, empty file at ``fd``, synced; a ``PatchedCopy`` of a
-    mapped input (``MappedFile``) with the bytes it keeps copied by the kernel."""
+    """``payload`` into the new, empty file at ``fd`` (synced by ``_synced``); a
+    ``PatchedCopy`` of a mapped input (``MappedFile``) with the bytes it keeps copied
+    by the kernel."""
     if isinstance(payload, PatchedCopy):
         source = payload.source
         origin = source.origin if isinstance(source, MappedFile) else None
@@ -229,13 +234,33 @@ def _write_all(fd: int, payload: Payload) -> None:
                       release)
     else:
         pwrite_all(fd, payload, 0)
+
+
+def _synced(fd: int, check: Callable[[int], None] | None) -> None:
+    """Sync the new file at ``fd`` and run ``check`` on it: the disk writes while the
+    check reads the same bytes from the page cache (the compiled core starts the
+    writeback, ``_core.start_writeback``; the ``fsync`` after the check then waits for
+    less: it was most of a small file's rewrite).  An error of the sync is the one
+    reported, as if it had come before the check."""
+    if check is None:
+        os.fsync(fd)
+        return
+    core = compiled()
+    if core is not None:
+        core.start_writeback(fd)
+    try:
+        check(fd)
+    except Exception:
+        os.fsync(fd)
+        raise
     os.fsync(fd)
 
 
-def _write_unnamed(directory: str, payload: Payload,
-                   prepare: Callable[[int], None]) -> str | None:
-    """``payload`` in a new file of ``directory``, ``prepare``d and named only when
-    complete; None when the file system has no unnamed files."""
+def _write_unnamed(directory: str, payload: Payload, prepare: Callable[[int], None],
+                   check: Callable[[int], None] | None = None) -> str | None:
+    """``payload`` in a new file of ``directory``, synced and ``check``ed
+    (``_synced``), ``prepare``d and named only when complete; None when the file
+    system has no unnamed files."""
     flag = getattr(os, "O_TMPFILE", 0)
     if not flag or not os.path.isdir("/proc/self/fd"):
         return None
@@ -247,6 +272,7 @@ def _write_unnamed(directory: str, payload: Payload,
         raise
     try:
         _write_all(fd, payload)
+        _synced(fd, check)
         prepare(fd)
         name = os.path.join(directory, f".cfi2sframe-{os.getpid()}-{os.urandom(6).hex()}")
         root = os.open("/", os.O_RDONLY)
@@ -408,8 +434,6 @@ def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: Payload,
         attributes = _xattrs(target, path)
 
         def prepare(fd: int) -> None:
-            if check is not None:
-                _check_written(fd, check)
             try:
                 os.fchown(fd, read_stat.st_uid, read_stat.st_gid)
             except PermissionError:
@@ -421,7 +445,8 @@ def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: Payload,
             _check_unchanged(path, target, read_stat)
 
         try:
-            _replace_with(target, new, prepare)
+            _replace_with(target, new, prepare,
+                          None if check is None else lambda fd: _check_written(fd, check))
         except OSError as exc:
             raise Cfi2SframeError(path, f"cannot write output: {exc.strerror or exc}") \
                 from None

@@ -243,4 +243,7 @@ PyObject *xray_dump(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *xray_stacks(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *xray_constants(void);  /* its FDR record sizes and kinds, by name */
 
+/* files.c: a new file's writeback started, not waited for (--in-place's check meanwhile). */
+PyObject *start_writeback(PyObject *self, PyObject *args);
+
 #endif

@@ -124,6 +124,9 @@ static PyMethodDef methods[] = {
     {"xray_stacks", (PyCFunction)(void (*)(void))xray_stacks, METH_VARARGS | METH_KEYWORDS,
      "xray_stacks(data, per_thread) -> (totals, notes), or None (the general path);\n"
      "see xray.c."},
+    {"start_writeback", start_writeback, METH_VARARGS,
+     "start_writeback(fd) -> whether the kernel was asked to start writing the file's\n"
+     "dirty pages (not waited for); see files.c."},
     {NULL, NULL, 0, NULL},
 };
 

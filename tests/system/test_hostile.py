@@ -9,6 +9,7 @@ system call), and the programs themselves (they still run).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -335,8 +336,6 @@ def test_hard_linked_file_converted_again_is_appended_to(tmp_path: Path) -> None
 def test_tree_run_over_links(linked: Path, tmp_path: Path) -> None:
     proc = cli("--in-place", "-r", str(linked), "--json", "-j", "1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    import json
-
     status = {Path(r["path"]).name: r["status"] for r in json.loads(proc.stdout)["files"]}
     # Symbolic links are not walked; the second name of the program finds it converted.
     assert status == {"libtw.so.1.0": "ok", "prog": "ok", "prog-alias": "has-sframe"}
@@ -398,6 +397,36 @@ def test_kill_at_every_write_leaves_old_or_new(linked: Path, name: str) -> None:
     assert cli("--in-place", "-w", name, cwd=linked).returncode == 0
     assert real.read_bytes() == new
     assert not [p for p in linked.iterdir() if p.name.startswith(".cfi2sframe-")]
+
+
+@pytest.mark.parametrize("core", ["compiled", "python"])
+def test_a_failed_sync_is_each_files_error(linked: Path, core: str) -> None:
+    """The disk fails every sync (strace makes fsync fail with EIO): a tree run in
+    place gives each file its one line and record with strerror's words, exit 1, and
+    leaves every file as it was and nothing behind, through one name and through two
+    (hard links).  The writeback started before the check (``sync_file_range``, the
+    compiled core's) is a hint: when it fails the file is converted all the same."""
+    require("strace")
+    names = {"libtw.so.1.0": b"", "prog": b""}
+    for name in names:
+        names[name] = (linked / name).read_bytes()
+    env = ("env", f"CFI2SFRAME_CORE={core if core == 'python' else ''}")
+    trace = ("strace", "-f", "-qq", "-o", os.devnull)
+    proc = cli("--in-place", "-r", "-j", "1", "--jsonl", "out.jsonl", ".", cwd=linked,
+               wrapper=(*env, *trace, "-e", "trace=fsync", "-e", "inject=fsync:error=EIO"))
+    assert proc.returncode == 1, proc.stderr
+    errors = {f"./{name}: error: cannot write output: Input/output error"
+              for name in ("libtw.so.1.0", "prog", "prog-alias")}
+    assert errors <= set(proc.stderr.splitlines()), proc.stderr
+    records = [json.loads(line) for line in (linked / "out.jsonl").read_text().splitlines()]
+    assert {r["error"] for r in records} == errors
+    assert all((linked / name).read_bytes() == old for name, old in names.items())
+    assert not [p for p in linked.iterdir() if p.name.startswith(".cfi2sframe-")]
+    proc = cli("--in-place", "-w", "libtw.so", cwd=linked,
+               wrapper=(*env, *trace, "-e", "trace=sync_file_range",
+                        "-e", "inject=sync_file_range:error=EIO"))
+    assert proc.returncode == 0, proc.stderr
+    assert has_sframe(linked / "libtw.so.1.0") and run_prog(linked) == "44\n"
 
 
 def _in_read_only_folder(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
