@@ -11,12 +11,13 @@ merge nothing (lld, gold, GNU ld before 2.40) leave any version alone.
 
 from __future__ import annotations
 
+import io
 import re
-import subprocess
 from functools import lru_cache
 
 from .arch.base import Arch
 from .errors import Cfi2SframeError
+from .spawn import TimedOut, run
 from .typed import NamedTuple
 
 # --linker-reads: what each choice writes into objects (None: --sframe-version, else 2).
@@ -75,15 +76,15 @@ def classify(version_text: str | None) -> Linker:
 
 @lru_cache(maxsize=8)
 def ask(command: str) -> Linker:
-    """``command --version`` run once per process, classified."""
+    """``command --version`` run once per process, classified (its output read as
+    ``subprocess``' text mode reads it: the locale's encoding, universal newlines)."""
     try:
-        done = subprocess.run([command, "--version"], capture_output=True, text=True,
-                              timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        status, out = run([command, "--version"], 30)
+    except (OSError, TimedOut):
         return classify(None)
-    if done.returncode != 0:
+    if status != 0:
         return classify(None)
-    return classify(done.stdout)
+    return classify(io.TextIOWrapper(io.BytesIO(out)).read())
 
 
 def linker_command(default_assembler: str) -> str:

@@ -3,8 +3,9 @@
 The part of running the assembler that needs nothing of the conversion: the command
 line starts it before the conversion's modules are imported (``cli.early``: the
 imports are a large part of a small file's conversion), and ``probe.AssemblerJob``
-adopts it where it is the run the conversion would start, or starts its own.  Kept to the standard
-library's process modules, so that starting it costs little more than the process.
+adopts it where it is the run the conversion would start, or starts its own.  Kept to
+the standard library and ``spawn`` (not ``subprocess``: ~15M instructions to import),
+so that starting it costs little more than the process.
 
 ``Launch`` is started, taken over (``take_over``, where it is a given run: its copy of
 the source is then let go) or stopped (``stop``). For GNU as, clang's
@@ -16,10 +17,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import tempfile
 
 from ..errors import Cfi2SframeError
+from ..spawn import Child, TimedOut, run
 
 
 class Launch:
@@ -47,8 +48,7 @@ class Launch:
                                                 f"{exc.strerror or exc}") from None
         cmd = [*command, "-I", include_dir, "-o", self.obj, self.src]
         try:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = Child(cmd, no_input=True)
         except OSError as exc:
             self.tmp.cleanup()
             raise Cfi2SframeError("", f"cannot run assembler '{command[0]}': {exc}") from None
@@ -99,9 +99,8 @@ def is_gnu_as(command: tuple[str, ...]) -> bool:
     """Whether ``command`` is GNU as (it says so in ``--version``; asked once)."""
     if command not in _GNU_AS:
         try:
-            done = subprocess.run([*command, "--version"], capture_output=True,
-                                  stdin=subprocess.DEVNULL, timeout=30, check=False)
-            _GNU_AS[command] = done.stdout.startswith(b"GNU assembler")
-        except (OSError, subprocess.SubprocessError):
+            _, out = run([*command, "--version"], 30, no_input=True)
+            _GNU_AS[command] = out.startswith(b"GNU assembler")
+        except (OSError, TimedOut):
             _GNU_AS[command] = False
     return _GNU_AS[command]

@@ -108,8 +108,9 @@ class AssemblerJob:
         """Wait for the assembler; return (object bytes, messages) or raise."""
         run = self.launch
         _, err = run.proc.communicate()
+        status = run.proc.wait()
         messages = err.decode("utf-8", "replace").replace(run.src, run.display_name)
-        if run.proc.returncode != 0 or not os.path.exists(run.obj):
+        if status != 0 or not os.path.exists(run.obj):
             duplicate = _DUPLICATE_PROBE.search(messages)
             if duplicate:
                 raise Cfi2SframeError(
@@ -117,8 +118,7 @@ class AssemblerJob:
                     "a CFI directive the assembler expands more than once, in a repeating "
                     "block cfi2sframe does not recognise (.macro, .rept, .irp and .irpc "
                     "are read): expand it first")
-            raise AssemblerFailed(run.display_name, run.command[0], run.proc.returncode,
-                                  messages)
+            raise AssemblerFailed(run.display_name, run.command[0], status, messages)
         with open(run.obj, "rb") as handle:
             return handle.read(), messages
 

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "cfi2sframe"
 
 # Bottom to top.  A module belongs to the first entry that is it or a package above it.
 LAYERS: list[tuple[str, ...]] = [
-    ("basics", "errors", "memo", "model", "reasons", "typed"),
+    ("basics", "errors", "memo", "model", "reasons", "spawn", "typed"),
     ("files", "copying", "arch", "kinds", "core", "linker", "cstruct"),
     ("dwarf",),
     ("elf", "macho", "sections", "inputs"),

@@ -115,6 +115,7 @@ XRAY_ONLY = ("cfi2sframe.analysis", "cfi2sframe.sframe.build", "cfi2sframe.sfram
 OTHER_TARGETS = ("cfi2sframe.arch.aarch64", "cfi2sframe.arch.s390x", "cfi2sframe.arch.i386")
 TARGETS = ("cfi2sframe.arch.x86_64", *OTHER_TARGETS)
 DWARF_CFI = ("cfi2sframe.dwarf.cfi", "cfi2sframe.dwarf.interpret", "cfi2sframe.elf.cfi")
+NO_SUBPROCESS = ("subprocess", "signal", "threading", "selectors")
 NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "--version": (["--version"], ("argparse", "cfi2sframe.cli.convert", "cfi2sframe.elf",
                                   "cfi2sframe.frontend", "subprocess", "json", "lark",
@@ -122,13 +123,17 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "--help": (["--help"], ("subprocess", "json", "cfi2sframe.frontend", "cfi2sframe.convert",
                             "cfi2sframe.sframe", "cfi2sframe.dwarf", "lark", "typing",
                             "signal", *TARGETS)),
+    # (``subprocess``, with ``signal``, ``threading`` and ``selectors``, ~15M
+    # instructions: the assembler's run and the tools' ``--version`` are ``spawn``'s)
     "convert .s": (["small.s", "-o", "small2.o"],
                    (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
-                    *OTHER_TARGETS)),
+                    *NO_SUBPROCESS, *OTHER_TARGETS)),
     "convert ELF": (["small.o", "-o", "small.sframe"],
                     (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
                      "cfi2sframe.frontend.directives", "cfi2sframe.frontend.timelines",
-                     *OTHER_TARGETS)),
+                     *NO_SUBPROCESS, *OTHER_TARGETS)),
+    "compact .s": (["compact", "small.s"], ("cfi2sframe.xray", "lark", "tqdm", "typing",
+                                            "json", *NO_SUBPROCESS)),
     # (the pure-Python core's dump still reads the object's CFI: dwarf and the model
     # allowed there; the compiled one takes ``Name`` and ``in_force`` from ``basics``)
     "dump": (["dump", "small.o"], (*NOT_ELF, *READ_ONLY, "cfi2sframe.analysis",
