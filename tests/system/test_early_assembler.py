@@ -10,6 +10,7 @@ only the plain forms of the command start anything."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -173,3 +174,29 @@ def test_the_early_run_is_the_default_targets_assembler() -> None:
 
     default = parser().parse_args(["f.s"]).arch
     assert early._ASSEMBLER == (ARCHES[default].default_assembler,)
+
+
+def test_a_small_text_is_read_before_the_assembler_is_asked_its_version(
+        source: Path, tmp_path: Path) -> None:
+    """``as --version`` (a process, ~2 ms) runs only where the text leaves it open: a
+    small source with no section switch inside a function asks nothing, one with a
+    ``.pushsection`` inside a function asks it (``as`` on PATH is a stand-in that
+    logs its arguments, then runs the real one)."""
+    real = shutil.which("as")
+    log = tmp_path / "log"
+    stand_in = tmp_path / "bin" / "as"
+    stand_in.parent.mkdir()
+    stand_in.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {real} "$@"\n')
+    stand_in.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}"}
+    switching = tmp_path / "g.s"
+    switching.write_text(SOURCE.replace("\tmovl\t$0, %eax\n",
+                                        "\tmovl\t$0, %eax\n\t.pushsection .data\n\t.long 1\n"
+                                        "\t.popsection\n", 1))
+    for name, asked in ((source.name, False), (switching.name, True)):
+        log.unlink(missing_ok=True)
+        proc = subprocess.run([sys.executable, "-m", "cfi2sframe", name, "-o", "out.sframe"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
+                              check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert ("--version" in log.read_text().splitlines()) == asked, name
