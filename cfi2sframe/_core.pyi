@@ -1,11 +1,11 @@
 # The compiled core (cfi2sframe/csrc/, one C file per Python module it mirrors, named
 # after it: sframe_fastpath.c, sframe_encode.c, sframe_decode.c, sframe_dump.c,
 # dwarf_replay.c, dwarf_cfi.c, elf_reloc.c, compact_listing.c, compact_table.c,
-# compact_check.c, table_writer.c, analysis_compare.c,
+# compact_check.c, compact_lower.c, table_writer.c, analysis_compare.c,
 # analysis_stats.c, frontend_scan.c, xray.c, files.c; module.c the module); xray/text.py,
 # xray/fast.py, sframe/fastpath.py, sframe/build.py, sframe/encode.py, sframe/decode.py,
 # sframe/dump.py, elf/reloc.py, compact/listing.py, compact/table.py, compact/check.py,
-# compact/table_writer.py,
+# compact/lower.py, compact/table_writer.py,
 # dwarf/cfi.py, frontend/scan.py,
 # analysis/compare.py, analysis/stats.py and files.py hold the reference of each function.
 
@@ -110,6 +110,9 @@ def eh_fdes(eh: bytes, address: int, names: dict[tuple[str, int], str],
 # interpreter decides); params: code_align, data_align, big_endian, row_type, states
 # and state_of by name (cfi._replay_params).
 def cfi_rows(body: bytes, initial: bytes, params: _Params) -> tuple[object, ...] | None: ...
+
+# compact/lower.state_ids: each row's state objects' addresses, in order.
+def row_state_ids(rows: tuple[object, ...]) -> bytes: ...
 
 # agree's checker: the target's sp, fp, ra, tracks_ra, the byte order, then states,
 # state_of, fre_ids, fre_id_of and none_id; built once per check (compare._FastCheck).

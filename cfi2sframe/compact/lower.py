@@ -24,9 +24,11 @@ none is exact for the body state, the function gets DWARF mode and a reason.
 from __future__ import annotations
 
 from functools import lru_cache
+from struct import pack
 
 from ..arch import by_compact, compact_flavour
 from ..arch.base import Arch
+from ..core import compiled
 from ..model import CfaReg, CfaRule, Row, Rule, RuleKind, Timeline, span_of
 from ..reasons import COMPACT_REASONS, CompactReason, Unrepresentable
 from ..typed import NamedTuple
@@ -246,7 +248,7 @@ class LowerMemo:
     def __init__(self) -> None:
         self.shapes: dict[tuple[object, ...],
                           tuple[tuple[Row, ...], bool, dict[bytes | None, CompactFunction]]] = {}
-        self.sequences: dict[tuple[object, ...],
+        self.sequences: dict[tuple[bytes, str, bool],
                              tuple[tuple[Row, ...], bool, _Sequence | None]] = {}
         self.placed: dict[tuple[object, ...], tuple[tuple[Row, ...], _Tail | None]] = {}
 
@@ -335,8 +337,8 @@ def _sequence(rows: tuple[Row, ...], arch: str, lsda: bool,
     states are keyed by their objects' ids (``dwarf.cfi`` makes each distinct state's
     objects once), valid while the first rows with them are kept in the value; equal
     states of other objects are only another key."""
-    key = (tuple([(id(cfa), id(regs), signed, signed_pc)
-                  for _, cfa, regs, signed, signed_pc in rows]), arch, lsda)
+    # (a Python tuple per row cost more than the lowering it keys: 476k on libLLVM-14)
+    key = (state_ids(rows) if _CORE is None else _CORE.row_state_ids(rows), arch, lsda)
     found = memo.sequences.get(key)
     if found is not None:
         return found[1], found[2]
@@ -344,6 +346,16 @@ def _sequence(rows: tuple[Row, ...], arch: str, lsda: bool,
     made = None if reads else _single_row(rows, arch, lsda)
     memo.sequences[key] = (rows, reads, made)
     return reads, made
+
+
+def state_ids(rows: tuple[Row, ...]) -> bytes:
+    """Each row's state as the addresses of its objects (cfa, regs, ra_signed,
+    ra_signed_pc), in order, native words: ``_sequence``'s key, equal only for rows of
+    the same state objects in the same order (``_core.row_state_ids``' reference)."""
+    return pack(f"{4 * len(rows)}N", *[id(field) for row in rows for field in row[1:]])
+
+
+_CORE = compiled()
 
 
 def _single_row(rows: tuple[Row, ...], arch: str, lsda: bool) -> _Sequence:

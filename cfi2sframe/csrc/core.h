@@ -224,6 +224,9 @@ PyObject *unwind_info_misses(PyObject *self, PyObject *args);
 /* table_writer.c: an __unwind_info built from columns of functions. */
 PyObject *unwind_info_build(PyObject *self, PyObject *args, PyObject *kwargs);
 
+/* compact_lower.c: a function's rows as their states' objects (compact/lower's key). */
+PyObject *row_state_ids(PyObject *self, PyObject *rows);
+
 /* compact_check.c: verify's loop over an image's __unwind_info entries. */
 PyObject *image_entries(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *fde_extents(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -111,6 +111,9 @@ static PyMethodDef methods[] = {
      "code_problem, image, sections, base, mode_mask, dwarf, stack_ind, reach)\n"
      "-> (checked, from_code, events), or None (the Python loop takes numbers past\n"
      "its reach); see compact_check.c."},
+    {"row_state_ids", row_state_ids, METH_O,
+     "row_state_ids(rows) -> bytes: each Row's cfa, regs, ra_signed and ra_signed_pc\n"
+     "objects' addresses, in order (compact/lower._sequence's key); see compact_lower.c."},
     {"fde_extents", (PyCFunction)(void (*)(void))fde_extents, METH_VARARGS | METH_KEYWORDS,
      "fde_extents(*, eh, address, address_size, cie_of, code) -> (FDEs, stray, the first\n"
      "stray's (offset, start, size) or None, offsets of those in code, {offset: start}),\n"

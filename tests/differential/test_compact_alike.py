@@ -15,8 +15,9 @@ import pytest
 from cfi2sframe.arch import by_compact
 from cfi2sframe.compact import check
 from cfi2sframe.compact.inputs import compact_cfi, image_functions, unwind_columns
-from cfi2sframe.compact.lower import LowerMemo, lower_alike, lower_compact
+from cfi2sframe.compact.lower import LowerMemo, lower_alike, lower_compact, state_ids
 from cfi2sframe.compact.rules import Code
+from cfi2sframe.core import compiled
 from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.elf.read import address_reader, open_elf
 from cfi2sframe.macho.read import MachoView, open_macho
@@ -33,6 +34,7 @@ LIBRARIES = ["/usr/lib/x86_64-linux-gnu/libc.so.6",
 def test_lowered_once_per_shape_as_each_alone(ranges: bool) -> None:
     require_path(*LIBRARIES)
     compared = shared = 0
+    core = compiled()
     for path in LIBRARIES:
         data = Path(path).read_bytes()
         cfi = read_elf_cfi(path, data)
@@ -47,6 +49,8 @@ def test_lowered_once_per_shape_as_each_alone(ranges: bool) -> None:
             shared += len(memo.shapes) == before
             alone.append(lower_compact(timeline, "x86_64", code, ranges))
             assert alike == alone[-1], timeline.name
+            if core is not None:  # the state sequence's key, compiled and its reference
+                assert core.row_state_ids(timeline.rows) == state_ids(timeline.rows)
             compared += 1
         if not ranges:  # what compact runs for an ELF file: no Timeline for known shapes
             assert compact_cfi(cfi, data, "x86_64", False, linked=True) == alone

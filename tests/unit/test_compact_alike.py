@@ -5,17 +5,23 @@ hand from compact_unwind_encoding.h."""
 
 from __future__ import annotations
 
+import pytest
+
 from cfi2sframe import CfaReg, Location, Row, Rule, Timeline
 from cfi2sframe.arch import get_arch
+from cfi2sframe.cli.compact import _print_functions
 from cfi2sframe.compact.lower import (
+    CompactFunction,
     CompactRow,
     LowerMemo,
     lower_alike,
     lower_compact,
     lowered_alike,
+    state_ids,
 )
 from cfi2sframe.compact.prologue import PROLOGUE_REACH, built_rules
 from cfi2sframe.compact.rules import Code, CompactRules
+from cfi2sframe.core import compiled
 from cfi2sframe.reasons import CompactReason
 
 RA = (16, Rule("offset", -8))
@@ -145,3 +151,86 @@ def test_a_sequence_that_reads_no_code_gives_one_answer_with_or_without_it():
     without = lowered_alike("g", ".text", 0, 4, rows, None, "x86_64", memo)
     assert with_code.rows == without.rows == (CompactRow(0, 4, 0x02020400),)
     assert lowered_alike("h", ".text", 0, 9, DEEP, None, "x86_64", memo) is None
+
+
+def test_the_sequence_key_tells_apart_every_state_field_and_their_order():
+    """One memo, sequences that differ from (ENTRY, PUSHED) in one thing each; every one
+    is lowered for itself (a key without the field would give it PUSHED's answer).  By
+    hand from compact_unwind_encoding.h, starts 0, 1, size 4: PUSHED (rbx at CFA-16,
+    CFA = rsp+16) 0x02020400, exact from byte 1; the CFA at rsp+24 (another CfaReg, the
+    same regs): 3 slots, 0x02030400; rbp at CFA-16 instead (another regs, the same
+    CfaReg): rbp is compact register 6, permutation 6 - 1 = 5: 0x02020405; the return
+    address signed (the same objects otherwise): DWARF mode 0x04000000, reason
+    ra-signed, exact nowhere; the states swapped: PUSHED is the body (ENTRY after it is
+    an epilogue), exact over [0, 1) only, the body [0, 1)."""
+    memo = LowerMemo()
+    cfa, regs = PUSHED
+    cases = [((ENTRY, PUSHED), 0x02020400, None, ((0, 1),), (1, 4)),
+             ((ENTRY, (CfaReg(7, 24), regs)), 0x02030400, None, ((0, 1),), (1, 4)),
+             ((ENTRY, (cfa, ((6, Rule("offset", -16)), RA))), 0x02020405, None, ((0, 1),),
+              (1, 4)),
+             ((ENTRY, (cfa, regs, True, False)), 0x04000000, CompactReason.ra_signed,
+              ((0, 4),), (1, 4)),
+             ((PUSHED, ENTRY), 0x02020400, None, ((1, 4),), (0, 1))]
+    for i, ((first, second), encoding, reason, inexact, body) in enumerate(cases):
+        rows = _rows((0, first), (1, second))
+        lowered = lowered_alike(f"f{i}", ".text", 0, 4, rows, None, "x86_64", memo)
+        assert lowered is not None
+        assert (lowered.rows, lowered.reason) == ((CompactRow(0, 4, encoding),), reason), i
+        assert (lowered.inexact, lowered.body) == (inexact, body), i
+    assert len(memo.sequences) == len(cases)
+
+
+def test_the_sequence_key_is_the_state_objects_in_order():
+    """``state_ids``: equal for rows of the same state objects at other starts, another
+    key for each field's other object (ra_signed_pc too, which no encoding reads yet)
+    and for another order; the compiled key (``_core.row_state_ids``) is the same
+    bytes, and refuses what is not a tuple of rows."""
+    cfa, regs = PUSHED
+    base = _rows((0, ENTRY), (1, PUSHED))
+    assert state_ids(base) == state_ids(_rows((0, ENTRY), (5, PUSHED)))
+    others = [_rows((0, ENTRY), (1, (CfaReg(7, 16), regs))),
+              _rows((0, ENTRY), (1, (cfa, tuple(list(regs))))),  # equal, not the same
+              _rows((0, ENTRY), (1, (cfa, regs, True, False))),
+              _rows((0, ENTRY), (1, (cfa, regs, False, True))),
+              _rows((0, PUSHED), (1, ENTRY)),
+              _rows((0, ENTRY))]
+    assert len({state_ids(rows) for rows in [base, *others]}) == 1 + len(others)
+    core = compiled()
+    if core is None:
+        return
+    for rows in [base, *others, ()]:
+        assert core.row_state_ids(rows) == state_ids(rows)
+    for bad in ([*base], (base[0], (1, 2))):
+        with pytest.raises(TypeError):
+            core.row_state_ids(bad)
+
+
+def test_one_check_line_format_per_shape_keeps_each_functions_addresses(capsys):
+    """``compact --check``'s lines, each format made once per (inexact spans, body): two
+    functions of one shape at 0x100 and 0x200 get their own addresses; the same spans
+    with another body (the whole function: a span inside it) is NOT exact inside it; a
+    DWARF-mode function gets no check line.  The words as the listing has always
+    written them."""
+    row = (CompactRow(0, 8, 0x02020400),)
+    shape = {"body": (1, 5), "inexact": ((0, 1), (5, 8))}
+    functions = [CompactFunction("a", ".text", 0x100, 8, row, None, "", 5, **shape),
+                 CompactFunction("b", ".text", 0x200, 8, row, None, "", 5, **shape),
+                 CompactFunction("c", ".text", 0x300, 8, row, None, "", 5, body=(0, 8),
+                                 inexact=((0, 1), (5, 8))),
+                 CompactFunction("d", ".text", 0x400, 8, (CompactRow(0, 8, 0x04000000),),
+                                 CompactReason.no_cfa, "x", 0, **shape)]
+    _print_functions(functions, "x86_64", get_arch("x86_64").register_names, True)
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()
+             if line.strip().startswith("check:")]
+    assert lines == [
+        "check: exact over the body state [0x101, 0x105); not before it (prologue, stack "
+        "changes) at [0x100, 0x101) nor from the first epilogue on at [0x105, 0x108): use "
+        "--ranges",
+        "check: exact over the body state [0x201, 0x205); not before it (prologue, stack "
+        "changes) at [0x200, 0x201) nor from the first epilogue on at [0x205, 0x208): use "
+        "--ranges",
+        "check: NOT exact inside the body state at [0x300, 0x301), [0x305, 0x308): use "
+        "--ranges",
+        "check: 3 compact functions are not exact at every byte and need --ranges for "
+        "asynchronous unwinding; 1 of them also inside the body"]
