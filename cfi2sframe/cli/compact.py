@@ -231,14 +231,25 @@ def _print_functions(functions: list[CompactFunction], flavour: str, names: dict
     compact = exact = total = needs_ranges = body_inexact = 0
     said: dict[int, str] = {}
     tails: dict[int, str] = {}  # an encoding and its words, as a row ends
+    # A compact function's inexact spans and body -> whether it is exact in the body,
+    # and its check line as a format of its start plus offsets (``_check_format``): a
+    # library's 71k such functions have some thousand distinct shapes.
+    checks: dict[tuple[tuple[tuple[int, int], ...], tuple[int, int]],
+                 tuple[bool, str, tuple[int, ...]]] = {}
     lines: list[str] = []
     for func in functions:
         total += func.size
         exact += func.exact_bytes
-        compact += func.reason is None
-        # (exact_in_body, asked once: no inexact span is exact in the body)
-        in_body = func.reason is not None or not func.inexact or func.exact_in_body
-        body_inexact += not in_body
+        shape = None
+        if func.reason is None:
+            compact += 1
+            if func.inexact:
+                key = (func.inexact, func.body)
+                shape = checks.get(key)
+                if shape is None:
+                    in_body = func.exact_in_body
+                    shape = checks[key] = (in_body, *_check_format(func, in_body))
+                body_inexact += not shape[0]
         if not func.rows:
             lines.append(f"{func.name:<24} {func.start:#8x} {func.size:#6x}  no row: "
                          f"{func.reason} ({func.detail})")
@@ -250,9 +261,10 @@ def _print_functions(functions: list[CompactFunction], flavour: str, names: dict
                 if not is_dwarf(row.encoding, flavour):  # (DWARF mode's words say why)
                     tails[row.encoding] = tail
             lines.append(f"{label:<24} {func.start + row.start:#8x} {row.length:#6x}  {tail}")
-        if check and func.reason is None and func.inexact:
+        if check and shape is not None:
             needs_ranges += 1
-            lines.append(f"{'':<24} check: {_check_words(func, in_body)}")
+            start = func.start
+            lines.append(shape[1] % tuple([start + at for at in shape[2]]))
         if len(lines) >= 4096:
             _write_lines(lines)
     share = f"{100 * exact / total:.1f}%" if total else "-"
@@ -449,18 +461,26 @@ def _key(name: str, start: int, functions: list[CompactFunction]) -> str | int:
     return name if len(set(names)) == len(names) else start
 
 
-def _check_words(func: CompactFunction, in_body: bool) -> str:
-    """Where a compact function's rows are not exact, in the body or around it
-    (``in_body``: its ``exact_in_body``)."""
+def _check_format(func: CompactFunction, in_body: bool) -> tuple[str, tuple[int, ...]]:
+    """A compact function's check line, where its rows are not exact, in the body or
+    around it (``in_body``: its ``exact_in_body``), as a %-format of the addresses at
+    the offsets given (the function's start plus each): the same line for every
+    function of its spans and body."""
     lo, hi = func.body
-    start = func.start
+    head = f"{'':<24} check: "
     if not in_body:
-        return ("NOT exact inside the body state at "
-                + ", ".join([f"[{start + a:#x}, {start + b:#x})" for a, b in func.inexact])
-                + ": use --ranges")
-    before = [f"[{start + a:#x}, {start + b:#x})" for a, b in func.inexact if b <= lo]
-    after = [f"[{start + a:#x}, {start + b:#x})" for a, b in func.inexact if a >= hi]
-    parts = ([f"before it (prologue, stack changes) at {', '.join(before)}"] if before
-             else []) + ([f"from the first epilogue on at {', '.join(after)}"] if after else [])
-    return (f"exact over the body state [{start + lo:#x}, {start + hi:#x}); not "
-            f"{' nor '.join(parts)}: use --ranges")
+        return (head + "NOT exact inside the body state at "
+                + _spans(len(func.inexact)) + ": use --ranges",
+                tuple([at for span in func.inexact for at in span]))
+    before = [span for span in func.inexact if span[1] <= lo]
+    after = [span for span in func.inexact if span[0] >= hi]
+    parts = ([f"before it (prologue, stack changes) at {_spans(len(before))}"] if before
+             else []) + ([f"from the first epilogue on at {_spans(len(after))}"] if after
+                         else [])
+    return (head + f"exact over the body state [%#x, %#x); not {' nor '.join(parts)}: "
+            "use --ranges", (lo, hi, *[at for span in before + after for at in span]))
+
+
+def _spans(count: int) -> str:
+    """``count`` spans' place-holders in ``_check_format``'s line."""
+    return ", ".join(["[%#x, %#x)"] * count)
