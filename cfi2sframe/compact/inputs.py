@@ -32,7 +32,14 @@ from ..macho.unwind import (
 )
 from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
-from .lower import CompactFunction, LowerMemo, lower_alike, lower_compact, lowered_alike
+from .lower import (
+    CompactFunction,
+    FunctionTail,
+    LowerMemo,
+    lower_alike,
+    lower_compact,
+    lowered_alike,
+)
 from .rules import Code
 from .table import Columns, UnwindInfo, read_columns, read_unwind_info
 from .table_writer import FunctionColumns, TableFunction
@@ -65,12 +72,23 @@ def compact_cfi(cfi: Cfi, obj: bytes, arch: str, ranges: bool = False,
     code_of = _code_reader(obj, linked)
     memo = LowerMemo()
     cache: RowsCache = {}
+    # (CIE offset, body, size) -> the answer after its start, where its rows depend on
+    # no more (``cache`` kept them) and no encoding reads the code: most of a library's
+    # FDEs repeat one, which then costs no rows look-up or key of them.
+    tails: dict[tuple[int, bytes, int], FunctionTail] = {}
     out = []
     for fde in cfi.fdes:
+        shape = (fde.cie_at, fde.body, fde.size)
+        tail = tails.get(shape)
+        if tail is not None:
+            out.append(CompactFunction(fde.name, fde.section, fde.start, *tail))
+            continue
         rows, invalid = cfi.rows(fde, cache)
         known = None if ranges else lowered_alike(  # (an ELF timeline names no LSDA)
             fde.name, fde.section, fde.start, fde.size, rows, invalid, arch, memo)
         if known is not None:
+            if shape[:2] in cache:
+                tails[shape] = known[3:]
             out.append(known)
             continue
         timeline = cfi.placed(fde, rows, invalid)

@@ -250,7 +250,7 @@ class LowerMemo:
                           tuple[tuple[Row, ...], bool, dict[bytes | None, CompactFunction]]] = {}
         self.sequences: dict[tuple[bytes, str, bool],
                              tuple[tuple[Row, ...], bool, _Sequence | None]] = {}
-        self.placed: dict[tuple[object, ...], tuple[tuple[Row, ...], _Tail | None]] = {}
+        self.placed: dict[tuple[object, ...], tuple[tuple[Row, ...], FunctionTail | None]] = {}
 
 
 def lower_alike(timeline: Timeline, arch: str, code: Code | None, ranges: bool,
@@ -302,12 +302,12 @@ def lowered_alike(name: str, section: str, start: int, size: int, rows: tuple[Ro
 
 
 # A CompactFunction's fields from ``size`` on.
-_Tail = tuple[int, tuple[CompactRow, ...], CompactReason | None, str, int, str | None,
+FunctionTail = tuple[int, tuple[CompactRow, ...], CompactReason | None, str, int, str | None,
               str | None, tuple[int, int], tuple[tuple[int, int], ...]]
 
 
 def _placed_alike(size: int, rows: tuple[Row, ...], invalid: str | None, arch: str,
-                  memo: LowerMemo) -> _Tail | None:
+                  memo: LowerMemo) -> FunctionTail | None:
     """``lowered_alike``'s answer after its start, or None where ``lower_alike`` must
     answer."""
     if invalid is not None or not size or not rows:

@@ -10,6 +10,7 @@ import pytest
 from cfi2sframe import CfaReg, Location, Row, Rule, Timeline
 from cfi2sframe.arch import get_arch
 from cfi2sframe.cli.compact import _print_functions
+from cfi2sframe.compact.inputs import compact_cfi
 from cfi2sframe.compact.lower import (
     CompactFunction,
     CompactRow,
@@ -22,6 +23,7 @@ from cfi2sframe.compact.lower import (
 from cfi2sframe.compact.prologue import PROLOGUE_REACH, built_rules
 from cfi2sframe.compact.rules import Code, CompactRules
 from cfi2sframe.core import compiled
+from cfi2sframe.dwarf.cfi import Cfi, Cie, Fde
 from cfi2sframe.reasons import CompactReason
 
 RA = (16, Rule("offset", -8))
@@ -234,3 +236,41 @@ def test_one_check_line_format_per_shape_keeps_each_functions_addresses(capsys):
         "--ranges",
         "check: 3 compact functions are not exact at every byte and need --ranges for "
         "asynchronous unwinding; 1 of them also inside the body"]
+
+
+def _cie(initial: bytes, data_align: int = -8) -> Cie:
+    return Cie(1, data_align, 16, 0x1B, 0xFF, False, False, True, initial, 8)
+
+
+def test_an_fde_takes_a_known_answer_only_from_the_same_cie_body_and_size():
+    """``compact_cfi``'s answers by (CIE offset, body, size), made by hand: the CIE
+    says CFA = rsp+8 (DW_CFA_def_cfa 7, 8: 0c 07 08), RA at CFA-8 (DW_CFA_offset r16, 1
+    x -8: 90 01); the body pushes rbx at byte 1 (advance 1: 41; def_cfa_offset 16:
+    0e 10; offset r3, 2 x -8: 83 02): 0x02020400 (as above), exact from byte 1.  The
+    same body and CIE over 9 bytes: 8 exact.  A CIE elsewhere whose data alignment is -4
+    (the RA at CFA-4, which x86-64 compact unwind has no slot for): DWARF mode.  A body
+    that places its row by address (DW_CFA_set_loc 0x1002: 01, 8 bytes) depends on its
+    function's start: from 0x1000 exact from byte 2, from 0x1001 from byte 1.  The push
+    at byte 2 (advance 2: 42): exact from byte 2."""
+    initial = bytes([0x0C, 7, 8, 0x90, 1])
+    push = bytes([0x41, 0x0E, 16, 0x83, 2])
+    at = bytes([0x01]) + (0x1002).to_bytes(8, "little") + bytes([0x0E, 16, 0x83, 2])
+    ours, odd = _cie(initial), _cie(initial, -4)
+
+    def fde(name: str, start: int, size: int, cie: Cie, cie_at: int, body: bytes) -> Fde:
+        return Fde(name, ".text", start, size, cie, cie_at, body, 0, 0)
+
+    fdes = (fde("a", 0x100, 4, ours, 0, push), fde("b", 0x200, 9, ours, 0, push),
+            fde("c", 0x300, 4, odd, 0x40, push), fde("d", 0x400, 4, ours, 0, push),
+            fde("e", 0x1000, 4, ours, 0, at), fde("f", 0x1001, 4, ours, 0, at),
+            fde("g", 0x500, 4, ours, 0, bytes([0x42]) + push[1:]))
+    cfi = Cfi("t.o", "EM_X86_64", "ET_DYN", fdes, ".eh_frame")
+    got = {f.name: (f.start, f.size, f.rows[0].encoding, f.exact_bytes, f.inexact)
+           for f in compact_cfi(cfi, b"", "x86_64")}
+    assert got == {"a": (0x100, 4, 0x02020400, 3, ((0, 1),)),
+                   "b": (0x200, 9, 0x02020400, 8, ((0, 1),)),
+                   "c": (0x300, 4, 0x04000000, 0, ((0, 4),)),
+                   "d": (0x400, 4, 0x02020400, 3, ((0, 1),)),
+                   "e": (0x1000, 4, 0x02020400, 2, ((0, 2),)),
+                   "f": (0x1001, 4, 0x02020400, 3, ((0, 1),)),
+                   "g": (0x500, 4, 0x02020400, 2, ((0, 2),))}
