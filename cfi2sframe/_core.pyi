@@ -114,6 +114,10 @@ def cfi_rows(body: bytes, initial: bytes, params: _Params) -> tuple[object, ...]
 # compact/lower.state_ids: each row's state objects' addresses, in order.
 def row_state_ids(rows: tuple[object, ...]) -> bytes: ...
 
+# compact/lower.placed_spans: a placed row's inexact spans and exact bytes.
+def placed_spans(rows: tuple[tuple[object, ...], ...], exact: tuple[int, ...], size: int
+                 ) -> tuple[tuple[tuple[int, int], ...], int] | None: ...
+
 # agree's checker: the target's sp, fp, ra, tracks_ra, the byte order, then states,
 # state_of, fre_ids, fre_id_of and none_id; built once per check (compare._FastCheck).
 _Checker = tuple[int, int, int, bool, bool, dict[object, int | None],

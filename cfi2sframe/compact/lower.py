@@ -379,9 +379,21 @@ def _placed(name: str, section: str, start: int, size: int, rows: tuple[Row, ...
             personality: str | None, lsda: str | None, sequence: _Sequence) -> CompactFunction:
     """``lower_compact`` of a function from its state sequence's answer: the row over the
     whole function, the body range and the inexact spans from where its rows start."""
+    found = None if _CORE is None else _CORE.placed_spans(rows, sequence.exact, size)
+    spans, exact = placed_spans(rows, sequence.exact, size) if found is None else found
+    return CompactFunction(name, section, start, size, (CompactRow(0, size, sequence.encoding),),
+                           sequence.reason, sequence.detail, exact, personality, lsda,
+                           _body_range(rows, sequence.body_index, size), spans)
+
+
+def placed_spans(rows: tuple[Row, ...], exact: tuple[int, ...],
+                 size: int) -> tuple[tuple[tuple[int, int], ...], int]:
+    """The inexact spans of a function of ``size`` bytes whose rows at the indices
+    ``exact`` are exact (``inexact_spans``' of its one row), and its exact bytes
+    (``_core.placed_spans``' reference)."""
     last = len(rows) - 1
-    exact = []
-    for i in sequence.exact:  # inexact_spans' intervals, with max and min unrolled
+    covered = []
+    for i in exact:  # inexact_spans' intervals, with max and min unrolled
         lo = rows[i][0]
         hi = rows[i + 1][0] if i < last else size
         if lo < 0:
@@ -389,12 +401,9 @@ def _placed(name: str, section: str, start: int, size: int, rows: tuple[Row, ...
         if hi > size:
             hi = size
         if lo < hi:
-            exact.append((lo, hi))
-    spans = _gaps(exact, size)
-    return CompactFunction(name, section, start, size, (CompactRow(0, size, sequence.encoding),),
-                           sequence.reason, sequence.detail,
-                           size - sum([hi - lo for lo, hi in spans]), personality, lsda,
-                           _body_range(rows, sequence.body_index, size), spans)
+            covered.append((lo, hi))
+    spans = _gaps(covered, size)
+    return spans, size - sum([hi - lo for lo, hi in spans])
 
 
 def _reads_code(rows: tuple[Row, ...], arch: str) -> bool:

@@ -226,6 +226,7 @@ PyObject *unwind_info_build(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* compact_lower.c: a function's rows as their states' objects (compact/lower's key). */
 PyObject *row_state_ids(PyObject *self, PyObject *rows);
+PyObject *placed_spans(PyObject *self, PyObject *args);  /* inexact spans of a placed row */
 
 /* compact_check.c: verify's loop over an image's __unwind_info entries. */
 PyObject *image_entries(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -114,6 +114,10 @@ static PyMethodDef methods[] = {
     {"row_state_ids", row_state_ids, METH_O,
      "row_state_ids(rows) -> bytes: each Row's cfa, regs, ra_signed and ra_signed_pc\n"
      "objects' addresses, in order (compact/lower._sequence's key); see compact_lower.c."},
+    {"placed_spans", placed_spans, METH_VARARGS,
+     "placed_spans(rows, exact, size) -> (inexact spans, exact bytes) of a function of\n"
+     "size bytes whose rows at the indices exact are exact, or None (Python decides);\n"
+     "see compact_lower.c."},
     {"fde_extents", (PyCFunction)(void (*)(void))fde_extents, METH_VARARGS | METH_KEYWORDS,
      "fde_extents(*, eh, address, address_size, cie_of, code) -> (FDEs, stray, the first\n"
      "stray's (offset, start, size) or None, offsets of those in code, {offset: start}),\n"

@@ -54,7 +54,7 @@ with atheris.instrument_imports():
     from cfi2sframe.compact.check import check_macho, macho_coverage
     from cfi2sframe.compact.encoding import decode, encode
     from cfi2sframe.compact.listing import object_rows_lines, unwind_info_lines, unwind_info_text
-    from cfi2sframe.compact.lower import state_ids
+    from cfi2sframe.compact.lower import placed_spans, state_ids
     from cfi2sframe.compact.rules import Code, CompactRules
     from cfi2sframe.compact.table import Lookup, columns_of, read_columns, read_unwind_info
     from cfi2sframe.compact.table_writer import BuiltTable, TableFunction, build_unwind_info
@@ -157,8 +157,11 @@ def _cfi(data: bytes) -> None:
         # The full replay's rows (compact unwind's): the interpreter's rows or error.
         rows = _rows_or_error(fde, cfi.big_endian, CORE)
         assert rows == _rows_or_error(fde, cfi.big_endian, None), "the compiled rows differ"
-        if CORE is not None and isinstance(rows[0], tuple):  # compact's key of them
+        if CORE is not None and isinstance(rows[0], tuple):  # compact's key and spans
             assert CORE.row_state_ids(rows[0]) == state_ids(rows[0]), "the compiled key differs"
+            alternate = tuple(range(0, len(rows[0]), 2))  # every other row exact
+            assert CORE.placed_spans(rows[0], alternate, fde.size) in \
+                (None, placed_spans(rows[0], alternate, fde.size)), "the compiled spans differ"
 
 
 def _rows_or_error(fde: Fde, big: bool, core: ModuleType | None) -> object:

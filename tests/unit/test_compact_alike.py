@@ -5,6 +5,8 @@ hand from compact_unwind_encoding.h."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from cfi2sframe import CfaReg, Location, Row, Rule, Timeline
@@ -18,6 +20,7 @@ from cfi2sframe.compact.lower import (
     lower_alike,
     lower_compact,
     lowered_alike,
+    placed_spans,
     state_ids,
 )
 from cfi2sframe.compact.prologue import PROLOGUE_REACH, built_rules
@@ -274,3 +277,39 @@ def test_an_fde_takes_a_known_answer_only_from_the_same_cie_body_and_size():
                    "e": (0x1000, 4, 0x02020400, 2, ((0, 2),)),
                    "f": (0x1001, 4, 0x02020400, 3, ((0, 1),)),
                    "g": (0x500, 4, 0x02020400, 2, ((0, 2),))}
+
+
+def test_placed_spans_by_hand_and_compiled():
+    """``placed_spans`` (the inexact spans of a function of 8 bytes whose rows at the
+    indices given are exact) by hand: each exact row runs to the next row's start or
+    the end, cut to [0, 8); the compiled spans (``_core.placed_spans``) are the same,
+    or None past 64 bits, and on random rows."""
+    def rows(*starts: int) -> tuple[Row, ...]:
+        return tuple(Row(start, None, ()) for start in starts)
+
+    cases = [((0, 2, 5), (1,), ((0, 2), (5, 8)), 3),
+             ((0, 2, 5), (0, 2), ((2, 5),), 5),
+             ((0, 8), (1,), ((0, 8),), 0),  # a row at the end covers nothing
+             ((0, 0, 3), (0,), ((0, 8),), 0),  # nor one cut short by a row at its start
+             ((0, 0, 3), (1,), ((3, 8),), 3),
+             ((5, 7, 1, 3), (0, 2), ((0, 1), (3, 5), (7, 8)), 4),  # (rows out of order)
+             ((-2, 3), (0,), ((3, 8),), 3),  # cut at the function's start
+             ((0, 12), (0,), (), 8),  # and at its end
+             ((), (), ((0, 8),), 0)]
+    core = compiled()
+    for starts, exact, spans, exact_bytes in cases:
+        assert placed_spans(rows(*starts), exact, 8) == (spans, exact_bytes), starts
+        if core is not None:
+            assert core.placed_spans(rows(*starts), exact, 8) == (spans, exact_bytes), starts
+    if core is None:
+        return
+    assert core.placed_spans(rows(0, 1 << 70), (0,), 8) is None  # (Python: ((), 8))
+    assert core.placed_spans(rows(0, 2), (2,), 8) is None  # no such row
+    generator = random.Random(43)
+    for _ in range(500):
+        starts = tuple(generator.randrange(-3, 12) for _ in range(generator.randrange(6)))
+        exact = tuple(sorted(generator.sample(range(len(starts)),
+                                              generator.randrange(len(starts) + 1))))
+        size = generator.randrange(-1, 12)
+        assert core.placed_spans(rows(*starts), exact, size) == \
+            placed_spans(rows(*starts), exact, size), (starts, exact, size)
