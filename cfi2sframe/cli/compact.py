@@ -231,6 +231,9 @@ def _print_functions(functions: list[CompactFunction], flavour: str, names: dict
     compact = exact = total = needs_ranges = body_inexact = 0
     said: dict[int, str] = {}
     tails: dict[int, str] = {}  # an encoding and its words, as a row ends
+    # A row's length and ``tails``' words, by the row object (functions of one shape
+    # share it; all are alive while listed): one format of the three a line had.
+    ends: dict[int, str] = {}
     # A compact function's inexact spans and body -> whether it is exact in the body,
     # and its check line as a format of its start plus offsets (``_check_format``): a
     # library's 71k such functions have some thousand distinct shapes.
@@ -255,12 +258,18 @@ def _print_functions(functions: list[CompactFunction], flavour: str, names: dict
                          f"{func.reason} ({func.detail})")
         for i, row in enumerate(func.rows):
             label = func.name if i == 0 else ""
-            tail = tails.get(row.encoding)
-            if tail is None:
-                tail = f"{row.encoding:#010x}  {_meaning(func, row.encoding, flavour, names, said)}"
-                if not is_dwarf(row.encoding, flavour):  # (DWARF mode's words say why)
-                    tails[row.encoding] = tail
-            lines.append(f"{label:<24} {func.start + row.start:#8x} {row.length:#6x}  {tail}")
+            end = ends.get(id(row))
+            if end is None:
+                tail = tails.get(row.encoding)
+                if tail is None:
+                    tail = (f"{row.encoding:#010x}  "
+                            f"{_meaning(func, row.encoding, flavour, names, said)}")
+                    if not is_dwarf(row.encoding, flavour):  # (DWARF mode's words say why)
+                        tails[row.encoding] = tail
+                end = f"{row.length:#6x}  {tail}"
+                if not is_dwarf(row.encoding, flavour):
+                    ends[id(row)] = end
+            lines.append(f"{label:<24} {func.start + row.start:#8x} {end}")
         if check and shape is not None:
             needs_ranges += 1
             start = func.start
