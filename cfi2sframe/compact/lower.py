@@ -23,8 +23,9 @@ none is exact for the body state, the function gets DWARF mode and a reason.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from functools import lru_cache
-from struct import pack
 
 from ..arch import by_compact, compact_flavour
 from ..arch.base import Arch
@@ -352,7 +353,10 @@ def state_ids(rows: tuple[Row, ...]) -> bytes:
     """Each row's state as the addresses of its objects (cfa, regs, ra_signed,
     ra_signed_pc), in order, native words: ``_sequence``'s key, equal only for rows of
     the same state objects in the same order (``_core.row_state_ids``' reference)."""
-    return pack(f"{4 * len(rows)}N", *[id(field) for row in rows for field in row[1:]])
+    return array(_WORD, [id(field) for row in rows for field in row[1:]]).tobytes()
+
+
+_WORD = "Q" if sys.maxsize > 1 << 32 else "I"  # an address's unsigned word (uintptr_t)
 
 
 _CORE = compiled()
