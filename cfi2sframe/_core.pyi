@@ -97,6 +97,20 @@ def eh_functions(eh: bytes, address: int, address_size: int,
                  cie_of: Callable[[int], tuple[object, ...]], params: _Params
                  ) -> tuple[list[tuple[object, ...] | None], list[int], int] | None: ...
 
+# eh_functions' pass to an SFrame V2 section's sorted FDE table: (starts, FDEs without
+# their start fields, FRE bytes, FRE count, function count, FDE count), or None.
+def eh_table_v2(eh: bytes, address: int, address_size: int,
+                cie_of: Callable[[int], tuple[object, ...]], params: _Params,
+                general: Callable[[list[int]], list[tuple[tuple[object, ...], ...]] | None],
+                encoding: tuple[dict[tuple[object, ...], bytes],
+                                Callable[[tuple[object, ...]], bytes], tuple[int, ...], int,
+                                int]) -> tuple[bytes, bytes, bytes, int, int, int] | None: ...
+
+# A V2 FDE table placed: each start less its field's address; or the index of the first
+# start out of a signed 32-bit field's range.
+def place_fdes(starts: bytes, fdes: bytes, first: int, fde_size: int,
+               big_endian: bool) -> bytes | int: ...
+
 def fdes_v2(functions: tuple[tuple[object, ...], ...], big_endian: bool,
             tails: dict[tuple[object, ...], bytes],
             tail_of: Callable[[tuple[object, ...]], bytes], addr_sizes: tuple[int, ...],

@@ -13,7 +13,7 @@ assembled object must hold one ``.sframe``, ours."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .arch import arch_for_machine, as_arch, by_sframe_abi
 from .arch.base import Arch
@@ -52,7 +52,7 @@ class Conversion:
     classes (the forms differ by input), their fields not written after ``__init__``.
     """
 
-    def __init__(self, arch: Arch, source: str, functions: tuple[SFrameFunction, ...],
+    def __init__(self, arch: Arch, source: str, functions: Sequence[SFrameFunction],
                  skips: tuple[Skip, ...], image: SectionImage,
                  assembler_messages: str = "") -> None:
         self.arch: Final = arch
@@ -120,7 +120,7 @@ def asm_needs_assembly(source: str) -> Cfi2SframeError:
 class AsmConversion(Conversion):
     """SFrame made from the ``.cfi_*`` directives of an assembly file."""
 
-    def __init__(self, arch: Arch, source: str, functions: tuple[SFrameFunction, ...],
+    def __init__(self, arch: Arch, source: str, functions: Sequence[SFrameFunction],
                  skips: tuple[Skip, ...], image: SectionImage, assembler_messages: str = "",
                  unit: AsmUnit | None = None, assembler: Assembler | None = None) -> None:
         super().__init__(arch, source, functions, skips, image, assembler_messages)
@@ -288,7 +288,7 @@ def timelines_from_asm(text: str, filename: str = "<input>", arch: str | Arch = 
 class ElfConversion(Conversion):
     """SFrame made from the DWARF CFI of an ELF file (object, library or program)."""
 
-    def __init__(self, arch: Arch, source: str, functions: tuple[SFrameFunction, ...],
+    def __init__(self, arch: Arch, source: str, functions: Sequence[SFrameFunction],
                  skips: tuple[Skip, ...], image: SectionImage, assembler_messages: str = "",
                  elf_type: str = "ET_REL", fde_count: int = 0, sframe_address: int = 0,
                  data: bytes = b"", replace: bool = False, from_sframe: bool = False,
@@ -496,11 +496,17 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     ``view``: its section headers, likewise (a tree run opens each file once).
     """
     from .elf.cfi import cfi_of, cfi_section
-    from .sframe.build import encode_sframe, lower_eh_frame, lower_fdes, require_sframe_abi
+    from .sframe.build import (
+        eh_table,
+        encode_sframe,
+        lower_eh_frame,
+        lower_fdes,
+        require_sframe_abi,
+    )
 
     if data is None:
         data = read_bytes(path)
-    lowered = None
+    lowered = table = None
     if cfi is None:
         if view is None:  # (cfi_section's first step) once for the steps below too
             view = open_elf_file(path, data)
@@ -508,23 +514,31 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
         cfi = cfi_of(found, ())  # its FDEs below: read in one pass with the lowering
         arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
         if found.linked_eh_frame and arch.sframe_abi:
+            address_size = 8 if view.is64 else 4
             with decoding(path, found.name):
-                lowered = lower_eh_frame(found.contents, found.address,
-                                         8 if view.is64 else 4, found.names, cfi, arch,
-                                         version, flex)
-        if lowered is None:
+                # V2 (the default): the section's table in the same pass; else functions
+                if version == 2 and pcrel:
+                    table = eh_table(found.contents, found.address, address_size,
+                                     found.names, cfi, arch, flex)
+                if table is None:
+                    lowered = lower_eh_frame(found.contents, found.address, address_size,
+                                             found.names, cfi, arch, version, flex)
+        if lowered is None and table is None:
             cfi = cfi_of(found)
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     require_sframe_abi(arch, path)
-    if lowered is None:
-        functions, skips = lower_fdes(cfi, arch, version, flex)
-        fde_count = len(cfi.fdes)
+    if table is not None:
+        image, skips, fde_count = table
     else:
-        functions, skips, fde_count = lowered
-    image = encode_sframe(functions, arch, version, pcrel)
+        if lowered is None:
+            functions, skips = lower_fdes(cfi, arch, version, flex)
+            fde_count = len(cfi.fdes)
+        else:
+            functions, skips, fde_count = lowered
+        image = encode_sframe(functions, arch, version, pcrel)
     # An empty .sframe (binutils 2.45's Scrt1.o) holds nothing to keep: replaced
     # without --replace where there is something to write, else left as it is.
-    replace = replace or (bool(functions) and _empty_sframe(data, view))
+    replace = replace or (bool(image.functions) and _empty_sframe(data, view))
     address = 0
     if cfi.elf_type != "ET_REL":
         address = default_sframe_address(data, path, view) if sframe_address is None \

@@ -71,6 +71,7 @@ PyObject *dwarf_opcodes(void);  /* the DWARF CFA opcode numbers it reads, by nam
 PyObject *fast_fres(PyObject *self, PyObject *args);
 PyObject *lower_fdes(PyObject *self, PyObject *args);
 PyObject *eh_functions(PyObject *self, PyObject *args);  /* lower_fdes of an .eh_frame */
+PyObject *eh_table_v2(PyObject *self, PyObject *args);  /* ... to a V2 table */
 
 /* The replay's target parameters by name, as every entry point that replays for the
  * fast path reads them from Python's dict (``sframe/fastpath.replay_target``): SP's,
@@ -109,6 +110,7 @@ static inline int fast_path_fits(const FastLimits *l, long long fres) {
 /* sframe_encode.c: FREs to bytes (fres_bytes), a V2 section's FDEs and FREs (fdes_v2). */
 PyObject *fres_bytes(PyObject *self, PyObject *args);
 PyObject *fdes_v2(PyObject *self, PyObject *args);
+PyObject *place_fdes(PyObject *self, PyObject *args);  /* a V2 FDE table placed */
 
 /* The FRE start sizes by FRE type, smallest first (Python's ``FRE_START_SIZES``, from
  * ``sframe/format.FRE_ADDR_SIZE``), read into ``sizes``: their count, or -1 with a

@@ -58,6 +58,13 @@ static PyMethodDef methods[] = {
      "eh_functions(eh, address, address_size, names, cie_of, params) -> (per FDE its\n"
      "SFrameFunction or None, the None FDEs' offsets, FDE count), or None; params:\n"
      "lower_fdes'; see sframe_fastpath.c."},
+    {"eh_table_v2", eh_table_v2, METH_VARARGS,
+     "eh_table_v2(eh, address, address_size, cie_of, params, general, encoding)\n"
+     "-> (starts, FDEs, FRE bytes, FRE count, function count, FDE count) of an SFrame V2\n"
+     "section, sorted, or None; see sframe_fastpath.c."},
+    {"place_fdes", place_fdes, METH_VARARGS,
+     "place_fdes(starts, fdes, first, fde_size, big_endian) -> the V2 FDE table placed,\n"
+     "or the index of the first start out of range; see sframe_encode.c."},
     {"fdes_v2", fdes_v2, METH_VARARGS,
      "fdes_v2(functions, big_endian, tails, tail_of, addr_sizes, pc_mask_bit, pauth_bit)\n"
      "-> (FDE tails, FRE bytes, FRE count) of an SFrame V2 section."},

@@ -298,3 +298,52 @@ done:
     PyMem_Free(kept);
     return out;
 }
+
+/* place_fdes(starts, fdes, first, fde_size, big_endian) -> bytes, or an int: the FDE
+ * table of a V2 section placed (``encode.SectionImage.to_bytes``, its reference): each
+ * function's start (``starts``: 8 bytes each, this machine's order) less its start
+ * field's address (``first``, the first field's, then every ``fde_size`` bytes) as a
+ * signed 32-bit field, before its FDE's other fields (``fdes``, ``fde_size`` - 4 bytes
+ * each).  An int: the index of the first function too far from its field. */
+PyObject *place_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer starts, fdes;
+    unsigned long long first;
+    Py_ssize_t size;
+    int big;
+    if (!PyArg_ParseTuple(args, "y*y*Knp:place_fdes", &starts, &fdes, &first, &size, &big))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t tail = size - SF_FDE_START_BYTES, count = starts.len / 8;
+    if (tail < 0 || starts.len % 8 || fdes.len != count * tail) {
+        PyErr_SetString(PyExc_ValueError, "place_fdes: columns of unlike lengths");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, count * size);
+    if (!out) goto done;
+    uint8_t *to = (uint8_t *)PyBytes_AS_STRING(out);
+    const uint8_t *from = fdes.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t start, field = first + (uint64_t)i * (uint64_t)size;
+        memcpy(&start, (const uint8_t *)starts.buf + 8 * i, 8);
+        /* in range: -2**31 <= start - field < 2**31, with no wrap past 64 bits */
+        int wrapped = field < first || (i && (uint64_t)i * (uint64_t)size / (uint64_t)i !=
+                                        (uint64_t)size);
+        int fits = !wrapped && (start >= field ? start - field < 0x80000000ULL
+                                               : field - start <= 0x80000000ULL);
+        if (!fits) {
+            Py_DECREF(out);
+            out = PyLong_FromSsize_t(i);
+            goto done;
+        }
+        uint32_t delta = (uint32_t)(start - field);
+        for (int b = 0; b < SF_FDE_START_BYTES; b++)
+            to[big ? SF_FDE_START_BYTES - 1 - b : b] = (uint8_t)(delta >> (8 * b));
+        memcpy(to + SF_FDE_START_BYTES, from, (size_t)tail);
+        to += size;
+        from += tail;
+    }
+done:
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&fdes);
+    return out;
+}

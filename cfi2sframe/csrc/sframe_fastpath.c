@@ -13,6 +13,8 @@
 
 #include "core.h"
 #include "kept.h"
+#include "out.h"
+#include "sframe.h"
 
 /* Each changed state as an FRE (a ``Fre`` named tuple), its fields after
  * ``start`` found by state key in ``shapes``, or asked of ``shape_of`` (whose answer,
@@ -497,6 +499,460 @@ done:
     Py_XDECREF(ctx.todo);
     Py_XDECREF(ctx.cies);
     Py_XDECREF(ctx.section);
+    PyBuffer_Release(&eh);
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------
+ * eh_table_v2: the same pass to a V2 section's FDE table and FRE bytes, sorted, with no
+ * ``Fre`` or ``SFrameFunction`` made (``sframe/build.eh_table``; its reference is
+ * ``lower_eh_frame`` then ``encode_sframe``).  Each distinct body's FREs are kept as
+ * (start, bytes after the start) in one pool; each function is a row of columns. */
+
+/* One FRE of the pool: its start and its bytes after the start (borrowed: ``tails``,
+ * the caller's dict, holds them for the call). */
+typedef struct { int64_t at; PyObject *tail; } PoolFre;
+
+/* One function of the table: from the fast path (``extra`` -1: ``count`` FREs of the
+ * pool from ``first``) or the general path (``extra``: its index in what ``general``
+ * gave); ``fde`` and ``sub`` its FDE's place in the walk and its place among that FDE's
+ * functions, which order equal (start, size) as Python's stable sort does. */
+typedef struct {
+    uint64_t start, size;
+    uint32_t fde, sub, first, count;
+    int32_t extra;
+    int b_key;
+} TableRow;
+
+/* A distinct (CIE, body) met (as ``Body``), its FREs in the pool: ``first`` and
+ * ``count``, ``count`` -1 where the fast path declines it. */
+typedef struct { Py_ssize_t cie_at, at, len; size_t first; Py_ssize_t count; } PoolBody;
+
+typedef struct {
+    Lowering l;
+    KeptIds seen, tail_ids;  /* body hash -> PoolBody; shape address -> tail index */
+    PoolBody *body;
+    size_t bodies, body_cap;
+    PoolFre *pool;
+    size_t fres, pool_cap;
+    PyObject **tail;  /* borrowed, by tail index */
+    size_t tails_used, tails_cap;
+    TableRow *row;
+    size_t rows, row_cap;
+    uint32_t *todo_fde;  /* the walk's place of each FDE in ``todo`` */
+    PyObject *todo, *cies, *cie_of, *tails, *tail_of;
+    Py_ssize_t fdes;
+    Py_ssize_t last_at;
+    PyObject *last_entry;
+} TableCtx;
+
+/* Room for one more item in a growing array: 0, or -1 with MemoryError. */
+static int room(void **items, size_t *cap, size_t used, size_t item) {
+    if (used < *cap) return 0;
+    size_t more = *cap ? 2 * *cap : 1024;
+    void *grown = PyMem_Realloc(*items, more * item);
+    if (!grown) { PyErr_NoMemory(); return -1; }
+    *items = grown;
+    *cap = more;
+    return 0;
+}
+
+/* The bytes after an FRE's start for ``shape`` (its fields after ``start``, borrowed
+ * from ``shapes``), found by the shape's address, else in ``tails``, else asked of
+ * ``tail_of`` (kept there): borrowed, or NULL with an error set. */
+static PyObject *tail_for(TableCtx *ctx, PyObject *shape) {
+    uint32_t known = ids_get(&ctx->tail_ids, (uint64_t)(uintptr_t)shape);
+    if (known != NO_ID) return ctx->tail[known];
+    PyObject *tail = memo_lookup(ctx->tails, shape, ctx->tail_of);
+    if (!tail) return NULL;
+    if (!PyBytes_Check(tail)) {
+        PyErr_SetString(PyExc_TypeError, "tail_of must give bytes");
+        return NULL;
+    }
+    if (room((void **)&ctx->tail, &ctx->tails_cap, ctx->tails_used, sizeof *ctx->tail) < 0 ||
+        ids_put(&ctx->tail_ids, (uint64_t)(uintptr_t)shape, (uint32_t)ctx->tails_used) < 0)
+        return NULL;
+    ctx->tail[ctx->tails_used++] = tail;
+    return tail;
+}
+
+/* ``emit_fre`` for the pool: the state's FRE as (start, bytes after it). */
+static int pool_fre(void *raw, int64_t at, const State *s) {
+    TableCtx *ctx = raw;
+    int hit = 0;
+    MemoSlot *kept = STATE_SLOT(ctx->l.fre.memo->slot, s, &hit);
+    PyObject *shape = hit ? kept->shape : NULL;
+    if (!shape) {
+        PyObject *key = state_key(s);
+        if (!key) return -1;
+        shape = memo_lookup(ctx->l.fre.shapes, key, ctx->l.fre.shape_of);  /* borrowed */
+        Py_DECREF(key);
+        if (!shape) return -1;
+        if (kept) kept->shape = shape;
+    }
+    if (shape == Py_None) return 0;
+    if (!PyTuple_Check(shape)) {
+        PyErr_SetString(PyExc_TypeError, "shape_of must give a tuple or None");
+        return -1;
+    }
+    PyObject *tail = tail_for(ctx, shape);
+    if (!tail || room((void **)&ctx->pool, &ctx->pool_cap, ctx->fres, sizeof *ctx->pool) < 0)
+        return -1;
+    ctx->pool[ctx->fres++] = (PoolFre){at, tail};
+    return 1;
+}
+
+/* The pool's FREs of ``e``'s body (``body_fres`` to the pool), each distinct (CIE, body)
+ * replayed once: 0 with ``*first`` and ``*count`` set, -2 (the general path), or -1
+ * with an error set. */
+static Py_ssize_t pool_body(TableCtx *ctx, const EhFde *e, PyObject *cie, size_t *first,
+                            Py_ssize_t *count) {
+    const uint8_t *bytes = e->data + e->body;
+    Py_ssize_t len = e->end - e->body, cie_at = e->cie->at;
+    uint64_t h = body_hash(cie_at, bytes, len);
+    uint32_t index = ids_get(&ctx->seen, h);
+    if (index != NO_ID) {
+        const PoolBody *b = &ctx->body[index];
+        if (b->cie_at == cie_at && b->len == len &&
+            !memcmp(e->data + b->at, bytes, (size_t)len)) {
+            *first = b->first;
+            *count = b->count;
+            return b->count < 0 ? -2 : 0;
+        }
+    }
+    Params p = ctx->l.target;
+    State s;
+    int keep = 1, done = 0;
+    size_t from = ctx->fres;
+    p.code_align = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 1));
+    p.data_align = PyLong_AsLongLong(PyTuple_GET_ITEM(cie, 2));
+    if (PyErr_Occurred() || !read_state(PyTuple_GET_ITEM(cie, 0), &s)) {
+        /* a value past 64 bits: the general path (no memo entry), as body_fres */
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        keep = 0;
+    } else {
+        done = replay(bytes, len, s, &p, pool_fre, ctx);
+        if (done < 0) return -1;
+    }
+    if (done == 0) ctx->fres = from;  /* declined: its FREs so far are not used */
+    *first = from;
+    *count = done ? (Py_ssize_t)(ctx->fres - from) : -1;
+    if (keep && index == NO_ID) {
+        if (room((void **)&ctx->body, &ctx->body_cap, ctx->bodies, sizeof *ctx->body) < 0 ||
+            ids_put(&ctx->seen, h, (uint32_t)ctx->bodies) < 0)
+            return -1;
+        ctx->body[ctx->bodies++] = (PoolBody){cie_at, e->body, len, from, *count};
+    }
+    return done ? 0 : -2;
+}
+
+/* One FDE of the walk: a row of the table, or its offset in ``todo``. */
+static int table_fde(void *raw, const EhFde *e) {
+    TableCtx *ctx = raw;
+    uint32_t fde = (uint32_t)ctx->fdes++;
+    PyObject *cie = ctx->last_entry;
+    if (e->cie->at != ctx->last_at) {
+        PyObject *cie_at = PyLong_FromSsize_t(e->cie->at);
+        if (!cie_at) return -1;
+        cie = memo_lookup(ctx->cies, cie_at, ctx->cie_of);  /* borrowed */
+        Py_DECREF(cie_at);
+        if (!cie) return -1;
+        ctx->last_at = e->cie->at;
+        ctx->last_entry = cie;
+    }
+    int taken = takes(&ctx->l.limits, e->range, cie);
+    if (taken < 0) return -1;
+    if (taken) {
+        size_t first;
+        Py_ssize_t count;
+        Py_ssize_t found = pool_body(ctx, e, cie, &first, &count);
+        if (found == -1) return -1;
+        if (found != -2) {
+            /* FREs at or past the function's end dropped (``function_of``) */
+            while (count > 0 && ctx->pool[first + (size_t)count - 1].at >= (int64_t)e->range)
+                count--;
+            if (fast_path_fits(&ctx->l.limits, count)) {
+                int b_key = PyObject_IsTrue(PyTuple_GET_ITEM(cie, 4));
+                if (b_key < 0 ||
+                    room((void **)&ctx->row, &ctx->row_cap, ctx->rows, sizeof *ctx->row) < 0)
+                    return -1;
+                ctx->row[ctx->rows++] = (TableRow){e->pc, e->range, fde, 0, (uint32_t)first,
+                                                   (uint32_t)count, -1, b_key};
+                return 1;
+            }
+        }
+    }
+    size_t todo = (size_t)PyList_GET_SIZE(ctx->todo);
+    if (todo % 1024 == 0) {  /* todo_fde grows 1024 places at a time, as the list does */
+        uint32_t *more = PyMem_Realloc(ctx->todo_fde, (todo + 1024) * sizeof *more);
+        if (!more) { PyErr_NoMemory(); return -1; }
+        ctx->todo_fde = more;
+    }
+    ctx->todo_fde[todo] = fde;
+    return append_new(ctx->todo, PyLong_FromSsize_t(e->start)) < 0 ? -1 : 1;
+}
+
+static int row_order(const void *a, const void *b) {
+    const TableRow *x = a, *y = b;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    if (x->fde != y->fde) return x->fde < y->fde ? -1 : 1;
+    return x->sub < y->sub ? -1 : x->sub > y->sub;
+}
+
+/* The rows of the general path's functions: ``made`` holds, per FDE of ``todo``, a
+ * tuple of its functions (``SFrameFunction``s; none: left out).  Their FDEs and FREs
+ * are ``fdes_v2``'s (``encoded``: its answer for all of them, in this order).  0, or
+ * -1 with an error set. */
+static int general_rows(TableCtx *ctx, PyObject *made, PyObject **functions) {
+    if (!PyList_Check(made) || PyList_GET_SIZE(made) != PyList_GET_SIZE(ctx->todo)) {
+        PyErr_SetString(PyExc_TypeError, "general must give a list, one entry per FDE");
+        return -1;
+    }
+    *functions = PyList_New(0);
+    if (!*functions) return -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(made); i++) {
+        PyObject *each = PyList_GET_ITEM(made, i);
+        if (!PyTuple_Check(each)) {
+            PyErr_SetString(PyExc_TypeError, "general must give tuples of functions");
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(each); j++) {
+            PyObject *func = PyTuple_GET_ITEM(each, j);
+            if (!PyTuple_Check(func) || PyTuple_GET_SIZE(func) != 11) {
+                PyErr_SetString(PyExc_TypeError, "a function must be an SFrameFunction");
+                return -1;
+            }
+            unsigned long long start = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(func, 2));
+            unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(func, 3));
+            if (PyErr_Occurred() ||
+                room((void **)&ctx->row, &ctx->row_cap, ctx->rows, sizeof *ctx->row) < 0)
+                return -1;
+            ctx->row[ctx->rows++] = (TableRow){start, size, ctx->todo_fde[i], (uint32_t)j, 0,
+                                               0, (int32_t)PyList_GET_SIZE(*functions), 0};
+            if (PyList_Append(*functions, func) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* A 32-bit field of a V2 FDE after its start field, ``at`` its offset in the FDE. */
+static void put_word(uint8_t *tail, int at, uint32_t value, int big) {
+    for (int b = 0; b < SF_SIZE_BYTES; b++)
+        tail[at - SF_FDE_START_BYTES + (big ? SF_SIZE_BYTES - 1 - b : b)] =
+            (uint8_t)(value >> (8 * b));
+}
+
+static uint32_t get_word(const uint8_t *tail, int at, int big) {
+    uint32_t value = 0;
+    for (int b = 0; b < SF_SIZE_BYTES; b++)
+        value |= (uint32_t)tail[at - SF_FDE_START_BYTES + (big ? SF_SIZE_BYTES - 1 - b : b)]
+                 << (8 * b);
+    return value;
+}
+
+#define TAIL_BYTES (SF_FDE_V2_BYTES - SF_FDE_START_BYTES)
+
+/* The sorted rows written: each start (8 bytes, native order) to ``starts``, its FDE
+ * after the start field to ``fdes``, its FREs to ``fres`` (``fdes_v2``'s bytes; the
+ * general path's as ``encoded``, (FDE tails, FRE bytes, FRE count), gave them).  The
+ * FRE count, or -1 with an error set. */
+static long long write_rows(const TableCtx *ctx, PyObject *encoded, const int *sizes,
+                            int types, long pauth_bit, int big, Out *starts, Out *fdes,
+                            Out *fres) {
+    PyObject *tails = PyTuple_GET_ITEM(encoded, 0), *blob = PyTuple_GET_ITEM(encoded, 1);
+    if (!PyTuple_Check(tails) || !PyBytes_Check(blob)) {
+        PyErr_SetString(PyExc_TypeError, "fdes_v2 gave an unexpected answer");
+        return -1;
+    }
+    const uint8_t *extra_fres = (const uint8_t *)PyBytes_AS_STRING(blob);
+    Py_ssize_t extras = PyTuple_GET_SIZE(tails), extra_len = PyBytes_GET_SIZE(blob);
+    long long total = 0;
+    for (size_t r = 0; r < ctx->rows; r++) {
+        const TableRow *row = &ctx->row[r];
+        uint8_t tail[TAIL_BYTES] = {0};
+        if ((unsigned long long)fres->len > 0xffffffffULL) {
+            PyErr_SetString(PyExc_OverflowError, "an FDE field past its width");
+            return -1;
+        }
+        if (put(starts, (const char *)&row->start, sizeof row->start) < 0) return -1;
+        if (row->extra >= 0) {
+            PyObject *own = PyTuple_GET_ITEM(tails, row->extra);
+            if (row->extra >= extras || !PyBytes_Check(own) ||
+                PyBytes_GET_SIZE(own) != TAIL_BYTES) {
+                PyErr_SetString(PyExc_TypeError, "fdes_v2 gave an unexpected answer");
+                return -1;
+            }
+            memcpy(tail, PyBytes_AS_STRING(own), TAIL_BYTES);
+            uint32_t from = get_word(tail, SF_FDE_FRE_OFF_AT, big);
+            uint32_t to = (Py_ssize_t)row->extra + 1 < extras ?
+                get_word((const uint8_t *)PyBytes_AS_STRING(
+                    PyTuple_GET_ITEM(tails, row->extra + 1)), SF_FDE_FRE_OFF_AT, big) :
+                (uint32_t)extra_len;
+            if (from > to || (Py_ssize_t)to > extra_len) {
+                PyErr_SetString(PyExc_ValueError, "fdes_v2 gave FREs out of order");
+                return -1;
+            }
+            put_word(tail, SF_FDE_FRE_OFF_AT, (uint32_t)fres->len, big);
+            total += get_word(tail, SF_FDE_NUM_FRES_AT, big);
+            if (put(fres, (const char *)extra_fres + from, to - from) < 0) return -1;
+        } else {
+            int64_t top = 0;
+            for (uint32_t k = 0; k < row->count; k++) {
+                int64_t at = ctx->pool[row->first + k].at;
+                if (at < 0) {
+                    PyErr_SetString(PyExc_OverflowError,
+                                    "can't convert negative int to unsigned");
+                    return -1;
+                }
+                if (at > top) top = at;
+            }
+            int type = fre_type_for((uint64_t)top, sizes, types), addr = sizes[type];
+            size_t offset = fres->len;
+            for (uint32_t k = 0; k < row->count; k++) {
+                const PoolFre *fre = &ctx->pool[row->first + k];
+                uint8_t start[8];
+                if (addr < 8 && (uint64_t)fre->at >> (8 * addr)) {
+                    PyErr_SetString(PyExc_OverflowError, "an FRE start does not fit addr_size");
+                    return -1;
+                }
+                for (int b = 0; b < addr; b++)
+                    start[big ? addr - 1 - b : b] = (uint8_t)((uint64_t)fre->at >> (8 * b));
+                if (put(fres, (const char *)start, (size_t)addr) < 0 ||
+                    put(fres, (const char *)PyBytes_AS_STRING(fre->tail),
+                            (size_t)PyBytes_GET_SIZE(fre->tail)) < 0)
+                    return -1;
+            }
+            if (row->size > 0xffffffffULL) {
+                PyErr_SetString(PyExc_OverflowError, "an FDE field past its width");
+                return -1;
+            }
+            put_word(tail, SF_FDE_SIZE_AT, (uint32_t)row->size, big);
+            put_word(tail, SF_FDE_FRE_OFF_AT, (uint32_t)offset, big);
+            put_word(tail, SF_FDE_NUM_FRES_AT, row->count, big);
+            tail[SF_FDE_INFO_AT - SF_FDE_START_BYTES] =
+                (uint8_t)(type | (row->b_key ? pauth_bit : 0));
+            total += row->count;
+        }
+        if (put(fdes, (const char *)tail, TAIL_BYTES) < 0) return -1;
+    }
+    return total;
+}
+
+static void table_free(TableCtx *ctx) {
+    PyMem_Free(ctx->body);
+    PyMem_Free(ctx->pool);
+    PyMem_Free(ctx->tail);
+    PyMem_Free(ctx->row);
+    PyMem_Free(ctx->todo_fde);
+    ids_free(&ctx->seen);
+    ids_free(&ctx->tail_ids);
+    lowering_free(&ctx->l);
+    Py_XDECREF(ctx->l.fre.shapes);
+    Py_XDECREF(ctx->todo);
+    Py_XDECREF(ctx->cies);
+}
+
+/* The walk's rows sorted and written, the general path's functions among them: the
+ * answer of ``eh_table_v2``, or None where ``general`` gives None. */
+static PyObject *table_of(TableCtx *ctx, PyObject *general, PyObject *encoding) {
+    PyObject *tails, *tail_of, *addr_sizes, *functions = NULL, *args = NULL,
+        *encoded = NULL, *out = NULL;
+    long pc_mask_bit, pauth_bit;
+    int sizes[FRE_TYPES_MAX], big = ctx->l.target.big_endian;
+    Out starts = {NULL, 0, 0, 0}, fdes = {NULL, 0, 0, 0}, fres = {NULL, 0, 0, 0};
+    if (!PyArg_ParseTuple(encoding, "O!OO!ll:eh_table_v2 encoding", &PyDict_Type, &tails,
+                          &tail_of, &PyTuple_Type, &addr_sizes, &pc_mask_bit, &pauth_bit))
+        return NULL;
+    int types = read_fre_sizes(addr_sizes, sizes);
+    if (types < 0) return NULL;
+    PyObject *made = PyObject_CallOneArg(general, ctx->todo);
+    if (!made) return NULL;
+    if (made == Py_None) return made;
+    if (general_rows(ctx, made, &functions) < 0) goto done;
+    PyObject *listed = PyList_AsTuple(functions);
+    args = listed ? Py_BuildValue("(NOOOOll)", listed, big ? Py_True : Py_False, tails,
+                                  tail_of, addr_sizes, pc_mask_bit, pauth_bit) : NULL;
+    encoded = args ? fdes_v2(NULL, args) : NULL;
+    if (!encoded) goto done;
+    if (ctx->rows > 1) qsort(ctx->row, ctx->rows, sizeof *ctx->row, row_order);
+    long long count = write_rows(ctx, encoded, sizes, types, pauth_bit, big, &starts, &fdes,
+                                 &fres);
+    if (count < 0) goto done;
+    out = Py_BuildValue("(y#y#y#LnL)", starts.buf ? starts.buf : "", (Py_ssize_t)starts.len,
+                        fdes.buf ? fdes.buf : "", (Py_ssize_t)fdes.len,
+                        fres.buf ? fres.buf : "", (Py_ssize_t)fres.len, count,
+                        (Py_ssize_t)ctx->rows, (long long)ctx->fdes);
+done:
+    Py_DECREF(made);
+    Py_XDECREF(functions);
+    Py_XDECREF(args);
+    Py_XDECREF(encoded);
+    out_free(&starts);
+    out_free(&fdes);
+    out_free(&fres);
+    return out;
+}
+
+/* eh_table_v2(eh, address, address_size, cie_of, params, general, encoding)
+ * -> (starts, FDEs, FRE bytes, FRE count, function count, FDE count), or None:
+ * ``eh_functions``' pass to an SFrame V2 section's FDE table and FREs, sorted as
+ * ``order_functions`` sorts a linked file's (by start, size, then FDE order).
+ * ``starts``: each function's start, 8 bytes in this machine's order; ``FDEs``: each
+ * FDE without its start field (placed later: ``place_fdes``).  ``general(todo)``: per
+ * FDE the fast path leaves (their offsets, in order) a tuple of its functions, or None
+ * (no table: the caller takes the reference path); ``encoding``: (tails, tail_of,
+ * addr_sizes, pc_mask_bit, pauth_bit) as ``fdes_v2`` takes them.  None: the section is
+ * out of the ordinary (as ``eh_functions``). */
+PyObject *eh_table_v2(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer eh;
+    unsigned long long address;
+    int address_size;
+    PyObject *params, *general, *encoding, *out = NULL;
+    TableCtx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.last_at = -1;
+    if (!PyArg_ParseTuple(args, "y*KiOO!OO!:eh_table_v2", &eh, &address, &address_size,
+                          &ctx.cie_of, &PyDict_Type, &params, &general, &PyTuple_Type,
+                          &encoding))
+        return NULL;
+    if (PyTuple_GET_SIZE(encoding) != 5) {
+        PyErr_SetString(PyExc_TypeError, "encoding must be a 5-tuple");
+        PyBuffer_Release(&eh);
+        return NULL;
+    }
+    ctx.tails = PyTuple_GET_ITEM(encoding, 0);
+    ctx.tail_of = PyTuple_GET_ITEM(encoding, 1);
+    ctx.l.fre.shapes = PyDict_New();
+    ctx.todo = PyList_New(0);
+    ctx.cies = PyDict_New();
+    if (!PyDict_Check(ctx.tails)) {
+        PyErr_SetString(PyExc_TypeError, "encoding's tails must be a dict");
+        goto done;
+    }
+    if (!ctx.l.fre.shapes || !ctx.todo || !ctx.cies ||
+        !lowering_of(params, "eh_table_v2", &ctx.l))
+        goto done;
+    if (ctx.l.limits.version != 2) {
+        PyErr_SetString(PyExc_ValueError, "eh_table_v2 makes SFrame V2");
+        goto done;
+    }
+    if (address_size != 4 && address_size != 8) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    int walked = eh_walk(eh.buf, eh.len, address, address_size, ctx.l.target.big_endian,
+                         &ctx.l.target, table_fde, &ctx);
+    if (walked > 0) {
+        out = table_of(&ctx, general, encoding);
+    } else if (walked == 0) {
+        out = Py_None;
+        Py_INCREF(out);
+    }
+done:
+    table_free(&ctx);
     PyBuffer_Release(&eh);
     return out;
 }

@@ -26,9 +26,17 @@ from ..errors import Cfi2SframeError
 from ..model import Timeline
 from ..reasons import SframeReason
 from ..typed import cast
-from .encode import SectionImage, build_v1, build_v2, build_v3
+from .columns import Later, Packed
+from .encode import SectionImage, build_v1, build_v2, build_v3, v2_encoding, v2_image
 from .fastpath import ShapeMemo, core_target, direct_fres, initial_state, serves
-from .format import MAX_FRES_V3, MAX_FUNCTION_SIZE, Fre, SFrameFunction, fits
+from .format import (
+    FDE_SIZE,
+    MAX_FRES_V3,
+    MAX_FUNCTION_SIZE,
+    Fre,
+    SFrameFunction,
+    fits,
+)
 from .lower import LowerMemo, Skip, lower
 from .pcmask import lower_pc_dependent
 
@@ -154,6 +162,59 @@ def lower_eh_frame(eh: bytes | bytearray, address: int, address_size: int, names
                for fde in fdes_at(data, todo, address, address_size, not big_endian)]
     functions, skips = _with_general(fast, cfi, arch, version, flex, general)
     return functions, skips, count
+
+
+def eh_table(eh: bytes | bytearray, address: int, address_size: int, names: Names,
+             cfi: Cfi, arch: Arch, flex: bool = True, compiled: ModuleType | None = _COMPILED
+             ) -> tuple[SectionImage, list[Skip], int] | None:
+    """``encode_sframe`` (V2) of ``lower_eh_frame``'s functions, with its skips and FDE
+    count, in one compiled pass (``_core.eh_table_v2``): the FDE table sorted and the
+    FREs encoded from columns, no ``Fre`` or ``SFrameFunction`` made but the general
+    path's; the image's functions are made when read, by ``lower_eh_frame``.  None
+    where ``lower_eh_frame`` gives None, or a function of the general path is not the
+    linked file's (another section: ``order_functions`` sorts those otherwise)."""
+    if compiled is None or not serves(arch):
+        return None
+    big_endian = cfi.big_endian
+    data = eh if isinstance(eh, bytes) else bytes(eh)
+    reader = cie_reader(data, address, address_size, not big_endian)
+    skips: list[Skip] = []
+
+    def cie_entry(at: int) -> tuple[object, ...]:
+        return _cie_entry(reader(at), arch, big_endian)
+
+    def general(todo: list[int]) -> list[tuple[SFrameFunction, ...]] | None:
+        memo: LowerMemo = {}
+        rows_cache: RowsCache = {}
+        made: list[tuple[SFrameFunction, ...]] = []
+        for fde in fdes_at(data, todo, address, address_size, not big_endian):
+            fde = fde._replace(name=function_name(names, fde.section, fde.start))
+            result = lower_function(cfi.timeline(fde, rows_cache), arch, 2, flex, memo)
+            if isinstance(result, Skip):
+                skips.append(result)
+                made.append(())
+            elif any(func.section for func in result):
+                return None
+            else:
+                made.append(tuple(result))
+        return made
+
+    table = compiled.eh_table_v2(data, address, address_size, cie_entry,
+                                 _lower_params(arch, big_endian, 2), general,
+                                 v2_encoding(arch))
+    if table is None:
+        return None
+    starts, fdes, fres, num_fres, count, fde_count = table
+
+    def functions() -> list[SFrameFunction]:
+        lowered = lower_eh_frame(data, address, address_size, names, cfi, arch, 2, flex,
+                                 compiled)
+        assert lowered is not None  # the walk above took the section
+        return order_functions(lowered[0])[0]
+
+    image = v2_image(Later(count, functions), Packed(fdes, FDE_SIZE[2] - 4), fres, num_fres,
+                     arch, starts)
+    return image, skips, fde_count
 
 
 def _cie_entry(cie: Cie, arch: Arch, big_endian: bool) -> tuple[object, ...]:

@@ -21,6 +21,7 @@ from ..arch.base import Arch
 from ..core import compiled as compiled_core
 from ..errors import Cfi2SframeError
 from ..typed import TYPE_CHECKING, NamedTuple, cast
+from .columns import Later, Packed
 from .decode import DecodedSection
 from .format import (
     BASE_REG_FP,
@@ -64,17 +65,21 @@ class SectionImage(NamedTuple):
     """An encoded section whose FDE start fields are still to be filled in.
 
     ``fde_tails[i]`` is FDE ``i`` without its start field (4 bytes in V2, 8 in
-    V3); ``functions[i]`` is the function it describes.
+    V3); ``functions[i]`` is the function it describes.  ``starts``: each function's
+    start, 8 bytes in this machine's order, where the compiled table pass made the
+    image (``build.eh_table``: ``functions`` are made when read, ``fde_tails`` is
+    ``columns.Packed``, and placing it is ``_core.place_fdes``).
     """
 
     header: bytes
-    functions: tuple[SFrameFunction, ...]
-    fde_tails: tuple[bytes, ...]
+    functions: Sequence[SFrameFunction]
+    fde_tails: Sequence[bytes]
     fres: bytes
     big_endian: bool
     fde_size: int
     start_size: int = 4
     align: int = 1  # s390x: the section is zero-padded to a multiple of 8 (not in fre_len)
+    starts: bytes | None = None
 
     @property
     def padding(self) -> bytes:
@@ -106,6 +111,13 @@ class SectionImage(NamedTuple):
         bits = 8 * self.start_size
         low, high = -(1 << (bits - 1)), 1 << (bits - 1)
         first = section_address + len(self.header)
+        if self.starts is not None and address_of is None and self.start_size == 4 \
+                and isinstance(self.fde_tails, Packed) and _COMPILED is not None \
+                and 0 <= first < 1 << 64:  # the columns placed in C, else as below
+            placed = _COMPILED.place_fdes(self.starts, self.fde_tails.blob, first, size,
+                                          self.big_endian)
+            if not isinstance(placed, int):
+                return b"".join((self.header, placed, self.fres, self.padding))
         # Each start less its field's place, in C loops (``map``): a Python loop per
         # function cost libLLVM-14's 95k some 0.1 s.
         deltas = list(map(sub, map(address_of or _START_FIELD, functions),
@@ -209,14 +221,27 @@ def build_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
     built), or None for the loop below, its reference.  ``pcrel`` False: without the
     errata-1 flag, as GNU ld 2.41-2.44 read V2 (objects only: their start fields are
     relocated PC-relative to the field all the same)."""
-    shape_bytes: dict[FreShape, bytes] = {}
     if compiled is not None:
-        fde_tails, fres, count = compiled.fdes_v2(
-            tuple(functions), arch.big_endian, shape_bytes, _tail_of(arch),
-            FRE_START_SIZES,
-            fde_info(0, True, False), fde_info(0, False, True))
+        fde_tails, fres, count = compiled.fdes_v2(tuple(functions), arch.big_endian,
+                                                  *v2_encoding(arch))
         return _image(functions, arch, sort_flag, fde_tails, fres, count, VERSION_2, pcrel)
     return _build_v1_v2(functions, arch, sort_flag, VERSION_2, pcrel)
+
+
+def v2_encoding(arch: Arch) -> tuple[dict[FreShape, bytes], Callable[[FreShape], bytes],
+                                     tuple[int, ...], int, int]:
+    """How the compiled V2 encoders (``_core.fdes_v2``, ``eh_table_v2``) encode for
+    ``arch``: a new FRE shape -> bytes memo, the maker of those bytes, the FRE start
+    sizes by FRE type, the PC-mask and pauth bits of an FDE's info byte."""
+    return ({}, _tail_of(arch), FRE_START_SIZES, fde_info(0, True, False),
+            fde_info(0, False, True))
+
+
+def v2_image(functions: Later[SFrameFunction], fde_tails: Packed, fres: bytes, num_fres: int,
+             arch: Arch, starts: bytes) -> SectionImage:
+    """The V2 image of a linked file's table made in C (``build.eh_table``): sorted, its
+    starts PC-relative, its functions made when read."""
+    return _image(functions, arch, True, fde_tails, fres, num_fres, VERSION_2, True, starts)
 
 
 def build_v1(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool) -> SectionImage:
@@ -256,8 +281,8 @@ def _build_v1_v2(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: boo
 
 
 def _image(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
-           fde_tails: tuple[bytes, ...], fres: bytes, num_fres: int, version: int,
-           pcrel: bool) -> SectionImage:
+           fde_tails: Sequence[bytes], fres: bytes, num_fres: int, version: int,
+           pcrel: bool, starts: bytes | None = None) -> SectionImage:
     """The V1 or V2 section image of encoded FDEs and FREs: the header in front."""
     flags = (F_FDE_FUNC_START_PCREL if pcrel else 0) | (F_FDE_SORTED if sort_flag else 0)
     header = HEADER.of(not arch.big_endian).pack(
@@ -265,8 +290,9 @@ def _image(functions: Sequence[SFrameFunction], arch: Arch, sort_flag: bool,
         arch.sframe_fixed_ra_offset, 0, len(functions), num_fres, len(fres), 0,
         len(functions) * FDE_SIZE[version])
     assert len(header) == HEADER_SIZE
-    return SectionImage(header, tuple(functions), fde_tails, fres, arch.big_endian,
-                        FDE_SIZE[version], align=arch.sframe_section_align)
+    made = functions if isinstance(functions, Later) else tuple(functions)
+    return SectionImage(header, made, fde_tails, fres, arch.big_endian, FDE_SIZE[version],
+                        align=arch.sframe_section_align, starts=starts)
 
 
 def _flex_words(rule: RuleFre, fixed_ra: Loc | None,

@@ -314,12 +314,86 @@ def test_the_fde_loop_and_the_v2_encoder_on_real_libraries(path: str, report) ->
         one_pass = lower_eh_frame(found.contents, found.address, 8, found.names,
                                   cfi_of(found, ()), arch, version, compiled=core)
         assert one_pass == (None if arch.name == "s390x" else (*python, len(cfi.fdes)))
-    functions, _ = python if version == 2 else lower_fdes(cfi, arch, 2, compiled=None)
+    functions, skips = python if version == 2 else lower_fdes(cfi, arch, 2, compiled=None)
     ordered, single = order_functions(functions)
     image = build_v2(ordered, arch, single, compiled=None)
     assert build_v2(ordered, arch, single, compiled=core) == image
+    _same_table(found, arch, image, skips, len(cfi.fdes), core)
     report(f"compiled FDE loop and V2 encoder = Python's, {path}: {len(cfi.fdes)} FDEs, "
            f"{len(image.fres)} bytes of FREs")
+
+
+def _same_table(found, arch, image, skips, fdes: int, core) -> None:
+    """The one pass to the V2 table (``eh_table``: ``_core.eh_table_v2``, placed by
+    ``_core.place_fdes``) gives the Python encoder's image of the Python loop's functions
+    (None for s390x, as ``lower_eh_frame``), placed alike or refused alike where a start
+    is out of its field's range; its functions, made when read, are those functions."""
+    from cfi2sframe.elf.cfi import cfi_of
+    from cfi2sframe.errors import Cfi2SframeError
+    from cfi2sframe.sframe.build import eh_table
+
+    table = eh_table(found.contents, found.address, 8, found.names, cfi_of(found, ()), arch,
+                     compiled=core)
+    if arch.name == "s390x":
+        assert table is None
+        return
+    assert table is not None
+    made, made_skips, count = table
+    assert (made.header, made.fres, made.size, count, made_skips) == (
+        image.header, image.fres, image.size, fdes, skips)
+    for address in (found.address, 0x7000_0000):
+        assert made.to_bytes(address) == image.to_bytes(address), hex(address)
+    for address in (1 << 40, (1 << 64) - 4096):  # every start out of range: one error
+        with pytest.raises(Cfi2SframeError) as python:
+            image.to_bytes(address)
+        with pytest.raises(Cfi2SframeError) as compiled:
+            made.to_bytes(address)
+        assert str(compiled.value) == str(python.value)
+    assert tuple(made.fde_tails) == image.fde_tails
+    assert made.functions == image.functions
+
+
+@pytest.mark.parametrize(("machine", "big"), [("EM_X86_64", False), ("EM_AARCH64", True)])
+def test_the_placed_table_at_the_ends_of_a_start_fields_range(machine: str, big: bool) -> None:
+    """``_core.place_fdes`` (a table pass's image placed) against ``to_bytes``' Python
+    loop, with the second of three functions' start minus its field's address at
+    each end of a signed 32-bit field (-2**31 and 2**31 - 1 fit, one past does not:
+    the SFrame spec's ``int32_t sfde_func_start_address``): the same bytes, or the
+    same error naming that function."""
+    from array import array
+
+    from cfi2sframe.errors import Cfi2SframeError
+    from cfi2sframe.sframe.columns import Packed
+    from cfi2sframe.sframe.encode import build_v2
+    from cfi2sframe.sframe.format import Fre, SFrameFunction
+
+    arch = arch_for_machine(machine, "t.so", big)
+    fres = (Fre(0, False, 8), Fre(1, False, 16))
+    middle = 0x1_0000_0000
+    for delta, fits in ((-(1 << 31), True), ((1 << 31) - 1, True), (-(1 << 31) - 1, False),
+                        (1 << 31, False)):
+        # the others' starts on the side that keeps them in range
+        side = 1 if delta < 0 else -1
+        starts = [middle + side * 0x100, middle, middle + side * 0x200]
+        functions = [SFrameFunction(f"f{i}", "", start, 0x40, fres)
+                     for i, start in enumerate(starts)]
+        image = build_v2(functions, arch, True, compiled=None)
+        columns = image._replace(fde_tails=Packed(b"".join(image.fde_tails), 16),
+                                 starts=array("Q", starts).tobytes())
+        field = len(image.header) + image.fde_size  # the second start field's offset
+        address = middle - delta - field
+        answer = compiled_core().place_fdes(columns.starts, columns.fde_tails.blob,
+                                            address + len(image.header), 20, arch.big_endian)
+        start = len(image.header)  # the C answer itself, not the Python fallback's
+        assert answer == (1 if not fits else image.to_bytes(address)[start:start + 60]), delta
+        if not fits:
+            with pytest.raises(Cfi2SframeError, match="function 'f1' is"):
+                columns.to_bytes(address)
+            continue
+        placed = columns.to_bytes(address)
+        assert placed == image.to_bytes(address)
+        assert int.from_bytes(placed[field:field + 4], "big" if arch.big_endian else
+                              "little", signed=True) == delta
 
 
 @settings(max_examples=300, deadline=None)

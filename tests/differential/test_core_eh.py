@@ -81,6 +81,41 @@ def test_changed_bytes_give_the_python_walkers_result(path: str) -> None:
             one_pass = _lowered(bytes(damaged), address, size, names, arch, None)
             assert one_pass is None or one_pass == _lowered(
                 bytes(damaged), address, size, names, arch, python), trial
+            assert _tabled(bytes(damaged), address, size, names, arch) == _encoded(
+                one_pass, address, arch), trial
+
+
+def _tabled(section: bytes, address: int, size: int, names, arch) -> object:
+    """``eh_table`` of ``section`` (the one pass to a V2 image, ``_core.eh_table_v2``) as
+    (the image placed at the section's address, skips, FDE count), None, or the error's
+    text."""
+    from cfi2sframe.dwarf.cfi import Cfi
+    from cfi2sframe.errors import Cfi2SframeError
+    from cfi2sframe.sframe.build import eh_table
+
+    cfi = Cfi("t", arch.elf_machine, "ET_DYN", (), ".eh_frame", arch.big_endian)
+    try:
+        table = eh_table(section, address, size, names, cfi, arch)
+        return None if table is None else (table[0].to_bytes(address), *table[1:])
+    except DecodeError as exc:
+        return f"{exc.offset}: {exc}"
+    except Cfi2SframeError as exc:
+        return str(exc)
+
+
+def _encoded(one_pass: object, address: int, arch) -> object:
+    """What ``_tabled`` gives where ``lower_eh_frame`` gave ``one_pass``: its functions
+    encoded by ``encode_sframe`` and placed alike, or the same None or error."""
+    from cfi2sframe.errors import Cfi2SframeError
+    from cfi2sframe.sframe.build import encode_sframe
+
+    if not isinstance(one_pass, tuple):
+        return one_pass
+    functions, skips, count = one_pass
+    try:
+        return encode_sframe(functions, arch).to_bytes(address), skips, count
+    except Cfi2SframeError as exc:
+        return str(exc)
 
 
 def _lowered(section: bytes, address: int, size: int, names, arch, fdes: object) -> object:

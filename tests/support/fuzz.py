@@ -74,7 +74,7 @@ with atheris.instrument_imports():
     from cfi2sframe.macho.read import MH_OBJECT, open_macho
     from cfi2sframe.macho.unwind import compact_unwind_rows
     from cfi2sframe.sections import table_view
-    from cfi2sframe.sframe.build import lower_eh_frame, lower_fdes
+    from cfi2sframe.sframe.build import eh_table, encode_sframe, lower_eh_frame, lower_fdes
     from cfi2sframe.sframe.decode import FdeTable
     from cfi2sframe.sframe.decode import decode as decode_sframe
     from cfi2sframe.sframe.dump import compiled_chunks, dump_text
@@ -217,7 +217,7 @@ def _one_pass_is_the_readers(data: bytes) -> None:
         return
     if CORE is None or not found.linked_eh_frame or not arch.sframe_abi:
         return
-    outcomes = []
+    outcomes: list[object] = []
     for one_pass in (True, False):
         try:
             with decoding("fuzz.elf", found.name):
@@ -233,6 +233,31 @@ def _one_pass_is_the_readers(data: bytes) -> None:
         if outcomes[0] is None:
             return
     assert outcomes[0] == outcomes[1], "the one pass differs from the reader's FDEs lowered"
+    _table_is_the_encoders(found, arch, outcomes[0])
+
+
+def _table_is_the_encoders(found: object, arch: object, lowered: object) -> None:
+    """The one pass to the V2 table (``eh_table``: ``_core.eh_table_v2``, placed by
+    ``_core.place_fdes``) gives the encoder's section of the pass's functions placed at
+    the section's address, with their skips and FDE count, or the same error."""
+    try:
+        with decoding("fuzz.elf", found.name):
+            table = eh_table(found.contents, found.address, 8 if found.view.is64 else 4,
+                             found.names, cfi_of(found, ()), arch, compiled=CORE)
+            made = None if table is None else (table[0].to_bytes(found.address), *table[1:])
+    except EXPECTED as exc:
+        made = str(exc)
+    if isinstance(lowered, str):
+        assert made == lowered, "the table pass's error differs from the one pass's"
+        return
+    functions, skips, count = lowered
+    try:
+        with decoding("fuzz.elf", found.name):
+            expected: object = (encode_sframe(functions, arch).to_bytes(found.address), skips,
+                                count)
+    except EXPECTED as exc:
+        expected = str(exc)
+    assert made == expected, "the table pass differs from the encoder's section"
 
 
 def _stats_counts(data: bytes) -> tuple[object, ...] | None:
