@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from .arch import arch_for_machine, as_arch, by_sframe_abi
 from .arch.base import Arch
@@ -496,6 +497,7 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     ``view``: its section headers, likewise (a tree run opens each file once).
     """
     from .elf.cfi import cfi_of, cfi_section
+    from .elf.symbols import function_names
     from .sframe.build import (
         eh_table,
         encode_sframe,
@@ -510,21 +512,24 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
     if cfi is None:
         if view is None:  # (cfi_section's first step) once for the steps below too
             view = open_elf_file(path, data)
-        found = cfi_section(path, data, limits, view=view)
+        # Named below: the table pass names only the functions the general path makes.
+        found = cfi_section(path, data, limits, view=view, named=False)
         cfi = cfi_of(found, ())  # its FDEs below: read in one pass with the lowering
         arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
         if found.linked_eh_frame and arch.sframe_abi:
             address_size = 8 if view.is64 else 4
+            names_of = partial(function_names, view)
             with decoding(path, found.name):
                 # V2 (the default): the section's table in the same pass; else functions
                 if version == 2 and pcrel:
-                    table = eh_table(found.contents, found.address, address_size,
-                                     found.names, cfi, arch, flex)
+                    table = eh_table(found.contents, found.address, address_size, names_of,
+                                     cfi, arch, flex)
                 if table is None:
+                    found = found._replace(names=function_names(view))
                     lowered = lower_eh_frame(found.contents, found.address, address_size,
                                              found.names, cfi, arch, version, flex)
-        if lowered is None and table is None:
-            cfi = cfi_of(found)
+        if lowered is None and table is None:  # the FDEs read and named for lower_fdes
+            cfi = cfi_of(found._replace(names=found.names or function_names(view)))
     arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     require_sframe_abi(arch, path)
     if table is not None:

@@ -13,7 +13,7 @@ asks it of the functions a section lacks), ``order_functions``, ``encode_sframe`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
 from operator import attrgetter
 from types import ModuleType
@@ -164,15 +164,18 @@ def lower_eh_frame(eh: bytes | bytearray, address: int, address_size: int, names
     return functions, skips, count
 
 
-def eh_table(eh: bytes | bytearray, address: int, address_size: int, names: Names,
-             cfi: Cfi, arch: Arch, flex: bool = True, compiled: ModuleType | None = _COMPILED
+def eh_table(eh: bytes | bytearray, address: int, address_size: int,
+             names: Callable[[Collection[int] | None], Names], cfi: Cfi, arch: Arch,
+             flex: bool = True, compiled: ModuleType | None = _COMPILED
              ) -> tuple[SectionImage, list[Skip], int] | None:
     """``encode_sframe`` (V2) of ``lower_eh_frame``'s functions, with its skips and FDE
     count, in one compiled pass (``_core.eh_table_v2``): the FDE table sorted and the
     FREs encoded from columns, no ``Fre`` or ``SFrameFunction`` made but the general
     path's; the image's functions are made when read, by ``lower_eh_frame``.  None
     where ``lower_eh_frame`` gives None, or a function of the general path is not the
-    linked file's (another section: ``order_functions`` sorts those otherwise)."""
+    linked file's (another section: ``order_functions`` sorts those otherwise).
+    ``names(starts)``: the file's function names (``elf.symbols.function_names``), of
+    functions at ``starts`` only (the general path's few), or all (None)."""
     if compiled is None or not serves(arch):
         return None
     big_endian = cfi.big_endian
@@ -187,8 +190,10 @@ def eh_table(eh: bytes | bytearray, address: int, address_size: int, names: Name
         memo: LowerMemo = {}
         rows_cache: RowsCache = {}
         made: list[tuple[SFrameFunction, ...]] = []
-        for fde in fdes_at(data, todo, address, address_size, not big_endian):
-            fde = fde._replace(name=function_name(names, fde.section, fde.start))
+        fdes = fdes_at(data, todo, address, address_size, not big_endian)
+        named = names({fde.start for fde in fdes}) if fdes else {}
+        for fde in fdes:
+            fde = fde._replace(name=function_name(named, fde.section, fde.start))
             result = lower_function(cfi.timeline(fde, rows_cache), arch, 2, flex, memo)
             if isinstance(result, Skip):
                 skips.append(result)
@@ -207,8 +212,8 @@ def eh_table(eh: bytes | bytearray, address: int, address_size: int, names: Name
     starts, fdes, fres, num_fres, count, fde_count = table
 
     def functions() -> list[SFrameFunction]:
-        lowered = lower_eh_frame(data, address, address_size, names, cfi, arch, 2, flex,
-                                 compiled)
+        lowered = lower_eh_frame(data, address, address_size, names(None), cfi, arch, 2,
+                                 flex, compiled)
         assert lowered is not None  # the walk above took the section
         return order_functions(lowered[0])[0]
 

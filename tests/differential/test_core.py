@@ -328,12 +328,16 @@ def _same_table(found, arch, image, skips, fdes: int, core) -> None:
     ``_core.place_fdes``) gives the Python encoder's image of the Python loop's functions
     (None for s390x, as ``lower_eh_frame``), placed alike or refused alike where a start
     is out of its field's range; its functions, made when read, are those functions."""
+    from functools import partial
+
     from cfi2sframe.elf.cfi import cfi_of
+    from cfi2sframe.elf.symbols import function_names
     from cfi2sframe.errors import Cfi2SframeError
     from cfi2sframe.sframe.build import eh_table
 
-    table = eh_table(found.contents, found.address, 8, found.names, cfi_of(found, ()), arch,
-                     compiled=core)
+    # the names of the general path's functions read alone, as the conversion reads them
+    table = eh_table(found.contents, found.address, 8, partial(function_names, found.view),
+                     cfi_of(found, ()), arch, compiled=core)
     if arch.name == "s390x":
         assert table is None
         return

@@ -95,7 +95,7 @@ def _tabled(section: bytes, address: int, size: int, names, arch) -> object:
 
     cfi = Cfi("t", arch.elf_machine, "ET_DYN", (), ".eh_frame", arch.big_endian)
     try:
-        table = eh_table(section, address, size, names, cfi, arch)
+        table = eh_table(section, address, size, lambda _starts: names, cfi, arch)
         return None if table is None else (table[0].to_bytes(address), *table[1:])
     except DecodeError as exc:
         return f"{exc.offset}: {exc}"

@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 
 import atheris
@@ -65,6 +66,7 @@ with atheris.instrument_imports():
     from cfi2sframe.elf.cfi import cfi_of, cfi_section, read_elf_cfi
     from cfi2sframe.elf.compressed import DEFAULT_LIMITS, Limits
     from cfi2sframe.elf.read import open_elf
+    from cfi2sframe.elf.symbols import function_names
     from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
     from cfi2sframe.files import bytes_of, read_for_rewrite
     from cfi2sframe.frontend.directives import parse_statement
@@ -243,7 +245,8 @@ def _table_is_the_encoders(found: object, arch: object, lowered: object) -> None
     try:
         with decoding("fuzz.elf", found.name):
             table = eh_table(found.contents, found.address, 8 if found.view.is64 else 4,
-                             found.names, cfi_of(found, ()), arch, compiled=CORE)
+                             partial(function_names, found.view), cfi_of(found, ()), arch,
+                             compiled=CORE)
             made = None if table is None else (table[0].to_bytes(found.address), *table[1:])
     except EXPECTED as exc:
         made = str(exc)
