@@ -1,6 +1,6 @@
 """The compiled core's entry points that take a target's and a format's parameters
-read them by name: ``fast_fres``, ``lower_fdes`` (and ``eh_functions``), ``eh_fdes``,
-``cfi_rows``, ``stats_scan`` and ``decode_fres`` from the one dict Python builds
+read them by name: ``fast_fres``, ``lower_fdes`` (and ``eh_functions``, ``eh_table_v2``),
+``eh_fdes``, ``cfi_rows``, ``stats_scan`` and ``decode_fres`` from the one dict Python builds
 (``fastpath.core_target``, ``build._lower_params``, ``cfi._eh_target``,
 ``cfi._replay_params``, ``stats._scan_params``,
 ``decode._Reader.fre_params``), ``fde_index`` as keyword-only arguments: the
@@ -11,6 +11,7 @@ the dozen positional ints these calls took would have run on, swapped.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from cfi2sframe.dwarf.cfi import _eh_target, _replay_params, cie_reader
 from cfi2sframe.model import CfaReg
 from cfi2sframe.sframe.build import _cie_entry, _lower_params
 from cfi2sframe.sframe.decode import FRE_TABLE, DecodedFre, _Reader
+from cfi2sframe.sframe.encode import v2_encoding
 from cfi2sframe.sframe.fastpath import core_target, initial_state
 from cfi2sframe.sframe.format import Fre, SFrameFunction
 from tests.conftest import compiled_core
@@ -75,6 +77,13 @@ def _eh_functions(params: object, names: object = None) -> object:
                                         params)
 
 
+def _eh_table_v2(params: object, general: object = None) -> object:
+    cie_of = cie_reader(EH, 0x1000, 8, True)
+    return compiled_core().eh_table_v2(
+        EH, 0x1000, 8, lambda at: _cie_entry(cie_of(at), X86, False), params,
+        general or (lambda todo: [() for _ in todo]), v2_encoding(X86))
+
+
 def _eh_fdes(target: object, placements: object = None) -> object:
     return compiled_core().eh_fdes(b"", 0, {}, lambda at: None,
                                    {} if placements is None else placements, target)
@@ -104,6 +113,7 @@ CALLS: list[tuple[str, Callable[..., object], dict[str, object]]] = [
     ("fast_fres", _fast_fres, core_target(X86, False)),
     ("lower_fdes", _lower_fdes, _lower_params(X86, False, 2)),
     ("eh_functions", _eh_functions, _lower_params(X86, False, 2)),
+    ("eh_table_v2", _eh_table_v2, _lower_params(X86, False, 2)),
     ("eh_fdes", _eh_fdes, _eh_target(8, False)),
     ("cfi_rows", _cfi_rows, _replay_params(1, -8, False)),
     ("stats_scan", _stats_scan, _scan_params(X86, 8)),
@@ -127,6 +137,13 @@ def test_the_parameters_python_builds_are_the_ones_the_core_reads() -> None:
     assert _eh_functions(_lower_params(X86, False, 2), {("", 0x2000): "f"}) == (
         [SFrameFunction("f", "", 0x2000, 0x20, fres)], [], 1)
     assert _eh_functions(_lower_params(X86, False, 2))[0][0].name == "pc+0x2000"
+    # The same FDE as a V2 table (the SFrame spec's layouts, little-endian): its start;
+    # size 0x20, FREs at 0, 2 FREs, info 0 (1-byte FRE starts); the FREs: start, info
+    # 0x03 (CFA from SP, one 1-byte offset), offset 8 / 16.
+    assert _eh_table_v2(_lower_params(X86, False, 2)) == (
+        (0x2000).to_bytes(8, sys.byteorder), bytes.fromhex("20000000" "00000000" "02000000"
+                                                          "00000000"),
+        bytes.fromhex("000308" "010310"), 2, 1, 1)
     rows = _cfi_rows(_replay_params(1, -8, False))  # CFA rsp+8 from 0, rsp+16 from 1
     assert isinstance(rows, tuple) and [(row.start, row.cfa) for row in rows] == [
         (0, CfaReg(7, 8)), (1, CfaReg(7, 16))]
@@ -154,6 +171,11 @@ def test_each_of_stats_scans_parameters_is_read() -> None:
     for changed in ({"ra": 15}, {"max_size": 0x1F}, {"max_fres_v3": 1}):
         assert _eh_functions({**lowering, **changed}) == ([None], [FDE_AT], 1)
     assert _eh_functions(_lower_params(X86, False, 2)) == _eh_functions(lowering)
+    table = _lower_params(X86, False, 2)  # eh_table_v2: those limits, V2 alone
+    for changed in ({"ra": 15}, {"max_size": 0x1F}):
+        assert _eh_table_v2({**table, **changed})[3:] == (0, 0, 1)  # the general path's
+    with pytest.raises(ValueError, match="V2"):
+        _eh_table_v2(lowering)
     assert _decode_fres({**SECTION, "fre_end": len(FRES) - 1}) is None  # cut: Python's
     assert _fde_index({**INDEX, "step": 0x100})[0] == array("q", [0x1010, 0x10F0]).tobytes()
 
