@@ -7,7 +7,11 @@ elf output places the columns; a message, ``--json`` or a library caller may rea
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar, overload
+
+from ..typed import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from typing import Any
 
 T = TypeVar("T")
 
@@ -33,12 +37,7 @@ class Later(Sequence[T]):
     def __len__(self) -> int:
         return self._count
 
-    @overload
-    def __getitem__(self, index: int) -> T: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+    def __getitem__(self, index: int | slice) -> Any:  # an item, or a tuple of a slice
         return self.made()[index]
 
     def __iter__(self) -> Iterator[T]:
@@ -64,12 +63,7 @@ class Packed(Sequence[bytes]):
     def __len__(self) -> int:
         return len(self.blob) // self.width
 
-    @overload
-    def __getitem__(self, index: int) -> bytes: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[bytes, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> bytes | tuple[bytes, ...]:
+    def __getitem__(self, index: int | slice) -> Any:  # bytes, or a tuple of a slice
         if isinstance(index, slice):
             return tuple(self[i] for i in range(*index.indices(len(self))))
         at = range(len(self))[index] * self.width  # IndexError as a tuple's

@@ -67,7 +67,7 @@ class SectionImage(NamedTuple):
     ``fde_tails[i]`` is FDE ``i`` without its start field (4 bytes in V2, 8 in
     V3); ``functions[i]`` is the function it describes.  ``starts``: each function's
     start, 8 bytes in this machine's order, where the compiled table pass made the
-    image (``build.eh_table``: ``functions`` are made when read, ``fde_tails`` is
+    image (``sframe.build.eh_table``: ``functions`` are made when read, ``fde_tails`` is
     ``columns.Packed``, and placing it is ``_core.place_fdes``).
     """
 
@@ -239,7 +239,7 @@ def v2_encoding(arch: Arch) -> tuple[dict[FreShape, bytes], Callable[[FreShape],
 
 def v2_image(functions: Later[SFrameFunction], fde_tails: Packed, fres: bytes, num_fres: int,
              arch: Arch, starts: bytes) -> SectionImage:
-    """The V2 image of a linked file's table made in C (``build.eh_table``): sorted, its
+    """The V2 image of a linked file's table made in C (``sframe.build.eh_table``): sorted, its
     starts PC-relative, its functions made when read."""
     return _image(functions, arch, True, fde_tails, fres, num_fres, VERSION_2, True, starts)
 
