@@ -13,7 +13,7 @@ import entry; entry()'`` (no ``site``: the interpreter and our code only).  With
 ``--instructions`` (valgrind present) each command's instructions in the installed
 form, which the machine's load does not move.  Run from anywhere::
 
-    python3 benchmarks/startup.py [-n 20] [--root CHECKOUT] [--instructions]
+    python3 benchmarks/startup.py [-n 20] [--root CHECKOUT] [--instructions] [--only ELF]
 
 It works in a temporary folder: the example's object, an XRay trace and a snapshot.
 The checkout's bytecode is compiled first, as an install compiles it: a checkout
@@ -42,6 +42,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("convert .s -> .o", ["small.s", "-o", "small2.o"]),
     ("convert .s -> .sframe", ["small.s", "-o", "small.sframe"]),
     ("convert ELF .o -> .sframe", ["small.o", "-o", "elf.sframe"]),
+    ("convert ELF .o -> .o", ["small.o", "--replace", "-o", "elf.o"]),
+    ("convert ELF true --emit elf", ["/usr/bin/true", "--emit", "elf", "-o", "true.elf"]),
     ("dump x.o", ["dump", "small.o"]),
     ("lookup x.o 0", ["lookup", "small.o", "0"]),
     ("verify x.o", ["verify", "small.o"]),
@@ -157,6 +159,8 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=20)
     parser.add_argument("--root", type=Path, default=HERE)
     parser.add_argument("--names", action="store_true", help="list each command's modules")
+    parser.add_argument("--only", metavar="WORD",
+                        help="the commands whose label holds WORD (e.g. ELF)")
     parser.add_argument("--instructions", action="store_true",
                         help="each installed command's instructions (valgrind)")
     parser.add_argument("--against", type=Path, metavar="CHECKOUT",
@@ -166,7 +170,7 @@ def main() -> None:
     args = parser.parse_args()
     root = args.root.resolve()
     if args.against:
-        compare(root, args.against.resolve(), args.n)
+        compare(root, args.against.resolve(), args.n, args.only)
         return
     with tempfile.TemporaryDirectory() as name:
         work = Path(name)
@@ -185,6 +189,8 @@ def main() -> None:
               + (f" {'inst instr':>10}" if args.instructions else ""))
         entry = "from cfi2sframe.cli import entry; entry()"
         for label, argv in COMMANDS:
+            if args.only and args.only not in label:
+                continue
             count, ms, names = imports(argv, work, root)
             best, median = wall([sys.executable, "-m", "cfi2sframe", *argv], work, root, args.n)
             ibest, imedian = wall([*command, *argv], work, root, args.n)
@@ -198,13 +204,15 @@ def main() -> None:
                 print("   ", " ".join(names))
 
 
-def compare(root: Path, other: Path, n: int) -> None:
+def compare(root: Path, other: Path, n: int, only: str | None = None) -> None:
     with tempfile.TemporaryDirectory() as name:
         work = Path(name)
         prepare(work, root)
         print(f"{'command':28} {'before: modules':>15} {'imp ms':>6} {'best':>6} {'median':>6}"
               f"   {'after: modules':>14} {'imp ms':>6} {'best':>6} {'median':>6}")
         for label, argv in COMMANDS:
+            if only and only not in label:
+                continue
             counts = {r: imports(argv, work, r) for r in (other, root)}
             for _ in range(4):  # import ms: the least of 5, alternated
                 for r in (other, root):
