@@ -614,9 +614,9 @@ def object_arch(source: str, data: bytes, view: ElfView | None = None) -> Arch |
     a static library's first object member's; None for a linked file (no linker takes
     it in) or a library without an ELF member (``view``: an ELF file's, where the
     caller has it)."""
-    from .elf.archive import read_archive
-
     if is_archive(data):
+        from .elf.archive import read_archive
+
         with decoding(source, "ar archive"):
             members = read_archive(data)
         first = next((m for m in members if not m.special and is_elf(m.data)), None)

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from ..arch.base import Arch
     from ..convert import AsmConversion
     from ..frontend.launch import Launch
-    from ..linker import ObjectForm
     from ..sframe.lower import Skip
 
 EMIT_KINDS = ("raw", "asm", "obj", "elf")
@@ -290,11 +289,11 @@ def run(args: argparse.Namespace, launched: Launch | None = None,
         from ..convert import asm_needs_assembly
 
         raise asm_needs_assembly(display)
-    form = _sframe_form(args, source, emit)
+    version, pcrel = _sframe_form(args, source, emit)
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
-                              form.version, args.sframe_address, args.replace,
-                              args.source, limits_of(args), args.flex, launched, form.pcrel,
+                              version, args.sframe_address, args.replace,
+                              args.source, limits_of(args), args.flex, launched, pcrel,
                               source.kind)
     if keep is not None:
         keep.append(conversion)
@@ -330,20 +329,21 @@ def run(args: argparse.Namespace, launched: Launch | None = None,
     return 0
 
 
-def _sframe_form(args: argparse.Namespace, source: Input, emit: str) -> ObjectForm:
-    """The SFrame to write: an object's (and an assembly fragment's, assembled into
-    one) is what its linker merges (``linker``); a linked file's or a raw section's is
-    ``--sframe-version`` (2 by default)."""
-    from ..linker import ObjectForm, object_form
-
+def _sframe_form(args: argparse.Namespace, source: Input, emit: str) -> tuple[int, bool]:
+    """The SFrame to write, (version, PC-relative flag): an object's (and an assembly
+    fragment's, assembled into one) is what its linker merges (``linker``, loaded only
+    then: it runs ``ld --version``); a linked file's or a raw section's is
+    ``--sframe-version`` (2 by default), with the flag."""
     if emit in ("obj", "asm") or args.in_place:
         arch = _object_arch(source, args.arch)
         if arch is not None:
+            from ..linker import object_form
+
             return object_form(args.linker_reads, args.sframe_version, arch, source.path)
     if args.sframe_version == 1:
         usage_error("", "--sframe-version 1 is written into objects only (GNU ld 2.40 merges "
                         "it; no reader of linked files reads V1 from cfi2sframe)")
-    return ObjectForm(args.sframe_version or 2)
+    return args.sframe_version or 2, True
 
 
 def _object_arch(source: Input, asm_arch: str) -> Arch | None:
@@ -410,9 +410,9 @@ def _convert_archive(args: argparse.Namespace, source: Input,
             args.output or "").endswith(".a")):
         raise Cfi2SframeError(display, "a static library (ar archive) converts to a static "
                                        "library: --in-place, or -o FILE.a")
-    form = _sframe_form(args, source, "obj")
-    archive = convert_archive(display, data, form.version, args.replace,
-                              limits_of(args), args.flex, form.pcrel)
+    version, pcrel = _sframe_form(args, source, "obj")
+    archive = convert_archive(display, data, version, args.replace,
+                              limits_of(args), args.flex, pcrel)
     _report_skips(display, archive.skips, args)
     if read_stat is not None:
         rewrite(args.input, data, read_stat, archive.payload, args.preserve_dates)

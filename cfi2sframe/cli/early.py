@@ -16,7 +16,6 @@ command line starts nothing here.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 
 from ..errors import Cfi2SframeError
@@ -63,6 +62,8 @@ def launch(argv: list[str]) -> Launch | None:
             data = handle.read()
     except OSError:
         return None
+    import shutil  # (here: an ELF input's command line never needs it, ~7M instructions)
+
     if b".sframe" in data or shutil.which(_ASSEMBLER[0]) is None:
         return None  # (a probe run, or no assembler: the conversion decides)
     from ..frontend.launch import Launch

@@ -22,7 +22,6 @@ from ..core import compiled as compiled_core
 from ..errors import Cfi2SframeError
 from ..typed import TYPE_CHECKING, NamedTuple, cast
 from .columns import Later, Packed
-from .decode import DecodedSection
 from .format import (
     BASE_REG_FP,
     BASE_REG_SP,
@@ -53,8 +52,9 @@ from .format import (
 from .rules import RA_UNDEFINED, Loc, RuleFre, as_loc, fre_rules, opt_loc
 from .words import FLEX_PADDING, fde_info, flex_control, fre_info
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (the decoder: an annotation here; a conversion loads none)
     from ..arch.base import ByteOrder
+    from .decode import DecodedSection
 
 _COMPILED = compiled_core()
 _START = itemgetter(0)  # an FRE's start (Fre and RuleFre both open with it)

@@ -15,7 +15,7 @@ from ..dwarf.opcodes import OP
 from ..dwarf.ops import read_sleb
 from ..errors import DecodeError
 from ..model import CfaExpr, CfaReg, Row, Rule, RuleKind
-from .decode import DecodedFde, DecodedFre, DecodedSection
+from ..typed import TYPE_CHECKING
 from .format import VERSION_2, cfa_offset
 from .recovery import (
     OUTERMOST,
@@ -30,6 +30,9 @@ from .recovery import (
     opt_loc,
 )
 from .words import FLEX_PADDING, flex_control_fields, s390x_word_reg
+
+if TYPE_CHECKING:  # (the decoder's records, as annotations: a conversion loads no decoder)
+    from .decode import DecodedFde, DecodedFre, DecodedSection
 
 # The recovery terms are defined in ``recovery`` (below the byte layouts); they are
 # named here too, where readers of SFrame look for them.

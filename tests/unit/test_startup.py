@@ -19,6 +19,7 @@ import pytest
 
 import cfi2sframe
 from cfi2sframe.core import compiled
+from tests.conftest import require_path
 from tests.support.xray_traces import block, func, header
 
 # Imported by dataclasses alone among what the commands need.
@@ -116,6 +117,15 @@ OTHER_TARGETS = ("cfi2sframe.arch.aarch64", "cfi2sframe.arch.s390x", "cfi2sframe
 TARGETS = ("cfi2sframe.arch.x86_64", *OTHER_TARGETS)
 DWARF_CFI = ("cfi2sframe.dwarf.cfi", "cfi2sframe.dwarf.interpret", "cfi2sframe.elf.cfi")
 NO_SUBPROCESS = ("subprocess", "signal", "threading", "selectors")
+# What an ELF file's conversion runs only for some inputs (issue 43 items 5 and 6): the
+# linker's ``--version`` (``linker``, ``spawn``: for an object only), ``shutil`` (the
+# early start's look for the assembler: a ``.s`` input's), the archive reader (a static
+# library's), the SFrame decoder (the written file's check: ``--in-place``'s), the
+# object writer (an object's) and the linked file's writer (``--emit elf``'s).
+LINKER = ("cfi2sframe.linker", "cfi2sframe.spawn")
+NOT_FOR_ELF = ("shutil", "cfi2sframe.elf.archive", "cfi2sframe.frontend", "cfi2sframe.batch",
+               "json", *NOT_ELF, *NO_SUBPROCESS, *OTHER_TARGETS)
+LINKED = "/usr/bin/true"  # a small linked program (copied as ``prog``)
 NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "--version": (["--version"], ("argparse", "cfi2sframe.cli.convert", "cfi2sframe.elf",
                                   "cfi2sframe.frontend", "subprocess", "json", "lark",
@@ -129,9 +139,15 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
                    (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
                     *NO_SUBPROCESS, *OTHER_TARGETS)),
     "convert ELF": (["small.o", "-o", "small.sframe"],
-                    (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
-                     "cfi2sframe.frontend.directives", "cfi2sframe.frontend.timelines",
-                     *NO_SUBPROCESS, *OTHER_TARGETS)),
+                    (*NOT_FOR_ELF, "cfi2sframe.analysis", *LINKER, "cfi2sframe.sframe.decode",
+                     "cfi2sframe.elf.linked", "cfi2sframe.elf.obj")),
+    "convert ELF object": (["small.o", "--replace", "-o", "small3.o"],
+                           (*NOT_FOR_ELF, "cfi2sframe.analysis", "cfi2sframe.sframe.decode",
+                            "cfi2sframe.elf.linked")),
+    "--emit elf": (["prog", "--emit", "elf", "-o", "prog.elf"],
+                   (*NOT_FOR_ELF, "cfi2sframe.analysis", *LINKER, "cfi2sframe.sframe.decode",
+                    "cfi2sframe.elf.obj")),
+    "--in-place": (["--in-place", "prog"], (*NOT_FOR_ELF, *LINKER, "cfi2sframe.elf.obj")),
     "compact .s": (["compact", "small.s"], ("cfi2sframe.xray", "lark", "tqdm", "typing",
                                             "json", *NO_SUBPROCESS)),
     # (the pure-Python core's dump still reads the object's CFI: dwarf and the model
@@ -173,6 +189,8 @@ def _inputs(tmp_path: Path) -> None:
     (tmp_path / "trace.xray").write_bytes(header() + block(1, func(0, 1, 10) + func(1, 1, 10)))
     (tmp_path / "snap.json").write_text('{"regs": {"rip": 16, "rsp": 4096, "rbp": 4112}, '
                                         '"memory": [{"address": 4096, "hex": "00"}]}')
+    if Path(LINKED).exists():
+        (tmp_path / "prog").write_bytes(Path(LINKED).read_bytes())
 
 
 def _names_under(names: tuple[str, ...], code: str, cwd: Path) -> list[str]:
@@ -195,8 +213,10 @@ def test_a_command_imports_only_what_it_runs(tmp_path: Path, command: str) -> No
     packages on an ELF path; the SFrame writer, the conversion and ``json`` where a
     file is only read; the DWARF CFI reader for ``lookup``; a target other than the
     input's, and any for a trace; Lark and tqdm nowhere here) is imported."""
-    _inputs(tmp_path)
     argv, heavy = NOT_NEEDED[command]
+    if "prog" in argv:
+        require_path(LINKED)
+    _inputs(tmp_path)
     code = (f"from cfi2sframe.cli import main\ntry:\n    status = main({argv!r})\n"
             "except SystemExit as done:  # (--help)\n    status = done.code\n"
             "assert status in (0, 1), status")  # (unwind: 1, the walk stops early)
