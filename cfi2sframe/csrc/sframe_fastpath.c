@@ -351,20 +351,58 @@ fail:
 
 /* One distinct body of an .eh_frame (its CIE's offset and its bytes' place) and the
  * fast path's answer for it (a tuple of FREs or Py_None; a reference held). */
+/* The CIEs' entries a walk asks of ``cie_of`` (once per CIE, kept in ``cies``), the
+ * last one at hand: an FDE's CIE is mostly the one before's. */
+typedef struct {
+    PyObject *cies, *cie_of;
+    Py_ssize_t last_at;  /* the CIE offset of the FDE before (-1: none) ... */
+    PyObject *last_entry;  /* ... and its entry (borrowed: ``cies`` holds it) */
+} CieEntries;
+
+/* The entry of the CIE at ``at`` (borrowed), or NULL with an error set. */
+static PyObject *cie_entry(CieEntries *c, Py_ssize_t at) {
+    if (at == c->last_at) return c->last_entry;
+    PyObject *key = PyLong_FromSsize_t(at);
+    if (!key) return NULL;
+    PyObject *entry = memo_lookup(c->cies, key, c->cie_of);  /* borrowed */
+    Py_DECREF(key);
+    if (!entry) return NULL;
+    c->last_at = at;
+    c->last_entry = entry;
+    return entry;
+}
+
+/* Whether the body met at ``at`` (``len`` bytes, its CIE at ``cie_at``) is ``e``'s: a
+ * hash two bodies share is checked byte for byte. */
+static int same_body(const EhFde *e, Py_ssize_t cie_at, Py_ssize_t at, Py_ssize_t len) {
+    return cie_at == e->cie->at && len == e->end - e->body &&
+           !memcmp(e->data + at, e->data + e->body, (size_t)len);
+}
+
+/* Room for one more item in a growing array: 0, or -1 with MemoryError. */
+static int room(void **items, size_t *cap, size_t used, size_t item) {
+    if (used < *cap) return 0;
+    size_t more = *cap ? 2 * *cap : 1024;
+    void *grown = PyMem_Realloc(*items, more * item);
+    if (!grown) { PyErr_NoMemory(); return -1; }
+    *items = grown;
+    *cap = more;
+    return 0;
+}
+
 typedef struct { Py_ssize_t cie_at, at, len; PyObject *fres; } Body;
 
 /* What eh_functions carries along: the lowering, the bodies met (kept.h's KeptIds from
  * a hash of the CIE's offset and the bytes to an index into ``body``), the CIEs'
- * entries (``cies``, asked of ``cie_of``) and what it hands back. */
+ * entries and what it hands back. */
 typedef struct {
     Lowering l;
     KeptIds seen;
     Body *body;
     size_t bodies, cap;
-    PyObject *out, *todo, *cies, *cie_of, *names, *section;
+    PyObject *out, *todo, *names, *section;
+    CieEntries cies;
     Py_ssize_t fdes;
-    Py_ssize_t last_at;  /* the CIE offset of the FDE before (-1: none) ... */
-    PyObject *last_entry;  /* ... and its entry (borrowed: ``cies`` holds it) */
 } EhCtx;
 
 static uint64_t body_hash(Py_ssize_t cie_at, const uint8_t *bytes, Py_ssize_t len) {
@@ -383,7 +421,7 @@ static PyObject *eh_body_fres(EhCtx *ctx, const EhFde *e, PyObject *cie) {
     uint32_t index = ids_get(&ctx->seen, h);
     if (index != NO_ID) {
         const Body *b = &ctx->body[index];
-        if (b->cie_at == cie_at && b->len == len && !memcmp(e->data + b->at, bytes, (size_t)len)) {
+        if (same_body(e, b->cie_at, b->at, b->len)) {
             Py_INCREF(b->fres);
             return b->fres;
         }
@@ -391,14 +429,11 @@ static PyObject *eh_body_fres(EhCtx *ctx, const EhFde *e, PyObject *cie) {
     int keep;
     PyObject *fres = body_fres(bytes, len, cie, &ctx->l.target, &ctx->l.fre, &keep);
     if (!fres || !keep || index != NO_ID) return fres;
-    if (ctx->bodies == ctx->cap) {
-        size_t cap = ctx->cap ? 2 * ctx->cap : 1024;
-        Body *more = PyMem_Realloc(ctx->body, cap * sizeof *more);
-        if (!more) { Py_DECREF(fres); return PyErr_NoMemory(); }
-        ctx->body = more;
-        ctx->cap = cap;
+    if (room((void **)&ctx->body, &ctx->cap, ctx->bodies, sizeof *ctx->body) < 0 ||
+        ids_put(&ctx->seen, h, (uint32_t)ctx->bodies) < 0) {
+        Py_DECREF(fres);
+        return NULL;
     }
-    if (ids_put(&ctx->seen, h, (uint32_t)ctx->bodies) < 0) { Py_DECREF(fres); return NULL; }
     Py_INCREF(fres);
     ctx->body[ctx->bodies++] = (Body){cie_at, e->body, len, fres};
     return fres;
@@ -408,16 +443,8 @@ static PyObject *eh_body_fres(EhCtx *ctx, const EhFde *e, PyObject *cie) {
 static int eh_function(void *raw, const EhFde *e) {
     EhCtx *ctx = raw;
     ctx->fdes++;
-    PyObject *cie = ctx->last_entry;  /* an FDE's CIE is mostly the one before's */
-    if (e->cie->at != ctx->last_at) {
-        PyObject *cie_at = PyLong_FromSsize_t(e->cie->at);
-        if (!cie_at) return -1;
-        cie = memo_lookup(ctx->cies, cie_at, ctx->cie_of);  /* borrowed */
-        Py_DECREF(cie_at);
-        if (!cie) return -1;
-        ctx->last_at = e->cie->at;
-        ctx->last_entry = cie;
-    }
+    PyObject *cie = cie_entry(&ctx->cies, e->cie->at);
+    if (!cie) return -1;
     int taken = takes(&ctx->l.limits, e->range, cie);
     if (taken < 0) return -1;
     PyObject *made = Py_None;
@@ -462,18 +489,18 @@ PyObject *eh_functions(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *names, *cie_of, *params, *out = NULL;
     EhCtx ctx;
     memset(&ctx, 0, sizeof ctx);
-    ctx.last_at = -1;
+    ctx.cies.last_at = -1;
     if (!PyArg_ParseTuple(args, "y*KiO!OO!:eh_functions", &eh, &address, &address_size,
                           &PyDict_Type, &names, &cie_of, &PyDict_Type, &params))
         return NULL;
     ctx.l.fre.shapes = PyDict_New();
     ctx.out = PyList_New(0);
     ctx.todo = PyList_New(0);
-    ctx.cies = PyDict_New();
+    ctx.cies.cies = PyDict_New();
     ctx.section = PyUnicode_FromString("");
-    ctx.cie_of = cie_of;
+    ctx.cies.cie_of = cie_of;
     ctx.names = names;
-    if (!ctx.l.fre.shapes || !ctx.out || !ctx.todo || !ctx.cies || !ctx.section ||
+    if (!ctx.l.fre.shapes || !ctx.out || !ctx.todo || !ctx.cies.cies || !ctx.section ||
         !lowering_of(params, "eh_functions", &ctx.l))
         goto done;
     if (address_size != 4 && address_size != 8) {
@@ -497,7 +524,7 @@ done:
     Py_XDECREF(ctx.l.fre.shapes);
     Py_XDECREF(ctx.out);
     Py_XDECREF(ctx.todo);
-    Py_XDECREF(ctx.cies);
+    Py_XDECREF(ctx.cies.cies);
     Py_XDECREF(ctx.section);
     PyBuffer_Release(&eh);
     return out;
@@ -540,22 +567,10 @@ typedef struct {
     TableRow *row;
     size_t rows, row_cap;
     uint32_t *todo_fde;  /* the walk's place of each FDE in ``todo`` */
-    PyObject *todo, *cies, *cie_of, *tails, *tail_of;
+    PyObject *todo, *tails, *tail_of;
+    CieEntries cies;
     Py_ssize_t fdes;
-    Py_ssize_t last_at;
-    PyObject *last_entry;
 } TableCtx;
-
-/* Room for one more item in a growing array: 0, or -1 with MemoryError. */
-static int room(void **items, size_t *cap, size_t used, size_t item) {
-    if (used < *cap) return 0;
-    size_t more = *cap ? 2 * *cap : 1024;
-    void *grown = PyMem_Realloc(*items, more * item);
-    if (!grown) { PyErr_NoMemory(); return -1; }
-    *items = grown;
-    *cap = more;
-    return 0;
-}
 
 /* The bytes after an FRE's start for ``shape`` (its fields after ``start``, borrowed
  * from ``shapes``), found by the shape's address, else in ``tails``, else asked of
@@ -613,8 +628,7 @@ static Py_ssize_t pool_body(TableCtx *ctx, const EhFde *e, PyObject *cie, size_t
     uint32_t index = ids_get(&ctx->seen, h);
     if (index != NO_ID) {
         const PoolBody *b = &ctx->body[index];
-        if (b->cie_at == cie_at && b->len == len &&
-            !memcmp(e->data + b->at, bytes, (size_t)len)) {
+        if (same_body(e, b->cie_at, b->at, b->len)) {
             *first = b->first;
             *count = b->count;
             return b->count < 0 ? -2 : 0;
@@ -651,16 +665,8 @@ static Py_ssize_t pool_body(TableCtx *ctx, const EhFde *e, PyObject *cie, size_t
 static int table_fde(void *raw, const EhFde *e) {
     TableCtx *ctx = raw;
     uint32_t fde = (uint32_t)ctx->fdes++;
-    PyObject *cie = ctx->last_entry;
-    if (e->cie->at != ctx->last_at) {
-        PyObject *cie_at = PyLong_FromSsize_t(e->cie->at);
-        if (!cie_at) return -1;
-        cie = memo_lookup(ctx->cies, cie_at, ctx->cie_of);  /* borrowed */
-        Py_DECREF(cie_at);
-        if (!cie) return -1;
-        ctx->last_at = e->cie->at;
-        ctx->last_entry = cie;
-    }
+    PyObject *cie = cie_entry(&ctx->cies, e->cie->at);
+    if (!cie) return -1;
     int taken = takes(&ctx->l.limits, e->range, cie);
     if (taken < 0) return -1;
     if (taken) {
@@ -851,7 +857,7 @@ static void table_free(TableCtx *ctx) {
     lowering_free(&ctx->l);
     Py_XDECREF(ctx->l.fre.shapes);
     Py_XDECREF(ctx->todo);
-    Py_XDECREF(ctx->cies);
+    Py_XDECREF(ctx->cies.cies);
 }
 
 /* The walk's rows sorted and written, the general path's functions among them: the
@@ -912,9 +918,9 @@ PyObject *eh_table_v2(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *params, *general, *encoding, *out = NULL;
     TableCtx ctx;
     memset(&ctx, 0, sizeof ctx);
-    ctx.last_at = -1;
+    ctx.cies.last_at = -1;
     if (!PyArg_ParseTuple(args, "y*KiOO!OO!:eh_table_v2", &eh, &address, &address_size,
-                          &ctx.cie_of, &PyDict_Type, &params, &general, &PyTuple_Type,
+                          &ctx.cies.cie_of, &PyDict_Type, &params, &general, &PyTuple_Type,
                           &encoding))
         return NULL;
     if (PyTuple_GET_SIZE(encoding) != 5) {
@@ -926,12 +932,12 @@ PyObject *eh_table_v2(PyObject *Py_UNUSED(self), PyObject *args) {
     ctx.tail_of = PyTuple_GET_ITEM(encoding, 1);
     ctx.l.fre.shapes = PyDict_New();
     ctx.todo = PyList_New(0);
-    ctx.cies = PyDict_New();
+    ctx.cies.cies = PyDict_New();
     if (!PyDict_Check(ctx.tails)) {
         PyErr_SetString(PyExc_TypeError, "encoding's tails must be a dict");
         goto done;
     }
-    if (!ctx.l.fre.shapes || !ctx.todo || !ctx.cies ||
+    if (!ctx.l.fre.shapes || !ctx.todo || !ctx.cies.cies ||
         !lowering_of(params, "eh_table_v2", &ctx.l))
         goto done;
     if (ctx.l.limits.version != 2) {
