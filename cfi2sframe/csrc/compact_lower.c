@@ -13,6 +13,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core.h"
 
@@ -33,7 +34,7 @@ PyObject *row_state_ids(PyObject *Py_UNUSED(self), PyObject *rows) {
     PyObject *out = PyBytes_FromStringAndSize(
         NULL, count * (Py_ssize_t)(STATE_FIELDS * sizeof(uintptr_t)));
     if (!out) return NULL;
-    uintptr_t *words = (uintptr_t *)PyBytes_AS_STRING(out);
+    char *words = PyBytes_AS_STRING(out);  /* (written by memcpy: no alignment assumed) */
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *row = PyTuple_GET_ITEM(rows, i);
         if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != STATE_FIELDS + 1) {
@@ -41,8 +42,10 @@ PyObject *row_state_ids(PyObject *Py_UNUSED(self), PyObject *rows) {
             PyErr_SetString(PyExc_TypeError, "each row must be a tuple of 5 fields");
             return NULL;
         }
-        for (Py_ssize_t j = 0; j < STATE_FIELDS; j++)
-            words[i * STATE_FIELDS + j] = (uintptr_t)PyTuple_GET_ITEM(row, j + 1);
+        for (Py_ssize_t j = 0; j < STATE_FIELDS; j++) {
+            uintptr_t word = (uintptr_t)PyTuple_GET_ITEM(row, j + 1);
+            memcpy(words + (i * STATE_FIELDS + j) * (Py_ssize_t)sizeof word, &word, sizeof word);
+        }
     }
     return out;
 }
