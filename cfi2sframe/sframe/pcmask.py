@@ -12,8 +12,9 @@ rows stay one PC-increment FDE.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain, zip_longest
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from ..arch.base import Arch
 from ..dwarf.expr import NotReducible, Value, evaluate, pc_period
@@ -209,7 +210,7 @@ def split_repeating(func: SFrameFunction,
     sizes to try (V1 has one per ABI, and none on most).
     """
     fres = func.fres
-    steps = [(fre.start, fre[1:]) for fre in fres]
+    steps = _steps(fres)
     best: tuple[int, int, int, list[FreLike], list[FreLike]] | None = None
     for rep in reps:
         for blocks in range(MAX_HEAD_BLOCKS + 1):
@@ -219,7 +220,7 @@ def split_repeating(func: SFrameFunction,
             body = _repeating_body(fres, steps, head, rep, func.size)
             if body is None:
                 continue
-            head_fres = [fre for fre in fres if fre.start < head]
+            head_fres = list(fres[:bisect_left(steps.starts, head)])
             cost = len(head_fres) + len(body)
             if best is None or cost < best[0]:
                 best = (cost, head, rep, head_fres, body)
@@ -236,51 +237,64 @@ def split_repeating(func: SFrameFunction,
     return out
 
 
-def _repeating_body(fres: Sequence[FreLike], steps: Sequence[tuple[int, object]],
-                    head: int, rep: int, size: int) -> list[FreLike] | None:
+class _Steps(NamedTuple):
+    """A function's FREs as columns, made once for every repetition size and head
+    tried: each FRE's start, and the step function they describe with no entry
+    that repeats the rules before it (``changes``, and ``rules`` as small numbers:
+    equal numbers for equal rules).  The FREs are in the order of their starts,
+    as an SFrame FDE's are."""
+
+    starts: list[int]
+    changes: list[int]
+    rules: list[int]
+
+
+def _steps(fres: Sequence[FreLike]) -> _Steps:
+    numbers: dict[object, int] = {}
+    each = [numbers.setdefault(fre[1:], len(numbers)) for fre in fres]
+    starts = [fre.start for fre in fres]
+    kept = [i for i in range(len(each)) if i == 0 or each[i] != each[i - 1]]
+    return _Steps(starts, [starts[i] for i in kept], [each[i] for i in kept])
+
+
+def _repeating_body(fres: Sequence[FreLike], steps: _Steps, head: int, rep: int,
+                    size: int) -> list[FreLike] | None:
     """The FREs of one block if every block of ``rep`` bytes from ``head`` on has the
-    same rules at the same offsets (the last block may be cut short); else None.
-    ``steps``: each FRE's start and rules (``fre[1:]``), made once for every size tried."""
-    in_force = None
-    for index, (start, _) in enumerate(steps):
-        if start <= head:
-            in_force = index
-    if in_force is None:
+    same rules at the same offsets (the last block may be cut short); else None."""
+    first = bisect_right(steps.starts, head)  # the first FRE after the head
+    if first == 0:
+        return None  # no FRE is in force at the head
+    if not _repeats(steps, head, rep, size):
         return None
-    changes = [index for index, (start, _) in enumerate(steps) if start > head]
-    in_block = []
-    for index in changes:
-        if steps[index][0] >= head + rep:
-            break
-        in_block.append(index)
-    pattern = [(0, steps[in_force][1]), *((steps[i][0] - head, steps[i][1]) for i in in_block)]
-    # Every change point must be where the pattern says, with its rules.
-    expected = ((block + start, rules)
-                for block in range(head, size, rep) for start, rules in pattern
-                if block + start < size)
-    actual = chain([(head, steps[in_force][1])], (steps[i] for i in changes))
-    if not _same_changes(expected, actual):
-        return None
-    return [fres[in_force]._replace(start=0),
+    in_block = range(first, bisect_left(steps.starts, head + rep, first))
+    return [fres[first - 1]._replace(start=0),
             *(fres[i]._replace(start=fres[i].start - head) for i in in_block)]
 
 
-def _same_changes(expected: Iterable[tuple[int, object]],
-                  actual: Iterable[tuple[int, object]]) -> bool:
-    """Equal as step functions: ignore entries that repeat the rules before them.
-    Compared step by step, so that a wrong repetition size stops at its first
-    difference (a long PLT is tried with every size)."""
-    def squeeze(steps: Iterable[tuple[int, object]]) -> Iterator[tuple[int, object]]:
-        last: object = _NOTHING
-        for start, rules in steps:
-            if rules != last:
-                yield start, rules
-                last = rules
-
-    return all(a == b for a, b in zip_longest(squeeze(expected), squeeze(actual)))
-
-
-_NOTHING = object()
+def _repeats(steps: _Steps, head: int, rep: int, size: int) -> bool:
+    """Whether the step function from ``head`` to ``size`` is its first ``rep`` bytes
+    repeated.  Its changes from there on are compared with themselves one period
+    later (whole lists, so a wrong size stops at its first difference and a right
+    one costs one pass over the changes, not a walk of every block)."""
+    after = bisect_right(steps.changes, head)  # the first change after the head
+    block_end = bisect_left(steps.changes, head + rep, after)
+    if steps.rules[block_end - 1] != steps.rules[after - 1]:
+        # The block ends unlike it starts: each block starts with a change, the
+        # one at the head too.
+        starts = [head, *steps.changes[after:]]
+        rules = steps.rules[after - 1:]
+        period = block_end - after + 1
+    else:
+        starts = steps.changes[after:]
+        rules = steps.rules[after:]
+        period = block_end - after
+        if period == 0:
+            return not starts  # one rule from the head on
+    count = len(starts)
+    return (starts[-1] < size
+            and rules[period:] == rules[:count - period]
+            and starts[period:] == [start + rep for start in starts[:count - period]]
+            and starts[count - period] + rep >= size)  # no block is left out at the end
 
 
 def lower_pc_dependent(timeline: Timeline, arch: Arch, skip: Skip,

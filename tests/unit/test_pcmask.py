@@ -357,3 +357,104 @@ def test_rows_are_made_per_change_and_fooled_by_no_shape(monkeypatch) -> None:
     assert pc_period(shifted, X86.pc) is None
     # (0x1030: rsp + 16, the head's rules: one row on.)
     assert _expr_rows(0x1020, 16 + 64, shifted) == [*head, (32, 8), (48, 16), (64, 8)]
+
+
+class _Counted:
+    """A CFA offset that counts how often it is compared (the work ``split_repeating``
+    does per FRE, counted rather than timed)."""
+
+    def __init__(self, value: int, calls: list[int]) -> None:
+        self.value, self.calls = value, calls
+
+    def __eq__(self, other: object) -> bool:
+        self.calls.append(1)
+        return isinstance(other, _Counted) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def test_a_long_plt_is_split_comparing_each_fre_a_bounded_number_of_times() -> None:
+    """A fuzzer's finding: a PLT of 4,097 entries at 0x1020 (65,568 bytes, 8,196 FREs)
+    took 2.4 s under the fuzzer, because every repetition size and head tried (11)
+    walked its 8k FREs, each wrong size to the end of the range.  The split is by
+    hand as ld writes it (PLT0 of 16 bytes at 0x1020 with CFA rsp+16 then rsp+24 from
+    byte 6; a PC-mask FDE of repetition 16 with rsp+8 then rsp+16 from byte 11), and
+    each FRE's rules are compared about once, however many sizes are tried."""
+    from cfi2sframe.sframe.format import Fre, SFrameFunction
+    from cfi2sframe.sframe.pcmask import split_repeating
+
+    calls: list[int] = []
+    entries = 4097
+    fres = [Fre(0, False, _Counted(16, calls)), Fre(6, False, _Counted(24, calls))]  # type: ignore[arg-type]
+    for entry in range(entries):
+        fres += [Fre(16 + 16 * entry, False, _Counted(8, calls)),  # type: ignore[arg-type]
+                 Fre(16 + 16 * entry + 11, False, _Counted(16, calls))]  # type: ignore[arg-type]
+    func = SFrameFunction("plt", "", 0x1020, 16 + 16 * entries, tuple(fres))
+    head, body = split_repeating(func)
+    assert (head.start, head.size, head.pc_mask) == (0x1020, 16, False)
+    assert [(f.start, f.cfa_offset.value) for f in head.fres] == [(0, 16), (6, 24)]
+    assert (body.start, body.size, body.pc_mask, body.rep_size) == (0x1030, 65552, True, 16)
+    assert [(f.start, f.cfa_offset.value) for f in body.fres] == [(0, 8), (11, 16)]
+    assert len(calls) <= 2 * len(fres), len(calls)  # walking each size: over 4 per FRE
+
+
+def _by_definition(starts: list[int], rules: list[int], head: int, rep: int,
+                   size: int) -> bool:
+    """Whether the rules from ``head`` to ``size`` are those of its first ``rep`` bytes
+    repeated, asked at every byte (the FREs' step function: the last FRE at or
+    before a byte is in force), and an FRE past the end changes nothing."""
+    at: list[int | None] = []  # the rule in force at each byte
+    for x in range(max(size, starts[-1] + 1)):
+        known = [rule for start, rule in zip(starts, rules, strict=True) if start <= x]
+        at.append(known[-1] if known else None)
+    return (at[head] is not None
+            and all(at[x] == at[head + (x - head) % rep] for x in range(head, size))
+            and all(rule == at[size - 1] for rule in at[size:]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), rep=st.sampled_from([2, 4, 8, 16]), size=st.integers(1, 96))
+def test_a_repeating_body_is_found_exactly_where_the_rules_repeat(data, rep, size) -> None:
+    """``_repeating_body`` against the definition at every byte, on step functions with
+    a head, a repeating or nearly repeating tail, blocks cut short at the end, FREs
+    that repeat the rules before them and FREs past the end; its FREs are those of
+    the first block."""
+    from cfi2sframe.sframe.format import Fre
+    from cfi2sframe.sframe.pcmask import _repeating_body, _steps
+
+    past = data.draw(st.sampled_from([0, 0, 0, rep]))  # sometimes an FRE past the end
+    starts = sorted(data.draw(st.sets(st.integers(0, size - 1 + past), min_size=1,
+                                      max_size=size)))
+    period = data.draw(st.sampled_from([rep, rep * 2, rep + 1]))
+    pattern = data.draw(st.lists(st.integers(1, 3), min_size=period, max_size=period))
+    tail_from = data.draw(st.integers(0, size))
+    rules = [data.draw(st.integers(1, 3)) if at < tail_from else pattern[(at - tail_from) % period]
+             for at in starts]
+    head = data.draw(st.integers(0, size - 1))
+    fres = tuple(Fre(at, False, 8 * rule) for at, rule in zip(starts, rules, strict=True))
+    body = _repeating_body(fres, _steps(fres), head, rep, size)
+    assert (body is not None) == _by_definition(starts, rules, head, rep, size)
+    if body is not None:
+        in_force = max(i for i, at in enumerate(starts) if at <= head)
+        want = [(0, rules[in_force])] + [(at - head, rule)
+                                         for at, rule in zip(starts, rules, strict=True)
+                                         if head < at < head + rep]
+        assert [(f.start, f.cfa_offset // 8) for f in body] == want
+
+
+def test_an_fre_past_the_end_that_goes_on_repeating_is_no_repetition() -> None:
+    """By hand: CFA rsp+8 at even bytes, rsp+16 at odd ones, over 6 bytes, repeats
+    every 2 bytes from 0; one more FRE at byte 6 (past the end) that changes the rule
+    as the pattern would is a change the function's blocks do not have, so nothing
+    repeats (an FRE past the end with the rule already in force changes nothing)."""
+    from cfi2sframe.sframe.format import Fre
+    from cfi2sframe.sframe.pcmask import _repeating_body, _steps
+
+    fres = tuple(Fre(at, False, 8 if at % 2 == 0 else 16) for at in range(6))
+    assert [(f.start, f.cfa_offset) for f in _repeating_body(fres, _steps(fres), 0, 2, 6)
+            or ()] == [(0, 8), (1, 16)]
+    changed = (*fres, Fre(6, False, 8))
+    assert _repeating_body(changed, _steps(changed), 0, 2, 6) is None
+    same = (*fres, Fre(6, False, 16))
+    assert _repeating_body(same, _steps(same), 0, 2, 6) is not None
