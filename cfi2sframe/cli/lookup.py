@@ -12,7 +12,6 @@ from ..sframe.rules import fre_rules, outermost
 from ..sframe.text import describe
 from ..typed import TYPE_CHECKING
 from . import macho
-from .batch import usage_error
 from .common import (
     Subparsers,
     add_module_options,
@@ -61,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         modules = modules_of(args)
         pcs = [_module_pc(text, modules) for text in args.pcs]
     elif args.file is None:
+        from .batch import usage_error  # (a usage error only: the runner's options module)
+
         usage_error("lookup", "lookup needs FILE, --module or --maps (see --help)")
     else:
         modules = []

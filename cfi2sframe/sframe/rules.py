@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ..arch import by_sframe_abi
 from ..arch.base import Arch
+from ..dwarf.leb128 import read_sleb
 from ..dwarf.opcodes import OP
-from ..dwarf.ops import read_sleb
 from ..errors import DecodeError
 from ..model import CfaExpr, CfaReg, Row, Rule, RuleKind
 from ..typed import TYPE_CHECKING

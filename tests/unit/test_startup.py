@@ -156,9 +156,12 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
                                    *(("cfi2sframe.dwarf", "cfi2sframe.model")
                                      if compiled() else ()),
                                    *OTHER_TARGETS)),
-    # (the functions' names come from the symbol table, not the CFI reader)
+    # (the functions' names come from the symbol table, not the CFI reader; the rules'
+    # signed numbers from ``leb128``, not the CFI operations' records, ~6M instructions;
+    # the runner's options, with ``resource``, only for a usage error)
     "lookup": (["lookup", "small.o", "0x1"], (*NOT_ELF, *READ_ONLY, *DWARF_CFI,
-                                              *OTHER_TARGETS)),
+                                              "cfi2sframe.dwarf.ops", "cfi2sframe.cli.batch",
+                                              "resource", *OTHER_TARGETS)),
     "verify": (["verify", "small.o"], (*NOT_ELF, "cfi2sframe.batch", "cfi2sframe.convert",
                                        "cfi2sframe.frontend", "subprocess", "json", "shutil",
                                        "signal", *OTHER_TARGETS)),
