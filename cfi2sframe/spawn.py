@@ -122,3 +122,29 @@ def run(argv: list[str], timeout: float, no_input: bool = False) -> tuple[int, b
     child = Child(argv, no_input)
     out, _ = child.communicate(timeout)
     return child.wait(), out
+
+
+def on_path(program: str) -> bool:
+    """Whether ``program`` names a file this process may run, not a folder: the path
+    itself where it has a folder part, else the first such file in a ``PATH`` folder
+    (the C library's default ``CS_PATH`` where ``PATH`` is unset), where
+    ``posix_spawnp`` looks.  The answer ``shutil.which(program) is not None`` gives,
+    without importing ``shutil`` (~7M instructions, with ``bz2``, ``lzma`` and
+    ``fnmatch``) before a run is started."""
+    if os.path.dirname(program):
+        return _runnable(program)
+    folders = os.environ.get("PATH")
+    if folders is None:
+        try:
+            folders = os.confstr("CS_PATH")
+        except (AttributeError, ValueError):
+            folders = os.defpath
+    if not folders:
+        return False
+    return any(_runnable(os.path.join(folder, program))
+               for folder in folders.split(os.pathsep))
+
+
+def _runnable(path: str) -> bool:
+    return os.path.exists(path) and os.access(path, os.F_OK | os.X_OK) \
+        and not os.path.isdir(path)

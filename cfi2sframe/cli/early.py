@@ -62,9 +62,9 @@ def launch(argv: list[str]) -> Launch | None:
             data = handle.read()
     except OSError:
         return None
-    import shutil  # (here: an ELF input's command line never needs it, ~7M instructions)
+    from ..spawn import on_path
 
-    if b".sframe" in data or shutil.which(_ASSEMBLER[0]) is None:
+    if b".sframe" in data or not on_path(_ASSEMBLER[0]):
         return None  # (a probe run, or no assembler: the conversion decides)
     from ..frontend.launch import Launch
 

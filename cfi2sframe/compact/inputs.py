@@ -11,7 +11,6 @@ a Darwin object's rows named by the function at their start).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from operator import sub
 
@@ -32,6 +31,7 @@ from ..macho.unwind import (
 )
 from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
+from ..spawn import on_path
 from .lower import (
     CompactFunction,
     FunctionTail,
@@ -144,7 +144,7 @@ def compact_asm_rows(text: str, filename: str = "<input>", arch: str | Arch = "x
             raise Cfi2SframeError(filename, f"assembly for an Apple target: no Mach-O "
                                             f"assembler is known for {arch.name}")
         command = arch.darwin_assembler
-        if shutil.which(command.split()[0]) is None:
+        if not on_path(command.split()[0]):
             raise Cfi2SframeError(filename, "assembly for an Apple target needs an assembler "
                                             "that writes Mach-O: install LLVM (apt-get "
                                             "install llvm) for llvm-mc, or name one with "

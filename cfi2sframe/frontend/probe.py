@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -29,6 +28,7 @@ from ..core import compiled as compiled_core
 from ..dwarf.frames import count_fdes
 from ..elf.read import ElfView, Symbol
 from ..errors import AssemblerFailed, Cfi2SframeError
+from ..spawn import on_path
 from ..typed import NamedTuple, cast
 from .launch import Launch, is_gnu_as
 from .scan import ScanResult, Statement, scan
@@ -65,7 +65,7 @@ class Assembler(NamedTuple):
         """Start assembling ``source`` (text, or the bytes it was decoded from) in the
         background (see ``AssemblerJob``; ``launched``: a run started already)."""
         exe = self.command[0]
-        if shutil.which(exe) is None:
+        if not on_path(exe):
             if launched is not None:
                 launched.stop()
             raise Cfi2SframeError(

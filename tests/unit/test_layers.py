@@ -39,7 +39,7 @@ _SUBCOMMAND = "the subcommand imports only what it runs (start-up time), the res
 DEFERRED: dict[str, tuple[str, frozenset[str]]] = {
     "cli": ("the subcommand's module is imported when it runs; the assembler starts "
             "before the conversion loads", frozenset({"_dispatch"})),
-    "cli.early": ("the assembler's launcher (spawn, tempfile) loads only for a "
+    "cli.early": ("the assembler's launcher (spawn, its private folder) loads only for a "
                   "command line whose assembler run starts here", frozenset({"launch"})),
     "cli.batch": (_SUBCOMMAND, frozenset({"_here", "_runner", "print_summary", "run_batch"})),
     "cli.common": (_SUBCOMMAND, frozenset({"add_limit_options", "function_names_of",

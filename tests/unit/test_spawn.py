@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from cfi2sframe.spawn import Child, TimedOut, run
+from cfi2sframe.spawn import Child, TimedOut, on_path, run
 
 SCRIPTS = [
     "printf out; printf err >&2; exit 3",
@@ -77,3 +78,36 @@ def test_no_descriptor_is_left_open() -> None:
     child.kill()
     child.communicate()
     assert set(os.listdir("/proc/self/fd")) == before
+
+
+def test_on_path_answers_as_shutil_which(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    """``on_path`` (the look for the assembler, without importing ``shutil``) says
+    what ``shutil.which(name) is not None`` says: a program on ``PATH``, one missing,
+    a file not executable, a folder by the name, a path given with its folder, the
+    current folder as ``PATH``'s empty entry, ``PATH`` empty and unset."""
+    import shutil
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "tool").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "tool").chmod(0o755)
+    (tmp_path / "bin" / "plain").write_text("")
+    (tmp_path / "bin" / "plain").chmod(0o644)
+    (tmp_path / "bin" / "folder").mkdir()
+    (tmp_path / "here").write_text("#!/bin/sh\n")
+    (tmp_path / "here").chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    names = ["tool", "plain", "folder", "nosuch", "sh", "here", str(tmp_path / "bin" / "tool"),
+             "bin/tool", "bin/plain", "bin/folder", "./here", "/nonexistent/tool"]
+    paths: list[str | None] = [f"{tmp_path / 'bin'}:/bin", f"/nonexistent:{tmp_path / 'bin'}",
+                               f"{tmp_path / 'bin'}::/bin", "", None]
+    answers = []
+    for path in paths:
+        if path is None:
+            monkeypatch.delenv("PATH", raising=False)
+        else:
+            monkeypatch.setenv("PATH", path)
+        for name in names:
+            assert on_path(name) == (shutil.which(name) is not None), (path, name)
+            answers.append(on_path(name))
+    assert True in answers and False in answers  # (both answers reached)

@@ -117,11 +117,13 @@ OTHER_TARGETS = ("cfi2sframe.arch.aarch64", "cfi2sframe.arch.s390x", "cfi2sframe
 TARGETS = ("cfi2sframe.arch.x86_64", *OTHER_TARGETS)
 DWARF_CFI = ("cfi2sframe.dwarf.cfi", "cfi2sframe.dwarf.interpret", "cfi2sframe.elf.cfi")
 NO_SUBPROCESS = ("subprocess", "signal", "threading", "selectors")
+NO_TEMPFILE = ("tempfile", "shutil", "random", "weakref")
 # What an ELF file's conversion runs only for some inputs (issue 43 items 5 and 6): the
-# linker's ``--version`` (``linker``, ``spawn``: for an object only), ``shutil`` (the
-# early start's look for the assembler: a ``.s`` input's), the archive reader (a static
-# library's), the SFrame decoder (the written file's check: ``--in-place``'s), the
-# object writer (an object's) and the linked file's writer (``--emit elf``'s).
+# linker's ``--version`` (``linker``, ``spawn``: for an object only), the archive
+# reader (a static library's), the SFrame decoder (the written file's check:
+# ``--in-place``'s), the object writer (an object's) and the linked file's writer
+# (``--emit elf``'s); ``shutil`` none (a ``.s`` input's look for the assembler is
+# ``spawn.on_path``).
 LINKER = ("cfi2sframe.linker", "cfi2sframe.spawn")
 NOT_FOR_ELF = ("shutil", "cfi2sframe.elf.archive", "cfi2sframe.frontend", "cfi2sframe.batch",
                "json", *NOT_ELF, *NO_SUBPROCESS, *OTHER_TARGETS)
@@ -134,10 +136,12 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
                             "cfi2sframe.sframe", "cfi2sframe.dwarf", "lark", "typing",
                             "signal", *TARGETS)),
     # (``subprocess``, with ``signal``, ``threading`` and ``selectors``, ~15M
-    # instructions: the assembler's run and the tools' ``--version`` are ``spawn``'s)
+    # instructions: the assembler's run and the tools' ``--version`` are ``spawn``'s;
+    # ``tempfile`` and ``shutil``, ~15M: its folder is ``launch.PrivateFolder``, the
+    # look for it ``spawn.on_path``)
     "convert .s": (["small.s", "-o", "small2.o"],
                    (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
-                    *NO_SUBPROCESS, *OTHER_TARGETS)),
+                    *NO_SUBPROCESS, *NO_TEMPFILE, *OTHER_TARGETS)),
     "convert ELF": (["small.o", "-o", "small.sframe"],
                     (*NOT_FOR_ELF, "cfi2sframe.analysis", *LINKER, "cfi2sframe.sframe.decode",
                      "cfi2sframe.elf.linked", "cfi2sframe.elf.obj")),
@@ -149,7 +153,7 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
                     "cfi2sframe.elf.obj")),
     "--in-place": (["--in-place", "prog"], (*NOT_FOR_ELF, *LINKER, "cfi2sframe.elf.obj")),
     "compact .s": (["compact", "small.s"], ("cfi2sframe.xray", "lark", "tqdm", "typing",
-                                            "json", *NO_SUBPROCESS)),
+                                            "json", *NO_SUBPROCESS, *NO_TEMPFILE)),
     # (the pure-Python core's dump still reads the object's CFI: dwarf and the model
     # allowed there; the compiled one takes ``Name`` and ``in_force`` from ``basics``)
     "dump": (["dump", "small.o"], (*NOT_ELF, *READ_ONLY, "cfi2sframe.analysis",
