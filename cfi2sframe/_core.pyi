@@ -1,15 +1,16 @@
 # The compiled core (cfi2sframe/csrc/, one C file per Python module it mirrors, named
 # after it: sframe_fastpath.c, sframe_encode.c, sframe_decode.c, sframe_dump.c,
 # dwarf_replay.c, dwarf_cfi.c, elf_reloc.c, compact_listing.c, compact_table.c,
-# compact_check.c, compact_lower.c, table_writer.c, analysis_compare.c,
+# compact_check.c, compact_lower.c, compact_text.c, table_writer.c, analysis_compare.c,
 # analysis_stats.c, frontend_scan.c, xray.c, files.c; module.c the module); xray/text.py,
 # xray/fast.py, sframe/fastpath.py, sframe/build.py, sframe/encode.py, sframe/decode.py,
 # sframe/dump.py, elf/reloc.py, compact/listing.py, compact/table.py, compact/check.py,
-# compact/lower.py, compact/table_writer.py,
+# compact/lower.py, compact/table_writer.py, cli/compact.py (compact_text.c's),
 # dwarf/cfi.py, frontend/scan.py,
 # analysis/compare.py, analysis/stats.py and files.py hold the reference of each function.
 
 from collections.abc import Callable
+from typing import Any
 
 OPCODES: dict[str, int]
 EH_PE: dict[str, int]
@@ -127,6 +128,11 @@ def cfi_rows(body: bytes, initial: bytes, params: _Params) -> tuple[object, ...]
 
 # compact/lower.state_ids: each row's state objects' addresses, in order.
 def row_state_ids(rows: tuple[object, ...]) -> bytes: ...
+
+# cli/compact._Rows.text: compact's listing of functions (text, compact, inexact,
+# inexact in the body), or None (the Python formatter decides).
+def compact_rows_text(functions: list[Any], tail: Callable[[Any, Any], tuple[str, bool]],
+                      check: bool) -> tuple[str, int, int, int] | None: ...
 
 # compact/lower.placed_spans: a placed row's inexact spans and exact bytes.
 def placed_spans(rows: tuple[tuple[object, ...], ...], exact: tuple[int, ...], size: int

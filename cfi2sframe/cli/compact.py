@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from operator import attrgetter
 
 from ..arch import by_compact, get_arch
 from ..compact.encoding import describe
@@ -23,6 +24,7 @@ from ..compact.inputs import (
 from ..compact.table_writer import build_from_columns, build_unwind_info
 from ..compact.words import HAS_LSDA, NOT_FUNCTION_START, PERSONALITY_MASK, is_dwarf
 from ..compact.writer import rows_asm, rows_binary
+from ..core import compiled
 from ..errors import Cfi2SframeError
 from ..files import read_bytes, read_for_rewrite, refuse_output_naming_input, rewrite
 from ..frontend.macho_probe import darwin_arch, darwin_text
@@ -39,7 +41,7 @@ from .subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
     from ..arch.base import Arch
-    from ..compact.lower import CompactFunction
+    from ..compact.lower import CompactFunction, CompactRow
     from ..compact.table import Columns, UnwindInfo
     from ..macho.read import MachoView
     from ..macho.unwind import ObjectRow
@@ -226,72 +228,102 @@ def _function_json(f: CompactFunction, flavour: str, names: dict[int, str],
 def _print_functions(functions: list[CompactFunction], flavour: str, names: dict[int, str],
                      check: bool) -> None:
     """Each function's rows, the summary, and with ``--check`` where rows are inexact;
-    written some thousand lines at a time (a library's are 166k: a ``print`` each was
-    a fifth of ``compact --check``)."""
-    compact = exact = total = needs_ranges = body_inexact = 0
-    said: dict[int, str] = {}
-    tails: dict[int, str] = {}  # an encoding and its words, as a row ends
-    # A row's length and ``tails``' words, by the row object (functions of one shape
-    # share it; all are alive while listed): one format of the three a line had.
-    ends: dict[int, str] = {}
-    # A compact function's inexact spans and body -> whether it is exact in the body,
-    # and its check line as a format of its start plus offsets (``_check_format``): a
-    # library's 71k such functions have some thousand distinct shapes.
-    checks: dict[tuple[tuple[tuple[int, int], ...], tuple[int, int]],
-                 tuple[bool, str, tuple[int, ...]]] = {}
-    lines: list[str] = []
-    for func in functions:
-        total += func.size
-        exact += func.exact_bytes
-        shape = None
-        if func.reason is None:
-            compact += 1
-            if func.inexact:
-                key = (func.inexact, func.body)
-                shape = checks.get(key)
-                if shape is None:
-                    in_body = func.exact_in_body
-                    shape = checks[key] = (in_body, *_check_format(func, in_body))
-                body_inexact += not shape[0]
-        if not func.rows:
-            lines.append(f"{func.name:<24} {func.start:#8x} {func.size:#6x}  no row: "
-                         f"{func.reason} ({func.detail})")
-        for i, row in enumerate(func.rows):
-            label = func.name if i == 0 else ""
-            end = ends.get(id(row))
-            if end is None:
-                tail = tails.get(row.encoding)
-                if tail is None:
-                    tail = (f"{row.encoding:#010x}  "
-                            f"{_meaning(func, row.encoding, flavour, names, said)}")
-                    if not is_dwarf(row.encoding, flavour):  # (DWARF mode's words say why)
-                        tails[row.encoding] = tail
-                end = f"{row.length:#6x}  {tail}"
-                if not is_dwarf(row.encoding, flavour):
-                    ends[id(row)] = end
-            lines.append(f"{label:<24} {func.start + row.start:#8x} {end}")
-        if check and shape is not None:
-            needs_ranges += 1
-            start = func.start
-            lines.append(shape[1] % tuple([start + at for at in shape[2]]))
-        if len(lines) >= 4096:
-            _write_lines(lines)
+    written 4096 functions at a time (a library's 166k lines, a ``print`` each, were
+    a fifth of ``compact --check``), each part's text made by the compiled core where
+    it can (``_core.compact_rows_text``), else by ``_Rows.text``, its reference."""
+    rows = _Rows(flavour, names, check)
+    core = compiled()
+    compact = needs_ranges = body_inexact = 0
+    for lo in range(0, len(functions), _PART):
+        part = functions[lo:lo + _PART]
+        made = None if core is None else core.compact_rows_text(part, rows.tail, check)
+        text, *counts = made if made is not None else rows.text(part)
+        compact += counts[0]
+        needs_ranges += counts[1]
+        body_inexact += counts[2]
+        sys.stdout.write(text)
+    total = sum(map(_SIZE, functions))
+    exact = sum(map(_EXACT, functions))
     share = f"{100 * exact / total:.1f}%" if total else "-"
-    lines.append(f"{len(functions)} functions: {compact} compact, {len(functions) - compact} "
-                 f"DWARF; the rows unwind exactly as the CFI at {exact} of {total} bytes "
-                 f"({share})")
+    lines = [f"{len(functions)} functions: {compact} compact, {len(functions) - compact} "
+             f"DWARF; the rows unwind exactly as the CFI at {exact} of {total} bytes "
+             f"({share})"]
     if check:
         lines.append(f"check: {needs_ranges} compact functions are not exact at every byte "
                      f"and need --ranges for asynchronous unwinding; {body_inexact} of them "
                      "also inside the body")
-    _write_lines(lines)
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
-def _write_lines(lines: list[str]) -> None:
-    """``print`` of each line, in one write; ``lines`` emptied."""
-    if lines:
-        sys.stdout.write("\n".join(lines) + "\n")
-        lines.clear()
+_PART = 4096
+_SIZE = attrgetter("size")
+_EXACT = attrgetter("exact_bytes")
+
+
+class _Rows:
+    """The listing's lines of functions, with the words made once per encoding, row
+    and check shape."""
+
+    def __init__(self, flavour: str, names: dict[int, str], check: bool) -> None:
+        self.flavour, self.names, self.check = flavour, names, check
+        self.said: dict[int, str] = {}
+        self.tails: dict[int, str] = {}  # an encoding and its words, as a row ends
+        # A row's length and ``tails``' words, by the row object (functions of one
+        # shape share it; all are alive while listed).
+        self.ends: dict[int, str] = {}
+        # A compact function's inexact spans and body -> whether it is exact in the
+        # body, and its check line as a format of its start plus offsets
+        # (``_check_format``): a library's 71k such functions have some thousand.
+        self.checks: dict[tuple[tuple[tuple[int, int], ...], tuple[int, int]],
+                          tuple[bool, str, tuple[int, ...]]] = {}
+
+    def tail(self, func: CompactFunction, row: CompactRow) -> tuple[str, bool]:
+        """A row's encoding and its words, and whether they are the same for every row
+        of its encoding (not in DWARF mode, whose words say the function's reason)."""
+        found = self.tails.get(row.encoding)
+        if found is not None:
+            return found, True
+        words = (f"{row.encoding:#010x}  "
+                 f"{_meaning(func, row.encoding, self.flavour, self.names, self.said)}")
+        keep = not is_dwarf(row.encoding, self.flavour)
+        if keep:
+            self.tails[row.encoding] = words
+        return words, keep
+
+    def text(self, functions: list[CompactFunction]) -> tuple[str, int, int, int]:
+        """The lines of ``functions`` (each ended), and how many are compact, have
+        inexact spans, and of those are inexact in the body."""
+        compact = needs_ranges = body_inexact = 0
+        lines: list[str] = []
+        for func in functions:
+            shape = None
+            if func.reason is None:
+                compact += 1
+                if func.inexact:
+                    key = (func.inexact, func.body)
+                    shape = self.checks.get(key)
+                    if shape is None:
+                        in_body = func.exact_in_body
+                        shape = self.checks[key] = (in_body, *_check_format(func, in_body))
+                    needs_ranges += 1
+                    body_inexact += not shape[0]
+            if not func.rows:
+                lines.append(f"{func.name:<24} {func.start:#8x} {func.size:#6x}  no row: "
+                             f"{func.reason} ({func.detail})")
+            for i, row in enumerate(func.rows):
+                label = func.name if i == 0 else ""
+                end = self.ends.get(id(row))
+                if end is None:
+                    words, keep = self.tail(func, row)
+                    end = f"{row.length:#6x}  {words}"
+                    if keep:
+                        self.ends[id(row)] = end
+                lines.append(f"{label:<24} {func.start + row.start:#8x} {end}")
+            if self.check and shape is not None:
+                start = func.start
+                lines.append(shape[1] % tuple([start + at for at in shape[2]]))
+        lines.append("")
+        return "\n".join(lines), compact, needs_ranges, body_inexact
 
 
 def _rewrite_macho_object(args: argparse.Namespace) -> int:

@@ -230,6 +230,9 @@ PyObject *unwind_info_build(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *row_state_ids(PyObject *self, PyObject *rows);
 PyObject *placed_spans(PyObject *self, PyObject *args);  /* inexact spans of a placed row */
 
+/* compact_text.c: compact's listing of functions, their rows and check lines. */
+PyObject *compact_rows_text(PyObject *self, PyObject *args);
+
 /* compact_check.c: verify's loop over an image's __unwind_info entries. */
 PyObject *image_entries(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *fde_extents(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -125,6 +125,10 @@ static PyMethodDef methods[] = {
      "placed_spans(rows, exact, size) -> (inexact spans, exact bytes) of a function of\n"
      "size bytes whose rows at the indices exact are exact, or None (Python decides);\n"
      "see compact_lower.c."},
+    {"compact_rows_text", compact_rows_text, METH_VARARGS,
+     "compact_rows_text(functions, tail, check) -> (text, compact, inexact, inexact in\n"
+     "the body) of compact's listing of these CompactFunctions, or None (the Python\n"
+     "formatter makes it); see compact_text.c."},
     {"fde_extents", (PyCFunction)(void (*)(void))fde_extents, METH_VARARGS | METH_KEYWORDS,
      "fde_extents(*, eh, address, address_size, cie_of, code) -> (FDEs, stray, the first\n"
      "stray's (offset, start, size) or None, offsets of those in code, {offset: start}),\n"

@@ -3,8 +3,9 @@ for, on real files: ``compact.lower.lower_alike`` (what ``compact`` runs for an 
 file or a Mach-O object) against ``lower_compact`` on every FDE of the installed libc
 and libstdc++, and ``compact.check._code_problem_alike`` (what ``verify`` runs for an
 image's entries without an FDE) against ``_code_problem`` on zig's and ld64.lld-14's
-images of three targets.  ``test_compact.py`` and ``test_macho_checks.py`` hold the
-answers themselves to LLVM's."""
+images of three targets; and ``compact``'s listing of those functions by the compiled
+core (``_core.compact_rows_text``) against its Python formatter.  ``test_compact.py``
+and ``test_macho_checks.py`` hold the answers themselves to LLVM's."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cfi2sframe.arch import by_compact
+from cfi2sframe.cli.compact import _Rows
 from cfi2sframe.compact import check
 from cfi2sframe.compact.inputs import compact_cfi, image_functions, unwind_columns
 from cfi2sframe.compact.lower import LowerMemo, lower_alike, lower_compact, state_ids
@@ -33,8 +35,9 @@ LIBRARIES = ["/usr/lib/x86_64-linux-gnu/libc.so.6",
 @pytest.mark.parametrize("ranges", [False, True])
 def test_lowered_once_per_shape_as_each_alone(ranges: bool) -> None:
     require_path(*LIBRARIES)
-    compared = shared = 0
+    compared = shared = listed = 0
     core = compiled()
+    names = by_compact("x86_64").register_names
     for path in LIBRARIES:
         data = Path(path).read_bytes()
         cfi = read_elf_cfi(path, data)
@@ -54,8 +57,15 @@ def test_lowered_once_per_shape_as_each_alone(ranges: bool) -> None:
             compared += 1
         if not ranges:  # what compact runs for an ELF file: no Timeline for known shapes
             assert compact_cfi(cfi, data, "x86_64", False, linked=True) == alone
+        if core is not None:  # the listing's text, compiled and its reference
+            for check in (False, True):
+                made = _Rows("x86_64", names, check)
+                assert core.compact_rows_text(alone, made.tail, check) == \
+                    _Rows("x86_64", names, check).text(alone)
+            listed += 1
     at_least("FDEs", compared, 8000)
     at_least("FDEs lowered by a shared answer", shared, 1000)
+    at_least("libraries listed by both cores", listed, len(LIBRARIES) if core else 0)
 
 
 def test_prologues_checked_once_as_each_alone(zig_images: dict[str, Path],  # noqa: F811

@@ -35,7 +35,7 @@ SCALE = float(os.environ.get("CFI2SFRAME_FUZZ_SCALE", "1"))
 ENTRY_POINTS = {"sframe": {"decode_fres", "fde_index", "sframe_dump"},
                 "elf": {"eh_fdes", "relocate", "lower_fdes", "fdes_v2", "fres_bytes"},
                 "cfi": {"eh_fdes", "fast_fres", "probe_symbols", "cfi_rows", "row_state_ids",
-                        "placed_spans"},
+                        "placed_spans", "compact_rows_text"},
                 "asm": {"scan_cfi", "with_labels"},
                 "rewrite": {"eh_fdes", "agree", "verify_scan", "stats_scan", "rela_within",
                             "eh_functions", "start_writeback", "eh_table_v2",

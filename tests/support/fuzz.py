@@ -51,9 +51,11 @@ with atheris.instrument_imports():
 
     from cfi2sframe.analysis.stats import scan_coverage
     from cfi2sframe.arch import arch_for_machine
+    from cfi2sframe.cli.compact import _Rows
     from cfi2sframe.compact import table_writer
     from cfi2sframe.compact.check import check_macho, macho_coverage
     from cfi2sframe.compact.encoding import decode, encode
+    from cfi2sframe.compact.inputs import compact_cfi
     from cfi2sframe.compact.listing import object_rows_lines, unwind_info_lines, unwind_info_text
     from cfi2sframe.compact.lower import placed_spans, state_ids
     from cfi2sframe.compact.rules import Code, CompactRules
@@ -164,6 +166,15 @@ def _cfi(data: bytes) -> None:
             alternate = tuple(range(0, len(rows[0]), 2))  # every other row exact
             assert CORE.placed_spans(rows[0], alternate, fde.size) in \
                 (None, placed_spans(rows[0], alternate, fde.size)), "the compiled spans differ"
+    if CORE is not None and cfi.machine == "EM_X86_64":  # compact's listing, both cores
+        try:
+            functions = compact_cfi(cfi, b"", "x86_64")
+        except Cfi2SframeError:
+            return
+        for check in (False, True):
+            text = CORE.compact_rows_text(functions, _Rows("x86_64", {}, check).tail, check)
+            assert text in (None, _Rows("x86_64", {}, check).text(functions)), \
+                "the compiled listing differs"
 
 
 def _rows_or_error(fde: Fde, big: bool, core: ModuleType | None) -> object:

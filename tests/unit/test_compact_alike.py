@@ -241,6 +241,64 @@ def test_one_check_line_format_per_shape_keeps_each_functions_addresses(capsys):
         "asynchronous unwinding; 1 of them also inside the body"]
 
 
+def _dwarf(name: str, start: int, rows: tuple[CompactRow, ...], reason: CompactReason,
+           detail: str) -> CompactFunction:
+    return CompactFunction(name, ".text", start, 0x20, rows, reason, detail, 0)
+
+
+@pytest.mark.parametrize("core", ["compiled", "python"])
+def test_the_listing_lines_by_hand(core, capsys, monkeypatch):
+    """``compact``'s lines as f-strings give them, from either core: the name padded to
+    24 characters (characters, not bytes: "é" is one of two bytes), the address and
+    length as ``%#8x`` and ``%#6x``, a later row's label blank; a DWARF-mode row's
+    words name its own function's reason and detail (two functions of one encoding;
+    words kept by encoding alone would repeat the first's); an address past 2**64
+    printed whole (the compiled core leaves that part to Python)."""
+    if core == "python":
+        monkeypatch.setenv("CFI2SFRAME_CORE", "python")
+    elif compiled() is None:
+        pytest.skip("no compiled core")
+    dwarf = 0x04000000  # x86-64 DWARF mode, no FDE offset
+    functions = [
+        _dwarf("\u00e9", 0x10, (CompactRow(0, 4, dwarf), CompactRow(4, 0x1C, dwarf)),
+               CompactReason.no_cfa, "d1"),
+        _dwarf("x" * 30, 0x1000, (CompactRow(0, 0x20, dwarf),), CompactReason.cfa_not_sp_fp,
+               "d2"),
+        _dwarf("big", 2**64 - 4, (CompactRow(0, 8, dwarf), CompactRow(8, 0x18, dwarf)),
+               CompactReason.no_cfa, "d3")]
+    _print_functions(functions, "x86_64", get_arch("x86_64").register_names, True)
+    assert capsys.readouterr().out.splitlines()[:6] == [
+        "\u00e9" + " " * 23 + "     0x10    0x4  0x04000000  DWARF: no-cfa (d1)",
+        " " * 24 + "     0x14   0x1c  0x04000000  DWARF: no-cfa (d1)",
+        "x" * 30 + "   0x1000   0x20  0x04000000  DWARF: cfa-not-sp-fp (d2)",
+        "big" + " " * 21 + " 0xfffffffffffffffc    0x8  0x04000000  DWARF: no-cfa (d3)",
+        " " * 24 + " 0x10000000000000004   0x18  0x04000000  DWARF: no-cfa (d3)",
+        "3 functions: 0 compact, 3 DWARF; the rows unwind exactly as the CFI at 0 of 96 "
+        "bytes (0.0%)"]
+
+
+def test_the_compiled_listing_leaves_to_python_what_it_cannot_hold():
+    """``_core.compact_rows_text`` gives None (the Python formatter's part) for a
+    function without rows, a name with a lone surrogate, a negative start, a row
+    address or check span past 2**64; else the text and counts (compact; with inexact
+    spans; of those, inexact in the body)."""
+    core = compiled()
+    if core is None:
+        pytest.skip("no compiled core")
+    row = (CompactRow(0, 8, 0x02020400),)
+    ok = CompactFunction("a", ".text", 0x100, 8, row, None, "", 5, body=(1, 5),
+                         inexact=((0, 1), (5, 8)))
+
+    def tail(func, row):
+        return "T", True
+
+    assert core.compact_rows_text([ok], tail, False) == (
+        "a                           0x100    0x8  T\n", 1, 1, 0)
+    for bad in (ok._replace(rows=()), ok._replace(name="s\udcff"), ok._replace(start=-1),
+                ok._replace(start=2**64 - 4), ok._replace(rows=(CompactRow(2**64, 8, 1),))):
+        assert core.compact_rows_text([ok, bad], tail, True) is None
+
+
 def _cie(initial: bytes, data_align: int = -8) -> Cie:
     return Cie(1, data_align, 16, 0x1B, 0xFF, False, False, True, initial, 8)
 
