@@ -25,6 +25,7 @@ from cfi2sframe.compact.lower import (
 )
 from cfi2sframe.compact.prologue import PROLOGUE_REACH, built_rules
 from cfi2sframe.compact.rules import Code, CompactRules
+from cfi2sframe.compact.x86 import _sub_immediates
 from cfi2sframe.core import compiled
 from cfi2sframe.dwarf.cfi import Cfi, Cie, Fde
 from cfi2sframe.reasons import CompactReason
@@ -371,3 +372,30 @@ def test_placed_spans_by_hand_and_compiled():
         size = generator.randrange(-1, 12)
         assert core.placed_spans(rows(*starts), exact, size) == \
             placed_spans(rows(*starts), exact, size), (starts, exact, size)
+
+
+def test_the_sub_immediates_are_those_a_byte_by_byte_scan_finds():
+    """STACK_IND's ``sub $imm32`` search (``compact.x86._sub_immediates``) against the
+    scan it replaced, written here from its rule: every offset ``at`` in [start +
+    width, min(start + 256, len - 3)) whose ``width`` bytes before are the opcode,
+    with the 4 little-endian bytes from ``at``; on random code with the opcode planted
+    (at both ends of the reach, cut short at the end), from every start."""
+    def scan(data: bytes, start: int, opcode: bytes) -> list[tuple[int, int]]:
+        width = len(opcode)
+        return [(at, int.from_bytes(data[at:at + 4], "little"))
+                for at in range(start + width, min(start + 256, len(data) - 3))
+                if at - width >= 0 and data[at - width:at] == opcode]
+
+    rng = random.Random(43)
+    checked = 0
+    for opcode in (b"\x48\x81\xec", b"\x81\xec"):
+        for size in (0, 3, 5, 8, 40, 300, 600):
+            data = bytearray(rng.choice(b"\x48\x81\xec\x00") for _ in range(size))
+            for at in (6, size - len(opcode) - 4, size - len(opcode) - 3, 252, 253, 254, 0):
+                if 0 <= at <= size - len(opcode):
+                    data[at:at + len(opcode)] = opcode
+            for start in range(-2, size + 2, 1 if size < 50 else 7):
+                assert _sub_immediates(bytes(data), start, opcode) == \
+                    scan(bytes(data), start, opcode), (opcode, size, start)
+                checked += 1
+    assert checked > 100
