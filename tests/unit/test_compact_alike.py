@@ -11,7 +11,7 @@ import pytest
 
 from cfi2sframe import CfaReg, Location, Row, Rule, Timeline
 from cfi2sframe.arch import get_arch
-from cfi2sframe.cli.compact import _print_functions
+from cfi2sframe.cli.compact import _print_functions, in_address_order
 from cfi2sframe.compact.inputs import compact_cfi
 from cfi2sframe.compact.lower import (
     CompactFunction,
@@ -399,3 +399,19 @@ def test_the_sub_immediates_are_those_a_byte_by_byte_scan_finds():
                     scan(bytes(data), start, opcode), (opcode, size, start)
                 checked += 1
     assert checked > 100
+
+
+def test_address_order_by_hand():
+    """``in_address_order``: by section (in the order each first appears) then start
+    where ``by_section``; by start alone where there is one section or not
+    ``by_section``; equal starts keep their order (a sort by start alone in the one
+    section case must give what the (section, start) key gave)."""
+    def f(name: str, section: str, start: int) -> CompactFunction:
+        return CompactFunction(name, section, start, 1, (), None, "", 0)
+
+    two = [f("a", ".b", 9), f("b", ".a", 1), f("c", ".b", 2), f("d", ".a", 0)]
+    assert [x.name for x in in_address_order(two, True)] == ["c", "a", "d", "b"]
+    assert [x.name for x in in_address_order(two, False)] == ["d", "b", "c", "a"]
+    one = [f("a", ".t", 5), f("b", ".t", 1), f("c", ".t", 5), f("d", ".t", 0)]
+    assert [x.name for x in in_address_order(one, True)] == ["d", "b", "a", "c"]
+    assert in_address_order([], True) == []
