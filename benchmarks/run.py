@@ -227,7 +227,8 @@ def macho_image(path: Path, count: int) -> bool:
 
 def macho(table: Table, ours: str, tmp: str, sizes: list[int], runs: int) -> None:
     """Mach-O images: dump, verify, one look-up and __unwind_info built again, against
-    llvm-objdump --unwind-info on the same image."""
+    llvm-objdump --unwind-info on the same image; the object's rows listed against
+    ours, against llvm-objdump --unwind-info on the object."""
     for n in sizes:
         image = Path(tmp) / f"macho{n}"
         if not macho_image(image, n):
@@ -246,6 +247,13 @@ def macho(table: Table, ours: str, tmp: str, sizes: list[int], runs: int) -> Non
         built, objdump_b = paired([ours, "compact", str(image), "--emit", "unwind-info", "-o",
                                    str(image.with_suffix(".bin"))], objdump_cmd, runs)
         table.row("__unwind_info built", what, built, objdump_b, tool, n)
+        # The object's own __compact_unwind rows, each against ours from its CFI (a
+        # listing that once asked every function per row: quadratic).
+        obj = image.with_suffix(".o")
+        listed, objdump_o = paired([ours, "compact", str(obj)],
+                                   ["llvm-objdump-14", "--unwind-info", str(obj)], runs)
+        table.row("Mach-O object compact", f"its object (llvm-mc), {n} functions", listed,
+                  objdump_o, tool, n)
 
 
 def xray(table: Table, ours: str, runs: int) -> None:

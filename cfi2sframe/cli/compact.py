@@ -453,7 +453,8 @@ def _print_object_rows(rows: list[ObjectRow], functions: list[CompactFunction],
     from its DWARF CFI, or where it has none from what its code builds (``from_code``,
     by row start; labelled so) (the personality and LSDA bits set aside: they come
     from the object's relocations, not from the CFI)."""
-    encodings = {_key(func.name, func.start, functions): func.rows[0].encoding
+    by_name = _names_differ(functions)
+    encodings = {func.name if by_name else func.start: func.rows[0].encoding
                  for func in functions if func.rows}
     print(f"the object's own __compact_unwind (its compiler's or assembler's): {len(rows)} rows")
     agree = differ = by_code = 0
@@ -461,7 +462,7 @@ def _print_object_rows(rows: list[ObjectRow], functions: list[CompactFunction],
         extra = "".join((f" personality {row.personality}" if row.personality else "",
                          f" LSDA {row.lsda:#x}" if row.lsda else ""))
         mine: int | Unrepresentable[CompactReason] | None = \
-            encodings.get(_key(row.name, row.start, functions))
+            encodings.get(row.name if by_name else row.start)
         source = ""
         if mine is None and row.start in from_code:
             mine, source = from_code[row.start], " (from the prologue)"
@@ -496,12 +497,13 @@ def in_address_order(functions: list[CompactFunction],
     return sorted(functions, key=lambda func: (first[func.section], func.start))
 
 
-def _key(name: str, start: int, functions: list[CompactFunction]) -> str | int:
-    """What matches a row of the object's own table to a function computed here: its
-    name where every function's is different (an assembly file's starts count from
-    each section's start, the object's rows from the object's), else its address."""
+def _names_differ(functions: list[CompactFunction]) -> bool:
+    """Whether a row of the object's own table is matched to a function computed here
+    by its name (every function's is different: an assembly file's starts count from
+    each section's start, the object's rows from the object's), else by its address.
+    Asked once per listing, not per row (a 100k-function object: 10^10 steps)."""
     names = [func.name for func in functions]
-    return name if len(set(names)) == len(names) else start
+    return len(set(names)) == len(names)
 
 
 def _check_format(func: CompactFunction, in_body: bool) -> tuple[str, tuple[int, ...]]:

@@ -11,7 +11,9 @@ a Darwin object's rows named by the function at their start).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
+from itertools import accumulate
 from operator import sub
 
 from ..arch import arch_for_machine, as_arch, get_arch
@@ -227,16 +229,32 @@ def from_prologues(view: MachoView, rows: list[ObjectRow], functions: list[Compa
     from .prologue import prologue_encoding
 
     arch = _target(view)
-    covered = [(func.start, func.start + max(func.size, 1)) for func in functions]
+    covered = covering(functions)
     out: dict[int, int | Unrepresentable[CompactReason]] = {}
     for row in rows:
         code = view.bytes_at(row.start, row.length)
-        if code is None or any(lo <= row.start < hi for lo, hi in covered):
+        if code is None or covered(row.start):
             continue
         found = prologue_encoding(code, arch)
         if found is not None:
             out[row.start] = found
     return out
+
+
+def covering(functions: list[CompactFunction]) -> Callable[[int], bool]:
+    """Whether an address is inside one of ``functions`` (an empty one covers its
+    start).  Asked per row of an object's table: some function that starts at or
+    before the address ends after it, the largest end among those that start by then
+    found by bisection (functions may overlap), not every function asked per row."""
+    spans = sorted((func.start, func.start + max(func.size, 1)) for func in functions)
+    starts = [lo for lo, _ in spans]
+    ends = list(accumulate((hi for _, hi in spans), max))
+
+    def covered(address: int) -> bool:
+        before = bisect_right(starts, address)
+        return before > 0 and ends[before - 1] > address
+
+    return covered
 
 
 def _target(view: MachoView) -> Arch:

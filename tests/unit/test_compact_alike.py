@@ -415,3 +415,30 @@ def test_address_order_by_hand():
     one = [f("a", ".t", 5), f("b", ".t", 1), f("c", ".t", 5), f("d", ".t", 0)]
     assert [x.name for x in in_address_order(one, True)] == ["d", "b", "a", "c"]
     assert in_address_order([], True) == []
+
+
+def test_covering_by_hand_with_overlaps_and_empty_functions():
+    """``compact.inputs.covering`` (which object rows ``from_prologues`` leaves to their
+    FDE's function): an address is covered where any function holds it.  By hand:
+    0x10-0x110 holds 0x20-0x30 (so 0x30, past the inner one's end, is still covered:
+    a look-up of the last function to start alone would miss it), an empty function
+    at 0x200 covers its one start, 0x300-0x308 and 0x308-0x310 meet; then against
+    asking every function at every address of a random set."""
+    from cfi2sframe.compact.inputs import covering
+
+    def f(start: int, size: int) -> CompactFunction:
+        return CompactFunction("f", "__text", start, size, (), None, "", 0)
+
+    functions = [f(0x300, 8), f(0x20, 0x10), f(0x200, 0), f(0x10, 0x100), f(0x308, 8)]
+    covered = covering(functions)
+    want = {0x0f: False, 0x10: True, 0x20: True, 0x30: True, 0x10f: True, 0x110: False,
+            0x1ff: False, 0x200: True, 0x201: False, 0x2ff: False, 0x300: True,
+            0x308: True, 0x30f: True, 0x310: False}
+    assert {at: covered(at) for at in want} == want
+    assert not covering([])(0)
+    rng = random.Random(7)
+    for _ in range(200):
+        some = [f(rng.randrange(64), rng.choice([0, 1, 2, 5, 20])) for _ in range(rng.randrange(6))]
+        covered = covering(some)
+        for at in range(90):
+            assert covered(at) == any(g.start <= at < g.start + max(g.size, 1) for g in some)
