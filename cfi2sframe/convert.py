@@ -530,7 +530,8 @@ def convert_elf(path: str, data: bytes | None = None, version: int = 2,
                                              found.names, cfi, arch, version, flex)
         if lowered is None and table is None:  # the FDEs read and named for lower_fdes
             cfi = cfi_of(found._replace(names=found.names or function_names(view)))
-    arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
+    else:
+        arch = arch_for_machine(cfi.machine, path, cfi.big_endian)
     require_sframe_abi(arch, path)
     if table is not None:
         image, skips, fde_count = table

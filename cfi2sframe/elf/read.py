@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 import sys
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator, Sized
 from itertools import chain, compress
 
 from ..arch import ELF_MACHINES, arch_for_machine
@@ -238,8 +238,8 @@ class ElfView(NamedTuple):
         """``symbols`` with ``values``: the values are read alone and tested in C-level
         iterators; only the entries kept are unpacked and named."""
         table = self.symbol_table(name)
-        if table is None:
-            return []
+        if table is None or isinstance(values, Sized) and not values:
+            return []  # none asked for: the table checked (``symbol_table``), not read
         raw, strings = table
         layout, size, pick = self._symbol_layout()
         kept = compress(range(len(raw) // size), map(values.__contains__,

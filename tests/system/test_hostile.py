@@ -667,3 +667,21 @@ def test_fuzz_finding_symbol_table_past_the_end_of_a_program(tmp_path: Path) -> 
     struct.pack_into("<Q", data, symtab.header_at + 32, symtab.size + len(data))
     prog.write_bytes(data)
     _refused_in_place_with(prog, ("-w",), "overlaps section '.symtab'")
+
+
+def test_a_symbol_table_linked_to_a_missing_section_is_refused_first(tmp_path: Path) -> None:
+    """The table pass reads no name up front, yet the symbol tables are checked at the
+    step that reads them (``cfi_section``): a ``.symtab`` whose ``sh_link`` (offset
+    0x28 of an ELF64 section header) names no section is the file's error, not the
+    CFI section's, for ``--emit elf`` and the raw section alike."""
+    prog = _patched_program(tmp_path, 0, 1)  # p_type PT_LOAD: the file as gcc wrote it
+    data = bytearray(prog.read_bytes())
+    symtab = open_elf(bytes(data), "prog").section(".symtab")
+    assert symtab is not None
+    struct.pack_into("<I", data, symtab.header_at + 0x28, 0xFFFF)
+    prog.write_bytes(data)
+    for args in (("--emit", "elf", "-o", "out"), ("-o", "out.sframe")):
+        proc = cli("-w", str(prog), *args, cwd=tmp_path)
+        assert proc.returncode == 1 and proc.stderr == (
+            f"{prog}: error: ELF file: at byte 0x0: symbol table .symtab links to a "
+            "missing section\n"), proc.stderr
