@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from ..arch.base import Arch
 from ..dwarf.expr import NotReducible, Value, evaluate, pc_period
 from ..memo import Memo
 from ..model import CfaExpr, CfaReg, Row, Timeline
+from ..typed import NamedTuple
 from .format import Fre, SFrameFunction
 from .lower import Skip, lower
 from .rules import RuleFre, expr_loc
