@@ -520,11 +520,6 @@ PyObject *eh_functions(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!ctx.l.fre.shapes || !ctx.out || !ctx.todo || !ctx.cies.cies || !ctx.section ||
         !lowering_of(params, "eh_functions", &ctx.l))
         goto done;
-    if (address_size != 4 && address_size != 8) {
-        out = Py_None;
-        Py_INCREF(out);
-        goto done;
-    }
     int walked = eh_walk(eh.buf, eh.len, address, address_size, ctx.l.target.big_endian,
                          &ctx.l.target, eh_function, &ctx);
     if (walked > 0) {
@@ -986,11 +981,6 @@ PyObject *eh_table_v2(PyObject *Py_UNUSED(self), PyObject *args) {
         goto done;
     if (ctx.l.limits.version != 2) {
         PyErr_SetString(PyExc_ValueError, "eh_table_v2 makes SFrame V2");
-        goto done;
-    }
-    if (address_size != 4 && address_size != 8) {
-        out = Py_None;
-        Py_INCREF(out);
         goto done;
     }
     int walked = eh_walk(eh.buf, eh.len, address, address_size, ctx.l.target.big_endian,

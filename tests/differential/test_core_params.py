@@ -70,17 +70,18 @@ def _lower_fdes(params: object, shapes: object = None) -> object:
     return compiled_core().lower_fdes((), {}, {} if shapes is None else shapes, {}, params)
 
 
-def _eh_functions(params: object, names: object = None) -> object:
+def _eh_functions(params: object, names: object = None, address_size: int = 8) -> object:
     cie_of = cie_reader(EH, 0x1000, 8, True)
-    return compiled_core().eh_functions(EH, 0x1000, 8, {} if names is None else names,
+    return compiled_core().eh_functions(EH, 0x1000, address_size,
+                                        {} if names is None else names,
                                         lambda at: _cie_entry(cie_of(at), X86, False),
                                         params)
 
 
-def _eh_table_v2(params: object, general: object = None) -> object:
+def _eh_table_v2(params: object, general: object = None, address_size: int = 8) -> object:
     cie_of = cie_reader(EH, 0x1000, 8, True)
     return compiled_core().eh_table_v2(
-        EH, 0x1000, 8, lambda at: _cie_entry(cie_of(at), X86, False), params,
+        EH, 0x1000, address_size, lambda at: _cie_entry(cie_of(at), X86, False), params,
         general or (lambda todo: [() for _ in todo]), v2_encoding(X86))
 
 
@@ -167,6 +168,8 @@ def test_each_of_stats_scans_parameters_is_read() -> None:
         assert _stats_scan({**params, **changed}) == (1, 0, 0, 0, [FDE_AT], 0, 0)
     assert _stats_scan({**params, "addr_sizes": (2, 4)}) == (1, 1, 8, 8, [], 0x2000, 0x2000)
     assert _stats_scan({**params, "address_size": 5}) is None  # no ELF class of ours
+    for walk in (_eh_functions, _eh_table_v2):  # (eh_walk's rule, theirs too)
+        assert walk(_lower_params(X86, False, 2), address_size=5) is None
     lowering = _lower_params(X86, False, 3)  # eh_functions: the same limits as lower_fdes
     for changed in ({"ra": 15}, {"max_size": 0x1F}, {"max_fres_v3": 1}):
         assert _eh_functions({**lowering, **changed}) == ([None], [FDE_AT], 1)
