@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                                   "unwind-info); see --help")
     if args.in_place:
         return _rewrite_macho_object(args)
-    source = open_input(args.file, mapped=False)
+    source = open_input(args.file)
     if source.kind == Kind.unwind_info:
         return _bare_table(args, source.data)
     if source.kind in (Kind.macho, Kind.fat_macho):
