@@ -399,9 +399,9 @@ def _rows(cie: Cie, body: bytes, pc_begin: int, big: bool,
 _INT64 = -(1 << 63)  # the compiled replay's numbers are int64
 
 
-# A row state's words -> its Python objects, per parameter set: 986 distinct on
-# libLLVM-14; bounded as a tree run's other memos are (a worker keeps it from file to
-# file).  Emptying it drops no row: each row holds its own objects.
+# A row state's words' hash -> (its words, its Python objects), per parameter set: 986
+# distinct on libLLVM-14; bounded as a tree run's other memos are (a worker keeps it
+# from file to file).  Emptying it drops no row: each row holds its own objects.
 STATE_ENTRIES = 1 << 14
 RowState = tuple[CfaReg | None, tuple[tuple[int, Rule], ...], bool, bool]
 
@@ -409,13 +409,14 @@ RowState = tuple[CfaReg | None, tuple[tuple[int, Rule], ...], bool, bool]
 @lru_cache(maxsize=16)
 def _replay_params(code_align: int, data_align: int, big: bool) -> dict[str, object]:
     """``_core.cfi_rows``' parameters by name; the states memo is kept with them.  The
-    core looks a state up in ``states`` and stores what ``state_of`` gave: ``keep``
-    has stored it already (the core's store replaces it by itself), after emptying
-    a full memo, so the memo holds at most ``STATE_ENTRIES``."""
-    states: Memo[bytes, RowState] = Memo(STATE_ENTRIES)
+    core looks a state up in ``states`` by its words' hash (an int: a bytes key cost a
+    siphash of its words per row) and compares the words kept with it; where they
+    differ or none are kept, ``state_of`` makes the state and keeps it (``keep``:
+    after emptying a full memo, so the memo holds at most ``STATE_ENTRIES``)."""
+    states: Memo[int, tuple[bytes, RowState]] = Memo(STATE_ENTRIES)
 
-    def state_of(key: bytes) -> RowState:
-        return states.keep(key, row_state(key))
+    def state_of(number: int, key: bytes) -> tuple[bytes, RowState]:
+        return states.keep(number, (key, row_state(key)))
 
     return {"code_align": code_align, "data_align": data_align, "big_endian": big,
             "row_type": Row, "states": states, "state_of": state_of}

@@ -128,9 +128,35 @@ def test_the_signed_ra_states_by_hand() -> None:
     assert rows == _interpreted(cie, body, 0, False)[0]
 
 
+def test_a_state_kept_under_a_rows_hash_with_other_words_is_not_taken() -> None:
+    """The states memo is keyed by a hash of a state's words, which two states may
+    share: the words kept with a state are compared before it is taken.  x86 CIE rsp+8,
+    then ``advance_loc 1; def_cfa_offset 16``: two states; each number given the other
+    state's (words, objects), as a shared hash would, the rows are still rsp+8 from 0
+    and rsp+16 from 1, and each number holds its own state again."""
+    core = compiled_core()
+    params = _replay_params.__wrapped__(1, -8, False)
+    states = params["states"]
+    assert isinstance(states, dict)
+
+    def cfas(rows: object) -> list[tuple[int, object]]:
+        assert isinstance(rows, tuple)
+        return [(row.start, row.cfa) for row in rows]
+
+    body, want = b"\x41\x0e\x10", [(0, CfaReg(7, 8)), (1, CfaReg(7, 16))]
+    assert cfas(core.cfi_rows(body, _X86_CIE, params)) == want and len(states) == 2
+    (one, kept_one), (two, kept_two) = states.items()
+    states[one], states[two] = kept_two, kept_one
+    assert cfas(core.cfi_rows(body, _X86_CIE, params)) == want
+    assert sorted(pair[1][0].offset for pair in states.values()) == [8, 16]
+    assert all(states[number][0] != kept[0] for number, kept in
+               ((one, kept_two), (two, kept_one)))
+
+
 def test_the_row_states_kept_at_their_bound_and_emptied_one_past_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The states memo the compiled replay fills (a state's words -> its objects), at a
+    """The states memo the compiled replay fills (a state's words' hash -> its words and
+    objects), at a
     bound of 2: x86 CIE rsp+8 (RA at CFA-8), then ``advance_loc 1; def_cfa_offset 16``
     (0x41 0x0e 0x10) is two states, kept; the same body again asks none; a body to
     rsp+24 (0x18) adds one past the bound: emptied, then that one kept.  Rows made
@@ -152,9 +178,9 @@ def test_the_row_states_kept_at_their_bound_and_emptied_one_past_it(
     deeper = core.cfi_rows(b"\x41\x0e\x18", initial, params)
     assert cfas(deeper) == [(0, CfaReg(7, 8)), (1, CfaReg(7, 24))]
     assert deeper[0].cfa is first[0].cfa  # found before the memo was full
-    assert len(states) == 1 and list(states.values())[0][0] == CfaReg(7, 24)
+    assert len(states) == 1 and list(states.values())[0][1][0] == CfaReg(7, 24)
     assert cfas(first) == [(0, CfaReg(7, 8)), (1, CfaReg(7, 16))]  # rows keep theirs
     remade = core.cfi_rows(b"\x41\x0e\x10", initial, params)
     assert cfas(remade) == cfas(first) and remade[0].cfa is not first[0].cfa
     # rsp+8 made again (2 kept), then rsp+16 past the bound: emptied, that one kept
-    assert len(states) == 1 and list(states.values())[0][0] == CfaReg(7, 16)
+    assert len(states) == 1 and list(states.values())[0][1][0] == CfaReg(7, 16)
