@@ -97,6 +97,7 @@ def _dispatch(argv: list[str], keep: list[object] | None) -> int:
         sub = parser.add_subparsers(dest="command", required=True, prog="cfi2sframe")
         module.add_parser(sub)
         args = parser.parse_args(argv)
+        args.keep = keep  # (what the subcommand may hold until the process ends: entry)
         status: int = module.run(args)
         return status
     if argv == ["--version"]:  # as the conversion's parser prints it, without building it

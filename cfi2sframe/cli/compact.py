@@ -126,9 +126,13 @@ def run(args: argparse.Namespace) -> int:
                                          "__unwind_info again; this is not a Mach-O image")
     if source.kind == Kind.text:  # assembly: Mach-O when written for Apple
         return _assembly(args, source)
+    keep = getattr(args, "keep", None)  # (cli.entry's list: held until the process ends)
     arch, functions = compact_file(args.file, source.data, args.arch, args.assembler,
-                                   args.ranges, source.kind)
-    return _listing(args, arch, in_address_order(functions, True), None, None)
+                                   args.ranges, source.kind, keep)
+    functions = in_address_order(functions, True)
+    if keep is not None:  # (95k functions not freed one by one at return)
+        keep.append(functions)
+    return _listing(args, arch, functions, None, None)
 
 
 def _macho_file(args: argparse.Namespace, source: Input) -> int:
