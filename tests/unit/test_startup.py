@@ -132,9 +132,11 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "--version": (["--version"], ("argparse", "cfi2sframe.cli.convert", "cfi2sframe.elf",
                                   "cfi2sframe.frontend", "subprocess", "json", "lark",
                                   "typing", "signal")),
+    # (``shutil``, with ``bz2`` and ``lzma``, ~7M instructions: the width help is
+    # formatted to is ``parsers.terminal_columns``)
     "--help": (["--help"], ("subprocess", "json", "cfi2sframe.frontend", "cfi2sframe.convert",
                             "cfi2sframe.sframe", "cfi2sframe.dwarf", "lark", "typing",
-                            "signal", *TARGETS)),
+                            "signal", "shutil", "bz2", "lzma", *TARGETS)),
     # (``subprocess``, with ``signal``, ``threading`` and ``selectors``, ~15M
     # instructions: the assembler's run and the tools' ``--version`` are ``spawn``'s;
     # ``tempfile`` and ``shutil``, ~15M: its folder is ``launch.PrivateFolder``, the
@@ -264,6 +266,48 @@ def test_help_is_argparse_s_at_any_width(monkeypatch: pytest.MonkeyPatch,
     assert ours == texts(argparse.ArgumentParser, argparse.HelpFormatter)
     raw = texts(parsers.Parser, parsers.RawDescriptionHelpFormatter)
     assert raw == texts(argparse.ArgumentParser, argparse.RawDescriptionHelpFormatter)
+
+
+@pytest.mark.parametrize("columns", [None, "", "wide", "0", "-3", "100", " 120 "])
+def test_the_help_width_is_shutil_s_off_a_terminal(monkeypatch: pytest.MonkeyPatch,
+                                                   columns: str | None) -> None:
+    """``parsers.terminal_columns`` (the width argparse's formatter is given, without
+    importing ``shutil``) is ``shutil.get_terminal_size().columns``, the oracle: with
+    ``COLUMNS`` unset, not a number, not positive or set, standard output not a
+    terminal."""
+    import shutil
+
+    from cfi2sframe.cli.parsers import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    with open(os.devnull, "w") as null:
+        monkeypatch.setattr(sys, "__stdout__", null)
+        assert terminal_columns() == shutil.get_terminal_size().columns
+
+
+@pytest.mark.parametrize("width", [0, 57, 133])
+def test_the_help_width_is_shutil_s_on_a_terminal(monkeypatch: pytest.MonkeyPatch,
+                                                  width: int) -> None:
+    """On a terminal (a pseudo-terminal of ``width`` columns; 0: one that does not
+    say), without ``COLUMNS``: the terminal's width as ``shutil`` reads it."""
+    import fcntl
+    import shutil
+    import struct
+    import termios
+
+    from cfi2sframe.cli.parsers import terminal_columns
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, width, 0, 0))
+    with os.fdopen(master, "rb"), os.fdopen(slave, "w") as terminal:
+        monkeypatch.delenv("COLUMNS", raising=False)
+        monkeypatch.setattr(sys, "__stdout__", terminal)
+        expected = shutil.get_terminal_size().columns
+        assert expected == (width or 80)
+        assert terminal_columns() == expected
 
 
 def test_the_dwarf_numbers_make_no_enum(tmp_path: Path) -> None:
