@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from functools import cache
 
+from .patterns import deferred
 from .syntax import (
     Arg,
     Directive,
@@ -56,7 +57,7 @@ _PLAIN_OPERANDS = {
     "same_value": "r+",
 }
 _HEAD = re.compile(r"\.cfi_([a-z_]+)(?:[ \t]+(.*))?")
-_NAME = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$@]*")
+_NAME = deferred(r"[A-Za-z_.$][A-Za-z0-9_.$@]*")
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 # Words the grammar has as keywords somewhere: left to it.
 _KEYWORDS = frozenset({"simple", "sleb128", "uleb128", "data2", "data4", "data8"})
@@ -96,8 +97,8 @@ def _plain_operand(text: str, register: bool) -> Expr | None:
     if text[:1] == "-" and _DECIMAL.fullmatch(text[1:]):
         return Unary("neg", Num(int(text[1:])))
     if register and text[:1] == "%":
-        return Reg(text[1:]) if _NAME.fullmatch(text[1:]) else None
-    if _NAME.fullmatch(text) and text not in _KEYWORDS:
+        return Reg(text[1:]) if _NAME().fullmatch(text[1:]) else None
+    if _NAME().fullmatch(text) and text not in _KEYWORDS:
         return Dot() if text == "." else Sym(text)
     return None
 

@@ -22,6 +22,7 @@ import re
 
 from ..errors import Cfi2SframeError
 from ..spawn import Child, TimedOut, run
+from .patterns import deferred
 
 
 class Launch:
@@ -138,8 +139,9 @@ def _remove(path: str) -> None:
 # LLVM's address-significance table: ``.addrsig`` asks for it, each ``.addrsig_sym``
 # names a symbol whose address is taken; only a linker's identical-code folding reads
 # it.  GNU as knows neither directive (one error per line: some 430 for a csmith program).
-_ADDRSIG_LINE = re.compile(r"^[ \t]*\.addrsig(?:_sym[ \t][^\n]*)?[ \t]*$", re.M)
-_ADDRSIG_LINE_BYTES = re.compile(_ADDRSIG_LINE.pattern.encode(), re.M)
+_ADDRSIG_TEXT = r"^[ \t]*\.addrsig(?:_sym[ \t][^\n]*)?[ \t]*$"
+_ADDRSIG_LINE = deferred(_ADDRSIG_TEXT, re.M)
+_ADDRSIG_LINE_BYTES = deferred(_ADDRSIG_TEXT.encode(), re.M)
 _GNU_AS: dict[tuple[str, ...], bool] = {}
 
 
@@ -154,8 +156,8 @@ def without_addrsig(source: str | bytes) -> str | bytes:
     numbers kept): what clang's ELF assembly asks of a linker only, not of the
     object's code, data or CFI."""
     if isinstance(source, bytes):
-        return _ADDRSIG_LINE_BYTES.sub(b"", source)
-    return _ADDRSIG_LINE.sub("", source)
+        return _ADDRSIG_LINE_BYTES().sub(b"", source)
+    return _ADDRSIG_LINE().sub("", source)
 
 
 def is_gnu_as(command: tuple[str, ...]) -> bool:

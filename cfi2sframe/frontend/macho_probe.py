@@ -5,10 +5,9 @@ an ELF object's are."""
 
 from __future__ import annotations
 
-import re
-
 from ..elf.read import Symbol
 from ..typed import TYPE_CHECKING
+from .patterns import deferred
 
 if TYPE_CHECKING:  # the Mach-O reader loads for an Apple target's probe object only
     from ..macho.read import MachoView
@@ -26,9 +25,9 @@ def darwin_text(text: str) -> bool:
 # arm64's frame registers and page relocations, unprefixed; x86-64's and i386's
 # stack and frame registers, %-prefixed.  The first target whose mark is found wins.
 _TARGET_MARKS = (
-    ("aarch64", re.compile(r"(?<![%\w])(?:[wx]29|[wx]30)\b|@PAGE(?:OFF)?\b")),
-    ("x86_64", re.compile(r"%r(?:sp|bp|ip|ax|di|si)\b")),
-    ("i386", re.compile(r"%e(?:sp|bp)\b")),
+    ("aarch64", deferred(r"(?<![%\w])(?:[wx]29|[wx]30)\b|@PAGE(?:OFF)?\b")),
+    ("x86_64", deferred(r"%r(?:sp|bp|ip|ax|di|si)\b")),
+    ("i386", deferred(r"%e(?:sp|bp)\b")),
 )
 
 
@@ -36,7 +35,7 @@ def darwin_arch(text: str) -> str | None:
     """The target of assembly for an Apple target, from the registers it names
     (``_TARGET_MARKS``); None where none is named."""
     for name, mark in _TARGET_MARKS:
-        if mark.search(text):
+        if mark().search(text):
             return name
     return None
 

@@ -31,12 +31,13 @@ from ..errors import AssemblerFailed, Cfi2SframeError
 from ..spawn import on_path
 from ..typed import NamedTuple, cast
 from .launch import Launch, is_gnu_as
+from .patterns import deferred
 from .scan import ScanResult, Statement, scan
 
 PROBE = "__cfi2sframe_probe_"
 _COMPILED = compiled_core()
-_DUPLICATE_PROBE = re.compile(r"^(.*?):(\d+): Error: symbol `" + PROBE + r"\d+' is already defined",
-                              re.M)
+_DUPLICATE_PROBE = deferred(
+    r"^(.*?):(\d+): Error: symbol `" + PROBE + r"\d+' is already defined", re.M)
 
 
 class Assembler(NamedTuple):
@@ -111,7 +112,7 @@ class AssemblerJob:
         status = run.proc.wait()
         messages = err.decode("utf-8", "replace").replace(run.src, run.display_name)
         if status != 0 or not os.path.exists(run.obj):
-            duplicate = _DUPLICATE_PROBE.search(messages)
+            duplicate = _DUPLICATE_PROBE().search(messages)
             if duplicate:
                 raise Cfi2SframeError(
                     f"{duplicate.group(1)}:{duplicate.group(2)}",

@@ -19,16 +19,17 @@ from types import ModuleType
 
 from ..core import compiled as compiled_core
 from ..typed import NamedTuple
+from .patterns import deferred
 
 _COMPILED = compiled_core()
 _SLOW_CHARS = '";/*'
 _ASSIGN_NEEDLES = ("=", ".set", ".equ", ".eqv")
-_ASSIGN = re.compile(
+_ASSIGN = deferred(
     r"^\s*(?:\.(?:set|equ|equiv|eqv)\s+([A-Za-z_.$][\w.$]*)\s*,(.*)"
     r"|([A-Za-z_.$][\w.$]*)\s*==?\s*(.*))$",
     re.S,
 )
-_LABELS = re.compile(r"^(?:(?:[A-Za-z_.$][\w.$]*|\d+)\s*:(?!:)\s*)*")
+_LABELS = deferred(r"^(?:(?:[A-Za-z_.$][\w.$]*|\d+)\s*:(?!:)\s*)*")
 
 
 class Statement(NamedTuple):
@@ -155,7 +156,7 @@ def _statements(text: str, comment_chars: str,
 
 
 def _strip_labels(stmt: str) -> int:
-    labels = _LABELS.match(stmt)
+    labels = _LABELS().match(stmt)
     return labels.end() if labels else 0
 
 
@@ -195,8 +196,8 @@ def scan(text: str, filename: str, comment_chars: str,
     return ScanResult(tuple(items), tuple(in_bodies))
 
 
-_LABEL_DEFS = re.compile(r"^[ \t]*((?:[A-Za-z_.$][\w.$]*[ \t]*:(?!:)[ \t]*)+)", re.M)
-_LABEL_NAME = re.compile(r"([A-Za-z_.$][\w.$]*)[ \t]*:")
+_LABEL_DEFS = deferred(r"^[ \t]*((?:[A-Za-z_.$][\w.$]*[ \t]*:(?!:)[ \t]*)+)", re.M)
+_LABEL_NAME = deferred(r"([A-Za-z_.$][\w.$]*)[ \t]*:")
 
 
 def labels_between(text: str, start: int, end: int) -> list[str]:
@@ -204,8 +205,8 @@ def labels_between(text: str, start: int, end: int) -> list[str]:
     (what names a function: the labels between the previous function and its
     ``.cfi_startproc``)."""
     names: list[str] = []
-    for match in _LABEL_DEFS.finditer(text, start, end):
-        names += _LABEL_NAME.findall(match.group(1))
+    for match in _LABEL_DEFS().finditer(text, start, end):
+        names += _LABEL_NAME().findall(match.group(1))
     return names
 
 
@@ -214,7 +215,7 @@ def find_assignments(text: str, comment_chars: str) -> list[Assignment]:
     out = []
     for line_start, line_no, stmt, cols in _statements(text, comment_chars, _ASSIGN_NEEDLES):
         body = stmt[_strip_labels(stmt):]
-        match = _ASSIGN.match(body)
+        match = _ASSIGN().match(body)
         if match and "(" not in (match.group(3) or ""):
             name = match.group(1) or match.group(3)
             expr = match.group(2) if match.group(1) else match.group(4)

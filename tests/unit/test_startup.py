@@ -310,6 +310,59 @@ def test_the_help_width_is_shutil_s_on_a_terminal(monkeypatch: pytest.MonkeyPatc
         assert terminal_columns() == expected
 
 
+def test_a_deferred_pattern_compiles_once_when_first_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``frontend.patterns.deferred``: nothing compiled until the pattern is asked for,
+    then ``re.compile(pattern, flags)``'s pattern, once (text and bytes)."""
+    import re
+
+    from cfi2sframe.frontend.patterns import deferred
+
+    compiled: list[object] = []
+    real = re.compile
+
+    def counted(pattern: str | bytes, flags: int = 0) -> re.Pattern[str] | re.Pattern[bytes]:
+        compiled.append(pattern)
+        return real(pattern, flags)
+
+    monkeypatch.setattr(re, "compile", counted)
+    text, data = deferred(r"^a+\d", re.M), deferred(rb"b*", re.S)
+    assert compiled == []
+    first = text()
+    assert compiled == [r"^a+\d"] and text() is first and compiled == [r"^a+\d"]
+    assert (first.pattern, first.flags) == (r"^a+\d", re.M | re.U)
+    assert data().pattern == rb"b*" and data().flags == re.S
+    assert first.findall("x\naa1\na2") == ["aa1", "a2"]
+
+
+def test_a_small_s_file_compiles_only_the_patterns_its_statements_need(
+        tmp_path: Path) -> None:
+    """The example's conversion (``.cfi_*`` statements with register numbers and
+    decimal operands, no assignment, no label before a statement, no ``.addrsig``,
+    not an Apple target's, no assembler error) compiles two of the frontend's
+    regular expressions: the statement's head and the decimal operand
+    (``frontend/directives.py``); the others wait for a file that needs them
+    (``frontend/patterns.py``: 0.3-1.4M instructions each).  With either core."""
+    (tmp_path / "small.s").write_bytes(EXAMPLE.read_bytes())
+    probe = ("import re, sys\nreal, made = re.compile, []\n"
+             "def recorded(pattern, flags=0):\n"
+             "    if sys._getframe(1).f_globals.get('__name__', '').startswith('cfi2sframe'):\n"
+             "        made.append(pattern)\n"
+             "    return real(pattern, flags)\n"
+             "re.compile = recorded\n"
+             "from cfi2sframe.cli import main\n"
+             "assert main(['small.s', '-o', 'small.o']) == 0\n"
+             "print(repr(sorted(made)))")
+    env = {**os.environ, "PYTHONPATH": str(Path(cfi2sframe.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=True)
+    # (the pure-Python scan, the compiled scanner's reference, reads each statement
+    # past its labels: ``frontend/scan._LABELS`` there)
+    labels = [] if compiled() else [r"^(?:(?:[A-Za-z_.$][\w.$]*|\d+)\s*:(?!:)\s*)*"]
+    assert done.stdout.splitlines()[-1] == repr(sorted(
+        [r"\.cfi_([a-z_]+)(?:[ \t]+(.*))?", r"0|[1-9][0-9]*", *labels]))
+
+
 def test_the_dwarf_numbers_make_no_enum(tmp_path: Path) -> None:
     """``dwarf/opcodes.py``'s tables are plain ``int``s (the three ``IntEnum`` classes
     cost ~7M instructions at every start that reads CFI): importing them imports no
