@@ -6,23 +6,16 @@ kebab-case code in messages and JSON.
 
 ``SframeReason`` and ``CompactReason`` with their meanings (``SFRAME_REASONS``,
 ``COMPACT_REASONS``); ``Unrepresentable(reason, detail)`` is the result both back ends
-give when they cannot be exact, and compact ``decode`` gives for a word without rules."""
+give when they cannot be exact, and compact ``decode`` gives for a word without rules.
+The compact codes are ``compact_reasons``' (loaded when first asked for here)."""
 
 from __future__ import annotations
 
-from .basics import Name
-from .typed import Generic, NamedTuple, TypeVar
+from .codes import Code
+from .typed import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 
-class _Code(Name):
-    """A reason code: its repr is the code's (``'ra-undefined'``), so a table of
-    counts prints as it did when codes were strings."""
-
-    def __repr__(self) -> str:
-        return repr(self.value)
-
-
-class SframeReason(_Code):
+class SframeReason(Code):
     """Why a function has no SFrame FDE (docs/reasons.md)."""
 
     invalid_cfi = "invalid-cfi"
@@ -48,42 +41,21 @@ class SframeReason(_Code):
     flex_needed = "flex-needed"
 
 
-class CompactReason(_Code):
-    """Why a function gets DWARF mode (docs/compact.md; compact-possible: why a Mach-O
-    file's does though it need not), and (the last seven) why
-    ``decode`` gives no rules for an encoding word."""
+if TYPE_CHECKING:
+    from .compact_reasons import COMPACT_REASONS as COMPACT_REASONS
+    from .compact_reasons import CompactReason as CompactReason
+else:
+    def __getattr__(name: str) -> object:
+        """``CompactReason`` and ``COMPACT_REASONS``, from ``compact_reasons`` when first
+        asked for: an ELF file's commands make no compact unwind and load neither."""
+        if name not in ("CompactReason", "COMPACT_REASONS"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from . import compact_reasons
 
-    no_cfa = "no-cfa"
-    cfa_not_sp_fp = "cfa-not-sp-fp"
-    ra_not_at_cfa_8 = "ra-not-at-cfa-8"
-    register_not_encodable = "register-not-encodable"
-    rule_not_encodable = "rule-not-encodable"
-    frame_cfa_not_fp_16 = "frame-cfa-not-fp-16"
-    frame_fp_not_at_cfa_16 = "frame-fp-not-at-cfa-16"
-    saves_not_encodable = "saves-not-encodable"
-    saves_not_contiguous = "saves-not-contiguous"
-    too_many_registers = "too-many-registers"
-    cfa_offset_unaligned = "cfa-offset-unaligned"
-    cfa_offset_negative = "cfa-offset-negative"
-    stack_too_large = "stack-too-large"
-    no_sub_imm32 = "no-sub-imm32"
-    frameless_saves = "frameless-saves"
-    stack_size = "stack-size"
-    frame_record = "frame-record"
-    ra_signed = "ra-signed"
-    invalid_cfi = "invalid-cfi"
-    empty_function = "empty-function"
-    compact_possible = "compact-possible"
-    no_unwind_info = "no-unwind-info"
-    dwarf_mode = "dwarf-mode"
-    unknown_mode = "unknown-mode"
-    frame_register_in_slot = "frame-register-in-slot"
-    invalid_permutation = "invalid-permutation"
-    stack_ind_outside_code = "stack-ind-outside-code"
-    frameless_with_pairs = "frameless-with-pairs"
+        return getattr(compact_reasons, name)
 
 
-Reason = TypeVar("Reason", SframeReason, CompactReason)
+Reason = TypeVar("Reason", SframeReason, "CompactReason")
 
 
 class Unrepresentable(NamedTuple, Generic[Reason]):
@@ -140,49 +112,4 @@ SFRAME_REASONS: dict[SframeReason, tuple[str, str]] = {
                                "none", "(gas 2.46 writes FLEX)"),
     SframeReason.fp_without_ra: ("AArch64: FP saved while RA is still in its register (SFrame "
                                  "orders the words CFA, RA, FP)", "FP without RA on stack"),
-}
-
-
-# Compact unwind: reason -> what it means (the function gets DWARF mode; those marked
-# decode are what ``decode`` says of a word that gives no rules).
-COMPACT_REASONS: dict[CompactReason, str] = {
-    CompactReason.no_cfa: "no register-based CFA rule in the body state",
-    CompactReason.cfa_not_sp_fp: "the CFA is based on a register other than SP or FP",
-    CompactReason.ra_not_at_cfa_8: "the return address is not saved at CFA-8",
-    CompactReason.register_not_encodable: "a register compact unwind cannot restore is saved",
-    CompactReason.rule_not_encodable: "a register is recovered by a rule other than a stack slot",
-    CompactReason.frame_cfa_not_fp_16: "RBP frame: the CFA is not rbp+16",
-    CompactReason.frame_fp_not_at_cfa_16: "RBP frame: rbp is not saved at CFA-16",
-    CompactReason.saves_not_encodable: "the saved registers do not fit the frame's slots",
-    CompactReason.saves_not_contiguous:
-        "frameless: saves are not in consecutive slots below the RA",
-    CompactReason.too_many_registers: "frameless: more than 6 saved registers",
-    CompactReason.cfa_offset_unaligned: "frameless: the CFA offset is not a multiple of 8",
-    CompactReason.cfa_offset_negative:
-        "frameless: the CFA lies below the stack pointer (negative offset)",
-    CompactReason.stack_too_large:
-        "frameless: the stack needs STACK_IND but no code bytes are known",
-    CompactReason.no_sub_imm32:
-        "frameless: no 'sub $imm32, %rsp' with the needed immediate in the first 255 bytes",
-    CompactReason.frameless_saves: "arm64: registers saved without a frame record",
-    CompactReason.stack_size: "arm64 frameless: the stack size is not 16 x 0..4095",
-    CompactReason.frame_record:
-        "arm64: not a frame record (CFA = x29+16, LR at CFA-8, FP at CFA-16)",
-    CompactReason.ra_signed:
-        "arm64: the return address is signed (arm64e's FRAME_PAUTH_LR is not written)",
-    CompactReason.invalid_cfi: "the CFI has no DWARF meaning",
-    CompactReason.empty_function: "the function has no bytes",
-    CompactReason.compact_possible: "stats of a Mach-O file: its toolchain chose DWARF mode, "
-                                    "though compact unwind describes the body state exactly",
-    CompactReason.no_unwind_info: "decode: the word says the function has no unwind information",
-    CompactReason.dwarf_mode: "decode: the word sends the unwinder to the function's DWARF FDE",
-    CompactReason.unknown_mode: "decode: the mode bits name no mode of this target",
-    CompactReason.frame_register_in_slot:
-        "decode: an RBP-frame slot names the frame pointer or no register (libunwind aborts)",
-    CompactReason.invalid_permutation:
-        "decode: the frameless register permutation names no register order",
-    CompactReason.stack_ind_outside_code:
-        "decode: STACK_IND's immediate lies outside the function's code",
-    CompactReason.frameless_with_pairs:
-        "decode: arm64 frameless with saved pairs (libunwind reads them one slot off)",
 }

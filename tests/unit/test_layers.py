@@ -17,7 +17,8 @@ PACKAGE = ROOT / "cfi2sframe"
 
 # Bottom to top.  A module belongs to the first entry that is it or a package above it.
 LAYERS: list[tuple[str, ...]] = [
-    ("basics", "errors", "memo", "model", "reasons", "spawn", "typed"),
+    ("basics", "codes", "errors", "memo", "model", "reasons", "compact_reasons", "spawn",
+     "typed"),
     ("files", "copying", "arch", "kinds", "core", "linker", "cstruct"),
     ("dwarf",),
     ("elf", "macho", "sections", "inputs"),
@@ -39,6 +40,9 @@ _SUBCOMMAND = "the subcommand imports only what it runs (start-up time), the res
 DEFERRED: dict[str, tuple[str, frozenset[str]]] = {
     "cli": ("the subcommand's module is imported when it runs; the assembler starts "
             "before the conversion loads", frozenset({"_dispatch"})),
+    "reasons": ("the compact unwind codes (an enum of 28 members, ~2.5M instructions) "
+                "load when first asked for: an ELF file's commands give none",
+                frozenset({"__getattr__"})),
     "cli.early": ("the assembler's launcher (spawn, its private folder) loads only for a "
                   "command line whose assembler run starts here", frozenset({"launch"})),
     "cli.batch": (_SUBCOMMAND, frozenset({"_here", "_runner", "print_summary", "run_batch"})),

@@ -99,8 +99,9 @@ def test_other_inputs_do_not_load_the_xray_reader(tmp_path: Path, argv: list[str
 # What each command must not import on the smallest input of its kind (measured with
 # ``benchmarks/startup.py --names``; docs/performance.md, "Start-up").  Not timed: a
 # module on this list is one the command's own work never needs.
+# (``compact_reasons``: the compact unwind codes' 28 enum members, ~2.5M instructions)
 NOT_ELF = ("cfi2sframe.compact", "cfi2sframe.macho", "cfi2sframe.xray", "cfi2sframe.cli.xray",
-           "cfi2sframe.cli.compact", "lark", "tqdm", "typing")
+           "cfi2sframe.cli.compact", "cfi2sframe.compact_reasons", "lark", "tqdm", "typing")
 # (``shutil``: argparse's formatter asks the terminal's width only where help is printed)
 # (``signal``: its enums cost ~3M instructions; the command's SIGPIPE needs only the
 # number and the call, from the C module ``_signal``)
@@ -310,6 +311,14 @@ def test_the_help_width_is_shutil_s_on_a_terminal(monkeypatch: pytest.MonkeyPatc
         assert terminal_columns() == expected
 
 
+def _printed(code: str, cwd: Path) -> str:
+    """What ``code`` prints, run by a fresh interpreter without ``site`` that finds
+    this checkout's package."""
+    env = {**os.environ, "PYTHONPATH": str(Path(cfi2sframe.__file__).parents[1])}
+    return subprocess.run([sys.executable, "-S", "-c", code], cwd=cwd, env=env,
+                          capture_output=True, text=True, check=True).stdout
+
+
 def test_a_deferred_pattern_compiles_once_when_first_asked(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``frontend.patterns.deferred``: nothing compiled until the pattern is asked for,
@@ -353,14 +362,28 @@ def test_a_small_s_file_compiles_only_the_patterns_its_statements_need(
              "from cfi2sframe.cli import main\n"
              "assert main(['small.s', '-o', 'small.o']) == 0\n"
              "print(repr(sorted(made)))")
-    env = {**os.environ, "PYTHONPATH": str(Path(cfi2sframe.__file__).parents[1])}
-    done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, check=True)
+    printed = _printed(probe, tmp_path)
     # (the pure-Python scan, the compiled scanner's reference, reads each statement
     # past its labels: ``frontend/scan._LABELS`` there)
     labels = [] if compiled() else [r"^(?:(?:[A-Za-z_.$][\w.$]*|\d+)\s*:(?!:)\s*)*"]
-    assert done.stdout.splitlines()[-1] == repr(sorted(
+    assert printed.splitlines()[-1] == repr(sorted(
         [r"\.cfi_([a-z_]+)(?:[ \t]+(.*))?", r"0|[1-9][0-9]*", *labels]))
+
+
+def test_the_compact_codes_are_reasons_own_when_asked_for() -> None:
+    """``reasons.CompactReason`` and ``COMPACT_REASONS`` are ``compact_reasons``' (loaded
+    on first use): the same objects from the package, the module and a ``from`` import;
+    a name neither holds is still an ``AttributeError``."""
+    import cfi2sframe.reasons as reasons
+    from cfi2sframe import compact_reasons
+    from cfi2sframe.reasons import COMPACT_REASONS, CompactReason
+
+    assert CompactReason is compact_reasons.CompactReason is cfi2sframe.CompactReason
+    assert COMPACT_REASONS is compact_reasons.COMPACT_REASONS
+    assert repr(CompactReason.no_cfa) == "'no-cfa'" and f"{CompactReason.no_cfa}" == "no-cfa"
+    assert set(COMPACT_REASONS) == set(CompactReason)
+    with pytest.raises(AttributeError, match="no attribute 'CompactReasons'"):
+        reasons.CompactReasons  # noqa: B018
 
 
 def test_the_dwarf_numbers_make_no_enum(tmp_path: Path) -> None:
@@ -382,9 +405,6 @@ def test_records_compile_their_new_once_per_field_count(tmp_path: Path) -> None:
              "records = [v for v in vars(ops).values() if isinstance(v, type)\n"
              "           and v.__module__ == ops.__name__ and hasattr(v, '_fields')]\n"
              "print(len(calls), len(records), len({len(r._fields) for r in records}))")
-    env = {**os.environ, "PYTHONPATH": str(Path(cfi2sframe.__file__).parents[1])}
-    done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, check=True)
-    evals, records, counts = map(int, done.stdout.split())
+    evals, records, counts = map(int, _printed(probe, tmp_path).split())
     assert records >= 20 and counts < records
     assert evals <= counts + 8  # (model's records may add a count or two)
