@@ -19,12 +19,12 @@ STEP = 1 << 30  # bytes asked of one copy_file_range call (it may copy fewer)
 WRITE_CHUNK = 1 << 22  # bytes written from memory per write where the kernel cannot copy
 
 
-def kernel_copy(origin: int, fd: int, length: int) -> int:
+def kernel_copy(origin: int, fd: int, length: int, done: int = 0) -> int:
     """Copy the first ``length`` bytes of the file open at ``origin`` to the same
-    places of the file open at ``fd``; returns how many were copied: fewer where the
-    kernel cannot copy between these files (the caller writes the rest) or the input
-    ends early.  Any other error (a full disk) is raised."""
-    done = 0
+    places of the file open at ``fd``, from ``done`` on (the bytes before it are there
+    already); returns how far the copy got: short of ``length`` where the kernel
+    cannot copy between these files (the caller writes the rest) or the input ends
+    early.  Any other error (a full disk) is raised."""
     while done < length:
         try:
             copied = os.copy_file_range(origin, fd, min(length - done, STEP), done, done)
@@ -40,16 +40,21 @@ def kernel_copy(origin: int, fd: int, length: int) -> int:
 
 def write_patched(fd: int, origin: int | None, source: bytes, kept: int, size: int,
                   patches: Iterable[tuple[int, bytes]],
-                  release: Callable[[bytes, int, int], None]) -> None:
-    """Write into the new, empty regular file at ``fd``: ``source``'s first ``kept``
+                  release: Callable[[bytes, int, int], None], copied: int = 0) -> None:
+    """Write into the new regular file at ``fd``: ``source``'s first ``kept``
     bytes, zeros up to ``size``, and ``patches`` (offset, bytes) over them in order,
-    all cut at ``size``.
+    all cut at ``size``.  The file is empty, or holds ``source``'s first ``copied``
+    bytes and nothing else (``files.start_copy``: copied before the conversion knew
+    ``kept``); those past ``kept`` are cut off.
 
     The kept bytes are copied by the kernel from ``origin`` (the file ``source``
     maps, or None), the rest of them written from ``source`` (``release`` gives its
     pages back once written); the zeros are the file's extent (a hole)."""
     kept = min(kept, size)
-    at = kernel_copy(origin, fd, kept) if origin is not None else 0
+    if copied > kept:
+        os.ftruncate(fd, kept)  # the zeros and patches past it go over nothing old
+        copied = kept
+    at = kernel_copy(origin, fd, kept, copied) if origin is not None else copied
     view = memoryview(source)
     while at < kept:
         stop = min(at + WRITE_CHUNK, kept)

@@ -19,7 +19,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 
-from .copying import pwrite_all, write_patched
+from .copying import kernel_copy, pwrite_all, write_patched
 from .core import compiled
 from .errors import Cfi2SframeError
 from .kinds import is_elf, xray_byte_order
@@ -121,7 +121,8 @@ def refuse_output_naming_input(output: str, inputs: list[str], what: str = "the 
                                           "(use --in-place to rewrite a file in place)")
 
 
-def write_output(path: str, data: Payload | str, mode_of: str | None = None) -> None:
+def write_output(path: str, data: Payload | str, mode_of: str | None = None,
+                 started: StartedCopy | None = None) -> None:
     """Write ``data`` to ``path`` (``-`` is stdout): complete, or not at all.
 
     The file keeps the permission bits of the file it replaces; a new file gets those
@@ -132,8 +133,14 @@ def write_output(path: str, data: Payload | str, mode_of: str | None = None) -> 
     which gets a name only once complete and synced, and then replaces
     ``path``; a process killed while writing leaves nothing behind.  Where
     ``O_TMPFILE`` is missing, a named temporary is used (and removed on errors).
+    ``started``: that unnamed file, begun before the conversion (``start_copy``),
+    taken where ``data`` is a copy of its input and closed unused otherwise.
     """
     payload = data.encode() if isinstance(data, str) else data
+    if started is not None and (not started.copies(payload) or path == "-"
+                                or _is_special(path)):
+        started.close()
+        started = None
     if path == "-":
         for piece in _pieces(payload):
             sys.stdout.buffer.write(piece)
@@ -152,11 +159,12 @@ def write_output(path: str, data: Payload | str, mode_of: str | None = None) -> 
         umask = os.umask(0)
         os.umask(umask)
         mode = (os.stat(mode_of).st_mode & 0o777 if mode_of else 0o666) & ~umask
-    _replace_with(path, payload, lambda fd: os.fchmod(fd, mode))
+    _replace_with(path, payload, lambda fd: os.fchmod(fd, mode), started=started)
 
 
 def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None],
-                  check: Callable[[int], None] | None = None) -> None:
+                  check: Callable[[int], None] | None = None,
+                  started: StartedCopy | None = None) -> None:
     """Write ``payload`` to a file in ``path``'s folder, sync it and ``check`` it
     (``_synced``), run ``prepare`` on its descriptor (mode, owner, attributes, dates)
     while it has no name, name it and rename it over ``path``; on any failure remove
@@ -168,7 +176,7 @@ def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None],
     """
     directory = os.path.dirname(os.path.abspath(path))
     _sweep(directory)
-    tmp = _write_unnamed(directory, payload, prepare, check)
+    tmp = _write_unnamed(directory, payload, prepare, check, started)
     try:
         if tmp is None:
             import tempfile  # only where unnamed files fail (and not at every start-up)
@@ -223,15 +231,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _write_all(fd: int, payload: Payload) -> None:
-    """``payload`` into the new, empty file at ``fd`` (synced by ``_synced``); a
-    ``PatchedCopy`` of a mapped input (``MappedFile``) with the bytes it keeps copied
-    by the kernel."""
+def _write_all(fd: int, payload: Payload, copied: int = 0, refused: bool = False) -> None:
+    """``payload`` into the new file at ``fd`` (synced by ``_synced``), empty or
+    holding the first ``copied`` bytes of the ``PatchedCopy``'s source
+    (``start_copy``); a ``PatchedCopy`` of a mapped input (``MappedFile``) with the
+    bytes it keeps copied by the kernel, unless it ``refused`` already."""
     if isinstance(payload, PatchedCopy):
         source = payload.source
-        origin = source.origin if isinstance(source, MappedFile) else None
+        origin = source.origin if isinstance(source, MappedFile) and not refused else None
         write_patched(fd, origin, source, payload.kept, payload.size, payload.patches,
-                      release)
+                      release, copied)
     else:
         pwrite_all(fd, payload, 0)
 
@@ -257,21 +266,17 @@ def _synced(fd: int, check: Callable[[int], None] | None) -> None:
 
 
 def _write_unnamed(directory: str, payload: Payload, prepare: Callable[[int], None],
-                   check: Callable[[int], None] | None = None) -> str | None:
-    """``payload`` in a new file of ``directory``, synced and ``check``ed
-    (``_synced``), ``prepare``d and named only when complete; None when the file
-    system has no unnamed files."""
-    flag = getattr(os, "O_TMPFILE", 0)
-    if not flag or not os.path.isdir("/proc/self/fd"):
+                   check: Callable[[int], None] | None = None,
+                   started: StartedCopy | None = None) -> str | None:
+    """``payload`` in a new file of ``directory`` (or ``started``'s), synced and
+    ``check``ed (``_synced``), ``prepare``d and named only when complete; None when
+    the file system has no unnamed files."""
+    opened = started.take() if started is not None else _unnamed(directory)
+    if opened is None:
         return None
+    fd, copied, refused = (opened, 0, False) if isinstance(opened, int) else opened
     try:
-        fd = os.open(directory, flag | os.O_RDWR, 0o600)  # read back by checks
-    except OSError as exc:
-        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
-            return None
-        raise
-    try:
-        _write_all(fd, payload)
+        _write_all(fd, payload, copied, refused)
         _synced(fd, check)
         prepare(fd)
         name = os.path.join(directory, f".cfi2sframe-{os.getpid()}-{os.urandom(6).hex()}")
@@ -290,6 +295,80 @@ def _write_unnamed(directory: str, payload: Payload, prepare: Callable[[int], No
     finally:
         os.close(fd)
     return name
+
+
+def _unnamed(directory: str) -> int | None:
+    """A new file in ``directory`` with no name (``O_TMPFILE``), open for reading and
+    writing; None where the system or file system has none."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        return os.open(directory, flag | os.O_RDWR, 0o600)  # read back by checks
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return None
+        raise
+
+
+class StartedCopy:
+    """``write_output``'s unnamed file for a copy of a large mapped input, begun
+    before the conversion (``start_copy``): the kernel copies the input into it and the
+    disk writes those pages while the conversion runs, so the ``fsync`` that comes
+    before the file's name waits for less.  The file has no name until then: a failed
+    conversion or a killed process leaves nothing."""
+
+    __slots__ = ("fd", "source", "copied")
+
+    def __init__(self, fd: int, source: bytes, copied: int) -> None:
+        self.fd: int | None = fd
+        self.source = source
+        self.copied = copied
+
+    def copies(self, payload: Payload | str) -> bool:
+        """Whether ``payload`` is a copy of this file's input, which it can then hold."""
+        return isinstance(payload, PatchedCopy) and payload.source is self.source \
+            and self.fd is not None
+
+    def take(self) -> tuple[int, int, bool]:
+        """The descriptor (the taker closes it), how many bytes it holds, and whether
+        the kernel stopped short of the input's end (then it is not asked again)."""
+        fd, self.fd = self.fd, None
+        assert fd is not None
+        return fd, self.copied, self.copied < len(self.source)
+
+    def close(self) -> None:
+        """Drop the file (never named, it goes with its descriptor); again: nothing."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+    __del__ = close  # a conversion that failed drops it with its other objects
+
+
+def start_copy(path: str, data: bytes) -> StartedCopy | None:
+    """The new file a converted copy of ``data`` will be written to at ``path``,
+    begun now: ``data``'s bytes copied in by the kernel and their writeback started
+    (``_core.start_writeback``; the reference under ``CFI2SFRAME_CORE=python`` copies
+    and asks nothing more).  Only for a mapped input (``read_input``) and a regular
+    file or new name; None otherwise, or where anything fails: ``write_output`` then
+    writes as it would have, and reports what fails there."""
+    if not isinstance(data, MappedFile) or path == "-" or _is_special(path):
+        return None
+    fd = None
+    try:
+        fd = _unnamed(os.path.dirname(os.path.abspath(path)))
+        if fd is None:
+            return None
+        copied = kernel_copy(data.origin, fd, len(data))
+    except OSError:
+        if fd is not None:
+            os.close(fd)
+        return None
+    core = compiled()
+    if core is not None and copied:
+        core.start_writeback(fd)
+    return StartedCopy(fd, cast("bytes", data), copied)
 
 
 def _is_special(path: str) -> bool:

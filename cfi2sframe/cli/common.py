@@ -8,7 +8,7 @@ from collections.abc import Container, Sequence
 
 from ..arch import get_arch
 from ..errors import Cfi2SframeError, decoding
-from ..files import Payload, write_output
+from ..files import Payload, StartedCopy, write_output
 from ..typed import TYPE_CHECKING
 from .stdout import StdoutFailed
 
@@ -63,10 +63,11 @@ def parse_pc(text: str) -> int:
         raise Cfi2SframeError("", f"'{text}' is not an address (use 0x... or decimal)") from None
 
 
-def write(output: str, payload: Payload | str, mode_of: str | None = None) -> None:
+def write(output: str, payload: Payload | str, mode_of: str | None = None,
+          started: StartedCopy | None = None) -> None:
     """``files.write_output`` with a one-line error naming the output."""
     try:
-        write_output(output, payload, mode_of)
+        write_output(output, payload, mode_of, started)
     except OSError as exc:
         if output == "-":
             raise StdoutFailed(exc) from None

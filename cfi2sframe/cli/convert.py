@@ -12,7 +12,7 @@ from .. import __version__
 from ..arch import ARCHES
 from ..core import name as core_name
 from ..errors import Cfi2SframeError
-from ..files import read_for_rewrite, read_input, refuse_output_naming_input
+from ..files import read_for_rewrite, read_input, refuse_output_naming_input, start_copy
 from ..inputs import Input, input_of
 from ..typed import TYPE_CHECKING
 from .batch import add_batch_options, many_files, print_summary, run_batch, usage_error
@@ -291,6 +291,9 @@ def run(args: argparse.Namespace, launched: Launch | None = None,
         raise asm_needs_assembly(display)
     version, pcrel = _sframe_form(args, source, emit)
     include_dir = "." if args.input == "-" else os.path.dirname(os.path.abspath(args.input))
+    # A large ELF file's copy begun now: the disk writes it while the conversion runs.
+    started = start_copy(output, data) if read_stat is None and source.is_elf \
+        and emit in ("elf", "obj") else None
     conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
                               version, args.sframe_address, args.replace,
                               args.source, limits_of(args), args.flex, launched, pcrel,
@@ -325,7 +328,7 @@ def run(args: argparse.Namespace, launched: Launch | None = None,
     # A rewritten ELF file keeps the input's permission bits (a program stays runnable).
     keeps_mode = emit in ("elf", "obj") and isinstance(conversion, ElfConversion) \
         and args.input != "-"
-    write(output, payload, args.input if keeps_mode else None)
+    write(output, payload, args.input if keeps_mode else None, started)
     return 0
 
 

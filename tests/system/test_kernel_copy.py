@@ -173,3 +173,64 @@ def test_a_pipe_and_dev_null(tmp_path) -> None:
     assert piped == reference(big)
     done = subprocess.run([*command, "-o", os.devnull], capture_output=True)
     assert (done.returncode, done.stderr) == (0, b"")
+
+
+def test_the_copy_is_begun_before_the_conversion(program, tmp_path, capsys,
+                                                monkeypatch) -> None:
+    """``--emit elf`` copies the input into its new file before converting it
+    (``files.start_copy``: the disk writes while the conversion runs), and the file
+    is still the reference."""
+    from cfi2sframe import convert as convert_module
+
+    events: list[str] = []
+
+    def copy(src: int, dst: int, count: int, at: int | None, to: int | None) -> int:
+        events.append("copy")
+        return REAL_COPY(src, dst, count, at, to)
+
+    real_convert = convert_module.convert_file
+
+    def converting(*args: object, **kwargs: object) -> object:
+        events.append("convert")
+        return real_convert(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "copy_file_range", copy)
+    monkeypatch.setattr(convert_module, "convert_file", converting)
+    out = tmp_path / "out"
+    assert convert([str(program), "--emit", "elf", "-o", str(out)], capsys) == (0, "")
+    assert events[0] == "copy" and "convert" in events, events
+    assert out.read_bytes() == reference(program)
+
+
+def test_a_failed_conversion_leaves_no_file_and_no_descriptor(program, tmp_path,
+                                                              capsys) -> None:
+    """The copy begun before a conversion that fails goes with it: no name in the
+    folder, no descriptor left open (the unnamed file's blocks would stay taken)."""
+    data = bytearray(program.read_bytes())
+    data[0x28:0x30] = (len(data) + 64).to_bytes(8, "little")  # e_shoff past the end
+    bad = tmp_path / "bad"
+    bad.write_bytes(bytes(data))
+    before = sorted(os.listdir("/proc/self/fd"))
+    status, err = convert([str(bad), "--emit", "elf", "-o", str(tmp_path / "out")], capsys)
+    assert status == 1 and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "prog"]
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_an_early_copy_longer_than_the_kept_bytes_is_cut(tmp_path) -> None:
+    """``write_patched`` over a file that already holds more of the source than the
+    copy keeps: the bytes past ``kept`` are zeros (then the patches), as in a copy
+    written from nothing.  Expected file built by hand."""
+    from cfi2sframe.copying import write_patched
+
+    source = bytes(range(1, 256)) * 40  # no zero byte: a left-over byte shows
+    path = tmp_path / "copy"
+    path.write_bytes(source)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        write_patched(fd, None, source, 4000, 6000, [(5000, b"xyz")],
+                      lambda data, at, length: None, copied=len(source))
+    finally:
+        os.close(fd)
+    want = source[:4000] + bytes(1000) + b"xyz" + bytes(997)
+    assert path.read_bytes() == want
