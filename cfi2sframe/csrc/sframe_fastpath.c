@@ -791,13 +791,18 @@ static uint32_t get_word(const uint8_t *tail, int at, int big) {
 
 #define TAIL_BYTES (SF_FDE_V2_BYTES - SF_FDE_START_BYTES)
 
+/* Where a body's FREs were first written among the FRE bytes (``at`` + 1; 0: not
+ * yet), how long they are and their FRE type: a later row of the same body (the same
+ * pool range, so the same starts and tails) copies those bytes in one memcpy. */
+typedef struct { size_t at1, len; int type; } Written;
+
 /* The sorted rows written: each start (8 bytes, native order) to ``starts``, its FDE
  * after the start field to ``fdes``, its FREs to ``fres`` (``fdes_v2``'s bytes; the
  * general path's as ``encoded``, (FDE tails, FRE bytes, FRE count), gave them).  The
  * FRE count, or -1 with an error set. */
 static long long write_rows(const TableCtx *ctx, PyObject *encoded, const int *sizes,
                             int types, long pauth_bit, int big, Out *starts, Out *fdes,
-                            Out *fres) {
+                            Out *fres, Written *written) {
     PyObject *tails = PyTuple_GET_ITEM(encoded, 0), *blob = PyTuple_GET_ITEM(encoded, 1);
     if (!PyTuple_Check(tails) || !PyBytes_Check(blob)) {
         PyErr_SetString(PyExc_TypeError, "fdes_v2 gave an unexpected answer");
@@ -841,6 +846,23 @@ static long long write_rows(const TableCtx *ctx, PyObject *encoded, const int *s
             put_word(tail, SF_FDE_FRE_OFF_AT, (uint32_t)fres->len, big);
             total += get_word(tail, SF_FDE_NUM_FRES_AT, big);
             if (put(fres, (const char *)extra_fres + from, to - from) < 0) return -1;
+        } else if (row->count && written[row->first].at1) {
+            const Written *w = &written[row->first];  /* a body written before: its bytes */
+            size_t offset = fres->len;
+            if (out_room(fres, w->len) < 0) return -1;
+            memcpy((uint8_t *)fres->buf + offset, (const uint8_t *)fres->buf + w->at1 - 1,
+                   w->len);
+            fres->len += w->len;
+            if (row->size > 0xffffffffULL) {
+                PyErr_SetString(PyExc_OverflowError, "an FDE field past its width");
+                return -1;
+            }
+            put_word(tail, SF_FDE_SIZE_AT, (uint32_t)row->size, big);
+            put_word(tail, SF_FDE_FRE_OFF_AT, (uint32_t)offset, big);
+            put_word(tail, SF_FDE_NUM_FRES_AT, row->count, big);
+            tail[SF_FDE_INFO_AT - SF_FDE_START_BYTES] =
+                (uint8_t)(w->type | (row->b_key ? pauth_bit : 0));
+            total += row->count;
         } else {
             int64_t top = 0;
             for (uint32_t k = 0; k < row->count; k++) {
@@ -869,6 +891,8 @@ static long long write_rows(const TableCtx *ctx, PyObject *encoded, const int *s
                 for (Py_ssize_t b = 0; b < PyBytes_GET_SIZE(fre->tail); b++) *to++ = bytes[b];
             }
             fres->len = (size_t)(to - (uint8_t *)fres->buf);
+            if (row->count)
+                written[row->first] = (Written){offset + 1, fres->len - offset, type};
             if (row->size > 0xffffffffULL) {
                 PyErr_SetString(PyExc_OverflowError, "an FDE field past its width");
                 return -1;
@@ -922,8 +946,14 @@ static PyObject *table_of(TableCtx *ctx, PyObject *general, PyObject *encoding) 
     encoded = args ? fdes_v2(NULL, args) : NULL;
     if (!encoded) goto done;
     if (!in_order(ctx->row, ctx->rows)) qsort(ctx->row, ctx->rows, sizeof *ctx->row, row_order);
+    Written *written = PyMem_Calloc(ctx->fres + 1, sizeof *written);
+    if (!written) {
+        PyErr_NoMemory();
+        goto done;
+    }
     long long count = write_rows(ctx, encoded, sizes, types, pauth_bit, big, &starts, &fdes,
-                                 &fres);
+                                 &fres, written);
+    PyMem_Free(written);
     if (count < 0) goto done;
     out = Py_BuildValue("(y#y#y#LnL)", starts.buf ? starts.buf : "", (Py_ssize_t)starts.len,
                         fdes.buf ? fdes.buf : "", (Py_ssize_t)fdes.len,
