@@ -45,6 +45,10 @@ typedef struct {
 /* LEB128 read into 128 bits (exact for numbers of up to 17 bytes; longer ones with
  * bits past 120 count as huge), then held as a Num. */
 static Num leb(Reader *r, int is_signed) {
+    if (r->pos < r->end && !(r->data[r->pos] & 0x80)) {  /* one byte: most of them */
+        uint8_t only = r->data[r->pos++];
+        return (Num){is_signed && (only & 0x40) ? (int64_t)only - 0x80 : (int64_t)only, 0};
+    }
     unsigned __int128 result = 0;
     int shift = 0, past = 0;
     uint8_t byte;
