@@ -796,6 +796,39 @@ static uint32_t get_word(const uint8_t *tail, int at, int big) {
  * pool range, so the same starts and tails) copies those bytes in one memcpy. */
 typedef struct { size_t at1, len; int type; } Written;
 
+/* A fast-path row's FREs written to ``fres`` (each start in the smallest FRE type its
+ * largest start fits, then its tail's bytes): that type, or -1 with an error set. */
+static int write_fres(const TableCtx *ctx, const TableRow *row, const int *sizes, int types,
+                      size_t longest, int big, Out *fres) {
+    int64_t top = 0;
+    for (uint32_t k = 0; k < row->count; k++) {
+        int64_t at = ctx->pool[row->first + k].at;
+        if (at < 0) {
+            PyErr_SetString(PyExc_OverflowError, "can't convert negative int to unsigned");
+            return -1;
+        }
+        if (at > top) top = at;
+    }
+    int type = fre_type_for((uint64_t)top, sizes, types), addr = sizes[type];
+    size_t offset = fres->len;
+    /* written in place, the room made once per row (a put per piece was 15%) */
+    if (out_room(fres, row->count * ((size_t)addr + longest)) < 0) return -1;
+    uint8_t *to = (uint8_t *)fres->buf + offset;
+    for (uint32_t k = 0; k < row->count; k++) {
+        const PoolFre *fre = &ctx->pool[row->first + k];
+        if (addr < 8 && (uint64_t)fre->at >> (8 * addr)) {
+            PyErr_SetString(PyExc_OverflowError, "an FRE start does not fit addr_size");
+            return -1;
+        }
+        store_uint(to, (uint64_t)fre->at, addr, big);
+        to += addr;
+        const uint8_t *bytes = (const uint8_t *)PyBytes_AS_STRING(fre->tail);
+        for (Py_ssize_t b = 0; b < PyBytes_GET_SIZE(fre->tail); b++) *to++ = bytes[b];
+    }
+    fres->len = (size_t)(to - (uint8_t *)fres->buf);
+    return type;
+}
+
 /* The sorted rows written: each start (8 bytes, native order) to ``starts``, its FDE
  * after the start field to ``fdes``, its FREs to ``fres`` (``fdes_v2``'s bytes; the
  * general path's as ``encoded``, (FDE tails, FRE bytes, FRE count), gave them).  The
@@ -846,53 +879,22 @@ static long long write_rows(const TableCtx *ctx, PyObject *encoded, const int *s
             put_word(tail, SF_FDE_FRE_OFF_AT, (uint32_t)fres->len, big);
             total += get_word(tail, SF_FDE_NUM_FRES_AT, big);
             if (put(fres, (const char *)extra_fres + from, to - from) < 0) return -1;
-        } else if (row->count && written[row->first].at1) {
-            const Written *w = &written[row->first];  /* a body written before: its bytes */
-            size_t offset = fres->len;
-            if (out_room(fres, w->len) < 0) return -1;
-            memcpy((uint8_t *)fres->buf + offset, (const uint8_t *)fres->buf + w->at1 - 1,
-                   w->len);
-            fres->len += w->len;
-            if (row->size > 0xffffffffULL) {
-                PyErr_SetString(PyExc_OverflowError, "an FDE field past its width");
-                return -1;
-            }
-            put_word(tail, SF_FDE_SIZE_AT, (uint32_t)row->size, big);
-            put_word(tail, SF_FDE_FRE_OFF_AT, (uint32_t)offset, big);
-            put_word(tail, SF_FDE_NUM_FRES_AT, row->count, big);
-            tail[SF_FDE_INFO_AT - SF_FDE_START_BYTES] =
-                (uint8_t)(w->type | (row->b_key ? pauth_bit : 0));
-            total += row->count;
         } else {
-            int64_t top = 0;
-            for (uint32_t k = 0; k < row->count; k++) {
-                int64_t at = ctx->pool[row->first + k].at;
-                if (at < 0) {
-                    PyErr_SetString(PyExc_OverflowError,
-                                    "can't convert negative int to unsigned");
-                    return -1;
-                }
-                if (at > top) top = at;
-            }
-            int type = fre_type_for((uint64_t)top, sizes, types), addr = sizes[type];
             size_t offset = fres->len;
-            /* written in place, the room made once per row (a put per piece was 15%) */
-            if (out_room(fres, row->count * ((size_t)addr + longest)) < 0) return -1;
-            uint8_t *to = (uint8_t *)fres->buf + offset;
-            for (uint32_t k = 0; k < row->count; k++) {
-                const PoolFre *fre = &ctx->pool[row->first + k];
-                if (addr < 8 && (uint64_t)fre->at >> (8 * addr)) {
-                    PyErr_SetString(PyExc_OverflowError, "an FRE start does not fit addr_size");
-                    return -1;
-                }
-                store_uint(to, (uint64_t)fre->at, addr, big);
-                to += addr;
-                const uint8_t *bytes = (const uint8_t *)PyBytes_AS_STRING(fre->tail);
-                for (Py_ssize_t b = 0; b < PyBytes_GET_SIZE(fre->tail); b++) *to++ = bytes[b];
+            int type;
+            if (row->count && written[row->first].at1) {
+                const Written *w = &written[row->first];  /* a body written before */
+                if (out_room(fres, w->len) < 0) return -1;
+                memcpy((uint8_t *)fres->buf + offset, (const uint8_t *)fres->buf + w->at1 - 1,
+                       w->len);
+                fres->len += w->len;
+                type = w->type;
+            } else {
+                type = write_fres(ctx, row, sizes, types, longest, big, fres);
+                if (type < 0) return -1;
+                if (row->count)
+                    written[row->first] = (Written){offset + 1, fres->len - offset, type};
             }
-            fres->len = (size_t)(to - (uint8_t *)fres->buf);
-            if (row->count)
-                written[row->first] = (Written){offset + 1, fres->len - offset, type};
             if (row->size > 0xffffffffULL) {
                 PyErr_SetString(PyExc_OverflowError, "an FDE field past its width");
                 return -1;
