@@ -234,9 +234,18 @@ def _chunk(pending: deque[tuple[int, str, str | None]], sizes: Mapping[int, int]
 
 
 def _send(worker: _Worker, chunk: list[tuple[int, str, str | None]],
-          timeout: float | None) -> None:
-    _write_frame(worker.requests, json.dumps([[path, read_as] for _, path, read_as
-                                              in chunk]).encode())
+          timeout: float | None, pending: deque[tuple[int, str, str | None]]) -> None:
+    """``chunk`` to ``worker``; a worker found dead meanwhile (it crashed on its file
+    and the parent has not read its end yet: the pipe is broken) gets it and anything
+    later not, the chunk going back to the front of ``pending``.  Its end is then
+    read as any crashed worker's, its file's record a crash."""
+    try:
+        _write_frame(worker.requests, json.dumps([[path, read_as] for _, path, read_as
+                                                  in chunk]).encode())
+    except BrokenPipeError:
+        worker.retire()
+        pending.extendleft(reversed(chunk))
+        return
     if not worker.jobs:
         worker.deadline = time.monotonic() + timeout if timeout else None
     worker.jobs.extend(chunk)
@@ -319,13 +328,13 @@ def _run(items: Iterable[tuple[int, str, str | None]], task: Task, jobs: int,
         while pending or workers:
             for worker in workers.values():
                 if pending and worker.requests >= 0 and _hungry(worker, sizes):
-                    _send(worker, _chunk(pending, sizes, jobs, together), timeout)
+                    _send(worker, _chunk(pending, sizes, jobs, together), timeout, pending)
             while pending and len(workers) < max(1, jobs):
                 others = [fd for w in workers.values() for fd in (w.requests, w.results)
                           if fd >= 0]
                 worker = _spawn(task, others)
                 workers[worker.results] = worker
-                _send(worker, _chunk(pending, sizes, jobs, together), timeout)
+                _send(worker, _chunk(pending, sizes, jobs, together), timeout, pending)
             if not pending:  # idle workers are done: let them go
                 for worker in workers.values():
                     if not worker.jobs:

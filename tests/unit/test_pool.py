@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Any
 
 import pytest
@@ -69,6 +70,50 @@ def test_a_worker_that_dies_costs_only_its_file(monkeypatch, jobs) -> None:
         assert all(len(pids) == 1 for pids in runs) and len(set.union(*runs)) == 3
     else:
         assert len({r["pid"] for r in ok}) >= 2
+
+
+def test_a_file_sent_to_a_worker_that_just_died_goes_to_another(monkeypatch, tmp_path,
+                                                                 ) -> None:
+    # The race a loaded machine hits: the worker crashes on f3 while the parent, which
+    # has not yet read its end, sends it f4 (two files a chunk: a worker left with one
+    # small file, f3, is sent the next chunk).  The write finds the pipe broken; f4
+    # must go to the next worker, not end the run with BrokenPipeError.  Made certain
+    # here: f4's first send waits until f3's worker is a zombie.
+    died = tmp_path / "died"
+
+    def work(path: str, task: Task, read_as: str | None = None) -> dict[str, Any]:
+        if path == "f3":
+            (tmp_path / "pid").write_text(str(os.getpid()))
+            os.rename(tmp_path / "pid", died)
+            os._exit(9)
+        return {"path": path, "pid": os.getpid(), "status": "ok"}
+
+    real_send, raced = pool._send, []
+
+    def send(worker: Any, chunk: list[tuple[int, str, str | None]], *rest: Any) -> None:
+        if chunk[0][1] == "f4" and not raced:  # (the first time: to the dying worker)
+            while not died.exists():
+                time.sleep(0.001)
+            pid = int(died.read_text())
+            while _state(pid) != "Z":
+                time.sleep(0.001)
+            raced.append(worker.pid == pid)
+        real_send(worker, chunk, *rest)
+
+    monkeypatch.setattr(pool, "CHUNK_FILES", 2)
+    monkeypatch.setattr(pool, "_send", send)
+    records = _records(monkeypatch, work, 12, 1)
+    assert raced == [True]  # (the race was run, not missed)
+    assert records[3]["status"] == "crash" and "exit status 9" in records[3]["error"]
+    assert all(records[i]["status"] == "ok" and records[i]["path"] == f"f{i}"
+               for i in range(12) if i != 3)
+    assert records[4]["pid"] != int(died.read_text())
+
+
+def _state(pid: int) -> str:
+    """A child's state letter from ``/proc`` ('Z': exited, not yet reaped)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0]
 
 
 def test_a_worker_does_every_file_of_the_run(monkeypatch) -> None:
