@@ -158,6 +158,7 @@ PyObject *eh_fdes(PyObject *self, PyObject *args);
 PyObject *fde_name(PyObject *names, PyObject *section, PyObject *start,
                    unsigned long long value);
 PyObject *cfi_rows(PyObject *self, PyObject *args);  /* one body's rows (full mode) */
+PyObject *replay_params(PyObject *self, PyObject *params);  /* cfi_rows' parameters */
 PyObject *eh_constants(void);  /* the DW_EH_PE numbers it reads, by name */
 
 /* analysis_compare.c: verify's check of functions, one (agree) or a whole file's. */

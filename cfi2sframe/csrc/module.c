@@ -24,8 +24,10 @@ static PyMethodDef methods[] = {
     {"cfi_rows", cfi_rows, METH_VARARGS,
      "cfi_rows(body, initial, params) -> one FDE body's rows (every register's rule) as\n"
      "dwarf/interpret.py gives them, or None (the interpreter decides); params:\n"
-     "code_align, data_align, big_endian, row_type, states and state_of by name; see\n"
-     "dwarf_cfi.c."},
+     "replay_params' capsule; see dwarf_cfi.c."},
+    {"replay_params", replay_params, METH_O,
+     "replay_params(params) -> cfi_rows' parameters read once (a capsule); params:\n"
+     "code_align, data_align, big_endian, row_type, states and state_of by name."},
     {"verify_scan", (PyCFunction)(void (*)(void))verify_scan, METH_VARARGS | METH_KEYWORDS,
      "verify_scan(eh, sframe, *, eh_address, address_size, big_endian, fde_start, entry,\n"
      "count, version, pcrel, address, fre_start, fre_end, num_fres, fre_type_mask,\n"

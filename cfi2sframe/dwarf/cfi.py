@@ -390,7 +390,7 @@ def _rows(cie: Cie, body: bytes, pc_begin: int, big: bool,
     if compiled is not None and _INT64 <= cie.code_align < -_INT64 and \
             _INT64 <= cie.data_align < -_INT64:
         rows = compiled.cfi_rows(body, cie.initial,
-                                 _replay_params(cie.code_align, cie.data_align, big))
+                                 _replay(cie.code_align, cie.data_align, big, compiled))
         if rows is not None:
             return rows, None, True
     return _interpreted(cie, body, pc_begin, big)
@@ -420,6 +420,14 @@ def _replay_params(code_align: int, data_align: int, big: bool) -> dict[str, obj
 
     return {"code_align": code_align, "data_align": data_align, "big_endian": big,
             "row_type": Row, "states": states, "state_of": state_of}
+
+
+@lru_cache(maxsize=16)
+def _replay(code_align: int, data_align: int, big: bool, compiled: ModuleType) -> object:
+    """``_replay_params`` read by the core once (``_core.replay_params``' capsule, which
+    holds its states memo): a dict read by name per body cost ~5k instructions, 180M
+    on libLLVM-14's 34k bodies."""
+    return compiled.replay_params(_replay_params(code_align, data_align, big))
 
 
 # The compiled replay's row flags and rule kinds (``_core.ROW_STATE``, bound to these by

@@ -11,7 +11,7 @@ numbers, are bound in test_core.py, test_core_eh.py and test_core_unwind_info.py
 
 from __future__ import annotations
 
-from cfi2sframe.dwarf.cfi import ROW_FLAGS, RULE_KINDS, _replay_params
+from cfi2sframe.dwarf.cfi import ROW_FLAGS, RULE_KINDS, _replay
 from cfi2sframe.elf.structs import REL, RELA, SYM, r_info, r_sym, r_type
 from cfi2sframe.sframe.decode import FRE_TABLE
 from cfi2sframe.sframe.format import FDE_LAYOUT, V3_ATTR, VERSION_1, VERSION_2, VERSION_3
@@ -147,7 +147,7 @@ def test_the_row_states_are_dwarf_cfis() -> None:
     for number, kind in enumerate(RULE_KINDS):
         assert c.pop(kind.value) == number, kind
     most = c.pop("rules_max")
-    params = _replay_params(1, -8, False)
+    params = _replay(1, -8, False, compiled_core())
     for count, answered in ((most, True), (most + 1, False)):
         body = bytes(byte for reg in range(count) for byte in (0x80 | reg, 1))  # offset r, 1
         rows = compiled_core().cfi_rows(body, b"\x0c\x07\x08", params)

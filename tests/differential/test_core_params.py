@@ -1,6 +1,7 @@
 """The compiled core's entry points that take a target's and a format's parameters
 read them by name: ``fast_fres``, ``lower_fdes`` (and ``eh_functions``, ``eh_table_v2``),
-``eh_fdes``, ``cfi_rows``, ``stats_scan`` and ``decode_fres`` from the one dict Python builds
+``eh_fdes``, ``replay_params`` (``cfi_rows``' parameters, read once), ``stats_scan`` and
+``decode_fres`` from the one dict Python builds
 (``fastpath.core_target``, ``build._lower_params``, ``cfi._eh_target``,
 ``cfi._replay_params``, ``stats._scan_params``,
 ``decode._Reader.fre_params``), ``fde_index`` as keyword-only arguments: the
@@ -91,7 +92,9 @@ def _eh_fdes(target: object, placements: object = None) -> object:
 
 
 def _cfi_rows(params: object, initial: object = _X86_CIE) -> object:
-    return compiled_core().cfi_rows(BODY, initial, params)
+    """The dict read once, by ``replay_params``; each body then takes its capsule."""
+    core = compiled_core()
+    return core.cfi_rows(BODY, initial, core.replay_params(params))
 
 
 def _stats_scan(params: object, shapes: object = None) -> object:

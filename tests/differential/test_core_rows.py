@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cfi2sframe.dwarf import cfi
-from cfi2sframe.dwarf.cfi import Cie, _interpreted, _replay_params, _rows
+from cfi2sframe.dwarf.cfi import Cie, _interpreted, _replay, _replay_params, _rows
 from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.errors import DecodeError
 from cfi2sframe.model import CfaReg
@@ -65,8 +65,8 @@ def test_the_compiled_rows_are_the_interpreters_on_real_libraries(path: str, eve
     answered = 0
     for cie, body in bodies:
         python = _interpreted(cie, body, 0, big)
-        c = core.cfi_rows(body, cie.initial, _replay_params(cie.code_align, cie.data_align,
-                                                            big))
+        c = core.cfi_rows(body, cie.initial, _replay(cie.code_align, cie.data_align, big,
+                                                     core))
         if c is not None:
             assert python[1] is None and c == python[0], body.hex()
             answered += 1
@@ -121,7 +121,7 @@ def test_the_signed_ra_states_by_hand() -> None:
     one more signs it without the PC.  Rows at 0, 1 and 2 (advance_loc 1 = 0x41)."""
     cie = Cie(1, -8, 30, 0, 0xFF, False, False, True, _AARCH64_CIE, 8)
     body = bytes([0x2C, 0x41, 0x2D, 0x41, 0x2D])
-    rows = compiled_core().cfi_rows(body, cie.initial, _replay_params(1, -8, False))
+    rows = compiled_core().cfi_rows(body, cie.initial, _replay(1, -8, False, compiled_core()))
     assert rows is not None
     assert [(row.start, row.ra_signed, row.ra_signed_pc) for row in rows] == [
         (0, True, True), (1, False, False), (2, True, False)]
@@ -135,8 +135,8 @@ def test_a_state_kept_under_a_rows_hash_with_other_words_is_not_taken() -> None:
     state's (words, objects), as a shared hash would, the rows are still rsp+8 from 0
     and rsp+16 from 1, and each number holds its own state again."""
     core = compiled_core()
-    params = _replay_params.__wrapped__(1, -8, False)
-    states = params["states"]
+    named = _replay_params.__wrapped__(1, -8, False)
+    states, params = named["states"], core.replay_params(named)
     assert isinstance(states, dict)
 
     def cfas(rows: object) -> list[tuple[int, object]]:
@@ -163,8 +163,8 @@ def test_the_row_states_kept_at_their_bound_and_emptied_one_past_it(
     before stay whole, and a state asked again after is made again, equal."""
     core = compiled_core()
     monkeypatch.setattr(cfi, "STATE_ENTRIES", 2)
-    params = _replay_params.__wrapped__(1, -8, False)
-    states = params["states"]
+    named = _replay_params.__wrapped__(1, -8, False)
+    states, params = named["states"], core.replay_params(named)
     initial = _X86_CIE
 
     def cfas(rows: object) -> list[tuple[int, object]]:
@@ -184,3 +184,35 @@ def test_the_row_states_kept_at_their_bound_and_emptied_one_past_it(
     assert cfas(remade) == cfas(first) and remade[0].cfa is not first[0].cfa
     # rsp+8 made again (2 kept), then rsp+16 past the bound: emptied, that one kept
     assert len(states) == 1 and list(states.values())[0][1][0] == CfaReg(7, 16)
+
+
+def test_the_parameters_read_once_are_those_of_their_dict() -> None:
+    """``replay_params`` reads the dict once; each body then replays with its values and
+    its memo.  ``advance_loc 1; def_cfa_offset 2`` (0x41 0x0e 0x02) under code alignment
+    4 and data alignment -8 (DWARF 5 6.4.2.1: the delta times the code alignment; the
+    offset is not factored): rows at 0 and 4, CFA rsp+8 then rsp+2; under code
+    alignment 1 at 0 and 1.  The states land in the dict's own memo, which the capsule
+    holds after the dict is gone."""
+    core = compiled_core()
+    named = _replay_params.__wrapped__(4, -8, False)
+    states = named["states"]
+    params = core.replay_params(named)
+    del named
+    rows = core.cfi_rows(b"\x41\x0e\x02", _X86_CIE, params)
+    assert isinstance(rows, tuple)
+    assert [(row.start, row.cfa) for row in rows] == [(0, CfaReg(7, 8)), (4, CfaReg(7, 2))]
+    assert isinstance(states, dict) and sorted(kept[1][0].offset
+                                               for kept in states.values()) == [2, 8]
+    once = core.replay_params(_replay_params.__wrapped__(1, -8, False))
+    assert [row.start for row in core.cfi_rows(b"\x41\x0e\x02", _X86_CIE, once)] == [0, 1]
+
+
+def test_only_replay_params_capsule_is_taken() -> None:
+    """The dict itself, another capsule (``xray_labels``') or None in the parameters'
+    place is a TypeError, not read as a replay's parameters."""
+    core = compiled_core()
+    named = _replay_params.__wrapped__(1, -8, False)
+    other = core.xray_labels({1: "f"})
+    for wrong in (named, other, None):
+        with pytest.raises(TypeError, match="replay_params"):
+            core.cfi_rows(b"\x41\x0e\x10", _X86_CIE, wrong)

@@ -34,8 +34,8 @@ SCALE = float(os.environ.get("CFI2SFRAME_FUZZ_SCALE", "1"))
 # seeds); together every entry point (test_every_entry_point_has_a_target).
 ENTRY_POINTS = {"sframe": {"decode_fres", "fde_index", "sframe_dump"},
                 "elf": {"eh_fdes", "relocate", "lower_fdes", "fdes_v2", "fres_bytes"},
-                "cfi": {"eh_fdes", "fast_fres", "probe_symbols", "cfi_rows", "row_state_ids",
-                        "placed_spans", "compact_rows_text"},
+                "cfi": {"eh_fdes", "fast_fres", "probe_symbols", "cfi_rows", "replay_params",
+                        "row_state_ids", "placed_spans", "compact_rows_text"},
                 "asm": {"scan_cfi", "with_labels"},
                 "rewrite": {"eh_fdes", "agree", "verify_scan", "stats_scan", "rela_within",
                             "eh_functions", "start_writeback", "eh_table_v2",
