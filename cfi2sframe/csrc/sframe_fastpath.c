@@ -792,9 +792,11 @@ static uint32_t get_word(const uint8_t *tail, int at, int big) {
 #define TAIL_BYTES (SF_FDE_V2_BYTES - SF_FDE_START_BYTES)
 
 /* Where a body's FREs were first written among the FRE bytes (``at`` + 1; 0: not
- * yet), how long they are and their FRE type: a later row of the same body (the same
- * pool range, so the same starts and tails) copies those bytes in one memcpy. */
-typedef struct { size_t at1, len; int type; } Written;
+ * yet), how many, how long they are and their FRE type: a later row of the same body
+ * with as many FREs (the same pool range, so the same starts and tails) copies those
+ * bytes in one memcpy.  A row of the same body may keep fewer (those at or past its
+ * function's end are dropped), and its FRE type may then be smaller: it is written. */
+typedef struct { size_t at1, len; uint32_t count; int type; } Written;
 
 /* A fast-path row's FREs written to ``fres`` (each start in the smallest FRE type its
  * largest start fits, then its tail's bytes): that type, or -1 with an error set. */
@@ -882,7 +884,8 @@ static long long write_rows(const TableCtx *ctx, PyObject *encoded, const int *s
         } else {
             size_t offset = fres->len;
             int type;
-            if (row->count && written[row->first].at1) {
+            if (row->count && written[row->first].at1 &&
+                written[row->first].count == row->count) {
                 const Written *w = &written[row->first];  /* a body written before */
                 if (out_room(fres, w->len) < 0) return -1;
                 memcpy((uint8_t *)fres->buf + offset, (const uint8_t *)fres->buf + w->at1 - 1,
@@ -892,8 +895,9 @@ static long long write_rows(const TableCtx *ctx, PyObject *encoded, const int *s
             } else {
                 type = write_fres(ctx, row, sizes, types, longest, big, fres);
                 if (type < 0) return -1;
-                if (row->count)
-                    written[row->first] = (Written){offset + 1, fres->len - offset, type};
+                if (row->count && !written[row->first].at1)
+                    written[row->first] = (Written){offset + 1, fres->len - offset,
+                                                    row->count, type};
             }
             if (row->size > 0xffffffffULL) {
                 PyErr_SetString(PyExc_OverflowError, "an FDE field past its width");

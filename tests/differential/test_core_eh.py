@@ -165,6 +165,44 @@ def test_lsdas_and_ranges_read_as_the_python_walker_reads_them() -> None:
     assert _walked(data, 0, 8, True, {}, compiled_core()) == python
 
 
+@pytest.mark.parametrize("short_first", [True, False])
+def test_one_body_under_two_ranges_keeps_each_ranges_fres(short_first: bool) -> None:
+    """Two FDEs with one body (advance 4, CFA offset 16, advance 8, CFA offset 8) and
+    ranges 0x15 and 0xc: the short one's FRE at 12 is at its end and dropped (SFrame
+    V2: an FRE starts within its function), so it has FREs at 0 and 4, the long one at
+    0, 4 and 12.  The table pass writes a body's FRE bytes once and copies them for
+    its later rows: it copied three FREs' bytes for the short function (3 stray
+    bytes in the section) or two for the long one (an FRE run past the section),
+    before the copy was kept to rows with as many FREs."""
+    from cfi2sframe.arch import get_arch
+    from cfi2sframe.sframe.decode import decode
+
+    if compiled_core() is None:
+        pytest.skip(unavailable("the compiled core"))
+    arch = get_arch("x86_64")
+    cie = _entry(bytes(4) + b"\x01zR\x00\x01\x78\x10\x01\x1b" + b"\x0c\x07\x08\x90\x01")
+    section, starts = bytearray(cie), []
+    ranges = (0xC, 0x15) if short_first else (0x15, 0xC)
+    start = 0x1000
+    for size in ranges:
+        at = len(section)
+        pointer = (at + 4).to_bytes(4, "little")  # back to the CIE at 0
+        begin = (start - (at + 8)).to_bytes(4, "little", signed=True)
+        section += _entry(pointer + begin + size.to_bytes(4, "little") + b"\x00"
+                          + b"\x44\x0e\x10\x48\x0e\x08")
+        starts.append(start)
+        start += size
+    data = bytes(section)
+    tabled = _tabled(data, 0, 8, {}, arch)
+    assert isinstance(tabled, tuple)
+    assert tabled == _encoded(_lowered(data, 0, 8, {}, arch, None), 0, arch)
+    fres = {fde.start_address: [(fre.start, fre.offsets[0]) for fre in fde.fres]
+            for fde in decode(tabled[0]).fdes}
+    whole = [(0, 8), (4, 16), (12, 8)]
+    assert fres == {start: whole[:2] if size == 0xC else whole
+                    for start, size in zip(starts, ranges, strict=True)}
+
+
 def test_relocatable_objects_give_the_python_walkers_fdes(tmp_path: Path) -> None:
     """Objects, whose start fields are relocated (each function placed in its own
     section by -ffunction-sections, C++ with LSDAs): the same FDEs, sections, starts
