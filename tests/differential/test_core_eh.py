@@ -201,6 +201,40 @@ def test_one_body_under_two_ranges_keeps_each_ranges_fres(short_first: bool) -> 
     whole = [(0, 8), (4, 16), (12, 8)]
     assert fres == {start: whole[:2] if size == 0xC else whole
                     for start, size in zip(starts, ranges, strict=True)}
+def test_rows_out_of_order_and_the_plts_sort_as_the_python_path_sorts() -> None:
+    """The one pass's table sorted by start, then size, then walk order
+    (``csrc/sframe_fastpath.c`` ``sort_rows``), where the walk's rows break their
+    address order and the general path's rows (GNU ld's x86-64 PLT, lowered in
+    Python into a head and a PC-mask body) come after them but belong between.  A
+    hand-made section: a "zR" CIE (pcrel|sdata4 starts, CFA rsp + 8, RA at CFA - 8),
+    FDEs in this order: 0x1000, 0x3000 (32 bytes), 0x5000, 0x4000, 0x3000 (16 bytes),
+    the PLT at 0x2000 (PLT0 and 5 entries: the expression of tests/unit/test_pcmask).
+    Expected by hand: the functions at 0x1000, the PLT's head 0x2000 (16 bytes) and
+    body 0x2010 (80), 0x3000 (16 bytes, then 32), 0x4000, 0x5000; and the Python
+    path's section (``lower_eh_frame`` then ``encode_sframe``), byte for byte."""
+    from cfi2sframe.arch import get_arch
+    from cfi2sframe.sframe.decode import decode
+
+    plt_expr = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22])
+    plt = b"\x0e\x10\x46\x0e\x18\x4a\x0f" + bytes([len(plt_expr)]) + plt_expr
+    section = bytearray(_entry(bytes(4) + b"\x01zR\x00\x01\x78\x10\x01\x1b"
+                               + b"\x0c\x07\x08\x90\x01"))
+    for start, size, body in ((0x1000, 0x20, b"\x41\x0e\x10"), (0x3000, 0x20, b"\x41\x0e\x10"),
+                              (0x5000, 0x20, b"\x41\x0e\x10"), (0x4000, 0x20, b"\x41\x0e\x10"),
+                              (0x3000, 0x10, b"\x42\x0e\x10"), (0x2000, 0x60, plt)):
+        at = len(section)
+        pointer = (at + 4).to_bytes(4, "little")  # back to the CIE at 0
+        begin = (start - (at + 8)).to_bytes(4, "little", signed=True)
+        section += _entry(pointer + begin + size.to_bytes(4, "little") + b"\x00" + body)
+    data, arch = bytes(section), get_arch("x86_64")
+    tabled = _tabled(data, 0, 8, {}, arch)
+    assert isinstance(tabled, tuple), tabled
+    fdes = decode(tabled[0]).fdes
+    assert [(f.start_address, f.size, f.pc_mask) for f in fdes] == [
+        (0x1000, 0x20, False), (0x2000, 0x10, False), (0x2010, 0x50, True),
+        (0x3000, 0x10, False), (0x3000, 0x20, False), (0x4000, 0x20, False),
+        (0x5000, 0x20, False)]
+    assert tabled == _encoded(_lowered(data, 0, 8, {}, arch, None), 0, arch)
 
 
 def test_relocatable_objects_give_the_python_walkers_fdes(tmp_path: Path) -> None:
