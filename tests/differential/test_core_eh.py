@@ -201,6 +201,8 @@ def test_one_body_under_two_ranges_keeps_each_ranges_fres(short_first: bool) -> 
     whole = [(0, 8), (4, 16), (12, 8)]
     assert fres == {start: whole[:2] if size == 0xC else whole
                     for start, size in zip(starts, ranges, strict=True)}
+
+
 def test_rows_out_of_order_and_the_plts_sort_as_the_python_path_sorts() -> None:
     """The one pass's table sorted by start, then size, then walk order
     (``csrc/sframe_fastpath.c`` ``sort_rows``), where the walk's rows break their
