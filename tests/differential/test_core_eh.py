@@ -239,6 +239,41 @@ def test_rows_out_of_order_and_the_plts_sort_as_the_python_path_sorts() -> None:
     assert tabled == _encoded(_lowered(data, 0, 8, {}, arch, None), 0, arch)
 
 
+# FDE bodies for the random sections below (x86-64, code alignment 1): none; one
+# change at 1; changes at 4 and 12; at 2, 4 and 6; at 4 and 300 (advance_loc2: a
+# range past 300 needs 2-byte FRE starts, a shorter one keeps 1-byte starts).
+_BODIES = (b"", b"\x41\x0e\x10", b"\x44\x0e\x10\x48\x0e\x08",
+           b"\x42\x0e\x10\x42\x0e\x18\x42\x0e\x08",
+           b"\x44\x0e\x10\x03\x28\x01\x0e\x08")
+
+
+def test_random_sections_of_shared_bodies_give_the_python_paths_table() -> None:
+    """Sections whose FDEs share a few bodies under ranges that keep all of a body's
+    FREs, some or none past the first, at starts that repeat and come out of order:
+    the one pass's table (``eh_table_v2``: a body's FRE bytes written once and copied,
+    the rows sorted by taking out the strays) is the Python path's, byte for byte, or
+    the same error.  It caught the copy taken by a row that keeps fewer FREs."""
+    from cfi2sframe.arch import get_arch
+
+    if compiled_core() is None:
+        pytest.skip(unavailable("the compiled core"))
+    arch, rng = get_arch("x86_64"), random.Random(43)
+    cie = _entry(bytes(4) + b"\x01zR\x00\x01\x78\x10\x01\x1b" + b"\x0c\x07\x08\x90\x01")
+    for trial in range(300):
+        section = bytearray(cie)
+        for _ in range(rng.randrange(1, 12)):
+            start = 0x1000 + 0x400 * rng.randrange(8) + rng.choice((0, 0, 0x10))
+            size = rng.choice((1, 3, 4, 5, 12, 13, 0x15, 0x12c, 0x12d, 0x200))
+            at = len(section)
+            pointer = (at + 4).to_bytes(4, "little")  # back to the CIE at 0
+            begin = (start - (at + 8)).to_bytes(4, "little", signed=True)
+            section += _entry(pointer + begin + size.to_bytes(4, "little") + b"\x00"
+                              + rng.choice(_BODIES))
+        data = bytes(section)
+        tabled = _tabled(data, 0, 8, {}, arch)
+        assert tabled == _encoded(_lowered(data, 0, 8, {}, arch, None), 0, arch), trial
+
+
 def test_relocatable_objects_give_the_python_walkers_fdes(tmp_path: Path) -> None:
     """Objects, whose start fields are relocated (each function placed in its own
     section by -ffunction-sections, C++ with LSDAs): the same FDEs, sections, starts
