@@ -146,10 +146,6 @@ PyObject *fast_fres(PyObject *Py_UNUSED(self), PyObject *args) {
     return out;
 }
 
-/* The FREs of one body from its CIE's entry (``cie``: start state or None, code_align,
- * data_align, ra, b_key, signal; ``fast_fres``'s loop): a new reference to a tuple,
- * Py_None (the general path), or NULL with an error set.  ``*keep``: 0 where the answer
- * must not be remembered for the body (an alignment past 64 bits). */
 /* The replay's parameters and start state for a body of the CIE whose entry is ``cie``
  * (the target's ``target`` with the CIE's alignments): 1, 0 where a value is past 64
  * bits (the general path, no memo entry), or -1 with an error set. */
@@ -163,6 +159,10 @@ static int cie_start(PyObject *cie, const Params *target, Params *p, State *s) {
     return 0;
 }
 
+/* The FREs of one body from its CIE's entry (``cie``: start state or None, code_align,
+ * data_align, ra, b_key, signal; ``fast_fres``'s loop): a new reference to a tuple,
+ * Py_None (the general path), or NULL with an error set.  ``*keep``: 0 where the answer
+ * must not be remembered for the body (an alignment past 64 bits). */
 static PyObject *body_fres(const uint8_t *bytes, Py_ssize_t len, PyObject *cie,
                            const Params *target, FreCtx *ctx, int *keep) {
     Params p;
