@@ -406,9 +406,9 @@ STATE_ENTRIES = 1 << 14
 RowState = tuple[CfaReg | None, tuple[tuple[int, Rule], ...], bool, bool]
 
 
-@lru_cache(maxsize=16)
 def _replay_params(code_align: int, data_align: int, big: bool) -> dict[str, object]:
-    """``_core.cfi_rows``' parameters by name; the states memo is kept with them.  The
+    """``_core.cfi_rows``' parameters by name, made once per parameter set by
+    ``_replay`` (which keeps them); the states memo is kept with them.  The
     core looks a state up in ``states`` by its words' hash (an int: a bytes key cost a
     siphash of its words per row) and compares the words kept with it; where they
     differ or none are kept, ``state_of`` makes the state and keeps it (``keep``:

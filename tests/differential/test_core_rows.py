@@ -135,7 +135,7 @@ def test_a_state_kept_under_a_rows_hash_with_other_words_is_not_taken() -> None:
     state's (words, objects), as a shared hash would, the rows are still rsp+8 from 0
     and rsp+16 from 1, and each number holds its own state again."""
     core = compiled_core()
-    named = _replay_params.__wrapped__(1, -8, False)
+    named = _replay_params(1, -8, False)
     states, params = named["states"], core.replay_params(named)
     assert isinstance(states, dict)
 
@@ -163,7 +163,7 @@ def test_the_row_states_kept_at_their_bound_and_emptied_one_past_it(
     before stay whole, and a state asked again after is made again, equal."""
     core = compiled_core()
     monkeypatch.setattr(cfi, "STATE_ENTRIES", 2)
-    named = _replay_params.__wrapped__(1, -8, False)
+    named = _replay_params(1, -8, False)
     states, params = named["states"], core.replay_params(named)
     initial = _X86_CIE
 
@@ -194,7 +194,7 @@ def test_the_parameters_read_once_are_those_of_their_dict() -> None:
     alignment 1 at 0 and 1.  The states land in the dict's own memo, which the capsule
     holds after the dict is gone."""
     core = compiled_core()
-    named = _replay_params.__wrapped__(4, -8, False)
+    named = _replay_params(4, -8, False)
     states = named["states"]
     params = core.replay_params(named)
     del named
@@ -203,7 +203,7 @@ def test_the_parameters_read_once_are_those_of_their_dict() -> None:
     assert [(row.start, row.cfa) for row in rows] == [(0, CfaReg(7, 8)), (4, CfaReg(7, 2))]
     assert isinstance(states, dict) and sorted(kept[1][0].offset
                                                for kept in states.values()) == [2, 8]
-    once = core.replay_params(_replay_params.__wrapped__(1, -8, False))
+    once = core.replay_params(_replay_params(1, -8, False))
     assert [row.start for row in core.cfi_rows(b"\x41\x0e\x02", _X86_CIE, once)] == [0, 1]
 
 
@@ -211,7 +211,7 @@ def test_only_replay_params_capsule_is_taken() -> None:
     """The dict itself, another capsule (``xray_labels``') or None in the parameters'
     place is a TypeError, not read as a replay's parameters."""
     core = compiled_core()
-    named = _replay_params.__wrapped__(1, -8, False)
+    named = _replay_params(1, -8, False)
     other = core.xray_labels({1: "f"})
     for wrong in (named, other, None):
         with pytest.raises(TypeError, match="replay_params"):
