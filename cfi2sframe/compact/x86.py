@@ -173,7 +173,7 @@ def _x86_frameless(rules: CompactRules, by_reg: dict[int, int], code: Code | Non
         return Unrepresentable(
             CompactReason.stack_too_large,
             f"CFA = {sp}{rules.cfa_offset:+d} and no code to read")
-    subs = _sub_immediates(code.data, code_offset, f.sub_opcode)
+    subs = _sub_immediates(code, code_offset, f.sub_opcode)
     for adjust in range(8):
         wanted = rules.cfa_offset - slot * adjust
         for at, immediate in subs:
@@ -186,18 +186,20 @@ def _x86_frameless(rules: CompactRules, by_reg: dict[int, int], code: Code | Non
          "bytes"))
 
 
-def _sub_immediates(data: bytes, code_offset: int, opcode: bytes) -> list[tuple[int, int]]:
+def _sub_immediates(code: Code, code_offset: int, opcode: bytes) -> list[tuple[int, int]]:
     """Each ``sub $imm32`` whose immediate starts in the first 255 bytes from
-    ``code_offset`` (and ends in ``data``): its immediate's offset and value, in order.
-    Found by ``bytes.find``: a byte-by-byte scan, once per stack adjust tried, cost a
-    library's 781 such functions 0.1-0.3 s."""
-    width = len(opcode)
+    ``code_offset`` (and ends in the code): its immediate's offset and value
+    (``Code.imm32_at``), in order.  Found by ``bytes.find``: a byte-by-byte scan, once
+    per stack adjust tried, cost a library's 781 such functions 0.1-0.3 s."""
+    data, width = code.data, len(opcode)
     stop = min(code_offset + 256, len(data) - 3)  # an immediate's first byte, past the last
     end = stop - 1  # the opcode ends before it
     start = max(code_offset, 0)  # (a slice before the data holds no opcode)
     found = []
     at = data.find(opcode, start, end) if width and end > start else -1
     while at >= 0:
-        found.append((at + width, int.from_bytes(data[at + width:at + width + 4], "little")))
+        immediate = code.imm32_at(at + width)
+        if immediate is not None:  # (always: it starts before len(data) - 3)
+            found.append((at + width, immediate))
         at = data.find(opcode, at + 1, end)
     return found

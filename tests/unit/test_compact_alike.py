@@ -395,7 +395,7 @@ def test_the_sub_immediates_are_those_a_byte_by_byte_scan_finds():
                 if 0 <= at <= size - len(opcode):
                     data[at:at + len(opcode)] = opcode
             for start in range(-2, size + 2, 1 if size < 50 else 7):
-                assert _sub_immediates(bytes(data), start, opcode) == \
+                assert _sub_immediates(Code(bytes(data)), start, opcode) == \
                     scan(bytes(data), start, opcode), (opcode, size, start)
                 checked += 1
     assert checked > 100
