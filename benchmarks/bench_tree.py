@@ -56,9 +56,11 @@ def readelf(files: list[str], jobs: int) -> float:
                 stdin=listing)
 
 
-def ours(command: str, folders: list[str], jobs: int, checkout: str) -> float:
-    return wall([sys.executable, "-m", "cfi2sframe", *COMMANDS[command], "-q", "-r",
-                 *folders, "-j", str(jobs)], cwd=checkout)
+def ours(command: str, folders: list[str], jobs: int, checkout: str,
+         tool: list[str] | None = None) -> float:
+    """One tree run: ``tool`` (default ``python -m cfi2sframe`` in ``checkout``)."""
+    return wall([*(tool or [sys.executable, "-m", "cfi2sframe"]), *COMMANDS[command], "-q",
+                 "-r", *folders, "-j", str(jobs)], cwd=checkout)
 
 
 def copied(folders: list[str], into: str) -> list[str]:
@@ -73,10 +75,11 @@ def copied(folders: list[str], into: str) -> list[str]:
     return copies
 
 
-def row(command: str, folders: list[str], jobs: int, runs: int, checkout: str,
-        tmp: str) -> float:
-    """One row: our median and readelf's, alternated run by run; returns ours."""
-    mine, theirs = [], []
+def measure(command: str, folders: list[str], jobs: int, runs: int, checkout: str,
+            tmp: str, tool: list[str] | None = None) -> tuple[float, float, int]:
+    """Our median and readelf's, alternated run by run, and the number of files
+    (``benchmarks/run.py``'s tree rows too, with its ``tool``)."""
+    mine, theirs, files = [], [], []
     for _ in range(runs):
         if command == "in-place":
             trees = copied(folders, os.path.join(tmp, "copy"))
@@ -84,9 +87,15 @@ def row(command: str, folders: list[str], jobs: int, runs: int, checkout: str,
         else:
             trees, files = folders, files_of(folders, checkout)
         theirs.append(readelf(files, jobs))
-        mine.append(ours(command, trees, jobs, checkout))
-    a, b = statistics.median(mine), statistics.median(theirs)
-    print(f"| {COMMANDS[command][0]} -r -j {jobs} | {len(files)} files | {a:.2f} s | "
+        mine.append(ours(command, trees, jobs, checkout, tool))
+    return statistics.median(mine), statistics.median(theirs), len(files)
+
+
+def row(command: str, folders: list[str], jobs: int, runs: int, checkout: str,
+        tmp: str) -> float:
+    """One row printed: our median and readelf's; returns ours."""
+    a, b, count = measure(command, folders, jobs, runs, checkout, tmp)
+    print(f"| {COMMANDS[command][0]} -r -j {jobs} | {count} files | {a:.2f} s | "
           f"{b:.2f} s | {a / b:.2f}x |", flush=True)
     return a
 
