@@ -23,6 +23,7 @@ without it (``PYTHONDONTWRITEBYTECODE`` set) compiles every module on every run.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import statistics
@@ -35,6 +36,8 @@ import venv
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
+# pyproject.toml's ``dependencies``: an ``.s`` statement read by the grammar needs lark.
+DEPENDENCIES = ("lark", "tqdm")
 
 COMMANDS: list[tuple[str, list[str]]] = [
     ("--version", ["--version"]),
@@ -87,13 +90,17 @@ if __name__ == '__main__':
 def installed(work: Path, root: Path) -> list[str]:
     """The command an installed user runs, without this machine's ``.pth`` hooks: a
     virtual environment's Python (no pip: nothing fetched) with the checkout's package
-    in its site-packages and pip's console script in its ``bin``, as ``pip install``
-    leaves them."""
+    and its dependencies (this Python's, linked) in its site-packages and pip's console
+    script in its ``bin``, as ``pip install`` leaves them."""
     home = work / "venv"
     venv.EnvBuilder(with_pip=False, symlinks=True).create(home)
     site = Path(sysconfig.get_path("purelib", vars={"base": str(home),
                                                     "platbase": str(home)}))
     (site / "cfi2sframe").symlink_to(root / "cfi2sframe")
+    for name in DEPENDENCIES:  # as pip installs them beside the package
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin is not None:
+            (site / name).symlink_to(Path(spec.origin).parent)
     script = home / "bin" / "cfi2sframe"
     script.write_text(SCRIPT.format(python=home / "bin" / "python3"))
     script.chmod(0o755)
