@@ -20,7 +20,7 @@ from .arch import arch_for_machine, as_arch, by_sframe_abi
 from .arch.base import Arch
 from .elf.compressed import DEFAULT_LIMITS, Limits
 from .elf.read import PT_LOAD, ElfView, elf_arch, open_elf, open_elf_file
-from .errors import Cfi2SframeError, DecodeError, decoding
+from .errors import Cfi2SframeError, DecodeError, InternalError, decoding
 from .files import Payload, bytes_of, read_bytes, release, rewrite, same_bytes
 from .kinds import Kind, is_archive, is_elf, refuse_unreadable
 from .typed import TYPE_CHECKING, NamedTuple
@@ -600,7 +600,7 @@ def convert_archive(source: str, data: bytes, version: int = 2, replace: bool = 
                                          flex=flex, pcrel=pcrel)
                 payload = conversion.obj()
                 if payload is not member.data:
-                    check_rewritten(where, payload, limits)
+                    check_rewritten(where, payload, limits, member.data)
                     converted.append(conversion)
         if payload is member.data and not member.special:
             kept.append(member.name)
@@ -738,7 +738,7 @@ def rewrite_in_place(path: str, conversion: ElfConversion, data: bytes,
             with decoding(path):
                 open_elf(written, "rewritten file")
         else:
-            check_rewritten(path, written, limits)
+            check_rewritten(path, written, limits, data)
 
     rewrite(path, data, read_stat, payload, preserve_dates, check)
     return payload
@@ -783,9 +783,10 @@ def already_converted(path: str, data: bytes, read_stat: os.stat_result, version
         conversion = conversion.laid_out(old_kernels=old_kernels)
         if not same_bytes(_in_place_payload(path, conversion, read_stat), data):
             return None
-        check_rewritten(path, data, limits)
-    except (Cfi2SframeError, DecodeError):
+        check_rewritten(path, data, limits, data)
+    except (Cfi2SframeError, DecodeError, InternalError):
         return None  # not converted by this conversion: it would not be converted at all
+        # (one that does not verify is converted again, whose check then says so)
     return conversion
 
 

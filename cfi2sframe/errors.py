@@ -27,6 +27,20 @@ class Cfi2SframeError(Exception):
         self.summary: str = self.args[0]  # the one line (``str()`` may say more)
 
 
+class InternalError(Exception):
+    """A check of our own output failed: the bug is ours, whatever the input (exit
+    status ``EX_SOFTWARE``, no output written, the input untouched), said in one line as
+    ``where: internal error: message``."""
+
+    def __init__(self, where: str, message: str) -> None:
+        where, message = one_line(where), one_line(message)
+        super().__init__(f"{where}: {message}" if where else message)
+        self.where = where
+        self.message = message
+        self.summary: str = f"{where}: internal error: {message} (please report it)" \
+            if where else f"cfi2sframe: internal error: {message} (please report it)"
+
+
 class AssemblerFailed(Cfi2SframeError):
     """The assembler rejected the input.
 

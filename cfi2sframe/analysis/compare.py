@@ -34,7 +34,7 @@ from ..elf.compressed import DEFAULT_LIMITS, Limits, section_contents
 from ..elf.layout import Problem, layout_problems
 from ..elf.read import SHT_NOBITS, ElfView, Section, open_elf, open_elf_file
 from ..elf.reloc import relocate_view
-from ..errors import Cfi2SframeError, DecodeError, decoding
+from ..errors import Cfi2SframeError, DecodeError, InternalError, decoding
 from ..files import read_input
 from ..kinds import is_elf
 from ..memo import Memo
@@ -741,16 +741,53 @@ def _object_eh(view: ElfView, chosen: Section, path: str, limits: Limits,
                                          sframe_bases, "", _SPAN)
 
 
-def check_rewritten(display: str, payload: bytes | str,
-                    limits: Limits = DEFAULT_LIMITS) -> None:
+def check_rewritten(display: str, payload: bytes | str, limits: Limits = DEFAULT_LIMITS,
+                    original: bytes | None = None) -> None:
     """Verify a rewritten ELF file against its own CFI before it replaces the input
-    (``--in-place``): an error, and the input stays as it was, unless it verifies."""
+    (``--in-place``; ``original``: the input's bytes): an error, and the input stays as
+    it was, unless it verifies.
+
+    The file is our output, so what it breaks is our bug (``InternalError``): an ELF
+    file or ``.sframe`` section we cannot read back, an error located in that section,
+    a PC where SFrame and DWARF differ, an SFrame FDE with no DWARF FDE, a layout
+    problem the input did not have.  What the input brings stays its error
+    (``Cfi2SframeError``): a text output, its own CFI that verify cannot read (or past
+    ``limits``: they bound compressed sections, never ours), a layout problem it had."""
     if isinstance(payload, str):
         raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
-    result, _ = verify_elf(display, payload, limits)
-    if not result.agrees or result.extra:
-        raise Cfi2SframeError(display, "the rewritten file does not verify "
-                                       f"({_first_failure(result)}); input left untouched")
+    try:
+        view = open_elf_file(display, payload)
+        name = sframe_bytes(display, payload, limits=limits, view=view).section_name
+    except Cfi2SframeError as exc:
+        raise _not_verified(display, exc.message) from None
+    try:
+        result, _ = verify_elf(display, payload, limits, view=view)
+    except Cfi2SframeError as exc:
+        if exc.message.startswith(f"{name}: "):  # (``errors.located``'s section prefix)
+            raise _not_verified(display, exc.message) from None
+        raise
+    if result.agrees and not result.extra:
+        return
+    failure = _first_failure(result)
+    if not result.mismatches and not result.extra and original is not None and \
+            _had_layout_problems(display, original):
+        raise Cfi2SframeError(display, f"the rewritten file does not verify ({failure}), as "
+                                       "the input's layout did not; input left untouched")
+    raise _not_verified(display, failure)
+
+
+def _not_verified(display: str, failure: str) -> InternalError:
+    return InternalError(display, f"the rewritten file does not verify ({failure}); input "
+                                  "left untouched")
+
+
+def _had_layout_problems(display: str, original: bytes) -> bool:
+    """The input already broke a container rule (``elf.layout``): the rewritten file's
+    layout problems are then the input's, not ours."""
+    with decoding(display):
+        view = open_elf(original, "ELF file")
+        arch = arch_for_machine(view.machine, display, not view.little_endian)
+        return bool(layout_problems(view, arch.min_page_size))
 
 
 def _first_failure(result: VerifyResult) -> str:

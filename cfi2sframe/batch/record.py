@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ..arch import arch_for_machine
 from ..elf.compressed import DEFAULT_LIMITS, Limits
 from ..elf.read import open_elf_file
-from ..errors import Cfi2SframeError, DecodeError, decoding
+from ..errors import Cfi2SframeError, DecodeError, InternalError, decoding
 from ..files import read_for_rewrite, rewrite
 from ..kinds import Kind, input_kind, is_archive, is_elf, refuse_unreadable
 from ..typed import TYPE_CHECKING, NamedTuple
@@ -160,6 +160,9 @@ def file_record(path: str, task: Task, read_as: str | None = None) -> dict[str, 
         record.update(status="error", error=exc.summary)
     except DecodeError as exc:
         record.update(status="error", error=f"{path}: error: {exc}")
+    except InternalError as exc:  # a check of our own output failed: said as it found it
+        record.update(status="internal-error",
+                      error=exc.message if exc.where == path else str(exc))
     except Exception as exc:  # a bug of ours: recorded as such, never as bad input
         record.update(status="internal-error", error=f"{type(exc).__name__}: {exc}")
     _stamp(record, read_as or path)

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..errors import EX_SOFTWARE, AssemblerFailed, Cfi2SframeError, DecodeError
+from ..errors import EX_SOFTWARE, AssemblerFailed, Cfi2SframeError, DecodeError, InternalError
 from .stdout import PIPE_CLOSED, Stdout, StdoutFailed, die_of_sigpipe
 from .subcommands import SUBCOMMANDS
 
@@ -74,6 +74,11 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         return 1
     except KeyboardInterrupt:
         return 130
+    except InternalError as exc:  # a check of our own output: the bug is ours, said so
+        if os.environ.get("CFI2SFRAME_DEBUG"):
+            raise
+        print(exc.summary, file=sys.stderr)
+        return EX_SOFTWARE
     except Exception as exc:  # a bug: still one line for the user, details on request
         if os.environ.get("CFI2SFRAME_DEBUG"):
             raise

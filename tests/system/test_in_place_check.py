@@ -24,7 +24,7 @@ import pytest
 from cfi2sframe.analysis.compare import check_rewritten
 from cfi2sframe.convert import ElfConversion, convert_file
 from cfi2sframe.elf.read import PT_GNU_SFRAME, open_elf
-from cfi2sframe.errors import Cfi2SframeError
+from cfi2sframe.errors import Cfi2SframeError, InternalError
 from cfi2sframe.files import bytes_of
 from tests.conftest import require
 
@@ -122,7 +122,35 @@ def test_a_written_file_unlike_the_plan_fails_the_check(planned: bytes, damage: 
     change, message = DAMAGES[damage]
     damaged = change(planned)
     assert damaged != planned and len(damaged) == len(planned)
-    check_rewritten("plt", planned)  # what this target's checks keep is kept first
-    with pytest.raises(Cfi2SframeError, match=message):
-        check_rewritten("plt", damaged)
+    check_rewritten("plt", planned, original=planned)  # the memos filled first
+    with pytest.raises(InternalError, match=message):  # the file is ours: the bug too
+        check_rewritten("plt", damaged, original=planned)
+
+
+def test_a_layout_problem_the_input_had_stays_the_inputs_error(planned: bytes) -> None:
+    """A rewritten file that keeps a layout problem of its input (here the input is the
+    damaged file itself) is an input error, not ours."""
+    damaged = _sframe_segment(planned)
+    with pytest.raises(Cfi2SframeError, match=r"bad layout: PT_GNU_SFRAME .*as the input's "):
+        check_rewritten("plt", damaged, original=damaged)
+
+
+def test_an_unreadable_sframe_section_we_wrote_is_ours(planned: bytes) -> None:
+    """A section we cannot read back (its magic broken) is a bug of ours, named."""
+    section = open_elf(planned, "plt").section(".sframe")
+    assert section is not None
+    damaged = _flip(planned, section.offset, b"\x00\x00")
+    with pytest.raises(InternalError, match=r"does not verify \(.sframe: at byte 0x0: bad magic"):
+        check_rewritten("plt", damaged, original=planned)
+
+
+def test_cfi_verify_cannot_read_stays_the_inputs_error(planned: bytes) -> None:
+    """The input's own .eh_frame, unreadable (its first CIE's length past the
+    section), is the input's error, whoever copied it."""
+    section = open_elf(planned, "plt").section(".eh_frame")
+    assert section is not None
+    damaged = _flip(planned, section.offset, struct.pack("<I", 0x7FFFFFF0))
+    with pytest.raises(Cfi2SframeError, match=r"plt: error: .eh_frame: at byte 0x0: ") as caught:
+        check_rewritten("plt", damaged, original=planned)
+    assert not isinstance(caught.value, InternalError)
 
