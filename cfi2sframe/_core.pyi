@@ -1,11 +1,12 @@
 # The compiled core (cfi2sframe/csrc/, one C file per Python module it mirrors, named
 # after it: sframe_fastpath.c, sframe_encode.c, sframe_decode.c, sframe_dump.c,
+# sframe_selfcheck.c,
 # dwarf_replay.c, dwarf_cfi.c, elf_reloc.c, compact_listing.c, compact_table.c,
 # compact_check.c, compact_lower.c, compact_text.c, table_writer.c, analysis_compare.c,
 # analysis_stats.c, frontend_scan.c, xray.c, files.c; module.c the module); xray/text.py,
 # xray/fast.py, sframe/fastpath.py, sframe/build.py, sframe/encode.py, sframe/decode.py,
-# sframe/dump.py, elf/reloc.py, compact/listing.py, compact/table.py, compact/check.py,
-# compact/lower.py, compact/table_writer.py, cli/compact.py (compact_text.c's),
+# sframe/dump.py, sframe/selfcheck.py, elf/reloc.py, compact/listing.py, compact/table.py,
+# compact/check.py, compact/lower.py, compact/table_writer.py, cli/compact.py (compact_text.c's),
 # dwarf/cfi.py, frontend/scan.py,
 # analysis/compare.py, analysis/stats.py and files.py hold the reference of each function.
 
@@ -181,6 +182,11 @@ def probe_symbols(symtab: bytes, strtab: bytes, is64: bool, big_endian: bool, pr
 
 def fde_index(data: bytes, *, fde_start: int, count: int, entry: int, wide: bool, big: bool,
               base: int, step: int) -> tuple[bytes, bytes, bool] | None: ...
+
+def sframe_check(data: bytes, *, fde_start: int, count: int, entry: int, fre_start: int,
+                 fre_end: int, version: int, big: bool, pcrel: bool, address: int,
+                 sorted: bool, num_fres: int, unused: int,
+                 masks: tuple[object, ...]) -> bool | None: ...
 
 def xray_labels(labels: dict[int, str]) -> object | None: ...
 

@@ -23,6 +23,7 @@ from .elf.read import PT_LOAD, ElfView, elf_arch, open_elf, open_elf_file
 from .errors import Cfi2SframeError, DecodeError, InternalError, decoding
 from .files import Payload, bytes_of, read_bytes, release, rewrite, same_bytes
 from .kinds import Kind, is_archive, is_elf, refuse_unreadable
+from .sframe.selfcheck import check_written
 from .typed import TYPE_CHECKING, NamedTuple
 
 # The pipeline's other modules are imported where used: the command line starts the
@@ -88,7 +89,14 @@ class Conversion:
         A decoded FDE start then equals the function's offset in its own
         section, which is how binutils prints relocatable objects.
         """
-        return self.image.to_bytes(0, where=self.source)
+        return self.placed(0)
+
+    def placed(self, address: int) -> bytes:
+        """The section at ``address``, as every output that holds it is given it: checked
+        first (``sframe.selfcheck``: a writer's bug is an internal error, no output)."""
+        section = self.image.to_bytes(address, where=self.source)
+        check_written(self.source, section, address)
+        return section
 
     def asm(self) -> str:
         """An assembly fragment holding the section (assembly input only)."""
@@ -211,7 +219,9 @@ def _object_with(obj: bytes, image: SectionImage, where: str, replace: bool) -> 
 
     starts = [StartField(image.start_field_offset(index), func.section, func.start, func.name)
               for index, func in enumerate(image.functions)]
-    return add_sframe(obj, image.unplaced_bytes(), starts, image.start_size, where, replace)
+    section = image.unplaced_bytes()
+    check_written(where, section)
+    return add_sframe(obj, section, starts, image.start_size, where, replace)
 
 
 def convert_asm(
@@ -333,8 +343,7 @@ class ElfConversion(Conversion):
         Relocatable input: every section at address 0, as for assembly input.
         Linked input: placed at ``sframe_address`` with final addresses.
         """
-        address = self.sframe_address if self.linked else 0
-        return self.image.to_bytes(address, where=self.source)
+        return self.placed(self.sframe_address if self.linked else 0)
 
     def obj(self) -> bytes:
         """A copy of the relocatable input with ``.sframe`` and ``.rela.sframe`` added."""
@@ -360,9 +369,7 @@ class ElfConversion(Conversion):
         if self.empty and not self.replace:
             return self.data  # nothing to describe: the file as it was
 
-        def build(address: int) -> bytes:
-            return self.image.to_bytes(address, where=self.source)
-
+        build = self.placed
         if self.replace:
             with decoding(self.source):
                 done = replace_in_place(self.data, build, self.source)

@@ -128,6 +128,9 @@ int fre_type_for(uint64_t top, const int *sizes, int count);
 PyObject *decode_fres(PyObject *self, PyObject *args);
 PyObject *fde_index(PyObject *self, PyObject *args, PyObject *kwargs);
 
+/* sframe_selfcheck.c: a section we wrote, checked before an output holds it. */
+PyObject *sframe_check(PyObject *self, PyObject *args, PyObject *kwargs);
+
 /* dwarf_cfi.c: an .eh_frame walked (dwarf/cfi._walk).  A CIE as the walk keeps it, and an
  * FDE as it hands it on (``body``: its instructions' offset; ``params``: the target's,
  * with the CIE's alignment factors). */

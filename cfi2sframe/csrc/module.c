@@ -92,6 +92,11 @@ static PyMethodDef methods[] = {
      "fde_index(data, *, fde_start, count, entry, wide, big, base, step)\n"
      "-> (starts, ends, disjoint): native int64 arrays' bytes, or None (Python's numbers\n"
      "are needed, or the table is cut short); see sframe_decode.c."},
+    {"sframe_check", (PyCFunction)(void (*)(void))sframe_check, METH_VARARGS | METH_KEYWORDS,
+     "sframe_check(data, *, fde_start, count, entry, fre_start, fre_end, version, big,\n"
+     "pcrel, address, sorted, num_fres, unused, masks)\n"
+     "-> True where the FDEs and FREs of a section we wrote are sound, else None (the\n"
+     "Python check says what is wrong); see sframe_selfcheck.c."},
     {"unwind_info_text", unwind_info_text, METH_VARARGS,
      "unwind_info_text(section, base, image, symtab, wide, words, stack_ind)\n"
      "-> the listing of an __unwind_info section, or None (the Python reader reports\n"

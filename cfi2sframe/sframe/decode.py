@@ -27,8 +27,6 @@ from ..typed import TYPE_CHECKING, NamedTuple
 from .format import (
     BASE_REG_FP,
     F_FDE_FUNC_START_PCREL,
-    F_FDE_SORTED,
-    F_FRAME_POINTER,
     FDE_LAYOUT,
     FRE_ADDR_SIZE,
     FRE_HEAD,
@@ -38,6 +36,7 @@ from .format import (
     OFFSET_SIZE,
     PREAMBLE,
     V3_ATTR,
+    VALID_FLAGS,
     VERSION_1,
     VERSION_2,
     VERSION_3,
@@ -58,11 +57,6 @@ from .words import (
 if TYPE_CHECKING:
     from typing import Final
 
-VALID_FLAGS = {
-    VERSION_1: F_FDE_SORTED | F_FRAME_POINTER,
-    VERSION_2: F_FDE_SORTED | F_FRAME_POINTER | F_FDE_FUNC_START_PCREL,
-    VERSION_3: F_FDE_SORTED | F_FDE_FUNC_START_PCREL,
-}
 FDE_ENTRY_SIZE = {version: layout.size for version, layout in FDE_LAYOUT.items()}
 V3_ATTR_SIZE = V3_ATTR.size
 # The preamble's magic, read before the byte order is known.

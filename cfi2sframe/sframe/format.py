@@ -25,6 +25,13 @@ F_FDE_SORTED = 0x1
 F_FRAME_POINTER = 0x2
 F_FDE_FUNC_START_PCREL = 0x4
 
+# The header flags each version defines (any other bit set is an error).
+VALID_FLAGS = {
+    VERSION_1: F_FDE_SORTED | F_FRAME_POINTER,
+    VERSION_2: F_FDE_SORTED | F_FRAME_POINTER | F_FDE_FUNC_START_PCREL,
+    VERSION_3: F_FDE_SORTED | F_FDE_FUNC_START_PCREL,
+}
+
 # ABI/arch ids and their names are target facts: ``Arch.sframe_abi``, ``sframe_abi_name``.
 
 FRE_ADDR1, FRE_ADDR2, FRE_ADDR4 = 0, 1, 2

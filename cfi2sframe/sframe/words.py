@@ -42,6 +42,9 @@ def fde_type(info2: int) -> int:
 # bits 1-4: number of data words; bits 5-6: data word size code; bit 7: RA mangled.
 
 FRE_INFO_BASE = 0x01
+# (shift, mask) of the data word count and of the word size code
+FRE_INFO_WORDS = (1, 0xF)
+FRE_INFO_SIZE = (5, 3)
 
 
 class FreInfo(NamedTuple):
@@ -58,8 +61,8 @@ def fre_info(base_reg: int, word_count: int, size_code: int, mangled_ra: bool) -
 
 def fre_info_fields(info: int) -> FreInfo:
     """The fields of an FRE info byte (the inverse of ``fre_info``)."""
-    return FreInfo(info & FRE_INFO_BASE, (info >> 1) & 0xF, (info >> 5) & 3,
-                   bool(info & 0x80))
+    return FreInfo(info & FRE_INFO_BASE, (info >> FRE_INFO_WORDS[0]) & FRE_INFO_WORDS[1],
+                   (info >> FRE_INFO_SIZE[0]) & FRE_INFO_SIZE[1], bool(info & 0x80))
 
 
 # -- V3 FLEX control data word -----------------------------------------------------------

@@ -12,6 +12,7 @@ the dozen positional ints these calls took would have run on, swapped.
 
 from __future__ import annotations
 
+import struct
 import sys
 from array import array
 from collections.abc import Callable
@@ -22,11 +23,13 @@ from cfi2sframe.analysis.stats import _scan_params
 from cfi2sframe.arch import arch_for_machine
 from cfi2sframe.dwarf.cfi import _eh_target, _replay_params, cie_reader
 from cfi2sframe.model import CfaReg
+from cfi2sframe.sframe import selfcheck
 from cfi2sframe.sframe.build import _cie_entry, _lower_params
 from cfi2sframe.sframe.decode import FRE_TABLE, DecodedFre, _Reader
 from cfi2sframe.sframe.encode import v2_encoding
 from cfi2sframe.sframe.fastpath import core_target, initial_state
 from cfi2sframe.sframe.format import Fre, SFrameFunction
+from cfi2sframe.sframe.words import FDE_INFO_UNUSED
 from tests.conftest import compiled_core
 
 from .test_fastpath import _X86_CIE
@@ -113,6 +116,23 @@ def _fde_index(params: object, data: object = TABLE) -> object:
     return compiled_core().fde_index(data, **params)
 
 
+# A V2 section holding one FDE with those two FREs (SFrame V2 spec: a 28-byte header,
+# x86-64's ABI 3, flags SORTED, RA at CFA - 8, one 20-byte FDE for 0x1000..0x1020, its
+# FREs at 0), as ``selfcheck`` reads its header for ``sframe_check``.
+CHECKED = struct.pack("<HBBBbbBIIIII", 0xDEE2, 2, 1, 3, 0, -8, 0, 1, 2, len(FRES), 0, 20) \
+    + struct.pack("<iIIIBBH", 0x1000, 0x20, 0, 2, 0, 0, 0) + FRES
+CHECK = {"fde_start": 28, "count": 1, "entry": 20, "fre_start": 48, "fre_end": 48 + len(FRES),
+         "version": 2, "big": False, "pcrel": False, "address": 0, "sorted": True,
+         "num_fres": 2, "unused": FDE_INFO_UNUSED[2], "masks": selfcheck._MASKS}
+
+
+def _sframe_check(params: object, data: object = CHECKED) -> object:
+    """Keyword-only: the parameters given by name at the call."""
+    if not isinstance(params, dict):
+        raise TypeError("keyword arguments are given by name")
+    return compiled_core().sframe_check(data, **params)
+
+
 CALLS: list[tuple[str, Callable[..., object], dict[str, object]]] = [
     ("fast_fres", _fast_fres, core_target(X86, False)),
     ("lower_fdes", _lower_fdes, _lower_params(X86, False, 2)),
@@ -123,10 +143,11 @@ CALLS: list[tuple[str, Callable[..., object], dict[str, object]]] = [
     ("stats_scan", _stats_scan, _scan_params(X86, 8)),
     ("decode_fres", _decode_fres, SECTION),
     ("fde_index", _fde_index, INDEX),
+    ("sframe_check", _sframe_check, CHECK),
 ]
 # Parameters that are any callable (called, not read) and the flags, which are bools.
 CALLABLES = ("shape_of", "size_of", "state_of")
-FLAGS = ("tracks_ra", "big_endian", "wide", "big")
+FLAGS = ("tracks_ra", "big_endian", "wide", "big", "pcrel", "sorted")
 
 
 def test_the_parameters_python_builds_are_the_ones_the_core_reads() -> None:
@@ -156,6 +177,8 @@ def test_the_parameters_python_builds_are_the_ones_the_core_reads() -> None:
     assert _decode_fres(_Reader(FRES, "<", 0, len(FRES), 2, 0).fre_params) == (
         (DecodedFre(0, False, (8,), False, 0, 0x03),
          DecodedFre(1, False, (16,), False, 0, 0x03)), len(FRES))
+    assert _sframe_check(CHECK) is True
+    assert _sframe_check({**CHECK, "num_fres": 3}) is None  # (the reference says why)
     index = _fde_index(INDEX)
     assert isinstance(index, tuple)
     assert array("q", index[0]).tolist() == [0x1010, 0xFF0]

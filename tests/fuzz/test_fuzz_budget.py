@@ -32,8 +32,9 @@ SCALE = float(os.environ.get("CFI2SFRAME_FUZZ_SCALE", "1"))
 # The compiled core's entry points (cfi2sframe/_core.pyi) each target must call, with
 # mutated real inputs, where the core is built (measured: what each reaches from its
 # seeds); together every entry point (test_every_entry_point_has_a_target).
-ENTRY_POINTS = {"sframe": {"decode_fres", "fde_index", "sframe_dump"},
-                "elf": {"eh_fdes", "relocate", "lower_fdes", "fdes_v2", "fres_bytes"},
+ENTRY_POINTS = {"sframe": {"decode_fres", "fde_index", "sframe_dump", "sframe_check"},
+                "elf": {"eh_fdes", "relocate", "lower_fdes", "fdes_v2", "fres_bytes",
+                        "sframe_check"},
                 "cfi": {"eh_fdes", "fast_fres", "probe_symbols", "cfi_rows", "replay_params",
                         "row_state_ids", "placed_spans", "compact_rows_text"},
                 "asm": {"scan_cfi", "with_labels"},

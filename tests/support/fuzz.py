@@ -83,6 +83,7 @@ with atheris.instrument_imports():
     from cfi2sframe.sframe.decode import decode as decode_sframe
     from cfi2sframe.sframe.dump import compiled_chunks, dump_text
     from cfi2sframe.sframe.fastpath import direct_fres
+    from cfi2sframe.sframe.selfcheck import compiled_sound, section_problem
     from cfi2sframe.xray.check import check_trace
     from cfi2sframe.xray.records import read_header
     from cfi2sframe.xray.text import dump_lines
@@ -121,6 +122,8 @@ CORE = compiled()  # the compiled core, where built: its entry points are fuzzed
 
 
 def _sframe(data: bytes) -> None:
+    if CORE is not None and compiled_sound(data, 0, CORE):  # (else the reference decides)
+        assert section_problem(data, 0, None) is None, "the self-check's passes disagree"
     section = decode_sframe(data)
     text = dump_text(section, ".sframe")
     chunks = compiled_chunks(data, compiled=CORE)
