@@ -3,8 +3,11 @@
  * (dwarf_replay.c's ``replay``, the conditions of sframe_fastpath.c's ``lower_fdes``)
  * and adds up the bytes its FREs take in an SFrame V2 and a V3 section, without
  * making an FRE: which FRE a state gives and its size in each version are Python's
- * answers, asked once per distinct state (this file holds no target fact).  The FDEs
- * the fast path leaves to the general path are handed back.  Reference: the
+ * answers, asked once per distinct state (this file holds no target fact).  Each
+ * distinct (CIE, body) is replayed once, as eh_functions replays it (sframe_fastpath.c's
+ * ``body_hash``): what its rows add up to serves every FDE of that body whose range
+ * holds them all (a row at or past the end is dropped, so a shorter one is replayed).
+ * The FDEs the fast path leaves to the general path are handed back.  Reference: the
  * conversion (``sframe.build.lower_fdes`` and the encoders);
  * tests/differential/test_core_stats.py holds both equal. */
 
@@ -25,6 +28,17 @@ typedef struct {
     long long v2, v3;
 } SizeSlot;
 
+/* A distinct (CIE, body) replayed (``same_body``'s fields), and what it gave with
+ * every row kept: ``done`` the replay's answer (0: the general path, whatever the
+ * range), its FREs, their bytes after the start and the last FRE's start, which a
+ * range past it keeps all of. */
+typedef struct {
+    Py_ssize_t cie_at, at, len;
+    int done;
+    long long kept, v2, v3;
+    int64_t last;
+} StatsBody;
+
 typedef struct {
     SizeSlot *slot;
     PyObject *shapes, *shape_of, *sizes, *size_of, *todo;
@@ -38,6 +52,11 @@ typedef struct {
     /* the FDE being replayed */
     int64_t range, last;
     long long kept, fde_v2, fde_v3;
+    int beyond;  /* an FRE at or past the end was dropped */
+    /* the bodies replayed: a hash (``body_hash``) -> index into ``body`` */
+    KeptIds seen;
+    StatsBody *body;
+    size_t bodies, cap;
 } StatsCtx;
 
 /* Python's answer for a state: the FRE's shape (``shape_of``), then its sizes
@@ -92,8 +111,44 @@ static int count_fre(void *raw, int64_t at, const State *s) {
         ctx->last = at;
         ctx->fde_v2 += v2;
         ctx->fde_v3 += v3;
+    } else {
+        ctx->beyond = 1;
     }
     return 1;
+}
+
+/* ``e``'s body replayed over its range into the FDE's counts (``kept``, ``last``,
+ * ``fde_v2``, ``fde_v3``), or a replay of the same (CIE, body) taken where its FREs all
+ * start within this range; a replay that dropped none is kept for later FDEs.  As
+ * ``replay``: 1 done, 0 the general path, -1 error. */
+static int replayed(StatsCtx *ctx, const EhFde *e) {
+    uint64_t h;
+    uint32_t index = body_seen(&ctx->seen, e, &h);
+    if (index != NO_ID) {
+        const StatsBody *b = &ctx->body[index];
+        if (same_body(e, b->cie_at, b->at, b->len) &&
+            (!b->done || b->last < (int64_t)e->range)) {
+            ctx->kept = b->kept;
+            ctx->last = b->last;
+            ctx->fde_v2 = b->v2;
+            ctx->fde_v3 = b->v3;
+            return b->done;
+        }
+    }
+    ctx->range = (int64_t)e->range;
+    ctx->kept = ctx->fde_v2 = ctx->fde_v3 = 0;
+    ctx->last = 0;
+    ctx->beyond = 0;
+    Params p = e->params;
+    Py_ssize_t len = e->end - e->body;
+    int done = replay(e->data + e->body, len, e->cie->start, &p, count_fre, ctx);
+    if (done < 0 || index != NO_ID || (done && ctx->beyond)) return done;
+    if (room((void **)&ctx->body, &ctx->cap, ctx->bodies, sizeof *ctx->body) < 0 ||
+        ids_put(&ctx->seen, h, (uint32_t)ctx->bodies) < 0)
+        return -1;
+    ctx->body[ctx->bodies++] = (StatsBody){e->cie->at, e->body, len, done, ctx->kept,
+                                           ctx->fde_v2, ctx->fde_v3, ctx->last};
+    return done;
 }
 
 static int leave(StatsCtx *ctx, const EhFde *e) {
@@ -112,11 +167,7 @@ static int stats_fde(void *raw, const EhFde *e) {
     ctx->fdes++;
     if (!fast_path_takes(&ctx->limits, e->range, cie->ra, cie->start_ok))
         return leave(ctx, e);
-    ctx->range = (int64_t)e->range;
-    ctx->kept = ctx->fde_v2 = ctx->fde_v3 = 0;
-    ctx->last = 0;
-    Params p = e->params;
-    int done = replay(e->data + e->body, e->end - e->body, cie->start, &p, count_fre, ctx);
+    int done = replayed(ctx, e);
     if (done < 0) return -1;
     if (done == 0 || !fast_path_fits(&ctx->limits, ctx->kept)) return leave(ctx, e);
     /* The start size of the FRE type the encoder gives (the last start is at least 0) */
@@ -172,9 +223,12 @@ PyObject *stats_scan(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!table) { PyErr_NoMemory(); goto done; }
     if (!todo) goto done;
     StatsCtx ctx = {table, shapes, shape_of, sizes, size_of, todo, limits, sizes_by_type,
-                    naddr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                    naddr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL, 0, 0, 0},
+                    NULL, 0, 0};
     int walked = eh_walk(eh.buf, eh.len, eh_address, address_size, p.big_endian, &p,
                          stats_fde, &ctx);
+    ids_free(&ctx.seen);
+    PyMem_Free(ctx.body);
     if (walked < 0) goto done;
     if (walked == 0) goto none;
     out = Py_BuildValue("(nnLLOKK)", ctx.fdes, ctx.functions, ctx.v2, ctx.v3, todo,

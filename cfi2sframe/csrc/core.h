@@ -155,6 +155,12 @@ typedef int (*OnFde)(void *ctx, const EhFde *fde);
 int eh_walk(const uint8_t *data, Py_ssize_t size, uint64_t address, int address_size,
             int big, const Params *arch, OnFde on_fde, void *ctx);
 PyObject *eh_fdes(PyObject *self, PyObject *args);
+/* Shared with analysis_stats.c, which also replays each distinct (CIE, body) once: a
+ * body's hash with its CIE's offset (a hash two bodies share is checked byte for byte
+ * by ``same_body``), and room for one more item in a growing array. */
+uint64_t body_hash(Py_ssize_t cie_at, const uint8_t *bytes, Py_ssize_t len);
+int same_body(const EhFde *e, Py_ssize_t cie_at, Py_ssize_t at, Py_ssize_t len);
+int room(void **items, size_t *cap, size_t used, size_t item);
 /* An FDE's function named as ``dwarf/cfi.function_name`` names it: ``names``'
  * (section, start) entry, else SECTION+ADDR (pc+ADDR when ``section`` is ""); ``value``
  * is ``start``'s.  A new reference, or NULL with an error set. */

@@ -381,13 +381,13 @@ static PyObject *cie_entry(CieEntries *c, Py_ssize_t at) {
 
 /* Whether the body met at ``at`` (``len`` bytes, its CIE at ``cie_at``) is ``e``'s: a
  * hash two bodies share is checked byte for byte. */
-static int same_body(const EhFde *e, Py_ssize_t cie_at, Py_ssize_t at, Py_ssize_t len) {
+int same_body(const EhFde *e, Py_ssize_t cie_at, Py_ssize_t at, Py_ssize_t len) {
     return cie_at == e->cie->at && len == e->end - e->body &&
            !memcmp(e->data + at, e->data + e->body, (size_t)len);
 }
 
 /* Room for one more item in a growing array: 0, or -1 with MemoryError. */
-static int room(void **items, size_t *cap, size_t used, size_t item) {
+int room(void **items, size_t *cap, size_t used, size_t item) {
     if (used < *cap) return 0;
     size_t more = *cap ? 2 * *cap : 1024;
     void *grown = PyMem_Realloc(*items, more * item);
@@ -415,7 +415,7 @@ typedef struct {
 /* A hash of a body and its CIE's offset, eight bytes at a time (a byte at a time was
  * 4% of eh_table_v2's instructions on libLLVM-14); a hash two bodies share costs only
  * a replay, never a wrong answer (``same_body``). */
-static uint64_t body_hash(Py_ssize_t cie_at, const uint8_t *bytes, Py_ssize_t len) {
+uint64_t body_hash(Py_ssize_t cie_at, const uint8_t *bytes, Py_ssize_t len) {
     uint64_t h = 1469598103934665603ull ^ (uint64_t)cie_at ^ ((uint64_t)len << 40), word;
     Py_ssize_t i = 0;
     for (; i + 8 <= len; i += 8) {

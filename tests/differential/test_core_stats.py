@@ -203,3 +203,57 @@ def test_the_command_says_the_same_with_either_core(tmp_path: Path, version: str
             records[core, path] = record
     for path in inputs:
         assert records["compiled", path] == records["python", path], path
+
+
+def _entry(body: bytes) -> bytes:
+    """One .eh_frame entry: its length, then ``body`` padded to a word (DW_CFA_nop)."""
+    body += bytes(-(len(body) + 4) % 4)
+    return len(body).to_bytes(4, "little") + body
+
+
+# Two "zR" CIEs (PC-relative 4-byte starts; CFA rsp+8, RA at c-8) that differ only in
+# their code alignment, 1 and 2, and one FDE body: advance 4, CFA offset 16, advance 8,
+# CFA offset 8.  Under the first the rows start at 0, 4 and 12, under the second at 0,
+# 8 and 24.  An FRE starts within its function, so a range of 0xc keeps two of the
+# first's, 0x15 all three; 0x18 two of the second's, 0x19 all three.  On AMD64 each
+# FRE holds its 1-byte start, its info byte and the CFA offset in one byte (the RA at
+# the header's fixed offset, no FP): 3 bytes in V2 and in V3 (V3's 5-byte attribute is
+# counted per function by ``scan_coverage``, not here).
+_CIES = (b"\x01zR\x00\x01\x78\x10\x01\x1b\x0c\x07\x08\x90\x01",
+         b"\x01zR\x00\x02\x78\x10\x01\x1b\x0c\x07\x08\x90\x01")
+_BODY = b"\x44\x0e\x10\x48\x0e\x08"
+_SHARED = [(0, 0x15, 3), (0, 0xC, 2), (0, 0x15, 3), (1, 0x19, 3), (1, 0x18, 2)]
+
+
+@pytest.mark.parametrize("order", ["as listed", "reversed"])
+def test_one_body_under_other_ranges_and_cies_counts_each_fdes_fres(order: str) -> None:
+    """Five FDEs of one body (``_SHARED``: CIE, range, FREs kept, derived above): the
+    scan, which replays each distinct (CIE, body) once and takes that replay for
+    another FDE of the body whose range holds all its FREs, counts each FDE's own FREs:
+    13 of 3 bytes in each version.  Fails with a body's replay taken for a range that
+    cuts its last FRE off (15 FREs counted, 14 in the reverse order), and with the CIE
+    left out of what tells two bodies apart (14 as listed: the second CIE's FDE of range
+    0x18 counted by the first's rows)."""
+    from cfi2sframe.analysis.stats import _scan_params
+    from cfi2sframe.arch import get_arch
+
+    core = compiled_core()
+    fdes = _SHARED if order == "as listed" else _SHARED[::-1]
+    section, starts = bytearray(), []
+    cie_at = []
+    for cie in _CIES:
+        cie_at.append(len(section))
+        section += _entry(bytes(4) + cie)
+    start = 0x1000
+    for cie, size, _ in fdes:
+        at = len(section)
+        pointer = (at + 4 - cie_at[cie]).to_bytes(4, "little")
+        begin = (start - (at + 8)).to_bytes(4, "little", signed=True)
+        section += _entry(pointer + begin + size.to_bytes(4, "little") + b"\x00" + _BODY)
+        starts.append(start)
+        start += 0x100
+    scanned = core.stats_scan(bytes(section), 0, {}, {},
+                              _scan_params(get_arch("x86_64"), 8))
+    fres = sum(kept for _, _, kept in fdes)
+    assert fres == 13
+    assert scanned == (5, 5, 3 * fres, 3 * fres, [], min(starts), max(starts))
