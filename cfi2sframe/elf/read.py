@@ -18,13 +18,14 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Callable, Container, Iterable, Iterator, Sized
+from functools import partial
 from itertools import chain, compress
 
 from ..arch import ELF_MACHINES, arch_for_machine
 from ..cstruct import Layout
 from ..errors import Cfi2SframeError, DecodeError, decoding
 from ..kinds import is_elf
-from ..typed import TYPE_CHECKING, NamedTuple
+from ..typed import TYPE_CHECKING, NamedTuple, cast
 from .structs import (
     EHDR,
     EI_CLASS,
@@ -237,17 +238,35 @@ class ElfView(NamedTuple):
     def _symbols_valued(self, name: str | int, values: Container[int]) -> list[Symbol]:
         """``symbols`` with ``values``: the values are read alone and tested in C-level
         iterators; only the entries kept are unpacked and named."""
-        table = self.symbol_table(name)
-        if table is None or isinstance(values, Sized) and not values:
-            return []  # none asked for: the table checked (``symbol_table``), not read
-        raw, strings = table
+        if isinstance(values, Sized) and not values:
+            self._symbol_sections(name)  # none asked for: the table checked, not copied
+            return []
+        found = self._symbol_sections(name)
+        if found is None:
+            return []
+        symtab, strtab = found
         layout, size, pick = self._symbol_layout()
-        kept = compress(range(len(raw) // size), map(values.__contains__,
-                                                     self._symbol_values(raw)))
-        rows = (pick(layout.unpack_from(raw, size * index)) for index in kept)
-        return [Symbol(string_at(strings, name_off), value, entry_size, info & ST_TYPE_MASK,
+        data = self.data
+        start = symtab.offset
+        count = max(0, min(symtab.size, len(data) - start)) // size
+        kept: Iterable[int] | None = _entries_valued(data, start, count, size,
+                                                     self._value_at(), values)
+        if kept is None:  # many values, or one met too often: every value read
+            raw = data[start : start + count * size]
+            kept = compress(range(count), map(values.__contains__, self._symbol_values(raw)))
+        # the names read where they are (libLLVM-14's .dynstr: 3 MB, read for one name)
+        held = max(0, min(strtab.size, len(data) - strtab.offset))
+        name_of = partial(string_in, data, strtab.offset, held) if hasattr(data, "find") \
+            else partial(string_at, data[strtab.offset : strtab.offset + held])
+        rows = (pick(layout.unpack_from(data, start + size * index)) for index in kept)
+        return [Symbol(name_of(name_off), value, entry_size, info & ST_TYPE_MASK,
                        info >> ST_BIND_SHIFT, shndx)
                 for name_off, info, shndx, value, entry_size in rows]
+
+    def _value_at(self) -> tuple[int, int, bool]:
+        """Where ``st_value`` is in an entry of this file's symbol tables: (its offset,
+        its width, whether little-endian)."""
+        return SYM[self.is64].offset("st_value"), 8 if self.is64 else 4, self.little_endian
 
     def _symbol_values(self, raw: bytes) -> Iterable[int]:
         """The value of every entry of a symbol table's bytes, in table order: a strided
@@ -286,6 +305,19 @@ class ElfView(NamedTuple):
     def symbol_table(self, name: str | int = "") -> tuple[bytes, bytes] | None:
         """A symbol table's whole entries (``Elf_Sym``: 24 bytes each in ELF64, 16 in ELF32) and its
         string table; None without the table (``name`` as for ``symbols``)."""
+        found = self._symbol_sections(name)
+        if found is None:
+            return None
+        symtab, strtab = found
+        strings = self.data[strtab.offset : strtab.offset + strtab.size]
+        entry = self._symbol_layout()[1]
+        raw = self.data[symtab.offset : symtab.offset + symtab.size]
+        return raw[: len(raw) // entry * entry], strings
+
+    def _symbol_sections(self, name: str | int) -> tuple[Section, Section] | None:
+        """A symbol table's section and its string table's, checked (its link in
+        range), their bytes not read: a caller that asks for no entry copies none
+        (libLLVM-14's .dynsym and .dynstr: 4 MB, some 1,000 page faults)."""
         if isinstance(name, int):
             symtab = self.sections[name] if 0 < name < len(self.sections) else None
         elif name:
@@ -296,11 +328,7 @@ class ElfView(NamedTuple):
             return None
         if symtab.link >= len(self.sections):
             raise DecodeError(0, f"symbol table {symtab.name} links to a missing section")
-        strtab = self.sections[symtab.link]
-        strings = self.data[strtab.offset : strtab.offset + strtab.size]
-        entry = self._symbol_layout()[1]
-        raw = self.data[symtab.offset : symtab.offset + symtab.size]
-        return raw[: len(raw) // entry * entry], strings
+        return symtab, self.sections[symtab.link]
 
 
 # What each reader takes out of an entry, by class (ELF32, ELF64): the file header's
@@ -351,6 +379,49 @@ def _string_table(table: bytes) -> Callable[[int], str]:
         return found if found is not None else string_at(table, offset)
 
     return name
+
+
+def _entries_valued(data: bytes, start: int, count: int, size: int,
+                    value_at: tuple[int, int, bool], values: Container[int]) -> list[int] | None:
+    """The indices, in order, of the ``count`` entries of ``size`` bytes at ``start``
+    whose value (``value_at``: its offset, width and byte order) is one of ``values``,
+    each value's bytes searched for in place (``bytes.find``: naming the PLT of
+    libLLVM-14 read 45k values as numbers); None where that does not pay or cannot be
+    done (more than a few values, not all ``int``, one met in many places)."""
+    if type(values) not in (set, frozenset):  # (a subclass may test otherwise)
+        return None
+    few = cast("frozenset[int]", values)
+    if len(few) > _FEW_VALUES or any(type(value) is not int for value in few):
+        return None
+    find = getattr(data, "find", None)
+    if find is None:
+        return None
+    field, width, little = value_at
+    end, met, kept = start + count * size, 0, set()
+    for value in few:
+        if not 0 <= value < 1 << 8 * width:
+            continue  # no entry holds it
+        wanted = value.to_bytes(width, "little" if little else "big")
+        at = find(wanted, start, end)
+        while at >= 0:
+            met += 1
+            if met > _FEW_MEETINGS:
+                return None
+            if (at - start) % size == field:
+                kept.add((at - start) // size)
+            at = find(wanted, at + 1, end)
+    return sorted(kept)
+
+
+_FEW_VALUES = 8
+_FEW_MEETINGS = 256
+
+
+def string_in(data: bytes, start: int, held: int, offset: int) -> str:
+    """``string_at`` of the string table of ``held`` bytes at ``start`` of ``data``,
+    read in place (no copy of the table)."""
+    end = data.find(b"\0", start + offset, start + held)
+    return data[start + offset : end if end >= 0 else start + held].decode("utf-8", "replace")
 
 
 def string_at(table: bytes, offset: int) -> str:

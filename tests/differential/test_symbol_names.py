@@ -7,6 +7,7 @@ the next NUL, and a name may be the tail of another)."""
 
 from __future__ import annotations
 
+import random
 import re
 import subprocess
 from pathlib import Path
@@ -70,6 +71,24 @@ def _same_names(path: str) -> None:
     some = set(addresses[::97]) | {addresses[0], addresses[-1], 0, 1}
     assert function_names(view, some) == {key: name for key, name in everything.items()
                                           if key[1] in some}
+
+
+@pytest.mark.parametrize("path", LIBRARIES)
+def test_names_at_a_few_addresses_searched_in_place(path: str) -> None:
+    """A few addresses (the general path's FDEs, a PLT's one): each value's bytes
+    searched for in the table, not every value read; the whole table's names are the
+    oracle (and readelf theirs, below)."""
+    require_path(path)
+    view = open_elf_file(path, Path(path).read_bytes())
+    everything = function_names(view)
+    addresses = sorted({address for _, address in everything})
+    rng = random.Random(path)
+    picks = [{a} for a in rng.sample(addresses, 40)] + \
+        [set(rng.sample(addresses, 5)) for _ in range(10)] + \
+        [{0}, {1}, {addresses[0] + 1}, {addresses[-1], 1 << 64}]
+    for some in picks:
+        assert function_names(view, some) == {key: name for key, name in everything.items()
+                                              if key[1] in some}, sorted(some)
 
 
 def test_lookup_names_each_function_as_nm_does(tmp_path: Path) -> None:
