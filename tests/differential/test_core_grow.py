@@ -12,6 +12,7 @@ symbols, addends and places anywhere)."""
 
 from __future__ import annotations
 
+import mmap
 import random
 from array import array
 from itertools import islice
@@ -20,6 +21,7 @@ import pytest
 
 from cfi2sframe.elf import grow
 from cfi2sframe.elf.read import ElfView, Section, open_elf
+from cfi2sframe.typed import cast
 from tests.conftest import at_least, compiled_core, require_path
 
 LIBRARIES = ("/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/aarch64-linux-gnu/lib/libc.so.6",
@@ -100,3 +102,23 @@ def test_the_same_answer_on_damaged_tables(path: str) -> None:
                 damaged[at] = rng.choice((0, 0xFF, rng.randrange(256)))
         compared += _same(open_elf(bytes(damaged), path), spans)
     at_least(f"damaged spans of {path}", compared, 80)
+
+
+@pytest.mark.parametrize("path", LIBRARIES[::2])  # both byte orders
+def test_a_mapped_file_read_in_place_and_let_go(path: str) -> None:
+    """The compiled check reads a mapped file's tables where they are (no copy), and
+    keeps no view of them: the map closes after it (an export left would refuse)."""
+    require_path(path)
+    view = _library(path)
+    spans = _spans(view, _relas(view)[0], random.Random(path))
+    expected = [grow._rela_refers(view, s, span, None) for s in _relas(view) for span in spans]
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    on_map = view._replace(data=cast("bytes", mapped))
+    try:
+        got = [grow._rela_refers(on_map, s, span, compiled_core()) for s in _relas(view)
+               for span in spans]
+    finally:
+        mapped.close()  # BufferError where a view of the map were kept
+    assert got == expected
+    assert True in got and False in got

@@ -1,13 +1,15 @@
 """Symbol tables read where they are (``elf/read.py``): the entries at a few values found
 by searching the table's bytes for each value, names read from the string table in
-place, and a table only checked, not copied, where no entry is asked for.  Expected
-values are laid out and counted by hand here; the whole-table reading is the oracle on
-real files (tests/differential/test_symbol_names.py)."""
+place, a table only checked, not copied, where no entry is asked for; and a grown
+table's relocations read in place (``elf/grow.py``).  Expected values are laid out and
+counted by hand here; the whole-table reading is the oracle on real files
+(tests/differential/test_symbol_names.py)."""
 
 from __future__ import annotations
 
 import struct
 
+from cfi2sframe.elf.grow import _whole_span
 from cfi2sframe.elf.read import _entries_valued, open_elf, string_at, string_in
 
 # An ELF64 entry: st_name (4), st_info, st_other, st_shndx (2), st_value (8) at 8,
@@ -124,3 +126,13 @@ def test_a_few_functions_named_without_copying_the_tables() -> None:
     assert max(data.taken, default=0) < 100  # checked only
     assert len(view.symbols(".dynsym")) == 2001  # the whole table: read as before
 
+
+def test_a_grown_tables_relocations_span_the_whole_entries_the_file_holds() -> None:
+    # (file length, offset, size, entry size) -> the slice, counted by hand
+    assert _whole_span(100, 10, 50, 24) == slice(10, 58)  # two entries, 2 bytes over
+    assert _whole_span(100, 10, 200, 24) == slice(10, 82)  # cut at the file's end: 90 -> 72
+    assert _whole_span(100, 4, 96, 24) == slice(4, 100)  # exactly four
+    data = bytes(range(100))
+    assert data[_whole_span(100, 120, 24, 24)] == b""  # past the end
+    assert data[_whole_span(100, 10, 0, 24)] == b""
+    assert data[_whole_span(100, 99, 24, 24)] == b""  # less than one entry held
