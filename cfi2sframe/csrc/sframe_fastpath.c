@@ -23,8 +23,10 @@
 /* A whole file's loop meets a few hundred distinct states: each one's entry of
  * ``shapes`` (borrowed; the dict outlives the call) kept by the state itself (kept.h's
  * state table), so the key tuple is built and looked up once per distinct state, not
- * once per FRE. */
-typedef struct { StateKey key; PyObject *shape; } MemoSlot;
+ * once per FRE; ``tail``: the table pass's bytes after the FRE's start for that shape
+ * (borrowed from its ``tails``; NULL: not yet, or another pass), found once per state
+ * too. */
+typedef struct { StateKey key; PyObject *shape, *tail; } MemoSlot;
 typedef struct { MemoSlot slot[STATE_SLOTS]; } StateMemo;
 
 /* Equal FREs (one start, one shape) recur across a file's bodies (the push at 1, the
@@ -57,24 +59,34 @@ typedef struct {
     FreMemo *made;    /* NULL: none (one body) */
 } FreCtx;
 
+/* The FRE fields of state ``s`` (its entry of ``shapes``, asked of ``shape_of`` where
+ * it has none; kept in ``kept``, the memo's slot, where there is one): a tuple,
+ * Py_None (no FRE), or NULL with an error set. */
+static PyObject *state_shape(MemoSlot *kept, int hit, const State *s, PyObject *shapes,
+                             PyObject *shape_of) {
+    PyObject *shape = hit ? kept->shape : NULL;
+    if (!shape) {
+        PyObject *key = state_key(s);
+        if (!key) return NULL;
+        shape = memo_lookup(shapes, key, shape_of);  /* borrowed */
+        Py_DECREF(key);
+        if (!shape) return NULL;
+        if (kept) kept->shape = shape;
+    }
+    if (shape != Py_None && !PyTuple_Check(shape)) {
+        PyErr_SetString(PyExc_TypeError, "shape_of must give a tuple or None");
+        return NULL;
+    }
+    return shape;
+}
+
 static int emit_fre(void *raw, int64_t at, const State *s) {
     FreCtx *ctx = raw;
     int hit = 0;
     MemoSlot *kept = ctx->memo ? STATE_SLOT(ctx->memo->slot, s, &hit) : NULL;
-    PyObject *shape = hit ? kept->shape : NULL;
-    if (!shape) {
-        PyObject *key = state_key(s);
-        if (!key) return -1;
-        shape = memo_lookup(ctx->shapes, key, ctx->shape_of);  /* borrowed */
-        Py_DECREF(key);
-        if (!shape) return -1;
-        if (kept) kept->shape = shape;
-    }
+    PyObject *shape = state_shape(kept, hit, s, ctx->shapes, ctx->shape_of);
+    if (!shape) return -1;
     if (shape == Py_None) return 0;
-    if (!PyTuple_Check(shape)) {
-        PyErr_SetString(PyExc_TypeError, "shape_of must give a tuple or None");
-        return -1;
-    }
     PyObject **same_fre = ctx->made ? fre_slot(ctx->made, at, shape) : NULL;
     if (same_fre && *same_fre) return PyList_Append(ctx->fres, *same_fre) < 0 ? -1 : 1;
     Py_ssize_t n = PyTuple_GET_SIZE(shape);
@@ -615,22 +627,16 @@ static int pool_fre(void *raw, int64_t at, const State *s) {
     TableCtx *ctx = raw;
     int hit = 0;
     MemoSlot *kept = STATE_SLOT(ctx->l.fre.memo->slot, s, &hit);
-    PyObject *shape = hit ? kept->shape : NULL;
-    if (!shape) {
-        PyObject *key = state_key(s);
-        if (!key) return -1;
-        shape = memo_lookup(ctx->l.fre.shapes, key, ctx->l.fre.shape_of);  /* borrowed */
-        Py_DECREF(key);
+    PyObject *tail = hit ? kept->tail : NULL;
+    if (!tail) {  /* the state's first FRE, or its shape is None */
+        PyObject *shape = state_shape(kept, hit, s, ctx->l.fre.shapes, ctx->l.fre.shape_of);
         if (!shape) return -1;
-        if (kept) kept->shape = shape;
+        if (shape == Py_None) return 0;
+        tail = tail_for(ctx, shape);
+        if (!tail) return -1;
+        if (kept) kept->tail = tail;
     }
-    if (shape == Py_None) return 0;
-    if (!PyTuple_Check(shape)) {
-        PyErr_SetString(PyExc_TypeError, "shape_of must give a tuple or None");
-        return -1;
-    }
-    PyObject *tail = tail_for(ctx, shape);
-    if (!tail || room((void **)&ctx->pool, &ctx->pool_cap, ctx->fres, sizeof *ctx->pool) < 0)
+    if (room((void **)&ctx->pool, &ctx->pool_cap, ctx->fres, sizeof *ctx->pool) < 0)
         return -1;
     ctx->pool[ctx->fres++] = (PoolFre){at, tail};
     return 1;
