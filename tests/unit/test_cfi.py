@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from cfi2sframe.dwarf import ops
+from cfi2sframe.dwarf.cfi import Cfi, Cie, Fde
 from cfi2sframe.dwarf.interpret import interpret
 from cfi2sframe.dwarf.ops import decode_ops, sleb, uleb
-from cfi2sframe.errors import CfiError
+from cfi2sframe.errors import Cfi2SframeError, CfiError
 from cfi2sframe.model import CfaExpr, CfaReg, Rule
 
 CIE = (ops.DefCfa(7, 8), ops.Offset(16, -8))
@@ -114,3 +115,16 @@ def test_operations_are_equal_only_to_the_same_operation():
     same = interpret((ops.DefCfa(7, 8), ops.SameValue(16)), [], 4)
     assert undefined[0].rule(16).kind == "undefined"
     assert same[0].rule(16).kind == "same_value"
+
+
+def test_a_cut_body_is_an_error_at_its_byte_in_the_section():
+    """A body cut inside an operand is the input's error at that byte of the section:
+    the body starts at 0x58, advance_loc (0x41) at 0x58, def_cfa_offset (0x0e) at 0x59,
+    its LEB128 operand missing at 0x5a.  Both cores: the compiled replay leaves a cut
+    body to the interpreter, whose decoder raises."""
+    cie = Cie(1, -8, 16, 0x1B, 0xFF, False, False, True, bytes([0x0C, 7, 8, 0x90, 1]), 8)
+    fde = Fde("f", "", 0x1000, 16, cie, 0, b"\x41\x0e", 0x40, 0x58)
+    cfi = Cfi("lib.so", "EM_X86_64", "ET_DYN", (fde,), ".eh_frame")
+    with pytest.raises(Cfi2SframeError) as raised:
+        cfi.rows(fde, {})
+    assert str(raised.value) == "lib.so: error: .eh_frame: at byte 0x5a: truncated LEB128 number"
