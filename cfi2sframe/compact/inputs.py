@@ -40,12 +40,14 @@ from .lower import (
     LowerMemo,
     lower_alike,
     lower_compact,
-    lowered_alike,
+    placed_tail,
 )
 from .rules import Code
 from .table import Columns, UnwindInfo, read_columns, read_unwind_info
 from .table_writer import FunctionColumns, TableFunction
 from .words import ARM64_DWARF, HAS_LSDA, MODE_MASK, PERSONALITY_MASK, X86_DWARF, is_dwarf
+
+_new_tuple = tuple.__new__
 
 
 def compact_arch(arch_name: str, where: str) -> str:
@@ -71,9 +73,10 @@ def compact_cfi(cfi: Cfi, obj: bytes, arch: str, ranges: bool = False,
                 ) -> list[CompactFunction]:
     """``compact_functions`` of every FDE of ``cfi``: a function whose shape's answer
     is known, or reads no code, takes it without a ``Timeline`` or its code read
-    (``lowered_alike``).  ``keep``: a list the caller holds until its process ends
-    (``cli.entry``), given the loop's rows and answers rather than freeing them one by
-    one at return (libLLVM-14: 476k rows, 6% of ``compact --check``'s instructions)."""
+    (``lower.placed_tail``, ``lowered_alike``'s).  ``keep``: a list the caller holds
+    until its process ends (``cli.entry``), given the loop's rows and answers rather
+    than freeing them one by one at return (libLLVM-14: 476k rows, 6% of ``compact
+    --check``'s instructions)."""
     code_of = _code_reader(obj, linked)
     memo = LowerMemo()
     cache: RowsCache = {}
@@ -85,19 +88,18 @@ def compact_cfi(cfi: Cfi, obj: bytes, arch: str, ranges: bool = False,
     for fde in cfi.fdes:
         shape = (fde.cie_at, fde.body, fde.size)
         tail = tails.get(shape)
-        if tail is not None:
-            out.append(CompactFunction(fde.name, fde.section, fde.start, *tail))
-            continue
-        rows, invalid = cfi.rows(fde, cache)
-        known = None if ranges else lowered_alike(  # (an ELF timeline names no LSDA)
-            fde.name, fde.section, fde.start, fde.size, rows, invalid, arch, memo)
-        if known is not None:
+        if tail is None:
+            rows, invalid = cfi.rows(fde, cache)
+            tail = None if ranges else placed_tail(  # (an ELF timeline names no LSDA)
+                fde.size, rows, invalid, arch, memo)
+            if tail is None:
+                timeline = cfi.placed(fde, rows, invalid)
+                out.append(lower_alike(timeline, arch, code_of(timeline), ranges, memo))
+                continue
             if shape[:2] in cache:
-                tails[shape] = known[3:]
-            out.append(known)
-            continue
-        timeline = cfi.placed(fde, rows, invalid)
-        out.append(lower_alike(timeline, arch, code_of(timeline), ranges, memo))
+                tails[shape] = tail
+        # (the record from its fields: its class's ``__new__`` is a Python function)
+        out.append(_new_tuple(CompactFunction, (fde.name, fde.section, fde.start, *tail)))
     if keep is not None:
         keep.append((cache, memo, tails))
     return out

@@ -294,12 +294,19 @@ def lowered_alike(name: str, section: str, start: int, size: int, rows: tuple[Ro
     ``--ranges``, where no encoding reads its code: without a ``Timeline`` or the code,
     so that a library's 95k functions need neither; None elsewhere (the caller asks
     ``lower_alike``)."""
+    tail = placed_tail(size, rows, invalid, arch, memo)
+    return None if tail is None else _new_tuple(CompactFunction, (name, section, start, *tail))
+
+
+def placed_tail(size: int, rows: tuple[Row, ...], invalid: str | None, arch: str,
+                memo: LowerMemo) -> FunctionTail | None:
+    """``lowered_alike``'s answer after its start (its fields from ``size`` on), for a
+    caller that adds the start itself (``compact.inputs.compact_cfi``, each FDE's)."""
     key = (id(rows), size, invalid, arch)
     found = memo.placed.get(key)
     if found is None:
         found = memo.placed[key] = (rows, _placed_alike(size, rows, invalid, arch, memo))
-    tail = found[1]
-    return None if tail is None else CompactFunction(name, section, start, *tail)
+    return found[1]
 
 
 # A CompactFunction's fields from ``size`` on.
@@ -316,7 +323,7 @@ def _placed_alike(size: int, rows: tuple[Row, ...], invalid: str | None, arch: s
     sequence = _sequence(rows, arch, False, memo)[1]
     if sequence is None:
         return None
-    return _placed("", "", 0, size, rows, None, None, sequence)[3:]
+    return _tail(size, rows, None, None, sequence)
 
 
 class _Sequence(NamedTuple):
@@ -360,6 +367,9 @@ _WORD = "Q" if sys.maxsize > 1 << 32 else "I"  # an address's unsigned word (uin
 
 
 _CORE = compiled()
+# A record made from its fields' tuple without its class's ``__new__`` (a Python
+# function: ~2.7k instructions a record, 188k records on libLLVM-14's compact --check).
+_new_tuple = tuple.__new__
 
 
 def _single_row(rows: tuple[Row, ...], arch: str, lsda: bool) -> _Sequence:
@@ -383,11 +393,18 @@ def _placed(name: str, section: str, start: int, size: int, rows: tuple[Row, ...
             personality: str | None, lsda: str | None, sequence: _Sequence) -> CompactFunction:
     """``lower_compact`` of a function from its state sequence's answer: the row over the
     whole function, the body range and the inexact spans from where its rows start."""
+    return _new_tuple(CompactFunction, (name, section, start,
+                                        *_tail(size, rows, personality, lsda, sequence)))
+
+
+def _tail(size: int, rows: tuple[Row, ...], personality: str | None, lsda: str | None,
+          sequence: _Sequence) -> FunctionTail:
+    """``_placed``'s fields from ``size`` on."""
     found = None if _CORE is None else _CORE.placed_spans(rows, sequence.exact, size)
     spans, exact = placed_spans(rows, sequence.exact, size) if found is None else found
-    return CompactFunction(name, section, start, size, (CompactRow(0, size, sequence.encoding),),
-                           sequence.reason, sequence.detail, exact, personality, lsda,
-                           _body_range(rows, sequence.body_index, size), spans)
+    return (size, (_new_tuple(CompactRow, (0, size, sequence.encoding)),), sequence.reason,
+            sequence.detail, exact, personality, lsda,
+            _body_range(rows, sequence.body_index, size), spans)
 
 
 def placed_spans(rows: tuple[Row, ...], exact: tuple[int, ...],
