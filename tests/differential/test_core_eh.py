@@ -165,6 +165,36 @@ def test_lsdas_and_ranges_read_as_the_python_walker_reads_them() -> None:
     assert _walked(data, 0, 8, True, {}, compiled_core()) == python
 
 
+@pytest.mark.parametrize("core", [None, "compiled"])
+def test_fdes_without_a_symbol_are_named_by_section_and_address(core: str | None) -> None:
+    """An FDE no symbol names is SECTION+ADDR, pc+ADDR where linked, the address in hex
+    as ``f"{a:#x}"`` writes it (``dwarf/cfi.function_name``): three FDEs of one body
+    after a "zR" CIE, their PC-relative starts read as 0x1000, 0x1010 and 0x1020, or,
+    in an object, relocated to 0, 0xabc0 and 2**64 - 1 of ".text.f"; a symbol names
+    the second of each.  Both walkers: the names are written here by hand."""
+    cie = _entry(bytes(4) + b"\x01zR\x00\x01\x78\x10\x01\x1b" + b"\x0c\x07\x08\x90\x01")
+    section = bytearray(cie)
+    fields = []
+    for start in (0x1000, 0x1010, 0x1020):
+        at = len(section)
+        fields.append(at + 8)
+        begin = (start - (at + 8)).to_bytes(4, "little", signed=True)
+        section += _entry((at + 4).to_bytes(4, "little") + begin + (16).to_bytes(4, "little")
+                          + b"\x00\x41\x0e\x10")
+    data = bytes(section)
+    names = {("", 0x1010): "f", (".text.f", 0xABC0): "g"}
+    compiled = compiled_core() if core else None
+    if core and compiled is None:
+        pytest.skip("the compiled core is not built")
+    linked = parse_cfi(data, True, 0, {}, 8, True, names, compiled=compiled)
+    assert [fde.name for fde in linked] == ["pc+0x1000", "f", "pc+0x1020"]
+    placed = {field: (".text.f", target) for field, target
+              in zip(fields, (0, 0xABC0, (1 << 64) - 1), strict=True)}
+    relocated = parse_cfi(data, True, 0, placed, 8, True, names, compiled=compiled)
+    assert [fde.name for fde in relocated] == [".text.f+0x0", "g",
+                                               ".text.f+0xffffffffffffffff"]
+
+
 @pytest.mark.parametrize("short_first", [True, False])
 def test_one_body_under_two_ranges_keeps_each_ranges_fres(short_first: bool) -> None:
     """Two FDEs with one body (advance 4, CFA offset 16, advance 8, CFA offset 8) and
