@@ -406,9 +406,34 @@ PyObject *eh_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
     return out;
 }
 
+/* The last (words, state) pair asked for in each slot of a state's words' hash, kept
+ * with that hash: a row whose state was seen (986 distinct in libLLVM-14's 475k rows)
+ * is found without an int made and a dict read (~400 instructions a row).  A slot
+ * only says where to look: the words are compared, as the states memo's are.  Fixed
+ * (no growth, no eviction but by a later state in the same slot); a capsule's. */
+#define STATE_SLOTS 2048  /* a power of two */
+
+typedef struct {
+    uint64_t hash;
+    PyObject *pair;  /* a strong reference, or NULL */
+} StateSlot;
+
+/* cfi_rows' parameters as read once per file: ``Params``, strong references to
+ * row_type, states and state_of, and the state slots, in a capsule ``replay_params``
+ * makes, so each of a file's bodies (34k on libLLVM-14) is not a dict read by name
+ * (~5k instructions). */
+#define REPLAY_NAME "cfi2sframe._core.replay_params"
+
+typedef struct {
+    Params p;
+    PyObject *row_type, *states, *state_of;
+    StateSlot slots[STATE_SLOTS];
+} Replay;
+
 /* cfi_rows' rows so far, and what it makes them with. */
 typedef struct {
-    PyObject *rows, *row_type, *states, *state_of;
+    PyObject *rows;
+    Replay *replay;
 } RowsCtx;
 
 /* A word hash of a row's rules (their words as ``rules_bytes`` counts them): the
@@ -427,7 +452,7 @@ static uint64_t rules_hash(const Rules *rules) {
     return h ^ (h >> 29);
 }
 
-/* The state kept under ``number`` where it is a (words, state) pair whose words are
+/* The state kept in ``pair`` where it is a (words, state) pair whose words are
  * ``rules``' (borrowed), else NULL (no error set). */
 static PyObject *kept_state(PyObject *pair, const Rules *rules) {
     if (!pair || !PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) return NULL;
@@ -439,58 +464,64 @@ static PyObject *kept_state(PyObject *pair, const Rules *rules) {
     return PyTuple_GET_ITEM(pair, 1);
 }
 
-/* One row: its rules' words hashed to an int key, their Python state (cfa, regs,
- * ra_signed, ra_signed_pc) kept with the words under it and asked of ``state_of``
- * (number, words) once per distinct words (and again where another's share the
- * number), and a ``Row`` of both. */
-static int make_row(void *raw, int64_t at, const Rules *rules) {
-    RowsCtx *ctx = raw;
-    PyObject *number = PyLong_FromUnsignedLongLong(rules_hash(rules));
-    if (!number) return -1;
-    PyObject *made = NULL;
-    PyObject *state = kept_state(PyDict_GetItemWithError(ctx->states, number), rules);
-    if (!state && !PyErr_Occurred()) {
+/* The (words, state) pair of ``rules`` (a new reference), from the states memo under
+ * their hash ``number``, else asked of ``state_of`` (number, words) (and again where
+ * another's words share the number); NULL with an error set. */
+static PyObject *state_pair(const Replay *r, uint64_t hash, const Rules *rules) {
+    PyObject *number = PyLong_FromUnsignedLongLong(hash);
+    if (!number) return NULL;
+    PyObject *pair = PyDict_GetItemWithError(r->states, number);  /* borrowed */
+    if (kept_state(pair, rules)) {
+        Py_INCREF(pair);
+    } else if (PyErr_Occurred()) {
+        pair = NULL;
+    } else {
         PyObject *key = PyBytes_FromStringAndSize((const char *)rules,
                                                   (Py_ssize_t)rules_bytes(rules));
-        made = key ? PyObject_CallFunctionObjArgs(ctx->state_of, number, key, NULL) : NULL;
+        pair = key ? PyObject_CallFunctionObjArgs(r->state_of, number, key, NULL) : NULL;
         Py_XDECREF(key);
-        state = kept_state(made, rules);
-        if (made && !state) {
+        if (pair && !kept_state(pair, rules)) {
+            Py_CLEAR(pair);
             PyErr_SetString(PyExc_TypeError, "state_of must give (its words, a 4-tuple)");
         }
     }
     Py_DECREF(number);
-    if (!state) { Py_XDECREF(made); return -1; }
+    return pair;
+}
+
+/* One row: its rules' Python state (cfa, regs, ra_signed, ra_signed_pc), from its slot
+ * where the words there are its own, else by ``state_pair`` (then kept in the slot),
+ * and a ``Row`` of the start and the state's objects. */
+static int make_row(void *raw, int64_t at, const Rules *rules) {
+    RowsCtx *ctx = raw;
+    uint64_t hash = rules_hash(rules);
+    StateSlot *slot = &ctx->replay->slots[hash & (STATE_SLOTS - 1)];
+    PyObject *state = slot->pair && slot->hash == hash ? kept_state(slot->pair, rules) : NULL;
+    if (!state) {
+        PyObject *pair = state_pair(ctx->replay, hash, rules);
+        if (!pair) return -1;
+        Py_XSETREF(slot->pair, pair);
+        slot->hash = hash;
+        state = PyTuple_GET_ITEM(pair, 1);
+    }
     if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != 4) {
         PyErr_SetString(PyExc_TypeError, "state_of must give (its words, a 4-tuple)");
-        Py_XDECREF(made);
         return -1;
     }
-    PyTypeObject *type = (PyTypeObject *)ctx->row_type;
+    PyTypeObject *type = (PyTypeObject *)ctx->replay->row_type;
     PyObject *start = PyLong_FromLongLong(at);
     PyObject *row = start ? type->tp_alloc(type, 5) : NULL;
-    if (!row) { Py_XDECREF(start); Py_XDECREF(made); return -1; }
+    if (!row) { Py_XDECREF(start); return -1; }
     PyTuple_SET_ITEM(row, 0, start);
-    for (Py_ssize_t i = 0; i < 4; i++) {
+    for (Py_ssize_t i = 0; i < 4; i++) {  /* (the row holds the state's objects) */
         PyObject *item = PyTuple_GET_ITEM(state, i);
         Py_INCREF(item);
         PyTuple_SET_ITEM(row, i + 1, item);
     }
-    Py_XDECREF(made);  /* (the row holds the state's objects) */
     int appended = PyList_Append(ctx->rows, row);
     Py_DECREF(row);
     return appended < 0 ? -1 : 1;
 }
-
-/* cfi_rows' parameters as read once per file: ``Params`` and strong references to
- * row_type, states and state_of, in a capsule ``replay_params`` makes, so each of a
- * file's bodies (34k on libLLVM-14) is not a dict read by name (~5k instructions). */
-#define REPLAY_NAME "cfi2sframe._core.replay_params"
-
-typedef struct {
-    Params p;
-    PyObject *row_type, *states, *state_of;
-} Replay;
 
 static void replay_destroy(PyObject *capsule) {
     Replay *r = PyCapsule_GetPointer(capsule, REPLAY_NAME);
@@ -498,6 +529,7 @@ static void replay_destroy(PyObject *capsule) {
     Py_XDECREF(r->row_type);
     Py_XDECREF(r->states);
     Py_XDECREF(r->state_of);
+    for (size_t i = 0; i < STATE_SLOTS; i++) Py_XDECREF(r->slots[i].pair);
     PyMem_Free(r);
 }
 
@@ -518,7 +550,7 @@ PyObject *replay_params(PyObject *Py_UNUSED(self), PyObject *params) {
         PyErr_SetString(PyExc_TypeError, "row_type must be a tuple type");
         return NULL;
     }
-    Replay *r = PyMem_Malloc(sizeof *r);
+    Replay *r = PyMem_Calloc(1, sizeof *r);  /* (every slot empty) */
     if (!r) return PyErr_NoMemory();
     p.big_endian = big_obj == Py_True;
     r->p = p;
@@ -546,12 +578,12 @@ PyObject *cfi_rows(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *params;
     if (!PyArg_ParseTuple(args, "y*y*O:cfi_rows", &body, &init, &params)) return NULL;
     PyObject *out = NULL;
-    const Replay *r = PyCapsule_IsValid(params, REPLAY_NAME)
-                          ? PyCapsule_GetPointer(params, REPLAY_NAME) : NULL;
+    Replay *r = PyCapsule_IsValid(params, REPLAY_NAME)
+                    ? PyCapsule_GetPointer(params, REPLAY_NAME) : NULL;
     if (!r) {
         PyErr_SetString(PyExc_TypeError, "the parameters must be replay_params' capsule");
     } else {
-        RowsCtx ctx = {PyList_New(0), r->row_type, r->states, r->state_of};
+        RowsCtx ctx = {PyList_New(0), r};
         int done = ctx.rows ? replay_rules(body.buf, body.len, init.buf, init.len, &r->p,
                                            make_row, &ctx) : -1;
         if (done > 0) {

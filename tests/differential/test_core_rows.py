@@ -23,7 +23,7 @@ from cfi2sframe.dwarf import cfi
 from cfi2sframe.dwarf.cfi import Cie, _interpreted, _replay, _replay_params, _rows
 from cfi2sframe.elf.cfi import read_elf_cfi
 from cfi2sframe.errors import DecodeError
-from cfi2sframe.model import CfaReg
+from cfi2sframe.model import CfaReg, Row
 from tests.conftest import at_least, compiled_core, in_ci, require_path, unavailable
 
 from .test_core import AARCH64_LIBRARIES
@@ -133,7 +133,8 @@ def test_a_state_kept_under_a_rows_hash_with_other_words_is_not_taken() -> None:
     share: the words kept with a state are compared before it is taken.  x86 CIE rsp+8,
     then ``advance_loc 1; def_cfa_offset 16``: two states; each number given the other
     state's (words, objects), as a shared hash would, the rows are still rsp+8 from 0
-    and rsp+16 from 1, and each number holds its own state again."""
+    and rsp+16 from 1, and each number holds its own state again.  (A new capsule on
+    the same memo: a capsule's state slots would find both states without the memo.)"""
     core = compiled_core()
     named = _replay_params(1, -8, False)
     states, params = named["states"], core.replay_params(named)
@@ -147,10 +148,33 @@ def test_a_state_kept_under_a_rows_hash_with_other_words_is_not_taken() -> None:
     assert cfas(core.cfi_rows(body, _X86_CIE, params)) == want and len(states) == 2
     (one, kept_one), (two, kept_two) = states.items()
     states[one], states[two] = kept_two, kept_one
-    assert cfas(core.cfi_rows(body, _X86_CIE, params)) == want
+    assert cfas(core.cfi_rows(body, _X86_CIE, core.replay_params(named))) == want
     assert sorted(pair[1][0].offset for pair in states.values()) == [8, 16]
     assert all(states[number][0] != kept[0] for number, kept in
                ((one, kept_two), (two, kept_one)))
+
+
+def test_a_state_seen_under_a_capsule_is_found_without_the_memo() -> None:
+    """A capsule keeps each state it was given in a slot by its words' hash, so a row of
+    a state seen before needs no int made and no dict read: x86 CIE rsp+8, then
+    ``advance_loc 1; def_cfa_offset 16``, two states; the memo emptied, the same body
+    under the same capsule gives rows of the same state objects and leaves the memo
+    empty; under a new capsule on the memo both states are asked again."""
+    core = compiled_core()
+    named = _replay_params(1, -8, False)
+    states, params = named["states"], core.replay_params(named)
+    assert isinstance(states, dict)
+    first = core.cfi_rows(b"\x41\x0e\x10", _X86_CIE, params)
+    assert isinstance(first, tuple) and len(states) == 2
+    states.clear()
+    again = core.cfi_rows(b"\x41\x0e\x10", _X86_CIE, params)
+    assert isinstance(again, tuple)
+    assert [(row.start, row.cfa) for row in again] == [(0, CfaReg(7, 8)), (1, CfaReg(7, 16))]
+    assert all(mine is theirs for row, seen in zip(again, first, strict=True)
+               for mine, theirs in zip(row[1:], seen[1:], strict=True))
+    assert not states
+    core.cfi_rows(b"\x41\x0e\x10", _X86_CIE, core.replay_params(named))
+    assert len(states) == 2
 
 
 def test_the_row_states_kept_at_their_bound_and_emptied_one_past_it(
@@ -160,27 +184,34 @@ def test_the_row_states_kept_at_their_bound_and_emptied_one_past_it(
     bound of 2: x86 CIE rsp+8 (RA at CFA-8), then ``advance_loc 1; def_cfa_offset 16``
     (0x41 0x0e 0x10) is two states, kept; the same body again asks none; a body to
     rsp+24 (0x18) adds one past the bound: emptied, then that one kept.  Rows made
-    before stay whole, and a state asked again after is made again, equal."""
+    before stay whole, and a state asked again after is made again, equal.  Each body
+    under a new capsule on the same memo (a capsule's state slots would find a state
+    seen before without the memo)."""
     core = compiled_core()
     monkeypatch.setattr(cfi, "STATE_ENTRIES", 2)
     named = _replay_params(1, -8, False)
-    states, params = named["states"], core.replay_params(named)
+    states = named["states"]
     initial = _X86_CIE
+
+    def rows_of(body: bytes) -> tuple[Row, ...]:
+        rows = core.cfi_rows(body, initial, core.replay_params(named))
+        assert isinstance(rows, tuple)
+        return rows
 
     def cfas(rows: object) -> list[tuple[int, object]]:
         assert isinstance(rows, tuple)
         return [(row.start, row.cfa) for row in rows]
 
-    first = core.cfi_rows(b"\x41\x0e\x10", initial, params)
+    first = rows_of(b"\x41\x0e\x10")
     assert cfas(first) == [(0, CfaReg(7, 8)), (1, CfaReg(7, 16))] and len(states) == 2
-    again = core.cfi_rows(b"\x41\x0e\x10", initial, params)
+    again = rows_of(b"\x41\x0e\x10")
     assert again[1].cfa is first[1].cfa and len(states) == 2  # at the bound: kept
-    deeper = core.cfi_rows(b"\x41\x0e\x18", initial, params)
+    deeper = rows_of(b"\x41\x0e\x18")
     assert cfas(deeper) == [(0, CfaReg(7, 8)), (1, CfaReg(7, 24))]
     assert deeper[0].cfa is first[0].cfa  # found before the memo was full
     assert len(states) == 1 and list(states.values())[0][1][0] == CfaReg(7, 24)
     assert cfas(first) == [(0, CfaReg(7, 8)), (1, CfaReg(7, 16))]  # rows keep theirs
-    remade = core.cfi_rows(b"\x41\x0e\x10", initial, params)
+    remade = rows_of(b"\x41\x0e\x10")
     assert cfas(remade) == cfas(first) and remade[0].cfa is not first[0].cfa
     # rsp+8 made again (2 kept), then rsp+16 past the bound: emptied, that one kept
     assert len(states) == 1 and list(states.values())[0][1][0] == CfaReg(7, 16)
