@@ -74,7 +74,16 @@ class MappedFile(mmap.mmap):
     origin: int
 
     def __del__(self) -> None:
-        os.close(self.origin)
+        # The map goes first, so that the descriptor is the file's last reference:
+        # closed later where it is a replaced file's (``_close_later``).
+        try:
+            self.close()
+        except BufferError:  # (a view outlives it: the map goes with the last view)
+            pass
+        try:
+            _close_later(self.origin)
+        except ImportError:  # (the interpreter's end: no core to ask)
+            os.close(self.origin)
 
 
 def _mapped(handle: BinaryIO, size: int) -> bytes | None:
@@ -188,11 +197,43 @@ def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None],
                 prepare(fd)
             finally:
                 os.close(fd)
-        os.replace(tmp, path)
+        replaced = _held(path)
+        try:
+            os.replace(tmp, path)
+        finally:
+            if replaced is not None:
+                _close_later(replaced)
     except BaseException:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _held(path: str) -> int | None:
+    """A descriptor of the file ``path`` names now (``O_PATH``: nothing read), or None:
+    held over the rename that replaces it, the old inode is freed when it is closed
+    (``_close_later``), not in the rename.  Freeing a file waits on the disk where it
+    has no journal or discards freed blocks (a few ms a file: as long as its
+    ``fsync``)."""
+    flag = getattr(os, "O_PATH", 0)
+    if not flag:
+        return None
+    try:
+        return os.open(path, flag | os.O_NOFOLLOW)
+    except OSError:
+        return None  # nothing there yet, or not ours to open: the rename frees it
+
+
+def _close_later(fd: int) -> None:
+    """Close ``fd``, the last reference to a replaced file: on the compiled core's
+    closing thread, so that freeing the old inode (which waits on the disk) overlaps
+    the caller's next work (``_core.close_later``); at once under
+    ``CFI2SFRAME_CORE=python``, the reference."""
+    core = compiled()
+    if core is None:
+        os.close(fd)
+    else:
+        core.close_later(fd)
 
 
 # The folders this process has swept (a tree run's worker writes many files into one

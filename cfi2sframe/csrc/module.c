@@ -152,6 +152,9 @@ static PyMethodDef methods[] = {
     {"start_writeback", start_writeback, METH_VARARGS,
      "start_writeback(fd) -> whether the kernel was asked to start writing the file's\n"
      "dirty pages (not waited for); see files.c."},
+    {"close_later", close_later, METH_VARARGS,
+     "close_later(fd) -> True once a thread of the core's has it to close, False where\n"
+     "it was closed at once; see files.c."},
     {NULL, NULL, 0, NULL},
 };
 
