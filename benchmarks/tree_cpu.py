@@ -1,7 +1,10 @@
 """Two checkouts' ``--in-place -r`` over fresh copies of a folder, alternated run by
 run (which goes first swaps each pair): wall and CPU seconds (user + system of the
 process tree) and the wall spent in ``fsync`` and in the rename that names each file
-(summed over the processes), medians.
+(summed over the processes), medians; from each worker's ``/proc/<pid>/schedstat`` at
+its exit (its main thread), the seconds the workers were blocked off the CPU (their
+lives less CPU and run-queue wait, summed) and the modelled wall an idle machine would
+give (the longest worker's life less its run-queue wait).
 
 On a loaded machine the wall time of ``--in-place`` is mostly ``fsync`` waiting on
 other writers' data; the CPU seconds are the work itself, which the load moves less.
@@ -36,9 +39,17 @@ def timed(name, real):
         finally:
             spent[name] += time.perf_counter() - start
     return call
+parent = os.getpid()
 def dump():
+    with open("/proc/self/schedstat") as handle:
+        cpu, queued = (int(field) / 1e9 for field in handle.read().split()[:2])
+    with open("/proc/self/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    with open("/proc/uptime") as handle:
+        life = float(handle.read().split()[0]) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    worker = int(os.getpid() != parent)
     with open(out, "a") as handle:
-        handle.write(f"{spent['fsync']} {spent['replace']}\\n")
+        handle.write(f"{spent['fsync']} {spent['replace']} {worker} {life} {cpu} {queued}\\n")
 os.fsync, os.replace = timed("fsync", os.fsync), timed("replace", os.replace)
 real_exit = os._exit
 def leave(status):
@@ -51,12 +62,12 @@ try:
 finally:
     dump()
 """
-PARTS = ("wall", "CPU", "fsync", "rename")
+PARTS = ("wall", "CPU", "fsync", "rename", "blocked", "modelled")
 
 
 def run(checkout: str, folder: str, jobs: str, tmp: str) -> tuple[float, ...]:
-    """(wall, CPU, fsync, rename) seconds of one ``--in-place -q -r`` over a fresh copy
-    of ``folder``."""
+    """(wall, CPU, fsync, rename, workers blocked, modelled wall) seconds of one
+    ``--in-place -q -r`` over a fresh copy of ``folder``."""
     copy = os.path.join(tmp, "copy")
     shutil.rmtree(copy, ignore_errors=True)
     subprocess.run(["cp", "-a", folder, copy], check=True)
@@ -73,8 +84,11 @@ def run(checkout: str, folder: str, jobs: str, tmp: str) -> tuple[float, ...]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(waits) as handle:
         sums = [[float(field) for field in line.split()] for line in handle]
+    workers = [row for row in sums if row[2]]
     return (wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-            sum(row[0] for row in sums), sum(row[1] for row in sums))
+            sum(row[0] for row in sums), sum(row[1] for row in sums),
+            sum(life - cpu - queued for _, _, _, life, cpu, queued in workers),
+            max((life - queued for _, _, _, life, _, queued in workers), default=0.0))
 
 
 def main() -> None:
