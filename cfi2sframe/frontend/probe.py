@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -40,6 +39,18 @@ _DUPLICATE_PROBE = deferred(
     r"^(.*?):(\d+): Error: symbol `" + PROBE + r"\d+' is already defined", re.M)
 
 
+# What ``shlex.split`` (POSIX mode, no comments) reads as other than a word's letters,
+# besides its whitespace: quotes and the escape.
+_SHELL_MARKS = ("'", '"', "\\")
+
+
+def _plain_words(text: str) -> list[str]:
+    """``text``'s words split at shlex's whitespace (space, tab, CR, LF) and no other:
+    ``str.split()`` would split at Unicode's spaces too."""
+    spaced = text.replace("\t", " ").replace("\r", " ").replace("\n", " ")
+    return [word for word in spaced.split(" ") if word]
+
+
 class Assembler(NamedTuple):
     """How to run an assembler: a command to which ``-o OUT IN`` is appended."""
 
@@ -47,7 +58,16 @@ class Assembler(NamedTuple):
 
     @staticmethod
     def from_string(text: str | None) -> Assembler:
-        return Assembler(tuple(shlex.split(text)) if text else ("as",))
+        """``--assembler``'s words as ``shlex.split`` gives them: a command with no
+        quote or backslash split at shlex's whitespace here, so the default target's
+        ``as`` loads no ``shlex`` (~1.2M instructions on every ``.s`` command)."""
+        if not text:
+            return Assembler(("as",))
+        if any(mark in text for mark in _SHELL_MARKS):
+            import shlex
+
+            return Assembler(tuple(shlex.split(text)))
+        return Assembler(tuple(_plain_words(text)))
 
     def run(self, source: str, display_name: str, include_dir: str) -> tuple[bytes, str]:
         """Assemble ``source``; return (object bytes, assembler messages)."""

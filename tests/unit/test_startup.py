@@ -141,9 +141,9 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     # (``subprocess``, with ``signal``, ``threading`` and ``selectors``, ~15M
     # instructions: the assembler's run and the tools' ``--version`` are ``spawn``'s;
     # ``tempfile`` and ``shutil``, ~15M: its folder is ``launch.PrivateFolder``, the
-    # look for it ``spawn.on_path``)
+    # look for it ``spawn.on_path``; ``shlex``, ~1.2M: the default ``as`` is one word)
     "convert .s": (["small.s", "-o", "small2.o"],
-                   (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis",
+                   (*NOT_ELF, "json", "cfi2sframe.batch", "cfi2sframe.analysis", "shlex",
                     *NO_SUBPROCESS, *NO_TEMPFILE, *OTHER_TARGETS)),
     "convert ELF": (["small.o", "-o", "small.sframe"],
                     (*NOT_FOR_ELF, "cfi2sframe.analysis", *LINKER, "cfi2sframe.sframe.decode",
@@ -156,7 +156,7 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
                     "cfi2sframe.elf.obj")),
     "--in-place": (["--in-place", "prog"], (*NOT_FOR_ELF, *LINKER, "cfi2sframe.elf.obj")),
     "compact .s": (["compact", "small.s"], ("cfi2sframe.xray", "lark", "tqdm", "typing",
-                                            "json", *NO_SUBPROCESS, *NO_TEMPFILE)),
+                                            "json", "shlex", *NO_SUBPROCESS, *NO_TEMPFILE)),
     # (the pure-Python core's dump still reads the object's CFI: dwarf and the model
     # allowed there; the compiled one takes ``Name`` and ``in_force`` from ``basics``)
     "dump": (["dump", "small.o"], (*NOT_ELF, *READ_ONLY, "cfi2sframe.analysis",
