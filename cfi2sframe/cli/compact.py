@@ -21,7 +21,6 @@ from ..compact.inputs import (
     unwind_columns,
     unwind_table,
 )
-from ..compact.table_writer import build_from_columns, build_unwind_info
 from ..compact.words import HAS_LSDA, NOT_FUNCTION_START, PERSONALITY_MASK, is_dwarf
 from ..compact.writer import rows_asm, rows_binary
 from ..core import compiled
@@ -382,6 +381,8 @@ def _write_darwin_object(args: argparse.Namespace, text: str, arch: Arch,
 
 def _write_placed(args: argparse.Namespace) -> int:
     """``--place``: the table for objects at the addresses given."""
+    from ..compact.table_writer import build_unwind_info
+
     if args.emit != "unwind-info" or args.file is not None:
         usage_error("compact", "--place builds __unwind_info: use it with --emit "
                                   "unwind-info and no FILE")
@@ -422,6 +423,8 @@ def _write_placed(args: argparse.Namespace) -> int:
 def _write_unwind_info(args: argparse.Namespace, view: MachoView, table: Columns) -> int:
     """The image's table built again by our writer (every function looked up before it
     is written), to -o or standard output; what changed is said on standard error."""
+    from ..compact.table_writer import build_from_columns
+
     built = build_from_columns(image_columns(view, table), view.arch, args.file)
     for note in built.notes:
         print(f"{args.file}: note: {note}", file=sys.stderr)

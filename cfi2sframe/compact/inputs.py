@@ -34,6 +34,7 @@ from ..macho.unwind import (
 from ..model import Timeline
 from ..reasons import CompactReason, Unrepresentable
 from ..spawn import on_path
+from ..typed import TYPE_CHECKING
 from .lower import (
     CompactFunction,
     FunctionTail,
@@ -43,11 +44,12 @@ from .lower import (
     placed_tail,
 )
 from .rules import Code
-from .table import Columns, UnwindInfo, read_columns, read_unwind_info
-from .table_writer import FunctionColumns, TableFunction
 from .words import ARM64_DWARF, HAS_LSDA, MODE_MASK, PERSONALITY_MASK, X86_DWARF, is_dwarf
 
 _new_tuple = tuple.__new__
+if TYPE_CHECKING:  # (the __unwind_info table modules load for an image's table only)
+    from .table import Columns, UnwindInfo
+    from .table_writer import FunctionColumns, TableFunction
 
 
 def compact_arch(arch_name: str, where: str) -> str:
@@ -277,6 +279,8 @@ def unwind_table(path: str, view: MachoView) -> UnwindInfo | None:
     section = view.section("__TEXT", "__unwind_info")
     if section is None:
         return None
+    from .table import read_unwind_info
+
     with decoding(path, "__unwind_info"):
         return read_unwind_info(view.section_data(section))
 
@@ -286,6 +290,8 @@ def unwind_columns(path: str, view: MachoView) -> Columns | None:
     section = view.section("__TEXT", "__unwind_info")
     if section is None:
         return None
+    from .table import read_columns
+
     with decoding(path, "__unwind_info"):
         return read_columns(view.section_data(section))
 
@@ -307,12 +313,16 @@ def function_ends(view: MachoView, table: Columns) -> list[int]:
 def image_functions(view: MachoView, table: Columns) -> list[TableFunction]:
     """An image's functions as its ``__unwind_info`` gives them, each running to
     ``function_ends``, with the FDE offset a DWARF-mode encoding holds."""
+    from .table_writer import TableFunction
+
     return [TableFunction(*f) for f in zip(*image_columns(view, table), strict=True)]
 
 
 def image_columns(view: MachoView, table: Columns) -> FunctionColumns:
     """``image_functions`` as columns (no object per function: what the builder takes
     from an image)."""
+    from .table_writer import FunctionColumns
+
     dwarf = ARM64_DWARF if view.arch == "arm64" else X86_DWARF
     offsets, encodings = table.offsets, table.encodings
     return FunctionColumns(
@@ -483,6 +493,8 @@ def placed_functions(objects: list[tuple[str, bytes, int]], image_base: int,
     ``personalities``.  Functions with no row are
     named in a note (a linker takes their FDEs); a DWARF-mode row is an error: its
     FDE's offset in the image's ``__eh_frame`` is the linker's to know."""
+    from .table_writer import TableFunction
+
     out: list[TableFunction] = []
     notes: list[str] = []
     arch = None

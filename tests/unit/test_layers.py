@@ -71,9 +71,14 @@ DEFERRED: dict[str, tuple[str, frozenset[str]]] = {
                     "verify_as_converted"})),
     "compact.inputs": ("the same for compact unwind: Lark only for assembly input; the "
                        "ELF CFI reader, the prologue reader and the Mach-O writer only "
-                       "for what reads or writes them", frozenset({
+                       "for what reads or writes them; the __unwind_info table reader "
+                       "and writer only for an image's table", frozenset({
                            "_with_new_rows", "compact_asm_rows", "compact_elf",
-                           "darwin_object", "from_prologues"})),
+                           "darwin_object", "from_prologues", "unwind_table",
+                           "unwind_columns", "image_functions", "image_columns",
+                           "placed_functions"})),
+    "cli.compact": ("the __unwind_info writer loads for a table written only",
+                    frozenset({"_write_placed", "_write_unwind_info"})),
     "frontend.macho_probe": ("the Mach-O reader loads only for an Apple target's probe "
                              "object, not where ELF assembly asks whether it is Darwin's",
                              frozenset({"elf_like_symbols"})),

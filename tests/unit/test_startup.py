@@ -126,6 +126,9 @@ NO_TEMPFILE = ("tempfile", "shutil", "random", "weakref")
 # (``--emit elf``'s); ``shutil`` none (a ``.s`` input's look for the assembler is
 # ``spawn.on_path``).
 LINKER = ("cfi2sframe.linker", "cfi2sframe.spawn")
+# An image's ``__unwind_info``, read and written (~5.8M instructions): not for ``.s``.
+UNWIND_INFO = ("cfi2sframe.compact.table", "cfi2sframe.compact.table_writer",
+               "cfi2sframe.compact.layout")
 NOT_FOR_ELF = ("shutil", "cfi2sframe.elf.archive", "cfi2sframe.frontend", "cfi2sframe.batch",
                "json", *NOT_ELF, *NO_SUBPROCESS, *OTHER_TARGETS)
 LINKED = "/usr/bin/true"  # a small linked program (copied as ``prog``)
@@ -156,7 +159,8 @@ NOT_NEEDED: dict[str, tuple[list[str], tuple[str, ...]]] = {
                     "cfi2sframe.elf.obj")),
     "--in-place": (["--in-place", "prog"], (*NOT_FOR_ELF, *LINKER, "cfi2sframe.elf.obj")),
     "compact .s": (["compact", "small.s"], ("cfi2sframe.xray", "lark", "tqdm", "typing",
-                                            "json", "shlex", *NO_SUBPROCESS, *NO_TEMPFILE)),
+                                            "json", "shlex", *NO_SUBPROCESS, *NO_TEMPFILE,
+                                            *UNWIND_INFO)),
     # (the pure-Python core's dump still reads the object's CFI: dwarf and the model
     # allowed there; the compiled one takes ``Name`` and ``in_force`` from ``basics``)
     "dump": (["dump", "small.o"], (*NOT_ELF, *READ_ONLY, "cfi2sframe.analysis",
