@@ -122,8 +122,8 @@ static int count_fre(void *raw, int64_t at, const State *s) {
  * start within this range; a replay that dropped none is kept for later FDEs.  As
  * ``replay``: 1 done, 0 the general path, -1 error. */
 static int replayed(StatsCtx *ctx, const EhFde *e) {
-    uint64_t h;
-    uint32_t index = body_seen(&ctx->seen, e, &h);
+    uint64_t h = body_hash(e->cie->at, e->data + e->body, e->end - e->body);
+    uint32_t index = ids_get(&ctx->seen, h);  /* (checked by ``same_body``) */
     if (index != NO_ID) {
         const StatsBody *b = &ctx->body[index];
         if (same_body(e, b->cie_at, b->at, b->len) &&

@@ -169,13 +169,6 @@ static inline int ids_put(KeptIds *m, uint64_t key, uint32_t value) {
     return 0;
 }
 
-/* The index ``seen`` keeps for ``e``'s (CIE, body), found by ``body_hash`` (set in
- * ``*h``), else NO_ID; the caller checks a body found with ``same_body``. */
-static inline uint32_t body_seen(const KeptIds *seen, const EhFde *e, uint64_t *h) {
-    *h = body_hash(e->cie->at, e->data + e->body, e->end - e->body);
-    return ids_get(seen, *h);
-}
-
 static inline void ids_free(KeptIds *m) {
     PyMem_Free(m->keys);
     PyMem_Free(m->values);
