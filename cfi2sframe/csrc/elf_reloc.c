@@ -120,13 +120,18 @@ PyObject *relocate(PyObject *Py_UNUSED(self), PyObject *args) {
                               : load_signed(data + offset, k->size, little);
         __int128 total = (__int128)last_value + addend;
         if (total > INT64_MAX || total < INT64_MIN) goto give_up;
+        __int128 stored = k->pcrel ? total - (__int128)offset : total;
+        /* a value its field cannot hold (a linker's "truncated to fit"): Python says so */
+        int bits = 8 * k->size;
+        if (stored < -((__int128)1 << (bits - 1)) ||
+            stored >= (__int128)1 << (k->pcrel ? bits - 1 : bits))
+            goto give_up;
         PyObject *key = PyLong_FromUnsignedLongLong(offset);
         PyObject *item = key ? Py_BuildValue("(OL)", last_name, (long long)total) : NULL;
         int status = item ? PyDict_SetItem(placed, key, item) : -1;
         Py_XDECREF(key);
         Py_XDECREF(item);
         if (status < 0) goto fail;
-        __int128 stored = k->pcrel ? total - (__int128)offset : total;
         store(data + offset, k->size, little, (uint64_t)stored);
     }
     Py_XDECREF(last_target);

@@ -123,8 +123,12 @@ def relocate_view(view: ElfView, index: int, contents: bytearray, where: str,
             target, value = found
             addend = fields[_R_ADDEND] if rela else int.from_bytes(contents[offset:offset + size],
                                                            endian, signed=True)
-            placed[offset] = (target, value + addend)
             stored = value + addend - offset if pc_relative else value + addend
+            bits = 8 * size  # signed where PC-relative, else either (a linker's check)
+            if not -(1 << (bits - 1)) <= stored < 1 << (bits - 1 if pc_relative else bits):
+                raise bad(at, f"relocation at {offset:#x}: its value {stored:#x} does not fit "
+                              f"its {size}-byte field")
+            placed[offset] = (target, value + addend)
             contents[offset:offset + size] = (stored & ((1 << (8 * size)) - 1)).to_bytes(
                 size, endian)
     return placed

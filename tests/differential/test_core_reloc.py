@@ -143,7 +143,41 @@ def test_sums_past_64_bits(objects: dict[str, Path]) -> None:
         broken = open_elf_file("x86_64", bytes(data))
         ours = _relocated(broken, ".eh_frame", core)
         assert ours == _relocated(broken, ".eh_frame", None)
-        assert not isinstance(ours, str)
+        # (an R_X86_64_PC32 field holds none of these sums: test_a_value_its_field...)
+        assert isinstance(ours, str) and "does not fit its 4-byte field" in ours, ours
+
+
+def test_a_value_its_field_cannot_hold_is_an_error_at_the_bound(objects: dict[str, Path]
+                                                                ) -> None:
+    """S + A - P of an R_X86_64_PC32 (x86-64 psABI: type 2, a signed 32-bit field) from
+    -2**31 to 2**31 - 1 is stored; one past either end is the input's error in both
+    loops, as a linker's "relocation truncated to fit".  Found by fuzzing the rewrite
+    path: the field was cut to its low 32 bits while the placement kept the whole sum,
+    so the .sframe written and the DWARF read back named different functions."""
+    import struct
+
+    core = compiled_core()
+    data = bytearray(objects["x86_64"].read_bytes())
+    view = open_elf_file("x86_64", bytes(data))
+    index = view.sections.index(view.section(".eh_frame"))
+    rel = next(s for s in view.sections if s.kind == 4 and s.info == index)
+    offset, info, addend = struct.unpack_from("<QQq", data, rel.offset)
+    assert info & 0xFFFFFFFF == 2  # R_X86_64_PC32
+    relocated = _relocated(view, ".eh_frame", None)
+    assert not isinstance(relocated, str)
+    symbol = relocated[1][offset][1] - addend  # S
+    for stored, fits in ((2**31 - 1, True), (2**31, False), (-(2**31), True),
+                         (-(2**31) - 1, False)):
+        struct.pack_into("<QQq", data, rel.offset, offset, info, stored - symbol + offset)
+        broken = open_elf_file("x86_64", bytes(data))
+        ours = _relocated(broken, ".eh_frame", core)
+        assert ours == _relocated(broken, ".eh_frame", None), stored
+        if fits:
+            assert not isinstance(ours, str), ours
+            assert ours[0][offset:offset + 4] == (stored & 0xFFFFFFFF).to_bytes(4, "little")
+        else:
+            assert ours == (f"f.o: error: at byte {rel.offset:#x}: relocation at {offset:#x}: its "
+                            f"value {stored:#x} does not fit its 4-byte field"), ours
 
 
 def test_a_symbol_table_past_the_files_end(objects: dict[str, Path]) -> None:
