@@ -396,6 +396,8 @@ def _entries_valued(data: bytes, start: int, count: int, size: int,
     find = getattr(data, "find", None)
     if find is None:
         return None
+    if count <= 0:  # (a table past the file's end: a map's find takes no such start)
+        return []
     field, width, little = value_at
     end, met, kept = start + count * size, 0, set()
     for value in few:
@@ -420,6 +422,8 @@ _FEW_MEETINGS = 256
 def string_in(data: bytes, start: int, held: int, offset: int) -> str:
     """``string_at`` of the string table of ``held`` bytes at ``start`` of ``data``,
     read in place (no copy of the table)."""
+    if not 0 <= offset < held:  # (as ``string_at`` past its table; a map's find would
+        return ""               # not take a start past the file)
     end = data.find(b"\0", start + offset, start + held)
     return data[start + offset : end if end >= 0 else start + held].decode("utf-8", "replace")
 

@@ -136,3 +136,17 @@ def test_a_grown_tables_relocations_span_the_whole_entries_the_file_holds() -> N
     assert data[_whole_span(100, 120, 24, 24)] == b""  # past the end
     assert data[_whole_span(100, 10, 0, 24)] == b""
     assert data[_whole_span(100, 99, 24, 24)] == b""  # less than one entry held
+
+
+def test_a_table_past_a_mapped_files_end_holds_nothing() -> None:
+    """Found by fuzzing the rewrite path (whose check reads the written file mapped): a
+    symbol or string table whose offset lies past the file.  ``bytes.find`` takes such
+    a start, ``mmap.find`` raises OverflowError; both now give what the table holds
+    there: no entry, no name (as ``string_at`` past its table)."""
+    import mmap
+
+    mapped = mmap.mmap(-1, 64)
+    far = 1 << 70
+    assert _entries_valued(mapped, far, 0, 24, (8, 8, True), {0x10}) == []
+    assert string_in(mapped, far, 0, 0) == ""
+    assert string_in(mapped, 0, 8, 8) == "" and string_in(mapped, 0, 8, 7) == ""
