@@ -773,7 +773,26 @@ def check_rewritten(display: str, payload: bytes | str, limits: Limits = DEFAULT
             _had_layout_problems(display, original):
         raise Cfi2SframeError(display, f"the rewritten file does not verify ({failure}), as "
                                        "the input's layout did not; input left untouched")
+    overlap = _overlapping_fde(display, payload, limits)
+    if overlap is not None:
+        raise Cfi2SframeError(display, f"the rewritten file does not verify ({failure}): the "
+                                       f"input's FDEs overlap at {overlap:#x}, so its CFI "
+                                       "gives two rules there; input left untouched")
     raise _not_verified(display, failure)
+
+
+def _overlapping_fde(display: str, payload: bytes, limits: Limits) -> int | None:
+    """Where the file's DWARF FDEs first overlap, or None: there its CFI is ambiguous
+    (found by fuzzing: a huge FDE, left out of the section, over a small one the
+    section holds), so a disagreement there is the input's, not ours."""
+    spans = sorted((fde.start, fde.start + fde.size)
+                   for fde in read_elf_cfi(display, payload, limits).fdes if fde.size > 0)
+    reach = None
+    for start, end in spans:
+        if reach is not None and start < reach:
+            return start
+        reach = end if reach is None else max(reach, end)
+    return None
 
 
 def _not_verified(display: str, failure: str) -> InternalError:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 import subprocess
+import sys
 
 import pytest
 
@@ -154,3 +155,57 @@ def test_cfi_verify_cannot_read_stays_the_inputs_error(planned: bytes) -> None:
         check_rewritten("plt", damaged, original=planned)
     assert not isinstance(caught.value, InternalError)
 
+
+
+OVERLAPPING = """\t.cfi_sections .debug_frame
+\t.text
+outer:
+\t.cfi_startproc
+\tpushq %rbp
+\t.cfi_def_cfa_offset 16
+\t.cfi_offset %rbp, -16
+\tmovq %rsp, %rbp
+\t.cfi_def_cfa_register %rbp
+\tnop
+\tpopq %rbp
+\t.cfi_def_cfa %rsp, 8
+\tret
+\t.cfi_endproc
+inner:
+\t.cfi_startproc
+\tpushq %rbx
+\t.cfi_def_cfa_offset 16
+\tpopq %rbx
+\t.cfi_def_cfa_offset 8
+\tret
+\t.cfi_endproc
+"""
+
+
+def test_fdes_that_overlap_are_the_inputs_error(tmp_path) -> None:
+    """Found by fuzzing the rewrite path: an FDE whose range (2**40 bytes: past SFrame's
+    32-bit function size, so left out with a warning) covers the next function's FDE.
+    Where two FDEs cover a PC the input's CFI gives two rules, and the rewritten file's
+    check meets the outer one's where the section holds the inner one's: the input's
+    error (exit 1), not an internal error, and the input untouched.  The .debug_frame
+    layout (DWARF 5, 6.4.1, 64-bit object): the CIE, then the first FDE's length (4),
+    CIE pointer (4), initial location (8) and address range (8, at byte 16 of it)."""
+    require("as")
+    source, obj = tmp_path / "overlap.s", tmp_path / "overlap.o"
+    source.write_text(OVERLAPPING)
+    subprocess.run(["as", str(source), "-o", str(obj)], check=True)
+    data = bytearray(obj.read_bytes())
+    view = open_elf(bytes(data), "overlap.o")
+    frame = view.section(".debug_frame")
+    assert frame is not None
+    cie_length = struct.unpack_from("<I", data, frame.offset)[0]
+    fde = frame.offset + 4 + cie_length
+    assert struct.unpack_from("<Q", data, fde + 16)[0] == 7  # outer: 1 + 3 + 1 + 1 + 1 bytes
+    struct.pack_into("<Q", data, fde + 16, 1 << 40)
+    obj.write_bytes(bytes(data))
+    done = subprocess.run([sys.executable, "-m", "cfi2sframe", "--in-place", str(obj)],
+                          capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert "the input's FDEs overlap at 0x7, so its CFI gives two rules there; input " \
+           "left untouched" in done.stderr, done.stderr
+    assert obj.read_bytes() == bytes(data)
