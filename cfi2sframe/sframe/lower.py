@@ -224,18 +224,38 @@ def _lower_rows_v3(rows: tuple[Row, ...], arch: Arch) -> _Lowered:
     if first == len(rows):
         return Unrepresentable(SframeReason.cfa_undefined, "no CFA rule anywhere")
     wanted: list[tuple[int, FrameRules, bool]] = []
+    # Each distinct row's rules made once (a PLT's ~1k rows hold two): ``_v3_rules``
+    # reads every field but the start, which only a failure names (at its first row).
+    seen: dict[tuple[object, ...], FrameRules] = {}
     for row in rows[first:]:
-        try:
-            rules = _v3_rules(row, arch)
-        except _Unrepresentable as exc:
-            return _at(row, Unrepresentable(exc.reason, exc.detail))
+        key = row[1:]
+        rules = seen.get(key)
+        if rules is None:
+            try:
+                rules = seen[key] = _v3_rules(row, arch)
+            except _Unrepresentable as exc:
+                return _at(row, Unrepresentable(exc.reason, exc.detail))
         if wanted and wanted[-1][1:] == (rules, row.ra_signed):
             continue
         wanted.append((row.start, rules, row.ra_signed))
     fixed_ra = None if arch.tracks_ra else Loc(None, arch.sframe_fixed_ra_offset, True)
-    if all(_fits_default(rules, arch, fixed_ra) for _, rules, _ in wanted):
-        return tuple(_default_fre(start, rules, signed, arch) for start, rules, signed in wanted)
+    # (``wanted`` holds every distinct rules ``seen`` holds, and only those.)
+    if all(_fits_default(rules, arch, fixed_ra) for rules in set(seen.values())):
+        return _default_fres(wanted, arch)
     return tuple(RuleFre(start, rules, signed) for start, rules, signed in wanted)
+
+
+def _default_fres(wanted: list[tuple[int, FrameRules, bool]], arch: Arch) -> tuple[Fre, ...]:
+    """``_default_fre`` of each (start, rules, signed), made once per distinct (rules,
+    signed) at offset 0 and placed at each start (a PLT's ~1k FREs hold two)."""
+    made: dict[tuple[FrameRules, bool], Fre] = {}
+    fres: list[Fre] = []
+    for start, rules, signed in wanted:
+        fre = made.get((rules, signed))
+        if fre is None:
+            fre = made[rules, signed] = _default_fre(0, rules, signed, arch)
+        fres.append(Fre(start, *fre[1:]) if start else fre)
+    return tuple(fres)
 
 
 def _outermost(fre: Fre | RuleFre) -> bool:

@@ -458,3 +458,53 @@ def test_an_fre_past_the_end_that_goes_on_repeating_is_no_repetition() -> None:
     assert _repeating_body(changed, _steps(changed), 0, 2, 6) is None
     same = (*fres, Fre(6, False, 16))
     assert _repeating_body(same, _steps(same), 0, 2, 6) is not None
+
+
+def test_v3_makes_each_distinct_rows_rules_once(monkeypatch) -> None:
+    """A PLT of 100 entries resolves to ~200 rows holding three distinct rules (by hand:
+    CFA rsp+16 and rsp+24 in PLT0, then rsp+8 and rsp+16 in each entry, RA at CFA-8
+    throughout): V3 makes each one's rules and default FRE once, not once per row,
+    and lowers the same as V2 (the bytes of both are CFA offsets alone: default FREs)."""
+    from cfi2sframe.sframe import lower as lowering
+
+    made: list[Row] = []
+    real = lowering._v3_rules
+
+    def counted(row: Row, arch: object) -> object:
+        made.append(row)
+        return real(row, arch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lowering, "_v3_rules", counted)
+    defaults: list[int] = []
+    real_default = lowering._default_fre
+
+    def counted_default(start: int, *rest: object) -> object:
+        defaults.append(start)
+        return real_default(start, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lowering, "_default_fre", counted_default)
+    timeline = _plt_timeline(0x1020, 100)
+    v3, skips = lower_all([timeline], X86, 3)
+    assert not skips
+    # The first try stops at the expression (PLT0's two rules, then the expression);
+    # the second, over the resolved rows, meets PLT0's two and the entries' rsp+8.
+    assert [row.cfa for row in made] == [CfaReg(7, 16), CfaReg(7, 24), CfaExpr(LD_PLT),
+                                         CfaReg(7, 16), CfaReg(7, 24), CfaReg(7, 8)], made
+    assert len(defaults) == 3, defaults  # one default FRE per distinct rules, placed
+    v2, _ = lower_all([timeline], X86, 2)
+    assert [(f.start, f.size, f.fres) for f in v3] == [(f.start, f.size, f.fres) for f in v2]
+
+
+def test_v3_names_the_first_row_a_repeated_rule_fails_at() -> None:
+    """Rows made once per distinct rule still fail at the first row that has it: a
+    signed return address (no V3 encoding on x86-64) at offsets 4 and 12, between
+    rows that lower, is left out at 0x4 (by hand), and a rule differing only in the
+    signing is not taken for the one before it."""
+    from cfi2sframe.reasons import SframeReason
+    from cfi2sframe.sframe.lower import lower
+
+    ok, signed = Row(0, CfaReg(7, 8), RA), Row(0, CfaReg(7, 8), RA, ra_signed=True)
+    rows = (ok, signed._replace(start=4), ok._replace(start=8), signed._replace(start=12))
+    result = lower(Timeline("f", "", 0x1000, 16, rows, 16, Location("t")), X86, None, 3)
+    assert getattr(result, "reason", None) == SframeReason.ra_signed, result
+    assert result.detail.endswith("at offset 0x4"), result.detail  # type: ignore[union-attr]
