@@ -467,7 +467,11 @@ def open_elf(data: bytes, where: str) -> ElfView:
     if not 0 <= shstrndx < len(headers):
         raise DecodeError(ehdr.offset("e_shstrndx"),
                           f"{where}: bad section name table index {shstrndx}")
-    *_, names_at, names_size, _, _ = headers[shstrndx]
+    _, names_kind, _, _, names_at, names_size, _, _ = headers[shstrndx]
+    if names_kind == SHT_NOBITS and shstrndx:  # (gABI: it occupies no file space)
+        raise DecodeError(shoff + shstrndx * shentsize,
+                          f"{where}: the section name table (section {shstrndx}) is "
+                          "SHT_NOBITS: it holds no names in the file")
     names = data[names_at : names_at + names_size]
     sections = tuple(
         Section(string_at(names, name), kind, offset, 0 if kind == SHT_NOBITS else size, link,

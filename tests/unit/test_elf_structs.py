@@ -16,6 +16,7 @@ from cfi2sframe.elf import structs
 from cfi2sframe.elf.archive import AR_HDR, HEADER_SIZE
 from cfi2sframe.elf.grow import allocated_section, read_only_segment
 from cfi2sframe.elf.read import open_elf
+from cfi2sframe.errors import DecodeError
 from cfi2sframe.sframe import format as sf
 from tests.conftest import require, require_path
 
@@ -131,3 +132,27 @@ def test_a_programs_build_id_is_readelfs() -> None:
     assert note is not None
     assert build_id_of(data, view.is64, view.little_endian, note.offset,
                        note.size).hex() == expected
+
+
+def test_a_section_name_table_of_no_bytes_is_an_error() -> None:
+    """Found by fuzzing the rewrite path: a linked file whose section name table's type
+    was SHT_NOBITS (8; gABI: such a section occupies no space in the file).  The reader
+    took names from its bytes, the rewriter kept none of them, and the rewritten file's
+    check found an empty .sframe: an internal error for the input's fault.  Now the
+    reader says so, at that section's header (ELF64: e_shoff at 0x28, e_shentsize at
+    0x3A, e_shstrndx at 0x3E; sh_type at byte 4 of a header)."""
+    data = bytearray(Path("/usr/bin/true").read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, _, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    header = shoff + shstrndx * shentsize
+    assert struct.unpack_from("<I", data, header + 4)[0] == 3  # SHT_STRTAB
+    assert open_elf(bytes(data), "true").section(".text") is not None
+    struct.pack_into("<I", data, header + 4, 8)  # SHT_NOBITS
+    try:
+        open_elf(bytes(data), "true")
+    except DecodeError as exc:
+        assert exc.offset == header and str(exc.args[-1]).endswith(
+            f"the section name table (section {shstrndx}) is SHT_NOBITS: it holds no "
+            "names in the file"), exc.args
+    else:
+        raise AssertionError("a SHT_NOBITS section name table was read")
