@@ -203,6 +203,14 @@ def add_sframe(data: bytes, sframe: bytes, starts: Sequence[StartField], start_s
             raise Cfi2SframeError(where, f"function '{start.name}' starts at "
                                          f"{start.addend:#x} in its section: no relocation "
                                          "addend holds that")
+        # S + A - P with the object's sections at 0, as a reader relocates it
+        # (``elf.reloc``): past the field's signed range no reader gets the start back
+        reach = 1 << (8 * start_size - 1)
+        if not -reach <= start.addend - start.offset < reach:
+            raise Cfi2SframeError(where, f"function '{start.name}' starts at "
+                                         f"{start.addend:#x} in its section: the .sframe's "
+                                         f"{start_size}-byte PC-relative start field does "
+                                         "not reach that")
         relocs += _RELA.pack(little, r_offset=start.offset, r_info=info,
                              r_addend=start.addend)
     if reuse is not None:

@@ -209,3 +209,39 @@ def test_fdes_that_overlap_are_the_inputs_error(tmp_path) -> None:
     assert "the input's FDEs overlap at 0x7, so its CFI gives two rules there; input " \
            "left untouched" in done.stderr, done.stderr
     assert obj.read_bytes() == bytes(data)
+
+
+@pytest.mark.parametrize("addend, fits", [(45 + (1 << 31) - 1, True), (45 + (1 << 31), False),
+                                          (1 << 54, False)])
+def test_a_start_the_sframe_field_cannot_reach_is_the_inputs_error(tmp_path, addend: int,
+                                                                    fits: bool) -> None:
+    """Found by fuzzing the rewrite path: an object's FDE placed by an R_X86_64_64 at
+    .text + 2**54 (its .debug_frame field is 8 bytes); the .sframe's start field of an
+    FDE is 4 bytes, PC-relative (S + A - P, the sections at 0 as a reader relocates an
+    object), so the written relocation could not be read back: an internal error.  Now
+    the conversion says so.  The bound, from the layout of the V1 section an object
+    gets by default (GNU ld 2.40 links only V1): a 28-byte header, FDEs of 17 bytes,
+    the start field first; the second function sorts last, so its field is at P = 45
+    and A - 45 = 2**31 - 1 is the last addend it holds."""
+    require("as")
+    source, obj = tmp_path / "far.s", tmp_path / "far.o"
+    source.write_text(OVERLAPPING)
+    subprocess.run(["as", str(source), "-o", str(obj)], check=True)
+    data = bytearray(obj.read_bytes())
+    view = open_elf(bytes(data), "far.o")
+    rela = view.section(".rela.debug_frame")
+    assert rela is not None and rela.size == 4 * 24  # CIE pointer and start, each FDE
+    offset, info, original = struct.unpack_from("<QQq", data, rela.offset + 3 * 24)
+    assert info & 0xFFFFFFFF == 1 and original == 7  # R_X86_64_64 at .text + 7: inner
+    struct.pack_into("<q", data, rela.offset + 3 * 24 + 16, addend)
+    obj.write_bytes(bytes(data))
+    done = subprocess.run([sys.executable, "-m", "cfi2sframe", "--in-place", str(obj)],
+                          capture_output=True, text=True)
+    if fits:
+        assert done.returncode == 0, done.stderr
+        return
+    assert done.returncode == 1, done.stderr
+    assert f"function '.text+{addend:#x}' starts at {addend:#x} in its section: the " \
+           ".sframe's 4-byte PC-relative start field does not reach that" in done.stderr, \
+        done.stderr
+    assert obj.read_bytes() == bytes(data)
