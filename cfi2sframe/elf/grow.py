@@ -215,6 +215,8 @@ def _checked(view: ElfView, segments: list[Segment], moved: tuple[int, ...], fir
                 and kinds.get(value) != TABLES.get(tag):
             return None
     align = max([8] + [_addralign(view, s.header_at) for s in sections])
+    if align & (align - 1) or align > max(first.align, 8):
+        return None  # (gABI: 0, 1 or a power of two; past the page, moving would not keep it)
     return Room(moved, start, end, address, align)
 
 

@@ -24,6 +24,7 @@ import pytest
 
 from cfi2sframe.analysis.compare import check_rewritten
 from cfi2sframe.convert import ElfConversion, convert_file
+from cfi2sframe.elf.grow import find_room
 from cfi2sframe.elf.read import PT_GNU_SFRAME, open_elf
 from cfi2sframe.errors import Cfi2SframeError, InternalError
 from cfi2sframe.files import bytes_of
@@ -245,3 +246,39 @@ def test_a_start_the_sframe_field_cannot_reach_is_the_inputs_error(tmp_path, add
            ".sframe's 4-byte PC-relative start field does not reach that" in done.stderr, \
         done.stderr
     assert obj.read_bytes() == bytes(data)
+
+
+@pytest.mark.parametrize("align, room", [(8, True), (4096, True),
+                                         ((1 << 64) - 0x1A34_0000_FFF8, False),
+                                         (24, False), (1 << 40, False)])
+def test_a_moved_sections_absurd_alignment_gives_no_room(tmp_path, align: int,
+                                                         room: bool) -> None:
+    """Found by fuzzing the rewrite path: a PIE whose .note.gnu.property (moved after
+    the program headers to make room for more) held an sh_addralign of 2**64 - ..., not
+    a power of two (gABI: 0, 1 or a power of two), so the room was placed ~2**64 bytes
+    on and the write raised OverflowError.  Such a section, or one aligned past its
+    segment's page (4 KiB here), gives no room (``find_room``: None, the conversion
+    goes another way); a power of two up to the page does.  The command ends with
+    the file's conversion or its error, never a traceback."""
+    require("gcc")
+    source, program = tmp_path / "p.c", tmp_path / "p"
+    source.write_text("int main(void) { return 0; }\n")
+    subprocess.run(["gcc", "-O2", "-pie", "-fPIE", "-Wl,-z,max-page-size=4096", str(source),
+                    "-o", str(program)], check=True)
+    data = bytearray(program.read_bytes())
+    view = open_elf(bytes(data), "p")
+    note = view.section(".note.gnu.property")
+    if note is None:
+        pytest.skip("this gcc writes no .note.gnu.property")
+    index = view.sections.index(note)
+    found = find_room(view, view.segments(), 2)
+    if found is None or index not in found.moved:
+        pytest.skip("this link moves no .note.gnu.property to make room")
+    struct.pack_into("<Q", data, note.header_at + 48, align)  # sh_addralign (ELF64)
+    changed = open_elf(bytes(data), "p")
+    found = find_room(changed, changed.segments(), 2)
+    assert (found is not None) == room, found
+    program.write_bytes(bytes(data))
+    done = subprocess.run([sys.executable, "-m", "cfi2sframe", "--in-place", str(program)],
+                          capture_output=True, text=True)
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
