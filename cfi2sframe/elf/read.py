@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 SymbolRow = tuple[int, int, int, int, int]
 
 # The ELF constants the package uses (gABI; SHT_GNU_SFRAME and PT_GNU_SFRAME: GNU).
-SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL = 2, 4, 8, 9
+SHT_NULL, SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL = 0, 2, 4, 8, 9
 SHT_GROUP, SHT_SYMTAB_SHNDX = 17, 18
 SHT_LLVM_ADDRSIG = 0x6FFF4C03  # LLVM: address-significant symbols, by index
 SHT_GNU_SFRAME = 0x6FFFFFF4
@@ -464,6 +464,9 @@ def open_elf(data: bytes, where: str) -> ElfView:
                                  f"the file ({len(data)} bytes)")
     pick = _SECTION_FIELDS[is64]
     headers = [pick(shdr.unpack_from(data, shoff + i * shentsize)) for i in range(shnum)]
+    if headers and headers[0][1] != SHT_NULL:  # (gABI: index 0 is reserved, SHT_NULL)
+        raise DecodeError(shoff, f"{where}: section 0 has type {headers[0][1]}, not "
+                                 "SHT_NULL")
     if not 0 <= shstrndx < len(headers):
         raise DecodeError(ehdr.offset("e_shstrndx"),
                           f"{where}: bad section name table index {shstrndx}")

@@ -156,3 +156,21 @@ def test_a_section_name_table_of_no_bytes_is_an_error() -> None:
             "names in the file"), exc.args
     else:
         raise AssertionError("a SHT_NOBITS section name table was read")
+
+
+def test_a_section_0_that_is_not_null_is_an_error() -> None:
+    """Found by fuzzing the rewrite path: an object whose section 0 had type SHT_SYMTAB
+    (2); the writer took it for the symbol table and linked .rela.sframe to it, which
+    the rewritten file's check could not read (an internal error).  gABI: section
+    index 0 is reserved, its type SHT_NULL; the reader now says so at e_shoff."""
+    data = bytearray(Path("/usr/bin/true").read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    assert struct.unpack_from("<I", data, shoff + 4)[0] == 0
+    struct.pack_into("<I", data, shoff + 4, 2)  # SHT_SYMTAB
+    try:
+        open_elf(bytes(data), "true")
+    except DecodeError as exc:
+        assert exc.offset == shoff and str(exc.args[-1]).endswith(
+            "section 0 has type 2, not SHT_NULL"), exc.args
+    else:
+        raise AssertionError("a section 0 of type SHT_SYMTAB was read")
