@@ -545,7 +545,7 @@ def grow(view: ElfView, segments: list[Segment], block: Block, size: int,
     patches += [(cut, names), (place.shdrs_at, b"".join(headers)),
                 (place.at, data[block.start:block.end]), (place.sframe_at, sframe)]
     if shift_address:  # after the moved bytes: a moved .dynsym's symbols change there
-        patches += _references(view, segments, block, shift_offset, shift_address)
+        patches += _references(view, segments, block, shift_offset, shift_address, where)
     return PatchedCopy(place.end, data, cut, tuple(patches)), place.sframe_address
 
 
@@ -588,10 +588,11 @@ def _rows(view: ElfView, segments: list[Segment], block: Block, previous: Grown 
 
 
 def _references(view: ElfView, segments: list[Segment], block: Block, shift_offset: int,
-                shift: int) -> list[tuple[int, bytes]]:
+                shift: int, where: str) -> list[tuple[int, bytes]]:
     """The dynamic entries of the moved tables and the symbols defined in moved
     sections, at their new addresses (written into a symbol table's moved copy where
-    the table moved too)."""
+    the table moved too); a symbol whose new address leaves 64 bits is the input's
+    error (its value is nowhere near its section's: found by fuzzing)."""
     dyn, sym = DYN64[view.little_endian], SYM64[view.little_endian]
     d_un, st_value = dyn.offset("d_un"), sym.offset("st_value")
     spans = range(block.address, block.address + (block.end - block.start))
@@ -605,6 +606,10 @@ def _references(view: ElfView, segments: list[Segment], block: Block, shift_offs
         base = table.offset + (shift_offset if index in moved else 0)
         for n, shndx, value in _symbols(view, table):
             if shndx in moved and shndx < SHN_LORESERVE:
+                if not 0 <= value + shift < 1 << 64:
+                    raise Cfi2SframeError(where, f"symbol {n} of section {index} has value "
+                                                 f"{value:#x}: moved with its section "
+                                                 f"{shndx}, it leaves 64 bits")
                 patches.append((base + n * sym.size + st_value,
                                 sym.pack_field("st_value", value + shift)))
     return patches

@@ -282,3 +282,34 @@ def test_a_moved_sections_absurd_alignment_gives_no_room(tmp_path, align: int,
     done = subprocess.run([sys.executable, "-m", "cfi2sframe", "--in-place", str(program)],
                           capture_output=True, text=True)
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_moved_symbol_leaving_64_bits_is_the_inputs_error(tmp_path) -> None:
+    """Found by fuzzing the rewrite path: a symbol defined in a section that moves to
+    make room after the program headers, its value 2**64 - 1 (nowhere near its
+    section), moved past 64 bits: struct.error (a traceback).  Now the input's error,
+    the file untouched.  ELF64 symbol: st_name 4, st_info 1, st_other 1, st_shndx 2,
+    st_value 8 (at byte 8 of its 24)."""
+    require("gcc")
+    source, program = tmp_path / "p.c", tmp_path / "p"
+    source.write_text("int main(void) { return 0; }\n")
+    subprocess.run(["gcc", "-O2", "-pie", "-fPIE", str(source), "-o", str(program)],
+                   check=True)
+    data = bytearray(program.read_bytes())
+    view = open_elf(bytes(data), "p")
+    room = find_room(view, view.segments(), 2)
+    symtab = view.section(".symtab")
+    if room is None or symtab is None:
+        pytest.skip("this link moves nothing, or has no symbol table")
+    defined = [n for n in range(symtab.size // 24)
+               if struct.unpack_from("<H", data, symtab.offset + 24 * n + 6)[0] in room.moved]
+    if not defined:
+        pytest.skip("no symbol is defined in a section that moves")
+    struct.pack_into("<Q", data, symtab.offset + 24 * defined[0] + 8, (1 << 64) - 1)
+    program.write_bytes(bytes(data))
+    done = subprocess.run([sys.executable, "-m", "cfi2sframe", "--in-place", str(program)],
+                          capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert f"symbol {defined[0]} of section {view.sections.index(symtab)} has value " \
+           "0xffffffffffffffff: moved with its section" in done.stderr, done.stderr
+    assert program.read_bytes() == bytes(data)
