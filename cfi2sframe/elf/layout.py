@@ -211,13 +211,17 @@ def _header_size(view: ElfView, header_at: int) -> int:
 
 
 def _sections_apart(view: ElfView) -> list[Problem]:
-    """Sections with file contents (and the section header table) share no bytes."""
+    """Sections with file contents (and the section header table) share no bytes and lie
+    inside the file."""
     spans = [(s.offset, s.offset + s.size, f"section '{s.name}'", s.header_at)
              for s in view.sections if s.kind != SHT_NOBITS and s.size]
     spans.append((view.shoff, view.shoff + len(view.sections) * view.shentsize,
                   "the section header table", view.header_offsets[1]))
     spans.sort()
-    problems = []
+    size = len(view.data)
+    problems = [Problem(at, f"{what} at offset {start:#x} runs past the end of the file "
+                            f"({size:#x} bytes)")
+                for start, end, what, at in spans if end > size]
     reach = spans[0] if spans else None
     for span in spans[1:]:
         assert reach is not None

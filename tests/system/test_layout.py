@@ -168,3 +168,28 @@ def test_no_installed_file_is_reported() -> None:
                     assert layout_problems(view, 4096) == [], path
                     checked += 1
     assert checked > 500
+
+
+def test_a_section_past_the_files_end_is_a_layout_problem() -> None:
+    """Found by fuzzing the rewrite path: a PIE's .strtab whose sh_offset put its bytes
+    past the end of the file; the rewriter's new section header table then met them,
+    and the check of the rewritten file called that an internal error.  A section's
+    contents lie inside the file (gABI: sh_offset and sh_size give its bytes in the
+    file); now the input's layout problem, so the same failure is the input's.  Here
+    /usr/bin/true's .gnu_debuglink (ELF64 header: sh_offset at byte 24) starts two
+    bytes before the end; at the very end with no bytes past it, none."""
+    data = bytearray(Path("/usr/bin/true").read_bytes())
+    view = open_elf(bytes(data), "true")
+    link = view.section(".gnu_debuglink")
+    if link is None or link.size < 3:
+        pytest.skip("no .gnu_debuglink in this /usr/bin/true")
+    struct.pack_into("<Q", data, link.header_at + 24, len(data) - link.size)
+    fits = [p.text for p in layout_problems(open_elf(bytes(data), "true"), 4096)
+            if "end of the file" in p.text]
+    assert fits == []
+    struct.pack_into("<Q", data, link.header_at + 24, len(data) - 2)
+    found = [(p.at, p.text) for p in layout_problems(open_elf(bytes(data), "true"), 4096)
+             if "end of the file" in p.text]
+    assert found == [(link.header_at, f"section '.gnu_debuglink' at offset "
+                                      f"{len(data) - 2:#x} runs past the end of the file "
+                                      f"({len(data):#x} bytes)")]
