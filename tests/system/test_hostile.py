@@ -659,14 +659,16 @@ def test_fuzz_finding_symbol_table_past_the_end_of_a_program(tmp_path: Path) -> 
     table's symbol update (the symbols of the sections that move, ``__abi_tag``) read
     it as whole entries and failed (an internal error, struct.error).  Now the table is
     read as far as the file holds it, and the rewritten file's own check names the
-    overlap the claim makes; the input is left as it was."""
+    claim (a section past the end of the file: the input's layout problem, so the
+    input's error); the input is left as it was."""
     prog = _patched_program(tmp_path, 0, 1)  # p_type PT_LOAD: the file as gcc wrote it
     data = bytearray(prog.read_bytes())
     symtab = open_elf(bytes(data), "prog").section(".symtab")
     assert symtab is not None
     struct.pack_into("<Q", data, symtab.header_at + 32, symtab.size + len(data))
     prog.write_bytes(data)
-    _refused_in_place_with(prog, ("-w",), "overlaps section '.symtab'")
+    _refused_in_place_with(prog, ("-w",), f"section '.symtab' at offset {symtab.offset:#x} "
+                           "runs past the end of the file")
 
 
 def test_a_symbol_table_linked_to_a_missing_section_is_refused_first(tmp_path: Path) -> None:
