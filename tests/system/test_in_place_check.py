@@ -19,13 +19,14 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from cfi2sframe.analysis.compare import check_rewritten
 from cfi2sframe.convert import ElfConversion, convert_file
 from cfi2sframe.elf.grow import find_room
-from cfi2sframe.elf.read import PT_GNU_SFRAME, open_elf
+from cfi2sframe.elf.read import PT_GNU_SFRAME, ElfView, open_elf
 from cfi2sframe.errors import Cfi2SframeError, InternalError
 from cfi2sframe.files import bytes_of
 from tests.conftest import require
@@ -162,14 +163,10 @@ OVERLAPPING = """\t.cfi_sections .debug_frame
 \t.text
 outer:
 \t.cfi_startproc
-\tpushq %rbp
+\tsubq $8, %rsp
 \t.cfi_def_cfa_offset 16
-\t.cfi_offset %rbp, -16
-\tmovq %rsp, %rbp
-\t.cfi_def_cfa_register %rbp
-\tnop
-\tpopq %rbp
-\t.cfi_def_cfa %rsp, 8
+\taddq $8, %rsp
+\t.cfi_def_cfa_offset 8
 \tret
 \t.cfi_endproc
 inner:
@@ -183,6 +180,16 @@ inner:
 """
 
 
+def _assembled(tmp_path: Path, name: str) -> tuple[Path, bytearray, ElfView]:
+    """``OVERLAPPING`` assembled by GNU as: the object, its bytes to damage, its view."""
+    require("as")
+    source, obj = tmp_path / f"{name}.s", tmp_path / f"{name}.o"
+    source.write_text(OVERLAPPING)
+    subprocess.run(["as", str(source), "-o", str(obj)], check=True)
+    data = bytearray(obj.read_bytes())
+    return obj, data, open_elf(bytes(data), f"{name}.o")
+
+
 def test_fdes_that_overlap_are_the_inputs_error(tmp_path) -> None:
     """Found by fuzzing the rewrite path: an FDE whose range (2**40 bytes: past SFrame's
     32-bit function size, so left out with a warning) covers the next function's FDE.
@@ -191,23 +198,18 @@ def test_fdes_that_overlap_are_the_inputs_error(tmp_path) -> None:
     error (exit 1), not an internal error, and the input untouched.  The .debug_frame
     layout (DWARF 5, 6.4.1, 64-bit object): the CIE, then the first FDE's length (4),
     CIE pointer (4), initial location (8) and address range (8, at byte 16 of it)."""
-    require("as")
-    source, obj = tmp_path / "overlap.s", tmp_path / "overlap.o"
-    source.write_text(OVERLAPPING)
-    subprocess.run(["as", str(source), "-o", str(obj)], check=True)
-    data = bytearray(obj.read_bytes())
-    view = open_elf(bytes(data), "overlap.o")
+    obj, data, view = _assembled(tmp_path, "overlap")
     frame = view.section(".debug_frame")
     assert frame is not None
     cie_length = struct.unpack_from("<I", data, frame.offset)[0]
     fde = frame.offset + 4 + cie_length
-    assert struct.unpack_from("<Q", data, fde + 16)[0] == 7  # outer: 1 + 3 + 1 + 1 + 1 bytes
+    assert struct.unpack_from("<Q", data, fde + 16)[0] == 9  # outer: 4 + 4 + 1 bytes
     struct.pack_into("<Q", data, fde + 16, 1 << 40)
     obj.write_bytes(bytes(data))
     done = subprocess.run([sys.executable, "-m", "cfi2sframe", "--in-place", str(obj)],
                           capture_output=True, text=True)
     assert done.returncode == 1, done.stderr
-    assert "the input's FDEs overlap at 0x7, so its CFI gives two rules there; input " \
+    assert "the input's FDEs overlap at 0x9, so its CFI gives two rules there; input " \
            "left untouched" in done.stderr, done.stderr
     assert obj.read_bytes() == bytes(data)
 
@@ -224,16 +226,11 @@ def test_a_start_the_sframe_field_cannot_reach_is_the_inputs_error(tmp_path, add
     gets by default (GNU ld 2.40 links only V1): a 28-byte header, FDEs of 17 bytes,
     the start field first; the second function sorts last, so its field is at P = 45
     and A - 45 = 2**31 - 1 is the last addend it holds."""
-    require("as")
-    source, obj = tmp_path / "far.s", tmp_path / "far.o"
-    source.write_text(OVERLAPPING)
-    subprocess.run(["as", str(source), "-o", str(obj)], check=True)
-    data = bytearray(obj.read_bytes())
-    view = open_elf(bytes(data), "far.o")
+    obj, data, view = _assembled(tmp_path, "far")
     rela = view.section(".rela.debug_frame")
     assert rela is not None and rela.size == 4 * 24  # CIE pointer and start, each FDE
     offset, info, original = struct.unpack_from("<QQq", data, rela.offset + 3 * 24)
-    assert info & 0xFFFFFFFF == 1 and original == 7  # R_X86_64_64 at .text + 7: inner
+    assert info & 0xFFFFFFFF == 1 and original == 9  # R_X86_64_64 at .text + 9: inner
     struct.pack_into("<q", data, rela.offset + 3 * 24 + 16, addend)
     obj.write_bytes(bytes(data))
     done = subprocess.run([sys.executable, "-m", "cfi2sframe", "--in-place", str(obj)],
