@@ -595,7 +595,8 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
                cfi: Cfi | None = None,
                compiled: ModuleType | None = _COMPILED,
                made: SFrameBytes | None = None, flex: bool = True,
-               view: ElfView | None = None) -> tuple[VerifyResult, int]:
+               view: ElfView | None = None,
+               own: SFrameBytes | None = None) -> tuple[VerifyResult, int]:
     """``verify`` for an ELF file's own ``.sframe`` against its ``.eh_frame`` (or
     ``.debug_frame``; ``cfi`` when the caller has read it); also the section's ABI
     id, for describing rules.  A file with ``.eh_frame`` (linked or an object) is first
@@ -605,12 +606,14 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
     section the file does not hold (the one a conversion would add to a linked file,
     at its address) checked instead, and not the container: where a section would go
     is the rewrite's question, not its contents'.  ``flex``: as ``verify``'s; ``view``:
-    ``data``'s section headers, where the caller has read them."""
+    ``data``'s section headers, where the caller has read them; ``own``: the file's own
+    section, where the caller has read it (``sframe_bytes``)."""
     if data is None:
         data = read_input(path)
     if view is None and made is None and is_elf(data):  # (sframe_bytes's first step)
         view = open_elf_file(path, data)
-    raw = made if made is not None else sframe_bytes(path, data, limits=limits, view=view)
+    raw = made if made is not None else own if own is not None else \
+        sframe_bytes(path, data, limits=limits, view=view)
     if not raw.is_elf:
         raise Cfi2SframeError(path, "verify needs an ELF file with .sframe and .eh_frame")
     if view is None:
@@ -757,13 +760,13 @@ def check_rewritten(display: str, payload: bytes | str, limits: Limits = DEFAULT
         raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
     try:
         view = open_elf_file(display, payload)
-        name = sframe_bytes(display, payload, limits=limits, view=view).section_name
+        own = sframe_bytes(display, payload, limits=limits, view=view)
     except Cfi2SframeError as exc:
         raise _not_verified(display, exc.message) from None
     try:
-        result, _ = verify_elf(display, payload, limits, view=view)
+        result, _ = verify_elf(display, payload, limits, view=view, own=own)
     except Cfi2SframeError as exc:
-        if exc.message.startswith(f"{name}: "):  # (``errors.located``'s section prefix)
+        if exc.message.startswith(f"{own.section_name}: "):  # (``errors.located``'s prefix)
             raise _not_verified(display, exc.message) from None
         raise
     if result.agrees and not result.extra:
