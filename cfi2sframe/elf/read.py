@@ -238,11 +238,8 @@ class ElfView(NamedTuple):
     def _symbols_valued(self, name: str | int, values: Container[int]) -> list[Symbol]:
         """``symbols`` with ``values``: the values are read alone and tested in C-level
         iterators; only the entries kept are unpacked and named."""
-        if isinstance(values, Sized) and not values:
-            self._symbol_sections(name)  # none asked for: the table checked, not copied
-            return []
-        found = self._symbol_sections(name)
-        if found is None:
+        found = self._symbol_sections(name)  # (checked even where no entry is asked for)
+        if found is None or isinstance(values, Sized) and not values:
             return []
         symtab, strtab = found
         layout, size, pick = self._symbol_layout()
