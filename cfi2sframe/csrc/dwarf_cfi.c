@@ -411,7 +411,7 @@ PyObject *eh_fdes(PyObject *Py_UNUSED(self), PyObject *args) {
  * is found without an int made and a dict read (~400 instructions a row).  A slot
  * only says where to look: the words are compared, as the states memo's are.  Fixed
  * (no growth, no eviction but by a later state in the same slot); a capsule's. */
-#define STATE_SLOTS 2048  /* a power of two */
+#define ROW_STATE_SLOTS 2048  /* a power of two (not kept.h's STATE_SLOTS: another table) */
 
 typedef struct {
     uint64_t hash;
@@ -427,7 +427,7 @@ typedef struct {
 typedef struct {
     Params p;
     PyObject *row_type, *states, *state_of;
-    StateSlot slots[STATE_SLOTS];
+    StateSlot slots[ROW_STATE_SLOTS];
 } Replay;
 
 /* cfi_rows' rows so far, and what it makes them with. */
@@ -495,7 +495,7 @@ static PyObject *state_pair(const Replay *r, uint64_t hash, const Rules *rules) 
 static int make_row(void *raw, int64_t at, const Rules *rules) {
     RowsCtx *ctx = raw;
     uint64_t hash = rules_hash(rules);
-    StateSlot *slot = &ctx->replay->slots[hash & (STATE_SLOTS - 1)];
+    StateSlot *slot = &ctx->replay->slots[hash & (ROW_STATE_SLOTS - 1)];
     PyObject *state = slot->pair && slot->hash == hash ? kept_state(slot->pair, rules) : NULL;
     if (!state) {
         PyObject *pair = state_pair(ctx->replay, hash, rules);
@@ -529,7 +529,7 @@ static void replay_destroy(PyObject *capsule) {
     Py_XDECREF(r->row_type);
     Py_XDECREF(r->states);
     Py_XDECREF(r->state_of);
-    for (size_t i = 0; i < STATE_SLOTS; i++) Py_XDECREF(r->slots[i].pair);
+    for (size_t i = 0; i < ROW_STATE_SLOTS; i++) Py_XDECREF(r->slots[i].pair);
     PyMem_Free(r);
 }
 
