@@ -56,7 +56,8 @@ class FreInfo(NamedTuple):
 
 def fre_info(base_reg: int, word_count: int, size_code: int, mangled_ra: bool) -> int:
     """The FRE info byte."""
-    return base_reg | word_count << 1 | size_code << 5 | int(mangled_ra) << 7
+    return (base_reg | word_count << FRE_INFO_WORDS[0] | size_code << FRE_INFO_SIZE[0]
+            | int(mangled_ra) << 7)
 
 
 def fre_info_fields(info: int) -> FreInfo:
