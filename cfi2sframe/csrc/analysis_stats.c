@@ -7,7 +7,9 @@
  * distinct (CIE, body) is replayed once, as eh_functions replays it (sframe_fastpath.c's
  * ``body_hash``): what its rows add up to serves every FDE of that body whose range
  * holds them all (a row at or past the end is dropped, so a shorter one is replayed).
- * The FDEs the fast path leaves to the general path are handed back.  Reference: the
+ * The FDEs the fast path leaves to the general path are handed back.  The count goes
+ * one FDE at a time (``stats_begin``, ``stats_row``, ``stats_end``; core.h), so
+ * another walk can count the same in its own replay.  Reference: the
  * conversion (``sframe.build.lower_fdes`` and the encoders);
  * tests/differential/test_core_stats.py holds both equal. */
 
@@ -39,25 +41,27 @@ typedef struct {
     int64_t last;
 } StatsBody;
 
-typedef struct {
+struct StatsCtx {
     SizeSlot *slot;
     PyObject *shapes, *shape_of, *sizes, *size_of, *todo;
     FastLimits limits;  /* V3's: a function is counted where both versions make it */
-    const int *addr_sizes;
+    int addr_sizes[FRE_TYPES_MAX];
     int naddr;
     /* the file so far */
     Py_ssize_t fdes, functions;
     long long v2, v3;
     uint64_t low, high;  /* the lowest and highest start of the functions counted */
-    /* the FDE being replayed */
+    /* the FDE being replayed, its body's hash and index (NO_ID: none kept) */
     int64_t range, last;
     long long kept, fde_v2, fde_v3;
     int beyond;  /* an FRE at or past the end was dropped */
+    uint64_t hash;
+    uint32_t index;
     /* the bodies replayed: a hash (``body_hash``) -> index into ``body`` */
     KeptIds seen;
     StatsBody *body;
     size_t bodies, cap;
-} StatsCtx;
+};
 
 /* Python's answer for a state: the FRE's shape (``shape_of``), then its sizes
  * (``size_of``, a pair of ints), each kept in its dict.  1 taken, 0 none, -1 error. */
@@ -86,7 +90,7 @@ static int ask(StatsCtx *ctx, const State *s, long long *v2, long long *v3) {
 
 /* One row of the replay: its FRE counted where it starts inside the function (those at
  * or past the end are dropped, as ``lower_fdes`` drops them, but still need an FRE). */
-static int count_fre(void *raw, int64_t at, const State *s) {
+int stats_row(void *raw, int64_t at, const State *s) {
     StatsCtx *ctx = raw;
     long long v2 = 0, v3 = 0;
     int found;
@@ -117,40 +121,6 @@ static int count_fre(void *raw, int64_t at, const State *s) {
     return 1;
 }
 
-/* ``e``'s body replayed over its range into the FDE's counts (``kept``, ``last``,
- * ``fde_v2``, ``fde_v3``), or a replay of the same (CIE, body) taken where its FREs all
- * start within this range; a replay that dropped none is kept for later FDEs.  As
- * ``replay``: 1 done, 0 the general path, -1 error. */
-static int replayed(StatsCtx *ctx, const EhFde *e) {
-    uint64_t h = body_hash(e->cie->at, e->data + e->body, e->end - e->body);
-    uint32_t index = ids_get(&ctx->seen, h);  /* (checked by ``same_body``) */
-    if (index != NO_ID) {
-        const StatsBody *b = &ctx->body[index];
-        if (same_body(e, b->cie_at, b->at, b->len) &&
-            (!b->done || b->last < (int64_t)e->range)) {
-            ctx->kept = b->kept;
-            ctx->last = b->last;
-            ctx->fde_v2 = b->v2;
-            ctx->fde_v3 = b->v3;
-            return b->done;
-        }
-    }
-    ctx->range = (int64_t)e->range;
-    ctx->kept = ctx->fde_v2 = ctx->fde_v3 = 0;
-    ctx->last = 0;
-    ctx->beyond = 0;
-    Params p = e->params;
-    Py_ssize_t len = e->end - e->body;
-    int done = replay(e->data + e->body, len, e->cie->start, &p, count_fre, ctx);
-    if (done < 0 || index != NO_ID || (done && ctx->beyond)) return done;
-    if (room((void **)&ctx->body, &ctx->cap, ctx->bodies, sizeof *ctx->body) < 0 ||
-        ids_put(&ctx->seen, h, (uint32_t)ctx->bodies) < 0)
-        return -1;
-    ctx->body[ctx->bodies++] = (StatsBody){e->cie->at, e->body, len, done, ctx->kept,
-                                           ctx->fde_v2, ctx->fde_v3, ctx->last};
-    return done;
-}
-
 static int leave(StatsCtx *ctx, const EhFde *e) {
     PyObject *offset = PyLong_FromSsize_t(e->start);
     if (!offset || PyList_Append(ctx->todo, offset) < 0) { Py_XDECREF(offset); return -1; }
@@ -158,17 +128,10 @@ static int leave(StatsCtx *ctx, const EhFde *e) {
     return 1;
 }
 
-/* One FDE of the walk: counted where the fast path makes its function (the conditions
- * of ``lower_fdes`` for both versions: core.h's ``fast_path_takes`` and
- * ``fast_path_fits``), else left in ``todo``. */
-static int stats_fde(void *raw, const EhFde *e) {
-    StatsCtx *ctx = raw;
-    const CieInfo *cie = e->cie;
-    ctx->fdes++;
-    if (!fast_path_takes(&ctx->limits, e->range, cie->ra, cie->start_ok))
-        return leave(ctx, e);
-    int done = replayed(ctx, e);
-    if (done < 0) return -1;
+/* The FDE's replay answered (``done``: 1 done, 0 the general path) with its counts in
+ * ``kept``, ``last``, ``fde_v2``, ``fde_v3``: counted where the fast path makes its
+ * function in both versions (core.h's ``fast_path_fits``), else left in ``todo``. */
+static int settle(StatsCtx *ctx, const EhFde *e, int done) {
     if (done == 0 || !fast_path_fits(&ctx->limits, ctx->kept)) return leave(ctx, e);
     /* The start size of the FRE type the encoder gives (the last start is at least 0) */
     long long addr =
@@ -179,6 +142,114 @@ static int stats_fde(void *raw, const EhFde *e) {
     ctx->v2 += ctx->kept * addr + ctx->fde_v2;
     ctx->v3 += ctx->kept * addr + ctx->fde_v3;
     return 1;
+}
+
+/* See core.h.  Left where the fast path does not take it (core.h's
+ * ``fast_path_takes``); counted from a replay of the same (CIE, body) where its FREs
+ * all start within this range; else made ready for its own replay. */
+int stats_begin(StatsCtx *ctx, const EhFde *e) {
+    const CieInfo *cie = e->cie;
+    ctx->fdes++;
+    if (!fast_path_takes(&ctx->limits, e->range, cie->ra, cie->start_ok))
+        return leave(ctx, e);
+    ctx->hash = body_hash(cie->at, e->data + e->body, e->end - e->body);
+    ctx->index = ids_get(&ctx->seen, ctx->hash);  /* (checked by ``same_body``) */
+    if (ctx->index != NO_ID) {
+        const StatsBody *b = &ctx->body[ctx->index];
+        if (same_body(e, b->cie_at, b->at, b->len) &&
+            (!b->done || b->last < (int64_t)e->range)) {
+            ctx->kept = b->kept;
+            ctx->last = b->last;
+            ctx->fde_v2 = b->v2;
+            ctx->fde_v3 = b->v3;
+            return settle(ctx, e, b->done);
+        }
+    }
+    ctx->range = (int64_t)e->range;
+    ctx->kept = ctx->fde_v2 = ctx->fde_v3 = 0;
+    ctx->last = 0;
+    ctx->beyond = 0;
+    return 0;
+}
+
+/* See core.h.  A replay that dropped no FRE is kept for later FDEs of its body (one
+ * whose hash another body holds is not). */
+int stats_end(StatsCtx *ctx, const EhFde *e, int done) {
+    if (done < 0) return -1;
+    if (ctx->index == NO_ID && !(done && ctx->beyond)) {
+        if (room((void **)&ctx->body, &ctx->cap, ctx->bodies, sizeof *ctx->body) < 0 ||
+            ids_put(&ctx->seen, ctx->hash, (uint32_t)ctx->bodies) < 0)
+            return -1;
+        ctx->body[ctx->bodies++] = (StatsBody){e->cie->at, e->body, e->end - e->body, done,
+                                               ctx->kept, ctx->fde_v2, ctx->fde_v3,
+                                               ctx->last};
+    }
+    return settle(ctx, e, done);
+}
+
+/* One FDE of stats_scan's own walk: begun, replayed where it must be, ended. */
+static int stats_fde(void *raw, const EhFde *e) {
+    StatsCtx *ctx = raw;
+    int begun = stats_begin(ctx, e);
+    if (begun != 0) return begun;
+    Params p = e->params;
+    int done = replay(e->data + e->body, e->end - e->body, e->cie->start, &p, stats_row,
+                      ctx);
+    return stats_end(ctx, e, done);
+}
+
+/* See core.h.  ``shapes``, ``sizes`` and ``params`` as stats_scan takes them. */
+StatsCtx *stats_open(PyObject *shapes, PyObject *sizes, PyObject *params, Params *p,
+                     int *address_size) {
+    static char *names[] = {TARGET_NAMES, "address_size", "max_size", "max_fres_v3",
+                            "addr_sizes", "size_of", NULL};
+    PyObject *tracks, *big, *addr_tuple, *shape_of, *size_of;
+    FastLimits limits = {0, 0, 0, 3};
+    *p = (Params){0, 0, 0, 0, 0, 0, 0};
+    if (!PyDict_Check(shapes) || !PyDict_Check(sizes)) {
+        PyErr_SetString(PyExc_TypeError, "the shapes and sizes memos must be dicts");
+        return NULL;
+    }
+    if (!read_params(params, "$" TARGET_FORMAT "iLLO!O:stats_scan", names,
+                     TARGET_ARGS(p, &tracks, &big, &shape_of), address_size,
+                     &limits.max_size, &limits.max_fres, &PyTuple_Type, &addr_tuple,
+                     &size_of))
+        return NULL;
+    target_flags(p, tracks, big);
+    limits.ra = p->ra;
+    StatsCtx *ctx = PyMem_Calloc(1, sizeof *ctx);
+    if (!ctx) { PyErr_NoMemory(); return NULL; }
+    ctx->naddr = read_fre_sizes(addr_tuple, ctx->addr_sizes);
+    ctx->slot = PyMem_Calloc(STATE_SLOTS, sizeof *ctx->slot);
+    ctx->todo = PyList_New(0);
+    if (ctx->naddr < 0 || !ctx->slot || !ctx->todo) {
+        if (ctx->naddr >= 0 && !PyErr_Occurred()) PyErr_NoMemory();
+        stats_close(ctx);
+        return NULL;
+    }
+    ctx->shapes = shapes;
+    ctx->shape_of = shape_of;
+    ctx->sizes = sizes;
+    ctx->size_of = size_of;
+    ctx->limits = limits;
+    ctx->index = NO_ID;
+    return ctx;
+}
+
+/* See core.h: (FDEs, functions, V2 FRE bytes, V3 FRE bytes, todo, low, high). */
+PyObject *stats_counts(const StatsCtx *ctx) {
+    return Py_BuildValue("(nnLLOKK)", ctx->fdes, ctx->functions, ctx->v2, ctx->v3,
+                         ctx->todo, (unsigned long long)ctx->low,
+                         (unsigned long long)ctx->high);
+}
+
+void stats_close(StatsCtx *ctx) {
+    if (!ctx) return;
+    ids_free(&ctx->seen);
+    PyMem_Free(ctx->body);
+    PyMem_Free(ctx->slot);
+    Py_XDECREF(ctx->todo);
+    PyMem_Free(ctx);
 }
 
 /* stats_scan(eh, eh_address, shapes, sizes, params)
@@ -195,51 +266,29 @@ static int stats_fde(void *raw, const EhFde *e) {
  * .eh_frame offsets of the other FDEs.  None: the section is out of the ordinary (the
  * Python reader reads it or reports it). */
 PyObject *stats_scan(PyObject *Py_UNUSED(self), PyObject *args) {
-    static char *names[] = {TARGET_NAMES, "address_size", "max_size", "max_fres_v3",
-                            "addr_sizes", "size_of", NULL};
     Py_buffer eh;
     unsigned long long eh_address;
-    int address_size, sizes_by_type[FRE_TYPES_MAX];
-    PyObject *params, *tracks, *big, *addr_tuple, *shapes, *shape_of, *sizes, *size_of;
-    Params p = {0, 0, 0, 0, 0, 0, 0};
-    FastLimits limits = {0, 0, 0, 3};
+    int address_size;
+    PyObject *params, *shapes, *sizes;
+    Params p;
     if (!PyArg_ParseTuple(args, "y*KO!O!O!:stats_scan", &eh, &eh_address, &PyDict_Type,
                           &shapes, &PyDict_Type, &sizes, &PyDict_Type, &params))
         return NULL;
-    PyObject *out = NULL, *todo = NULL;
-    SizeSlot *table = NULL;
-    if (!read_params(params, "$" TARGET_FORMAT "iLLO!O:stats_scan", names,
-                     TARGET_ARGS(&p, &tracks, &big, &shape_of), &address_size,
-                     &limits.max_size, &limits.max_fres, &PyTuple_Type, &addr_tuple,
-                     &size_of))
-        goto done;
-    target_flags(&p, tracks, big);
-    limits.ra = p.ra;
-    int naddr = read_fre_sizes(addr_tuple, sizes_by_type);
-    if (naddr < 0) goto done;
+    PyObject *out = NULL;
+    StatsCtx *ctx = stats_open(shapes, sizes, params, &p, &address_size);
+    if (!ctx) goto done;
     if (address_size != 4 && address_size != 8) goto none;
-    table = PyMem_Calloc(STATE_SLOTS, sizeof *table);
-    todo = PyList_New(0);
-    if (!table) { PyErr_NoMemory(); goto done; }
-    if (!todo) goto done;
-    StatsCtx ctx = {table, shapes, shape_of, sizes, size_of, todo, limits, sizes_by_type,
-                    naddr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL, 0, 0, 0},
-                    NULL, 0, 0};
     int walked = eh_walk(eh.buf, eh.len, eh_address, address_size, p.big_endian, &p,
-                         stats_fde, &ctx);
-    ids_free(&ctx.seen);
-    PyMem_Free(ctx.body);
+                         stats_fde, ctx);
     if (walked < 0) goto done;
     if (walked == 0) goto none;
-    out = Py_BuildValue("(nnLLOKK)", ctx.fdes, ctx.functions, ctx.v2, ctx.v3, todo,
-                        (unsigned long long)ctx.low, (unsigned long long)ctx.high);
+    out = stats_counts(ctx);
     goto done;
 none:
     out = Py_None;
     Py_INCREF(out);
 done:
-    Py_XDECREF(todo);
-    PyMem_Free(table);
+    stats_close(ctx);
     PyBuffer_Release(&eh);
     return out;
 }

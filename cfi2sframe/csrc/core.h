@@ -174,7 +174,20 @@ PyObject *eh_constants(void);  /* the DW_EH_PE numbers it reads, by name */
 PyObject *agree(PyObject *self, PyObject *args);
 PyObject *verify_scan(PyObject *self, PyObject *args, PyObject *kwargs);
 
-/* analysis_stats.c: stats' count of a linked file's FDEs and their SFrame sizes. */
+/* analysis_stats.c: stats' count of a linked file's FDEs and their SFrame sizes, in
+ * its own walk (stats_scan) or in another's, one FDE at a time: ``stats_begin``
+ * (1 counted or left without a replay, 0 replay it: its rows to ``stats_row``, an
+ * ``Emit``, then ``stats_end`` with the replay's answer; -1 error).  ``stats_open``
+ * reads stats_scan's memos and parameters (the replay's target into ``p``, the file's
+ * address size), NULL with an error set; ``stats_counts`` is stats_scan's answer. */
+typedef struct StatsCtx StatsCtx;
+StatsCtx *stats_open(PyObject *shapes, PyObject *sizes, PyObject *params, Params *p,
+                     int *address_size);
+int stats_begin(StatsCtx *ctx, const EhFde *e);
+int stats_row(void *ctx, int64_t at, const State *s);
+int stats_end(StatsCtx *ctx, const EhFde *e, int done);
+PyObject *stats_counts(const StatsCtx *ctx);
+void stats_close(StatsCtx *ctx);
 PyObject *stats_scan(PyObject *self, PyObject *args);
 
 /* frontend_scan.c: the assembler text's CFI directives and probe labels. */
