@@ -165,12 +165,20 @@ def verify_scan(eh: bytes, sframe: bytes, *, eh_address: int, address_size: int,
                 fre_table: tuple[tuple[bool, int, int, bool, int], ...],
                 states: dict[object, int | None], state_of: Callable[[_State], int | None],
                 fre_ids: dict[object, int | None],
-                fre_id_of: Callable[[bytes], int | None], placed: _Placed | None
-                ) -> tuple[int, bytearray, list[int]] | None: ...
+                fre_id_of: Callable[[bytes], int | None], placed: _Placed | None,
+                counts: _Counts | None
+                ) -> tuple[int, bytearray, list[int]] | tuple[int, bytearray, list[int],
+                                                              _Counted] | None: ...
+
+# stats_scan's memos and parameters (also verify_scan's ``counts``), and its answer:
+# FDEs, functions, V2 and V3 FRE bytes, the FDEs left, the lowest and highest start.
+_Counts = tuple[dict[_State, tuple[object, ...] | None],
+                dict[tuple[object, ...], tuple[int, int]], _Params]
+_Counted = tuple[int, int, int, int, list[int], int, int]
 
 def stats_scan(eh: bytes, eh_address: int, shapes: dict[_State, tuple[object, ...] | None],
                sizes: dict[tuple[object, ...], tuple[int, int]], params: _Params
-               ) -> tuple[int, int, int, int, list[int], int, int] | None: ...
+               ) -> _Counted | None: ...
 
 def scan_cfi(text: str, comment_chars: str, statement: type
              ) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]] | None: ...

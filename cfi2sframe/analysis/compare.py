@@ -75,6 +75,11 @@ from ..typed import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from ..arch.base import ByteOrder
 
+    # ``_core.stats_scan``'s memos and parameters (``verify_scan``'s ``counts``), and its
+    # answer: FDEs, functions, V2 and V3 FRE bytes, the FDEs left, lowest, highest start.
+    Counts = tuple[dict[object, object], dict[object, object], dict[str, object]]
+    Counted = tuple[int, int, int, int, list[int], int, int]
+
 _COMPILED = compiled_core()
 
 # The format's parameters as ``_core.verify_scan`` takes them (their homes:
@@ -608,6 +613,29 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
     is the rewrite's question, not its contents'.  ``flex``: as ``verify``'s; ``view``:
     ``data``'s section headers, where the caller has read them; ``own``: the file's own
     section, where the caller has read it (``sframe_bytes``)."""
+    result, abi, _ = _verified(path, data, limits, cfi, compiled, made, flex, view, own,
+                               None)
+    return result, abi
+
+
+def verify_counted(path: str, data: bytes, limits: Limits, counts: Counts,
+                   flex: bool = True, view: ElfView | None = None
+                   ) -> tuple[VerifyResult, Counted | None]:
+    """``verify_elf(path, data, limits, flex=flex, view=view)``'s result, and ``stats``'
+    count of the file (``_core.stats_scan``'s answer for ``counts``, its memos and
+    parameters) made in the same compiled walk of ``.eh_frame``, one replay of each
+    FDE for both, so ``stats`` of a converted file walks and replays it once; None
+    where that walk did not run (the caller counts in a walk of its own)."""
+    result, _, counted = _verified(path, data, limits, None, _COMPILED, None, flex, view,
+                                   None, counts)
+    return result, counted
+
+
+def _verified(path: str, data: bytes | None, limits: Limits, cfi: Cfi | None,
+              compiled: ModuleType | None, made: SFrameBytes | None, flex: bool,
+              view: ElfView | None, own: SFrameBytes | None, counts: Counts | None
+              ) -> tuple[VerifyResult, int, Counted | None]:
+    """``verify_elf``, with ``_scan``'s count for ``counts`` (None: none asked)."""
     if data is None:
         data = read_input(path)
     if view is None and made is None and is_elf(data):  # (sframe_bytes's first step)
@@ -623,9 +651,12 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
         table = FdeTable(raw.data, raw.address, raw.v1_pcrel)
     arch = arch_for_machine(view.machine, path, not view.little_endian)
     header = table.section([])
-    result = None
+    result = counted = None
     if cfi is None and compiled is not None:
-        result = _scan(path, view, raw, table, header, arch, limits, compiled, flex)
+        scanned = _scan_counted(path, view, raw, table, header, arch, limits, compiled,
+                                flex, counts)
+        if scanned is not None:
+            result, counted = scanned
     if result is None:
         with decoding(path, raw.section_name):
             section = decode(raw.data, raw.address, raw.v1_pcrel)
@@ -637,22 +668,34 @@ def verify_elf(path: str, data: bytes | None = None, limits: Limits = DEFAULT_LI
             cfi = read_elf_cfi(path, data, limits, view=view)
         result = verify_cfi(section, cfi, arch, section_of, compiled, flex)
     if made is not None:
-        return result, header.abi
+        return result, header.abi, counted
     with decoding(path):
         problems = layout_problems(view, arch.min_page_size)
-    return result._replace(layout=tuple(problems)), header.abi
+    return result._replace(layout=tuple(problems)), header.abi, counted
 
 
 def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,
           header: DecodedSection, arch: Arch, limits: Limits,
           compiled: ModuleType, flex: bool = True) -> VerifyResult | None:
+    """``_scan_counted`` without a count."""
+    scanned = _scan_counted(path, view, raw, table, header, arch, limits, compiled, flex,
+                            None)
+    return None if scanned is None else scanned[0]
+
+
+def _scan_counted(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,
+                  header: DecodedSection, arch: Arch, limits: Limits,
+                  compiled: ModuleType, flex: bool, counts: Counts | None
+                  ) -> tuple[VerifyResult, Counted | None] | None:
     """``verify_cfi``'s result for a file whose CFI is in ``.eh_frame`` (``header``: its
     section's header as ``table`` read it), from ``_core.verify_scan``, which walks both
     sections itself; the FDEs it leaves are read and checked in full here.  An object's
     functions are placed as if linked, each section name at its own base
     (``_object_eh``), so two sections' functions never meet.  None where the scan does
     not apply (``.debug_frame``) or finds anything out of the ordinary: the caller then
-    reads both sections whole, and reports what is wrong."""
+    reads both sections whole, and reports what is wrong.  ``counts``: stats_scan's
+    memos and parameters for a linked file, whose count the walk then makes too (an
+    object's is not asked: None)."""
     chosen = view.section(".eh_frame")
     if chosen is None or chosen.kind == SHT_NOBITS:
         return None
@@ -662,6 +705,7 @@ def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,
     eh_placements: dict[int, tuple[str, int]] = {}
     placed = None
     if is_rel:
+        counts = None
         object_eh = _object_eh(view, chosen, path, limits, raw.placements or {})
         if object_eh is None:
             return None
@@ -678,10 +722,12 @@ def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,
         fre_start=reader.fre_start, fre_end=reader.fre_end, num_fres=table.num_fres,
         unused_bits=FDE_INFO_UNUSED.get(header.version, 0), sp=arch.sp, fp=arch.fp,
         ra=arch.ra, tracks_ra=arch.tracks_ra, states=fast.states, state_of=fast.state_id,
-        fre_ids=fast.fre_bytes_ids, fre_id_of=fast.fre_bytes_id, placed=placed, **_FORMAT)
+        fre_ids=fast.fre_bytes_ids, fre_id_of=fast.fre_bytes_id, placed=placed,
+        counts=counts, **_FORMAT)
     if scanned is None:
         return None
-    checked, used, todo = scanned
+    checked, used, todo = scanned[:3]
+    counted = scanned[3] if counts is not None else None
     decoded: dict[int, DecodedFde] = {}
 
     def fde_of(number: int) -> DecodedFde:
@@ -716,7 +762,7 @@ def _scan(path: str, view: ElfView, raw: SFrameBytes, table: FdeTable,
     for fde in fdes:
         checker.check(cfi.timeline(fde, cache),
                       checker.covering(fde.section, fde.start, fde.size))
-    return checker.result()
+    return checker.result(), counted
 
 
 def _object_eh(view: ElfView, chosen: Section, path: str, limits: Limits,

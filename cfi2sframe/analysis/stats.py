@@ -3,7 +3,9 @@ the counts and section sizes a conversion to each version would give.
 
 The compiled core walks ``.eh_frame`` once and replays every FDE as the ELF fast path
 does, adding up each function's FRE bytes in both versions with no FRE made
-(``_core.stats_scan``, once per distinct state asking Python for its FRE and sizes);
+(``_core.stats_scan``, once per distinct state asking Python for its FRE and sizes;
+for a file with ``.sframe``, ``stats`` checks too, and ``verify_scan``'s walk counts
+the same in its own replay of each FDE: ``count_request``, ``compare.verify_counted``);
 the FDEs the fast path leaves to the general path (a PLT, a CFA expression, what
 SFrame cannot hold) are lowered and encoded here, as the conversion does them.  The
 reference is the conversion itself (``convert.convert_elf`` per version and its
@@ -24,7 +26,7 @@ from ..core import compiled as compiled_core
 from ..dwarf.cfi import Cfi, fdes_at
 from ..elf.cfi import named_fdes
 from ..elf.compressed import Limits, section_contents
-from ..elf.read import SHT_NOBITS, ElfView
+from ..elf.read import SHT_NOBITS, ElfView, Section
 from ..errors import decoding
 from ..sframe.build import encode_sframe, lower_fdes
 from ..sframe.encode import tail_sizes
@@ -40,7 +42,10 @@ from ..sframe.format import (
     VERSION_3,
 )
 from ..sframe.lower import Skip
-from ..typed import NamedTuple
+from ..typed import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from .compare import Counted, Counts
 
 _COMPILED = compiled_core()
 
@@ -63,28 +68,28 @@ class Coverage(NamedTuple):
 
 def scan_coverage(path: str, data: bytes, view: ElfView, limits: Limits,
                   sframe_address: Callable[[], int], flex: bool = True,
-                  compiled: ModuleType | None = _COMPILED) -> dict[int, Coverage] | None:
+                  compiled: ModuleType | None = _COMPILED,
+                  counted: Counted | None = None) -> dict[int, Coverage] | None:
     """Per version (2 and 3) the ``Coverage`` of ``convert_elf(path, data, version,
     sframe_address)``, or None where the scan does not apply (the caller converts).
     ``sframe_address``: where the conversion would place ``.sframe`` (asked after the
     scan, as the conversion asks it after lowering): a function whose start field
-    could leave its 32 bits from there is the conversion's to report."""
-    if compiled is None or view.elf_type == "ET_REL":
+    could leave its 32 bits from there is the conversion's to report.  ``counted``:
+    the scan's answer where another walk made it (``compare.verify_counted`` for
+    ``count_request``), so the section is not walked again."""
+    scanned = _applies(path, view, compiled)
+    if scanned is None:
         return None
-    chosen = view.section(".eh_frame")
-    if chosen is None or chosen.kind == SHT_NOBITS:
-        return None
-    with decoding(path, "ELF file"):
-        arch = arch_for_machine(view.machine, path, not view.little_endian)
-    if not arch.sframe_abi or not serves(arch):
-        return None
+    arch, chosen = scanned
     address_size = 8 if view.is64 else 4
     with decoding(path, chosen.name):
         eh = section_contents(view, chosen, limits)
-    scanned = compiled.stats_scan(eh, chosen.addr, {}, {}, _scan_params(arch, address_size))
-    if scanned is None:
+    if counted is None and compiled is not None:  # (``_applies``: never None here)
+        counted = compiled.stats_scan(eh, chosen.addr, {}, {},
+                                      _scan_params(arch, address_size))
+    if counted is None:
         return None
-    fdes, functions, v2_bytes, v3_bytes, todo, low, high = scanned
+    fdes, functions, v2_bytes, v3_bytes, todo, low, high = counted
     if todo:
         with decoding(path, chosen.name):
             rest = named_fdes(view, fdes_at(bytes(eh), todo, chosen.addr, address_size,
@@ -106,6 +111,33 @@ def scan_coverage(path: str, data: bytes, view: ElfView, limits: Limits,
         out[version] = Coverage(arch, fdes, count, tuple(skips),
                                 size + -size % arch.sframe_section_align)
     return out
+
+
+def count_request(path: str, view: ElfView,
+                  compiled: ModuleType | None = _COMPILED) -> Counts | None:
+    """``_core.stats_scan``'s memos (new) and parameters for the file, as another walk
+    of its ``.eh_frame`` takes them to count for ``scan_coverage`` (``verify_scan``'s
+    ``counts``); None where ``scan_coverage`` does not scan."""
+    scanned = _applies(path, view, compiled)
+    if scanned is None:
+        return None
+    return {}, {}, _scan_params(scanned[0], 8 if view.is64 else 4)
+
+
+def _applies(path: str, view: ElfView, compiled: ModuleType | None
+             ) -> tuple[Arch, Section] | None:
+    """The target and ``.eh_frame`` of a file the scan counts: a linked file with that
+    section, of a target the fast path serves, with the compiled core; else None."""
+    if compiled is None or view.elf_type == "ET_REL":
+        return None
+    chosen = view.section(".eh_frame")
+    if chosen is None or chosen.kind == SHT_NOBITS:
+        return None
+    with decoding(path, "ELF file"):
+        arch = arch_for_machine(view.machine, path, not view.little_endian)
+    if not arch.sframe_abi or not serves(arch):
+        return None
+    return arch, chosen
 
 
 @lru_cache(maxsize=16)

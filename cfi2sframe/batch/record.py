@@ -234,9 +234,7 @@ def _fill_data(record: dict[str, Any], path: str, data: bytes, task: Task,
         elif read_stat is not None:
             _convert(record, path, read_path, data, read_stat, task, view)
         return
-    if task.command == "stats" and dwarf and _scanned(record, path, data, view, task):
-        if sframe:
-            _verify(record, path, data, task.limits, None, task.flex, view)
+    if task.command == "stats" and dwarf and _scanned(record, path, data, view, task, sframe):
         return
     # The CFI is read once, for both versions and the check (stats) or the check alone.
     checked = dwarf and sframe
@@ -452,15 +450,30 @@ def _coverage(record: dict[str, Any], path: str, data: bytes, version: int,
 
 
 def _scanned(record: dict[str, Any], path: str, data: bytes, view: ElfView,
-             task: Task) -> bool:
+             task: Task, sframe: bool) -> bool:
     """``stats``' coverage as ``_coverage`` fills it for both versions, from one compiled
-    scan of the file's ``.eh_frame`` (``analysis.stats``) instead of two conversions;
-    False where the scan does not apply (the caller converts)."""
-    from ..analysis.stats import scan_coverage
+    scan of the file's ``.eh_frame`` (``analysis.stats``) instead of two conversions,
+    and for a file with ``.sframe`` its check (``_verify``'s), whose compiled walk of
+    ``.eh_frame`` counts for the scan too (``compare.verify_counted``); False where the
+    scan does not apply (the caller converts, and checks).  Where the check raises,
+    the scan and the check run again in this order, so the first error is the one the
+    scan or the check says first."""
+    from ..analysis.stats import count_request, scan_coverage
     from ..convert import default_sframe_address
 
+    verified = None
+    if sframe:
+        from ..analysis.compare import verify_counted
+
+        try:
+            request = count_request(path, view)
+            if request is not None:
+                verified = verify_counted(path, data, task.limits, request, task.flex, view)
+        except Cfi2SframeError:
+            verified = None
     coverage = scan_coverage(path, data, view, task.limits,
-                             lambda: default_sframe_address(data, path, view))
+                             lambda: default_sframe_address(data, path, view),
+                             counted=None if verified is None else verified[1])
     if coverage is None:
         return False
     for version in (2, 3):
@@ -469,6 +482,10 @@ def _scanned(record: dict[str, Any], path: str, data: bytes, view: ElfView,
             record.update(arch=made.arch.name, fdes=made.fdes, emitted=made.emitted,
                           skipped=_reasons(made.skips), described=made.fdes - len(made.skips))
         record[f"sframe_v{version}_bytes"] = made.size
+    if verified is not None:
+        _record_verify(record, verified[0])
+    elif sframe:
+        _verify(record, path, data, task.limits, None, task.flex, view)
     return True
 
 

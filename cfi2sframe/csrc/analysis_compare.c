@@ -134,15 +134,44 @@ static int emit_step(void *raw, int64_t at, const State *s) {
     return steps_push(ctx->steps, at, id) ? 1 : -1;
 }
 
-/* The DWARF side: the rows of ``body`` from ``start`` as steps over [0, size).
- * 1 done, 0 not known, -1 error. */
+/* One replay's rows to verify's steps and to stats' count (``stats_row``) both, each
+ * until it has no answer: the replay goes on while either still takes its rows. */
+typedef struct {
+    StepCtx *steps;
+    StatsCtx *stats;
+    int steps_on, stats_on;
+} BothCtx;
+
+static int emit_both(void *raw, int64_t at, const State *s) {
+    BothCtx *ctx = raw;
+    if (ctx->steps_on) {
+        int taken = emit_step(ctx->steps, at, s);
+        if (taken < 0) return -1;
+        ctx->steps_on = taken;
+    }
+    if (ctx->stats_on) {
+        int taken = stats_row(ctx->stats, at, s);
+        if (taken < 0) return -1;
+        ctx->stats_on = taken;
+    }
+    return ctx->steps_on || ctx->stats_on;
+}
+
+/* The DWARF side: the rows of ``body`` from ``start`` as steps over [0, size); with
+ * ``stats``, the same rows counted there too, and the replay's answer for them in
+ * ``counted`` (as a replay of its own would give it).  1 done, 0 not known, -1 error. */
 static int dwarf_steps(const uint8_t *body, Py_ssize_t len, State start, const Params *p,
                        int64_t size, PyObject *states, PyObject *state_of, long none_id,
-                       Kept *kept, Steps *out) {
+                       Kept *kept, Steps *out, StatsCtx *stats, int *counted) {
     out->n = 0;
     if (!steps_push(out, 0, none_id)) return -1;
     StepCtx ctx = {out, states, state_of, size, kept};
-    return replay(body, len, start, p, emit_step, &ctx);
+    if (!stats) return replay(body, len, start, p, emit_step, &ctx);
+    BothCtx both = {&ctx, stats, 1, 1};
+    int done = replay(body, len, start, p, emit_both, &both);
+    if (done < 0) return -1;
+    *counted = both.stats_on ? done : 0;
+    return both.steps_on ? done : 0;
 }
 
 /* agree(body, start, code_align, data_align, sp, fp, ra, tracks_ra, big_endian, size,
@@ -169,7 +198,7 @@ PyObject *agree(PyObject *Py_UNUSED(self), PyObject *args) {
     int known = 0;
     if (!read_state(start, &s)) goto done;
     int replayed = dwarf_steps(body.buf, body.len, s, &p, size, states, state_of, none_id,
-                               NULL, &dwarf);
+                               NULL, &dwarf, NULL, NULL);
     if (replayed < 0) goto done;
     if (replayed == 0) goto answer;
     if (!steps_push(&sframe, 0, none_id)) goto done;
@@ -403,12 +432,17 @@ typedef struct {
     long long ra;
     Placed *placed;  /* an object's placements, or NULL (linked) */
     Kept *states_kept, *fres_kept;  /* the ids asked so far, by state and FRE bytes */
+    StatsCtx *stats;  /* stats' count in the same walk (``counts``), or NULL */
 } ScanCtx;
 
 /* One FDE of the walk: compared with the SFrame FDE starting at its PC where that one
- * covers it alone (``compare._Verifier.alone``), else left in ``todo``. */
+ * covers it alone (``compare._Verifier.alone``), else left in ``todo``; with stats'
+ * count (``stats``), counted too, from the comparison's replay where there is one. */
 static int scan_fde(void *raw, const EhFde *e) {
     ScanCtx *ctx = raw;
+    StatsCtx *stats = ctx->stats;
+    int count = 1;  /* 0: stats' count wants this FDE's rows */
+    if (stats && (count = stats_begin(stats, e)) < 0) return -1;
     const SfFde *fdes = ctx->fdes;
     const CieInfo *cie = e->cie;
     uint64_t pc = e->pc, range = e->range;
@@ -432,16 +466,27 @@ static int scan_fde(void *raw, const EhFde *e) {
         !(lo > 0 && fdes[lo - 1].start + fdes[lo - 1].size > f->start) &&
         !(lo + 1 < ctx->nfdes && (uint64_t)fdes[lo + 1].start < pc + range)) {
         Params p = e->params;
+        int counted = 0;
         int d = dwarf_steps(e->data + e->body, e->end - e->body, cie->start, &p,
                             (int64_t)range, ctx->states, ctx->state_of, 0,
-                            ctx->states_kept, ctx->dwarf);
+                            ctx->states_kept, ctx->dwarf, count ? NULL : stats, &counted);
         if (d < 0) return -1;
+        if (!count) {
+            if (stats_end(stats, e, counted) < 0) return -1;
+            count = 1;
+        }
         if (d == 1) {
             int s = sframe_steps(ctx->sec, ctx->infos, f, (int64_t)range, ctx->fre_ids,
                                  ctx->fre_id_of, 0, ctx->fres_kept, ctx->sframe);
             if (s < 0) return -1;
             fast = s == 1 && steps_equal(ctx->dwarf, ctx->sframe);
         }
+    }
+    if (!count) {  /* not compared: replayed for the count alone */
+        Params p = e->params;
+        int done = replay(e->data + e->body, e->end - e->body, cie->start, &p, stats_row,
+                          stats);
+        if (stats_end(stats, e, done) < 0) return -1;
     }
     if (fast) {
         ctx->checked++;
@@ -475,18 +520,47 @@ static int read_placed(PyObject *placed, Placed *pl) {
     return 1;
 }
 
+/* ``counts`` as verify_scan takes it: (shapes, sizes, params), stats_scan's last three
+ * arguments, for a linked file of the walk's target and address size (any other is a
+ * ValueError: the count would not be stats_scan's).  1 with ``out`` open, -1 with an
+ * error set. */
+static int open_counts(PyObject *counts, int is_object, const Params *p, int address_size,
+                       StatsCtx **out) {
+    PyObject *shapes, *sizes, *params;
+    if (!PyArg_ParseTuple(counts, "O!O!O!:counts", &PyDict_Type, &shapes, &PyDict_Type,
+                          &sizes, &PyDict_Type, &params))
+        return -1;
+    Params q;
+    int size;
+    StatsCtx *stats = stats_open(shapes, sizes, params, &q, &size);
+    if (!stats) return -1;
+    if (is_object || size != address_size || q.sp != p->sp || q.fp != p->fp ||
+        q.ra != p->ra || q.tracks_ra != p->tracks_ra || q.big_endian != p->big_endian) {
+        stats_close(stats);
+        PyErr_SetString(PyExc_ValueError, "counts: a linked file's, of the walk's target "
+                                          "and address size");
+        return -1;
+    }
+    *out = stats;
+    return 1;
+}
+
 /* verify_scan(eh, sframe, *, eh_address, address_size, big_endian, fde_start, entry,
  *             count, version, pcrel, address, fre_start, fre_end, num_fres,
  *             fre_type_mask, pc_mask_bit, unused_bits, fde_type_mask, flex_type,
  *             fre_addr_sizes, attr_size, sp, fp, ra, tracks_ra, fre_table, states,
- *             state_of, fre_ids, fre_id_of, placed) -> (checked, used, todo), or None.
+ *             state_of, fre_ids, fre_id_of, placed, counts)
+ * -> (checked, used, todo) or, with ``counts``, (checked, used, todo, stats_scan's
+ * answer), or None.
  * ``eh``: a linked file's .eh_frame at ``eh_address`` (an object's, relocated with every
  * section at 0, at 0); ``sframe``: its .sframe, its index (FDE table offset, entry
  * size, FDE count, version, PC-relative starts, section address, FRE sub-section start
  * and end, header FRE count) as ``decode.FdeTable`` read them; the FDE info fields'
  * masks (words.py); the target's registers; ``placed``: an object's placements (see
  * ``Placed``), else None.  Every parameter but the two sections is keyword-only, built
- * once by ``compare._scan``.  ``checked``: functions found the same; ``used``: one byte
+ * once by ``compare._scan``.  ``counts``: None, or stats_scan's (shapes, sizes, params)
+ * for stats' count in this walk, each FDE's rows replayed once for both (``stats``).
+ * ``checked``: functions found the same; ``used``: one byte
  * per SFrame FDE, 1 where such a function used it; ``todo``: the .eh_frame offsets of
  * the FDEs left to the full check.  None: anything in either section out of the
  * ordinary (the Python readers then report it or read it). */
@@ -497,21 +571,21 @@ PyObject *verify_scan(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwarg
                              "pc_mask_bit", "unused_bits", "fde_type_mask", "flex_type",
                              "fre_addr_sizes", "attr_size", "sp", "fp", "ra", "tracks_ra",
                              "fre_table", "states", "state_of", "fre_ids", "fre_id_of",
-                             "placed", NULL};
+                             "placed", "counts", NULL};
     Py_buffer eh, sf;
     unsigned long long eh_address;
     int address_size, big;
     Index x;
     Params p = {0, 0, 0, 0, 0, 0, 0};
-    PyObject *states, *state_of, *fre_ids, *fre_id_of, *placed_arg;
+    PyObject *states, *state_of, *fre_ids, *fre_id_of, *placed_arg, *counts_arg;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "y*y*$KipnnnipKnnniilllO!iLLLpO!O!OO!OO:verify_scan", kwlist, &eh,
+            args, kwargs, "y*y*$KipnnnipKnnniilllO!iLLLpO!O!OO!OOO:verify_scan", kwlist, &eh,
             &sf, &eh_address, &address_size, &big, &x.fde_start, &x.entry, &x.count,
             &x.version, &x.pcrel, &x.address, &x.fre_start, &x.fre_end, &x.num_fres,
             &x.fre_type_mask, &x.pc_mask_bit, &x.unused, &x.fde_type_mask, &x.flex_type,
             &PyTuple_Type, &x.addr_sizes, &x.attr_size, &p.sp, &p.fp, &p.ra, &p.tracks_ra,
             &PyTuple_Type, &x.table, &PyDict_Type, &states, &state_of, &PyDict_Type,
-            &fre_ids, &fre_id_of, &placed_arg))
+            &fre_ids, &fre_id_of, &placed_arg, &counts_arg))
         return NULL;
     p.big_endian = big;
     PyObject *out = NULL, *todo = NULL, *used = NULL;
@@ -520,8 +594,12 @@ PyObject *verify_scan(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwarg
     Steps dwarf = {0}, sframe = {0};
     Kept states_kept = {NULL, 0, 0}, fres_kept = {NULL, 0, 0};
     Placed placed;
+    StatsCtx *stats = NULL;
     int is_object = read_placed(placed_arg, &placed);
     if (is_object < 0) goto done;
+    if (counts_arg != Py_None && open_counts(counts_arg, is_object, &p, address_size,
+                                             &stats) < 0)
+        goto done;
     if (address_size != 4 && address_size != 8) goto none;
     if (kept_init(&states_kept, 64) < 0 || kept_init(&fres_kept, 64) < 0) goto done;
     Bytes sfb = {sf.buf, sf.len, big};
@@ -537,12 +615,17 @@ PyObject *verify_scan(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwarg
     memset(PyByteArray_AS_STRING(used), 0, (size_t)nfdes);
     ScanCtx ctx = {fdes, nfdes, &sec, infos, states, state_of, fre_ids, fre_id_of, &dwarf,
                    &sframe, todo, PyByteArray_AS_STRING(used), 0, p.ra,
-                   is_object ? &placed : NULL, &states_kept, &fres_kept};
+                   is_object ? &placed : NULL, &states_kept, &fres_kept, stats};
     int walked = eh_walk(eh.buf, eh.len, eh_address, address_size, big, &p, scan_fde, &ctx);
     if (walked < 0) goto done;
     if (walked == 0) goto none;
     checked = ctx.checked;
-    out = Py_BuildValue("(nOO)", checked, used, todo);
+    if (stats) {
+        PyObject *counted = stats_counts(stats);
+        if (counted) out = Py_BuildValue("(nOON)", checked, used, todo, counted);
+    } else {
+        out = Py_BuildValue("(nOO)", checked, used, todo);
+    }
     goto done;
 none:
     out = Py_None;
@@ -555,6 +638,7 @@ done:
     steps_free(&sframe);
     kept_free(&states_kept);
     kept_free(&fres_kept);
+    stats_close(stats);
     PyBuffer_Release(&eh);
     PyBuffer_Release(&sf);
     return out;

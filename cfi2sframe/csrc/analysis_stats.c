@@ -8,8 +8,8 @@
  * ``body_hash``): what its rows add up to serves every FDE of that body whose range
  * holds them all (a row at or past the end is dropped, so a shorter one is replayed).
  * The FDEs the fast path leaves to the general path are handed back.  The count goes
- * one FDE at a time (``stats_begin``, ``stats_row``, ``stats_end``; core.h), so
- * another walk can count the same in its own replay.  Reference: the
+ * one FDE at a time (``stats_begin``, ``stats_row``, ``stats_end``), so verify_scan's
+ * walk counts the same in its own replay (analysis_compare.c).  Reference: the
  * conversion (``sframe.build.lower_fdes`` and the encoders);
  * tests/differential/test_core_stats.py holds both equal. */
 
@@ -243,12 +243,13 @@ PyObject *stats_counts(const StatsCtx *ctx) {
                          (unsigned long long)ctx->high);
 }
 
+/* See core.h: what ``stats_open`` made, freed (NULL: nothing). */
 void stats_close(StatsCtx *ctx) {
     if (!ctx) return;
+    Py_XDECREF(ctx->todo);
+    PyMem_Free(ctx->slot);
     ids_free(&ctx->seen);
     PyMem_Free(ctx->body);
-    PyMem_Free(ctx->slot);
-    Py_XDECREF(ctx->todo);
     PyMem_Free(ctx);
 }
 
@@ -264,7 +265,8 @@ void stats_close(StatsCtx *ctx) {
  * the fast path makes a function of; the bytes: their FREs' (start included);
  * ``low``, ``high``: their lowest and highest start (0 without any); ``todo``: the
  * .eh_frame offsets of the other FDEs.  None: the section is out of the ordinary (the
- * Python reader reads it or reports it). */
+ * Python reader reads it or reports it).  verify_scan counts the same in its own walk
+ * where asked (``counts``). */
 PyObject *stats_scan(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer eh;
     unsigned long long eh_address;

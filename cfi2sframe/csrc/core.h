@@ -175,7 +175,7 @@ PyObject *agree(PyObject *self, PyObject *args);
 PyObject *verify_scan(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* analysis_stats.c: stats' count of a linked file's FDEs and their SFrame sizes, in
- * its own walk (stats_scan) or in another's, one FDE at a time: ``stats_begin``
+ * its own walk (stats_scan) or in verify_scan's, one FDE at a time: ``stats_begin``
  * (1 counted or left without a replay, 0 replay it: its rows to ``stats_row``, an
  * ``Emit``, then ``stats_end`` with the replay's answer; -1 error).  ``stats_open``
  * reads stats_scan's memos and parameters (the replay's target into ``p``, the file's

@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -257,3 +258,153 @@ def test_one_body_under_other_ranges_and_cies_counts_each_fdes_fres(order: str) 
     fres = sum(kept for _, _, kept in fdes)
     assert fres == 13
     assert scanned == (5, 5, 3 * fres, 3 * fres, [], min(starts), max(starts))
+
+
+def _counted(path: str, made: bytes, core: Any, state_of: Any = None,
+             shape_of: Any = None, count: bool = True) -> tuple[Any, Any, Any] | None:
+    """For a converted file ``made``: what verify's compiled walk gives with stats'
+    count asked (``count``; ``compare._scan_counted``): ``verify_scan``'s own answer
+    (checked, used, todo and the count) and the verify result made from it, and
+    stats' own scan of the file (``stats_scan``); None where the scan does not apply.
+    ``state_of``: verify's state -> id answer put in its place (with a new memo),
+    ``shape_of``: stats'."""
+    from cfi2sframe.analysis.stats import count_request
+    from cfi2sframe.elf.compressed import section_contents
+
+    view = open_elf(made, path)
+    request = count_request(path, view, core)
+    if request is None:
+        return None
+    shapes, sizes, params = request
+    eh = view.section(".eh_frame")
+    assert eh is not None
+    own = core.stats_scan(section_contents(view, eh, DEFAULT_LIMITS), eh.addr, {}, {},
+                          params)
+    if shape_of is not None:
+        request = shapes, sizes, {**params, "shape_of": shape_of}
+    answers = []
+
+    def verify_scan(*args: object, **keywords: Any) -> object:
+        if state_of is not None:
+            keywords.update(states={}, state_of=state_of)
+        answers.append(core.verify_scan(*args, **keywords))
+        return answers[-1]
+
+    walker = type("Walker", (), {name: staticmethod(getattr(core, name))
+                                 for name in dir(core) if not name.startswith("__")})
+    walker.verify_scan = staticmethod(verify_scan)  # type: ignore[attr-defined]
+    scanned: Any = _counted_with(path, made, walker, request if count else None)
+    assert scanned is not None and len(answers) == 1, path
+    return answers[0], scanned[0], own
+
+
+def test_verifys_walk_counts_what_the_scan_and_the_conversion_count(report) -> None:
+    """``stats`` of a file with .sframe takes its count from verify's compiled walk
+    (``compare.verify_counted``): on every gconv module and the other files here,
+    converted (V2; the named files in V3 too), that count is ``stats_scan``'s own walk's,
+    field for field, the verify result is the one without the count, and the coverage
+    made from it is the conversion's (``_reference``, as on the files as installed).
+    Floors: 250 files walked and 20,000 functions counted."""
+    from cfi2sframe.analysis.compare import verify_counted, verify_elf
+    from cfi2sframe.analysis.stats import count_request
+    from cfi2sframe.files import bytes_of
+
+    require_path(GCONV, *FILES)
+    core = compiled_core()
+    walked = functions = 0
+    for path in sorted(glob.glob(f"{GCONV}/*.so")) + FILES:
+        data = Path(path).read_bytes()
+        for version in (2, 3) if path in FILES else (2,):
+            made = bytes_of(convert_elf(path, data, version).elf_copy())
+            view = open_elf(made, path)
+            request = count_request(path, view, core)
+            if request is None or not view.holds_sframe:
+                continue
+            result, counted = verify_counted(path, made, DEFAULT_LIMITS, request, view=view)
+            assert counted is not None, path
+            assert result == verify_elf(path, made, view=view)[0], path
+            both = _counted(path, made, core)
+            assert both is not None and both[0][3] == both[2] == counted, path
+            coverage = scan_coverage(path, made, view, DEFAULT_LIMITS,
+                                     partial(default_sframe_address, made, path, view),
+                                     compiled=core, counted=counted)
+            assert coverage is not None, path
+            for number in (2, 3):
+                got = coverage[number]
+                assert (got.arch.name, got.fdes, got.emitted,
+                        [(str(skip.reason), skip.name, skip.start) for skip in got.skips],
+                        got.size) == _reference(path, made, number), (path, number)
+            walked += 1
+            functions += counted[1]
+    at_least("converted files walked", walked, 250)
+    at_least("functions counted", functions, 20000)
+    report(f"verify's walk counted {walked} converted files, {functions} functions: "
+           "stats_scan's count and the conversion's")
+
+
+@pytest.mark.parametrize("side", ["verify", "stats"])
+def test_one_replay_serves_each_side_to_its_own_end(side: str) -> None:
+    """One replay feeds verify's comparison and stats' count: where one side has no
+    answer for a row, the other still gets every row.  Converted libc (x86-64, V2):
+    with verify's state ids all None, the walk confirms no function itself (every FDE
+    to the full check, whose result is the same), yet the count is stats_scan's; with
+    stats' FRE shapes all None, no function is counted (every FDE left), yet the walk
+    confirms the functions it confirms without the count.  Fails where the shared
+    replay stops when either side stops."""
+    from cfi2sframe.files import bytes_of
+
+    path = FILES[0]
+    require_path(path)
+    core = compiled_core()
+    made = bytes_of(convert_elf(path, Path(path).read_bytes(), 2).elf_copy())
+    plain = _counted(path, made, core, count=False)
+    counted = _counted(path, made, core)
+    assert plain is not None and counted is not None
+    (checked, used, todo), result, own = plain[0], plain[1], plain[2]
+    assert len(plain[0]) == 3 and counted[0][:3] == plain[0] and counted[1] == result
+    assert counted[0][3] == own
+    fdes, functions = own[0], own[1]
+    at_least("libc's functions counted", functions, 2000)
+    at_least("libc's functions the walk confirms", checked, 2000)
+    if side == "verify":
+        changed = _counted(path, made, core, state_of=lambda key: None)
+        assert changed is not None
+        assert changed[0][0] == 0 and len(changed[0][2]) == fdes
+        assert changed[0][3] == own
+    else:
+        changed = _counted(path, made, core, shape_of=lambda key: None)
+        assert changed is not None
+        assert changed[0][:3] == (checked, used, todo)
+        assert changed[0][3][:4] == (fdes, 0, 0, 0) and len(changed[0][3][4]) == fdes
+    assert changed[1] == result  # (the full check gives the same verdict)
+
+
+def test_counts_of_another_target_are_refused() -> None:
+    """verify_scan counts only with the replay its walk makes: stats' parameters of
+    another target or address size are a ValueError, not a count of other rules."""
+    from cfi2sframe.analysis.stats import _scan_params
+    from cfi2sframe.arch import get_arch
+    from cfi2sframe.files import bytes_of
+
+    path = FILES[0]
+    require_path(path)
+    core = compiled_core()
+    made = bytes_of(convert_elf(path, Path(path).read_bytes(), 2).elf_copy())
+    for arch, size in ((get_arch("aarch64"), 8), (get_arch("x86_64"), 4)):
+        with pytest.raises(ValueError, match="counts"):
+            _counted_with(path, made, core, ({}, {}, _scan_params(arch, size)))
+
+
+def _counted_with(path: str, made: bytes, core: Any, request: object) -> object:
+    """``compare._scan_counted`` of ``made`` with ``request`` as its ``counts``."""
+    from cfi2sframe.analysis import compare
+    from cfi2sframe.arch import arch_for_machine
+    from cfi2sframe.sframe.decode import FdeTable
+    from cfi2sframe.sframe.load import sframe_bytes
+
+    view = open_elf(made, path)
+    raw = sframe_bytes(path, made, view=view)
+    table = FdeTable(raw.data, raw.address, raw.v1_pcrel)
+    arch = arch_for_machine(view.machine, path, not view.little_endian)
+    return compare._scan_counted(path, view, raw, table, table.section([]), arch,
+                                 DEFAULT_LIMITS, core, True, request)  # type: ignore[arg-type]

@@ -17,7 +17,8 @@ Targets:
   rewrite  the ELF rewriting path of --in-place: conversion to the obj or elf form,
            the self-check, and the write through one name or two (hard links);
            afterwards the file holds the old bytes or exactly the new ones; a linked
-           file's one compiled pass to its functions equal to its FDEs read and lowered
+           file's one compiled pass to its functions equal to its FDEs read and lowered;
+           verify's compiled walk, counting for stats too, counts as stats_scan does
   compressed  SHF_COMPRESSED CFI sections (zlib): the claimed size against the
            limits, the bounded inflater, and the reader after it (seeded with a
            decompression bomb)
@@ -49,7 +50,8 @@ import atheris
 with atheris.instrument_imports():
     import xray_compare  # tests/support/xray_compare.py (this script's folder)
 
-    from cfi2sframe.analysis.stats import scan_coverage
+    from cfi2sframe.analysis.compare import verify_counted, verify_elf
+    from cfi2sframe.analysis.stats import count_request, scan_coverage
     from cfi2sframe.arch import arch_for_machine
     from cfi2sframe.cli.compact import _Rows
     from cfi2sframe.compact import table_writer
@@ -66,7 +68,7 @@ with atheris.instrument_imports():
     from cfi2sframe.dwarf.cfi import Fde
     from cfi2sframe.dwarf.cfi import _rows as rows_of
     from cfi2sframe.elf.cfi import cfi_of, cfi_section, read_elf_cfi
-    from cfi2sframe.elf.compressed import DEFAULT_LIMITS, Limits
+    from cfi2sframe.elf.compressed import DEFAULT_LIMITS, Limits, section_contents
     from cfi2sframe.elf.read import open_elf
     from cfi2sframe.elf.symbols import function_names
     from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
@@ -202,6 +204,7 @@ def _rewrite(data: bytes) -> None:
         os.link(REWRITTEN, REWRITTEN + ".link")
     old, status = read_for_rewrite(REWRITTEN)
     _one_pass_is_the_readers(old)
+    _walks_count_alike(old)
     counted = _stats_counts(old)
     new = None
     try:
@@ -217,6 +220,7 @@ def _rewrite(data: bytes) -> None:
         assert now == old or now == new, "the file is neither the old nor the new one"
         if new is None:
             assert now == old, "a failed rewrite changed the file"
+    _walks_count_alike(new)
 
 
 def _one_pass_is_the_readers(data: bytes) -> None:
@@ -278,6 +282,29 @@ def _table_is_the_encoders(found: object, arch: object, lowered: object) -> None
     except EXPECTED as exc:
         expected = str(exc)
     assert made == expected, "the table pass differs from the encoder's section"
+
+
+def _walks_count_alike(data: bytes | None) -> None:
+    """A linked file with .sframe: verify's compiled walk asked for stats' count too
+    (``verify_counted``: ``verify_scan`` with ``counts``) checks what it checks without
+    it and counts what ``stats_scan``'s own walk counts."""
+    if CORE is None or data is None:
+        return
+    try:
+        view = open_elf(data, "fuzz.elf")
+        request = count_request("fuzz.elf", view, CORE)
+        if request is None or not view.holds_sframe:
+            return
+        result, counted = verify_counted("fuzz.elf", data, DEFAULT_LIMITS, request, view=view)
+        plain = verify_elf("fuzz.elf", data, DEFAULT_LIMITS, view=view)[0]
+        eh = view.section(".eh_frame")
+        assert eh is not None
+        own = CORE.stats_scan(section_contents(view, eh, DEFAULT_LIMITS), eh.addr, {}, {},
+                              request[2])
+    except EXPECTED:
+        return
+    assert result == plain, "verify's result differs where it counts for stats"
+    assert counted is None or counted == own, "verify's walk counts otherwise than stats_scan"
 
 
 def _stats_counts(data: bytes) -> tuple[object, ...] | None:
