@@ -188,6 +188,9 @@ def with_labels(text: str, offsets: tuple[int, ...], prefix: str) -> str | None:
 def probe_symbols(symtab: bytes, strtab: bytes, is64: bool, big_endian: bool, prefix: bytes,
                   count: int) -> tuple[list[tuple[int, int] | None], list[int]] | None: ...
 
+def function_names(symtab: bytes, strtab: bytes, is64: bool, big_endian: bool, limit: int,
+                   sections: tuple[str, ...] | None) -> dict[tuple[str, int], str]: ...
+
 def fde_index(data: bytes, *, fde_start: int, count: int, entry: int, wide: bool, big: bool,
               base: int, step: int) -> tuple[bytes, bytes, bool] | None: ...
 

@@ -195,6 +195,9 @@ PyObject *scan_cfi(PyObject *self, PyObject *args);
 PyObject *with_labels(PyObject *self, PyObject *args);
 PyObject *probe_symbols(PyObject *self, PyObject *args);
 
+/* elf_symbols.c: the function names of a symbol table. */
+PyObject *function_names(PyObject *self, PyObject *args);
+
 /* ``item`` (a new reference, or NULL where making it failed) appended to ``list``,
  * which takes it over; -1 on error.  How the loops in C hand back their findings. */
 static inline int append_new(PyObject *list, PyObject *item) {

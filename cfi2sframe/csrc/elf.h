@@ -1,5 +1,5 @@
 /* The ELF records the compiled core reads in place (elf_reloc.c's Rel and Rela
- * entries, frontend_scan.c's symbols), by class: the field offsets and sizes and how
+ * entries, frontend_scan.c's and elf_symbols.c's symbols), by class: the field offsets and sizes and how
  * r_info splits.  Their Python home is ``elf/structs.py`` (``SYM``, ``REL``, ``RELA``,
  * ``r_sym``, ``r_type``): ``elf_constants`` hands them to
  * tests/differential/test_core_constants.py, which holds them equal by name. */
@@ -12,7 +12,8 @@ enum {
     /* Elf32_Sym, Elf64_Sym (whose field orders differ) */
     ELF32_SYM_BYTES = 16, ELF64_SYM_BYTES = 24, ELF_ST_NAME_AT = 0, ELF_ST_NAME_BYTES = 4,
     ELF32_ST_VALUE_AT = 4, ELF64_ST_VALUE_AT = 8, ELF32_ST_SHNDX_AT = 14,
-    ELF64_ST_SHNDX_AT = 6, ELF_ST_SHNDX_BYTES = 2,
+    ELF64_ST_SHNDX_AT = 6, ELF_ST_SHNDX_BYTES = 2, ELF32_ST_INFO_AT = 12,
+    ELF64_ST_INFO_AT = 4,
     /* Elf_Rel, Elf_Rela: r_offset, r_info (and r_addend), one address wide each */
     ELF32_ADDR_BYTES = 4, ELF64_ADDR_BYTES = 8, ELF_R_OFFSET_AT = 0,
     ELF32_R_INFO_AT = 4, ELF64_R_INFO_AT = 8, ELF32_R_ADDEND_AT = 8, ELF64_R_ADDEND_AT = 16,
@@ -26,12 +27,13 @@ enum {
 /* The numbers above by name, for the test that binds them to Python (a new dict). */
 static inline PyObject *elf_constants(void) {
     return Py_BuildValue(
-        "{sisisisisisisisisisisisisisisisisisisisisisisIsI}",
+        "{sisisisisisisisisisisisisisisisisisisisisisisisisIsI}",
         "ELF32_SYM_BYTES", ELF32_SYM_BYTES, "ELF64_SYM_BYTES", ELF64_SYM_BYTES,
         "ELF_ST_NAME_AT", ELF_ST_NAME_AT, "ELF_ST_NAME_BYTES", ELF_ST_NAME_BYTES,
         "ELF32_ST_VALUE_AT", ELF32_ST_VALUE_AT, "ELF64_ST_VALUE_AT", ELF64_ST_VALUE_AT,
         "ELF32_ST_SHNDX_AT", ELF32_ST_SHNDX_AT, "ELF64_ST_SHNDX_AT", ELF64_ST_SHNDX_AT,
-        "ELF_ST_SHNDX_BYTES", ELF_ST_SHNDX_BYTES, "ELF32_ADDR_BYTES", ELF32_ADDR_BYTES,
+        "ELF_ST_SHNDX_BYTES", ELF_ST_SHNDX_BYTES, "ELF32_ST_INFO_AT", ELF32_ST_INFO_AT,
+        "ELF64_ST_INFO_AT", ELF64_ST_INFO_AT, "ELF32_ADDR_BYTES", ELF32_ADDR_BYTES,
         "ELF64_ADDR_BYTES", ELF64_ADDR_BYTES, "ELF_R_OFFSET_AT", ELF_R_OFFSET_AT,
         "ELF32_R_INFO_AT", ELF32_R_INFO_AT, "ELF64_R_INFO_AT", ELF64_R_INFO_AT,
         "ELF32_R_ADDEND_AT", ELF32_R_ADDEND_AT, "ELF64_R_ADDEND_AT", ELF64_R_ADDEND_AT,

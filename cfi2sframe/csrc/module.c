@@ -49,6 +49,10 @@ static PyMethodDef methods[] = {
     {"probe_symbols", probe_symbols, METH_VARARGS,
      "probe_symbols(symtab, strtab, is64, big_endian, prefix, count) -> (places, indices\n"
      "of the other symbols), or None; see frontend_scan.c."},
+    {"function_names", function_names, METH_VARARGS,
+     "function_names(symtab, strtab, is64, big_endian, limit, sections) -> {(section,\n"
+     "value): name} of the functions (then untyped entries) of one symbol table; see\n"
+     "elf_symbols.c."},
     {"with_labels", with_labels, METH_VARARGS,
      "with_labels(text, offsets, prefix) -> text with PREFIX<i>: at each offset, or None\n"
      "for text that is not ASCII; see frontend_scan.c."},

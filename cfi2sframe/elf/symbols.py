@@ -7,15 +7,22 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Iterator, Sequence
 from itertools import chain
 
+from ..core import compiled as compiled_core
 from ..typed import TYPE_CHECKING
 from .read import SHN_LORESERVE, ElfView, Symbol, is_mapping_symbol, string_at
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from ..dwarf.cfi import Names
 
 
+_COMPILED = compiled_core()
+
+
 def function_names(view: ElfView, values: Container[int] | None = None,
-                   symbols: Sequence[Symbol] | None = None) -> Names:
+                   symbols: Sequence[Symbol] | None = None,
+                   compiled: ModuleType | None = _COMPILED) -> Names:
     """(section or "", address) -> name of every function symbol (``values``: of
     those at these addresses only, as the whole table names them).  ``symbols``: the
     ``.symtab`` entries where the caller has read them (the assembler probe has).
@@ -23,7 +30,8 @@ def function_names(view: ElfView, values: Container[int] | None = None,
     The symbol table is unpacked with ``elf.read`` in one pass, and only the entries
     that can name a function (typed a function or untyped, in a section) have their
     names read: libraries have tens of thousands of symbols (libLLVM's 45k cost
-    0.16 s as objects, 0.05 s so).
+    0.16 s as objects, 0.05 s so).  A whole table's names are the compiled core's
+    (``_core.function_names``; ``compiled`` None: the loop below, its reference).
     """
     is_rel = view.elf_type == "ET_REL"
     sections = view.sections
@@ -36,6 +44,13 @@ def function_names(view: ElfView, values: Container[int] | None = None,
             rows: Iterable[tuple[int, int, str, int]] = (
                 (sym.kind, sym.shndx, sym.name, sym.value) for sym in entries
                 if 0 < sym.shndx < limit)
+        elif compiled is not None and not names:  # (the loop below in one call)
+            found = view.symbol_table(table)
+            if found is not None:
+                names = compiled.function_names(
+                    *found, view.is64, not view.little_endian, limit,
+                    tuple(section.name for section in sections) if is_rel else None)
+            rows = ()
         else:
             rows = _function_rows(view, table, limit)
         # Function symbols first; then untyped ones (hand-written assembly without

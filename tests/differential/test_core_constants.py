@@ -71,6 +71,7 @@ def test_the_elf_records_are_elf_structs() -> None:
                                            c.pop(f"ELF{bits}_ADDR_BYTES"))
         assert _where(sym, "st_shndx") == (c.pop(f"ELF{bits}_ST_SHNDX_AT"),
                                            c["ELF_ST_SHNDX_BYTES"])
+        assert _where(sym, "st_info") == (c.pop(f"ELF{bits}_ST_INFO_AT"), 1)
         assert rel.size == c.pop(f"ELF{bits}_REL_BYTES")
         assert rela.size == c.pop(f"ELF{bits}_RELA_BYTES")
         info_at = c.pop(f"ELF{bits}_R_INFO_AT")

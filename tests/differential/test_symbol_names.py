@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cfi2sframe.core import compiled
 from cfi2sframe.elf.read import _string_table, open_elf_file, string_at
 from cfi2sframe.elf.symbols import function_names
 from tests.conftest import cfi2sframe, require, require_path
@@ -172,11 +173,14 @@ def _readelf_names(path: str) -> dict[tuple[str, int], str]:
 @pytest.mark.parametrize("path", [*LIBRARIES, "built"])
 def test_every_function_is_named_as_readelf_lists_it(path: str, tmp_path: Path) -> None:
     """readelf -sW is the oracle: the first function symbol at each address, else the
-    first untyped one."""
+    first untyped one; of the compiled core's loop (``_core.function_names``) and of its
+    Python reference alike."""
     require("readelf")
     paths = _built(tmp_path) if path == "built" else [path]
     for path in paths:
         require_path(path)
         expected = _readelf_names(path)
         assert len(expected) > 50
-        assert function_names(open_elf_file(path, Path(path).read_bytes())) == expected
+        view = open_elf_file(path, Path(path).read_bytes())
+        for core in {compiled(), None}:
+            assert function_names(view, compiled=core) == expected, core

@@ -69,7 +69,7 @@ with atheris.instrument_imports():
     from cfi2sframe.dwarf.cfi import _rows as rows_of
     from cfi2sframe.elf.cfi import cfi_of, cfi_section, read_elf_cfi
     from cfi2sframe.elf.compressed import DEFAULT_LIMITS, Limits, section_contents
-    from cfi2sframe.elf.read import open_elf
+    from cfi2sframe.elf.read import ElfView, open_elf
     from cfi2sframe.elf.symbols import function_names
     from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
     from cfi2sframe.files import bytes_of, read_for_rewrite
@@ -143,6 +143,14 @@ def _elf(data: bytes) -> None:
     convert_elf("fuzz.o", data, version=(2, 3, 1)[len(data) % 3]).raw()
 
 
+def _names_or_error(view: ElfView, core: ModuleType | None) -> object:
+    """``function_names`` of a whole file, in order, or its error's type and words."""
+    try:
+        return list(function_names(view, compiled=core).items())
+    except EXPECTED as exc:
+        return type(exc), str(exc)
+
+
 def _cfi(data: bytes) -> None:
     view = open_elf(data, "fuzz.o")
     table = view.symbol_table()
@@ -153,6 +161,9 @@ def _cfi(data: bytes) -> None:
                               PROBE.encode(), 64) is not None:
             assert read_probes(view, 64, CORE) == read_probes(view, 64, None), \
                 "the compiled probes differ"
+    if CORE is not None:  # the names of a whole table, both cores (or the same error)
+        assert _names_or_error(view, CORE) == _names_or_error(view, None), \
+            "the compiled names differ"
     cfi = read_elf_cfi("fuzz.o", data)
     arch = arch_for_machine(cfi.machine, "fuzz.o", cfi.big_endian)
     for fde in cfi.fdes[:100]:
