@@ -41,7 +41,7 @@ from .lower import (
     LowerMemo,
     lower_alike,
     lower_compact,
-    placed_tail,
+    shape_tail,
 )
 from .rules import Code
 from .words import ARM64_DWARF, HAS_LSDA, MODE_MASK, PERSONALITY_MASK, X86_DWARF, is_dwarf
@@ -75,7 +75,7 @@ def compact_cfi(cfi: Cfi, obj: bytes, arch: str, ranges: bool = False,
                 ) -> list[CompactFunction]:
     """``compact_functions`` of every FDE of ``cfi``: a function whose shape's answer
     is known, or reads no code, takes it without a ``Timeline`` or its code read
-    (``lower.placed_tail``, ``lowered_alike``'s).  ``keep``: a list the caller holds
+    (``lower.shape_tail``, ``lowered_alike``'s).  ``keep``: a list the caller holds
     until its process ends (``cli.entry``), given the loop's rows and answers rather
     than freeing them one by one at return (libLLVM-14: 476k rows, 6% of ``compact
     --check``'s instructions)."""
@@ -88,20 +88,22 @@ def compact_cfi(cfi: Cfi, obj: bytes, arch: str, ranges: bool = False,
     tails: dict[tuple[int, bytes, int], FunctionTail] = {}
     out = []
     for fde in cfi.fdes:
-        shape = (fde.cie_at, fde.body, fde.size)
+        # (unpacked once: a named field is a descriptor's look-up each, 6 per FDE)
+        name, section, start, size, _, cie_at, body, _, _, _ = fde
+        shape = (cie_at, body, size)
         tail = tails.get(shape)
         if tail is None:
             rows, invalid = cfi.rows(fde, cache)
-            tail = None if ranges else placed_tail(  # (an ELF timeline names no LSDA)
-                fde.size, rows, invalid, arch, memo)
+            tail = None if ranges else shape_tail(  # (an ELF timeline names no LSDA)
+                size, rows, invalid, arch, memo)
             if tail is None:
                 timeline = cfi.placed(fde, rows, invalid)
                 out.append(lower_alike(timeline, arch, code_of(timeline), ranges, memo))
                 continue
-            if shape[:2] in cache:
+            if (cie_at, body) in cache:
                 tails[shape] = tail
         # (the record from its fields: its class's ``__new__`` is a Python function)
-        out.append(_new_tuple(CompactFunction, (fde.name, fde.section, fde.start, *tail)))
+        out.append(_new_tuple(CompactFunction, (name, section, start, *tail)))
     if keep is not None:
         keep.append((cache, memo, tails))
     return out

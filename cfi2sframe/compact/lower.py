@@ -305,7 +305,7 @@ def placed_tail(size: int, rows: tuple[Row, ...], invalid: str | None, arch: str
     key = (id(rows), size, invalid, arch)
     found = memo.placed.get(key)
     if found is None:
-        found = memo.placed[key] = (rows, _placed_alike(size, rows, invalid, arch, memo))
+        found = memo.placed[key] = (rows, shape_tail(size, rows, invalid, arch, memo))
     return found[1]
 
 
@@ -314,10 +314,12 @@ FunctionTail = tuple[int, tuple[CompactRow, ...], CompactReason | None, str, int
               str | None, tuple[int, int], tuple[tuple[int, int], ...]]
 
 
-def _placed_alike(size: int, rows: tuple[Row, ...], invalid: str | None, arch: str,
-                  memo: LowerMemo) -> FunctionTail | None:
+def shape_tail(size: int, rows: tuple[Row, ...], invalid: str | None, arch: str,
+               memo: LowerMemo) -> FunctionTail | None:
     """``lowered_alike``'s answer after its start, or None where ``lower_alike`` must
-    answer."""
+    answer; not kept (``placed_tail`` keeps it by the rows object; a caller that keeps
+    it per shape itself, ``compact.inputs.compact_cfi``, asks here: a key and entry
+    per shape, 40k on libLLVM-14, that it never finds again)."""
     if invalid is not None or not size or not rows:
         return None
     sequence = _sequence(rows, arch, False, memo)[1]
