@@ -102,8 +102,9 @@ def compact_cfi(cfi: Cfi, obj: bytes, arch: str, ranges: bool = False,
                 continue
             if (cie_at, body) in cache:
                 tails[shape] = tail
-        # (the record from its fields: its class's ``__new__`` is a Python function)
-        out.append(_new_tuple(CompactFunction, (name, section, start, *tail)))
+        # (the record from its fields: its class's ``__new__`` is a Python function;
+        # the tuple joined, not unpacked into a list made a tuple)
+        out.append(_new_tuple(CompactFunction, (name, section, start) + tail))
     if keep is not None:
         keep.append((cache, memo, tails))
     return out

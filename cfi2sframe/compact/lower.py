@@ -402,11 +402,11 @@ def _placed(name: str, section: str, start: int, size: int, rows: tuple[Row, ...
 def _tail(size: int, rows: tuple[Row, ...], personality: str | None, lsda: str | None,
           sequence: _Sequence) -> FunctionTail:
     """``_placed``'s fields from ``size`` on."""
-    found = None if _CORE is None else _CORE.placed_spans(rows, sequence.exact, size)
-    spans, exact = placed_spans(rows, sequence.exact, size) if found is None else found
-    return (size, (_new_tuple(CompactRow, (0, size, sequence.encoding)),), sequence.reason,
-            sequence.detail, exact, personality, lsda,
-            _body_range(rows, sequence.body_index, size), spans)
+    index, encoding, reason, detail, exact_rows = sequence  # (not 5 named look-ups)
+    found = None if _CORE is None else _CORE.placed_spans(rows, exact_rows, size)
+    spans, exact = placed_spans(rows, exact_rows, size) if found is None else found
+    return (size, (_new_tuple(CompactRow, (0, size, encoding)),), reason, detail, exact,
+            personality, lsda, _body_range(rows, index, size), spans)
 
 
 def placed_spans(rows: tuple[Row, ...], exact: tuple[int, ...],
