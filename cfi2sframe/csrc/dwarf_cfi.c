@@ -424,10 +424,24 @@ typedef struct {
  * (~5k instructions). */
 #define REPLAY_NAME "cfi2sframe._core.replay_params"
 
+/* The last row made in each slot of a hash of its start and state: a row of the same
+ * start and state objects (a prologue's rows repeat across thousands of bodies: at 1,
+ * 4, 5 the same pushes) is that row again, not a new tuple and int (``Row``s are
+ * immutable; the row holds its state's objects, so the pointers compared are alive).
+ * Fixed, as ``slots``; a capsule's. */
+#define ROW_SLOTS_BITS 12
+#define ROW_SLOTS (1u << ROW_SLOTS_BITS)
+
+typedef struct {
+    int64_t at;
+    PyObject *row;  /* a strong reference, or NULL */
+} RowSlot;
+
 typedef struct {
     Params p;
     PyObject *row_type, *states, *state_of;
     StateSlot slots[ROW_STATE_SLOTS];
+    RowSlot rows[ROW_SLOTS];
 } Replay;
 
 /* cfi_rows' rows so far, and what it makes them with. */
@@ -508,9 +522,19 @@ static int make_row(void *raw, int64_t at, const Rules *rules) {
         PyErr_SetString(PyExc_TypeError, "state_of must give (its words, a 4-tuple)");
         return -1;
     }
+    RowSlot *kept = &ctx->replay->rows[(hash ^ (uint64_t)at * 0x9E3779B97F4A7C15u) >>
+                                       (64 - ROW_SLOTS_BITS)];
+    PyObject *row = kept->row;
+    if (row && kept->at == at) {
+        for (Py_ssize_t i = 0; i < 4 && row; i++)
+            if (PyTuple_GET_ITEM(row, i + 1) != PyTuple_GET_ITEM(state, i)) row = NULL;
+    } else {
+        row = NULL;
+    }
+    if (row) return PyList_Append(ctx->rows, row) < 0 ? -1 : 1;
     PyTypeObject *type = (PyTypeObject *)ctx->replay->row_type;
     PyObject *start = PyLong_FromLongLong(at);
-    PyObject *row = start ? type->tp_alloc(type, 5) : NULL;
+    row = start ? type->tp_alloc(type, 5) : NULL;
     if (!row) { Py_XDECREF(start); return -1; }
     PyTuple_SET_ITEM(row, 0, start);
     for (Py_ssize_t i = 0; i < 4; i++) {  /* (the row holds the state's objects) */
@@ -519,7 +543,8 @@ static int make_row(void *raw, int64_t at, const Rules *rules) {
         PyTuple_SET_ITEM(row, i + 1, item);
     }
     int appended = PyList_Append(ctx->rows, row);
-    Py_DECREF(row);
+    kept->at = at;
+    Py_XSETREF(kept->row, row);  /* (the slot takes the reference made here) */
     return appended < 0 ? -1 : 1;
 }
 
@@ -530,6 +555,7 @@ static void replay_destroy(PyObject *capsule) {
     Py_XDECREF(r->states);
     Py_XDECREF(r->state_of);
     for (size_t i = 0; i < ROW_STATE_SLOTS; i++) Py_XDECREF(r->slots[i].pair);
+    for (size_t i = 0; i < ROW_SLOTS; i++) Py_XDECREF(r->rows[i].row);
     PyMem_Free(r);
 }
 

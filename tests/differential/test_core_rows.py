@@ -177,6 +177,34 @@ def test_a_state_seen_under_a_capsule_is_found_without_the_memo() -> None:
     assert len(states) == 2
 
 
+def test_a_row_of_the_same_start_and_state_is_made_once_under_a_capsule() -> None:
+    """A capsule keeps the last row it made in a slot by its start and state, so a row of
+    both seen before is that row again (a prologue's rows repeat across bodies), never
+    a row of another start or state.  x86 CIE rsp+8 (from 0), then ``advance_loc 1;
+    def_cfa_offset 16`` (rsp+16 from 1); the same body again gives the same row
+    objects; ``def_cfa_offset 24`` instead (rsp+24 from 1: the same start, another
+    state) shares only the row at 0; ``advance_loc 2`` (rsp+16 from 2: the same state,
+    another start) likewise; each as the interpreter gives it."""
+    core = compiled_core()
+    cie = Cie(1, -8, 16, 0x1B, 0xFF, False, False, True, _X86_CIE, 8)
+    params = core.replay_params(_replay_params(1, -8, False))
+
+    def rows(body: bytes) -> tuple[Row, ...]:
+        made = core.cfi_rows(body, _X86_CIE, params)
+        assert isinstance(made, tuple) and made == _interpreted(cie, body, 0, False)[0]
+        return made
+
+    first = rows(b"\x41\x0e\x10")
+    assert [(row.start, row.cfa) for row in first] == [(0, CfaReg(7, 8)), (1, CfaReg(7, 16))]
+    assert all(again is row for again, row in zip(rows(b"\x41\x0e\x10"), first, strict=True))
+    deeper = rows(b"\x41\x0e\x18")
+    assert [(row.start, row.cfa) for row in deeper] == [(0, CfaReg(7, 8)), (1, CfaReg(7, 24))]
+    assert deeper[0] is first[0] and deeper[1] is not first[1]
+    later = rows(b"\x42\x0e\x10")
+    assert [(row.start, row.cfa) for row in later] == [(0, CfaReg(7, 8)), (2, CfaReg(7, 16))]
+    assert later[0] is first[0] and later[1] is not first[1]
+
+
 def test_the_row_states_kept_at_their_bound_and_emptied_one_past_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The states memo the compiled replay fills (a state's words' hash -> its words and
