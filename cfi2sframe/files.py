@@ -12,6 +12,7 @@ header write)."""
 
 from __future__ import annotations
 
+import _thread
 import errno
 import mmap
 import os
@@ -26,6 +27,7 @@ from .kinds import is_elf, xray_byte_order
 from .typed import TYPE_CHECKING, NamedTuple, cast
 
 if TYPE_CHECKING:
+    from _thread import LockType
     from typing import BinaryIO
 
 
@@ -357,32 +359,61 @@ class StartedCopy:
     before the conversion (``start_copy``): the kernel copies the input into it and the
     disk writes those pages while the conversion runs, so the ``fsync`` that comes
     before the file's name waits for less.  The file has no name until then: a failed
-    conversion or a killed process leaves nothing."""
+    conversion or a killed process leaves nothing.
 
-    __slots__ = ("fd", "source", "copied")
+    With the compiled core the copy and its writeback's start run on a thread of their
+    own (``_copy_in``, on descriptors of its own), so that where a core is free the
+    conversion does not wait for the kernel's copy; the file is touched here only once
+    that thread is done (``_settled``).  Under ``CFI2SFRAME_CORE=python``, the
+    reference, the copy is made before ``start_copy`` returns and nothing more is
+    asked."""
 
-    def __init__(self, fd: int, source: bytes, copied: int) -> None:
+    __slots__ = ("fd", "source", "copied", "_done", "_outcome")
+
+    def __init__(self, fd: int, source: bytes, copied: int | None,
+                 done: LockType | None = None,
+                 outcome: list[int | OSError] | None = None) -> None:
         self.fd: int | None = fd
         self.source = source
-        self.copied = copied
+        self.copied = copied  # None until the thread's outcome is read
+        self._done = done
+        self._outcome = outcome
+
+    def _settled(self) -> None:
+        """Wait for the copying thread, if any, and take its outcome: how far it got,
+        or (an error it met, such as a full disk) the file dropped, so that the output
+        is written as if no copy had been begun and reports that error there."""
+        done, self._done = self._done, None
+        if done is None:
+            return
+        done.acquire()  # (released by the thread once it has closed its descriptors)
+        got = self._outcome[0] if self._outcome else None
+        if isinstance(got, int):
+            self.copied = got
+        else:
+            self.close()
 
     def copies(self, payload: Payload | str) -> bool:
         """Whether ``payload`` is a copy of this file's input, which it can then hold."""
+        self._settled()
         return isinstance(payload, PatchedCopy) and payload.source is self.source \
             and self.fd is not None
 
     def take(self) -> tuple[int, int, bool]:
         """The descriptor (the taker closes it), how many bytes it holds, and whether
         the kernel stopped short of the input's end (then it is not asked again)."""
+        self._settled()
         fd, self.fd = self.fd, None
-        assert fd is not None
+        assert fd is not None and self.copied is not None
         return fd, self.copied, self.copied < len(self.source)
 
     def close(self) -> None:
-        """Drop the file (never named, it goes with its descriptor); again: nothing."""
+        """Drop the file (never named, it goes with its descriptor and the copying
+        thread's, which is waited for); again: nothing."""
         fd, self.fd = self.fd, None
         if fd is not None:
             os.close(fd)
+        self._settled()
 
     __del__ = close  # a conversion that failed drops it with its other objects
 
@@ -390,10 +421,11 @@ class StartedCopy:
 def start_copy(path: str, data: bytes) -> StartedCopy | None:
     """The new file a converted copy of ``data`` will be written to at ``path``,
     begun now: ``data``'s bytes copied in by the kernel and their writeback started
-    (``_core.start_writeback``; the reference under ``CFI2SFRAME_CORE=python`` copies
-    and asks nothing more).  Only for a mapped input (``read_input``) and a regular
-    file or new name; None otherwise, or where anything fails: ``write_output`` then
-    writes as it would have, and reports what fails there."""
+    (``_core.start_writeback``), both on a thread (``StartedCopy``); the reference
+    under ``CFI2SFRAME_CORE=python`` copies here and asks nothing more.  Only for a
+    mapped input (``read_input``) and a regular file or new name; None otherwise, or
+    where anything fails: ``write_output`` then writes as it would have, and reports
+    what fails there."""
     if not isinstance(data, MappedFile) or path == "-" or _is_special(path):
         return None
     fd = None
@@ -401,15 +433,54 @@ def start_copy(path: str, data: bytes) -> StartedCopy | None:
         fd = _unnamed(os.path.dirname(os.path.abspath(path)))
         if fd is None:
             return None
+        if compiled() is not None:
+            return _copying(fd, data)
         copied = kernel_copy(data.origin, fd, len(data))
     except OSError:
         if fd is not None:
             os.close(fd)
         return None
-    core = compiled()
-    if core is not None and copied:
-        core.start_writeback(fd)
     return StartedCopy(fd, cast("bytes", data), copied)
+
+
+def _copying(fd: int, data: MappedFile) -> StartedCopy:
+    """``fd``'s copy of ``data`` begun on a thread, with descriptors of its own (ours
+    may be closed meanwhile, and a number the thread held would then be another
+    file's).  Where no thread can be started, the copy is made here."""
+    done = _thread.allocate_lock()
+    done.acquire()
+    outcome: list[int | OSError] = []
+    source = os.dup(data.origin)
+    try:
+        target = os.dup(fd)
+    except OSError:
+        os.close(source)
+        raise
+    job = (source, target, len(data), outcome, done)
+    try:
+        _thread.start_new_thread(_copy_in, job)
+    except RuntimeError:  # (no thread to be had)
+        _copy_in(*job)
+    return StartedCopy(fd, cast("bytes", data), None, done, outcome)
+
+
+def _copy_in(source: int, target: int, length: int, outcome: list[int | OSError],
+             done: LockType) -> None:
+    """The copying thread: ``source``'s first ``length`` bytes copied into ``target``
+    and their writeback started; how far the copy got, or the error it met, put in
+    ``outcome``; both descriptors closed, then ``done`` released."""
+    try:
+        copied = kernel_copy(source, target, length)
+        core = compiled()
+        if core is not None and copied:
+            core.start_writeback(target)
+        outcome.append(copied)
+    except OSError as exc:
+        outcome.append(exc)
+    finally:
+        os.close(source)
+        os.close(target)
+        done.release()
 
 
 def _is_special(path: str) -> bool:
