@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 from collections.abc import Callable, Iterator
 
@@ -209,6 +208,8 @@ def _here(todo: list[tuple[int, str]], task: Task) -> Iterator[tuple[int, dict[s
     """The records of a run's files worked on in this process, its peak memory each
     one's: one file's ``stats`` loads no pool, forks no worker and sends no record
     through a pipe as JSON.  (A ``--timeout`` needs a worker to stop.)"""
+    import resource  # (a C extension: the conversion's parser takes this module's options)
+
     from ..batch.record import file_record
 
     for index, path in todo:

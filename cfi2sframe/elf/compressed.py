@@ -13,8 +13,6 @@ the ``.sframe`` loader share it.
 
 from __future__ import annotations
 
-import zlib
-
 from ..errors import DecodeError
 from ..typed import NamedTuple
 from .read import SHF_COMPRESSED, ElfView, Section
@@ -59,6 +57,8 @@ def decompress(raw: bytes, little: bool, is64: bool, file_size: int,
                                      "(objcopy --decompress-debug-sections first)")
     if kind != ELFCOMPRESS_ZLIB:
         raise DecodeError(header_at, f"unknown compression type {kind}")
+    import zlib  # (a C extension, ~2M instructions to load: an uncompressed file's never)
+
     inflater = zlib.decompressobj()
     out = bytearray()
     pending = memoryview(raw)[chdr.size:]
