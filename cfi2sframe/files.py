@@ -12,7 +12,6 @@ header write)."""
 
 from __future__ import annotations
 
-import _thread
 import errno
 import mmap
 import os
@@ -20,14 +19,13 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 
-from .copying import kernel_copy, pwrite_all, write_patched
+from .copying import NOT_COPYABLE, STEP, kernel_copy, pwrite_all, write_patched
 from .core import compiled
 from .errors import Cfi2SframeError
 from .kinds import is_elf, xray_byte_order
 from .typed import TYPE_CHECKING, NamedTuple, cast
 
 if TYPE_CHECKING:
-    from _thread import LockType
     from typing import BinaryIO
 
 
@@ -361,35 +359,38 @@ class StartedCopy:
     before the file's name waits for less.  The file has no name until then: a failed
     conversion or a killed process leaves nothing.
 
-    With the compiled core the copy and its writeback's start run on a thread of their
-    own (``_copy_in``, on descriptors of its own), so that where a core is free the
-    conversion does not wait for the kernel's copy; the file is touched here only once
-    that thread is done (``_settled``).  Under ``CFI2SFRAME_CORE=python``, the
-    reference, the copy is made before ``start_copy`` returns and nothing more is
-    asked."""
+    With the compiled core the copy and its writeback's start run on a thread of the
+    core's that never takes the GIL (``_core.copy_later``, on descriptors of its own),
+    so that where a core is free the conversion does not wait for the kernel's copy;
+    the file is touched here only once that thread has told how far it got
+    (``_settled``).  Under ``CFI2SFRAME_CORE=python``, the reference, the copy is made
+    before ``start_copy`` returns and nothing more is asked."""
 
-    __slots__ = ("fd", "source", "copied", "_done", "_outcome")
+    __slots__ = ("fd", "source", "copied", "_told")
 
     def __init__(self, fd: int, source: bytes, copied: int | None,
-                 done: LockType | None = None,
-                 outcome: list[int | OSError] | None = None) -> None:
+                 told: int | None = None) -> None:
         self.fd: int | None = fd
         self.source = source
-        self.copied = copied  # None until the thread's outcome is read
-        self._done = done
-        self._outcome = outcome
+        self.copied = copied  # None until the thread has told
+        self._told = told  # the pipe the thread tells through, until read
 
     def _settled(self) -> None:
         """Wait for the copying thread, if any, and take its outcome: how far it got,
-        or (an error it met, such as a full disk) the file dropped, so that the output
-        is written as if no copy had been begun and reports that error there."""
-        done, self._done = self._done, None
-        if done is None:
+        or (an error other than the kernel's refusal, such as a full disk) the file
+        dropped, so that the output is written as if no copy had been begun and
+        reports that error there (``copying.kernel_copy``'s rule)."""
+        told, self._told = self._told, None
+        if told is None:
             return
-        done.acquire()  # (released by the thread once it has closed its descriptors)
-        got = self._outcome[0] if self._outcome else None
-        if isinstance(got, int):
-            self.copied = got
+        try:
+            outcome = _read_all(told)
+        finally:
+            os.close(told)
+        done = int.from_bytes(outcome[:8], sys.byteorder, signed=True)
+        error = int.from_bytes(outcome[8:], sys.byteorder, signed=True)
+        if len(outcome) == 16 and (error == 0 or error in NOT_COPYABLE):
+            self.copied = done
         else:
             self.close()
 
@@ -418,14 +419,25 @@ class StartedCopy:
     __del__ = close  # a conversion that failed drops it with its other objects
 
 
+def _read_all(fd: int) -> bytes:
+    """What the pipe ``fd`` gives until its write end is closed (by the copying
+    thread, its last step: none of the thread's descriptors is open then)."""
+    got = b""
+    while True:
+        more = os.read(fd, 64)
+        if not more:
+            return got
+        got += more
+
+
 def start_copy(path: str, data: bytes) -> StartedCopy | None:
     """The new file a converted copy of ``data`` will be written to at ``path``,
-    begun now: ``data``'s bytes copied in by the kernel and their writeback started
-    (``_core.start_writeback``), both on a thread (``StartedCopy``); the reference
-    under ``CFI2SFRAME_CORE=python`` copies here and asks nothing more.  Only for a
-    mapped input (``read_input``) and a regular file or new name; None otherwise, or
-    where anything fails: ``write_output`` then writes as it would have, and reports
-    what fails there."""
+    begun now: ``data``'s bytes copied in by the kernel and their writeback started,
+    on a thread of the compiled core's (``StartedCopy``); the reference under
+    ``CFI2SFRAME_CORE=python`` copies here and asks nothing more.  Only for a mapped
+    input (``read_input``) and a regular file or new name; None otherwise, or where
+    anything fails: ``write_output`` then writes as it would have, and reports what
+    fails there."""
     if not isinstance(data, MappedFile) or path == "-" or _is_special(path):
         return None
     fd = None
@@ -433,54 +445,18 @@ def start_copy(path: str, data: bytes) -> StartedCopy | None:
         fd = _unnamed(os.path.dirname(os.path.abspath(path)))
         if fd is None:
             return None
-        if compiled() is not None:
-            return _copying(fd, data)
+        core = compiled()
+        told = None if core is None else core.copy_later(data.origin, fd, len(data), STEP)
+        if told is not None:
+            return StartedCopy(fd, cast("bytes", data), None, told)
         copied = kernel_copy(data.origin, fd, len(data))
+        if core is not None and copied:
+            core.start_writeback(fd)
     except OSError:
         if fd is not None:
             os.close(fd)
         return None
     return StartedCopy(fd, cast("bytes", data), copied)
-
-
-def _copying(fd: int, data: MappedFile) -> StartedCopy:
-    """``fd``'s copy of ``data`` begun on a thread, with descriptors of its own (ours
-    may be closed meanwhile, and a number the thread held would then be another
-    file's).  Where no thread can be started, the copy is made here."""
-    done = _thread.allocate_lock()
-    done.acquire()
-    outcome: list[int | OSError] = []
-    source = os.dup(data.origin)
-    try:
-        target = os.dup(fd)
-    except OSError:
-        os.close(source)
-        raise
-    job = (source, target, len(data), outcome, done)
-    try:
-        _thread.start_new_thread(_copy_in, job)
-    except RuntimeError:  # (no thread to be had)
-        _copy_in(*job)
-    return StartedCopy(fd, cast("bytes", data), None, done, outcome)
-
-
-def _copy_in(source: int, target: int, length: int, outcome: list[int | OSError],
-             done: LockType) -> None:
-    """The copying thread: ``source``'s first ``length`` bytes copied into ``target``
-    and their writeback started; how far the copy got, or the error it met, put in
-    ``outcome``; both descriptors closed, then ``done`` released."""
-    try:
-        copied = kernel_copy(source, target, length)
-        core = compiled()
-        if core is not None and copied:
-            core.start_writeback(target)
-        outcome.append(copied)
-    except OSError as exc:
-        outcome.append(exc)
-    finally:
-        os.close(source)
-        os.close(target)
-        done.release()
 
 
 def _is_special(path: str) -> bool:

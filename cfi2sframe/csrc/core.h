@@ -281,5 +281,6 @@ PyObject *xray_constants(void);  /* its FDR record sizes and kinds, by name */
 /* files.c: a new file's writeback started, not waited for (--in-place's check meanwhile). */
 PyObject *start_writeback(PyObject *self, PyObject *args);
 PyObject *close_later(PyObject *self, PyObject *args);
+PyObject *copy_later(PyObject *self, PyObject *args);
 
 #endif

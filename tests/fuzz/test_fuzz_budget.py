@@ -40,7 +40,7 @@ ENTRY_POINTS = {"sframe": {"decode_fres", "fde_index", "sframe_dump", "sframe_ch
                         "function_names"},
                 "asm": {"scan_cfi", "with_labels"},
                 "rewrite": {"eh_fdes", "agree", "verify_scan", "stats_scan", "rela_within",
-                            "eh_functions", "start_writeback", "close_later",
+                            "eh_functions", "start_writeback", "close_later", "copy_later",
                             "eh_table_v2", "place_fdes"},
                 "compressed": {"lower_fdes"},
                 "macho": {"eh_fdes", "fde_extents", "image_entries", "unwind_info_entries"},

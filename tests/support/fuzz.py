@@ -72,7 +72,7 @@ with atheris.instrument_imports():
     from cfi2sframe.elf.read import ElfView, open_elf
     from cfi2sframe.elf.symbols import function_names
     from cfi2sframe.errors import Cfi2SframeError, DecodeError, decoding
-    from cfi2sframe.files import bytes_of, read_for_rewrite
+    from cfi2sframe.files import _read_all, bytes_of, read_for_rewrite
     from cfi2sframe.frontend.directives import parse_statement
     from cfi2sframe.frontend.probe import PROBE, read_probes, with_probes
     from cfi2sframe.frontend.scan import scan
@@ -213,6 +213,7 @@ def _rewrite(data: bytes) -> None:
         handle.write(data)
     if len(data) % 2:  # every other input has a second name: the same-inode rewrite
         os.link(REWRITTEN, REWRITTEN + ".link")
+    _early_copy_is_the_file(data)
     old, status = read_for_rewrite(REWRITTEN)
     _one_pass_is_the_readers(old)
     _walks_count_alike(old)
@@ -232,6 +233,28 @@ def _rewrite(data: bytes) -> None:
         if new is None:
             assert now == old, "a failed rewrite changed the file"
     _walks_count_alike(new)
+
+
+def _early_copy_is_the_file(data: bytes) -> None:
+    """The compiled core's early copy of ``--emit elf``'s input (``copy_later``, on a
+    thread of its own) gives the file's bytes, whole or from a step of a few bytes."""
+    core = compiled()
+    if core is None:
+        return
+    source = os.open(REWRITTEN, os.O_RDONLY)
+    target = os.open(SCRATCH, os.O_RDWR | os.O_TMPFILE, 0o600)
+    try:
+        told = core.copy_later(source, target, len(data), 1 + len(data) % 7)
+        assert told is not None, "no copying thread"
+        try:
+            outcome = _read_all(told)
+        finally:
+            os.close(told)
+        assert outcome == len(data).to_bytes(8, sys.byteorder) + bytes(8), outcome
+        assert os.pread(target, len(data) + 1, 0) == data, "the early copy differs"
+    finally:
+        os.close(source)
+        os.close(target)
 
 
 def _one_pass_is_the_readers(data: bytes) -> None:

@@ -13,7 +13,6 @@ one error line, exit 1, and no file.
 
 from __future__ import annotations
 
-import _thread
 import errno
 import os
 import shutil
@@ -74,7 +73,16 @@ def counting(monkeypatch: pytest.MonkeyPatch,
         return step(src, dst, count, offset_src, offset_dst)
 
     monkeypatch.setattr(os, "copy_file_range", patched)
+    python_copy(monkeypatch)
     return asked
+
+
+def python_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The early copy made by ``kernel_copy`` on this thread, as the reference makes it
+    (the compiled core's thread calls the kernel itself, past a patched
+    ``os.copy_file_range``: ``tests/differential/test_core_copy.py`` holds it to
+    ``kernel_copy``)."""
+    monkeypatch.setattr(files, "compiled", lambda: None)
 
 
 REAL_COPY = os.copy_file_range
@@ -124,6 +132,7 @@ def test_a_full_disk(program, tmp_path, capsys, monkeypatch, failing) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, failing, full)
+    python_copy(monkeypatch)
     out = tmp_path / "out"
     status, err = convert([str(program), "--emit", "elf", "-o", str(out)], capsys)
     assert status == 1
@@ -180,42 +189,39 @@ def test_the_copy_is_begun_before_the_conversion(program, tmp_path, capsys,
                                                 monkeypatch) -> None:
     """``--emit elf`` copies the input into its new file while converting it
     (``files.start_copy``: the disk writes meanwhile), writes the conversion into that
-    file, and the file is still the reference.  With the compiled core the copy runs
-    on a thread of its own that the conversion does not wait for: here it is held
-    until the conversion has begun (a copy made first, on the command's own thread,
-    would wait out the limit and show as such); the reference copies, then converts."""
+    file, and the file is still the reference.  With the compiled core the copy is
+    handed to a thread of the core's (``copy_later``) before the conversion, and the
+    command's own thread copies nothing; the reference copies, then converts."""
     from cfi2sframe import convert as convert_module
     from cfi2sframe.core import compiled
 
-    threaded = compiled() is not None
-    begun = _thread.allocate_lock()
-    begun.acquire()  # released when the conversion begins
-    events: list[tuple[str, int]] = []
+    core = compiled()
+    events: list[str] = []
 
     def copy(src: int, dst: int, count: int, at: int | None, to: int | None) -> int:
-        if threaded and not events:
-            begun.acquire(timeout=60)
-        events.append(("copy", _thread.get_ident()))
+        events.append("copy")
         return REAL_COPY(src, dst, count, at, to)
 
     real_convert = convert_module.convert_file
 
     def converting(*args: object, **kwargs: object) -> object:
-        events.append(("convert", _thread.get_ident()))
-        begun.release()
+        events.append("convert")
         return real_convert(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "copy_file_range", copy)
     monkeypatch.setattr(convert_module, "convert_file", converting)
+    if core is not None:
+        real_later = core.copy_later
+
+        def later(source: int, target: int, length: int, step: int) -> int | None:
+            events.append("copy_later")
+            return real_later(source, target, length, step)
+
+        monkeypatch.setattr(core, "copy_later", later)
     out = tmp_path / "out"
     assert convert([str(program), "--emit", "elf", "-o", str(out)], capsys) == (0, "")
-    here = _thread.get_ident()
     # One copy (the file begun is the one written, not dropped and copied again).
-    if threaded:
-        assert [what for what, _ in events] == ["convert", "copy"], events
-        assert events[0][1] == here and events[1][1] != here, events
-    else:
-        assert events == [("copy", here), ("convert", here)], events
+    assert events == ["copy" if core is None else "copy_later", "convert"], events
     assert out.read_bytes() == reference(program)
 
 
