@@ -141,12 +141,13 @@ PyObject *close_later(PyObject *Py_UNUSED(self), PyObject *args) {
  * the pipe's write end that takes the outcome. */
 struct copy_job {
     int source, target, told;
-    int64_t length, step;
+    int64_t length, step, ahead;
 };
 
 /* The copying thread: ``kernel_copy``'s loop (each call from the offset reached, at
  * most ``step`` bytes; stopped by an error other than EINTR or by a call that copies
- * nothing), the writeback started where anything was copied, then (bytes copied,
+ * nothing), the writeback of its first ``ahead`` bytes started (at most those
+ * copied; none where that is 0), then (bytes copied,
  * errno or 0) written to the pipe once the copy's descriptors are closed. */
 static void *copying(void *arg) {
     struct copy_job *job = arg;
@@ -165,8 +166,9 @@ static void *copying(void *arg) {
         done += got;
     }
 #ifdef SYNC_FILE_RANGE_WRITE
-    if (done > 0)
-        (void)sync_file_range(job->target, 0, 0, SYNC_FILE_RANGE_WRITE);
+    int64_t ahead = done < job->ahead ? done : job->ahead;
+    if (ahead > 0)
+        (void)sync_file_range(job->target, 0, (off_t)ahead, SYNC_FILE_RANGE_WRITE);
 #endif
     (void)close(job->source);  /* first: none of the job's is open once it has told */
     (void)close(job->target);
@@ -180,17 +182,17 @@ static void *copying(void *arg) {
     return NULL;
 }
 
-/* copy_later(source, target, length, step) -> the read end of a pipe that gives, once
+/* copy_later(source, target, length, step, ahead) -> the read end of a pipe that gives, once
  * the thread is done, 16 bytes: the bytes copied and the errno that stopped the copy
  * (0: none), native int64s; or None where no thread could be had (the caller copies).
  * ``source`` and ``target`` stay the caller's: the thread copies through duplicates. */
 PyObject *copy_later(PyObject *Py_UNUSED(self), PyObject *args) {
     int source, target;
-    long long length, step;
-    if (!PyArg_ParseTuple(args, "iiLL:copy_later", &source, &target, &length, &step))
+    long long length, step, ahead;
+    if (!PyArg_ParseTuple(args, "iiLLL:copy_later", &source, &target, &length, &step, &ahead))
         return NULL;
-    if (length < 0 || step <= 0) {
-        PyErr_SetString(PyExc_ValueError, "copy_later: a negative length or no step");
+    if (length < 0 || step <= 0 || ahead < 0) {
+        PyErr_SetString(PyExc_ValueError, "copy_later: a negative length or ahead, or no step");
         return NULL;
     }
     struct copy_job *job = malloc(sizeof *job);
@@ -206,6 +208,7 @@ PyObject *copy_later(PyObject *Py_UNUSED(self), PyObject *args) {
     job->told = ends[1];
     job->length = length;
     job->step = step;
+    job->ahead = ahead;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);

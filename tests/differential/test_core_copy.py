@@ -21,7 +21,7 @@ SOURCE = bytes(range(1, 256)) * 300 + b"tail"  # 76,504 bytes, no zero: a gap sh
 
 def compiled(source: int, target: int, length: int, step: int) -> tuple[int, int]:
     """(bytes copied, errno or 0) as the core's thread tells them."""
-    told = compiled_core().copy_later(source, target, length, step)
+    told = compiled_core().copy_later(source, target, length, step, length)
     assert told is not None, "no thread could be started"
     try:
         outcome = _read_all(told)

@@ -244,7 +244,8 @@ def _early_copy_is_the_file(data: bytes) -> None:
     source = os.open(REWRITTEN, os.O_RDONLY)
     target = os.open(SCRATCH, os.O_RDWR | os.O_TMPFILE, 0o600)
     try:
-        told = core.copy_later(source, target, len(data), 1 + len(data) % 7)
+        told = core.copy_later(source, target, len(data), 1 + len(data) % 7,
+                                len(data) // 2)
         assert told is not None, "no copying thread"
         try:
             outcome = _read_all(told)

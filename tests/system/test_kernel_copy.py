@@ -213,9 +213,10 @@ def test_the_copy_is_begun_before_the_conversion(program, tmp_path, capsys,
     if core is not None:
         real_later = core.copy_later
 
-        def later(source: int, target: int, length: int, step: int) -> int | None:
+        def later(source: int, target: int, length: int, step: int,
+                  ahead: int) -> int | None:
             events.append("copy_later")
-            return real_later(source, target, length, step)
+            return real_later(source, target, length, step, ahead)
 
         monkeypatch.setattr(core, "copy_later", later)
     out = tmp_path / "out"
@@ -257,3 +258,29 @@ def test_an_early_copy_longer_than_the_kept_bytes_is_cut(tmp_path) -> None:
         os.close(fd)
     want = source[:4000] + bytes(1000) + b"xyz" + bytes(997)
     assert path.read_bytes() == want
+
+
+def test_the_rewritten_tail_is_not_written_back_early(tmp_path) -> None:
+    """The early copy starts the writeback of whole pages up to ``REWRITTEN_TAIL``
+    before the copy's end, not of the end the conversion cuts and writes again (the
+    cut waited for those pages' writes in flight): ``sync_file_range(fd, 0, N,
+    SYNC_FILE_RANGE_WRITE)`` with N worked out from the input's size, as strace sees
+    the command ask it (a real process: the input is mapped)."""
+    from tests.conftest import compiled_core, require
+
+    require("strace")
+    compiled_core()
+    require_path(LIBRARY)
+    big = tmp_path / "big.so"
+    shutil.copy(LIBRARY, big)
+    size = big.stat().st_size
+    assert size > 2 << 20
+    log = tmp_path / "strace.log"
+    subprocess.run(["strace", "-f", "-qq", "-o", str(log), "-e", "trace=sync_file_range",
+                    sys.executable, "-m", "cfi2sframe", "-w", str(big), "--emit", "elf",
+                    "-o", str(tmp_path / "out")], check=True, capture_output=True)
+    asked = [line.split("(", 1)[1].split(")")[0].split(", ")[1:]
+             for line in log.read_text().splitlines() if "sync_file_range(" in line]
+    ahead = (size - (1 << 20)) // 4096 * 4096
+    assert asked == [["0", str(ahead), "SYNC_FILE_RANGE_WRITE"]], asked
+    assert (tmp_path / "out").read_bytes() == reference(big)
