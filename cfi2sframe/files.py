@@ -26,6 +26,7 @@ from .kinds import is_elf, xray_byte_order
 from .typed import TYPE_CHECKING, NamedTuple, cast
 
 if TYPE_CHECKING:
+    from types import ModuleType
     from typing import BinaryIO
 
 
@@ -432,6 +433,36 @@ def _written_ahead(size: int) -> int:
     return max(0, size - REWRITTEN_TAIL) // PAGE * PAGE
 
 
+def _copy_later(core: ModuleType, data: MappedFile, fd: int, path: str) -> int | None:
+    """``_core.copy_later`` of ``data`` into ``fd``, told also of the file ``path``
+    names now, where it is a regular file with that one name (``_replaced``): its
+    clean page cache is then dropped while the conversion runs, not truncated by its
+    last close at the exit."""
+    replaced = _replaced(path)
+    try:
+        told: int | None = core.copy_later(data.origin, fd, len(data), STEP,
+                                           _written_ahead(len(data)),
+                                           -1 if replaced is None else replaced)
+        return told
+    finally:
+        if replaced is not None:
+            os.close(replaced)
+
+
+def _replaced(path: str) -> int | None:
+    """A descriptor of the regular file with one name that ``path`` names now (not
+    followed through a link), or None: another name would still read its pages."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    status = os.fstat(fd)
+    if stat.S_ISREG(status.st_mode) and status.st_nlink == 1:
+        return fd
+    os.close(fd)
+    return None
+
+
 def _read_all(fd: int) -> bytes:
     """What the pipe ``fd`` gives until its write end is closed (by the copying
     thread, its last step: none of the thread's descriptors is open then)."""
@@ -459,8 +490,7 @@ def start_copy(path: str, data: bytes) -> StartedCopy | None:
         if fd is None:
             return None
         core = compiled()
-        told = None if core is None else core.copy_later(data.origin, fd, len(data), STEP,
-                                                         _written_ahead(len(data)))
+        told = None if core is None else _copy_later(core, data, fd, path)
         if told is not None:
             return StartedCopy(fd, cast("bytes", data), None, told)
         copied = kernel_copy(data.origin, fd, len(data))

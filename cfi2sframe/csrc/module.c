@@ -160,7 +160,8 @@ static PyMethodDef methods[] = {
      "close_later(fd) -> True once a thread of the core's has it to close, False where\n"
      "it was closed at once; see files.c."},
     {"copy_later", copy_later, METH_VARARGS,
-     "copy_later(source, target, length, step, ahead) -> a pipe's read end that gives\n"
+     "copy_later(source, target, length, step, ahead, replaced=-1) -> a pipe's read\n"
+     "end that gives\n"
      "the bytes a thread of the core's copied (the first ahead then written back) and\n"
      "the errno that stopped it, or None;\n"
      "see files.c."},

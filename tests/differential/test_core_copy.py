@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 
 from cfi2sframe.copying import NOT_COPYABLE, STEP, kernel_copy
 from cfi2sframe.files import _read_all
-from tests.conftest import compiled_core
+from tests.conftest import compiled_core, require
 
 SOURCE = bytes(range(1, 256)) * 300 + b"tail"  # 76,504 bytes, no zero: a gap shows
 
@@ -125,3 +127,60 @@ def _link(fd: str) -> str:
         return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return "?"
+
+
+DROP = """
+import os, sys
+from cfi2sframe.copying import STEP
+from cfi2sframe.files import _read_all
+from cfi2sframe import _core
+source, old = sys.argv[1], sys.argv[2]
+fd = os.open(source, os.O_RDONLY)
+target = os.open(os.path.dirname(source), os.O_RDWR | os.O_TMPFILE, 0o600)
+replaced = os.open(old, os.O_RDONLY)
+told = _core.copy_later(fd, target, os.fstat(fd).st_size, STEP, 0, replaced)
+os.close(replaced)
+print(len(_read_all(told)))
+"""
+
+
+def _resident(path: Path) -> int:
+    done = subprocess.run(["fincore", "--raw", "--noheadings", "--output", "PAGES",
+                           str(path)], check=True, capture_output=True, text=True)
+    return int(done.stdout)
+
+
+@pytest.mark.parametrize("synced", [True, False])
+def test_a_replaced_file_gives_back_its_page_cache_only_when_clean(tmp_path: Path,
+                                                                   synced: bool) -> None:
+    """``copy_later``'s ``replaced``: the file an output replaces has its page cache
+    dropped (``posix_fadvise`` ``DONTNEED``, as strace sees the thread ask it) where
+    every page is clean (synced: none resident after), and nothing asked where a page
+    is dirty (a drop would start the writeback of a file about to be freed)."""
+    require("strace", "fincore")
+    compiled_core()
+    if tuple(int(part) for part in os.uname().release.split(".")[:2]) < (6, 5):
+        pytest.skip("no cachestat(2) before Linux 6.5: nothing is dropped")
+    (tmp_path / "source").write_bytes(SOURCE)
+    old = tmp_path / "old"
+    with open(old, "wb") as handle:
+        handle.write(os.urandom(1 << 20))
+        if synced:
+            handle.flush()
+            os.fsync(handle.fileno())
+    old.read_bytes()
+    assert _resident(old) == 256
+    log = tmp_path / "strace.log"
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(["strace", "-f", "-qq", "-o", str(log), "-e", "trace=fadvise64",
+                           sys.executable, "-c", DROP, str(tmp_path / "source"), str(old)],
+                          check=True, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.stdout == "16\n"
+    asked = [line for line in log.read_text().splitlines() if "fadvise64(" in line]
+    if synced:
+        assert len(asked) == 1 and "POSIX_FADV_DONTNEED" in asked[0], asked
+        assert _resident(old) == 0
+    else:
+        assert asked == [], asked
+        assert _resident(old) == 256

@@ -213,10 +213,10 @@ def test_the_copy_is_begun_before_the_conversion(program, tmp_path, capsys,
     if core is not None:
         real_later = core.copy_later
 
-        def later(source: int, target: int, length: int, step: int,
-                  ahead: int) -> int | None:
+        def later(source: int, target: int, length: int, step: int, ahead: int,
+                  replaced: int = -1) -> int | None:
             events.append("copy_later")
-            return real_later(source, target, length, step, ahead)
+            return real_later(source, target, length, step, ahead, replaced)
 
         monkeypatch.setattr(core, "copy_later", later)
     out = tmp_path / "out"
@@ -284,3 +284,20 @@ def test_the_rewritten_tail_is_not_written_back_early(tmp_path) -> None:
     ahead = (size - (1 << 20)) // 4096 * 4096
     assert asked == [["0", str(ahead), "SYNC_FILE_RANGE_WRITE"]], asked
     assert (tmp_path / "out").read_bytes() == reference(big)
+
+
+def test_only_a_regular_file_with_one_name_is_given_as_replaced(tmp_path) -> None:
+    """``files._replaced``: the output's present file is handed to the copying thread
+    (whose drop of its page cache another name would still read) only where it is a
+    regular file with one name, not followed through a link."""
+    one = tmp_path / "one"
+    one.write_bytes(b"x")
+    fd = files._replaced(str(one))
+    assert fd is not None and os.path.samestat(os.fstat(fd), one.stat())
+    os.close(fd)
+    (tmp_path / "link").symlink_to(one)
+    assert files._replaced(str(tmp_path / "link")) is None
+    assert files._replaced(str(tmp_path / "missing")) is None
+    assert files._replaced(str(tmp_path)) is None
+    os.link(one, tmp_path / "two")
+    assert files._replaced(str(one)) is None
