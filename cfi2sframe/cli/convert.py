@@ -294,42 +294,49 @@ def run(args: argparse.Namespace, launched: Launch | None = None,
     # A large ELF file's copy begun now: the disk writes it while the conversion runs.
     started = start_copy(output, data) if read_stat is None and source.is_elf \
         and emit in ("elf", "obj") else None
-    conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
-                              version, args.sframe_address, args.replace,
-                              args.source, limits_of(args), args.flex, launched, pcrel,
-                              source.kind)
-    if keep is not None:
-        keep.append(conversion)
-    if conversion.assembler_messages:
-        sys.stderr.write(conversion.assembler_messages)
-    _report_skips(display, conversion.skips, args)
-    if isinstance(conversion, AsmConversion):
-        _report_disagreements(conversion, args.strict_assembler)
-    if conversion.empty and not args.no_warnings:
-        left = f" ({len(conversion.skips)} left out)" if conversion.skips else ""
-        what = "the section holds no FDE" if emit == "raw" and read_stat is None else \
-            "no .sframe section written"
-        print(f"{display}: warning: no function has SFrame{left}; {what}", file=sys.stderr)
-    if isinstance(conversion, ElfConversion):
-        conversion = conversion.laid_out(old_kernels=args.old_kernels)
-    if read_stat is not None:
-        if not isinstance(conversion, ElfConversion):
-            raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
-        if args.emit not in (None, conversion.rewrite_form):
-            kind = "a linked file" if conversion.linked else "an object"
-            raise Cfi2SframeError(display, f"--in-place rewrites {kind} as --emit "
-                                           f"{conversion.rewrite_form}, not --emit {args.emit}")
-        from ..convert import rewrite_in_place
+    try:
+        conversion = convert_file(display, data, args.arch, args.assembler, include_dir,
+                                  version, args.sframe_address, args.replace,
+                                  args.source, limits_of(args), args.flex, launched, pcrel,
+                                  source.kind)
+        if keep is not None:
+            keep.append(conversion)
+        if conversion.assembler_messages:
+            sys.stderr.write(conversion.assembler_messages)
+        _report_skips(display, conversion.skips, args)
+        if isinstance(conversion, AsmConversion):
+            _report_disagreements(conversion, args.strict_assembler)
+        if conversion.empty and not args.no_warnings:
+            left = f" ({len(conversion.skips)} left out)" if conversion.skips else ""
+            what = "the section holds no FDE" if emit == "raw" and read_stat is None else \
+                "no .sframe section written"
+            print(f"{display}: warning: no function has SFrame{left}; {what}", file=sys.stderr)
+        if isinstance(conversion, ElfConversion):
+            conversion = conversion.laid_out(old_kernels=args.old_kernels)
+        if read_stat is not None:
+            if not isinstance(conversion, ElfConversion):
+                raise Cfi2SframeError(display, "--in-place rewrites ELF files only")
+            if args.emit not in (None, conversion.rewrite_form):
+                kind = "a linked file" if conversion.linked else "an object"
+                raise Cfi2SframeError(display, f"--in-place rewrites {kind} as --emit "
+                                               f"{conversion.rewrite_form}, not --emit {args.emit}")
+            from ..convert import rewrite_in_place
 
-        rewrite_in_place(display, conversion, data, read_stat, limits_of(args),
-                         args.preserve_dates)
+            rewrite_in_place(display, conversion, data, read_stat, limits_of(args),
+                             args.preserve_dates)
+            return 0
+        payload = conversion.output(emit)
+        # A rewritten ELF file keeps the input's permission bits (a program stays runnable).
+        keeps_mode = emit in ("elf", "obj") and isinstance(conversion, ElfConversion) \
+            and args.input != "-"
+        write(output, payload, args.input if keeps_mode else None, started)
         return 0
-    payload = conversion.output(emit)
-    # A rewritten ELF file keeps the input's permission bits (a program stays runnable).
-    keeps_mode = emit in ("elf", "obj") and isinstance(conversion, ElfConversion) \
-        and args.input != "-"
-    write(output, payload, args.input if keeps_mode else None, started)
-    return 0
+    except BaseException:
+        # A failed conversion drops the copy begun now, and its thread's pipe, at once,
+        # not whenever a traceback holding this frame is collected.
+        if started is not None:
+            started.close()
+        raise
 
 
 def _sframe_form(args: argparse.Namespace, source: Input, emit: str) -> tuple[int, bool]:

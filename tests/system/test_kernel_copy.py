@@ -226,10 +226,13 @@ def test_the_copy_is_begun_before_the_conversion(program, tmp_path, capsys,
     assert out.read_bytes() == reference(program)
 
 
-def test_a_failed_conversion_leaves_no_file_and_no_descriptor(program, tmp_path,
-                                                              capsys) -> None:
+def test_a_failed_conversion_leaves_no_file_and_no_descriptor(program, tmp_path, capsys,
+                                                              monkeypatch) -> None:
     """The copy begun before a conversion that fails goes with it: no name in the
-    folder, no descriptor left open (the unnamed file's blocks would stay taken)."""
+    folder, no descriptor left open (the unnamed file's blocks would stay taken).
+    The input's own descriptor is closed at once here, not on the closing thread
+    (``files._close_later``), which would close it at a moment of its own."""
+    monkeypatch.setattr(files, "_close_later", os.close)
     data = bytearray(program.read_bytes())
     data[0x28:0x30] = (len(data) + 64).to_bytes(8, "little")  # e_shoff past the end
     bad = tmp_path / "bad"
