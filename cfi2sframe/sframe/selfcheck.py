@@ -49,27 +49,34 @@ _MASKS = (FDE_INFO_FRE_TYPE, FDE_INFO_PC_MASK, FDE_TYPE_MASK, FDE_TYPE_FLEX, fmt
 def check_written(where: str, data: bytes, section_address: int = 0,
                   compiled: ModuleType | None = _COMPILED) -> None:
     """Raise ``InternalError`` where the section ``data`` we wrote (placed at
-    ``section_address``) breaks a rule of ``section_problem``."""
-    problem = section_problem(data, section_address, compiled)
+    ``section_address``) breaks a rule of ``section_problem``.  Its starts are read as
+    ``SectionImage.to_bytes`` writes them, each relative to its field: V1 and V2 without
+    the PC-relative flag too (an object's PC32 relocations make them so; read as
+    absolute, two functions closer than an FDE entry looked out of order)."""
+    problem = section_problem(data, section_address, compiled, v1_pcrel=True)
     if problem is not None:
         raise InternalError(where, f"the .sframe section we wrote is unsound: {problem}")
 
 
 def section_problem(data: bytes, section_address: int = 0,
-                    compiled: ModuleType | None = _COMPILED) -> str | None:
+                    compiled: ModuleType | None = _COMPILED, v1_pcrel: bool = False
+                    ) -> str | None:
     """The first structural rule ``data`` breaks, in words, or None; ``compiled``: the
-    compiled core's one pass over the FDEs first (None: the reference alone)."""
+    compiled core's one pass over the FDEs first (None: the reference alone);
+    ``v1_pcrel``: V1 and unflagged V2 starts are relative to their field, as
+    ``decode``'s."""
     header = _header_problem(data)
     if isinstance(header, str):
         return f"header: {header}"
-    if compiled is not None and compiled_sound(data, section_address, compiled, header):
+    if compiled is not None and compiled_sound(data, section_address, compiled, header,
+                                               v1_pcrel):
         return None
-    return _fde_problem(data, header, section_address)
+    return _fde_problem(data, header, section_address, v1_pcrel)
 
 
 def compiled_sound(data: bytes, section_address: int, compiled: ModuleType,
-                   header: tuple[int, int, bool, int, int, int, int, int] | None = None
-                   ) -> bool:
+                   header: tuple[int, int, bool, int, int, int, int, int] | None = None,
+                   v1_pcrel: bool = False) -> bool:
     """``_core.sframe_check``'s verdict alone (its differential test's side): True where
     the header (``header``: read already) and the compiled pass find the section
     sound."""
@@ -82,7 +89,7 @@ def compiled_sound(data: bytes, section_address: int, compiled: ModuleType,
     return compiled.sframe_check(
         data, fde_start=fde_start, count=count, entry=fmt.FDE_LAYOUT[version].size,
         fre_start=fre_start, fre_end=fre_end, version=version, big=big,
-        pcrel=bool(flags & fmt.F_FDE_FUNC_START_PCREL), address=section_address,
+        pcrel=_pcrel(version, flags, v1_pcrel), address=section_address,
         sorted=bool(flags & fmt.F_FDE_SORTED), num_fres=num_fres,
         unused=FDE_INFO_UNUSED[version], masks=_MASKS) is True
 
@@ -119,14 +126,19 @@ def _header_problem(data: bytes) -> str | tuple[int, int, bool, int, int, int, i
     return version, flags, big, count, num_fres, fde_start, fre_start, fre_start + fre_len
 
 
+def _pcrel(version: int, flags: int, v1_pcrel: bool) -> bool:
+    """Whether the start fields are relative to themselves (``decode.FdeTable``'s rule)."""
+    return bool(flags & fmt.F_FDE_FUNC_START_PCREL) or (v1_pcrel and version <= fmt.VERSION_2)
+
+
 def _fde_problem(data: bytes, header: tuple[int, int, bool, int, int, int, int, int],
-                 address: int) -> str | None:
+                 address: int, v1_pcrel: bool) -> str | None:
     """The reference's rules of the FDEs and their FREs, the header's holding (read by
     the layouts of ``format``, not by ``decode``, whose import an ELF file's conversion
     does without)."""
     version, flags, big, count, num_fres, fde_start, fre_start, fre_end = header
     layout, attrs = fmt.FDE_LAYOUT[version].of(not big), fmt.V3_ATTR.of(not big)
-    pcrel, is_sorted = flags & fmt.F_FDE_FUNC_START_PCREL, flags & fmt.F_FDE_SORTED
+    pcrel, is_sorted = _pcrel(version, flags, v1_pcrel), flags & fmt.F_FDE_SORTED
     extents: list[tuple[int, int, int]] = []
     last = None
     total = 0

@@ -4,6 +4,7 @@ rules are what the encoded section says (decoded independently)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,21 @@ def test_rows_of_both_versions_mean_what_the_encoded_section_says(arch: str,
     at_least("files", len(files), 15)
     at_least("rows", rows, 1990)
     assert kinds == ({"Fre"} if version == 2 else {"Fre", "RuleFre"})
+
+
+@pytest.mark.parametrize("form", [{"version": 1}, {"version": 2, "pcrel": False}])
+def test_an_objects_unflagged_section_of_adjacent_functions_is_written(
+        tmp_path: Path, form: dict[str, object]) -> None:
+    """V1 and V2 without the PC-relative flag, as GNU ld 2.40 and 2.41-2.44 take them:
+    two one-byte functions (``ret`` each, at 0 and 1) closer than an FDE entry (17 and
+    20 bytes).  Found by fuzzing (``elf``): ``raw()`` was an internal error, the
+    self-check reading the writer's field-relative starts as absolute (out of order)."""
+    require("as")
+    source = tmp_path / "two.s"
+    source.write_text("\t.text\nf:\n\t.cfi_startproc\n\tret\n\t.cfi_endproc\n"
+                      "g:\n\t.cfi_startproc\n\tret\n\t.cfi_endproc\n")
+    obj = tmp_path / "two.o"
+    subprocess.run(["as", str(source), "-o", str(obj)], check=True)
+    section = cfi2sframe.convert_elf(str(obj), **form).raw()  # type: ignore[arg-type]
+    decoded = decode_sframe(section, 0, v1_pcrel=True)
+    assert [(fde.start_address, fde.size) for fde in decoded.fdes] == [(0, 1), (1, 1)]

@@ -189,3 +189,21 @@ def test_fre_starts_and_info_bytes_either_way_the_pass_reads(
         flex = section(version, fres=fres, sizes=sizes)
         at = 28 + 2 * 16 + 3  # FDE 0's attribute's info2
         unsound(flex[:at] + b"\x01" + flex[at + 1:], "info byte 0x03")
+
+
+def test_unflagged_starts_read_relative_to_their_field_where_the_writer_says() -> None:
+    """V1 and V2 without the PC-relative flag: ``SectionImage.to_bytes`` still writes each
+    start relative to its own field (an object's PC32 relocations make it so), and
+    ``check_written`` reads them so (``v1_pcrel``).  Found by fuzzing (``elf``): a
+    library call's V1 section of two functions closer than an FDE entry was an internal
+    error, its starts read as absolute going backwards.  Here functions at 0x1000 and
+    0x1008 (sizes 8 and 0x10): fields 0x1000 - 28 = 0xFE4 and 0x1008 - 48 = 0xFD8."""
+    data = section(2, flags=1, starts=(0xFE4, 0xFD8), sizes=(0x08, 0x10))
+    assert section_problem(data, 0, None, v1_pcrel=True) is None
+    assert "flagged sorted" in (section_problem(data, 0, None) or "")  # read as absolute
+    if CORE is not None:
+        assert compiled_sound(data, 0, CORE, v1_pcrel=True)
+        assert not compiled_sound(data, 0, CORE)
+        assert section_problem(data, 0, CORE, v1_pcrel=True) is None
+    flagged = section(2, flags=5, starts=(0xFE4, 0xFD8), sizes=(0x08, 0x10))
+    assert section_problem(flagged, 0, None) is None  # the flag alone says the same
