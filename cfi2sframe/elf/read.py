@@ -464,6 +464,9 @@ def open_elf(data: bytes, where: str) -> ElfView:
     if headers and headers[0][1] != SHT_NULL:  # (gABI: index 0 is reserved, SHT_NULL)
         raise DecodeError(shoff, f"{where}: section 0 has type {headers[0][1]}, not "
                                  "SHT_NULL")
+    if headers and headers[0][0]:  # (gABI: and nameless; a name appended later is its)
+        raise DecodeError(shoff, f"{where}: section 0 has a name (at {headers[0][0]:#x}), "
+                                 "not 0")
     if not 0 <= shstrndx < len(headers):
         raise DecodeError(ehdr.offset("e_shstrndx"),
                           f"{where}: bad section name table index {shstrndx}")

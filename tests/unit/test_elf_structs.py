@@ -174,3 +174,22 @@ def test_a_section_0_that_is_not_null_is_an_error() -> None:
             "section 0 has type 2, not SHT_NULL"), exc.args
     else:
         raise AssertionError("a section 0 of type SHT_SYMTAB was read")
+
+
+def test_a_section_0_with_a_name_is_an_error() -> None:
+    """Found by fuzzing the rewrite path: an object whose section 0's sh_name was the
+    name table's old length (0x3b), so the name ".sframe" the writer appends there named
+    section 0 too; the rewritten file's check found that empty section first (an
+    internal error).  gABI: section index 0 is reserved, its name 0; the reader now
+    says so at e_shoff."""
+    data = bytearray(Path("/usr/bin/true").read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    assert struct.unpack_from("<I", data, shoff)[0] == 0
+    struct.pack_into("<I", data, shoff, 0x3B)
+    try:
+        open_elf(bytes(data), "true")
+    except DecodeError as exc:
+        assert exc.offset == shoff and str(exc.args[-1]).endswith(
+            "section 0 has a name (at 0x3b), not 0"), exc.args
+    else:
+        raise AssertionError("a section 0 with a name was read")
