@@ -158,38 +158,24 @@ def test_a_section_name_table_of_no_bytes_is_an_error() -> None:
         raise AssertionError("a SHT_NOBITS section name table was read")
 
 
-def test_a_section_0_that_is_not_null_is_an_error() -> None:
-    """Found by fuzzing the rewrite path: an object whose section 0 had type SHT_SYMTAB
-    (2); the writer took it for the symbol table and linked .rela.sframe to it, which
-    the rewritten file's check could not read (an internal error).  gABI: section
-    index 0 is reserved, its type SHT_NULL; the reader now says so at e_shoff."""
+@pytest.mark.parametrize(("field", "value", "words"), [
+    (4, 2, "section 0 has type 2, not SHT_NULL"),
+    (0, 0x3B, "section 0 has a name (at 0x3b), not 0"),
+])
+def test_a_section_0_not_all_null_is_an_error(field: int, value: int, words: str) -> None:
+    """Found by fuzzing the rewrite path, objects whose section 0 had type SHT_SYMTAB
+    (2), which the writer took for the symbol table and linked .rela.sframe to; or an
+    sh_name of the name table's old length (0x3b), so the ".sframe" the writer appends
+    there named section 0 too, found first (empty) by the rewritten file's check.  Each
+    was an internal error.  gABI: section index 0 is reserved, SHT_NULL and nameless;
+    the reader now says so at e_shoff.  ``field``: sh_type (+4) or sh_name (+0)."""
     data = bytearray(Path("/usr/bin/true").read_bytes())
     shoff, = struct.unpack_from("<Q", data, 0x28)
-    assert struct.unpack_from("<I", data, shoff + 4)[0] == 0
-    struct.pack_into("<I", data, shoff + 4, 2)  # SHT_SYMTAB
+    assert struct.unpack_from("<I", data, shoff + field)[0] == 0
+    struct.pack_into("<I", data, shoff + field, value)
     try:
         open_elf(bytes(data), "true")
     except DecodeError as exc:
-        assert exc.offset == shoff and str(exc.args[-1]).endswith(
-            "section 0 has type 2, not SHT_NULL"), exc.args
+        assert exc.offset == shoff and str(exc.args[-1]).endswith(words), exc.args
     else:
-        raise AssertionError("a section 0 of type SHT_SYMTAB was read")
-
-
-def test_a_section_0_with_a_name_is_an_error() -> None:
-    """Found by fuzzing the rewrite path: an object whose section 0's sh_name was the
-    name table's old length (0x3b), so the name ".sframe" the writer appends there named
-    section 0 too; the rewritten file's check found that empty section first (an
-    internal error).  gABI: section index 0 is reserved, its name 0; the reader now
-    says so at e_shoff."""
-    data = bytearray(Path("/usr/bin/true").read_bytes())
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    assert struct.unpack_from("<I", data, shoff)[0] == 0
-    struct.pack_into("<I", data, shoff, 0x3B)
-    try:
-        open_elf(bytes(data), "true")
-    except DecodeError as exc:
-        assert exc.offset == shoff and str(exc.args[-1]).endswith(
-            "section 0 has a name (at 0x3b), not 0"), exc.args
-    else:
-        raise AssertionError("a section 0 with a name was read")
+        raise AssertionError(f"a section 0 with {value:#x} at +{field} was read")
