@@ -174,11 +174,12 @@ def write_output(path: str, data: Payload | str, mode_of: str | None = None,
 
 def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None],
                   check: Callable[[int], None] | None = None,
-                  started: StartedCopy | None = None) -> None:
-    """Write ``payload`` to a file in ``path``'s folder, sync it and ``check`` it
-    (``_synced``), run ``prepare`` on its descriptor (mode, owner, attributes, dates)
-    while it has no name, name it and rename it over ``path``; on any failure remove
-    it and leave ``path`` as it was.
+                  started: StartedCopy | None = None,
+                  unchanged: Callable[[], None] | None = None) -> None:
+    """Write ``payload`` to a file in ``path``'s folder, ``check`` it, run ``prepare``
+    on its descriptor (mode, owner, attributes, dates) and sync it (``_synced``) while
+    it has no name, ask ``unchanged`` (the input's check, last), name it and rename it
+    over ``path``; on any failure remove it and leave ``path`` as it was.
 
     Only a kill between the naming and the rename (two system calls) can leave
     the temporary behind, named ``.cfi2sframe-PID-...``; a later process's first
@@ -186,7 +187,7 @@ def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None],
     """
     directory = os.path.dirname(os.path.abspath(path))
     _sweep(directory)
-    tmp = _write_unnamed(directory, payload, prepare, check, started)
+    tmp = _write_unnamed(directory, payload, prepare, check, started, unchanged)
     try:
         if tmp is None:
             import tempfile  # only where unnamed files fail (and not at every start-up)
@@ -194,10 +195,11 @@ def _replace_with(path: str, payload: Payload, prepare: Callable[[int], None],
             fd, tmp = tempfile.mkstemp(prefix=f".cfi2sframe-{os.getpid()}-", dir=directory)
             try:
                 _write_all(fd, payload)
-                _synced(fd, check)
-                prepare(fd)
+                _synced(fd, check, prepare)
             finally:
                 os.close(fd)
+            if unchanged is not None:
+                unchanged()
         replaced = _held(path)
         try:
             os.replace(tmp, path)
@@ -287,40 +289,45 @@ def _write_all(fd: int, payload: Payload, copied: int = 0, refused: bool = False
         pwrite_all(fd, payload, 0)
 
 
-def _synced(fd: int, check: Callable[[int], None] | None) -> None:
-    """Sync the new file at ``fd`` and run ``check`` on it: the disk writes while the
-    check reads the same bytes from the page cache (the compiled core starts the
-    writeback, ``_core.start_writeback``; the ``fsync`` after the check then waits for
-    less: it was most of a small file's rewrite).  An error of the sync is the one
-    reported, as if it had come before the check."""
-    if check is None:
-        os.fsync(fd)
-        return
-    core = compiled()
-    if core is not None:
-        core.start_writeback(fd)
-    try:
-        check(fd)
-    except Exception:
-        os.fsync(fd)
-        raise
+def _synced(fd: int, check: Callable[[int], None] | None,
+            prepare: Callable[[int], None]) -> None:
+    """Run ``check`` on the new file at ``fd``, then ``prepare`` (its owner, mode,
+    attributes and dates: after the check, whose map could update the access time, and
+    before the ``fsync``, which then makes them durable with the bytes), then sync it.
+    The disk writes while the check reads the same bytes from the page cache (the
+    compiled core starts the writeback, ``_core.start_writeback``; the ``fsync`` after
+    the check then waits for less: it was most of a small file's rewrite).  An error
+    of the sync is the one reported, as if it had come before the check."""
+    if check is not None:
+        core = compiled()
+        if core is not None:
+            core.start_writeback(fd)
+        try:
+            check(fd)
+        except Exception:
+            os.fsync(fd)
+            raise
+    prepare(fd)
     os.fsync(fd)
 
 
 def _write_unnamed(directory: str, payload: Payload, prepare: Callable[[int], None],
                    check: Callable[[int], None] | None = None,
-                   started: StartedCopy | None = None) -> str | None:
-    """``payload`` in a new file of ``directory`` (or ``started``'s), synced and
-    ``check``ed (``_synced``), ``prepare``d and named only when complete; None when
-    the file system has no unnamed files."""
+                   started: StartedCopy | None = None,
+                   unchanged: Callable[[], None] | None = None) -> str | None:
+    """``payload`` in a new file of ``directory`` (or ``started``'s), ``check``ed,
+    ``prepare``d and synced (``_synced``), and named only when complete and then
+    ``unchanged`` (the input's check, last); None when the file system has no unnamed
+    files."""
     opened = started.take() if started is not None else _unnamed(directory)
     if opened is None:
         return None
     fd, copied, refused = (opened, 0, False) if isinstance(opened, int) else opened
     try:
         _write_all(fd, payload, copied, refused)
-        _synced(fd, check)
-        prepare(fd)
+        _synced(fd, check, prepare)
+        if unchanged is not None:
+            unchanged()
         name = os.path.join(directory, f".cfi2sframe-{os.getpid()}-{os.urandom(6).hex()}")
         root = os.open("/", os.O_RDONLY)
         try:
@@ -653,11 +660,11 @@ def rewrite(path: str, old: bytes, read_stat: os.stat_result, new: Payload,
             _set_xattrs(fd, attributes, path)
             if preserve_dates:
                 _utime(path, fd, read_stat)
-            _check_unchanged(path, target, read_stat)
 
         try:
             _replace_with(target, new, prepare,
-                          None if check is None else lambda fd: _check_written(fd, check))
+                          None if check is None else lambda fd: _check_written(fd, check),
+                          unchanged=lambda: _check_unchanged(path, target, read_stat))
         except OSError as exc:
             raise Cfi2SframeError(path, f"cannot write output: {exc.strerror or exc}") \
                 from None

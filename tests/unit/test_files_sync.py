@@ -61,3 +61,30 @@ def test_the_syncs_error_comes_first(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert path.read_bytes() == b"old"
     assert synced and checked == [b"oldnew"]
     assert [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+def test_the_attributes_are_set_before_the_sync_and_the_input_checked_last(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new file's owner and mode are set before its ``fsync``, which then makes them
+    durable with its bytes; the input's "changed since read" check comes after that
+    sync, just before the file is named and renamed over the input."""
+    path = tmp_path / "f"
+    path.write_bytes(b"old")
+    os.chmod(path, 0o751)
+    calls: list[str] = []
+
+    def recorded(name: str, real: Callable[..., object]) -> Callable[..., object]:
+        def call(*args: object, **kwargs: object) -> object:
+            calls.append(name)
+            return real(*args, **kwargs)
+        return call
+
+    for name in ("fchown", "fchmod", "fsync", "link", "replace"):
+        monkeypatch.setattr(os, name, recorded(name, getattr(os, name)))
+    monkeypatch.setattr(files, "_check_unchanged",
+                        recorded("unchanged", files._check_unchanged))
+    _rewrite(path, lambda data: None)
+    assert path.read_bytes() == b"oldnew" and path.stat().st_mode & 0o777 == 0o751
+    # (_check_unchanged is asked once before any write, too: rewrite's first step)
+    assert calls == ["unchanged", "fchown", "fchmod", "fsync", "unchanged", "link",
+                     "replace"], calls
