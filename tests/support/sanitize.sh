@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The compiled core under AddressSanitizer and UndefinedBehaviorSanitizer (issue 42).
 #
-#   sh tests/support/sanitize.sh [pytest arguments]
+#   bash tests/support/sanitize.sh [pytest arguments]
 #
 # Copies the checkout's tracked files to a scratch folder, builds the core there with
 # -fsanitize=address,undefined (every finding fatal: -fno-sanitize-recover=all) and
