@@ -26,7 +26,6 @@ from ..errors import DecodeError
 from ..typed import TYPE_CHECKING, NamedTuple
 from .format import (
     BASE_REG_FP,
-    F_FDE_FUNC_START_PCREL,
     FDE_LAYOUT,
     FRE_ADDR_SIZE,
     FRE_HEAD,
@@ -41,6 +40,7 @@ from .format import (
     VERSION_2,
     VERSION_3,
     WORD_CODE,
+    starts_pcrel,
 )
 from .words import (
     FDE_INFO_FRE_TYPE,
@@ -307,8 +307,7 @@ class FdeTable:
                        fre_len, fdeoff, freoff, big)
         self.data, self.count, self.num_fres = data, num_fdes, num_fres
         self.address = section_address
-        self.pcrel = bool(flags & F_FDE_FUNC_START_PCREL) or (v1_pcrel and
-                                                              version <= VERSION_2)
+        self.pcrel = starts_pcrel(version, flags, v1_pcrel)
 
     def fde(self, index: int) -> DecodedFde:
         return self.reader.fde(index, self.fde_start + index * self.entry, self.address,

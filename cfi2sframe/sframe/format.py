@@ -32,6 +32,13 @@ VALID_FLAGS = {
     VERSION_3: F_FDE_SORTED | F_FDE_FUNC_START_PCREL,
 }
 
+
+def starts_pcrel(version: int, flags: int, v1_pcrel: bool) -> bool:
+    """Whether a section's FDE start fields are each relative to itself: flagged so, or
+    (``v1_pcrel``: an object's, relocated by PC32 relocations) V1 or unflagged V2."""
+    return bool(flags & F_FDE_FUNC_START_PCREL) or (v1_pcrel and version <= VERSION_2)
+
+
 # ABI/arch ids and their names are target facts: ``Arch.sframe_abi``, ``sframe_abi_name``.
 
 FRE_ADDR1, FRE_ADDR2, FRE_ADDR4 = 0, 1, 2

@@ -89,7 +89,7 @@ def compiled_sound(data: bytes, section_address: int, compiled: ModuleType,
     return compiled.sframe_check(
         data, fde_start=fde_start, count=count, entry=fmt.FDE_LAYOUT[version].size,
         fre_start=fre_start, fre_end=fre_end, version=version, big=big,
-        pcrel=_pcrel(version, flags, v1_pcrel), address=section_address,
+        pcrel=fmt.starts_pcrel(version, flags, v1_pcrel), address=section_address,
         sorted=bool(flags & fmt.F_FDE_SORTED), num_fres=num_fres,
         unused=FDE_INFO_UNUSED[version], masks=_MASKS) is True
 
@@ -126,11 +126,6 @@ def _header_problem(data: bytes) -> str | tuple[int, int, bool, int, int, int, i
     return version, flags, big, count, num_fres, fde_start, fre_start, fre_start + fre_len
 
 
-def _pcrel(version: int, flags: int, v1_pcrel: bool) -> bool:
-    """Whether the start fields are relative to themselves (``decode.FdeTable``'s rule)."""
-    return bool(flags & fmt.F_FDE_FUNC_START_PCREL) or (v1_pcrel and version <= fmt.VERSION_2)
-
-
 def _fde_problem(data: bytes, header: tuple[int, int, bool, int, int, int, int, int],
                  address: int, v1_pcrel: bool) -> str | None:
     """The reference's rules of the FDEs and their FREs, the header's holding (read by
@@ -138,7 +133,7 @@ def _fde_problem(data: bytes, header: tuple[int, int, bool, int, int, int, int, 
     does without)."""
     version, flags, big, count, num_fres, fde_start, fre_start, fre_end = header
     layout, attrs = fmt.FDE_LAYOUT[version].of(not big), fmt.V3_ATTR.of(not big)
-    pcrel, is_sorted = _pcrel(version, flags, v1_pcrel), flags & fmt.F_FDE_SORTED
+    pcrel, is_sorted = fmt.starts_pcrel(version, flags, v1_pcrel), flags & fmt.F_FDE_SORTED
     extents: list[tuple[int, int, int]] = []
     last = None
     total = 0
