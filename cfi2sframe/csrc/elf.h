@@ -1,7 +1,7 @@
 /* The ELF records the compiled core reads in place (elf_reloc.c's Rel and Rela
- * entries, frontend_scan.c's and elf_symbols.c's symbols), by class: the field offsets and sizes and how
- * r_info splits.  Their Python home is ``elf/structs.py`` (``SYM``, ``REL``, ``RELA``,
- * ``r_sym``, ``r_type``): ``elf_constants`` hands them to
+ * entries, frontend_scan.c's and elf_symbols.c's symbols), by class: the field offsets
+ * and sizes and how r_info splits.  Their Python home is ``elf/structs.py`` (``SYM``,
+ * ``REL``, ``RELA``, ``r_sym``, ``r_type``): ``elf_constants`` hands them to
  * tests/differential/test_core_constants.py, which holds them equal by name. */
 #ifndef CFI2SFRAME_ELF_H
 #define CFI2SFRAME_ELF_H

@@ -216,12 +216,12 @@ static void *copying(void *arg) {
     return NULL;
 }
 
-/* copy_later(source, target, length, step, ahead, replaced=-1) -> the read end of a pipe that gives, once
- * the thread is done, 16 bytes: the bytes copied and the errno that stopped the copy
- * (0: none), native int64s; or None where no thread could be had (the caller copies).
- * ``replaced``: the file the output will replace, whose clean page cache the thread
- * drops once it has copied (``drop_if_clean``).
- * ``source`` and ``target`` stay the caller's: the thread copies through duplicates. */
+/* copy_later(source, target, length, step, ahead, replaced=-1) -> the read end of a
+ * pipe that gives, once the thread is done, 16 bytes: the bytes copied and the errno
+ * that stopped the copy (0: none), native int64s; or None where no thread could be had
+ * (the caller copies).  ``replaced``: the file the output will replace, whose clean
+ * page cache the thread drops once it has copied (``drop_if_clean``).  ``source`` and
+ * ``target`` stay the caller's: the thread copies through duplicates. */
 PyObject *copy_later(PyObject *Py_UNUSED(self), PyObject *args) {
     int source, target;
     long long length, step, ahead;
